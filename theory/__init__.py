@@ -1,0 +1,72 @@
+"""Closed forms of Simplex Random Features (Reid et al., ICML 2023) in arbitrary precision.
+
+Every function returns mpmath numbers computed at the caller's working
+precision (``mpmath.mp.dps`` / ``mpmath.workdps``) plus guard bits, never
+changes the global precision, and raises ``ValueError`` naming the argument for
+bad input and ``mpmath.NoConvergence`` when a series or quadrature cannot reach
+the requested accuracy.
+
+Modules (one home per formula): :mod:`theory.kernels` (kernels, Thm 3.2,
+ensembles), :mod:`theory.distributions` (Lemmas 4.1, 4.2),
+:mod:`theory.conformity` (Thm 4.3 and its routes), :mod:`theory.mse`
+(MSEs, ratios, gaps, Cor 4.4-4.6, Sec. 5.1), :mod:`theory.geometry`
+(simplex vectors, Algorithm 1), :mod:`theory.simplex_plus` (Sec. 3.2) and
+:mod:`theory.symbolic` (sympy derivations).
+"""
+
+from ._checks import PRF_COUPLINGS, RFF_COUPLINGS
+from .conformity import (
+    conformity,
+    conformity_at_angle,
+    conformity_at_angle_quad,
+    conformity_from_moments,
+    conformity_from_pdf,
+    conformity_iid,
+    conformity_orthogonal,
+    orf_conformity_kummer,
+    orf_conformity_series,
+    simrf_conformity_series,
+    theta_conformity_series,
+)
+from .distributions import (
+    chi_moment,
+    coupling_pdf,
+    pdf_chi,
+    pdf_wij,
+    pdf_wij_iid,
+    wij_moment,
+    wij_moment_iid,
+)
+from .geometry import simplex_apply, simplex_gram, simplex_vectors
+from .kernels import (
+    block_sizes,
+    coupled_pairs,
+    ensemble_conformity,
+    gaussian_kernel,
+    prf_mse_from_conformity,
+    rff_mse_from_conformity,
+    softmax_kernel,
+    softmax_to_gaussian_factor,
+)
+from .mse import (
+    mse_ratio,
+    orthogonality_gap,
+    prf_mse,
+    rff_asymptotic_ratio,
+    rff_conformity,
+    rff_mse,
+    rff_mse_ratio,
+    rff_orf_conformity_series,
+    rff_orthogonality_gap,
+    simplex_v2_prefactor,
+    simplex_v2_prefactor_printed,
+    z_crit,
+)
+from .simplex_plus import (
+    exact_objective,
+    simplex_plus_update,
+    truncated_objective,
+    truncated_objective_minimum,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

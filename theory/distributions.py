@@ -1,0 +1,211 @@
+r"""Distributions of :math:`w_{ij} = \|w_i + w_j\|_2` (Lemmas 4.1 and 4.2).
+
+* IID vectors: :math:`w_i + w_j \sim N(0, 2I_d)`, so :math:`w_{ij}/\sqrt2 \sim \chi_d`
+  (eq. ``iid_pdf``).
+* Vectors with independent :math:`\chi_d` norms conditioned to subtend a fixed
+  angle :math:`\theta`: :math:`w_{ij}^2 = w_i^2 + w_j^2 + 2w_iw_j\cos\theta`, with
+  the density of eq. ``theta_proby_dist`` (a one-dimensional integral), which
+  reduces to :math:`\chi_{2d}` at :math:`\theta = \pi/2` (eq. ``chi_2d_dist``).
+
+Moments used by the checks and by the footnote of Sec. 3.2 are exact:
+:math:`\mathbb{E}[\chi_d^n] = 2^{n/2}\Gamma(\frac{d+n}{2})/\Gamma(\frac d2)`.
+"""
+
+from __future__ import annotations
+
+from mpmath import mp
+
+from ._checks import (
+    check_coupling,
+    check_cos_theta,
+    check_dimension,
+    check_int,
+    check_nonnegative,
+    guarded,
+)
+from ._series import quad_checked
+
+
+def simplex_cos(d):
+    r"""Cosine of the angle subtended by two simplex vectors, :math:`-1/(d-1)`."""
+    return mp.mpf(-1) / (d - 1)
+
+
+def coupling_cos(coupling, d):
+    """cos(theta) of a coupled pair: 0 (orthogonal) or -1/(d-1) (simplex)."""
+    if coupling == "orthogonal":
+        return mp.mpf(0)
+    if coupling == "simplex":
+        return simplex_cos(d)
+    raise ValueError(f"coupling {coupling!r} has no fixed angle; use 'orthogonal' or 'simplex'")
+
+
+def _log_chi_pdf(r, k):
+    return (k - 1) * mp.log(r) - r * r / 2 - (mp.mpf(k) / 2 - 1) * mp.log(2) - mp.loggamma(mp.mpf(k) / 2)
+
+
+@guarded()
+def pdf_chi(r, k):
+    r"""Density of the :math:`\chi_k` distribution,
+    :math:`r^{k-1}e^{-r^2/2}/(2^{k/2-1}\Gamma(k/2))`."""
+    k = check_int(k, "k", 1)
+    r = check_nonnegative(r, "r")
+    if r == 0:
+        return mp.mpf(1) / mp.sqrt(mp.pi / 2) if k == 1 else mp.mpf(0)
+    return mp.exp(_log_chi_pdf(r, k))
+
+
+@guarded()
+def chi_moment(n, k):
+    r""":math:`\mathbb{E}[r^n]` for :math:`r\sim\chi_k`: :math:`2^{n/2}\Gamma(\frac{k+n}{2})/\Gamma(\frac k2)`."""
+    k = check_int(k, "k", 1)
+    n = check_nonnegative(n, "n")
+    return mp.mpf(2) ** (n / 2) * mp.gammaprod([(k + n) / 2], [mp.mpf(k) / 2])
+
+
+@guarded()
+def pdf_wij_iid(w, d):
+    r"""Density of :math:`w_{ij}` for i.i.d. Gaussian vectors (eq. ``iid_pdf``, Lemma 4.1).
+
+    .. math:: p_{\mathrm{iid}}(w) = \frac{w^{d-1}e^{-w^2/4}}{2^{d-1}\Gamma(d/2)}
+    """
+    d = check_dimension(d)
+    w = check_nonnegative(w, "w")
+    if w == 0:
+        return mp.mpf(1) / mp.sqrt(mp.pi) if d == 1 else mp.mpf(0)
+    return mp.exp((d - 1) * mp.log(w) - w * w / 4 - (d - 1) * mp.log(2) - mp.loggamma(mp.mpf(d) / 2))
+
+
+@guarded()
+def pdf_wij(w, d, cos_theta, maxdegree=None):
+    r"""Density :math:`p_\theta(w)` of :math:`w_{ij}` at a fixed angle (eq. ``theta_proby_dist``, Lemma 4.2).
+
+    .. math::
+        p_\theta(w) = \frac{w^{2d-1}}{2^{d-2}\Gamma(\frac d2)^2}\int_0^{\pi/2}
+        d\phi\,(\sin\phi\cos\phi)^{d-1}
+        \frac{e^{-w^2/(2(1+\sin2\phi\cos\theta))}}{(1+\sin2\phi\cos\theta)^d}
+
+    Parameters
+    ----------
+    w : real >= 0
+    d : int >= 1
+    cos_theta : real in [-1, 1]
+        0 for ORFs, -1/(d-1) for SimRFs.
+    maxdegree : int, optional
+        Passed to ``mpmath.quad``.
+
+    Notes
+    -----
+    The integrand is symmetric under :math:`\phi\to\pi/2-\phi`; the integral is
+    evaluated in :math:`\delta = \pi/4-\phi \in [0,\pi/4]` and doubled, which
+    puts the only delicate point (:math:`\phi=\pi/4` when :math:`\cos\theta=-1`)
+    at an endpoint of the tanh-sinh rule, where
+    :math:`1+\sin2\phi\cos\theta = (1+\cos\theta)-2\cos\theta\sin^2\delta` is
+    evaluated without cancellation.  At :math:`\cos\theta=-1` (e.g. the simplex with d = 2)
+    :math:`w_{ij} = |w_i - w_j|` and :math:`p(0) = 2\int p_{\chi_d}^2 =
+    \Gamma(d-\frac12)/(2^{d-2}\Gamma(\frac d2)^2)` is returned as the limit.
+    """
+    d = check_dimension(d)
+    w = check_nonnegative(w, "w")
+    c = check_cos_theta(cos_theta)
+    if w == 0:
+        if c == -1:
+            return mp.gamma(d - mp.mpf(1) / 2) / (mp.mpf(2) ** (d - 2) * mp.gamma(mp.mpf(d) / 2) ** 2)
+        return mp.mpf(0)
+    w2 = w * w
+
+    def log_integrand(delta):
+        # phi = pi/4 - delta: sin(2 phi) = cos(2 delta) and
+        # 1 + cos(theta) sin(2 phi) = (1 + c) - 2 c sin(delta)^2, free of cancellation at c = -1
+        s = mp.cos(2 * delta)
+        t = (1 + c) - 2 * c * mp.sin(delta) ** 2
+        if s <= 0 or t <= 0:
+            return None
+        return (d - 1) * mp.log(s / 2) - w2 / (2 * t) - d * mp.log(t)
+
+    # factor out the largest value on a grid, so that the quadrature's error
+    # estimate (absolute, of order 2**-prec) is compared with an O(1) integral
+    # and break the interval around the peak of the integrand
+    # (a uniform grid plus points clustering geometrically at both ends, where
+    # the peak sits for large w or for cos_theta near -1)
+    quarter = mp.pi / 4
+    uniform = [quarter * j / 32 for j in range(33)]
+    near_0 = [quarter * mp.mpf(2) ** -j for j in range(6, 60, 2)]
+    near_end = [quarter * (1 - mp.mpf(2) ** -j) for j in range(6, 60, 2)]
+    grid = sorted(set(uniform) | set(near_0) | set(near_end))
+    samples = [log_integrand(phi) for phi in grid]
+    j_best = max((j for j in range(len(grid)) if samples[j] is not None), key=lambda j: samples[j])
+    shift = samples[j_best]
+    phi_best = grid[j_best]
+    # breakpoints: a coarse uniform partition, the peak and its neighbours, and
+    # the geometric points when the peak lies within the first or last uniform
+    # cell (a log-spaced partition keeps the variation bounded on each piece)
+    points = set(uniform[::4]) | {grid[max(j_best - 1, 0)], phi_best, grid[min(j_best + 1, len(grid) - 1)]}
+    if phi_best < uniform[1]:
+        points |= {t for t in near_0 if t < uniform[1]}
+    if phi_best > uniform[-2]:
+        points |= {t for t in near_end if t > uniform[-2]}
+    points = sorted(points)
+
+    def integrand(phi):
+        t = log_integrand(phi)
+        return mp.mpf(0) if t is None else mp.exp(t - shift)
+
+    integral = 2 * quad_checked(integrand, points, what="pdf_wij (Lemma 4.2)", maxdegree=maxdegree)
+    log_pref = (2 * d - 1) * mp.log(w) - (d - 2) * mp.log(2) - 2 * mp.loggamma(mp.mpf(d) / 2)
+    return mp.exp(log_pref + shift) * integral
+
+
+def coupling_pdf(coupling, w, d):
+    """Density of w_ij for a named coupling: eq. iid_pdf or Lemma 4.2 at its angle."""
+    coupling = check_coupling(coupling)
+    d = check_dimension(d, coupling)
+    if coupling == "iid":
+        return pdf_wij_iid(w, d)
+    with mp.workprec(mp.prec + 10):
+        c = coupling_cos(coupling, d)
+    return pdf_wij(w, d, c)
+
+
+@guarded()
+def wij_moment(n, d, cos_theta):
+    r"""Exact :math:`\mathbb{E}[w_{ij}^{2n}]` at a fixed angle, for integer n >= 0.
+
+    Expands :math:`(w_i^2 + w_j^2 + 2cw_iw_j)^n` by the multinomial theorem with
+    independent :math:`\chi_d` norms.  This does not use Lemma 4.2 and serves
+    as an independent check of it.
+    """
+    n = check_int(n, "n", 0)
+    d = check_dimension(d)
+    c = check_cos_theta(cos_theta)
+    return _wij_moment(n, d, c)
+
+
+def _wij_moment(n, d, c):
+    """Multinomial expansion of E[(w_i^2 + w_j^2 + 2c w_i w_j)^n], repeated with
+    more bits when the terms (signed for c < 0) cancel."""
+    prec = mp.prec
+    guard = 16
+    while True:
+        with mp.workprec(prec + guard):
+            mom = [chi_moment(j, d) for j in range(2 * n + 1)]
+            total = mp.mpf(0)
+            absum = mp.mpf(0)
+            # (A + B)^n with A = w_i^2 + w_j^2, B = 2c w_i w_j; A^a = sum_r C(a,r) w_i^{2r} w_j^{2(a-r)}
+            for b in range(n + 1):
+                a = n - b
+                coef = mp.binomial(n, b) * (2 * c) ** b
+                inner = mp.fsum(mp.binomial(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b] for r in range(a + 1))
+                total += coef * inner
+                absum += abs(coef * inner)
+        if total > 0 and mp.log(absum / total, 2) <= guard - 8:
+            return +total
+        guard = (int(mp.log(absum / total, 2)) if total > 0 else 2 * guard) + 32
+
+
+@guarded()
+def wij_moment_iid(n, d):
+    r"""Exact :math:`\mathbb{E}[w_{ij}^{2n}]` for i.i.d. vectors: :math:`2^n\,\mathbb{E}[\chi_d^{2n}]`."""
+    n = check_int(n, "n", 0)
+    d = check_dimension(d)
+    return mp.mpf(2) ** n * chi_moment(2 * n, d)
