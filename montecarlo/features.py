@@ -1,0 +1,236 @@
+r"""Random feature maps: PRFs (Gaussian and softmax kernels) and RFFs (Sec. 1).
+
+For a batch :math:`X \in \mathbb R^{N\times d}` and projections
+:math:`w_1, \ldots, w_m` (an (m, d) array or a
+:class:`~montecarlo.couplings.RandomProjection`):
+
+* PRF, Gaussian kernel (eq. ``def_prf``):
+  :math:`\phi(z) = m^{-1/2}e^{-\|z\|^2}[e^{w_i^\top z}]_{i}`, so that
+  :math:`\phi(x)^\top\phi(y)` is unbiased for
+  :math:`K_{\mathrm{gauss}} = e^{-\|x-y\|^2/2}` (eq. ``def_gauss_kern``) when
+  every :math:`w_i \sim \mathcal N(0, I_d)`.
+* PRF, softmax kernel: :math:`\phi(z) = m^{-1/2}e^{-\|z\|^2/2}[e^{w_i^\top z}]_i`,
+  unbiased for :math:`K_{\mathrm{smax}} = e^{x^\top y}`.
+* RFF (eq. ``rffdef2``): :math:`\phi(z) = m^{-1/2}\odot_i[\sin w_i^\top z, \cos w_i^\top z]`
+  (interleaved: sin, cos of feature 1, then of feature 2, ...), so that
+  :math:`\phi(x)^\top\phi(y) = \frac1m\sum_i\cos w_i^\top(x-y)`.
+
+Numerical safety
+----------------
+The PRF exponent is formed as one number,
+:math:`w_i^\top z - c\|z\|^2 - \tfrac12\log m` (c = 1 Gaussian, 1/2
+softmax), before a single ``exp``; since
+:math:`\max_z(w^\top z - c\|z\|^2) = \|w\|^2/(4c)`, this never overflows for
+:math:`\|w\|^2 < 1400` (Gaussian) or 700 (softmax), far beyond any
+:math:`\chi_d` norm in practice, whereas ``exp(w.z) * exp(-|z|^2)`` overflows
+as soon as :math:`w^\top z > 709`.  What remains is **underflow**: for large
+:math:`\|z\|` every feature of a row can round to 0.
+
+``stabilize="row"`` subtracts from each row its largest exponent
+:math:`o(z) = \max_i(\cdot)` (the Performer trick) and returns
+:math:`\tilde\phi(z) = \phi(z)e^{-o(z)}` together with :math:`o(z)`; the
+largest entry of every row is then exactly 1.  It preserves: ratios of
+features within a row, hence anything homogeneous of degree 0 in
+:math:`\phi(q)` for each query row, in particular **normalised attention**
+:math:`\phi(q)^\top\phi(k_j)/\sum_l\phi(q)^\top\phi(k_l)` when the row offset
+is used on the queries only.  It does **not** preserve absolute kernel
+values (:math:`\tilde\phi(x)^\top\tilde\phi(y) = \hat K e^{-o(x)-o(y)}`;
+recover :math:`\log\hat K` by adding the offsets back in log space), nor
+normalised attention if keys get different row offsets (each key would be
+reweighted by :math:`e^{-o(k_j)}`).  ``stabilize="global"`` subtracts one
+offset for the whole batch (use it on keys): every ratio, including across
+rows, is preserved, but rows far below the maximum can still underflow.
+"""
+
+from __future__ import annotations
+
+import math
+
+import array_api_compat
+
+from ._backend import backend_name, namespace
+from ._checks import check_coupling, check_data, check_int, check_kernel
+from .couplings import RandomProjection, sample_projection
+
+PRF_KERNELS = ("gaussian", "softmax")
+STABILIZE = (None, "row", "global")
+
+
+def _as_projection(W, xp_hint=None):
+    """(projection callable on validated arrays, d, m, xp)."""
+    if isinstance(W, RandomProjection):
+        return W.project, W.d, W.m, W.xp
+    if not array_api_compat.is_array_api_obj(W):
+        raise ValueError(f"W must be an (m, d) array or a RandomProjection, got {type(W).__name__}")
+    xp = array_api_compat.array_namespace(W)
+    if W.ndim != 2 or W.shape[0] < 1 or W.shape[1] < 1:
+        raise ValueError(f"W must be an (m, d) array or a RandomProjection, got shape {tuple(W.shape)}")
+    if not xp.isdtype(W.dtype, "real floating"):
+        raise ValueError(f"W must hold real floating numbers, got dtype {W.dtype}")
+    wt = xp.matrix_transpose(W)
+    return (lambda x: xp.matmul(x, wt)), W.shape[1], W.shape[0], xp
+
+
+def _exp_(z, xp):
+    """exp in place where the backend allows it (numpy, cupy, torch)."""
+    name = backend_name(xp)
+    if name == "torch":
+        return z.exp_()
+    if name in ("numpy", "cupy"):
+        mod = __import__(name)
+        return mod.exp(z, out=z)
+    return xp.exp(z)  # pragma: no cover
+
+
+def prf_log_features(X, W, kernel="gaussian"):
+    r"""Logarithm of the PRF features, :math:`w_i^\top z - c\|z\|^2 - \tfrac12\log m`, shape (N, m).
+
+    Parameters
+    ----------
+    X : array (N, d), finite
+    W : array (m, d) or RandomProjection
+    kernel : {'gaussian', 'softmax'}
+        c = 1 (eq. ``def_prf``) or c = 1/2.
+    """
+    kernel = check_kernel(kernel, PRF_KERNELS)
+    project, d, m, xp = _as_projection(W)
+    X = _check_X(X, W, xp, d)
+    c = 1.0 if kernel == "gaussian" else 0.5
+    z = project(X)
+    z += (-c * xp.sum(X * X, axis=1) - 0.5 * math.log(m))[:, None]
+    return z
+
+
+def _ref_array(W):
+    if isinstance(W, RandomProjection):
+        return W._weights if W._weights is not None else W._norms
+    return W
+
+
+def _check_X(X, W, xp, d):
+    ref = _ref_array(W)
+    return check_data(X, xp, "X", 2, d, device=getattr(ref, "device", None), dtype=ref.dtype)
+
+
+def prf_features(X, W, kernel="gaussian", stabilize=None):
+    r"""Positive random features of a batch (eq. ``def_prf``), vectorised.
+
+    Parameters
+    ----------
+    X : array (N, d)
+        Data (finite; NaN or inf raise ValueError).
+    W : array (m, d) or RandomProjection
+        Projections from :func:`~montecarlo.sample_weights` or
+        :func:`~montecarlo.sample_projection`.
+    kernel : {'gaussian', 'softmax'}
+        ``'gaussian'``: :math:`m^{-1/2}e^{-\|z\|^2}e^{w_i^\top z}` (unbiased for
+        :math:`e^{-\|x-y\|^2/2}`); ``'softmax'``: :math:`m^{-1/2}e^{-\|z\|^2/2}e^{w_i^\top z}`
+        (unbiased for :math:`e^{x^\top y}`).
+    stabilize : {None, 'row', 'global'}
+        Log-space offset (see the module docstring for what it preserves).
+
+    Returns
+    -------
+    phi : array (N, m)
+        Features (rescaled by :math:`e^{-o}` when stabilised).
+    offset : array (N,) or 0-d array
+        Only when ``stabilize`` is not None: the subtracted log offset
+        :math:`o`, so that the unstabilised features are :math:`\phi e^{o}`.
+    """
+    if stabilize not in STABILIZE:
+        raise ValueError(f"stabilize must be one of None, 'row', 'global', got {stabilize!r}")
+    z = prf_log_features(X, W, kernel)
+    xp = array_api_compat.array_namespace(z)
+    if stabilize is None:
+        return _exp_(z, xp)
+    if stabilize == "row":
+        off = xp.max(z, axis=1)
+        z -= off[:, None]
+    else:
+        off = xp.max(z)
+        z -= off
+    return _exp_(z, xp), off
+
+
+def rff_features(X, W):
+    r"""Random Fourier features of a batch (eq. ``rffdef2``), shape (N, 2m).
+
+    :math:`\phi(z) = m^{-1/2}(\sin w_1^\top z, \cos w_1^\top z, \ldots,
+    \sin w_m^\top z, \cos w_m^\top z)`; :math:`\phi(x)^\top\phi(y) =
+    \frac1m\sum_i\cos w_i^\top(x-y)`, unbiased for :math:`e^{-\|x-y\|^2/2}`
+    when every :math:`w_i\sim\mathcal N(0, I_d)`.
+
+    Parameters
+    ----------
+    X : array (N, d)
+    W : array (m, d) or RandomProjection
+    """
+    project, d, m, xp = _as_projection(W)
+    X = _check_X(X, W, xp, d)
+    z = project(X)
+    out = xp.stack([xp.sin(z), xp.cos(z)], axis=-1)
+    return xp.reshape(out, (X.shape[0], 2 * m)) * (1.0 / math.sqrt(m))
+
+
+class _RandomFeatures:
+    def __init__(self, n_components=None, coupling="simplex", rng=None, xp=None, device=None, dtype=None,
+                 haar_route=None):
+        self.n_components = n_components
+        self.coupling = coupling
+        self.rng = rng
+        self.xp = xp
+        self.device = device
+        self.dtype = dtype
+        self.haar_route = haar_route
+
+    def fit(self, X, y=None):
+        """Draw the projections for data of X's width (X itself is only validated)."""
+        check_coupling(self.coupling)
+        xp = namespace(self.xp)
+        X = check_data(X, xp, "X", 2)
+        d = X.shape[1]
+        m = d if self.n_components is None else check_int(self.n_components, "n_components", 1)
+        self.projection_ = sample_projection(self.coupling, d, m, self.rng, xp, self.device, dtype=self.dtype,
+                                             haar_route=self.haar_route)
+        self.n_features_in_ = d
+        return self
+
+    def _fitted(self):
+        if not hasattr(self, "projection_"):
+            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit(X) first")
+        return self.projection_
+
+    def fit_transform(self, X, y=None):
+        return self.fit(X).transform(X)
+
+
+class PositiveRandomFeatures(_RandomFeatures):
+    """PRF feature map as an estimator (scikit-learn style): ``fit`` draws, ``transform`` maps.
+
+    Parameters
+    ----------
+    n_components : int, optional
+        Number m of random features (default d).
+    coupling : str
+        One of the couplings of :func:`~montecarlo.sample_weights` (default 'simplex').
+    kernel : {'gaussian', 'softmax'}
+    stabilize : {None, 'row', 'global'}
+        If set, ``transform`` returns ``(phi, offset)`` (see :func:`prf_features`).
+    rng, xp, device, dtype, haar_route : as in :func:`~montecarlo.sample_weights`
+    """
+
+    def __init__(self, n_components=None, coupling="simplex", kernel="gaussian", stabilize=None, rng=None,
+                 xp=None, device=None, dtype=None, haar_route=None):
+        super().__init__(n_components, coupling, rng, xp, device, dtype, haar_route)
+        self.kernel = kernel
+        self.stabilize = stabilize
+
+    def transform(self, X):
+        return prf_features(X, self._fitted(), self.kernel, self.stabilize)
+
+
+class RandomFourierFeatures(_RandomFeatures):
+    """RFF feature map (eq. ``rffdef2``) as an estimator; output width 2 * n_components."""
+
+    def transform(self, X):
+        return rff_features(X, self._fitted())

@@ -1,0 +1,230 @@
+"""Deterministic structure of the samplers: simplex geometry, Algorithm 1, blocks, shapes, errors.
+
+These checks are exact (floating-point tolerances), not statistical; the
+distributional checks are in ``test_montecarlo_marginals.py`` and
+``test_montecarlo_estimators.py``.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from mpmath import mp
+
+import montecarlo as mc
+import theory
+
+DIMS = [2, 3, 5, 16, 64]
+
+
+def _unit_rows(w):
+    return w / np.linalg.norm(w, axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("d", DIMS)
+def test_simplex_block_cosines_and_zero_sum(d):
+    """Sec. 3: rows of one simplex block subtend cos = -1/(d-1) exactly and their directions sum to 0."""
+    w = mc.sample_weights("simplex", d, d, rng=d, n=20)
+    u = _unit_rows(w)
+    gram = u @ np.swapaxes(u, -1, -2)
+    off = ~np.eye(d, dtype=bool)
+    assert np.max(np.abs(gram[:, off] + 1.0 / (d - 1))) < 1e-12
+    assert np.max(np.abs(np.sum(u, axis=1))) < 1e-12
+    # the orthogonal coupling, by contrast, has cos = 0 (same check fails for it)
+    uo = _unit_rows(mc.sample_weights("orthogonal", d, d, rng=d, n=20))
+    go = uo @ np.swapaxes(uo, -1, -2)
+    assert np.max(np.abs(go[:, off])) < 1e-12
+    assert np.max(np.abs(go[:, off] + 1.0 / (d - 1))) > 0.4 / (d - 1)
+
+
+@pytest.mark.parametrize("d", [2, 3, 7, 64])
+def test_simplex_matrix_matches_theory_and_closed_gram(d):
+    """Dense S equals theory.simplex_vectors (independent mpmath construction); S S^T closed form."""
+    s = mc.simplex_matrix(d)
+    with mp.workdps(30):
+        ref = np.array(theory.simplex_vectors(d).tolist(), dtype=float)
+    assert np.max(np.abs(s - ref)) < 1e-14
+    gram = d / (d - 1) * np.eye(d) - 1.0 / (d - 1)
+    assert np.max(np.abs(s @ s.T - gram)) < 1e-13
+    assert np.max(np.abs(s[:, -1])) == 0.0  # all s_i lie in e_d^perp
+
+
+@pytest.mark.parametrize("d", [2, 3, 10, 64])
+def test_algorithm1_equals_dense_s(d):
+    """App. B.1: Algorithm 1 (vectorised, any axis) equals the dense matrix S, and theory.simplex_apply."""
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((7, d))
+    s = mc.simplex_matrix(d)
+    assert np.max(np.abs(mc.simplex_apply(x) - x @ s.T)) < 1e-12
+    m = rng.standard_normal((3, d, 4))
+    assert np.max(np.abs(mc.simplex_apply(m, axis=-2) - s @ m)) < 1e-12
+    with mp.workdps(30):
+        ref = np.array([float(t) for t in theory.simplex_apply(list(x[0]))])
+    assert np.max(np.abs(mc.simplex_apply(x[0]) - ref)) < 1e-12
+
+
+@pytest.mark.parametrize("coupling", ["orthogonal", "simplex", "simplex_plus"])
+@pytest.mark.parametrize("route", mc.HAAR_ROUTES)
+def test_block_geometry_is_rotation_of_reference(coupling, route):
+    """W W^T of a block equals D G D with G the reference Gram (I, S S^T, or the SimRFs+ fixed point)."""
+    d = 6
+    w = mc.sample_weights(coupling, d, d, rng=11, n=5, haar_route=route)
+    norms = np.linalg.norm(w, axis=-1)
+    u = _unit_rows(w)
+    gram = u @ np.swapaxes(u, -1, -2)
+    if coupling == "orthogonal":
+        assert np.max(np.abs(gram - np.eye(d))) < 1e-12
+    elif coupling == "simplex":
+        assert np.max(np.abs(gram - (d / (d - 1) * np.eye(d) - 1 / (d - 1)))) < 1e-12
+    else:
+        # fixed point of eq. simpler_updates_main: w_i antiparallel to sum_{j != i} w_j
+        for k in range(5):
+            r = w[k].sum(axis=0)[None, :] - w[k]
+            cos = np.sum(r * w[k], axis=1) / (np.linalg.norm(r, axis=1) * norms[k])
+            assert np.max(np.abs(cos + 1)) < 1e-9
+
+
+def test_haar_routes_orthogonal():
+    for route in mc.HAAR_ROUTES:
+        q = mc.haar_orthogonal(4, 9, rng=1, route=route)
+        assert q.shape == (4, 9, 9)
+        assert np.max(np.abs(q @ np.swapaxes(q, -1, -2) - np.eye(9))) < 1e-12
+
+
+@pytest.mark.parametrize("d", [3, 6, 16])
+def test_simplex_plus_matches_theory_reference(d):
+    """Vectorised SimRFs+ update equals theory.simplex_plus_update (mpmath, sequential) for the same norms."""
+    rng = np.random.default_rng(100 + d)
+    norms = np.sqrt(rng.chisquare(d, (2, d)))
+    vec, passes = mc.simplex_plus_vectors(norms, tol=1e-14)
+    with mp.workdps(30):
+        for k in range(2):
+            ref, _ = theory.simplex_plus_update([float(t) for t in norms[k]], tol=mp.mpf("1e-25"))
+            ref = np.array([[float(t) for t in row] for row in ref])
+            assert np.max(np.abs(vec[k] - ref)) < 1e-11
+    assert passes.shape == (2,) and np.all(passes >= 1)
+    # the reference geometry is not the simplex: the same comparison against w_i s_i fails
+    start = norms[0][:, None] * mc.simplex_matrix(d)
+    assert np.max(np.abs(vec[0] - start)) > 1e-6
+
+
+def test_simplex_plus_reports_passes_and_raises_when_capped():
+    w, info = mc.sample_weights("simplex_plus", 8, 20, rng=3, return_info=True)
+    assert w.shape == (20, 8)
+    assert info["passes"].shape == (3,) and np.all(info["passes"] >= 1)
+    norms = np.sqrt(np.random.default_rng(0).chisquare(3, (4, 3)))
+    with pytest.raises(mc.ConvergenceError, match="max_passes"):
+        mc.simplex_plus_vectors(norms, tol=1e-14, max_passes=2)
+
+
+@pytest.mark.parametrize("coupling", mc.COUPLINGS)
+@pytest.mark.parametrize("d,m", [(4, 4), (4, 3), (4, 10), (5, 13), (16, 40)])
+def test_shapes_and_block_structure(coupling, d, m):
+    """m > d: independent blocks, last one truncated; in-block pairs keep the coupling's geometry."""
+    w, info = mc.sample_weights(coupling, d, m, rng=2, return_info=True)
+    assert w.shape == (m, d) and w.dtype == np.float64 and np.all(np.isfinite(w))
+    b = info["block_rows"]
+    assert b == (mc.next_power_of_two(d) if coupling in mc.FAST_COUPLINGS else d)
+    if coupling in ("orthogonal", "fast_orthogonal") and b == d:
+        for start in range(0, m, b):
+            blk = _unit_rows(w[start:start + b])
+            g = blk @ blk.T
+            assert np.max(np.abs(g - np.eye(len(blk)))) < 1e-12
+    if coupling == "simplex":
+        for start in range(0, m, b):
+            blk = _unit_rows(w[start:start + b])
+            g = blk @ blk.T
+            off = ~np.eye(len(blk), dtype=bool)
+            assert np.max(np.abs(g[off] + 1 / (d - 1))) < 1e-12
+        if m > d:  # across blocks: not coupled
+            u = _unit_rows(w)
+            assert np.max(np.abs(u[0] @ u[d:].T + 1 / (d - 1))) > 1e-3
+
+
+def test_batch_draws_and_reproducibility():
+    a = mc.sample_weights("simplex", 5, 7, rng=42, n=3)
+    b = mc.sample_weights("simplex", 5, 7, rng=42, n=3)
+    c = mc.sample_weights("simplex", 5, 7, rng=43, n=3)
+    assert a.shape == (3, 7, 5)
+    assert np.array_equal(a, b) and not np.allclose(a, c)
+    g = np.random.default_rng(5)
+    x1 = mc.sample_weights("iid", 3, 3, rng=g)
+    x2 = mc.sample_weights("iid", 3, 3, rng=g)
+    assert not np.allclose(x1, x2)  # a Generator advances
+    assert np.array_equal(x1, mc.sample_weights("iid", 3, 3, rng=np.random.default_rng(5)))
+
+
+def test_fwht_is_normalised_hadamard():
+    """fwht equals the recursive H of App. B.2 (built densely here), for p = 1..64."""
+    for k in range(7):
+        p = 2**k
+        h = np.ones((1, 1))
+        for _ in range(k):
+            h = np.block([[h, h], [h, -h]]) / math.sqrt(2)
+        x = np.random.default_rng(k).standard_normal((3, p))
+        assert np.max(np.abs(mc.fwht(x) - x @ h.T)) < 1e-12
+    with pytest.raises(ValueError, match="power-of-two"):
+        mc.fwht(np.ones((2, 6)))
+
+
+@pytest.mark.parametrize("coupling", mc.FAST_COUPLINGS)
+@pytest.mark.parametrize("d", [5, 8, 33])
+def test_fast_projection_matches_dense_weights(coupling, d):
+    """Structured O(p log p) application equals the dense weights from the same seed (zero padding)."""
+    m = 3 * d + 1
+    proj = mc.sample_projection(coupling, d, m, rng=9)
+    w = mc.sample_weights(coupling, d, m, rng=9)
+    x = np.random.default_rng(0).standard_normal((6, d))
+    assert proj.padded_d == mc.next_power_of_two(d)
+    assert np.max(np.abs(proj(x) - x @ w.T)) < 1e-10
+    assert np.array_equal(proj.weights, w)
+    # rows of a full padded block are orthogonal in R^p with chi_p norms; the simplex variant has cos -1/(p-1)
+    p = proj.padded_d
+    full = mc.sample_projection(coupling, d, p, rng=9)
+    rows = full.project(np.eye(d))  # (d, p): columns are the first d coordinates of the p rows
+    assert rows.shape == (d, p)
+
+
+def test_dtype_and_float32():
+    w = mc.sample_weights("simplex", 8, 8, rng=0, dtype="float32")
+    assert w.dtype == np.float32
+    u = _unit_rows(w.astype(np.float64))
+    off = ~np.eye(8, dtype=bool)
+    assert np.max(np.abs((u @ u.T)[off] + 1 / 7)) < 1e-5
+
+
+# ---------------------------------------------------------------------------
+# Bad input: ValueError naming the argument
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,match",
+    [
+        (("gaussian", 4, 4), {}, "coupling must be one of 'iid', 'orthogonal', 'simplex', 'simplex_plus'"),
+        (("Simplex", 4, 4), {}, "coupling must be one of"),
+        (("simplex", 1, 4), {}, r"d must be an integer >= 2 for the simplex coupling, got 1"),
+        (("simplex_plus", 1, 4), {}, r"d must be an integer >= 2 for the simplex_plus coupling"),
+        (("fast_simplex", 1, 4), {}, r"d must be an integer >= 2 for the fast_simplex coupling"),
+        (("iid", 0, 4), {}, r"d must be an integer >= 1"),
+        (("iid", 4.0, 4), {}, r"d must be an integer >= 1, got 4.0"),
+        (("orthogonal", 4, 0), {}, r"m must be an integer >= 1, got 0"),
+        (("orthogonal", 4, True), {}, r"m must be an integer >= 1"),
+        (("orthogonal", 4, 4), {"rng": -1}, r"rng must be None, a non-negative int"),
+        (("orthogonal", 4, 4), {"rng": 1.5}, r"rng must be None"),
+        (("orthogonal", 4, 4), {"n": 0}, r"n must be an integer >= 1"),
+        (("orthogonal", 4, 4), {"xp": "jax"}, r"xp must be one of 'numpy', 'torch', 'cupy'"),
+        (("orthogonal", 4, 4), {"device": "cuda"}, r"device must be None or 'cpu' for the numpy backend"),
+        (("orthogonal", 4, 4), {"dtype": "float16"}, r"dtype must be 'float32' or 'float64'"),
+        (("orthogonal", 4, 4), {"haar_route": "gram_schmidt"}, r"haar_route must be one of 'qr', 'cpu_qr'"),
+    ],
+)
+def test_sample_weights_bad_input(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mc.sample_weights(*args, **kwargs)
+
+
+def test_simplex_apply_bad_input():
+    with pytest.raises(ValueError, match="length >= 2"):
+        mc.simplex_apply(np.ones((3, 1)))
+    with pytest.raises(ValueError, match="d must be an integer >= 2 for the simplex coupling"):
+        mc.simplex_matrix(1)
