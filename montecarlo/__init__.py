@@ -24,3 +24,17 @@ from .features import (
     prf_log_features,
     rff_features,
 )
+from .estimators import (
+    Estimate,
+    empirical_conformity,
+    empirical_mse,
+    empirical_pair_moments,
+    exact_kernel,
+    gram_estimate,
+    kernel_estimate,
+    pair_projections,
+)
+
+
+from . import diagnostics
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -96,25 +96,37 @@ def test_simplex_plus_matches_theory_reference(d):
     """Vectorised SimRFs+ update equals theory.simplex_plus_update (mpmath, sequential) for the same norms."""
     rng = np.random.default_rng(100 + d)
     norms = np.sqrt(rng.chisquare(d, (2, d)))
-    vec, passes = mc.simplex_plus_vectors(norms, tol=1e-14)
+    vec, passes, conv = mc.simplex_plus_vectors(norms, tol=1e-14)
     with mp.workdps(30):
         for k in range(2):
             ref, _ = theory.simplex_plus_update([float(t) for t in norms[k]], tol=mp.mpf("1e-25"))
             ref = np.array([[float(t) for t in row] for row in ref])
             assert np.max(np.abs(vec[k] - ref)) < 1e-11
-    assert passes.shape == (2,) and np.all(passes >= 1)
+    assert passes.shape == (2,) and np.all(passes >= 1) and np.all(conv)
     # the reference geometry is not the simplex: the same comparison against w_i s_i fails
     start = norms[0][:, None] * mc.simplex_matrix(d)
     assert np.max(np.abs(vec[0] - start)) > 1e-6
 
 
-def test_simplex_plus_reports_passes_and_raises_when_capped():
+def test_simplex_plus_reports_passes_and_handles_the_cap():
     w, info = mc.sample_weights("simplex_plus", 8, 20, rng=3, return_info=True)
     assert w.shape == (20, 8)
-    assert info["passes"].shape == (3,) and np.all(info["passes"] >= 1)
+    assert info["passes"].shape == (3,) and np.all(info["passes"] >= 1) and np.all(info["converged"])
     norms = np.sqrt(np.random.default_rng(0).chisquare(3, (4, 3)))
-    with pytest.raises(mc.ConvergenceError, match="max_passes"):
-        mc.simplex_plus_vectors(norms, tol=1e-14, max_passes=2)
+    with pytest.raises(mc.ConvergenceError, match="raise max_passes or tol"):
+        mc.simplex_plus_vectors(norms, tol=1e-14, max_passes=2, on_unconverged="raise")
+    with pytest.warns(RuntimeWarning, match="not converged"):
+        vec, passes, conv = mc.simplex_plus_vectors(norms, tol=1e-14, max_passes=2)
+    assert not np.all(conv) and np.all(passes[~conv] == 2)
+    # unconverged blocks keep their last iterate: norms intact, and ||sum_i w_i|| (the truncated
+    # objective, non-increasing under the update) below its value at the simplex start
+    assert np.allclose(np.linalg.norm(vec, axis=-1), norms, rtol=1e-13)
+    start = norms[:, :, None] * mc.simplex_matrix(3)[None]
+    assert np.all(np.linalg.norm(vec.sum(axis=1), axis=-1) <= np.linalg.norm(start.sum(axis=1), axis=-1) + 1e-12)
+    # slow case: norms close to the polygon inequality 2 max w = sum w (here 2*2 = 1 + 3 - 0.001)
+    near = np.array([[1.0, 2.0, 2.999]])
+    _, p_near, c_near = mc.simplex_plus_vectors(near, max_passes=20000)
+    assert c_near[0] and p_near[0] > 500
 
 
 @pytest.mark.parametrize("coupling", mc.COUPLINGS)

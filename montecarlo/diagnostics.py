@@ -1,0 +1,99 @@
+r"""How Gaussian are the rows? KS distances and kernel-estimate biases (App. B.2).
+
+The exact couplings keep every row marginally :math:`\mathcal N(0, I_d)`;
+the fast HD-product couplings do not (the directions
+:math:`\widetilde{\mathbf R}^\top s_i` take finitely many values).  These
+helpers measure the gap:
+
+* :func:`ks_marginals`: one-sample KS statistics (and p-values, valid because
+  each statistic uses one row from each of n independent blocks) of
+  projections :math:`w_i^\top u` on fixed unit vectors u against N(0, 1).
+* :func:`ks_distance_curve`: the largest KS statistic as a function of the
+  sample size; it decays like :math:`n^{-1/2}` for an exact sampler and
+  plateaus at the true distance for an approximate one.
+* :func:`kernel_bias`: relative bias :math:`(\mathbb E\hat K - K)/K` with its
+  standard error for PRF and RFF estimates.
+
+Measured values (numpy, seed 0; reproduced by
+``python -m benchmarks.bench_montecarlo --accuracy``) are recorded in
+``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from ._backend import to_numpy
+from ._checks import FAST_COUPLINGS
+from .couplings import next_power_of_two, sample_weights
+from .estimators import exact_kernel, kernel_estimate, pair_projections
+
+
+def standard_directions(d, rng=0):
+    """Named unit vectors: the first and last axes, the diagonal and one fixed random direction."""
+    g = np.random.default_rng(rng).standard_normal(d)
+    dirs = {"e_1": np.eye(d)[0], f"e_{d}": np.eye(d)[d - 1], "diagonal": np.ones(d) / np.sqrt(d),
+            "random": g / np.linalg.norm(g)}
+    return dirs
+
+
+def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=None, **kwargs):
+    r"""KS tests of row projections against N(0, 1).
+
+    Parameters
+    ----------
+    coupling : str
+    d : int
+    n : int
+        Number of independent blocks (one sample per block and row).
+    rows : sequence of int, optional
+        Row indices within a block (default: all rows of one block, at most
+        the first two and the last).
+    directions : dict name -> unit vector, optional
+        Default :func:`standard_directions`.
+    weights : array (n, b, d), optional
+        Use these blocks instead of sampling (to test other samplers).
+    **kwargs
+        Passed to :func:`~montecarlo.sample_weights` (xp, device, ...).
+
+    Returns
+    -------
+    list of (row, direction name, KS statistic, p-value)
+    """
+    if directions is None:
+        directions = standard_directions(d)
+    if weights is not None:
+        w = np.asarray(weights)
+        projs = {name: w @ u for name, u in directions.items()}
+    elif coupling in FAST_COUPLINGS:
+        # structured O(p log p) projections, p rows per block; fresh blocks per direction
+        b = next_power_of_two(d)
+        gen = np.random.default_rng(rng)
+        projs = {name: to_numpy(pair_projections(coupling, u, b, n, rng=gen, path="fast", **kwargs))
+                 for name, u in directions.items()}
+    else:
+        w = to_numpy(sample_weights(coupling, d, d, rng=rng, n=n, **kwargs))
+        projs = {name: w @ u for name, u in directions.items()}
+    b = next(iter(projs.values())).shape[1]
+    if rows is None:
+        rows = sorted({0, min(1, b - 1), b - 1})
+    out = []
+    for i in rows:
+        for name, u in directions.items():
+            res = stats.kstest(projs[name][:, i], "norm")
+            out.append((i, name, float(res.statistic), float(res.pvalue)))
+    return out
+
+
+def ks_distance_curve(coupling, d, sizes=(1_000, 10_000, 100_000), rng=0):
+    """Largest KS statistic over rows {0, 1, last} x :func:`standard_directions`, per sample size."""
+    return {int(n): max(r[2] for r in ks_marginals(coupling, d, int(n), rng=rng + int(n)))
+            for n in sizes}
+
+
+def kernel_bias(coupling, x, y, m, n_trials, kernel="gaussian", rng=0, **kwargs):
+    r"""Relative bias of the kernel estimate, :math:`(\overline{\hat K} - K)/K`, as (value, stderr)."""
+    est = kernel_estimate(coupling, x, y, m, n_trials, kernel=kernel, rng=rng, **kwargs)
+    k = exact_kernel(x, y, "softmax" if kernel == "softmax" else "gaussian")
+    return (est.mean - k) / k, est.stderr / k

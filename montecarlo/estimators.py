@@ -1,0 +1,517 @@
+r"""Monte Carlo estimators with standard errors (Thm 3.2, eq. ``def_rf_conformity``, Sec. 5).
+
+Every estimator averages a per-draw statistic over ``n_trials`` independent
+draws of the m random features and returns an :class:`Estimate` (mean,
+standard error = sample standard deviation / sqrt(n), n).  Draws are
+processed in chunks of a size fixed by the problem shape (bounded memory,
+reproducible from ``rng`` whatever ``n_trials`` is), with the per-chunk
+moments merged exactly (Chan et al.'s parallel update) on the array backend;
+only the final numbers leave the device.
+
+Pointwise statistics depend on the features only through the projections
+:math:`w_i^\top v` of one vector v (:math:`v = x + y` for PRFs,
+:math:`z = x - y` for RFFs), which :func:`pair_projections` draws in one
+of two ways:
+
+``path="full"``
+    draw the (m, d) matrices (QR per block, O(d^3)) and multiply.
+``path="fast"`` (default)
+    by isotropy, for a block :math:`\mathbf D\mathbf S\mathbf R` with
+    :math:`\mathbf R` Haar, :math:`\mathbf R v \overset{d}{=} \|v\|u` with
+    :math:`u` uniform on the sphere, so :math:`\mathbf W v \overset{d}{=}
+    \|v\|\mathbf D\mathbf S u`: d normals, d :math:`\chi_d` norms and
+    Algorithm 1, O(d) per block (ORFs: :math:`\|v\|\mathbf D u`; IIDRFs:
+    :math:`\|v\|` times m normals; SimRFs+: :math:`\|v\|\mathbf D\mathbf S'u`
+    with the update of Sec. 3.2, O(d^2) per pass).  The fast couplings are
+    not isotropic; for them the "fast" path applies the HD-product to v
+    itself (O(p log p) per block), which is exact for that coupling.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._backend import Random, namespace, resolve_device, resolve_dtype, to_numpy
+from ._checks import (
+    FAST_COUPLINGS,
+    check_coupling,
+    check_data,
+    check_dimension,
+    check_int,
+    check_kernel,
+)
+from .couplings import (
+    _block_rows,
+    _check_route,
+    _hd_apply,
+    _weights_batch,
+    next_power_of_two,
+    simplex_apply,
+    simplex_plus_vectors,
+)
+
+PATHS = ("auto", "fast", "full")
+#: Target number of float entries of the largest per-chunk intermediate.
+CHUNK_ELEMENTS = 1 << 21
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A Monte Carlo mean with its standard error.
+
+    Attributes
+    ----------
+    mean : float or array
+    stderr : float or array
+        Sample standard deviation / sqrt(n) (ddof = 1).
+    n : int
+        Number of independent draws.
+    """
+
+    mean: object
+    stderr: object
+    n: int
+
+    def z(self, expected):
+        """Standardised deviation ``(mean - expected) / stderr``."""
+        return (self.mean - expected) / self.stderr
+
+    def __repr__(self):
+        if isinstance(self.mean, float):
+            return f"Estimate(mean={self.mean:.6g}, stderr={self.stderr:.3g}, n={self.n})"
+        return f"Estimate(mean=<array {tuple(self.mean.shape)}>, stderr=<array>, n={self.n})"
+
+
+class _Moments:
+    """Running count, mean and sum of squared deviations (Chan et al. 1979 merge)."""
+
+    def __init__(self):
+        self.n = 0
+        self.mean = None
+        self.m2 = None
+
+    def add(self, xp, samples):
+        """Merge a chunk of samples (axis 0 indexes draws)."""
+        k = samples.shape[0]
+        cm = xp.mean(samples, axis=0)
+        cm2 = xp.sum((samples - cm) ** 2, axis=0)
+        if self.n == 0:
+            self.n, self.mean, self.m2 = k, cm, cm2
+            return
+        n = self.n + k
+        delta = cm - self.mean
+        self.mean = self.mean + delta * (k / n)
+        self.m2 = self.m2 + cm2 + delta * delta * (self.n * k / n)
+        self.n = n
+
+    def result(self, xp, scalar):
+        if self.n < 2:
+            raise ValueError(f"n_trials must be an integer >= 2 (a standard error needs two draws), got {self.n}")
+        var = self.m2 / (self.n - 1)
+        se = xp.sqrt(var / self.n)
+        if scalar:
+            return Estimate(float(self.mean), float(se), self.n)
+        return Estimate(self.mean, se, self.n)
+
+
+class _Progress:
+    """Minimal text progress bar on stderr (or a user callback ``f(done, total)``)."""
+
+    def __init__(self, progress, total, label):
+        self.cb = progress if callable(progress) else None
+        self.on = bool(progress)
+        self.total, self.label = total, label
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+
+    def update(self, done):
+        if not self.on:
+            return
+        if self.cb is not None:
+            self.cb(done, self.total)
+            return
+        now = time.perf_counter()
+        if done < self.total and now - self.last < 0.5:
+            return
+        self.last = now
+        frac = done / self.total
+        bar = "#" * int(30 * frac)
+        el = now - self.t0
+        eta = el / frac - el if frac > 0 else float("nan")
+        sys.stderr.write(f"\r{self.label} [{bar:<30}] {done}/{self.total} {el:.0f}s eta {eta:.0f}s")
+        if done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _chunks(total, size):
+    done = 0
+    while done < total:
+        k = min(size, total - done)
+        yield k
+        done += k
+
+
+# ---------------------------------------------------------------------------
+# Projections of one vector
+
+
+def _setup(coupling, d, rng, xp, device, dtype, haar_route, path):
+    coupling = check_coupling(coupling)
+    d = check_dimension(d, coupling)
+    if path not in PATHS:
+        raise ValueError(f"path must be one of 'auto', 'fast', 'full', got {path!r}")
+    xp = namespace(xp)
+    dev = resolve_device(xp, device)
+    dt = resolve_dtype(xp, dtype)
+    route = _check_route(haar_route, xp, dev)
+    return coupling, d, Random(rng, xp, dev, dt), route, ("fast" if path == "auto" else path)
+
+
+def _as_vector(v, d, random, name):
+    """A length-d vector from a vector or a norm (a norm is placed along e_1)."""
+    xp = random.xp
+    if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
+        if not np.isfinite(v) or v < 0:
+            raise ValueError(f"{name} must be a finite norm >= 0 or a length-{d} vector, got {v!r}")
+        out = xp.zeros((d,), dtype=random.dtype, device=random.device)
+        out[0] = float(v)
+        return out
+    return check_data(v, xp, name, 1, d, device=random.device, dtype=random.dtype)
+
+
+def _project_chunk(coupling, d, m, vec, k, random, route, path):
+    """(k, m) projections w_i . vec for k independent draws."""
+    xp = random.xp
+    if path == "full":
+        w = _weights_batch(coupling, d, m, k, random, route, {})
+        return xp.matmul(w, vec)
+    vnorm = xp.linalg.vector_norm(vec)
+    if coupling == "iid":
+        return random.normal((k, m)) * vnorm
+    b = _block_rows(coupling, d)
+    nb = -(-m // b)
+    if coupling in FAST_COUPLINGS:
+        p = next_power_of_two(d)
+        signs = random.rademacher((k * nb, 3, p))
+        norms = random.chi(p, (k * nb, p))
+        vp = vec if p == d else xp.concat([vec, xp.zeros((p - d,), dtype=vec.dtype, device=random.device)])
+        y = _hd_apply(vp[None, :], signs)
+        if coupling == "fast_simplex":
+            y = simplex_apply(y, axis=-1)
+        y = y * norms
+    else:
+        u = random.normal((k * nb, d))
+        u = u * (vnorm / xp.linalg.vector_norm(u, axis=-1))[:, None]
+        norms = random.chi(d, (k * nb, d))
+        if coupling == "orthogonal":
+            y = norms * u
+        elif coupling == "simplex":
+            y = norms * simplex_apply(u, axis=-1)
+        else:  # simplex_plus
+            vecs, _, _ = simplex_plus_vectors(norms)
+            y = xp.matmul(vecs, u[:, :, None])[:, :, 0]
+    y = xp.reshape(y, (k, nb * b))
+    return y[:, :m] if nb * b != m else y
+
+
+def _default_chunk(coupling, d, m, path, per_draw_extra=0):
+    b = _block_rows(coupling, d)
+    nb = -(-m // b)
+    if path == "full":
+        per = nb * b * max(d, b) * 2 + per_draw_extra
+    else:
+        per = nb * b * 8 + per_draw_extra
+        if coupling == "simplex_plus":
+            per += nb * d * d * 2
+    return max(1, CHUNK_ELEMENTS // per)
+
+
+def pair_projections(coupling, v, m, n, rng=None, xp=None, device=None, *, d=None, dtype=None, path="auto",
+                     haar_route=None):
+    r"""Projections :math:`w_i^\top v` of n independent draws of m features, shape (n, m).
+
+    Parameters
+    ----------
+    coupling : str
+        Any coupling of :func:`~montecarlo.sample_weights`.
+    v : array (d,) or real >= 0
+        The vector (a norm is placed along :math:`e_1`; then ``d`` is required).
+    m, n : int >= 1
+    path : {'auto', 'fast', 'full'}
+        See the module docstring; 'auto' is 'fast'.
+
+    Returns
+    -------
+    array (n, m)
+    """
+    if d is None:
+        if np.ndim(v) == 0:
+            raise ValueError("d is required when v is given as a norm")
+        d = np.shape(v)[-1] if not hasattr(v, "shape") else v.shape[-1]
+    coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
+    m = check_int(m, "m", 1)
+    n = check_int(n, "n", 1)
+    vec = _as_vector(v, d, random, "v")
+    return _project_chunk(coupling, d, m, vec, n, random, route, path)
+
+
+# ---------------------------------------------------------------------------
+# Pointwise estimators
+
+
+def _kernel_value(kernel, x, y):
+    """Exact kernel value (float64 numpy): Gaussian / softmax; RFFs estimate the Gaussian kernel."""
+    if kernel == "softmax":
+        return float(np.exp(np.dot(x, y)))
+    return float(np.exp(-0.5 * np.sum((x - y) ** 2)))
+
+
+def _pointwise(stat, coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype, path, chunk, progress,
+               haar_route, label):
+    kernel = check_kernel(kernel)
+    xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
+    d = xn.shape[0]
+    yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, d))
+    coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
+    m = check_int(m, "m", 1)
+    n_trials = check_int(n_trials, "n_trials", 2)
+    xpn = random.xp
+    target = _kernel_value(kernel, xn, yn)
+    if kernel == "rff":
+        vvec = xn - yn
+        log_pref = 0.0
+    else:
+        vvec = xn + yn
+        c = 1.0 if kernel == "gaussian" else 0.5
+        log_pref = -c * float(xn @ xn + yn @ yn) - math.log(m)
+    vec = xpn.asarray(vvec, dtype=random.dtype, device=random.device)
+    size = _default_chunk(coupling, d, m, path) if chunk is None else check_int(chunk, "chunk", 1)
+    acc = _Moments()
+    bar = _Progress(progress, n_trials, label)
+    done = 0
+    for k in _chunks(n_trials, size):
+        proj = _project_chunk(coupling, d, m, vec, k, random, route, path)
+        if kernel == "rff":
+            khat = xpn.mean(xpn.cos(proj), axis=1)
+        else:
+            top = xpn.max(proj, axis=1)
+            lse = top + xpn.log(xpn.sum(xpn.exp(proj - top[:, None]), axis=1))
+            khat = xpn.exp(lse + log_pref)
+        acc.add(xpn, khat if stat == "kernel" else (khat - target) ** 2)
+        done += k
+        bar.update(done)
+    return acc.result(xpn, scalar=True), target
+
+
+_POINTWISE_DOC = """
+    Parameters
+    ----------
+    coupling : str
+        Any coupling of :func:`~montecarlo.sample_weights`.
+    x, y : array (d,)
+        The two points (finite).
+    m : int >= 1
+        Number of random features per draw.
+    n_trials : int >= 2
+        Number of independent draws.
+    kernel : {'gaussian', 'softmax', 'rff'}
+        PRF for the Gaussian kernel (eq. ``def_prf``), PRF for the softmax
+        kernel, or RFF (eq. ``rffdef2``, estimating the Gaussian kernel).
+    rng, xp, device, dtype, haar_route : as in :func:`~montecarlo.sample_weights`
+    path : {'auto', 'fast', 'full'}
+        How the projections are drawn (module docstring).
+    chunk : int, optional
+        Draws per chunk (default from the problem shape, ~16 MB per chunk).
+    progress : bool or callable
+        Progress bar on stderr, or ``f(done, total)``.
+"""
+
+
+def kernel_estimate(coupling, x, y, m, n_trials, kernel="gaussian", rng=None, xp=None, device=None, *,
+                    dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
+    r"""Mean of the kernel estimator :math:`\hat K = \phi(x)^\top\phi(y)` over n_trials draws.
+    """
+    est, _ = _pointwise("kernel", coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype, path, chunk,
+                        progress, haar_route, "kernel")
+    return est
+
+
+def empirical_mse(coupling, x, y, m, n_trials, kernel="gaussian", rng=None, xp=None, device=None, *,
+                  dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
+    r"""Empirical MSE :math:`\mathbb E[(\hat K - K)^2]` against the exact kernel value.
+
+    Compare with :func:`theory.prf_mse` (Thm 3.2) and :func:`theory.rff_mse`.
+    """
+    est, _ = _pointwise("mse", coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype, path, chunk,
+                        progress, haar_route, "mse")
+    return est
+
+
+kernel_estimate.__doc__ += _POINTWISE_DOC + """
+    Returns
+    -------
+    Estimate
+        ``mean`` estimates :math:`\\mathbb E\\hat K`, which equals the kernel for
+        the exact couplings (unbiasedness).
+"""
+empirical_mse.__doc__ += _POINTWISE_DOC + """
+    Returns
+    -------
+    Estimate
+"""
+
+
+def _pair_stat(coupling, d, v, m, n_trials, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+               matrix):
+    if kind not in ("prf", "rff"):
+        raise ValueError(f"kind must be 'prf' or 'rff', got {kind!r}")
+    coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
+    m = d if m is None else check_int(m, "m", 2, "(the conformity averages over pairs of features)")
+    n_trials = check_int(n_trials, "n_trials", 2)
+    xpn = random.xp
+    vec = _as_vector(v, d, random, "v")
+    extra = m * m * 3 if matrix else 0
+    size = _default_chunk(coupling, d, m, path, extra) if chunk is None else check_int(chunk, "chunk", 1)
+    acc = _Moments()
+    bar = _Progress(progress, n_trials, "conformity")
+    done = 0
+    for k in _chunks(n_trials, size):
+        proj = _project_chunk(coupling, d, m, vec, k, random, route, path)
+        b = xpn.exp(proj) if kind == "prf" else xpn.cos(proj)
+        if matrix:
+            acc.add(xpn, b[:, :, None] * b[:, None, :])
+        else:
+            s = xpn.sum(b, axis=1)
+            acc.add(xpn, (s * s - xpn.sum(b * b, axis=1)) / (m * (m - 1)))
+        done += k
+        bar.update(done)
+    return acc.result(xpn, scalar=not matrix)
+
+
+def empirical_conformity(coupling, d, v, m=None, n_trials=10_000, kind="prf", rng=None, xp=None, device=None, *,
+                         dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
+    r"""Empirical RF-conformity :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``).
+
+    With :math:`b_i = e^{w_i^\top v}` (``kind='prf'``; compare with
+    :func:`theory.conformity` for one block, :func:`theory.ensemble_conformity`
+    for m > d) or :math:`b_i = \cos(w_i^\top z)` (``kind='rff'``; compare with
+    :func:`theory.rff_conformity`).
+
+    Parameters
+    ----------
+    coupling : str
+    d : int
+    v : real >= 0 or array (d,)
+        :math:`v = x + y` (PRF) or :math:`z = x - y` (RFF); a norm is placed
+        along :math:`e_1` (the direction is irrelevant for the isotropic couplings).
+    m : int >= 2, optional
+        Number of features (default d: one block).
+    n_trials : int >= 2
+    kind : {'prf', 'rff'}
+
+    Returns
+    -------
+    Estimate
+    """
+    return _pair_stat(coupling, d, v, m, n_trials, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+                      matrix=False)
+
+
+def empirical_pair_moments(coupling, d, v, m=None, n_trials=10_000, kind="prf", rng=None, xp=None, device=None, *,
+                           dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
+    r"""Empirical :math:`\mathbb E[b_ib_j]` for every pair, an (m, m) Estimate.
+
+    Off-diagonal entries within a block estimate the pair conformity
+    :math:`\rho_c` (:func:`theory.conformity`), entries across blocks
+    :math:`e^{v^2}`, and the diagonal :math:`\mathbb E[b_i^2] = e^{2v^2}`
+    (PRF).  Arguments as in :func:`empirical_conformity`.
+    """
+    return _pair_stat(coupling, d, v, m, n_trials, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+                      matrix=True)
+
+
+# ---------------------------------------------------------------------------
+# Gram matrices
+
+
+def _features_batch(X, w, kernel, xpn):
+    """Per-draw features for a stack of weights w (k, m, d): (k, N, m) or (k, N, 2m)."""
+    m = w.shape[1]
+    z = xpn.matmul(X[None, :, :], xpn.matrix_transpose(w))
+    if kernel == "rff":
+        out = xpn.stack([xpn.sin(z), xpn.cos(z)], axis=-1)
+        return xpn.reshape(out, (w.shape[0], X.shape[0], 2 * m)) * (1.0 / math.sqrt(m))
+    c = 1.0 if kernel == "gaussian" else 0.5
+    return xpn.exp(z + (-c * xpn.sum(X * X, axis=1) - 0.5 * math.log(m))[None, :, None])
+
+
+def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, xp=None, device=None, *,
+                  dtype=None, chunk=None, progress=False, haar_route=None):
+    r"""Gram-matrix estimate :math:`\hat K_{ab} = \phi(x_a)^\top\phi(y_b)` averaged over n_draws (Sec. 5.2).
+
+    Parameters
+    ----------
+    coupling : str
+    X : array (N, d)
+    m : int >= 1
+    n_draws : int >= 2
+    Y : array (N', d), optional
+        Defaults to X.
+    kernel : {'gaussian', 'softmax', 'rff'}
+
+    Returns
+    -------
+    estimate : Estimate
+        Elementwise mean and standard error, arrays (N, N') of the backend.
+    frobenius : Estimate
+        Relative Frobenius error :math:`\|\hat K - K\|_F/\|K\|_F` of a single
+        draw (mean and standard error over draws), the statistic of Sec. 5.2.
+    """
+    kernel = check_kernel(kernel)
+    coupling = check_coupling(coupling)
+    xpn = namespace(xp)
+    dev = resolve_device(xpn, device)
+    dt = resolve_dtype(xpn, dtype)
+    X = check_data(X, xpn, "X", 2, device=dev, dtype=dt)
+    d = X.shape[1]
+    Y = X if Y is None else check_data(Y, xpn, "Y", 2, d, device=dev, dtype=dt)
+    coupling, d, random, route, _ = _setup(coupling, d, rng, xpn, dev, dt, haar_route, "full")
+    m = check_int(m, "m", 1)
+    n_draws = check_int(n_draws, "n_draws", 2)
+    if kernel == "softmax":
+        exact = xpn.exp(xpn.matmul(X, xpn.matrix_transpose(Y)))
+    else:
+        sq = xpn.sum(X * X, axis=1)[:, None] + xpn.sum(Y * Y, axis=1)[None, :] - 2 * xpn.matmul(
+            X, xpn.matrix_transpose(Y))
+        exact = xpn.exp(-0.5 * sq)
+    exact_norm = xpn.linalg.vector_norm(xpn.reshape(exact, (-1,)))
+    per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * m * 3 + m * d * 3
+    size = max(1, CHUNK_ELEMENTS // per) if chunk is None else check_int(chunk, "chunk", 1)
+    acc, frob = _Moments(), _Moments()
+    bar = _Progress(progress, n_draws, "gram")
+    done = 0
+    for k in _chunks(n_draws, size):
+        w = _weights_batch(coupling, d, m, k, random, route, {})
+        fx = _features_batch(X, w, kernel, xpn)
+        fy = fx if Y is X else _features_batch(Y, w, kernel, xpn)
+        g = xpn.matmul(fx, xpn.matrix_transpose(fy))
+        acc.add(xpn, g)
+        err = xpn.linalg.vector_norm(xpn.reshape(g - exact[None], (k, -1)), axis=1) / exact_norm
+        frob.add(xpn, err)
+        done += k
+        bar.update(done)
+    return acc.result(xpn, scalar=False), frob.result(xpn, scalar=True)
+
+
+def exact_kernel(x, y, kernel="gaussian"):
+    """Exact kernel value for two points: Gaussian (also the RFF target) or softmax."""
+    kernel = check_kernel(kernel)
+    xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
+    yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, xn.shape[0]))
+    return _kernel_value(kernel, xn, yn)
