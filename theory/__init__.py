@@ -20,7 +20,6 @@ from .conformity import (
     conformity_at_angle,
     conformity_at_angle_quad,
     conformity_from_moments,
-    conformity_from_pdf,
     conformity_iid,
     conformity_orthogonal,
     orf_conformity_kummer,
@@ -33,6 +32,7 @@ from .distributions import (
     coupling_pdf,
     pdf_chi,
     pdf_wij,
+    pdf_wij_convolution,
     pdf_wij_iid,
     wij_moment,
     wij_moment_iid,
@@ -51,6 +51,7 @@ from .kernels import (
 from .mse import (
     mse_ratio,
     orthogonality_gap,
+    orthogonality_gap_series,
     prf_mse,
     rff_asymptotic_ratio,
     rff_conformity,

@@ -119,6 +119,9 @@ def quad_checked(f, points, *, what, maxdegree=None):
     """
     kwargs = {"error": True}
     if maxdegree is not None:
+        if not isinstance(maxdegree, int) or maxdegree < 2:
+            # with a single degree mpmath has no error estimate at all
+            raise ValueError(f"maxdegree must be an integer >= 2, got {maxdegree!r}")
         kwargs["maxdegree"] = maxdegree
     total = mp.mpf(0)
     err_total = mp.mpf(0)
@@ -136,6 +139,10 @@ def quad_checked(f, points, *, what, maxdegree=None):
         if not scale:
             scale = mp.mpf(1)
         value, err = mp.quad(lambda t: f(t) / scale, [a, b], **kwargs)
+        if value and err > mp.mpf(2) ** (4 - mp.prec) * abs(value):
+            # the sampled magnitude overestimated the piece: rescale by its integral
+            scale = abs(value * scale)
+            value, err = mp.quad(lambda t: f(t) / scale, [a, b], **kwargs)
         total += value * scale
         err_total += err * scale
     tol = mp.mpf(2) ** (10 - mp.prec) * abs(total)

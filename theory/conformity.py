@@ -21,7 +21,7 @@ function                      route
 ``simrf_conformity_series``   eq. ``simrf_conformity`` (double series) as printed
 ``conformity_at_angle``       Taylor expansion in :math:`\cos\theta` (fast)
 ``conformity_at_angle_quad``  eq. ``theta_conformity`` as a 1-D integral of 1F1
-``conformity_from_pdf``       definition: quadrature of the pdf times 0F1
+``conformity_from_moments``   definition with exact chi moments (no Lemma 4.2)
 ============================  ==================================================
 
 Derivation of the fast route.  Writing eq. ``theta_conformity`` with
@@ -51,7 +51,7 @@ from ._checks import (
     guarded,
 )
 from ._series import log2abs, quad_checked, sum_ratio_series, sum_series
-from .distributions import _wij_moment, coupling_cos, pdf_wij, pdf_wij_iid, simplex_cos
+from .distributions import _wij_moment, coupling_cos, simplex_cos
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -336,40 +336,6 @@ def conformity_at_angle_quad(d, v, cos_theta, maxdegree=None):
     edge = mp.pi / 2 - min(mp.pi / 4, 6 / mp.sqrt(d))
     return 2 * quad_checked(integrand, [0, edge, mp.pi / 2], what="conformity_at_angle_quad",
                             maxdegree=maxdegree)
-
-
-@guarded(extra_bits=12)
-def conformity_from_pdf(d, v, cos_theta=None, maxdegree=None):
-    r"""Conformity from its definition: :math:`\Gamma(\frac d2)\int_0^\infty p(w)
-    \sum_k \frac{v^{2k}w^{2k}}{2^{2k}k!\Gamma(k+d/2)}dw` (eq. ``def_rf_conformity``).
-
-    ``p`` is eq. ``iid_pdf`` when ``cos_theta`` is None, else eq.
-    ``theta_proby_dist`` (itself an integral).  This nested quadrature is slow
-    (seconds at 15-20 digits) and meant as an independent check at modest
-    precision.
-    """
-    d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
-    h = mp.mpf(d) / 2
-    if cos_theta is None:
-        def pdf(w):
-            return pdf_wij_iid(w, d)
-        scale = mp.sqrt(2)
-    else:
-        c = check_cos_theta(cos_theta)
-
-        def pdf(w):
-            return pdf_wij(w, d, c, maxdegree=maxdegree)
-        scale = mp.sqrt(1 + max(c, 0))
-
-    def integrand(w):
-        return pdf(w) * mp.hyp0f1(h, (vv * w / 2) ** 2)
-
-    # peak of w^(2d-1) exp(-w^2 / (2 s^2) + v w): break the range around it
-    s2 = scale * scale
-    peak = (vv * s2 + mp.sqrt(vv * vv * s2 * s2 + 4 * (2 * d - 1) * s2)) / 2
-    pts = [mp.mpf(0)] + [peak + k * scale for k in (-12, -4, 0, 4, 12, 30) if peak + k * scale > 0] + [mp.inf]
-    return quad_checked(integrand, pts, what="conformity_from_pdf", maxdegree=maxdegree)
 
 
 @guarded()

@@ -141,7 +141,8 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
     # the geometric points when the peak lies within the first or last uniform
     # cell (a log-spaced partition keeps the variation bounded on each piece)
     points = set(uniform[::4]) | {grid[max(j_best - 1, 0)], phi_best, grid[min(j_best + 1, len(grid) - 1)]}
-    if phi_best < uniform[1]:
+    if phi_best < uniform[1] or (c < 0 and phi_best < quarter / 2):
+        # for cos_theta < 0 the peak approaches delta = 0 as w -> 0, ever sharper
         points |= {t for t in near_0 if t < uniform[1]}
     if phi_best > uniform[-2]:
         points |= {t for t in near_end if t > uniform[-2]}
@@ -154,6 +155,62 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
     integral = 2 * quad_checked(integrand, points, what="pdf_wij (Lemma 4.2)", maxdegree=maxdegree)
     log_pref = (2 * d - 1) * mp.log(w) - (d - 2) * mp.log(2) - 2 * mp.loggamma(mp.mpf(d) / 2)
     return mp.exp(log_pref + shift) * integral
+
+
+@guarded()
+def pdf_wij_convolution(w, d, cos_theta):
+    r"""Density of :math:`w_{ij}` at a fixed angle by direct change of variables
+    (an independent route to Lemma 4.2).
+
+    With independent :math:`w_i, w_j \sim \chi_d` and
+    :math:`w^2 = w_i^2 + w_j^2 + 2cw_iw_j`, solve for
+    :math:`w_j = -cw_i \pm\sqrt{w^2 - s^2w_i^2}` (:math:`s^2 = 1-c^2`):
+
+    .. math::
+        p(w) = \sum_\pm\int p_{\chi_d}(w_i)\,p_{\chi_d}(w_j^\pm)\,
+        \frac{w}{\sqrt{w^2-s^2w_i^2}}\,dw_i
+
+    evaluated with :math:`w_i = (w/s)\sin u`, which removes the inverse square
+    root;
+    over the :math:`w_i` where :math:`w_j^\pm \ge 0` (the minus branch exists
+    only for c < 0, at :math:`w_i \ge w`).  At c = -1,
+    :math:`p(w) = 2\int_0^\infty p_{\chi_d}(r)p_{\chi_d}(r+w)dr`.
+    """
+    d = check_dimension(d)
+    w = check_nonnegative(w, "w")
+    c = check_cos_theta(cos_theta)
+
+    def chi(r):
+        return mp.exp(_log_chi_pdf(r, d)) if r > 0 else (mp.mpf(0) if d > 1 else mp.sqrt(2 / mp.pi))
+
+    if c == -1:
+        return 2 * quad_checked(lambda r: chi(r) * chi(r + w), [0, w + 1, w + 4, w + 12, mp.inf],
+                                what="pdf_wij_convolution")
+    if w == 0:
+        return mp.mpf(0)
+    if c == 1:
+        return quad_checked(lambda r: chi(r) * chi(w - r), [0, w / 2, w], what="pdf_wij_convolution")
+    # substitute w_i = (w/s) sin(u): sqrt(w^2 - s^2 w_i^2) = w cos(u) and the
+    # Jacobian cancels the inverse square root, leaving a smooth integrand
+    s = mp.sqrt(1 - c * c)
+    top = w / s
+
+    def branch(sign):
+        def f(u):
+            r = top * mp.sin(u)
+            rj = -c * r + sign * w * mp.cos(u)
+            if rj <= 0:
+                return mp.mpf(0)
+            return chi(r) * chi(rj) * top
+        return f
+
+    # for c > 0 the plus branch reaches w_j = 0 at tan(u) = s/c
+    u1 = mp.atan2(s, c) if c > 0 else mp.pi / 2
+    total = quad_checked(branch(+1), [0, u1 / 2, u1], what="pdf_wij_convolution")
+    if c < 0:
+        u0 = mp.atan2(s, -c)  # the minus branch needs w_i >= w, i.e. tan(u) >= s/|c|
+        total += quad_checked(branch(-1), [u0, (u0 + mp.pi / 2) / 2, mp.pi / 2], what="pdf_wij_convolution")
+    return total
 
 
 def coupling_pdf(coupling, w, d):

@@ -168,6 +168,46 @@ def orthogonality_gap(d, v, m, x_norm, y_norm):
 
 
 @guarded()
+def orthogonality_gap_series(d, v, m, x_norm, y_norm):
+    r"""PRF orthogonality gap from the positive series of App. A.8 (second line).
+
+    .. math::
+        \Delta\mathrm{MSE} = e^{-2x^2-2y^2}\frac{P}{m^2}\sum_{k\ge0}\frac{v^{2k}}{k!}
+        \Big(1 - \frac{(k+d-1)!}{(d-1)!}\frac{(d-2)!!}{(2k+d-2)!!}\Big),\qquad
+        \frac{(k+d-1)!}{(d-1)!}\frac{(d-2)!!}{(2k+d-2)!!} = \prod_{j<k}\frac{d+j}{d+2j}
+
+    Every term is >= 0 (the product is <= 1), which is the paper's proof that
+    the gap is positive.  The k-th term is at most :math:`v^{2k}/k!`, so the
+    exponential-series remainder bounds the tail.
+    """
+    d = check_dimension(d)
+    vv = check_nonnegative(v, "v")
+    m = check_int(m, "m", 1)
+    xn, yn, vv = check_norms_and_v(x_norm, y_norm, vv)
+    v2 = vv * vv
+    eps = mp.mpf(2) ** (-mp.prec)
+    total = mp.mpf(0)
+    power = mp.mpf(1)  # v^{2k} / k!
+    prod = mp.mpf(1)  # prod_{j<k} (d+j)/(d+2j)
+    k = 0
+    while True:
+        total += power * (1 - prod)
+        # remainder after k: sum_{j>k} v^{2j}/j! <= power * q/(1-q), q = v^2/(k+2) once < 1
+        nxt = power * v2 / (k + 1)
+        q = v2 / (k + 2)
+        if total > 0 and q < 1 and nxt <= eps * total * (1 - q):
+            break
+        if total == 0 and v2 == 0:
+            break
+        if k > 200_000:
+            raise mp.NoConvergence("orthogonality_gap_series: no convergence; use a smaller v")
+        prod = prod * (d + k) / (d + 2 * k)
+        power = nxt
+        k += 1
+    return mp.exp(-2 * (xn * xn + yn * yn)) * _pair_weight(d, m) / m * total
+
+
+@guarded()
 def simplex_v2_prefactor(d, m=None):
     r"""Coefficient of :math:`v^2` in the SimRF MSE relative to IIDRFs (Sec. 5.1).
 
@@ -378,6 +418,7 @@ __all__ = [
     "PRF_COUPLINGS",
     "mse_ratio",
     "orthogonality_gap",
+    "orthogonality_gap_series",
     "prf_mse",
     "rff_asymptotic_ratio",
     "rff_conformity",
