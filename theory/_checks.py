@@ -92,12 +92,14 @@ def check_norms_and_v(x_norm, y_norm, v):
     """Validate ||x||, ||y|| and v = ||x + y|| together (triangle inequality).
 
     A v outside [| ||x|| - ||y|| |, ||x|| + ||y||] describes no pair of vectors,
-    so it is rejected rather than silently used.
+    so it is rejected rather than silently used (it usually means z = ||x - y||
+    was passed for v).  A relative slack of 1e-9 admits inputs rounded in
+    double precision.
     """
     xn = check_nonnegative(x_norm, "x_norm")
     yn = check_nonnegative(y_norm, "y_norm")
     vv = check_nonnegative(v, "v")
-    slack = mp.mpf(2) ** (-mp.prec + 8) * (xn + yn + 1)
+    slack = mp.mpf("1e-9") * (xn + yn) + mp.mpf(2) ** (-mp.prec)
     if vv > xn + yn + slack or vv < abs(xn - yn) - slack:
         raise ValueError(
             "v = ||x + y|| must lie in [|x_norm - y_norm|, x_norm + y_norm] "
