@@ -34,9 +34,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+import array_api_compat
 import numpy as np
 
-from ._backend import Random, namespace, resolve_device, resolve_dtype, to_numpy
+from ._backend import Random, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 from ._checks import (
     FAST_COUPLINGS,
     check_coupling,
@@ -206,18 +207,34 @@ def _project_chunk(coupling, d, m, vec, k, random, route, path):
             y = simplex_apply(y, axis=-1)
         y = y * norms
     else:
-        u = random.normal((k * nb, d))
-        u = u * (vnorm / xp.linalg.vector_norm(u, axis=-1))[:, None]
+        # W v = |v| D S u with u uniform on the sphere (in place: this is the hot loop)
+        y = random.normal((k * nb, d))
+        scale = vnorm / xp.linalg.vector_norm(y, axis=-1)
         norms = random.chi(d, (k * nb, d))
-        if coupling == "orthogonal":
-            y = norms * u
-        elif coupling == "simplex":
-            y = norms * simplex_apply(u, axis=-1)
-        else:  # simplex_plus
+        if coupling == "simplex_plus":
             vecs, _, _ = simplex_plus_vectors(norms)
-            y = xp.matmul(vecs, u[:, :, None])[:, :, 0]
+            y = xp.matmul(vecs, y[:, :, None])[:, :, 0]
+            y *= scale[:, None]
+        else:
+            if coupling == "simplex":
+                _simplex_apply_rows_(y)
+            norms *= scale[:, None]
+            y *= norms
     y = xp.reshape(y, (k, nb * b))
     return y[:, :m] if nb * b != m else y
+
+
+def _simplex_apply_rows_(u):
+    """Algorithm 1 along the last axis of a 2-D array, in place (u is overwritten by S u)."""
+    d = u.shape[-1]
+    xp = array_api_compat.array_namespace(u)
+    yd = xp.sum(u[:, : d - 1], axis=-1)
+    yd *= 1 / math.sqrt(d - 1)
+    head = u[:, : d - 1]
+    head *= math.sqrt(d / (d - 1))
+    head -= ((math.sqrt(d) + 1) / (d - 1)) * yd[:, None]
+    u[:, d - 1] = yd
+    return u
 
 
 def _default_chunk(coupling, d, m, path, per_draw_extra=0):
@@ -300,9 +317,13 @@ def _pointwise(stat, coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype
         if kernel == "rff":
             khat = xpn.mean(xpn.cos(proj), axis=1)
         else:
-            top = xpn.max(proj, axis=1)
-            lse = top + xpn.log(xpn.sum(xpn.exp(proj - top[:, None]), axis=1))
-            khat = xpn.exp(lse + log_pref)
+            top = float(xpn.max(proj))  # one scalar per chunk
+            if top < 700.0:  # exp cannot overflow: sum directly
+                khat = xpn.sum(exp_inplace(proj, xpn), axis=1) * math.exp(log_pref)
+            else:  # per-row log-sum-exp
+                rtop = xpn.max(proj, axis=1)
+                lse = rtop + xpn.log(xpn.sum(xpn.exp(proj - rtop[:, None]), axis=1))
+                khat = xpn.exp(lse + log_pref)
         acc.add(xpn, khat if stat == "kernel" else (khat - target) ** 2)
         done += k
         bar.update(done)

@@ -48,7 +48,7 @@ import math
 
 import array_api_compat
 
-from ._backend import backend_name, namespace
+from ._backend import exp_inplace, namespace
 from ._checks import check_coupling, check_data, check_int, check_kernel
 from .couplings import RandomProjection, sample_projection
 
@@ -69,17 +69,6 @@ def _as_projection(W, xp_hint=None):
         raise ValueError(f"W must hold real floating numbers, got dtype {W.dtype}")
     wt = xp.matrix_transpose(W)
     return (lambda x: xp.matmul(x, wt)), W.shape[1], W.shape[0], xp
-
-
-def _exp_(z, xp):
-    """exp in place where the backend allows it (numpy, cupy, torch)."""
-    name = backend_name(xp)
-    if name == "torch":
-        return z.exp_()
-    if name in ("numpy", "cupy"):
-        mod = __import__(name)
-        return mod.exp(z, out=z)
-    return xp.exp(z)  # pragma: no cover
 
 
 def prf_log_features(X, W, kernel="gaussian"):
@@ -142,14 +131,14 @@ def prf_features(X, W, kernel="gaussian", stabilize=None):
     z = prf_log_features(X, W, kernel)
     xp = array_api_compat.array_namespace(z)
     if stabilize is None:
-        return _exp_(z, xp)
+        return exp_inplace(z, xp)
     if stabilize == "row":
         off = xp.max(z, axis=1)
         z -= off[:, None]
     else:
         off = xp.max(z)
         z -= off
-    return _exp_(z, xp), off
+    return exp_inplace(z, xp), off
 
 
 def rff_features(X, W):
