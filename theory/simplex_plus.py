@@ -118,7 +118,7 @@ def truncated_objective_minimum(norms, v, d=None):
     return mp.gammaprod([h], [h + 1]) * vv * vv / (4 * m * (m - 1)) * inner
 
 
-def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000):
+def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, history=False):
     r"""Run the SimRFs+ update (eq. ``simpler_updates_main``) to a fixed point.
 
     Parameters
@@ -134,12 +134,16 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000):
         fixed-point iteration converges linearly).
     max_passes : int
         Raise ``mpmath.NoConvergence`` if not converged after this many passes.
+    history : bool
+        Also return :math:`\|\sum_i w_i\|` before the first pass and after each pass.
 
     Returns
     -------
     vectors : list of lists of mpf, shape (m, d)
     passes : int
         Number of full passes performed.
+    resultants : list of mpf
+        Only with ``history=True``.
 
     Notes
     -----
@@ -167,6 +171,7 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000):
         tol_ = mp.mpf(2) ** (-(mp.prec - 16) // 2) if tol is None else check_nonnegative(tol, "tol")
         d = len(vecs[0])
         total = [mp.fsum(vecs[i][k] for i in range(m)) for k in range(d)]
+        resultants = [mp.sqrt(_norm2(total))]
         for passes in range(1, max_passes + 1):
             moved = mp.mpf(0)
             for i in range(m):
@@ -178,6 +183,7 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000):
                 moved = max(moved, mp.sqrt(_norm2([a - b for a, b in zip(new, vecs[i])])))
                 vecs[i] = new
                 total = [r[k] + new[k] for k in range(d)]
+            resultants.append(mp.sqrt(_norm2(total)))
             if moved <= tol_:
                 break
         else:
@@ -185,4 +191,7 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000):
                 f"simplex_plus_update: not converged to tol = {mp.nstr(tol_, 3)} after "
                 f"{max_passes} passes; raise max_passes or tol"
             )
-    return [[+t for t in row] for row in vecs], passes
+    out = [[+t for t in row] for row in vecs]
+    if history:
+        return out, passes, [+t for t in resultants]
+    return out, passes

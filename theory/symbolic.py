@@ -162,7 +162,8 @@ def simplex_gram_cases():
     # sum_i s_i: coordinates j<d get a - (d-1) b + c, coordinate d gets 0
     coord = a - (d - 1) * b + c
     row_sum = (d - 1) * coord**2
-    dpos = sp.Symbol("d", positive=True)
+    # d >= 2: write d = n + 1 with n > 0 so that sympy may combine sqrt(d - 1)
+    n = sp.Symbol("n", positive=True)
     out = {
         "same_i<d": same,
         "distinct_i,j<d": distinct,
@@ -170,7 +171,8 @@ def simplex_gram_cases():
         "d_with_d": dd,
         "row_sum_norm2": row_sum,
     }
-    return {key: sp.simplify(sp.radsimp(sp.simplify(val.subs(d, dpos)))) for key, val in out.items()}
+    return {key: sp.simplify(sp.radsimp(sp.simplify(val.subs(d, n + 1)))).subs(n, d - 1)
+            for key, val in out.items()}
 
 
 def simplex_gram_matrix(n):
