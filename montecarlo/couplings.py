@@ -49,6 +49,8 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from ._backend import Random, backend_name, device_kind, namespace, resolve_device, resolve_dtype, to_numpy
 from ._checks import (
     COUPLINGS,
@@ -163,6 +165,45 @@ def _sign(x):
     xp = _ns_of(x)
     one = xp.ones_like(x)
     return xp.where(x < 0, -one, one)
+
+
+def _simplex_rows_signed(q, s, norms):
+    r"""Rows of :math:`\mathbf D\mathbf S\mathbf R` with the Haar matrix :math:`\mathbf R = Q\,\mathrm{diag}(s)`.
+
+    Algorithm 1 applied to the columns of :math:`Q` (one reduction over the
+    rows, :math:`y_d = (d-1)^{-1/2}\sum_{i<d}q_i`), then the column signs and
+    :math:`\mathbf D`, all as cheap broadcasts or in-place passes: row i < d
+    is :math:`a w_i(q_i - \frac ba y_d)\odot s`, row d is :math:`w_d\,y_d\odot s`.
+    """
+    xp = _ns_of(q)
+    n, d = q.shape[0], q.shape[-1]
+    a = math.sqrt(d / (d - 1))
+    b = (math.sqrt(d) + 1) / (d - 1)
+    if backend_name(xp) == "numpy" and n * d * d > _CACHE_ELEMENTS:
+        # cache blocking on the CPU: each group of blocks is read from memory once and
+        # the remaining passes hit the cache (a loop over chunks, not over blocks)
+        out = np.empty_like(q)
+        step = max(1, _CACHE_ELEMENTS // (d * d))
+        for lo in range(0, n, step):
+            sl = slice(lo, min(n, lo + step))
+            _simplex_signed_into(out[sl], q[sl], s[sl], norms[sl], a, b, xp)
+        return out
+    out = xp.empty_like(q)
+    _simplex_signed_into(out, q, s, norms, a, b, xp)
+    return out
+
+
+#: Float entries per cache block in the CPU post-processing (512 KiB of float64).
+_CACHE_ELEMENTS = 1 << 16
+
+
+def _simplex_signed_into(out, q, s, norms, a, b, xp):
+    d = q.shape[-1]
+    yd = xp.sum(q[:, : d - 1, :], axis=1, keepdims=True) * (1 / math.sqrt(d - 1))  # (n, 1, d)
+    out[...] = q - (b / a) * yd
+    out[:, d - 1 :, :] = yd * (1 / a)
+    out *= s[:, None, :]
+    out *= (a * norms)[:, :, None]
 
 
 def _ns_of(x):
@@ -462,12 +503,11 @@ def _draw_blocks(coupling, d, n_blocks, random, route, info):
         vec, passes, converged = simplex_plus_vectors(norms)
         info["passes"], info["converged"] = passes, converged
         return xp.matmul(vec, q * s[:, None, :])
-    # Haar R = Q diag(s) and R^T (also Haar) has rows s_i * (column i of Q):
-    # use R^T so that the sign correction folds into the row scaling.
-    qt = xp.matrix_transpose(q)
     if coupling == "orthogonal":
-        return (norms * s)[:, :, None] * qt
-    return _simplex_rows_scaled(s[:, :, None] * qt, norms)
+        # Haar R = Q diag(s); its transpose (also Haar) has rows s_i * (column i of Q),
+        # so the sign correction folds into the row scaling: one pass.
+        return (norms * s)[:, :, None] * xp.matrix_transpose(q)
+    return _simplex_rows_signed(q, s, norms)
 
 
 def _setup(coupling, d, m, rng, xp, device, dtype, haar_route):

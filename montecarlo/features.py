@@ -45,10 +45,13 @@ rows, is preserved, but rows far below the maximum can still underflow.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import array_api_compat
+import numpy as np
 
-from ._backend import exp_inplace, namespace
+from ._backend import backend_name, exp_inplace, namespace
 from ._checks import check_coupling, check_data, check_int, check_kernel
 from .couplings import RandomProjection, sample_projection
 
@@ -71,6 +74,65 @@ def _as_projection(W, xp_hint=None):
     return (lambda x: xp.matmul(x, wt)), W.shape[1], W.shape[0], xp
 
 
+def _row_jobs(xp, n_rows, width, job):
+    """Run ``job(rows)`` over row slices: on numpy, split across a thread pool when large.
+
+    numpy's ``exp`` is single-threaded while the matrix product uses every
+    core; ufuncs and BLAS release the GIL, so computing blocks of rows in
+    parallel threads (matmul + offset + exp per block) uses all cores for the
+    whole pipeline.  Other backends parallelise internally: one job.
+    """
+    threads = _numpy_threads() if backend_name(xp) == "numpy" else 1
+    if threads == 1 or n_rows * width < _PARALLEL_MIN or n_rows < 2 * threads:
+        job(slice(0, n_rows))
+        return
+    bounds = [n_rows * i // threads for i in range(threads + 1)]
+    list(_pool().map(job, [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]))
+
+
+_PARALLEL_MIN = 1 << 16
+_POOL = None
+
+
+def _numpy_threads():
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=_numpy_threads(), thread_name_prefix="montecarlo-prf")
+    return _POOL
+
+
+def _prf_logits(X, W, kernel, finish=None):
+    """Validated logits (N, m), with ``finish(z_rows, rows)`` applied per row block (in place)."""
+    kernel = check_kernel(kernel, PRF_KERNELS)
+    project, d, m, xp = _as_projection(W)
+    X = _check_X(X, W, xp, d)
+    c = 1.0 if kernel == "gaussian" else 0.5
+    offset = -c * xp.sum(X * X, axis=1) - 0.5 * math.log(m)
+    n = X.shape[0]
+    if backend_name(xp) == "numpy" and not isinstance(W, RandomProjection):
+        z = np.empty((n, m), dtype=X.dtype)
+        wt = W.T
+
+        def job(rows):
+            zr = z[rows]
+            np.matmul(X[rows], wt, out=zr)
+            zr += offset[rows, None]
+            if finish is not None:
+                finish(zr, rows)
+
+        _row_jobs(xp, n, m, job)
+        return z, xp
+    z = project(X)
+    z += offset[:, None]
+    if finish is not None:
+        finish(z, slice(0, n))
+    return z, xp
+
+
 def prf_log_features(X, W, kernel="gaussian"):
     r"""Logarithm of the PRF features, :math:`w_i^\top z - c\|z\|^2 - \tfrac12\log m`, shape (N, m).
 
@@ -81,13 +143,11 @@ def prf_log_features(X, W, kernel="gaussian"):
     kernel : {'gaussian', 'softmax'}
         c = 1 (eq. ``def_prf``) or c = 1/2.
     """
-    kernel = check_kernel(kernel, PRF_KERNELS)
-    project, d, m, xp = _as_projection(W)
-    X = _check_X(X, W, xp, d)
-    c = 1.0 if kernel == "gaussian" else 0.5
-    z = project(X)
-    z += (-c * xp.sum(X * X, axis=1) - 0.5 * math.log(m))[:, None]
-    return z
+    return _prf_logits(X, W, kernel)[0]
+
+
+def _ns(a):
+    return array_api_compat.array_namespace(a)
 
 
 def _ref_array(W):
@@ -128,16 +188,24 @@ def prf_features(X, W, kernel="gaussian", stabilize=None):
     """
     if stabilize not in STABILIZE:
         raise ValueError(f"stabilize must be one of None, 'row', 'global', got {stabilize!r}")
-    z = prf_log_features(X, W, kernel)
-    xp = array_api_compat.array_namespace(z)
     if stabilize is None:
-        return exp_inplace(z, xp)
+        return _prf_logits(X, W, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)))[0]
     if stabilize == "row":
-        off = xp.max(z, axis=1)
-        z -= off[:, None]
-    else:
-        off = xp.max(z)
-        z -= off
+        offs = {}
+
+        def finish(zr, rows):
+            xq = _ns(zr)
+            o = xq.max(zr, axis=1)
+            zr -= o[:, None]
+            exp_inplace(zr, xq)
+            offs[rows.start] = o
+
+        z, xp = _prf_logits(X, W, kernel, finish)
+        off = xp.concat([offs[k] for k in sorted(offs)]) if len(offs) > 1 else offs[0]
+        return z, off
+    z, xp = _prf_logits(X, W, kernel)
+    off = xp.max(z)
+    z -= off
     return exp_inplace(z, xp), off
 
 

@@ -1,0 +1,324 @@
+"""Speed (and HD-product accuracy) of ``montecarlo``: ratios against baselines timed in the same process.
+
+Run ``python -m benchmarks.bench_montecarlo`` (``--quick`` for a smaller run,
+``--accuracy`` to add the KS-distance / kernel-bias tables of the fast
+couplings, ``--json [PATH]`` to write the numbers, by default to
+``benchmarks/results/bench_montecarlo.json``, which is gitignored).
+
+Every ratio compares two timings taken in the same process, interleaved
+round-robin so that both see the same machine load, and reports the ratio of
+the minima over repeats (the median ratio is also stored).  Goals from
+issue 3 are printed next to each ratio; nothing here asserts.
+
+Sections
+--------
+pointwise   pointwise PRF MSE at d = 64: blocks/s of the fast isotropic path
+            vs the full Haar path (goal >= 50x) and vs drawing the same random
+            numbers bare (d normals + d chi^2 per block; goal <= 2x).
+prf         PRF features, N = 4096, d = 64, m = 640, vs one bare X @ W.T (goal <= 2x).
+sampling    simplex vs orthogonal blocks at d = 64 (goal <= 1.1x), per backend.
+haar        Haar routes (batched QR, CPU QR + transfer, Householder products)
+            per backend/device and d; the fastest is the recommended default.
+fast        fast_simplex (HD-product, FWHT) vs simplex (dense): sample one
+            block (m = d) and project N = 256 points; crossover d and the
+            growth exponents (least-squares slope of log time vs log d).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import montecarlo as mc
+
+try:  # optional backend
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+# ---------------------------------------------------------------------------
+# timing helpers
+
+
+def interleaved(fns, repeat):
+    """Time each callable ``repeat`` times, round-robin; returns name -> list of seconds."""
+    times = {k: [] for k in fns}
+    for f in fns.values():  # warm-up
+        f()
+    for _ in range(repeat):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def ratio(times, num, den):
+    """(ratio of minima, ratio of medians)."""
+    a, b = times[num], times[den]
+    return min(a) / min(b), float(np.median(a) / np.median(b))
+
+
+def sync(device):
+    if torch is not None and device is not None and str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _backends():
+    out = [("numpy", None)]
+    if torch is not None:
+        out.append(("torch", "cpu"))
+        if torch.cuda.is_available():
+            out.append(("torch", "cuda"))
+    return out
+
+
+def _points(d, v=0.6, delta=0.3):
+    x = np.zeros(d)
+    y = np.zeros(d)
+    x[0] = y[0] = v / 2
+    x[1], y[1] = delta, -delta
+    return x, y
+
+
+# ---------------------------------------------------------------------------
+# sections
+
+
+def bench_pointwise(quick):
+    d = 64
+    n_fast = 50_000 if quick else 200_000
+    n_full = 500 if quick else 2_000
+    x, y = _points(d)
+    rng = np.random.default_rng(0)
+    rows = []
+    for coupling in ("simplex", "orthogonal"):
+        fns = {
+            "fast": lambda: mc.empirical_mse(coupling, x, y, d, n_fast, rng=1),
+            "full": lambda: mc.empirical_mse(coupling, x, y, d, n_full, rng=1, path="full"),
+            "bare": lambda: (rng.standard_normal((n_fast, d)), rng.chisquare(d, (n_fast, d))),
+        }
+        t = interleaved(fns, 3 if quick else 5)
+        per = {k: min(v) / (n_fast if k != "full" else n_full) for k, v in t.items()}
+        rows.append({
+            "coupling": coupling, "d": d,
+            "fast_blocks_per_s": 1 / per["fast"], "full_blocks_per_s": 1 / per["full"],
+            "bare_blocks_per_s": 1 / per["bare"],
+            "fast_vs_full": per["full"] / per["fast"], "fast_vs_bare": per["fast"] / per["bare"],
+        })
+    print("\n## Pointwise PRF MSE, d = 64 (numpy, float64), blocks of d = 64 features")
+    print(f"{'coupling':<11} {'fast blk/s':>11} {'full blk/s':>11} {'bare blk/s':>11} "
+          f"{'fast/full speedup (goal>=50)':>29} {'fast/bare cost (goal<=2)':>25}")
+    for r in rows:
+        print(f"{r['coupling']:<11} {r['fast_blocks_per_s']:>11.3g} {r['full_blocks_per_s']:>11.3g} "
+              f"{r['bare_blocks_per_s']:>11.3g} {r['fast_vs_full']:>29.1f} {r['fast_vs_bare']:>25.2f}")
+    return rows
+
+
+def bench_prf(quick):
+    n, d, m = 4096, 64, 640
+    rows = []
+    for name, device in _backends():
+        for dtype in ("float64", "float32"):
+            w = mc.sample_weights("simplex", d, m, rng=0, xp=name, device=device, dtype=dtype)
+            xn = np.random.default_rng(1).standard_normal((n, d)) * 0.2
+            if name == "numpy":
+                x = xn.astype(dtype)
+                wt = w.T
+                mm = lambda: x @ wt  # noqa: E731
+            else:
+                x = torch.asarray(xn, device=device, dtype=getattr(torch, dtype))
+                wt = w.mT
+                mm = lambda: x @ wt  # noqa: E731
+
+            def prf():
+                mc.prf_features(x, w)
+                sync(device)
+
+            def base():
+                mm()
+                sync(device)
+
+            t = interleaved({"prf": prf, "matmul": base}, 10 if quick else 30)
+            r_min, r_med = ratio(t, "prf", "matmul")
+            rows.append({"backend": name, "device": str(device or "cpu"), "dtype": dtype,
+                         "matmul_ms": 1e3 * min(t["matmul"]), "prf_ms": 1e3 * min(t["prf"]),
+                         "ratio": r_min, "ratio_median": r_med})
+    print(f"\n## PRF features N = {n}, d = {d}, m = {m} vs one bare X @ W.T (goal <= 2x)")
+    print(f"{'backend':<8} {'device':<6} {'dtype':<8} {'matmul ms':>10} {'prf ms':>8} {'ratio':>6} {'(median)':>9}")
+    for r in rows:
+        print(f"{r['backend']:<8} {r['device']:<6} {r['dtype']:<8} {r['matmul_ms']:>10.2f} {r['prf_ms']:>8.2f} "
+              f"{r['ratio']:>6.2f} {r['ratio_median']:>9.2f}")
+    return rows
+
+
+def bench_sampling(quick):
+    d = 64
+    blocks = 100 if quick else 400
+    rows = []
+    for name, device in _backends():
+        for route in mc.HAAR_ROUTES:
+            if route == "cpu_qr" and name == "numpy":
+                continue
+
+            def draw(c):
+                def f():
+                    mc.sample_weights(c, d, d * blocks, rng=0, xp=name, device=device, haar_route=route)
+                    sync(device)
+                return f
+
+            t = interleaved({"simplex": draw("simplex"), "orthogonal": draw("orthogonal")}, 5 if quick else 15)
+            r_min, r_med = ratio(t, "simplex", "orthogonal")
+            rows.append({"backend": name, "device": str(device or "cpu"), "route": route,
+                         "orthogonal_us_per_block": 1e6 * min(t["orthogonal"]) / blocks,
+                         "simplex_us_per_block": 1e6 * min(t["simplex"]) / blocks,
+                         "ratio": r_min, "ratio_median": r_med})
+    print("\n## Sampling cost, simplex vs orthogonal blocks, d = 64 (goal <= 1.1x)")
+    print(f"{'backend':<8} {'device':<6} {'route':<12} {'orth us/blk':>12} {'simp us/blk':>12} {'ratio':>6} "
+          f"{'(median)':>9}")
+    for r in rows:
+        print(f"{r['backend']:<8} {r['device']:<6} {r['route']:<12} {r['orthogonal_us_per_block']:>12.1f} "
+              f"{r['simplex_us_per_block']:>12.1f} {r['ratio']:>6.3f} {r['ratio_median']:>9.3f}")
+    return rows
+
+
+def bench_haar(quick):
+    ds = (16, 64) if quick else (16, 64, 128)
+    rows = []
+    for name, device in _backends():
+        for d in ds:
+            n = max(8, 20_000 // (d * d) * 4) if not quick else max(4, 4000 // (d * d) * 4)
+            fns = {}
+            for route in mc.HAAR_ROUTES:
+                if route == "cpu_qr" and name == "numpy":
+                    continue
+
+                def f(route=route):
+                    mc.haar_orthogonal(n, d, rng=0, xp=name, device=device, route=route)
+                    sync(device)
+                fns[route] = f
+            t = interleaved(fns, 3 if quick else 7)
+            per = {k: 1e6 * min(v) / n for k, v in t.items()}
+            best = min(per, key=per.get)
+            rows.append({"backend": name, "device": str(device or "cpu"), "d": d, "us_per_matrix": per,
+                         "fastest": best})
+    print("\n## Haar routes: microseconds per d x d matrix (fastest marked *)")
+    print(f"{'backend':<8} {'device':<6} {'d':>4}  " + "  ".join(f"{r:>12}" for r in mc.HAAR_ROUTES))
+    for r in rows:
+        cells = []
+        for route in mc.HAAR_ROUTES:
+            v = r["us_per_matrix"].get(route)
+            cells.append(f"{'-':>12}" if v is None else f"{v:>11.1f}{'*' if route == r['fastest'] else ' '}")
+        print(f"{r['backend']:<8} {r['device']:<6} {r['d']:>4}  " + "  ".join(cells))
+    print(f"current DEFAULT_HAAR_ROUTE = {mc.DEFAULT_HAAR_ROUTE}")
+    return rows
+
+
+def _slope(ds, ts):
+    return float(np.polyfit(np.log(ds), np.log(ts), 1)[0])
+
+
+def bench_fast(quick):
+    ds = [16, 32, 64, 128, 256, 512] if quick else [16, 32, 64, 128, 256, 512, 1024, 2048]
+    n_pts = 256
+    rows = []
+    for d in ds:
+        x = np.random.default_rng(d).standard_normal((n_pts, d)) * 0.1
+
+        def run(c):
+            def f():
+                p = mc.sample_projection(c, d, d, rng=0)
+                p(x)
+            return f
+
+        def samp(c):
+            return lambda: mc.sample_projection(c, d, d, rng=0)
+
+        rep = 3 if d >= 1024 else (5 if quick else 9)
+        t = interleaved({"simplex": run("simplex"), "fast_simplex": run("fast_simplex"),
+                         "simplex_sample": samp("simplex"), "fast_sample": samp("fast_simplex")}, rep)
+        rows.append({"d": d, **{k: min(v) for k, v in t.items()}})
+    dd = np.array([r["d"] for r in rows], dtype=float)
+    upper = dd >= 128
+    fits = {k: _slope(dd[upper], [r[k] for r, u in zip(rows, upper) if u])
+            for k in ("simplex", "fast_simplex", "simplex_sample", "fast_sample")}
+    cross = next((r["d"] for r in rows if r["fast_simplex"] < r["simplex"]), None)
+    cross_s = next((r["d"] for r in rows if r["fast_sample"] < r["simplex_sample"]), None)
+    print(f"\n## fast_simplex (HD-product, FWHT) vs simplex (dense): one block (m = d), project N = {n_pts} points")
+    print(f"{'d':>6} {'simplex ms':>11} {'fast ms':>9} {'ratio':>7}   {'sample only: simplex':>21} {'fast':>9}")
+    for r in rows:
+        print(f"{r['d']:>6} {1e3 * r['simplex']:>11.3f} {1e3 * r['fast_simplex']:>9.3f} "
+              f"{r['simplex'] / r['fast_simplex']:>7.2f}   {1e3 * r['simplex_sample']:>21.3f} "
+              f"{1e3 * r['fast_sample']:>9.3f}")
+    print(f"fast_simplex overtakes simplex (sample + project) at d = {cross}; sampling alone at d = {cross_s}")
+    print("growth exponents (d >= 128): " + ", ".join(f"{k} {v:.2f}" for k, v in fits.items()))
+    return {"rows": rows, "crossover_d": cross, "crossover_d_sampling": cross_s, "exponents": fits}
+
+
+def accuracy(quick):
+    sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
+    out = {"ks": {}, "bias": []}
+    print("\n## Marginals of the fast couplings: largest KS statistic vs N(0,1) (rows 0, 1, last x 4 directions)")
+    print(f"{'coupling':<16} {'d':>3} " + " ".join(f"{'n=' + str(n):>10}" for n in sizes))
+    for d in (16, 64):
+        for c in ("orthogonal", "fast_orthogonal", "fast_simplex"):
+            curve = mc.diagnostics.ks_distance_curve(c, d, sizes, rng=0)
+            out["ks"][f"{c}/{d}"] = curve
+            print(f"{c:<16} {d:>3} " + " ".join(f"{curve[n]:>10.4f}" for n in sizes))
+    d, m = 64, 64
+    n = 20_000 if quick else 100_000
+    dirs = mc.diagnostics.standard_directions(d)
+    print(f"\n## Relative bias (mean Khat - K)/K of kernel estimates, d = m = {d}, n = {n}, |x| = |y| = 0.5")
+    print(f"{'coupling':<16} {'kernel':<9} {'x+y along':<10} {'rel. bias':>10} {'stderr':>9} {'z':>7}")
+    for c in ("orthogonal", "fast_orthogonal", "fast_simplex"):
+        for kernel in ("gaussian", "rff"):
+            for name in ("e_1", "diagonal"):
+                u = dirs[name]
+                x = 0.5 * u
+                y = 0.5 * u if kernel == "gaussian" else -0.5 * u  # v = x + y = u (PRF); z = x - y = u (RFF)
+                b, se = mc.diagnostics.kernel_bias(c, x, y, m, n, kernel=kernel, rng=3)
+                out["bias"].append({"coupling": c, "kernel": kernel, "direction": name, "rel_bias": b,
+                                    "stderr": se})
+                print(f"{c:<16} {kernel:<9} {name:<10} {b:>10.2e} {se:>9.1e} {b / se:>7.1f}")
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    parser.add_argument("--accuracy", action="store_true", help="also measure KS distances and biases")
+    parser.add_argument("--json", nargs="?", const="benchmarks/results/bench_montecarlo.json", default=None,
+                        help="write results as JSON (default path benchmarks/results/bench_montecarlo.json)")
+    parser.add_argument("--only", nargs="*", default=None,
+                        choices=["pointwise", "prf", "sampling", "haar", "fast", "accuracy"])
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore", RuntimeWarning)
+    info = {"python": sys.version.split()[0], "numpy": np.__version__,
+            "torch": getattr(torch, "__version__", None), "cpu_count": os.cpu_count(),
+            "machine": platform.machine(), "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    print(f"# bench_montecarlo  {info}")
+    sections = {"pointwise": bench_pointwise, "prf": bench_prf, "sampling": bench_sampling, "haar": bench_haar,
+                "fast": bench_fast}
+    chosen = args.only if args.only else list(sections) + (["accuracy"] if args.accuracy else [])
+    results = {"info": info}
+    for name in chosen:
+        results[name] = accuracy(args.quick) if name == "accuracy" else sections[name](args.quick)
+    if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1, default=float)
+        print(f"\nwrote {args.json}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+r"""The numerically optimised geometry of Fig. 4 (``corr_inset_main``) as library code.
+
+For fixed norms :math:`w_1..w_m` and :math:`v`, minimise the exact conformity
+objective of eq. ``simp+_obj``
+
+.. math::
+    J(\hat w) = \frac{1}{m(m-1)}\sum_{i\ne j} F(\|w_i\hat w_i + w_j\hat w_j\|^2),\qquad
+    F(s) = {}_0F_1(;\tfrac d2;\tfrac{v^2 s}{4}),
+
+over the directions :math:`\hat w_i` on the unit sphere (product of spheres),
+with :math:`F'(s) = \frac{v^2}{4}\frac{1}{d/2}\,{}_0F_1(;\frac d2+1;\frac{v^2s}{4})`.
+Directions are parameterised by unconstrained vectors :math:`u_i`,
+:math:`\hat w_i = u_i/\|u_i\|`, and L-BFGS-B (scipy) runs from several
+starts: the simplex geometry, the SimRFs+ fixed point and random directions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special
+
+from ._checks import check_int
+
+
+def pair_kernel(s, d, v):
+    r""":math:`F(s) = {}_0F_1(;d/2;v^2 s/4)` for squared pair norms s (float arrays)."""
+    return special.hyp0f1(d / 2.0, (v * v / 4.0) * np.asarray(s, dtype=float))
+
+
+def objective(vectors, v):
+    """Exact conformity objective (eq. simp+_obj) of an (m, d) array of vectors (float)."""
+    w = np.asarray(vectors, dtype=float)
+    m, d = w.shape
+    s = np.sum((w[:, None, :] + w[None, :, :]) ** 2, axis=-1)
+    f = pair_kernel(s, d, v)
+    return float((f.sum() - np.trace(f)) / (m * (m - 1)))
+
+
+def _objective_and_grad(flat, norms, d, v):
+    m = norms.shape[0]
+    u = flat.reshape(m, d)
+    un = np.linalg.norm(u, axis=1)
+    uh = u / un[:, None]
+    w = norms[:, None] * uh
+    pair = w[:, None, :] + w[None, :, :]
+    s = np.sum(pair * pair, axis=-1)
+    h = d / 2.0
+    f = special.hyp0f1(h, (v * v / 4.0) * s)
+    fp = (v * v / 4.0) / h * special.hyp0f1(h + 1.0, (v * v / 4.0) * s)
+    np.fill_diagonal(f, 0.0)
+    np.fill_diagonal(fp, 0.0)
+    val = f.sum() / (m * (m - 1))
+    # d/dw_i of sum_{i != j} F(s_ij) = 4 sum_{j != i} F'(s_ij) (w_i + w_j)
+    gw = 4.0 * np.einsum("ij,ijk->ik", fp, pair) / (m * (m - 1))
+    # chain rule through w_i = n_i u_i / |u_i|
+    gu = norms[:, None] * (gw - np.sum(gw * uh, axis=1, keepdims=True) * uh) / un[:, None]
+    return val, gu.ravel()
+
+
+@dataclass(frozen=True)
+class OptimumResult:
+    """Best geometry found: vectors (m, d), objective value, and all restart values."""
+
+    vectors: np.ndarray
+    value: float
+    restarts: tuple
+
+
+def optimise_directions(norms, v, d=None, starts=None, n_random=8, rng=None, tol=1e-12, maxiter=2000):
+    """Minimise the exact conformity objective over directions for fixed norms.
+
+    Parameters
+    ----------
+    norms : array (m,), entries > 0
+    v : float >= 0
+    d : int, optional
+        Ambient dimension (default m).
+    starts : list of (m, d) arrays, optional
+        Extra starting geometries (e.g. the SimRF and SimRF+ vectors); their
+        norms are reset to ``norms``.
+    n_random : int
+        Number of random starting geometries.
+    rng : int or numpy Generator
+
+    Returns
+    -------
+    OptimumResult
+    """
+    norms = np.asarray(norms, dtype=float)
+    if norms.ndim != 1 or norms.shape[0] < 2 or not np.all(norms > 0):
+        raise ValueError("norms must be a 1-D array of at least 2 positive values")
+    m = norms.shape[0]
+    d = m if d is None else check_int(d, "d", 1)
+    v = float(v)
+    if not v >= 0:
+        raise ValueError(f"v must be >= 0, got {v!r}")
+    n_random = check_int(n_random, "n_random", 0)
+    gen = np.random.default_rng(rng)
+    inits = [np.asarray(s, dtype=float) for s in (starts or [])]
+    inits += [gen.standard_normal((m, d)) for _ in range(n_random)]
+    if not inits:
+        raise ValueError("need at least one start (pass starts or n_random >= 1)")
+    best, values = None, []
+    for u0 in inits:
+        if u0.shape != (m, d):
+            raise ValueError(f"each start must have shape {(m, d)}, got {u0.shape}")
+        res = optimize.minimize(_objective_and_grad, u0.ravel(), args=(norms, d, v), jac=True,
+                                method="L-BFGS-B", options={"maxiter": maxiter, "ftol": tol, "gtol": 1e-10})
+        u = res.x.reshape(m, d)
+        w = norms[:, None] * u / np.linalg.norm(u, axis=1)[:, None]
+        val = objective(w, v)
+        values.append(val)
+        if best is None or val < best[1]:
+            best = (w, val)
+    return OptimumResult(vectors=best[0], value=best[1], restarts=tuple(values))
