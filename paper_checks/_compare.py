@@ -1,0 +1,57 @@
+"""The comparisons every check uses (and the mutation tests reuse).
+
+Exact comparisons: relative difference of two independent computations at a
+stated number of significant digits.
+
+Monte Carlo comparisons: z = (estimate - expected) / standard error with
+|z| <= Z_CRIT.  Z_CRIT = 4.5 gives a two-sided false-alarm probability of
+6.8e-6 per comparison under the normal approximation; a check making k
+comparisons states its family-wise bound k * 6.8e-6 in its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mpmath import mp
+
+Z_CRIT = 4.5
+FALSE_ALARM = math.erfc(Z_CRIT / math.sqrt(2))  # 6.8e-6
+
+
+def rel_diff(a, b):
+    """|a - b| / max(|a|, |b|) (0 when both vanish)."""
+    a, b = mp.mpf(a), mp.mpf(b)
+    scale = max(abs(a), abs(b))
+    return abs(a - b) / scale if scale else mp.mpf(0)
+
+
+def agrees(a, b, digits):
+    """True when a and b agree to `digits` significant digits."""
+    return rel_diff(a, b) <= mp.mpf(10) ** (-digits)
+
+
+def assert_agree(a, b, digits, record=None, what=""):
+    r = rel_diff(a, b)
+    if record is not None:
+        record(r, "rel")
+    assert r <= mp.mpf(10) ** (-digits), f"{what}: relative difference {mp.nstr(r, 3)} > 1e-{digits}"
+    return r
+
+
+def z_score(mean, stderr, expected):
+    return (float(mean) - float(expected)) / float(stderr)
+
+
+def mc_agrees(estimate, expected, z_crit=Z_CRIT):
+    """True when a Monte Carlo Estimate is within z_crit standard errors of `expected`."""
+    return abs(z_score(estimate.mean, estimate.stderr, expected)) <= z_crit
+
+
+def assert_mc_agree(estimate, expected, record=None, what="", z_crit=Z_CRIT):
+    z = z_score(estimate.mean, estimate.stderr, expected)
+    if record is not None:
+        record(abs(z), "sigma")
+    assert abs(z) <= z_crit, (f"{what}: Monte Carlo {float(estimate.mean):.6g} +- {float(estimate.stderr):.2g} "
+                              f"vs {float(expected):.6g} (z = {z:.2f})")
+    return z

@@ -1,0 +1,43 @@
+"""pytest plumbing for the proof regression suite.
+
+* ``@pytest.mark.claim("id", ...)`` ties a check to rows of the claim registry
+  (:mod:`paper_checks.registry`); an unknown id is a collection error.
+* the ``record`` fixture stores the largest discrepancy a check observed
+  (relative error, or a z-score for Monte Carlo checks) on the test report,
+  so that ``python -m paper_checks`` can print it (it travels with xdist).
+"""
+
+import pytest
+
+from paper_checks.registry import CLAIMS_BY_ID
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "claim(*ids): the registry claims this check verifies")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marker = item.get_closest_marker("claim")
+        if marker is None:
+            continue
+        unknown = [c for c in marker.args if c not in CLAIMS_BY_ID]
+        if unknown:
+            raise pytest.UsageError(f"{item.nodeid}: unknown claim id(s) {unknown} (add them to registry.py)")
+
+
+@pytest.fixture(autouse=True)
+def _claims(request):
+    marker = request.node.get_closest_marker("claim")
+    if marker is not None:
+        request.node.user_properties.append(("claims", list(marker.args)))
+
+
+@pytest.fixture
+def record(request):
+    """``record(value, unit="rel")``: note a discrepancy (kept: the largest)."""
+
+    def _record(value, unit="rel"):
+        request.node.user_properties.append(("discrepancy", (float(value), unit)))
+
+    return _record

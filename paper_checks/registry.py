@@ -1,0 +1,252 @@
+"""Claim registry: one row per statement of the paper (main text and appendices).
+
+Each row names the paper's label or location, the claim in one sentence, the
+methods (two independent computations), and a status:
+
+``verified``
+    the check(s) marked ``@pytest.mark.claim(id)`` compare two independent routes;
+``erratum``
+    the printed form disagrees with an independent computation; the row holds
+    the printed and corrected forms and the evidence, and the checks assert
+    both that the corrected form is verified and that the printed one is not;
+``not-verifiable-here``
+    with the reason.
+
+Rows marked ``beyond=True`` are statements of this project, not of the paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+VERIFIED = "verified"
+ERRATUM = "erratum"
+NOT_HERE = "not-verifiable-here"
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    ref: str
+    claim: str
+    methods: tuple
+    status: str = VERIFIED
+    printed: str = ""
+    corrected: str = ""
+    evidence: str = ""
+    reason: str = ""
+    beyond: bool = False
+    notes: str = ""
+
+    def as_dict(self):
+        d = asdict(self)
+        d["methods"] = list(self.methods)
+        return d
+
+
+C = Claim
+CLAIMS = [
+    # ------------------------------------------------------------------ Sec. 1
+    C("sec1.rff-unbiased", "eq. rffdef2 (Sec. 1)",
+      "RFFs with Gaussian w_i give an unbiased estimate of the Gaussian kernel, for every exact coupling.",
+      ("Monte Carlo mean vs exp(-z^2/2)", "power: weights scaled by 1.1 are detected")),
+    C("sec1.prf-unbiased", "eq. def_gauss_kern, def_prf (Sec. 1); App. A.1 E(b_i) = exp(v^2/2)",
+      "PRFs give an unbiased estimate of the Gaussian kernel; E[b_i] = exp(v^2/2).",
+      ("Monte Carlo mean vs exp(-|x-y|^2/2)", "quadrature of E[exp(w.v)] over chi_d norms (0F1)",
+       "power: norms fixed at sqrt(d) are detected")),
+    C("sec1.conversion", "Sec. 1",
+      "K_gauss(x, y) = K_smax(x, y) exp(-|x|^2/2 - |y|^2/2), so PRF mechanisms convert between the kernels.",
+      ("mpmath on random vectors", "sympy identity", "Monte Carlo: softmax PRF estimate x factor = Gaussian PRF estimate")),
+    # ------------------------------------------------------------------ Sec. 3
+    C("eq.simplex_vectors", "eq. simplex_vectors (Sec. 3)",
+      "The simplex vectors are unit vectors with pairwise cosines -1/(d-1) summing to zero.",
+      ("sympy for symbolic d", "mpmath for d = 2..64")),
+    C("eq.simplex_block", "eq. simplex_block_eq (Sec. 3)",
+      "W_simp = D S R has rows marginally N(0, I_d) with directions at angle arccos(-1/(d-1)).",
+      ("KS test of projections of sampled rows", "Gram matrix of sampled directions = S S^T",
+       "power: norms fixed at sqrt(d) fail the KS test")),
+    C("thm3.2", "Thm 3.2 (thm:rf-conformity, eq. mse_and_conformity); App. A.1 eq. prf_variance_2/3",
+      "The PRF MSE equals e^{-2x^2-2y^2}/m ((e^{2v^2} - e^{v^2}) + (m-1)(rho - e^{v^2})).",
+      ("closed form vs pairwise brute force E[K^2] - K^2", "Monte Carlo empirical MSE",
+       "power: Monte Carlo on simplex disagrees with the ORF closed form")),
+    C("eq.def_rf_conformity", "eq. def_rf_conformity; App. A.1 eq. prf_hankel, besselboy",
+      "E[b_i b_j] = Gamma(d/2) E[sum_k v^2k w_ij^2k / (2^2k k! Gamma(k+d/2))] (Hankel transform, Bessel series).",
+      ("0F1 series vs Bessel I closed form", "Monte Carlo empirical E[b_i b_j] vs the series")),
+    C("cor3.3", "Cor 3.3 (SimRFs outperform ORFs)",
+      "For PRFs the SimRF MSE is strictly below the ORF MSE for every d.",
+      ("closed forms on a grid d = 2..4096, v in (0, 8]", "Monte Carlo at d = 8")),
+    C("thm3.4", "Thm 3.4 (thm:simplex_optimal); App. A.2 lemma:equal_weights, eq. perm_sum_warmup",
+      "With i.i.d. norms, SimRFs give the lowest PRF MSE among weight-independent geometrical couplings "
+      "(for equal norms: conformity >= m(m-1) f(2(m-2)/(m-1)), attained by the simplex).",
+      ("random and numerically optimised geometries never beat the simplex",
+       "Lemma A.2 bound evaluated by Bessel functions", "expected conformity over chi_d norms by common random numbers")),
+    C("lemma.equal_weights.algebra", "App. A.2 (proof of lemma:equal_weights)",
+      "sum_{i != j} |w_i + w_j|^2 = 2m(m-2) + 2 |sum_i w_i|^2 for unit vectors.",
+      ("sympy identity", "numeric on random unit vectors")),
+    C("eq.simp+_obj", "eq. simp+_obj (Sec. 3.2)",
+      "The SimRFs+ objective for fixed vectors is (1/(m(m-1))) sum_{i != j} 0F1(; d/2; v^2 w_ij^2/4).",
+      ("printed series vs Bessel I form", "Monte Carlo over directions for the IID average")),
+    C("eq.ensemble_expand_out", "eq. ensemble_expand_out (Sec. 3.2)",
+      "First terms of the conformity sum in powers of v^2, with tau = Gamma(d/2) v^2 E(w^2) / (4 Gamma(d/2+1)).",
+      ("term-by-term evaluation with exact moments",), status=ERRATUM,
+      printed="(1/Gamma(d/2)) sum_{i,j!=i} 1 + tau (1 + (v^2/8) Gamma(d/2+1)/Gamma(d/2+2) E(w^4)/E(w^2) + ...)",
+      corrected="sum_{i,j!=i} E(...) = (m(m-1)/Gamma(d/2)) [1 + tau (1 + (v^2/8) Gamma(d/2+1)/Gamma(d/2+2) "
+                "E(w^4)/E(w^2) + ...)]: the tau term lacks the factor m(m-1)/Gamma(d/2)",
+      evidence="at d = 6, m = 6, v = 0.3 with ORF moments the printed right side differs from the left side "
+               "by a factor ~ (m(m-1)/Gamma(d/2)) in the O(v^2) term; the corrected form agrees to 25 digits"),
+    C("footnote.moment_ratio", "Sec. 3.2 footnote (E(w_ij^4)/E(w_ij^2))",
+      "For ORFs E(w^4)/E(w^2) = 2 Gamma(d/2+2)/Gamma(d/2+1) + 2 Gamma(d/2+1)/Gamma(d/2) ~ d (and ~ d for IID, simplex).",
+      ("exact chi_d moments", "Monte Carlo moments of sampled pairs")),
+    C("eq.truncated_obj", "eq. truncated_obj (Sec. 3.2)",
+      "Truncating eq. simp+_obj at k = 1 and dropping constants gives Gamma(d/2) v^2 / (4 m (m-1) Gamma(1+d/2)) sum w_ij^2.",
+      ("limit (rho - 1)/v^2 of the exact objective at small v", "closed form")),
+    C("eq.minimised_conditions", "eq. minimised_conditions_2_main; App. A.3 eq. opp_dir_appendix_2, repeat_min_coupling",
+      "The truncated objective is minimised when each vector points away from the resultant of the others; "
+      "such a geometry exists for any norms.",
+      ("closed-form minimum 2(m-2) sum w_i^2 + 2 max(0, 2 w_max - sum w)^2", "update fixed point",
+       "random directions never go below the minimum")),
+    C("eq.simpler_updates", "eq. simpler_updates_main (Sec. 3.2)",
+      "The iterative update converges quickly from the simplex geometry (a small number of passes).",
+      ("pass counts over many chi_d draws (numpy sampler)", "mpmath reference update: monotone ||sum w||")),
+    C("fig3.splus", "Fig. 3 (fig:splusfig-main)",
+      "With SimRFs+, vectors with larger norms subtend bigger angles (d = 3).",
+      ("triangle geometry of the update's fixed point over random draws",)),
+    C("fig4.ordering", "Fig. 4 (corr_inset_main)",
+      "For a single draw of norms (d = 6, v = 1): IID (mean of 100 couplings) > ORF > SimRF > SimRF+ >= "
+      "numerically optimised, and SimRF+ is close to the optimum.",
+      ("exact objective (Bessel) for each geometry", "scipy.optimize over directions with restarts")),
+    C("tab1.complexity", "Table 1 (tab:splus_table, time complexities) and Sec. 4.3",
+      "Regular ORF/SimRF sampling is O(d^3); fast (HD) variants O(d log d); S applies in O(d).",
+      ("measured scaling exponents of the samplers (loose bounds, CPU time)",)),
+    # ------------------------------------------------------------------ Sec. 4
+    C("lemma4.1", "Lemma 4.1 (eq. iid_pdf, eq. iidrf_conformity); App. A.4",
+      "For IID vectors p(w_ij) = w^{d-1} e^{-w^2/4} / (2^{d-1} Gamma(d/2)) and rho_IID = exp(v^2).",
+      ("pdf = scaled chi_d", "normalisation and moments by quadrature", "rho by quadrature, by E[b]^2 and by Monte Carlo")),
+    C("app.iid_identity", "App. A.4 (proof of Lemma 4.1)",
+      "The integral used: int_0^inf w^{2z-1} e^{-w^2/2} dw = 2^{z-1} Gamma(z).",
+      ("quadrature",), notes="The identity is right, but the integrand of the proof has e^{-w^2/4}, for which "
+      "int w^{2z-1} e^{-w^2/4} dw = 2^{2z-1} Gamma(z) is the identity needed; the result e^{v^2} is right."),
+    C("lemma4.2", "Lemma 4.2 (eq. theta_proby_dist); App. A.6 eq. polarintegralinproof (last line)",
+      "Marginally Gaussian vectors at a fixed angle theta have the density of eq. theta_proby_dist.",
+      ("polar-angle integral vs a direct change of variables", "normalisation and moments vs multinomial moments",
+       "Monte Carlo histogram of sampled pairs")),
+    C("app.polar_jacobian", "App. A.6 eq. polarintegralinproof (first line)",
+      "Intermediate step of the proof of Lemma 4.2.", ("numeric comparison with the final line",), status=ERRATUM,
+      printed="p(w) = int dphi w/sqrt(1+sin2phi cos theta) p_chi(w cos phi / sqrt(1+...)) p_chi(w sin phi / (1+...))",
+      corrected="p(w) = int dphi w/(1+sin2phi cos theta) p_chi(w cos phi / sqrt(1+...)) p_chi(w sin phi / sqrt(1+...))",
+      evidence="the printed first line is not normalised and differs from the (correct) second line; the corrected "
+               "one agrees with it to 25 digits"),
+    C("eq.chi_2d", "App. A.6 eq. reducestochi2d, chi_2d_dist",
+      "At theta = pi/2 the density reduces to chi with 2d degrees of freedom (via Legendre duplication).",
+      ("sympy (Beta function and duplication)", "mpmath pointwise")),
+    C("eq.theta_conformity", "eq. theta_conformity; App. A.7",
+      "rho_theta = 1/(2^{d-1} Gamma(d/2)) int_0^pi sin^{d-1} sum_k v^2k (1 + sin phi cos theta)^k Gamma(k+d) / (2^k k! Gamma(k+d/2)).",
+      ("1-D quadrature of 1F1", "exact-moment series (no Lemma 4.2)", "Monte Carlo at a fixed angle")),
+    C("app.a7.steps", "App. A.7 intermediate steps",
+      "The w-integral and phi -> phi/2 steps, and the ORF normalisation (1/Gamma(d/2)) int sin^{d-1} = 2^{d-1} Gamma(d/2)/Gamma(d).",
+      ("mpmath quadrature of each displayed step",), notes="App. A.7 writes w_ij = ||w_i^2 + w_j^2|| (typo for ||w_i + w_j||)."),
+    C("eq.binexp", "eq. binexp_main (Sec. 4)",
+      "int_0^pi sin^{d-1} (1 + sin phi cos theta)^k is strictly smaller for cos theta < 0 than for cos theta = 0.",
+      ("quadrature", "binomial expansion")),
+    C("thm4.3.orf", "Thm 4.3, eq. orf_conformity",
+      "rho_ORF = Gamma(d/2)/Gamma(d) sum_k v^2k/(2^k k!) Gamma(k+d)/Gamma(k+d/2).",
+      ("printed series vs 1F1 vs Kummer (finite) vs chi_2d quadrature", "Monte Carlo")),
+    C("thm4.3.simrf", "Thm 4.3, eq. simrf_conformity",
+      "rho_SimRF is the printed double series.",
+      ("printed double series vs Taylor-in-cos route vs 1-D quadrature vs exact moments", "Monte Carlo")),
+    C("cor4.4", "Cor 4.4 (corr:orth_gap), eq. prf_orth_gap; App. A.8",
+      "The PRF orthogonality gap is e^{-2x^2-2y^2} (m-1)/m (e^{v^2} - rho_ORF) and is positive everywhere.",
+      ("closed form vs App. A.8 positive series vs MSE difference", "grid positivity"), status=ERRATUM,
+      printed="Delta MSE = e^{-2x^2-2y^2} (m-1)/m (e^{v^2} - Gamma(d/2)/Gamma(d) sum_k v^2k/k! Gamma(k+d)/Gamma(k+d/2))",
+      corrected="... sum_k v^2k/(2^k k!) Gamma(k+d)/Gamma(k+d/2) (the 2^k of eq. orf_conformity, present in App. A.8)",
+      evidence="the printed main-text form is negative (e.g. -1.6e+1 relative at d = 16, v = 1), the corrected one "
+               "equals the App. A.8 positive series to 25 digits"),
+    C("thm4.5", "Thm 4.5 (thm:rff_gap); App. A.5",
+      "RFF orthogonality gap = (m-1)/m (e^{-z^2} - Gamma(d/2)/Gamma(d) sum_k (-z^2)^k/(2^k k!) Gamma(k+d)/Gamma(k+d/2)).",
+      ("printed series vs 1F1 vs Bessel-J quadrature over chi_2d", "Monte Carlo RFF MSEs")),
+    C("app.rff_mse", "App. A.5 (RFF analogue of eq. prf_variance_2)",
+      "RFF MSE = (1/m)((1 - e^{-z^2})^2/2 + (m-1)(avg E[a_i a_j] - e^{-z^2})), and w_i + w_j, w_i - w_j are "
+      "identically distributed for IID and ORF pairs.",
+      ("pairwise brute force", "Monte Carlo")),
+    C("sec4.2.zcrit", "Sec. 4.2 text after Thm 4.5",
+      "ORFs beat IIDRFs for RFFs up to a threshold z_crit(d) which diverges as d -> infinity.",
+      ("bracketed sign change of the exact gap", "growth of z_crit with d"),
+      notes="Refinement: at d = 2 there is no threshold (the gap e^{-y}(e^{-y}-1+y)(m-1)/m > 0 for all z), and "
+            "beyond z_crit the gap changes sign repeatedly (spacing ~ 3/sqrt(d)); z_crit grows like ~0.86 sqrt(d)."),
+    C("cor4.6", "Cor 4.6 (eq. asymptotic_ratio); App. A.9",
+      "MSE_ORF/MSE_IID = 1 - (m-1)(e^{-z^2} z^4 / (d (1 - e^{-z^2})^2) + O(1/d^2)) for RFFs.",
+      ("sympy 1/d expansion of each factor", "exact ratio: d^2 (exact - asymptotic) converges")),
+    C("app.a9.ratio", "App. A.9 eq. appendix_ratio", "The exact ratio used in the proof of Cor 4.6.",
+      ("sympy", "exact MSEs"), status=ERRATUM,
+      printed="MSE_ORF/MSE_IID = 1 + 2(m-1)/(1 + e^{-z^2})^2 (E_ort(a_1 a_2) - e^{-z^2})",
+      corrected="MSE_ORF/MSE_IID = 1 + 2(m-1)/(1 - e^{-z^2})^2 (E_ort(a_1 a_2) - e^{-z^2}) "
+                "(the final eq. asymptotic_ratio uses (1 - e^{-z^2})^2)",
+      evidence="the corrected form equals theory.rff_mse_ratio to 25 digits; the printed one differs (e.g. by "
+               "a factor ~ 6 in the deviation from 1 at z = 1)"),
+    C("app.a9.stirling", "App. A.9 (Stirling form of the Gamma ratio)",
+      "The Stirling form of Gamma(k+d) Gamma(d/2) / (2^k Gamma(k+d/2) Gamma(d)).", ("numeric, large d",),
+      status=ERRATUM,
+      printed="... (k+d-1)^{m+d-1} (d/2-1)^{d/2-1} / ((k+d/2-1)^{k+d/2-1} (d-1)^{d-1})",
+      corrected="exponent k+d-1 (not m+d-1) on (k+d-1); Stirling's formula is an asymptotic equivalence, "
+                "Gamma(x+1) ~ sqrt(2 pi x) e^{-x} x^x, not a limit equality",
+      evidence="with k + d - 1 the form agrees with the Gamma ratio to O(1/d) (checked at d = 10^3..10^5); "
+               "with m + d - 1 (m != k) it is off by a factor (k+d-1)^{m-k}"),
+    C("fig5.dists", "Fig. 5 (fig:the_dists)",
+      "Geometrical coupling reduces the probability mass of w_ij at large w (SimRF < ORF < IID tails), and "
+      "f(w, v) is increasing.",
+      ("survival functions by quadrature of the densities", "Monte Carlo histograms")),
+    C("alg1", "Algorithm 1 (App. B.1, alg:fastmult)",
+      "S x is computed in O(d) by Algorithm 1.", ("mpmath and numpy Algorithm 1 vs the dense S",)),
+    C("appB2.hd", "App. B.2 (HD-product matrices)",
+      "H is orthogonal (normalised Hadamard recursion) and HD-products are orthogonal; they are only "
+      "approximately Haar.",
+      ("H H^T = I, (H D1 H D2 H D3)(...)^T = I", "KS distance of fast-variant projections")),
+    # ------------------------------------------------------------------ Sec. 5
+    C("fig6.ordering", "Fig. 6 (var_comp_fig), Sec. 5.1",
+      "At d = 64, MSE ratios satisfy SimRF/IID < ORF/IID < 1 at every v, with the largest gain at small v.",
+      ("closed forms on a 200-point grid", "Monte Carlo MSE ratios at a few v")),
+    C("sec5.1.prefactor", "Sec. 5.1 (the 0.0078 statement)",
+      "MSE_SimRF = v^2 (1 - sqrt(pi) Gamma(d+1) Gamma(d/2+1/2) / (Gamma(d/2) Gamma(d/2+1)^2 2^d)) + O(v^4); "
+      "0.0078 at d = 64.",
+      ("sympy from the k = 1 term", "numerical limit of the exact ratio", "mpmath closed form")),
+    C("sec5.1.iid_orf_v2", "Sec. 5.1 ('MSE_IIDRF,ORF = v^2 + O(v^4)')",
+      "For IIDRFs and ORFs the MSE is v^2 + O(v^4).", ("series of the closed forms",), status=ERRATUM,
+      printed="MSE_IIDRF,ORF = v^2 + O(v^4) (and MSE_SimRF = v^2 (1 - ...) + O(v^4))",
+      corrected="MSE = (e^{-2x^2-2y^2}/m) (v^2 + O(v^4)) (the prefactor is omitted; the ratio statement is exact)",
+      evidence="m e^{2x^2+2y^2} MSE / v^2 -> 1 as v -> 0 for IID and ORF; MSE / v^2 itself tends to "
+               "e^{-2x^2-2y^2}/m"),
+    C("fig7.frobenius", "Fig. 7 (fig:frobnorm), Sec. 5.2",
+      "Gram-matrix Frobenius error (N = 64, d = 64, sigma = 0.1) decreases with m and is ordered SimRF < ORF < IID.",
+      ("Monte Carlo with standard errors", "theory: expected squared Frobenius error from the pair MSEs")),
+    C("fig8.classification", "Fig. 8 (nonparam_results), Sec. 5.3",
+      "SimRFs give the best kernel-regression classification accuracy on 8 UCI datasets.", (),
+      status=NOT_HERE, reason="needs the downstream-experiments code (issue 6), not built yet"),
+    C("tab2.splus", "Table 2 (second tab:splus_table), Sec. 5.3.1",
+      "SimRFs+ vs SimRFs accuracies differ marginally; both beat ORFs on every dataset.", (),
+      status=NOT_HERE, reason="needs the downstream-experiments code (issue 6), not built yet"),
+    C("tab3.fast", "Table 3 (tab:fastsims_table), App. B.2",
+      "Fast (HD) ORFs/SimRFs give classification accuracy close to the regular ones.", (),
+      status=NOT_HERE, reason="needs the downstream-experiments code (issue 6), not built yet"),
+    C("fig10.sigma", "Fig. 10 (tunegraph), App. C.1",
+      "Sigma search on validation data; IID PRF accuracy peaks away from the exact-kernel optimum.", (),
+      status=NOT_HERE, reason="needs the downstream-experiments code (issue 6), not built yet"),
+    C("fig9.performer", "Fig. 9 (performer_fig), Sec. 5.4",
+      "SimRF-Performers match or beat ORF-Performers on ImageNet2012 (+0.5%), Fashion-MNIST, iNaturalist2021, "
+      "Places365 (ViT, 12 layers, 300 epochs, TPU).", (),
+      status=NOT_HERE, reason="ViT training on ImageNet-scale data for 300 epochs on TPUs is far beyond a "
+                              "2-core CPU machine; the mechanism (attention approximation error) is issue 6's"),
+    C("latex.duplicate_labels", "LaTeX source (tab:splus_table, prf_variance_2)",
+      "Labels are unique, so Sec. 5.3.1's reference to Table tab:splus_table points at Table 2.",
+      ("count of \\label occurrences in the source",), status=ERRATUM,
+      printed="tab:splus_table labels both Table 1 (complexities) and Table 2 (SimRFs+ accuracies); "
+              "prf_variance_2 labels both the PRF MSE (App. A.1) and the RFF MSE (App. A.5)",
+      corrected="distinct labels; Sec. 5.3.1 should reference the accuracy table",
+      evidence="each label occurs twice in simplex_random_features.tex"),
+]
+
+CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
+assert len(CLAIMS_BY_ID) == len(CLAIMS), "duplicate claim id"
+
+
+def claims():
+    return list(CLAIMS)
