@@ -277,18 +277,20 @@ def accuracy(quick):
     d, m = 64, 64
     n = 20_000 if quick else 100_000
     dirs = mc.diagnostics.standard_directions(d)
-    print(f"\n## Relative bias (mean Khat - K)/K of kernel estimates, d = m = {d}, n = {n}, |x| = |y| = 0.5")
-    print(f"{'coupling':<16} {'kernel':<9} {'x+y along':<10} {'rel. bias':>10} {'stderr':>9} {'z':>7}")
+    print(f"\n## Relative bias (mean Khat - K)/K of kernel estimates, d = m = {d}, n = {n}")
+    print("   PRF: x = y = r u (v = |x + y| = 2r); RFF: x = -y = r u (z = |x - y| = 2r)")
+    print(f"{'coupling':<16} {'kernel':<9} {'u':<9} {'2r':>4} {'rel. bias':>10} {'stderr':>9} {'z':>7}")
     for c in ("orthogonal", "fast_orthogonal", "fast_simplex"):
         for kernel in ("gaussian", "rff"):
             for name in ("e_1", "diagonal"):
-                u = dirs[name]
-                x = 0.5 * u
-                y = 0.5 * u if kernel == "gaussian" else -0.5 * u  # v = x + y = u (PRF); z = x - y = u (RFF)
-                b, se = mc.diagnostics.kernel_bias(c, x, y, m, n, kernel=kernel, rng=3)
-                out["bias"].append({"coupling": c, "kernel": kernel, "direction": name, "rel_bias": b,
-                                    "stderr": se})
-                print(f"{c:<16} {kernel:<9} {name:<10} {b:>10.2e} {se:>9.1e} {b / se:>7.1f}")
+                for r in (0.5, 1.0):
+                    u = dirs[name]
+                    x = r * u
+                    y = r * u if kernel == "gaussian" else -r * u
+                    b, se = mc.diagnostics.kernel_bias(c, x, y, m, n, kernel=kernel, rng=3)
+                    out["bias"].append({"coupling": c, "kernel": kernel, "direction": name, "v_or_z": 2 * r,
+                                        "rel_bias": b, "stderr": se})
+                    print(f"{c:<16} {kernel:<9} {name:<9} {2 * r:>4.1f} {b:>10.2e} {se:>9.1e} {b / se:>7.1f}")
     return out
 
 

@@ -1,5 +1,33 @@
-"""Sampling half of the toolkit: couplings, feature maps and Monte Carlo estimators."""
+r"""The sampling half of the toolkit: couplings, feature maps and Monte Carlo estimators.
 
+Draw the random projection matrices of every coupling of the paper
+(:func:`sample_weights`, :func:`sample_projection`), build PRF and RFF
+feature maps (:func:`prf_features`, :func:`rff_features`, and the
+scikit-learn-style :class:`PositiveRandomFeatures`,
+:class:`RandomFourierFeatures`), and estimate kernels, Gram matrices, MSEs,
+RF-conformities and pair moments with standard errors
+(:func:`kernel_estimate`, :func:`gram_estimate`, :func:`empirical_mse`,
+:func:`empirical_conformity`, :func:`empirical_pair_moments`).
+
+Couplings (one spelling each): ``"iid"``, ``"orthogonal"``, ``"simplex"``,
+``"simplex_plus"``, ``"fast_orthogonal"``, ``"fast_simplex"``.  See
+:mod:`montecarlo.couplings` for the constructions (Sec. 3
+``simplex_block_eq``, ``simplex_vectors``, Sec. 3.2 ``simpler_updates_main``,
+App. B Algorithm 1 and HD-products) and :mod:`montecarlo.diagnostics` for
+how far the fast couplings are from Gaussian rows.
+
+Arrays: numpy by default; ``xp="torch"`` / ``xp="cupy"`` (with ``device=``)
+run the same code through ``array_api_compat`` on that backend, with random
+numbers drawn on the device (see :mod:`montecarlo._backend` for seeding).
+``montecarlo`` does not import :mod:`theory`; the tests compare the two.
+
+>>> import montecarlo as mc
+>>> W = mc.sample_weights("simplex", 64, 128, rng=0)
+>>> W.shape
+(128, 64)
+"""
+
+from . import diagnostics
 from ._checks import COUPLINGS, EXACT_COUPLINGS, FAST_COUPLINGS
 from .couplings import (
     DEFAULT_HAAR_ROUTE,
@@ -17,13 +45,6 @@ from .couplings import (
     simplex_matrix,
     simplex_plus_vectors,
 )
-from .features import (
-    PositiveRandomFeatures,
-    RandomFourierFeatures,
-    prf_features,
-    prf_log_features,
-    rff_features,
-)
 from .estimators import (
     Estimate,
     empirical_conformity,
@@ -34,7 +55,44 @@ from .estimators import (
     kernel_estimate,
     pair_projections,
 )
+from .features import (
+    PositiveRandomFeatures,
+    RandomFourierFeatures,
+    prf_features,
+    prf_log_features,
+    rff_features,
+)
 
-
-from . import diagnostics
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "COUPLINGS",
+    "DEFAULT_HAAR_ROUTE",
+    "EXACT_COUPLINGS",
+    "FAST_COUPLINGS",
+    "HAAR_ROUTES",
+    "SIMPLEX_PLUS_MAX_PASSES",
+    "SIMPLEX_PLUS_TOL",
+    "ConvergenceError",
+    "Estimate",
+    "PositiveRandomFeatures",
+    "RandomFourierFeatures",
+    "RandomProjection",
+    "diagnostics",
+    "empirical_conformity",
+    "empirical_mse",
+    "empirical_pair_moments",
+    "exact_kernel",
+    "fwht",
+    "gram_estimate",
+    "haar_orthogonal",
+    "kernel_estimate",
+    "next_power_of_two",
+    "pair_projections",
+    "prf_features",
+    "prf_log_features",
+    "rff_features",
+    "sample_projection",
+    "sample_weights",
+    "simplex_apply",
+    "simplex_matrix",
+    "simplex_plus_vectors",
+]

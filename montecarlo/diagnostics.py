@@ -65,25 +65,37 @@ def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=N
         directions = standard_directions(d)
     if weights is not None:
         w = np.asarray(weights)
-        projs = {name: w @ u for name, u in directions.items()}
-    elif coupling in FAST_COUPLINGS:
-        # structured O(p log p) projections, p rows per block; fresh blocks per direction
-        b = next_power_of_two(d)
-        gen = np.random.default_rng(rng)
-        projs = {name: to_numpy(pair_projections(coupling, u, b, n, rng=gen, path="fast", **kwargs))
-                 for name, u in directions.items()}
+        b = w.shape[1]
+        rows = _default_rows(b) if rows is None else list(rows)
+        projs = {name: (w @ u)[:, rows] for name, u in directions.items()}
     else:
-        w = to_numpy(sample_weights(coupling, d, d, rng=rng, n=n, **kwargs))
-        projs = {name: w @ u for name, u in directions.items()}
-    b = next(iter(projs.values())).shape[1]
-    if rows is None:
-        rows = sorted({0, min(1, b - 1), b - 1})
+        fast = coupling in FAST_COUPLINGS
+        b = next_power_of_two(d) if fast else d
+        rows = _default_rows(b) if rows is None else list(rows)
+        gen = np.random.default_rng(rng)
+        step = max(1, (1 << 20) // (b * d))  # blocks per chunk (bounded memory)
+        parts = {name: [] for name in directions}
+        for lo in range(0, n, step):
+            k = min(step, n - lo)
+            if fast:  # structured O(p log p) projections, fresh blocks per direction
+                for name, u in directions.items():
+                    pr = to_numpy(pair_projections(coupling, u, b, k, rng=gen, path="fast", **kwargs))
+                    parts[name].append(pr[:, rows])
+            else:
+                w = to_numpy(sample_weights(coupling, d, d, rng=gen, n=k, **kwargs))
+                for name, u in directions.items():
+                    parts[name].append((w @ u)[:, rows])
+        projs = {name: np.concatenate(v, axis=0) for name, v in parts.items()}
     out = []
-    for i in rows:
-        for name, u in directions.items():
-            res = stats.kstest(projs[name][:, i], "norm")
+    for j, i in enumerate(rows):
+        for name in directions:
+            res = stats.kstest(projs[name][:, j], "norm")
             out.append((i, name, float(res.statistic), float(res.pvalue)))
     return out
+
+
+def _default_rows(b):
+    return sorted({0, min(1, b - 1), b - 1})
 
 
 def ks_distance_curve(coupling, d, sizes=(1_000, 10_000, 100_000), rng=0):

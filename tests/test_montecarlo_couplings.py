@@ -167,7 +167,10 @@ def test_batch_draws_and_reproducibility():
 
 
 def test_fwht_is_normalised_hadamard():
-    """fwht equals the recursive H of App. B.2 (built densely here), for p = 1..64."""
+    """fwht equals the recursive H of App. B.2 (built densely here) for p = 1..64, and
+    scipy.linalg.hadamard / sqrt(p) up to p = 2048 (covers every radix-16 factorisation)."""
+    from scipy.linalg import hadamard
+
     for k in range(7):
         p = 2**k
         h = np.ones((1, 1))
@@ -175,6 +178,10 @@ def test_fwht_is_normalised_hadamard():
             h = np.block([[h, h], [h, -h]]) / math.sqrt(2)
         x = np.random.default_rng(k).standard_normal((3, p))
         assert np.max(np.abs(mc.fwht(x) - x @ h.T)) < 1e-12
+    for k in range(7, 12):
+        p = 2**k
+        x = np.random.default_rng(k).standard_normal((2, 3, p))
+        assert np.max(np.abs(mc.fwht(x) - x @ hadamard(p).T / math.sqrt(p))) < 1e-11
     with pytest.raises(ValueError, match="power-of-two"):
         mc.fwht(np.ones((2, 6)))
 
