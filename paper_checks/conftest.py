@@ -35,9 +35,14 @@ def _claims(request):
 
 @pytest.fixture
 def record(request):
-    """``record(value, unit="rel")``: note a discrepancy (kept: the largest)."""
+    """``record(value, unit="rel", worst="high")``: note a discrepancy.
 
-    def _record(value, unit="rel"):
-        request.node.user_properties.append(("discrepancy", (float(value), unit)))
+    The report keeps the worst value per claim and unit: the largest, or the
+    smallest for margins and p-values (``worst="low"``)."""
+
+    def _record(value, unit="rel", worst="high"):
+        if worst not in ("high", "low"):
+            raise ValueError(f"worst must be 'high' or 'low', got {worst!r}")
+        request.node.user_properties.append(("discrepancy", (float(value), unit, worst)))
 
     return _record
