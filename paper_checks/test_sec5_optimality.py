@@ -344,3 +344,50 @@ def test_duplicate_labels(record):
     dups = sorted({lab for lab in labels if labels.count(lab) > 1})
     record(len(dups), "duplicated labels")
     assert dups == ["prf_variance_2", "tab:splus_table"]
+
+
+@pytest.mark.slow
+@pytest.mark.claim("sec4.3.cost")
+def test_simplex_costs_about_as_much_as_orthogonal(record):
+    """Min-of-7 CPU time of drawing 200 blocks at d = 64: a loose bound (< 1.5)
+    on the simplex/orthogonal ratio (benchmarks report the precise ratio)."""
+    def best(coupling):
+        out = np.inf
+        for _ in range(7):
+            t0 = time.process_time()
+            mc.sample_weights(coupling, 64, 64, rng=3, n=200)
+            out = min(out, time.process_time() - t0)
+        return out
+    ratio = best("simplex") / best("orthogonal")
+    record(ratio, "time ratio")
+    assert ratio < 1.5
+
+
+@pytest.mark.claim("fig2.scheme")
+def test_fig2_angles(record):
+    for d, coupling, expected in ((2, "simplex", 180.0), (3, "simplex", 120.0), (3, "orthogonal", 90.0),
+                                  (2, "orthogonal", 90.0)):
+        W = mc.sample_weights(coupling, d, d, rng=d, n=100)
+        U = W / np.linalg.norm(W, axis=-1, keepdims=True)
+        ang = np.degrees(np.arccos(np.clip(np.einsum("nk,nk->n", U[:, 0], U[:, 1]), -1, 1)))
+        err = np.abs(ang - expected).max()
+        record(err, "degrees")
+        assert err < 1e-5
+
+
+@pytest.mark.claim("sec3.2.asymptotic")
+def test_simplex_plus_asymptotically_optimal(record):
+    """For one draw of chi_6 norms, the share of the SimRF-to-optimum gap left
+    by SimRF+ shrinks as v -> 0 (it is O(v^2) relative)."""
+    d = 6
+    norms = np.sqrt(np.random.default_rng(77).chisquare(d, d))
+    S = np.asarray(mc.simplex_matrix(d))
+    simrf = norms[:, None] * S
+    splus = np.asarray(mc.simplex_plus_vectors(norms[None, :], tol=1e-14, on_unconverged="ignore")[0][0])
+    shares = []
+    for v in (1.0, 0.3, 0.1):
+        opt = optimum.optimise_directions(norms, v, starts=[simrf, splus], n_random=3, rng=5)
+        shares.append((optimum.objective(splus, v) - opt.value) / (optimum.objective(simrf, v) - opt.value))
+    record(shares[-1], "share at v = 0.1")
+    assert shares[0] > shares[1] > shares[2] >= 0
+    assert shares[2] < 0.05
