@@ -14,27 +14,10 @@ from paper_checks._compare import agrees, assert_agree, assert_mc_agree, mc_agre
 from theory import symbolic as S
 
 
-def printed_pdf_float(w, d, c):
-    """Eq. theta_proby_dist as printed, in double precision (scipy quad over phi):
-    an implementation independent of theory.pdf_wij, fast enough for binning."""
-    from scipy import integrate, special
-    if w <= 0:
-        return 0.0
-    logpref = (2 * d - 1) * np.log(w) - (d - 2) * np.log(2) - 2 * special.gammaln(d / 2)
-
-    def f(phi):
-        t = 1 + np.sin(2 * phi) * c
-        if t <= 0:
-            return 0.0
-        return np.exp(logpref + (d - 1) * np.log(np.sin(phi) * np.cos(phi) + 1e-300) - w * w / (2 * t) - d * np.log(t))
-
-    return integrate.quad(f, 0, np.pi / 2, epsabs=0, epsrel=1e-11, limit=200)[0]
-
-
 def printed_pdf_mass(a, b, d, c):
-    """Integral of the printed density over [a, b] (b may be inf) in double precision."""
+    """Integral of the printed density (eq. theta_proby_dist, double precision) over [a, b]."""
     from scipy import integrate
-    return integrate.quad(lambda w: printed_pdf_float(w, d, c), a, b, epsabs=0, epsrel=1e-9, limit=200)[0]
+    return integrate.quad(lambda w: theory.pdf_wij_float(w, d, c), a, b, epsabs=0, epsrel=1e-9, limit=200)[0]
 
 
 class _Est:

@@ -267,7 +267,7 @@ def test_cor_4_6_error_is_order_1_over_d_squared(m, z):
     (lambda: theory.prf_mse("simplex", 4, 2, 1, 1, 3), r"v = \|\|x \+ y\|\| must lie in"),
     (lambda: theory.prf_mse("simplex", 4, 2, 1, 1, 1, kernel="laplace"), "kernel must be one of"),
     (lambda: theory.prf_mse("simplex_plus", 4, 2, 1, 1, 1), "coupling must be one of"),
-    (lambda: theory.rff_mse("simplex", 4, 2, 1), "coupling must be one of 'iid', 'orthogonal'"),
+    (lambda: theory.rff_mse("simplex_plus", 4, 2, 1), "coupling must be one of 'iid', 'orthogonal', 'simplex'"),
     (lambda: theory.rff_mse("iid", 4, 2, -1), "z must be >= 0"),
     (lambda: theory.mse_ratio("simplex", "iid", 1, 1), "d must be an integer >= 2 for the simplex"),
     (lambda: theory.mse_ratio("simplex", "orf", 4, 1), "baseline must be one of"),

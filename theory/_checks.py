@@ -18,7 +18,7 @@ from mpmath import mp
 #: Names of the couplings understood by the closed forms (one spelling each,
 #: as everywhere in the project).
 PRF_COUPLINGS = ("iid", "orthogonal", "simplex")
-RFF_COUPLINGS = ("iid", "orthogonal")
+RFF_COUPLINGS = ("iid", "orthogonal", "simplex")
 
 #: Guard bits added to the caller's precision by every public function.
 GUARD_BITS = 24

@@ -23,7 +23,7 @@ def log2abs(x):
     return float(mp.log(abs(x), 2))
 
 
-def sum_series(make_terms, ratio_bound, *, what, max_terms=MAX_TERMS, extra_bits=10):
+def sum_series(make_terms, ratio_bound=None, *, remainder=None, what, max_terms=MAX_TERMS, extra_bits=10):
     r"""Sum a series with a proved remainder bound and cancellation control.
 
     Parameters
@@ -38,6 +38,10 @@ def sum_series(make_terms, ratio_bound, *, what, max_terms=MAX_TERMS, extra_bits
         :math:`q_k < 1`, the remainder after :math:`t_k` is at most
         :math:`|t_k|\,q_k/(1-q_k)` (geometric majorant); summation stops when
         this is below :math:`2^{-p}|S|` at the working precision ``p``.
+    remainder : callable, optional
+        Instead of ``ratio_bound``: ``remainder(k)`` returns a proved bound on
+        :math:`|\sum_{j>k}t_j|` (used when the terms themselves do not have
+        monotone ratios but a majorant series does).
     what : str
         Name used in error messages.
     max_terms : int
@@ -53,7 +57,7 @@ def sum_series(make_terms, ratio_bound, *, what, max_terms=MAX_TERMS, extra_bits
     lost = float("nan")
     for _attempt in range(10):
         with mp.workprec(prec + guard):
-            total, biggest = _sum_once(make_terms(), ratio_bound, what, max_terms)
+            total, biggest = _sum_once(make_terms(), ratio_bound, remainder, what, max_terms)
         lost = log2abs(biggest) - log2abs(total)
         if total and lost <= guard - 6:
             return +total
@@ -64,7 +68,7 @@ def sum_series(make_terms, ratio_bound, *, what, max_terms=MAX_TERMS, extra_bits
     )
 
 
-def _sum_once(terms, ratio_bound, what, max_terms):
+def _sum_once(terms, ratio_bound, remainder, what, max_terms):
     eps = mp.mpf(2) ** (-mp.prec)
     total = mp.mpf(0)
     biggest = mp.mpf(0)
@@ -75,6 +79,10 @@ def _sum_once(terms, ratio_bound, what, max_terms):
         a = abs(term)
         if a > biggest:
             biggest = a
+        if remainder is not None:
+            if total and remainder(k) <= eps * abs(total):
+                return total, biggest
+            continue
         q = ratio_bound(k)
         if q < 1 and a * q <= eps * abs(total) * (1 - q):
             return total, biggest

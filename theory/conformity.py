@@ -308,6 +308,119 @@ def _taylor_in_cos(d, x, c):
     return sum_series(make_terms, ratio_bound, what="conformity_at_angle (Taylor in cos theta)")
 
 
+def hyp1f1_negative(a, b, x):
+    r""":math:`{}_1F_1(a;b;x)` for :math:`x \le 0` with absolute accuracy near its zeros.
+
+    On the negative axis 1F1 oscillates through zeros, where no relative
+    accuracy exists; its natural scale is :math:`e^{x}` times a polynomial
+    (Kummer).  mpmath is asked for relative accuracy except below
+    :math:`e^{x}2^{-2p}`, where it may return 0 (``zeroprec``).
+    """
+    zp = 2 * mp.prec + 16 + int(-x / mp.ln2) if x < 0 else None
+    return mp.hyp1f1(a, b, x, zeroprec=zp) if zp else mp.hyp1f1(a, b, x)
+
+
+def _rff_even_taylor(d, zz, c):
+    r"""RFF conformity at a fixed angle: :math:`\frac12(g(c) + g(-c))` with
+    :math:`g(c) = \mathbb{E}_\phi[M(d,\frac d2,-\frac{z^2}{2}(1+c\sin\phi))]`, i.e. the
+    even terms of the Taylor expansion in :math:`\cos\theta` at :math:`x = -z^2/2`.
+
+    Remainder: the coefficients of M are positive, so
+    :math:`|M^{(p)}(x)| \le M^{(p)}(|x|)` and the p-th term is at most
+    :math:`T_p = \frac{(|c||x|)^p}{p!}M^{(p)}(|x|)R_p`, whose ratios are bounded by
+    the non-increasing :math:`q_p = \frac{|c||x|}{p+1}\frac{d+p}{d/2+p}`; the sum of the
+    terms after p is at most :math:`T_pq_p/(1-q_p)` once :math:`q_p<1`.
+    """
+    h = mp.mpf(d) / 2
+    x = -zz * zz / 2
+    if c == 0 or x == 0:
+        return hyp1f1_negative(d, h, x)
+    ax = abs(x)
+    r1 = _sin_moment_first(d)
+
+    def sin_moment(p):
+        # R_p from R_0 = 1, R_1 and R_{p+2} = R_p (d + p)/(d + p + 1)
+        r = mp.mpf(1) if p % 2 == 0 else r1
+        for j in range(p % 2, p - 1, 2):
+            r = r * (d + j) / (d + j + 1)
+        return r
+
+    def coef(p, y):
+        out = mp.mpf(1)
+        for j in range(p):
+            out = out * y / (j + 1) * (d + j) / (h + j)
+        return out
+
+    def make_terms():
+        y = mp.mpf(c) * x
+        r_even = mp.mpf(1)
+        cf = mp.mpf(1)  # y^p/p! (d)_p/(d/2)_p
+        p = 0
+        while True:
+            yield cf * hyp1f1_negative(d + p, h + p, x) * r_even
+            # advance by two: coefficient and R_{p+2} = R_p (d+p)/(d+p+1)
+            cf = cf * y / (p + 1) * (d + p) / (h + p) * y / (p + 2) * (d + p + 1) / (h + p + 1)
+            r_even = r_even * (d + p) / (d + p + 1)
+            p += 2
+
+    def remainder(k):
+        p = 2 * k
+        q = abs(c) * ax / (p + 1) * (d + p) / (h + p)
+        if q >= 1:
+            return mp.inf
+        t = coef(p, abs(c) * ax) * mp.hyp1f1(d + p, h + p, ax) * sin_moment(p)
+        return t * q / (1 - q)
+
+    return sum_series(make_terms, remainder=remainder, what="rff_conformity_at_angle (even Taylor terms)")
+
+
+@guarded()
+def rff_conformity_at_angle(d, z, cos_theta):
+    r"""RFF conformity of a pair at a fixed angle, :math:`\mathbb{E}[\cos(w_i^\top z)\cos(w_j^\top z)]`.
+
+    Beyond the paper (App. A.5 stops at IID and ORF).  With
+    :math:`\cos a\cos b = \frac12(\cos(a+b) + \cos(a-b))`: :math:`w_i+w_j` has
+    the law of Lemma 4.2 at angle :math:`\theta`, and :math:`w_i-w_j` at angle
+    :math:`\pi-\theta` (cosine :math:`-\cos\theta`); each expectation is the PRF
+    form with :math:`v\to iz`:
+
+    .. math::
+        \rho^{\mathrm{RFF}}_\theta = \tfrac12\big(g(\cos\theta) + g(-\cos\theta)\big),\quad
+        g(c) = \mathbb{E}_\phi\big[{}_1F_1(d;\tfrac d2;-\tfrac{z^2}{2}(1+c\sin\phi))\big],
+
+    so only the even terms of the Taylor expansion in :math:`\cos\theta` survive.
+    For :math:`\cos\theta = 0` this is :math:`{}_1F_1(d;\frac d2;-\frac{z^2}{2})` (Thm 4.5).
+    """
+    d = check_dimension(d)
+    zz = check_nonnegative(z, "z")
+    c = check_cos_theta(cos_theta)
+    return _rff_even_taylor(d, zz, c)
+
+
+@guarded()
+def rff_conformity_at_angle_quad(d, z, cos_theta, maxdegree=None):
+    r"""Independent route for :func:`rff_conformity_at_angle`: the two 1-D
+    integrals :math:`\frac12\sum_\pm\mathbb{E}_\phi[{}_1F_1(d;\frac d2;-\frac{z^2}{2}(1\pm\cos\theta\sin\phi))]`
+    by tanh-sinh quadrature (mpmath's 1F1 handles the alternating series)."""
+    d = check_dimension(d)
+    zz = check_nonnegative(z, "z")
+    c = check_cos_theta(cos_theta)
+    x = -zz * zz / 2
+    h = mp.mpf(d) / 2
+    log_norm = mp.loggamma(d) - (d - 1) * mp.log(2) - 2 * mp.loggamma(h)
+
+    def integrand(phi):
+        s = mp.sin(phi)
+        if s <= 0:
+            return mp.mpf(0)
+        w = mp.exp((d - 1) * mp.log(s) + log_norm)
+        return w * (hyp1f1_negative(d, h, x * (1 + c * s)) + hyp1f1_negative(d, h, x * (1 - c * s))) / 2
+
+    edge = mp.pi / 2 - min(mp.pi / 4, 6 / mp.sqrt(d))
+    return 2 * quad_checked(integrand, [0, edge, mp.pi / 2], what="rff_conformity_at_angle_quad",
+                            maxdegree=maxdegree)
+
+
 @guarded()
 def conformity_at_angle_quad(d, v, cos_theta, maxdegree=None):
     r"""Eq. ``theta_conformity`` as a one-dimensional integral of a 1F1.

@@ -39,7 +39,14 @@ from ._checks import (
     guarded,
 )
 from ._series import sum_ratio_series
-from .conformity import _sin_moment_first, conformity, coupling_conformity_v2_coefficient
+from .conformity import (
+    _rff_even_taylor,
+    _sin_moment_first,
+    conformity,
+    coupling_conformity_v2_coefficient,
+    hyp1f1_negative,
+)
+from .distributions import coupling_cos, simplex_cos
 from .kernels import _check_kernel, _prf_prefactor, coupled_pairs
 
 
@@ -61,7 +68,21 @@ def _prf_excess(coupling, d, vv):
 def _rff_conformity_raw(coupling, d, zz):
     if coupling == "iid":
         return mp.exp(-zz * zz)
-    return mp.hyp1f1(d, mp.mpf(d) / 2, -zz * zz / 2)
+    if coupling == "simplex":
+        return _rff_even_taylor(d, zz, simplex_cos(d))
+    return hyp1f1_negative(d, mp.mpf(d) / 2, -zz * zz / 2)
+
+
+def _rff_z4_coefficient(coupling, d):
+    r"""b in :math:`\rho^{\mathrm{RFF}} - e^{-z^2} = b z^4 + O(z^6)`:
+    :math:`(d\cos^2\theta - 1)/(2(d+2))` at a fixed angle (0 for IID).
+
+    From :math:`M(d,\frac d2,t) = 1 + 2t + \frac{2(d+1)}{d+2}t^2 + O(t^3)`, the even
+    part in :math:`\cos\theta` and :math:`\mathbb{E}_\phi[\sin^2\phi] = d/(d+1)`."""
+    if coupling == "iid":
+        return mp.mpf(0)
+    c = coupling_cos(coupling, d)
+    return (d * c * c - 1) / (2 * mp.mpf(d + 2))
 
 
 def _rff_excess(coupling, d, zz):
@@ -251,7 +272,9 @@ def rff_conformity(coupling, d, z):
     r"""RFF analogue of the conformity, :math:`\mathbb{E}[\cos(w_i^\top z)\cos(w_j^\top z)]`.
 
     :math:`e^{-z^2}` for IID pairs; :math:`{}_1F_1(d;\frac d2;-\frac{z^2}{2})`
-    for orthogonal pairs (App. A.5: the PRF form with :math:`v\to -iz`).
+    for orthogonal pairs (App. A.5: the PRF form with :math:`v\to -iz`); for
+    simplex pairs (beyond the paper) :func:`theory.rff_conformity_at_angle` at
+    :math:`\cos\theta = -1/(d-1)`, where :math:`w_i \pm w_j` have different laws.
     """
     coupling = check_coupling(coupling, RFF_COUPLINGS)
     d = check_dimension(d, coupling)
@@ -275,18 +298,17 @@ def _rff_scaled_mse(coupling, d, m, zz):
     """m * MSE; at z = 0 the z -> 0 limit of m * MSE / z^4."""
     w = _pair_weight(d, m)
     if zz == 0:
-        b = mp.mpf(0) if coupling == "iid" else -1 / (2 * mp.mpf(d + 2))
-        return mp.mpf(1) / 2 + w * b
+        return mp.mpf(1) / 2 + w * _rff_z4_coefficient(coupling, d)
     return mp.expm1(-zz * zz) ** 2 / 2 + w * _rff_excess(coupling, d, zz)
 
 
 @guarded()
 def rff_mse(coupling, d, m, z):
-    r"""MSE of the RFF kernel estimator for IID or orthogonal coupling (App. A.5).
+    r"""MSE of the RFF kernel estimator (App. A.5; the simplex case is beyond the paper).
 
     Parameters
     ----------
-    coupling : {'iid', 'orthogonal'}
+    coupling : {'iid', 'orthogonal', 'simplex'}
     d : int >= 1
     m : int >= 1
     z : real >= 0
@@ -308,7 +330,8 @@ def rff_mse_ratio(coupling, baseline, d, z, m=None):
     At z = 0 both vanish like :math:`z^4`; the limit
     :math:`(\frac12 + \frac Pm b_c)/(\frac12 + \frac Pm b_b)` is returned, with
     :math:`\rho^{\mathrm{RFF}} - e^{-z^2} = b z^4 + O(z^6)`,
-    :math:`b_{\mathrm{ORF}} = -\frac{1}{2(d+2)}`, :math:`b_{\mathrm{IID}} = 0`.
+    :math:`b_\theta = \frac{d\cos^2\theta-1}{2(d+2)}` (:math:`b_{\mathrm{ORF}} = -\frac{1}{2(d+2)}`,
+    :math:`b_{\mathrm{IID}} = 0`; for SimRFs :math:`b > b_{\mathrm{ORF}}`, so ORFs win at small z).
     """
     coupling = check_coupling(coupling, RFF_COUPLINGS)
     baseline = check_coupling(baseline, RFF_COUPLINGS, name="baseline")
@@ -357,7 +380,7 @@ def rff_asymptotic_ratio(d, z, m):
 
 def _rff_gap_sign_function(d):
     def g(z):
-        return mp.exp(-z * z) - mp.hyp1f1(d, mp.mpf(d) / 2, -z * z / 2)
+        return mp.exp(-z * z) - hyp1f1_negative(d, mp.mpf(d) / 2, -z * z / 2)
     return g
 
 
