@@ -247,3 +247,14 @@ def test_simplex_apply_bad_input():
         mc.simplex_apply(np.ones((3, 1)))
     with pytest.raises(ValueError, match="d must be an integer >= 2 for the simplex coupling"):
         mc.simplex_matrix(1)
+
+
+def test_docstring_examples():
+    """The examples in the package and sampler docstrings run and print what they show."""
+    import doctest
+
+    import montecarlo.couplings
+
+    for mod in (mc, montecarlo.couplings):
+        res = doctest.testmod(mod)
+        assert res.failed == 0 and res.attempted >= 2
