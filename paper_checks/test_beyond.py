@@ -1,0 +1,66 @@
+"""Statements of this project beyond the paper (registry rows with beyond=True).
+Monte Carlo comparisons at |z| <= 4.5 (6.8e-6 each)."""
+
+import numpy as np
+import pytest
+from mpmath import mp
+
+import montecarlo as mc
+import theory
+from paper_checks._compare import assert_agree, assert_mc_agree, mc_agrees
+
+
+def _pair(d, seed, xn=0.4, dist=1.0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(d)
+    x *= xn / np.linalg.norm(x)
+    e = rng.standard_normal(d)
+    return x, x + dist * e / np.linalg.norm(e)
+
+
+@pytest.mark.claim("beyond.rff_simplex")
+def test_rff_simplex_routes_and_monte_carlo(record):
+    with mp.workdps(30):
+        for d, z in ((3, "3"), (16, "1"), (64, "2.5")):
+            c = mp.mpf(-1) / (d - 1)
+            assert_agree(theory.rff_conformity_at_angle(d, z, c), theory.rff_conformity_at_angle_quad(d, z, c), 25,
+                         record)
+    d, z = 3, 3.0
+    x, y = _pair(d, 5, dist=z)
+    est = mc.empirical_mse("simplex", x, y, d, 300_000, kernel="rff", rng=6)
+    with mp.workdps(20):
+        assert_mc_agree(est, theory.rff_mse("simplex", d, d, z), record)
+        assert not mc_agrees(est, theory.rff_mse("orthogonal", d, d, z))  # power: here SimRF beats ORF by 8.5%
+        assert theory.rff_mse_ratio("simplex", "orthogonal", d, z) < 0.92
+        for dd in (2, 3, 8, 64, 1024):
+            limit = theory.rff_mse_ratio("simplex", "orthogonal", dd, 0)
+            assert_agree(limit, (3 + mp.mpf(dd) / (dd - 1)) / 3, 25)
+
+
+@pytest.mark.claim("beyond.ensembles")
+@pytest.mark.parametrize("coupling", ["iid", "orthogonal", "simplex"])
+@pytest.mark.parametrize("kind", ["prf", "rff"])
+def test_ensembles_with_partial_block(coupling, kind, record):
+    """m = 2d + 3 (two full blocks and a truncated one): 6 comparisons,
+    family-wise false alarm 4e-5."""
+    d = 6
+    m = 2 * d + 3
+    x, y = _pair(d, 7, xn=0.3, dist=0.8)
+    est = mc.empirical_mse(coupling, x, y, m, 200_000, kernel="gaussian" if kind == "prf" else "rff", rng=8)
+    with mp.workdps(20):
+        if kind == "prf":
+            v = float(np.linalg.norm(x + y))
+            expected = theory.prf_mse(coupling, d, m, np.linalg.norm(x), np.linalg.norm(y), v)
+        else:
+            expected = theory.rff_mse(coupling, d, m, float(np.linalg.norm(x - y)))
+    assert_mc_agree(est, expected, record, f"{kind} {coupling}")
+
+
+@pytest.mark.claim("beyond.certified")
+def test_certified_ordering(record):
+    flint = pytest.importorskip("flint", reason="python-flint not installed (CI installs it)")
+    from theory import certified
+    certs = certified.certify_ordering([2, 3, 4, 6, 16, 64, 256, 1024], ["0.1", "1", "2.5", "5"])
+    record(sum(c.certified is not True for c in certs), "uncertified points")
+    assert all(c.certified is True for c in certs)
+    assert certified.certify_ordering([8], ["0"], max_prec=256)[0].certified is None
