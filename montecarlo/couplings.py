@@ -53,7 +53,6 @@ import numpy as np
 
 from ._backend import Random, backend_name, device_kind, namespace, resolve_device, resolve_dtype, to_numpy
 from ._checks import (
-    COUPLINGS,
     FAST_COUPLINGS,
     check_coupling,
     check_data,
@@ -266,7 +265,6 @@ def _haar_rows(random, n, d, route):
     if route == "householder":
         return _haar_householder(random, n, d)
     q, diag = _haar_qr(random, n, d, cpu=(route == "cpu_qr"))
-    xp = random.xp
     return q, _sign(diag)
 
 
