@@ -1,0 +1,70 @@
+"""The list of figures: name, the paper's LaTeX label, and the function that draws it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import distributions, downstream, geometry, gram, mse, optimality
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the run.
+
+    Attributes
+    ----------
+    name : str
+        File stem of the outputs (``NAME.png``, ``NAME.pdf``, ``NAME.json``) and
+        the name accepted by ``--only``.
+    paper_label : str or None
+        The LaTeX label in the paper (None for figures beyond the paper).
+    description : str
+    draw : callable
+        ``draw(ctx)`` writes the files (or raises :class:`figures.downstream.Skip`).
+    """
+
+    name: str
+    paper_label: str | None
+    description: str
+    draw: object
+
+    @property
+    def short(self):
+        """``'fig6'`` for ``'fig6_mse_ratio'`` (also accepted by ``--only``)."""
+        return self.name.split("_", 1)[0] if self.name.startswith("fig") else self.name
+
+
+FIGURES = (
+    Figure("fig2_geometry", "fig:scheme", "geometry of IIDRFs, ORFs, SimRFs at d = 2, 3", geometry.fig2_geometry),
+    Figure("fig3_simplex_plus", "fig:splusfig-main", "SimRFs vs SimRFs+ at d = 3", geometry.fig3_simplex_plus),
+    Figure("fig4_conformity", "corr_inset_main", "RF-conformity of one draw of norms, d = 6, v = 1",
+           optimality.fig4_conformity),
+    Figure("fig5_wij_pdf", "fig:the_dists", "density of w_ij with Monte Carlo histograms",
+           distributions.fig5_wij_pdf),
+    Figure("fig6_mse_ratio", "var_comp_fig", "PRF MSE ratios against v at d = 64", mse.fig6_mse_ratio),
+    Figure("fig7_frobenius", "fig:frobnorm", "Gram-matrix squared Frobenius error against m", gram.fig7_frobenius),
+    Figure("fig8_nonparametric", "nonparam_results", "nonparametric classification on UCI data (needs --uci-dir)",
+           downstream.fig8_nonparametric),
+    Figure("fig10_sigma_search", "tunegraph", "sigma search on UCI data (needs --uci-dir)",
+           downstream.fig10_sigma_search),
+    Figure("new_mse_ratio_vs_d", None, "PRF MSE ratios against v for d = 4 ... 256", mse.new_mse_ratio_vs_d),
+    Figure("new_rff_mse_ratio", None, "RFF MSE ratios against z for d = 4, 16, 64", mse.new_rff_mse_ratio),
+)
+
+FIGURES_BY_NAME = {f.name: f for f in FIGURES}
+
+
+def lookup(name):
+    """The figure called ``name`` (full name, short ``figN`` form or the paper's LaTeX label).
+
+    Raises
+    ------
+    ValueError
+        Naming the allowed names.
+    """
+    for f in FIGURES:
+        if name in (f.name, f.short, f.paper_label):
+            return f
+    allowed = ", ".join(f.name for f in FIGURES)
+    raise ValueError(f"unknown figure {name!r}; choose from: {allowed} "
+                     "(or the short form fig2 ... fig10, or the paper's LaTeX label)")

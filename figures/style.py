@@ -1,0 +1,111 @@
+r"""One visual language for every figure: colours, line styles and markers per coupling.
+
+Every figure draws a coupling with the same colour, line style and marker
+(:data:`COUPLING_STYLE`), analytic curves as lines and Monte Carlo estimates
+as markers with error bars, so a reader can match theory and simulation at a
+glance.  Colours are the Okabe-Ito palette (distinguishable with the common
+colour-vision deficiencies); line styles differ as well, so the figures also
+read in greyscale.
+
+Matplotlib runs on the Agg backend (no display needed); :func:`use_paper_style`
+sets small fonts and sizes suited to a two-column paper.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+#: Line/marker properties per coupling (the spellings of :mod:`montecarlo`),
+#: plus ``"optimum"`` (numerically optimised geometry) and ``"exact"`` (the
+#: exact kernel in the downstream figures).
+COUPLING_STYLE = {
+    "iid": {"label": "IIDRFs", "color": "#E69F00", "linestyle": "-", "marker": "o"},
+    "orthogonal": {"label": "ORFs", "color": "#009E73", "linestyle": "--", "marker": "s"},
+    "simplex": {"label": "SimRFs", "color": "#0072B2", "linestyle": "-.", "marker": "^"},
+    "simplex_plus": {"label": "SimRFs+", "color": "#CC79A7", "linestyle": (0, (5, 1, 1, 1, 1, 1)), "marker": "D"},
+    "fast_orthogonal": {"label": "fast ORFs", "color": "#56B4E9", "linestyle": ":", "marker": "v"},
+    "fast_simplex": {"label": "fast SimRFs", "color": "#D55E00", "linestyle": ":", "marker": "<"},
+    "optimum": {"label": "numerically optimised", "color": "#000000", "linestyle": ":", "marker": "*"},
+    "exact": {"label": "exact kernel", "color": "#555555", "linestyle": ":", "marker": "x"},
+}
+
+#: Sequential colour map for families of curves indexed by the dimension d.
+DIMENSION_CMAP = "viridis"
+
+#: Single-column and double-column figure widths in inches (ICML).
+COLUMN_WIDTH = 3.25
+PAGE_WIDTH = 6.75
+
+
+def style(coupling):
+    """Matplotlib keyword arguments (color, linestyle, label) for a coupling's analytic curve.
+
+    Parameters
+    ----------
+    coupling : str
+        A key of :data:`COUPLING_STYLE`.
+
+    Returns
+    -------
+    dict
+    """
+    try:
+        s = COUPLING_STYLE[coupling]
+    except KeyError:
+        raise ValueError(f"coupling must be one of {', '.join(COUPLING_STYLE)}, got {coupling!r}") from None
+    return {"color": s["color"], "linestyle": s["linestyle"], "label": s["label"]}
+
+
+def marker_style(coupling):
+    """Keyword arguments for Monte Carlo points of a coupling (``errorbar`` / ``plot``).
+
+    Markers are hollow so the analytic curve underneath stays visible.
+    """
+    s = COUPLING_STYLE[coupling]
+    return {"color": s["color"], "marker": s["marker"], "linestyle": "none", "markersize": 4,
+            "markerfacecolor": "white", "markeredgewidth": 1.0}
+
+
+def label(coupling):
+    """The paper's name of a coupling (``'SimRFs'`` for ``'simplex'``)."""
+    return COUPLING_STYLE[coupling]["label"]
+
+
+def use_paper_style():
+    """Set rcParams for paper-sized figures (small serif fonts, thin lines, tight layout)."""
+    plt.rcParams.update({
+        "font.family": "serif",
+        "font.size": 8,
+        "axes.titlesize": 8,
+        "axes.labelsize": 8,
+        "legend.fontsize": 7,
+        "legend.frameon": False,
+        "xtick.labelsize": 7,
+        "ytick.labelsize": 7,
+        "lines.linewidth": 1.2,
+        "axes.linewidth": 0.6,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "savefig.dpi": 200,
+        "figure.constrained_layout.use": True,
+        "mathtext.fontset": "cm",
+    })
+
+
+def mc_legend_handle():
+    """A neutral legend entry explaining that hollow markers with error bars are Monte Carlo."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color="0.3", marker="o", linestyle="none", markersize=4, markerfacecolor="white",
+                  label="Monte Carlo (±1 s.e.)")
+
+
+def theory_legend_handle():
+    """A neutral legend entry for analytic curves."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color="0.3", linestyle="-", label="analytic")
