@@ -115,3 +115,82 @@ def optimise_directions(norms, v, d=None, starts=None, n_random=8, rng=None, tol
         if best is None or val < best[1]:
             best = (w, val)
     return OptimumResult(vectors=best[0], value=best[1], restarts=tuple(values))
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """Optimality gaps at one (d, v) over n_draws draws of chi_d norms.
+
+    ``excess_*``: mean of (J_geometry - J_opt) / J_opt with its standard error;
+    ``share_splus``: mean of (J_SimRF+ - J_opt) / (J_SimRF - J_opt), the share of
+    SimRF's distance to the optimum that SimRF+ leaves, with its standard error.
+    """
+
+    d: int
+    v: float
+    n_draws: int
+    excess_orf: tuple
+    excess_simrf: tuple
+    excess_splus: tuple
+    share_splus: tuple
+
+
+def _mean_se(x):
+    x = np.asarray(x, dtype=float)
+    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size))
+
+
+def optimality_gaps(d, v, n_draws=50, n_random=3, rng=None):
+    """How far ORF, SimRF and SimRF+ are from the numerically optimised geometry,
+    in expectation over i.i.d. chi_d norms (beyond the paper's single draw of Fig. 4).
+
+    Each draw: norms ~ chi_d (d of them), J for the orthogonal, simplex and
+    SimRF+ geometries (eq. simp+_obj, :func:`objective`) and for the best of
+    L-BFGS runs started at SimRF, SimRF+ and ``n_random`` random geometries.
+
+    Returns
+    -------
+    GapRow
+    """
+    from .couplings import simplex_matrix, simplex_plus_vectors
+
+    d = check_int(d, "d", 2)
+    n_draws = check_int(n_draws, "n_draws", 2)
+    gen = np.random.default_rng(rng)
+    S = np.asarray(simplex_matrix(d))
+    ex_o, ex_s, ex_p, share = [], [], [], []
+    for _ in range(n_draws):
+        norms = np.sqrt(gen.chisquare(d, d))
+        simrf = norms[:, None] * S
+        splus = np.asarray(simplex_plus_vectors(norms[None, :], tol=1e-13, max_passes=20_000,
+                                                on_unconverged="ignore")[0][0])
+        orf = norms[:, None] * np.eye(d)
+        opt = optimise_directions(norms, v, starts=[simrf, splus], n_random=n_random, rng=gen).value
+        jo, js, jp = objective(orf, v), objective(simrf, v), objective(splus, v)
+        ex_o.append((jo - opt) / opt)
+        ex_s.append((js - opt) / opt)
+        ex_p.append((jp - opt) / opt)
+        share.append((jp - opt) / (js - opt) if js > opt else 0.0)
+    return GapRow(d, float(v), n_draws, _mean_se(ex_o), _mean_se(ex_s), _mean_se(ex_p), _mean_se(share))
+
+
+def optimality_gap_table(ds=(3, 6, 16), vs=(0.5, 1.0, 2.0), n_draws=50, rng=0):
+    """:func:`optimality_gaps` on a grid; returns a list of GapRow."""
+    gen = np.random.default_rng(rng)
+    return [optimality_gaps(d, v, n_draws=n_draws, rng=gen) for d in ds for v in vs]
+
+
+def format_gap_table(rows):
+    """Plain-text table of :func:`optimality_gap_table` rows."""
+    def f(ms):
+        return f"{ms[0]:.3e} +- {ms[1]:.1e}"
+    lines = [f"{'d':>3} {'v':>5} {'n':>4}  {'(J_ORF-J*)/J*':>22} {'(J_SimRF-J*)/J*':>22} "
+             f"{'(J_SimRF+-J*)/J*':>22} {'SimRF+ share of gap':>22}"]
+    for r in rows:
+        lines.append(f"{r.d:>3} {r.v:>5.2f} {r.n_draws:>4}  {f(r.excess_orf):>22} {f(r.excess_simrf):>22} "
+                     f"{f(r.excess_splus):>22} {f(r.share_splus):>22}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m montecarlo.optimum
+    print(format_gap_table(optimality_gap_table()))

@@ -64,3 +64,17 @@ def test_certified_ordering(record):
     record(sum(c.certified is not True for c in certs), "uncertified points")
     assert all(c.certified is True for c in certs)
     assert certified.certify_ordering([8], ["0"], max_prec=256)[0].certified is None
+
+
+@pytest.mark.claim("beyond.optimum")
+def test_optimality_gaps_ordering(record):
+    """Small version of the study: 10 draws at d = 3; the ordering of mean
+    excesses holds with margins of several standard errors, and the SimRF+
+    share grows from v = 0.5 to v = 2."""
+    from montecarlo import optimum
+    lo = optimum.optimality_gaps(3, 0.5, n_draws=10, n_random=2, rng=11)
+    hi = optimum.optimality_gaps(3, 2.0, n_draws=10, n_random=2, rng=12)
+    for row in (lo, hi):
+        assert row.excess_orf[0] > row.excess_simrf[0] > row.excess_splus[0] >= 0
+    record(lo.share_splus[0], "share at v = 0.5")
+    assert hi.share_splus[0] - lo.share_splus[0] > 4.5 * np.hypot(hi.share_splus[1], lo.share_splus[1])
