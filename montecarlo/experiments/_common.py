@@ -1,0 +1,114 @@
+"""Shared helpers of the experiments: validation, seeding and batched PRF logits."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+import montecarlo as mc
+
+#: Target number of float entries of the largest per-chunk intermediate.
+CHUNK_ELEMENTS = 1 << 20
+
+
+def check_coupling(coupling, name="coupling"):
+    if not isinstance(coupling, str) or coupling not in mc.COUPLINGS:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in mc.COUPLINGS)}, got {coupling!r}")
+    return coupling
+
+
+def check_couplings(couplings):
+    if isinstance(couplings, str):
+        couplings = (couplings,)
+    try:
+        out = tuple(couplings)
+    except TypeError:
+        raise TypeError(f"couplings must be a coupling name or a sequence of them, got {couplings!r}") from None
+    if not out:
+        raise ValueError("couplings must name at least one coupling")
+    return tuple(check_coupling(c, "couplings") for c in out)
+
+
+def check_int(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_positive(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite real > 0, got {value!r}")
+    return float(value)
+
+
+def check_array(a, name, ndim, width=None, width_name="d"):
+    """Float64 ndarray with ``ndim`` dims (last axis ``width``), finite, else ValueError naming ``name``."""
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a real array, got {type(a).__name__}") from exc
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
+    if width is not None and arr.shape[-1] != width:
+        raise ValueError(f"{name} must have {width} columns to match {width_name} = {width}, got shape {arr.shape}")
+    if 0 in arr.shape:
+        raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite: found {int(np.sum(~np.isfinite(arr)))} NaN or inf entries")
+    return arr
+
+
+def check_labels(y, name, n, n_classes=None):
+    """Integer class indices of length n in [0, n_classes)."""
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name} must be a 1-D array of {n} class indices, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"{name} must hold integer class indices, got dtype {arr.dtype}")
+    if arr.min() < 0:
+        raise ValueError(f"{name} must hold class indices >= 0, got {int(arr.min())}")
+    if n_classes is not None and arr.max() >= n_classes:
+        raise ValueError(f"{name} holds class index {int(arr.max())} >= n_classes = {n_classes}")
+    return arr.astype(np.int64)
+
+
+def seed_entropy(rng):
+    """One 63-bit integer from ``rng`` (None, int >= 0 or numpy Generator)."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return int(np.random.default_rng(rng).integers(0, 2**63 - 1))
+    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0:
+        raise ValueError(f"rng must be None, a non-negative int or a numpy.random.Generator, got {rng!r}")
+    return int(rng)
+
+
+def child_rng(entropy, *keys):
+    """Independent generator for one cell of an experiment (stable under reordering of the cells)."""
+    return np.random.default_rng([entropy, *[int(k) for k in keys]])
+
+
+def coupling_key(coupling):
+    return mc.COUPLINGS.index(coupling)
+
+
+def prf_logits(X, W, c, sq=None):
+    r"""Batched PRF log-features :math:`w_i^\top x - c\|x\|^2 - \tfrac12\log m`.
+
+    X (N, d), W (..., m, d) -> (..., N, m).  c = 1 (Gaussian kernel, eq.
+    ``def_prf``) or 1/2 (softmax kernel).
+    """
+    m = W.shape[-2]
+    if sq is None:
+        sq = np.einsum("nd,nd->n", X, X)
+    z = np.matmul(X, np.swapaxes(W, -1, -2))
+    z -= (c * sq + 0.5 * math.log(m))[:, None]
+    return z
+
+
+def chunks(n, size):
+    for lo in range(0, n, size):
+        yield slice(lo, min(n, lo + size))

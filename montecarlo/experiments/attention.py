@@ -1,0 +1,433 @@
+r"""SimRF-Performer attention: softmax attention with the kernel estimated by PRFs (Sec. 5.4).
+
+Exact (softmax) attention of queries :math:`q_i`, keys :math:`k_j` and values
+:math:`v_j` is :math:`\mathrm{Att}_i = \sum_j A_{ij} v_j` with
+:math:`A_{ij} = K(q'_i, k'_j) / \sum_l K(q'_i, k'_l)`, the softmax kernel
+:math:`K(x, y) = e^{x^\top y}` and :math:`q' = s^{1/2}q`, :math:`k' = s^{1/2}k`
+(the usual :math:`s = 1/\sqrt{d}`).  FAVOR+ (Choromanski et al. 2021) replaces
+K by :math:`\phi(q')^\top\phi(k')` with the softmax-kernel PRFs
+
+.. math::
+    \phi(z) = m^{-1/2} e^{-\|z\|^2/2} \big[e^{w_f^\top z}\big]_{f=1}^m,
+
+**one** feature map shared by queries and keys; the coupling of the
+:math:`w_f` (IID, orthogonal, simplex, ...) is the subject of Sec. 5.4.  Then
+
+.. math::
+    \widehat{\mathrm{Att}}_i = \frac{\phi(q'_i)^\top \sum_j \phi(k'_j) v_j^\top}
+                                   {\phi(q'_i)^\top \sum_j \phi(k'_j)},
+
+O(L m d_v) for sequence length L (bidirectional); the causal form sums over
+:math:`j \le i` (prefix sums).
+
+Numerical stabilisation
+-----------------------
+With :math:`\ell_f(z) = \log\phi_f(z)`, nothing is exponentiated before it is
+offset, and every offset cancels exactly in the ratio (no ``eps`` is added
+anywhere: an additive constant inside the features would bias the estimator):
+
+* keys: per sequence and feature f, :math:`o_f = \max_j \ell_f(k'_j)` (one
+  offset per batch item, head and feature: nothing couples different batch
+  items or heads, unlike a global maximum over the whole key tensor);
+  :math:`S = \sum_j e^{\ell(k'_j) - o} v_j^\top`, :math:`z = \sum_j e^{\ell(k'_j)-o} \ge 1`;
+* queries: per row, :math:`r_i = \max_f(\ell_f(q'_i) + o_f + \log z_f)`, and
+  :math:`\widehat{\mathrm{Att}}_i = \sum_f e^{\ell_f(q'_i) + o_f - r_i}S_f /
+  \sum_f e^{\ell_f(q'_i) + o_f - r_i}z_f`.
+
+No exponent exceeds 0 (no overflow), the denominator is >= 1 (no 0/0), and
+only terms below :math:`10^{-308}` (float64) of the largest term of their sum
+can underflow.  The causal form runs over chunks of the sequence (a loop over
+chunks, vectorised within): a running per-feature key offset carries the prefix
+state :math:`(S, z)` from chunk to chunk (rescaled by :math:`e^{o-o'}\le 1`
+when the offset grows), and inside a chunk the causal kernel scores
+:math:`\log\phi(q'_i)^\top\phi(k'_j)` are formed in log space (log-sum-exp
+over features), so that no future key sets the scale of an earlier query.
+
+References
+----------
+Reid et al., "Simplex Random Features", ICML 2023, Sec. 5.4 (``exp_performers``);
+Choromanski et al., "Rethinking Attention with Performers", ICLR 2021.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import montecarlo as mc
+
+from ._common import (
+    CHUNK_ELEMENTS,
+    check_array,
+    check_couplings,
+    check_int,
+    check_positive,
+    child_rng,
+    chunks,
+    coupling_key,
+    seed_entropy,
+)
+
+#: Default chunk length of the causal prefix sums.
+CAUSAL_CHUNK = 64
+
+
+def _check_qkv(Q, K, V):
+    nd = np.ndim(Q)
+    Q = check_array(Q, "Q", nd if nd >= 2 else 2)
+    d = Q.shape[-1]
+    K = check_array(K, "K", Q.ndim, d, "Q's width")
+    if K.shape[:-1] != Q.shape[:-1]:
+        raise ValueError(f"K must have the shape of Q (..., L, d) = {Q.shape}, got {K.shape}")
+    if V is not None:
+        V = check_array(V, "V", Q.ndim)
+        if V.shape[:-1] != Q.shape[:-1]:
+            raise ValueError(f"V must have shape (..., L, d_v) with (..., L) = {Q.shape[:-1]}, got {V.shape}")
+    return Q, K, V
+
+
+def _scale(scale, d):
+    return 1.0 / math.sqrt(d) if scale is None else check_positive(scale, "scale")
+
+
+def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
+    r"""Exact softmax attention, :math:`\mathrm{softmax}(s\,QK^\top)V` (causal: masked to :math:`j \le i`).
+
+    Parameters
+    ----------
+    Q, K : array (..., L, d)
+    V : array (..., L, d_v)
+    causal : bool
+    scale : float, optional
+        s (default :math:`1/\sqrt d`).
+    return_matrix : bool
+        Also return the (..., L, L) attention matrix.
+
+    Returns
+    -------
+    out : ndarray (..., L, d_v)
+    A : ndarray (..., L, L), if ``return_matrix``
+    """
+    Q, K, V = _check_qkv(Q, K, V)
+    s = _scale(scale, Q.shape[-1])
+    logits = s * np.matmul(Q, np.swapaxes(K, -1, -2))
+    if causal:
+        L = Q.shape[-2]
+        logits = np.where(np.tril(np.ones((L, L), dtype=bool)), logits, -np.inf)
+    logits -= logits.max(axis=-1, keepdims=True)
+    A = np.exp(logits)
+    A /= A.sum(axis=-1, keepdims=True)
+    out = np.matmul(A, V)
+    return (out, A) if return_matrix else out
+
+
+def _logits(X, W):
+    """Softmax-kernel PRF log-features (..., L, m) for X (..., L, d), W broadcastable (..., m, d)."""
+    m = W.shape[-2]
+    z = np.matmul(X, np.swapaxes(W, -1, -2))
+    z -= 0.5 * np.sum(X * X, axis=-1, keepdims=True) + 0.5 * math.log(m)
+    return z
+
+
+def _check_w(W, d):
+    W = np.asarray(W)
+    if W.ndim < 2:
+        raise ValueError(f"W must be an array (..., m, d) of projections, got shape {W.shape}")
+    return check_array(W, "W", W.ndim, d, "the head dimension")
+
+
+def _bidirectional(lq, lk, V):
+    o = lk.max(axis=-2, keepdims=True)  # (..., 1, m)
+    ek = np.exp(lk - o)
+    S = np.matmul(np.swapaxes(ek, -1, -2), V)  # (..., m, dv)
+    z = ek.sum(axis=-2)  # (..., m), >= 1
+    p = lq + o
+    r = (p + np.log(z)[..., None, :]).max(axis=-1, keepdims=True)
+    eq = np.exp(p - r)
+    return np.matmul(eq, S) / np.matmul(eq, z[..., None])
+
+
+def _logsumexp(a, axis):
+    mx = a.max(axis=axis, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    return np.log(np.sum(np.exp(a - mx), axis=axis)) + np.squeeze(mx, axis)
+
+
+def _causal(lq, lk, V, chunk):
+    L, m = lq.shape[-2], lq.shape[-1]
+    lead = np.broadcast_shapes(lq.shape[:-2], V.shape[:-2])
+    dv = V.shape[-1]
+    out = np.empty(lead + (L, dv))
+    o = None
+    S = np.zeros(lead + (m, dv))
+    z = np.zeros(lead + (m,))
+    tri = np.tril(np.ones((chunk, chunk), dtype=bool))
+    for lo in range(0, L, chunk):  # a loop over chunks of the sequence
+        hi = min(L, lo + chunk)
+        b = hi - lo
+        q, k, v = lq[..., lo:hi, :], lk[..., lo:hi, :], V[..., lo:hi, :]
+        # within the chunk: log phi(q_i).phi(k_j) by log-sum-exp over features, masked to j <= i
+        la = _logsumexp(q[..., :, None, :] + k[..., None, :, :], axis=-1)  # (..., b, b)
+        la = np.where(tri[:b, :b], la, -np.inf)
+        r = la.max(axis=-1, keepdims=True)
+        if o is not None:
+            p = q + o[..., None, :]
+            r = np.maximum(r, (p + np.log(z)[..., None, :]).max(axis=-1, keepdims=True))
+        a = np.exp(la - r)
+        num = np.matmul(a, v)
+        den = a.sum(axis=-1, keepdims=True)
+        if o is not None:
+            eq = np.exp(p - r)
+            num += np.matmul(eq, S)
+            den += np.matmul(eq, z[..., None])
+        out[..., lo:hi, :] = num / den
+        # carry the prefix state with the running per-feature offset
+        o_new = k.max(axis=-2) if o is None else np.maximum(o, k.max(axis=-2))
+        ek = np.exp(k - o_new[..., None, :])
+        if o is not None:
+            shrink = np.exp(o - o_new)
+            S *= shrink[..., None]
+            z *= shrink
+        S += np.matmul(np.swapaxes(ek, -1, -2), v)
+        z += ek.sum(axis=-2)
+        o = o_new
+    return out
+
+
+def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
+    r"""FAVOR+-style linear attention with PRFs of projections W (Sec. 5.4), stabilised (module docs).
+
+    Parameters
+    ----------
+    Q, K : array (..., L, d)
+    V : array (..., L, d_v)
+    W : array (m, d) or (..., m, d)
+        Projections (:func:`montecarlo.sample_weights`), shared by queries and
+        keys; leading axes broadcast against those of Q (e.g. (R, 1, m, d)
+        evaluates R independent draws on (B, L, d) inputs at once).
+    causal : bool
+        Prefix sums over :math:`j \le i` (autoregressive attention).
+    scale : float, optional
+        s in :math:`e^{s q^\top k}` (default :math:`1/\sqrt d`); queries and
+        keys are multiplied by :math:`s^{1/2}` before the features.
+    chunk : int
+        Chunk length of the causal prefix sums (memory ~ chunk^2 m per sequence).
+
+    Returns
+    -------
+    ndarray (..., L, d_v)
+    """
+    Q, K, V = _check_qkv(Q, K, V)
+    W = _check_w(W, Q.shape[-1])
+    s = math.sqrt(_scale(scale, Q.shape[-1]))
+    lq, lk = _logits(s * Q, W), _logits(s * K, W)
+    if not causal:
+        return _bidirectional(lq, lk, V)
+    return _causal(lq, lk, V, check_int(chunk, "chunk", 1))
+
+
+def prf_attention_matrix(Q, K, W, causal=False, scale=None):
+    r"""The implicit (..., L, L) attention matrix :math:`\phi(q'_i)^\top\phi(k'_j)/\sum_l\phi(q'_i)^\top\phi(k'_l)`.
+
+    O(L^2 m): for measuring approximation error only (the attention itself
+    never forms it).  Stabilised with the per-feature key offsets and
+    per-row query offsets of the module docs; in the causal case the offsets
+    are those of the whole sequence (rows are then renormalised over
+    :math:`j \le i`).
+
+    Parameters
+    ----------
+    Q, K : array (..., L, d)
+    W : array (m, d) or (..., m, d)
+    causal : bool
+    scale : float, optional
+
+    Returns
+    -------
+    ndarray (..., L, L)
+    """
+    Q, K, _ = _check_qkv(Q, K, None)
+    W = _check_w(W, Q.shape[-1])
+    s = math.sqrt(_scale(scale, Q.shape[-1]))
+    lq, lk = _logits(s * Q, W), _logits(s * K, W)
+    o = lk.max(axis=-2, keepdims=True)
+    ek = np.exp(lk - o)
+    p = lq + o
+    z = ek.sum(axis=-2)
+    p -= (p + np.log(z)[..., None, :]).max(axis=-1, keepdims=True)
+    A = np.matmul(np.exp(p), np.swapaxes(ek, -1, -2))
+    if causal:
+        L = A.shape[-1]
+        A = np.where(np.tril(np.ones((L, L), dtype=bool)), A, 0.0)
+    A /= A.sum(axis=-1, keepdims=True)
+    return A
+
+
+# ---------------------------------------------------------------------------
+# The attention-approximation experiment
+
+
+def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=1.0, n_clusters=8, d_model=256):
+    r"""Transformer-like queries, keys and values for the attention experiment.
+
+    Tokens :math:`h_i = c_{z_i} + \epsilon_i \in \mathbb R^{D}` (``n_clusters``
+    Gaussian cluster centres :math:`c \sim \mathcal N(0, I_D)`, uniform cluster
+    labels, :math:`\epsilon \sim \mathcal N(0, I_D)`), layer-normalised (zero
+    mean, unit variance per token), then projected by Gaussian
+    :math:`W_Q, W_K, W_V \in \mathbb R^{D\times d}` with entries
+    :math:`\mathcal N(0, 1/D)`; queries and keys are multiplied by
+    :math:`\sqrt{\texttt{logit\_std}}`, so that the logits :math:`q^\top k/\sqrt d`
+    of unrelated tokens have standard deviation about ``logit_std``, while
+    tokens of one cluster attend to each other more (structured attention).
+
+    Parameters
+    ----------
+    n_seq : int
+        Sequence length L.
+    d_head : int
+        Head dimension d (the paper's Performers: 64).
+    rng : None, int or numpy.random.Generator
+    batch : tuple of int
+        Leading batch shape (e.g. (B, H)).
+    logit_std : float > 0
+    n_clusters : int
+    d_model : int
+        D.
+
+    Returns
+    -------
+    Q, K, V : ndarrays (*batch, L, d)
+    """
+    n_seq = check_int(n_seq, "n_seq", 1)
+    d_head = check_int(d_head, "d_head", 1)
+    logit_std = check_positive(logit_std, "logit_std")
+    n_clusters = check_int(n_clusters, "n_clusters", 1)
+    d_model = check_int(d_model, "d_model", 2)
+    batch = tuple(check_int(b, "batch", 1) for b in batch)
+    g = np.random.default_rng(rng)
+    centres = g.standard_normal(batch + (n_clusters, d_model))
+    labels = g.integers(0, n_clusters, batch + (n_seq,))
+    h = np.take_along_axis(centres, labels[..., None], axis=-2) + g.standard_normal(batch + (n_seq, d_model))
+    h -= h.mean(axis=-1, keepdims=True)
+    h /= h.std(axis=-1, keepdims=True)
+    wq, wk, wv = (g.standard_normal((3, d_model, d_head)) / math.sqrt(d_model))
+    a = math.sqrt(logit_std)
+    return a * (h @ wq), a * (h @ wk), h @ wv
+
+
+def _rel_error(approx, exact, axes):
+    return np.sqrt(np.sum((approx - exact) ** 2, axis=axes) / np.sum(exact ** 2, axis=axes))
+
+
+@dataclass(frozen=True)
+class AttentionErrors:
+    r"""Attention approximation errors per coupling, sequence length and m.
+
+    Attributes
+    ----------
+    couplings : tuple of str
+    seq_lens, m_values : tuple of int
+    output_mean, output_se : dict
+        (coupling, L, m) -> relative Frobenius error of the attention output
+        :math:`\|\widehat{\mathrm{Att}} - \mathrm{Att}\|_F/\|\mathrm{Att}\|_F`:
+        mean and standard error over draws.
+    matrix_mean, matrix_se : dict
+        The same for the attention matrix (only where computed).
+    n_draws : int
+    causal : bool
+    logit_std : float
+    """
+
+    couplings: tuple
+    seq_lens: tuple
+    m_values: tuple
+    output_mean: dict
+    output_se: dict
+    matrix_mean: dict
+    matrix_se: dict
+    n_draws: int
+    causal: bool
+    logit_std: float
+
+    def format(self):
+        lines = ["L | m | " + " | ".join(f"{c} output" for c in self.couplings)
+                 + (" | " + " | ".join(f"{c} matrix" for c in self.couplings) if self.matrix_mean else "")]
+        for L in self.seq_lens:
+            for m in self.m_values:
+                cells = [f"{self.output_mean[c, L, m]:.4f}+-{self.output_se[c, L, m]:.4f}" for c in self.couplings]
+                if self.matrix_mean:
+                    cells += [f"{self.matrix_mean[c, L, m]:.4f}+-{self.matrix_se[c, L, m]:.4f}"
+                              if (c, L, m) in self.matrix_mean else "-" for c in self.couplings]
+                lines.append(f"{L} | {m} | " + " | ".join(cells))
+        return "\n".join(lines)
+
+
+def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 1024, 4096),
+                     m_values=(16, 64, 130, 256), n_draws=20, rng=0, *, d_head=64, causal=False, logit_std=1.0,
+                     data_rng=0, matrix_max_len=1024, data=None):
+    r"""Error of PRF attention vs exact softmax attention, per coupling (Sec. 5.4 mechanism).
+
+    For each sequence length L the data are the first L tokens of one
+    :func:`synthetic_qkv` draw (or of ``data``); for each (coupling, m) the
+    same data see ``n_draws`` independent feature draws.
+
+    Parameters
+    ----------
+    couplings : sequence of str
+    seq_lens : sequence of int
+    m_values : sequence of int
+        Numbers of features (the paper's Performers: m = 130).
+    n_draws : int >= 2
+    rng : seed of the feature draws (one stream per coupling and m)
+    d_head : int
+    causal : bool
+    logit_std : float
+        Passed to :func:`synthetic_qkv`.
+    data_rng : seed of the data
+    matrix_max_len : int
+        The O(L^2) attention-matrix error is computed for L up to this.
+    data : tuple (Q, K, V) of arrays (L_max, d), optional
+        Use these instead of synthetic data (e.g. activations of a trained model).
+
+    Returns
+    -------
+    AttentionErrors
+    """
+    couplings = check_couplings(couplings)
+    seq_lens = tuple(check_int(L, "seq_lens", 1) for L in seq_lens)
+    m_values = tuple(check_int(m, "m_values", 1) for m in m_values)
+    n_draws = check_int(n_draws, "n_draws", 2)
+    if not seq_lens or not m_values:
+        raise ValueError("seq_lens and m_values must not be empty")
+    if data is None:
+        Q, K, V = synthetic_qkv(max(seq_lens), d_head, data_rng, logit_std=logit_std)
+    else:
+        Q, K, V = _check_qkv(*data)
+        if Q.ndim != 2 or Q.shape[0] < max(seq_lens):
+            raise ValueError(f"data must be (Q, K, V) of shape (L, d) with L >= {max(seq_lens)}, got {Q.shape}")
+    d = Q.shape[-1]
+    entropy = seed_entropy(rng)
+    out_mean, out_se, mat_mean, mat_se = {}, {}, {}, {}
+    for L in seq_lens:
+        q, k, v = Q[:L], K[:L], V[:L]
+        want_matrix = L <= matrix_max_len
+        if want_matrix:
+            exact, A = softmax_attention(q, k, v, causal, return_matrix=True)
+        else:
+            exact = softmax_attention(q, k, v, causal)
+        for c in couplings:
+            for m in m_values:
+                W = mc.sample_weights(c, d, m, rng=child_rng(entropy, coupling_key(c), m), n=n_draws)
+                e = np.empty(n_draws)
+                for sl in chunks(n_draws, max(1, CHUNK_ELEMENTS // (L * m))):  # bounded memory
+                    e[sl] = _rel_error(prf_attention(q, k, v, W[sl], causal), exact[None], (-2, -1))
+                out_mean[c, L, m], out_se[c, L, m] = float(e.mean()), float(e.std(ddof=1) / math.sqrt(n_draws))
+                if want_matrix:
+                    em = np.array([_rel_error(prf_attention_matrix(q, k, W[r], causal), A, (-2, -1))
+                                   for r in range(n_draws)])  # a loop over draws (L^2 memory each)
+                    mat_mean[c, L, m] = float(em.mean())
+                    mat_se[c, L, m] = float(em.std(ddof=1) / math.sqrt(n_draws))
+    return AttentionErrors(couplings, seq_lens, m_values, out_mean, out_se, mat_mean, mat_se, n_draws, causal,
+                           float(logit_std))
