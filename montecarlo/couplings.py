@@ -42,6 +42,12 @@ first row of an uncorrected :math:`Q` has a negative first coordinate.  Such a
 :math:`e^{w^\top v}`) are then biased, while RFFs (:math:`\cos`, even) hide
 it.  Here :math:`\mathbf R = Q\,\mathrm{diag}(\mathrm{sign}\,\mathrm{diag}\,R_{QR})`,
 the unique QR factor with positive diagonal, which is Haar (Mezzadri 2007).
+The orthogonal coupling uses its transpose (also Haar), whose rows
+:math:`s_i q^{(i)}` let the sign correction fold into the row scaling by
+:math:`\mathbf D`; the simplex couplings use :math:`\mathbf R` itself, whose
+columns carry the signs, so that Algorithm 1 runs as a reduction plus
+broadcasts (see ``benchmarks/README.md`` for the cost).  Either choice draws
+exactly the same distribution.
 """
 
 from __future__ import annotations
