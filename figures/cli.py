@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -71,11 +72,8 @@ def main(argv=None):
         return 0
     if args.dps < 10:
         parser.error(f"--dps must be an integer >= 10, got {args.dps}")
-    if args.backend == "torch":
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            parser.error("--backend torch needs PyTorch (pip install torch array-api-compat)")
+    if args.backend == "torch" and importlib.util.find_spec("torch") is None:
+        parser.error("--backend torch needs PyTorch (pip install torch array-api-compat)")
     selected = _selection(parser, args.only)
     ctx = Context(out=args.out, quick=args.quick, seed=args.seed, dps=args.dps, backend=args.backend,
                   progress=not args.no_progress, uci_dir=args.uci_dir)

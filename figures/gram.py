@@ -41,7 +41,7 @@ import montecarlo as mc
 import theory
 
 from ._context import to_numpy
-from .style import COLUMN_WIDTH, marker_style, mc_legend_handle, style
+from .style import COLUMN_WIDTH, marker_style, style
 
 COUPLINGS = ("iid", "orthogonal", "simplex")
 N_POINTS, DIM, SIGMA = 64, 64, 0.1

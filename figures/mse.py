@@ -201,7 +201,7 @@ def new_rff_mse_ratio(ctx):
             panel["z_crit"] = zc
         if zc <= zs[-1]:
             ax.axvline(zc, color="0.5", lw=0.6)
-            ax.text(zc + 0.05, 0.04, r"$z_{\mathrm{crit}}$", transform=ax.get_xaxis_transform(), ha="left",
+            ax.text(zc + 0.05, 0.5, r"$z_{\mathrm{crit}}$", transform=ax.get_xaxis_transform(), ha="left",
                     fontsize=6, color="0.4")
         mcs = _mc_ratios(ctx, "rff", d, RFF_MC_Z, ("orthogonal", "simplex"), n_trials, "rff", bar)
         with ctx.precision():
@@ -226,7 +226,7 @@ def new_rff_mse_ratio(ctx):
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], **marker_style("simplex"), label=f"{label('simplex')} (Monte Carlo only)"))
-    axes[0].legend(handles=handles + [mc_legend_handle()], loc="lower right")
+    axes[-1].legend(handles=handles + [mc_legend_handle()], loc="lower right")
     data = {
         "name": "new_rff_mse_ratio",
         "paper_label": None,

@@ -252,7 +252,10 @@ def test_fig5_histograms_within_error(figure):
 
 
 def test_fig5_bin_probabilities_against_chi_cdf(figure):
-    """Expected bin masses of the plotted densities: iid (sqrt(2) chi_d) and orthogonal (chi_2d) from scipy's cdf."""
+    """Expected bin masses (Gauss-Legendre over each bin) against scipy's cdf of sqrt(2) chi_d (iid), chi_2d (orth).
+
+    Quick mode uses 4 nodes per bin: relative error below 1e-6, far below the
+    Monte Carlo error of a bin (>= 1e-3)."""
     for panel in figure("fig5_wij_pdf")["panels"]:
         d = panel["d"]
         for s in panel["monte_carlo"]:
@@ -264,8 +267,8 @@ def test_fig5_bin_probabilities_against_chi_cdf(figure):
             else:
                 continue
             p = np.array(s["expected_bin_probability"])
-            big = ref > 1e-8
-            assert_close(p[big], ref[big], 1e-9, f"{s['coupling']} d={d}")
+            big = ref > 1e-6
+            assert_close(p[big], ref[big], 1e-6, f"{s['coupling']} d={d}")
 
 
 # ---------------------------------------------------------------------------
