@@ -89,6 +89,8 @@ class Context:
         for ext in ("png", "pdf"):
             path = os.path.join(self.out, f"{name}.{ext}")
             fig.savefig(path)
+            # the layout computed for the PNG is kept for the PDF (saves a second constrained-layout pass)
+            fig.set_layout_engine("none")
             paths.append(path)
         plt.close(fig)
         path = os.path.join(self.out, f"{name}.json")

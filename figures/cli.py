@@ -82,7 +82,7 @@ def main(argv=None):
     summary, failed = [], []
     t_all = time.perf_counter()
     for f in selected:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         entry = {"name": f.name, "paper_label": f.paper_label}
         try:
             f.draw(ctx)
@@ -99,6 +99,7 @@ def main(argv=None):
             print(f"{f.name}: {time.perf_counter() - t0:.1f} s -> {os.path.join(ctx.out, f.name)}.{{png,pdf,json}}",
                   flush=True)
         entry["seconds"] = round(time.perf_counter() - t0, 3)
+        entry["cpu_seconds"] = round(time.process_time() - c0, 3)
         summary.append(entry)
     total = time.perf_counter() - t_all
     with open(os.path.join(ctx.out, "index.json"), "w") as fh:

@@ -119,7 +119,7 @@ def new_mse_ratio_vs_d(ctx):
     from matplotlib.colors import LogNorm
     from matplotlib.cm import ScalarMappable
 
-    vs = np.linspace(0.0, 3.0, ctx.n(61, 31))
+    vs = np.linspace(0.0, 3.0, ctx.n(61, 21))
     cmap = colormaps[DIMENSION_CMAP]
     norm = LogNorm(FAMILY_D[0], FAMILY_D[-1])
     curves = []
@@ -175,7 +175,7 @@ def new_rff_mse_ratio(ctx):
     """
     import matplotlib.pyplot as plt
 
-    zs = np.linspace(0.0, 4.5, ctx.n(91, 46))
+    zs = np.linspace(0.0, 4.5, ctx.n(91, 31))
     simplex_theory = "simplex" in theory.RFF_COUPLINGS
     analytic_couplings = ("orthogonal", "simplex") if simplex_theory else ("orthogonal",)
     n_trials = ctx.n(100_000, 10_000)
