@@ -184,10 +184,11 @@ def _simplex_rows_signed(q, s, norms):
     n, d = q.shape[0], q.shape[-1]
     a = math.sqrt(d / (d - 1))
     b = (math.sqrt(d) + 1) / (d - 1)
-    if backend_name(xp) == "numpy" and n * d * d > _CACHE_ELEMENTS:
+    on_cpu = backend_name(xp) == "numpy" or str(getattr(q, "device", "")) == "cpu"
+    if on_cpu and n * d * d > _CACHE_ELEMENTS:
         # cache blocking on the CPU: each group of blocks is read from memory once and
         # the remaining passes hit the cache (a loop over chunks, not over blocks)
-        out = np.empty_like(q)
+        out = xp.empty_like(q)
         step = max(1, _CACHE_ELEMENTS // (d * d))
         for lo in range(0, n, step):
             sl = slice(lo, min(n, lo + step))
