@@ -22,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ import theory
 from figures import main
 
 RTOL = 1e-10
+UCI = Path(__file__).resolve().parents[1].parent / "shared" / "uci"
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +50,8 @@ def figure(tmp_path_factory, request):
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 if not path.exists():
-                    rc = main(["--quick", "--only", name, "--out", str(root), "--seed", "0", "--no-progress"])
+                    uci = ["--uci-dir", str(UCI)] if UCI.is_dir() else []
+                    rc = main(["--quick", "--only", name, "--out", str(root), "--seed", "0", "--no-progress"] + uci)
                     assert rc == 0
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
@@ -449,3 +452,50 @@ def test_rff_monte_carlo_within_error(figure):
                 assert np.all(np.abs((np.array(s["ratio"])[small] - 1) / np.array(s["stderr"])[small]) > 10)
     z = np.concatenate(z)
     assert np.max(np.abs(z)) <= 4 and np.mean(np.abs(z) <= 3) >= 0.9, z
+
+
+# ---------------------------------------------------------------------------
+# Figs. 8 and 10: UCI data (no closed form: structure, and the exact classifier recomputed here)
+
+needs_uci = pytest.mark.skipif(not UCI.is_dir(), reason=f"no UCI data at {UCI}")
+
+
+def _exact_accuracy_here(name, sigma, seed):
+    """Exact-kernel kernel regression written out in the test (Sec. 5.3), on the experiment's split."""
+    from montecarlo.experiments import uci
+
+    split = uci.load_dataset(name, UCI).split(seed)
+    xs, xt = sigma * split.X_train, sigma * split.X_test
+    sq = np.sum(xt**2, 1)[:, None] + np.sum(xs**2, 1)[None, :] - 2 * xt @ xs.T
+    logk = -0.5 * sq
+    k = np.exp(logk - logk.max(axis=1, keepdims=True))
+    onehot = np.eye(split.n_classes)[split.y_train]
+    return float(np.mean((k @ onehot).argmax(axis=1) == split.y_test))
+
+
+@needs_uci
+def test_fig8_nonparametric(figure):
+    data = figure("fig8_nonparametric")
+    assert data["missing"] == {}
+    assert set(data["results"]) == {"abalone", "banknote", "car", "yeast", "cmc", "nursery", "wifi", "chess"}
+    for name, r in data["results"].items():
+        assert np.allclose(np.array(r["m"]) / r["d"], r["m_over_d"])
+        assert r["m_over_d"][0] == 1 and r["m_over_d"][-1] == 10
+        for c in ("iid", "orthogonal", "simplex"):
+            mean, se = np.array(r["mean"][c]), np.array(r["stderr"][c])
+            assert np.all((0 <= mean) & (mean <= 1)) and np.all(se >= 0)
+        assert 0 <= r["exact"] <= 1
+    r = data["results"]["banknote"]
+    assert r["exact"] == _exact_accuracy_here("banknote", r["sigma"], data["settings"]["seed"])
+
+
+@needs_uci
+def test_fig10_sigma_search(figure):
+    data = figure("fig10_sigma_search")
+    assert data["missing"] == {}
+    for name, r in data["results"].items():
+        sig, mean = np.array(r["sigmas"]), np.array(r["mean"])
+        assert np.all(np.diff(sig) > 0)
+        assert r["best_sigma"] == sig[np.argmax(mean)]
+        assert r["best_exact_sigma"] == sig[np.argmax(r["exact"])]
+        assert r["m"] % 10 == 0 and r["paper_sigma"] > 0

@@ -16,7 +16,6 @@ from figures import main
 from figures.registry import FIGURES, Figure, lookup
 
 ROOT = Path(__file__).resolve().parents[1]
-UCI = ROOT.parent / "shared" / "uci"
 
 
 def _env():
@@ -93,20 +92,17 @@ def test_uci_figures_skip_without_a_directory(tmp_path, capsys, monkeypatch):
 
 
 def test_uci_directory_from_option_or_environment(tmp_path, capsys, monkeypatch):
-    """With a UCI directory, the figure is drawn, or skipped with a message naming what is missing."""
+    """The environment variable is used when --uci-dir is absent; unreadable directories skip with a reason."""
     monkeypatch.setenv("SIMPLEX_RF_UCI_DIR", str(tmp_path / "nowhere"))
     assert main(["--only", "fig8", "--out", str(tmp_path), "--no-progress"]) == 0
-    assert "does not exist" in capsys.readouterr().out
-    if not UCI.is_dir():
-        pytest.skip(f"no UCI data at {UCI}")
-    monkeypatch.delenv("SIMPLEX_RF_UCI_DIR")
-    assert main(["--quick", "--only", "fig8", "--out", str(tmp_path), "--uci-dir", str(UCI), "--no-progress"]) == 0
+    assert f"fig8_nonparametric: skipped: UCI data directory '{tmp_path / 'nowhere'}' does not exist" in \
+        capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["--only", "fig10", "--out", str(tmp_path), "--uci-dir", str(empty), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    if "skipped" in out:
-        assert "montecarlo.experiments" in out
-        assert len([x for x in out.splitlines() if x.startswith("fig8")]) == 1
-    else:
-        assert (tmp_path / "fig8_nonparametric.json").exists()
+    assert "fig10_sigma_search: skipped: no UCI dataset readable in" in out
+    assert not (tmp_path / "fig10_sigma_search.json").exists()
 
 
 def test_a_failing_figure_does_not_stop_the_others(tmp_path, capsys, monkeypatch):
