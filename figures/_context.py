@@ -67,11 +67,15 @@ class Context:
         return quick if self.quick else default
 
     def progress_bar(self, total, desc):
-        """A tqdm bar over ``total`` Monte Carlo tasks (disabled when ``progress`` is off)."""
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, disable=not self.progress, leave=False, unit="task",
-                    dynamic_ncols=True)
+        """A tqdm bar over ``total`` Monte Carlo tasks on stderr (a silent stand-in when off or without tqdm)."""
+        if self.progress:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                return tqdm(total=total, desc=desc, leave=False, unit="task", dynamic_ncols=True)
+        return _NoBar()
 
     def save(self, fig, name, data):
         """Write ``NAME.png``, ``NAME.pdf`` and the plotted numbers ``NAME.json`` to :attr:`out`.
@@ -100,6 +104,16 @@ class Context:
         paths.append(path)
         self.written.extend(paths)
         return paths
+
+
+class _NoBar:
+    """The part of tqdm's interface the figures use, doing nothing."""
+
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
 
 
 def _jsonable(obj):
