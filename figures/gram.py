@@ -3,8 +3,8 @@ r"""Fig. 7 (``fig:frobnorm``): Gram-matrix error against the number of random fe
 N = 64 points :math:`x_a \sim \mathcal N(0, \sigma^2 I_d)`, d = 64, :math:`\sigma = 0.1`;
 for each number of features m and each coupling, ``n_draws`` independent
 draws of the (m, d) weights (:func:`montecarlo.sample_weights`) give the PRF
-Gram estimate :math:`\hat K = \phi(X)\phi(X)^\top` (:func:`montecarlo.prf_features`)
-and the paper's statistic, the **squared** Frobenius error
+Gram estimate :math:`\hat K = \phi(X)\phi(X)^\top` and the paper's statistic
+(:func:`montecarlo.experiments.gram_errors`), the **squared** Frobenius error
 
 .. math:: F = \sum_{a,b=1}^N (K_{ab} - \hat K_{ab})^2
 
@@ -39,6 +39,7 @@ from numpy.polynomial import chebyshev
 
 import montecarlo as mc
 import theory
+from montecarlo.experiments import gram_errors
 
 from ._context import to_numpy
 from .style import COLUMN_WIDTH, marker_style, style
@@ -79,37 +80,22 @@ def expected_frobenius(terms, coupling, d, m):
     return float(np.sum(weight * (terms["A"] + (p / m) * terms["B"][coupling])) / m)
 
 
-def frobenius_draws(coupling, X, K, m, n_draws, ctx, gen, chunk_elements=1 << 21):
-    """Squared Frobenius errors F of n_draws independent Gram estimates (numpy array).
+def frobenius_draws(coupling, X, m, n_draws, ctx, gen, chunk_elements=1 << 22):
+    """Squared Frobenius errors F of n_draws independent Gram estimates (numpy array (n_draws,)).
 
-    The k draws of a chunk are stacked into one (k m, d) projection so that
-    :func:`montecarlo.prf_features` runs once per chunk; its features carry
-    :math:`(km)^{-1/2}`, rescaled here to the per-draw :math:`m^{-1/2}`.
+    The weights are drawn on the run's backend (:func:`montecarlo.sample_weights`)
+    in chunks of bounded memory; F per draw is
+    :func:`montecarlo.experiments.gram_errors` (the paper's statistic).
     """
-    d, n_pts = X.shape[1], X.shape[0]
-    out = []
-    per = max(1, chunk_elements // (m * (d + n_pts)))
-    done = 0
+    d = X.shape[1]
+    per = max(1, chunk_elements // (m * d))
+    out, done = [], 0
     while done < n_draws:
         k = min(per, n_draws - done)
-        W = mc.sample_weights(coupling, d, m, rng=gen, xp=ctx.backend, n=k)
-        stacked = W.reshape(k * m, d) if isinstance(W, np.ndarray) else W.reshape((k * m, d))
-        phi = to_numpy(mc.prf_features(_like(X, W), stacked)) * math.sqrt(k)  # (N, k m)
-        phi = phi.reshape(n_pts, k, m).transpose(1, 0, 2)  # (k, N, m)
-        gram = phi @ phi.transpose(0, 2, 1)
-        out.append(np.sum((gram - K[None]) ** 2, axis=(1, 2)))
+        W = to_numpy(mc.sample_weights(coupling, d, m, rng=gen, xp=ctx.backend, n=k))
+        out.append(np.atleast_1d(gram_errors(X, W)))
         done += k
     return np.concatenate(out)
-
-
-def _like(X, W):
-    """X on the backend and device of W."""
-    if isinstance(W, np.ndarray):
-        return X
-    import array_api_compat
-
-    xp = array_api_compat.array_namespace(W)
-    return xp.asarray(X, dtype=W.dtype, device=array_api_compat.device(W))
 
 
 def fig7_frobenius(ctx):
@@ -117,8 +103,6 @@ def fig7_frobenius(ctx):
     import matplotlib.pyplot as plt
 
     X = ctx.rng("fig7/data").normal(0.0, SIGMA, size=(N_POINTS, DIM))
-    sq = np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)
-    K = np.exp(-0.5 * sq)
     terms = pair_terms(X, ctx)
     n_draws = ctx.n(300, 30)
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.4))
@@ -130,7 +114,7 @@ def fig7_frobenius(ctx):
                          "source": "sum of theory MSEs (Thm 3.2), conformity from theory.conformity"})
         means, stds, ses = [], [], []
         for m in FEATURES:
-            F = frobenius_draws(c, X, K, m, n_draws, ctx, ctx.rng(f"fig7/{c}/{m}"))
+            F = frobenius_draws(c, X, m, n_draws, ctx, ctx.rng(f"fig7/{c}/{m}"))
             means.append(F.mean())
             stds.append(F.std(ddof=1))
             ses.append(F.std(ddof=1) / math.sqrt(F.size))

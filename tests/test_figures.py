@@ -499,3 +499,20 @@ def test_fig10_sigma_search(figure):
         assert r["best_sigma"] == sig[np.argmax(mean)]
         assert r["best_exact_sigma"] == sig[np.argmax(r["exact"])]
         assert r["m"] % 10 == 0 and r["paper_sigma"] > 0
+
+
+def test_fig7_statistic_is_the_squared_frobenius_error():
+    """F per draw equals sum_ab (K_ab - phi(x_a).phi(x_b))^2 written out with montecarlo.prf_features."""
+    import montecarlo as mc
+    from figures._context import Context
+    from figures.gram import frobenius_draws
+
+    X = np.random.default_rng(1).normal(0, 0.3, (5, 4))
+    F = frobenius_draws("simplex", X, 6, 3, Context(progress=False), np.random.default_rng(9))
+    W = mc.sample_weights("simplex", 4, 6, rng=np.random.default_rng(9), n=3)
+    K = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))
+    direct = []
+    for w in W:
+        phi = mc.prf_features(X, w)
+        direct.append(np.sum((phi @ phi.T - K) ** 2))
+    assert_close(F, direct, 1e-12, "F")
