@@ -39,7 +39,6 @@ from numpy.polynomial import chebyshev
 
 import montecarlo as mc
 import theory
-from montecarlo.experiments import gram_errors
 
 from ._context import to_numpy
 from .style import COLUMN_WIDTH, marker_style, style
@@ -87,6 +86,8 @@ def frobenius_draws(coupling, X, m, n_draws, ctx, gen, chunk_elements=1 << 22):
     in chunks of bounded memory; F per draw is
     :func:`montecarlo.experiments.gram_errors` (the paper's statistic).
     """
+    from montecarlo.experiments import gram_errors  # imported here: only Fig. 7 needs the experiments package
+
     d = X.shape[1]
     per = max(1, chunk_elements // (m * d))
     out, done = [], 0
