@@ -1,0 +1,1003 @@
+r"""Audit any projection-matrix sampler against the theory (beyond the paper).
+
+Random-feature libraries draw their own projection matrices, and two
+mistakes recur in public code:
+
+* **QR without the sign correction.**  ``Q, _ = qr(G)`` of a Gaussian block
+  G is not Haar: LAPACK's Householder QR (numpy, scipy, torch) makes
+  :math:`Q_{11} < 0` always and biases every diagonal entry :math:`Q_{kk}`
+  (negative for k < d, positive for k = d).  Rows of Q scaled by
+  :math:`\chi_d` norms are then not :math:`\mathcal N(0, I_d)`: their
+  coordinates have the right magnitudes but biased signs.  PRF estimates
+  (:math:`e^{w^\top v}`, odd-sensitive) are biased; RFF estimates
+  (:math:`\cos w^\top z`, even) hide the mistake for axis-aligned z (and,
+  measured, for the other directions used here too).
+* **Norms taken from the block that was orthogonalised.**  With
+  ``Q, R = qr(G)`` (sign-corrected) and :math:`w_i = \|g_i\|\,q_i` where
+  :math:`g_i` and :math:`q_i` are the i-th rows of G and Q, the norm and the
+  direction of a row are dependent: :math:`g_i = q_i R` (G = QR), so
+  :math:`\|g_i\|^2 = q_iRR^\top q_i^\top` and, Q being independent of R
+  (Bartlett), :math:`\mathbb E[\|g_i\|^2 \mid q_i] = \sum_k c_k q_{ik}^2`
+  with :math:`c_k = \mathbb E[(RR^\top)_{kk}] = 2(d-k)+1`.  Each norm is still
+  exactly :math:`\chi_d` and each direction exactly uniform, so the row-norm
+  test passes, and so does the structure test (the rows are exactly
+  orthogonal); but long rows point preferentially along :math:`e_1` and short
+  ones along :math:`e_d`.  The (Pearson) correlation of :math:`\|w_i\|^2`
+  with :math:`\cos^2(w_i, e_1)` is
+  :math:`\sqrt{(d-1)/(d(d+2))} \approx 1/\sqrt d` (0.30 at d = 8, 0.23 at
+  d = 16; the Spearman rho of the ``norm_independence`` check is about 0.85
+  of that, measured: 0.26 at d = 8, 0.19 at d = 16, 0.10 at d = 64, so the
+  check sees the mistake at :math:`z \approx 0.85\sqrt{n/d}`), and the second moments are off,
+  :math:`\mathbb E[(w_i^\top e_1)^2] = (d^2+4d-2)/(d^2+2d) \approx 1+2/d`,
+  :math:`\mathbb E[(w_i^\top e_d)^2] = (d^2+2)/(d^2+2d) \approx 1-2/d`,
+  which the ``moments`` check (rows pooled within a draw), the PRF **and** RFF
+  unbiasedness checks along the axes and the conformity check also flag.  The
+  per-row KS tests have little power here (a scale error of about
+  :math:`1/d` in one row), and along the diagonal the distortion cancels
+  (:math:`\sum_k c_k/d = d`), which is why the axes are always among the
+  directions tested.  The same recipe with the Gram-Schmidt order reversed
+  (orthonormalise the **rows** of G, i.e. ``qr(G.T)``, and keep
+  :math:`\|g_i\|`) is harmless: then :math:`\|g_i\|` is the norm of the i-th
+  column of R, independent of the Haar factor, and the rows are exactly ORF.
+
+:func:`audit` draws n independent matrices from the user's sampler and runs
+these checks, each a family of tests with a stated false-alarm probability
+(Bonferroni: the overall ``alpha`` is split equally over the checks that run,
+and each check's share equally over its tests):
+
+``marginals``
+    KS test of every row's projections :math:`w_i^\top u` against N(0, 1),
+    for every coordinate axis u (the first and last ``max_axes // 2`` axes
+    when d > ``max_axes``), the diagonal and two fixed random unit vectors
+    (:func:`montecarlo.diagnostics.ks_marginals` on the stored projections).
+``row_norms``
+    KS test of every :math:`\|w_i\|^2` against :math:`\chi^2_d`.
+``moments``
+    z-tests of :math:`\frac1m\sum_i w_i^\top u = 0` and
+    :math:`\frac1m\sum_i (w_i^\top u)^2 = 1` per direction (rows pooled within
+    a draw: far more power than per-row tests against small biases).
+``norm_independence``
+    Spearman tests that :math:`\|w_i\|` is independent of
+    :math:`(w_i^\top u)^2/\|w_i\|^2` (true for any Gaussian row) and, for a
+    claimed coupling, that the norms of consecutive rows in a block are
+    independent (i.i.d. :math:`\chi_d` norms in all three couplings).
+``prf_unbiased``, ``rff_unbiased``
+    z-tests of the kernel estimates against :math:`e^{-\|x-y\|^2/2}`.  For
+    any pair with :math:`x + y = v` the PRF estimate divided by the kernel is
+    :math:`\frac1m\sum_i e^{w_i^\top v - \|v\|^2/2}` (eq. ``def_prf``), and
+    the RFF estimate depends on :math:`z = x - y` only; so the tests run at
+    :math:`v = \|v\|u` and :math:`z = \|z\|u` for u in ``e_1``, ``e_d``,
+    ``diagonal``, ``random``.
+``conformity``
+    z-tests of the empirical RF-conformity
+    :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``;
+    :math:`b_i = e^{w_i^\top v}` and :math:`b_i = \cos w_i^\top z`) against
+    :func:`theory.conformity` / :func:`theory.rff_conformity` for the claimed
+    coupling, through :func:`theory.ensemble_conformity` when m > d (blocks
+    of d rows, the last truncated: the paper's convention).
+``structure``
+    For a claimed orthogonal or simplex coupling, every within-block angle
+    must be exact (:math:`\cos\theta_{ij} = 0` or :math:`-1/(d-1)` to within
+    :math:`\sqrt{\epsilon}` of the sampler's dtype; deterministic, no false
+    alarm); for a claimed iid coupling, and between blocks when m > d, a KS
+    test of :math:`\cos\theta` against its law for independent isotropic rows,
+    :math:`(1+\cos\theta)/2 \sim \mathrm{Beta}(\frac{d-1}2, \frac{d-1}2)`.
+
+The report also describes the sampler (within-block cosines: mean, spread,
+range, and which coupling they look like).
+
+The KS and Spearman p-values are exact or accurate for n in the thousands;
+the z-tests are asymptotic (central limit theorem for means of
+:math:`e^{w^\top v}`, which are skewed: at the default :math:`\|v\| = 1` the
+skewness of the per-draw statistic is a few units, so the mean's skewness is
+below 0.1 for n >= 5000).  The stated false-alarm probability is therefore
+exact up to that normal approximation.
+
+Import note: :mod:`montecarlo` does not import :mod:`theory`; this module is
+the bridge and imports :mod:`theory` only inside the conformity check (and
+``import montecarlo`` does not import this module).
+
+Examples
+--------
+>>> import montecarlo as mc
+>>> from montecarlo.audit import audit
+>>> rep = audit(lambda d, m, rng: mc.sample_weights("orthogonal", d, m, rng=rng),
+...             d=8, coupling="orthogonal", n=2000, rng=0)
+>>> rep.passed
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import numbers
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from ._backend import to_numpy
+from ._checks import check_int, check_positive_float
+from .diagnostics import ks_marginals, standard_directions
+
+#: Couplings a sampler may claim (those with closed-form conformities in :mod:`theory`).
+CLAIMABLE_COUPLINGS = ("iid", "orthogonal", "simplex")
+#: The checks, in report order.
+CHECKS = ("marginals", "row_norms", "moments", "norm_independence", "prf_unbiased", "rff_unbiased",
+          "conformity", "structure")
+#: Default overall false-alarm probability.
+DEFAULT_ALPHA = 1e-4
+#: Default number of draws.
+DEFAULT_N = 5000
+#: Smallest number of draws accepted (and kept when a time budget cuts a run short).
+MIN_N = 50
+#: Call tokens of the ``call`` convention strings.
+CALL_TOKENS = ("d", "m", "rng", "seed")
+
+_DESCRIPTIONS = {
+    "marginals": "KS of every row's projections w_i.u against N(0, 1)",
+    "row_norms": "KS of every |w_i|^2 against chi^2_d",
+    "moments": "z-tests of mean_i w_i.u = 0 and mean_i (w_i.u)^2 = 1 per direction",
+    "norm_independence": "Spearman: |w_i| independent of its direction (and of the next row's norm)",
+    "prf_unbiased": "z-tests of the PRF kernel estimate against exp(-|x-y|^2/2)",
+    "rff_unbiased": "z-tests of the RFF kernel estimate against exp(-|x-y|^2/2)",
+    "conformity": "z-tests of the empirical RF-conformity against theory",
+    "structure": "within-block angles of the claimed coupling",
+}
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One test of a check.
+
+    Attributes
+    ----------
+    label : str
+        What was tested (``"row 3, e_1"``, ``"v = 1 e_1"``).
+    statistic : float
+        KS distance, z-score, Spearman correlation, or (deterministic tests)
+        the largest deviation.
+    pvalue : float or None
+        None for a deterministic test (then ``tolerance`` applies).
+    tolerance : float or None
+        Largest deviation accepted by a deterministic test.
+    detail : str
+        Human-readable estimate (e.g. ``"ratio 0.957 +- 0.004"``).
+    """
+
+    __test__ = False  # not a pytest class
+
+    label: str
+    statistic: float
+    pvalue: float | None = None
+    tolerance: float | None = None
+    detail: str = ""
+
+    def failed(self, threshold):
+        """True if the p-value is below ``threshold`` (or the deviation above the tolerance)."""
+        if self.pvalue is None:
+            return not (self.statistic <= self.tolerance)
+        return not (self.pvalue >= threshold)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A family of tests with one false-alarm budget.
+
+    Attributes
+    ----------
+    name : str
+        One of :data:`CHECKS`.
+    description : str
+    statistic : str
+        Name of the per-test statistic ("KS D", "z", "Spearman rho", ...).
+    alpha : float
+        False-alarm probability allotted to this check; each of its ``k``
+        statistical tests fails at p < alpha / k (0 when it has none).
+    tests : tuple of TestResult
+    passed : bool or None
+        None when the check was skipped (see ``note``).
+    note : str
+    """
+
+    name: str
+    description: str
+    statistic: str
+    alpha: float
+    tests: tuple = ()
+    passed: bool | None = None
+    note: str = ""
+
+    @property
+    def n_statistical(self):
+        """Number of tests with a p-value."""
+        return sum(t.pvalue is not None for t in self.tests)
+
+    @property
+    def threshold(self):
+        """Per-test p-value threshold (Bonferroni)."""
+        k = self.n_statistical
+        return self.alpha / k if k else 0.0
+
+    @property
+    def failures(self):
+        """The failed tests, worst first."""
+        bad = [t for t in self.tests if t.failed(self.threshold)]
+        return sorted(bad, key=_severity)
+
+    @property
+    def worst(self):
+        """The test closest to failing (smallest p-value; deterministic failures first)."""
+        return min(self.tests, key=_severity) if self.tests else None
+
+    @property
+    def adjusted_pvalue(self):
+        """Bonferroni-adjusted p-value of the check: min(1, k * smallest p)."""
+        ps = [t.pvalue for t in self.tests if t.pvalue is not None]
+        return min(1.0, len(ps) * min(ps)) if ps else None
+
+
+def _severity(t):
+    if t.pvalue is None:
+        return (0 if t.failed(0.0) else 2, -t.statistic)
+    return (1, t.pvalue)
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the sampler's blocks look like (informative, no pass/fail).
+
+    Attributes
+    ----------
+    looks_like : str
+        'orthogonal', 'simplex', 'iid', 'single row' or 'unrecognised'.
+    cos_mean, cos_sd, cos_min, cos_max : float
+        Within-block pair cosines :math:`w_i^\\top w_j/(\\|w_i\\|\\|w_j\\|)`
+        over all draws (blocks of d rows).
+    max_dev_orthogonal, max_dev_simplex : float
+        Largest :math:`|\\cos\\theta_{ij}|` and :math:`|\\cos\\theta_{ij} + 1/(d-1)|`.
+    tolerance : float
+        :math:`\\sqrt{\\epsilon}` of the sampler's floating dtype.
+    norm_direction_rho : float
+        Largest :math:`|\\rho|` (Spearman) between a row's norm and its
+        squared direction cosines; 0 in expectation for Gaussian rows.
+    norm_norm_rho : float
+        Largest :math:`|\\rho|` between the norms of consecutive rows of a block.
+    dtype : str
+        dtype the sampler returned.
+    """
+
+    looks_like: str
+    cos_mean: float = math.nan
+    cos_sd: float = math.nan
+    cos_min: float = math.nan
+    cos_max: float = math.nan
+    max_dev_orthogonal: float = math.nan
+    max_dev_simplex: float = math.nan
+    tolerance: float = math.nan
+    norm_direction_rho: float = math.nan
+    norm_norm_rho: float = math.nan
+    dtype: str = ""
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """Result of :func:`audit`.
+
+    Attributes
+    ----------
+    sampler : str
+        Name of the sampler.
+    d, m : int
+    coupling : str or None
+        The claimed coupling.
+    n : int
+        Draws used; ``n_requested`` were asked for (fewer when ``time_budget`` ran out).
+    alpha : float
+        Overall false-alarm probability (Bonferroni bound over ``checks``).
+    seconds : float
+    checks : tuple of CheckResult
+    structure : Structure
+    v, z : float
+        Norms of :math:`x + y` (PRF) and :math:`x - y` (RFF) used by the kernel and conformity tests.
+    """
+
+    sampler: str
+    d: int
+    m: int
+    coupling: str | None
+    n: int
+    n_requested: int
+    alpha: float
+    seconds: float
+    checks: tuple
+    structure: Structure
+    v: float
+    z: float
+    call: str = "d,m,rng"
+    seed: str = ""
+    notes: tuple = field(default_factory=tuple)
+
+    @property
+    def passed(self):
+        """True when no check failed (skipped checks do not count)."""
+        return all(c.passed is not False for c in self.checks)
+
+    @property
+    def failed(self):
+        """Names of the failed checks."""
+        return tuple(c.name for c in self.checks if c.passed is False)
+
+    def check(self, name):
+        """The :class:`CheckResult` called ``name``."""
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(f"no check named {name!r}; checks are {', '.join(CHECKS)}")
+
+    def to_dict(self):
+        """A JSON-serialisable dict of the report."""
+        def test(t):
+            return {"label": t.label, "statistic": t.statistic, "pvalue": t.pvalue, "tolerance": t.tolerance,
+                    "detail": t.detail}
+
+        return {
+            "sampler": self.sampler, "d": self.d, "m": self.m, "coupling": self.coupling, "n": self.n,
+            "n_requested": self.n_requested, "alpha": self.alpha, "seconds": self.seconds, "v": self.v,
+            "z": self.z, "call": self.call, "seed": self.seed, "passed": self.passed, "failed": list(self.failed),
+            "notes": list(self.notes),
+            "structure": dict(self.structure.__dict__),
+            "checks": [{"name": c.name, "description": c.description, "statistic": c.statistic, "alpha": c.alpha,
+                        "threshold": c.threshold, "passed": c.passed, "note": c.note,
+                        "adjusted_pvalue": c.adjusted_pvalue, "tests": [test(t) for t in c.tests]}
+                       for c in self.checks],
+        }
+
+    def render(self, verbose=False):
+        """The report as text; ``verbose`` lists up to 5 failed tests of each failed check."""
+        s = self.structure
+        claim = self.coupling if self.coupling is not None else "none (conformity and structure skipped)"
+        ran = [c for c in self.checks if c.alpha > 0]
+        lines = [
+            f"Audit of {self.sampler}: d = {self.d}, m = {self.m}, claimed coupling: {claim}",
+            f"{self.n} draws" + (f" of {self.n_requested} requested (time budget)" if self.n < self.n_requested
+                                  else "")
+            + f" in {self.seconds:.1f} s; call convention {self.call!r}; seed {self.seed}",
+            f"false-alarm probability <= {self.alpha:.2g} overall (Bonferroni over {len(ran)} checks, "
+            f"{self.alpha / max(1, len(ran)):.2g} each); PRF |x+y| = {self.v:g}, RFF |x-y| = {self.z:g}",
+        ]
+        if s.looks_like == "single row":
+            lines.append(f"structure: one row per draw (no pairs); dtype {s.dtype}")
+        else:
+            lines.append(
+                f"structure: within-block cos: mean {s.cos_mean:+.4f}, sd {s.cos_sd:.3g}, "
+                f"range [{s.cos_min:+.4f}, {s.cos_max:+.4f}] (iid: mean 0, sd {1 / math.sqrt(self.d):.3g}; "
+                f"simplex: {-1 / (self.d - 1):+.4f}); looks like: {s.looks_like}; dtype {s.dtype}")
+        lines.append(f"           max |Spearman rho| norm-direction {s.norm_direction_rho:.3g}, "
+                     f"norm-norm {s.norm_norm_rho:.3g}")
+        lines.append("")
+        head = f"{'check':<18} {'result':<6} {'tests':>5}  {'worst test':<30} {'statistic':>16} {'p-value':>9} " \
+               f"{'threshold':>9}"
+        lines += [head, "-" * len(head)]
+        for c in self.checks:
+            if c.passed is None:
+                lines.append(f"{c.name:<18} {'skip':<6} {'':>5}  {c.note}")
+                continue
+            w = c.worst
+            stat = f"{c.statistic} {w.statistic:.3g}" if w is not None else ""
+            p = _fmt_p(w.pvalue) if w is not None and w.pvalue is not None else "exact"
+            thr = f"{c.threshold:.2g}" if c.n_statistical else f"tol {w.tolerance:.1g}"
+            label = w.label if w is not None else ""
+            lines.append(f"{c.name:<18} {'PASS' if c.passed else 'FAIL':<6} {len(c.tests):>5}  {label:<30.30} "
+                         f"{stat:>16} {p:>9} {thr:>9}")
+            if verbose and not c.passed:
+                for t in c.failures[:5]:
+                    pp = _fmt_p(t.pvalue) if t.pvalue is not None else "exact"
+                    lines.append(f"{'':<27}{t.label:<30.30} {c.statistic} {t.statistic:.4g}  p {pp}  {t.detail}")
+        for note in self.notes:
+            lines.append(f"note: {note}")
+        lines.append("")
+        verdict = "PASS" if self.passed else f"FAIL ({', '.join(self.failed)})"
+        lines.append(f"verdict: {verdict}")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.render()
+
+
+def _fmt_p(p):
+    if p < 1e-300:
+        return "<1e-300"
+    return f"{p:.2g}"
+
+
+# ---------------------------------------------------------------------------
+# Loading and calling the sampler
+
+
+def load_sampler(spec):
+    """Import a sampler from ``"MODULE:FUNCTION"`` or ``"path/to/file.py:FUNCTION"``.
+
+    Parameters
+    ----------
+    spec : str
+        ``MODULE`` is a dotted module name importable from ``sys.path``
+        (``python -m`` puts the current directory first) or the path of a
+        ``.py`` file; ``FUNCTION`` may be dotted (``Class.method``).
+
+    Returns
+    -------
+    callable
+
+    Raises
+    ------
+    ValueError
+        Naming ``spec`` when it is malformed, the module cannot be imported,
+        or the attribute is missing.
+    TypeError
+        When the attribute is not callable.
+    """
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ValueError(f"spec must be 'MODULE:FUNCTION' or 'path/to/file.py:FUNCTION', got {spec!r}")
+    modname, _, attr = spec.rpartition(":")
+    if not modname or not attr or not all(p.isidentifier() for p in attr.split(".")):
+        raise ValueError(f"spec must be 'MODULE:FUNCTION' or 'path/to/file.py:FUNCTION', got {spec!r}")
+    try:
+        if modname.endswith(".py") or os.sep in modname or "/" in modname:
+            path = os.path.abspath(modname)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"no such file: {path}")
+            name = "_montecarlo_audit_" + os.path.splitext(os.path.basename(path))[0]
+            loader_spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[name] = module
+            loader_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(modname)
+    except Exception as exc:  # any import-time failure is a bad spec for the caller
+        raise ValueError(f"spec {spec!r}: cannot import {modname!r} ({type(exc).__name__}: {exc})") from exc
+    obj = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"spec {spec!r}: {modname!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise TypeError(f"spec {spec!r}: {attr!r} is a {type(obj).__name__}, not callable")
+    return obj
+
+
+def _parse_call(call):
+    """Validate a call convention; returns the tuple of tokens (or the callable)."""
+    if callable(call):
+        return call
+    if not isinstance(call, str):
+        raise TypeError(f"call must be a convention string such as 'd,m,rng' or a callable "
+                        f"adapter(sampler, d, m, rng), got {type(call).__name__}")
+    tokens = tuple(t.strip() for t in call.split(","))
+    bad = [t for t in tokens if t not in CALL_TOKENS]
+    if bad or tokens.count("d") != 1 or tokens.count("m") != 1 or ("rng" in tokens) + ("seed" in tokens) > 1 \
+            or len(set(tokens)) != len(tokens):
+        raise ValueError("call must list 'd' and 'm' once each and at most one of 'rng', 'seed' "
+                         f"(comma-separated, e.g. 'd,m,rng', 'm,d,seed', 'm,d'), got {call!r}")
+    return tokens
+
+
+def _make_caller(sampler, call, d, m, gen):
+    """A function of no arguments drawing one matrix from the sampler."""
+    if callable(call):
+        return lambda: call(sampler, d, m, gen)
+    tokens = call
+    if "rng" not in tokens and "seed" not in tokens:
+        _seed_global_state(gen)
+
+    def caller():
+        args = []
+        for t in tokens:
+            if t == "d":
+                args.append(d)
+            elif t == "m":
+                args.append(m)
+            elif t == "rng":
+                args.append(gen)
+            else:
+                args.append(int(gen.integers(2**63 - 1)))
+        return sampler(*args)
+
+    return caller
+
+
+def _seed_global_state(gen):
+    """Seed numpy's legacy global generator and, if imported, torch's, for samplers without an rng argument."""
+    np.random.seed(int(gen.integers(2**32 - 1)))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(int(gen.integers(2**63 - 1)))
+
+
+def _as_matrix(out, d, m, draw):
+    """Validate one sampler output and return it as a float64 (m, d) numpy array (and its dtype)."""
+    where = f"sampler (draw {draw})"
+    if out is None or isinstance(out, (str, bytes, dict)):
+        raise TypeError(f"{where} must return an (m, d) = ({m}, {d}) array, got {type(out).__name__}")
+    try:
+        arr = to_numpy(out) if hasattr(out, "detach") or hasattr(out, "get") else np.asarray(out)
+    except Exception as exc:
+        raise TypeError(f"{where} must return an (m, d) array (numpy, torch or array-like), "
+                        f"got {type(out).__name__}") from exc
+    if arr.dtype.kind not in "f":
+        raise TypeError(f"{where} must return real floating-point values, got dtype {arr.dtype}")
+    if arr.shape != (m, d):
+        hint = " (transposed? the rows must be the m projections w_i in R^d)" if arr.shape == (d, m) else ""
+        raise ValueError(f"{where} must return an array of shape (m, d) = ({m}, {d}), got shape "
+                         f"{arr.shape}{hint}")
+    bad = int(np.count_nonzero(~np.isfinite(arr)))
+    if bad:
+        raise ValueError(f"{where} returned {bad} NaN or inf entries")
+    return np.asarray(arr, dtype=np.float64), arr.dtype
+
+
+def _sampler_name(sampler):
+    mod = getattr(sampler, "__module__", None)
+    qual = getattr(sampler, "__qualname__", None) or getattr(sampler, "__name__", None) or type(sampler).__name__
+    return f"{mod}:{qual}" if mod else str(qual)
+
+
+# ---------------------------------------------------------------------------
+# Directions and the draw loop
+
+
+def audit_directions(d, max_axes=32):
+    """The unit vectors every row is projected on: dict name -> (d,) array.
+
+    Every coordinate axis ``e_1 .. e_d`` when d <= ``max_axes`` (else the first
+    and last ``max_axes // 2``), the diagonal and two fixed random directions
+    (``random`` from :func:`montecarlo.diagnostics.standard_directions`,
+    ``random_2`` from seed 1).
+    """
+    base = standard_directions(d)
+    half = max_axes // 2
+    axes = range(d) if d <= max_axes else [*range(half), *range(d - half, d)]
+    eye = np.eye(d)
+    dirs = {f"e_{i + 1}": eye[i] for i in axes}
+    dirs["diagonal"] = base["diagonal"]
+    dirs["random"] = base["random"]
+    g = np.random.default_rng(1).standard_normal(d)
+    dirs["random_2"] = g / np.linalg.norm(g)
+    return dirs
+
+
+def _kernel_directions(d):
+    return ("e_1", f"e_{d}", "diagonal", "random")
+
+
+class _Draws:
+    """Accumulates projections, squared norms and within-block cosines of the draws."""
+
+    def __init__(self, n, d, m, U):
+        self.d, self.m, self.U = d, m, U
+        self.proj = np.empty((n, m, U.shape[1]))
+        self.r2 = np.empty((n, m))
+        self.count = 0
+        self.blocks = [(lo, min(lo + d, m)) for lo in range(0, m, d)]
+        self.cos01 = np.empty(n) if m >= 2 else None
+        self.cos_cross = np.empty(n) if m > d else None
+        self.n_pairs = 0
+        self.cos_sum = self.cos_sq = 0.0
+        self.cos_min, self.cos_max = math.inf, -math.inf
+        self.dev0 = self.devs = 0.0
+
+    def add(self, W):
+        k = W.shape[0]
+        sl = slice(self.count, self.count + k)
+        self.proj[sl] = W @ self.U
+        r2 = np.einsum("kmd,kmd->km", W, W)
+        self.r2[sl] = r2
+        if self.m >= 2:
+            r = np.sqrt(r2)
+            Wn = W / np.where(r > 0, r, 1.0)[:, :, None]
+            target = -1.0 / (self.d - 1)
+            for lo, hi in self.blocks:
+                b = hi - lo
+                if b < 2:
+                    continue
+                C = Wn[:, lo:hi] @ np.swapaxes(Wn[:, lo:hi], 1, 2)
+                iu = np.triu_indices(b, 1)
+                c = C[:, iu[0], iu[1]]
+                self.n_pairs += c.size
+                self.cos_sum += float(c.sum())
+                self.cos_sq += float((c * c).sum())
+                self.cos_min = min(self.cos_min, float(c.min()))
+                self.cos_max = max(self.cos_max, float(c.max()))
+                self.dev0 = max(self.dev0, float(np.abs(c).max()))
+                self.devs = max(self.devs, float(np.abs(c - target).max()))
+            self.cos01[sl] = np.einsum("kd,kd->k", Wn[:, 0], Wn[:, 1])
+            if self.cos_cross is not None:
+                self.cos_cross[sl] = np.einsum("kd,kd->k", Wn[:, 0], Wn[:, self.d])
+        self.count += k
+
+    def trim(self):
+        n = self.count
+        self.proj, self.r2 = self.proj[:n], self.r2[:n]
+        if self.cos01 is not None:
+            self.cos01 = self.cos01[:n]
+        if self.cos_cross is not None:
+            self.cos_cross = self.cos_cross[:n]
+
+
+# ---------------------------------------------------------------------------
+# The audit
+
+
+def audit(sampler, d, m=None, coupling=None, n=DEFAULT_N, rng=None, *, call="d,m,rng", alpha=DEFAULT_ALPHA,
+          time_budget=None, v=1.0, z=1.0, max_axes=32, chunk=256, name=None):
+    r"""Test a projection-matrix sampler statistically (see the module docstring for the checks).
+
+    Parameters
+    ----------
+    sampler : callable
+        Draws one (m, d) matrix whose rows are the projections :math:`w_i`
+        (numpy array, torch tensor or anything ``numpy.asarray`` accepts;
+        real floating dtype).  By default it is called as
+        ``sampler(d, m, rng)`` with ``rng`` a :class:`numpy.random.Generator`
+        that advances from draw to draw (see ``call``).
+    d : int >= 2
+        Dimensionality.
+    m : int >= 1, optional
+        Rows per draw (default d).  With m > d the rows must form independent
+        blocks of d rows, the last one truncated, as in the paper.
+    coupling : {'iid', 'orthogonal', 'simplex'}, optional
+        The coupling the sampler claims; enables the ``conformity`` and
+        ``structure`` checks and the cross-row norm tests.
+    n : int >= 50
+        Number of independent draws (one sampler call each).
+    rng : None, int or numpy.random.Generator
+        Seed of the audit; it feeds the sampler (per ``call``), so a sampler
+        that honours its argument gives a reproducible report.
+    call : str or callable
+        Calling convention: comma-separated tokens ``d``, ``m`` and at most
+        one of ``rng`` (the Generator itself) or ``seed`` (a fresh int in
+        [0, 2**63 - 1) per draw, for samplers that build their own, e.g.
+        torch, generator), in the order the sampler takes them:
+        ``'d,m,rng'`` (default), ``'m,d,rng'``, ``'d,m,seed'``, ``'m,d'``...
+        Without ``rng`` or ``seed`` the sampler is assumed to use global
+        state: numpy's legacy global generator (and torch's, when torch is
+        imported) is seeded once from ``rng``.  A callable
+        ``adapter(sampler, d, m, rng)`` returning the matrix handles anything
+        else (keyword arguments, extra parameters, a class).
+    alpha : float in (0, 1)
+        Overall false-alarm probability, split equally over the checks that
+        run and within a check equally over its tests (Bonferroni).
+    time_budget : float, optional
+        Stop drawing after this many seconds (keeping at least 50 draws);
+        the report says how many were used.  Stopping on time, not on the
+        data, keeps the false-alarm probabilities valid.
+    v, z : float > 0
+        Norms of :math:`x + y` (PRF tests) and :math:`x - y` (RFF tests).
+        Larger values raise the power and the skewness of the PRF
+        statistics; keep :math:`v \le 1` unless n is large.
+    max_axes : int >= 2
+        Test every coordinate axis up to this d, else the first and last
+        ``max_axes // 2``.
+    chunk : int >= 1
+        Draws processed together (memory: chunk * m * d floats); all draws
+        keep n * m * (axes + 3) projections.
+    name : str, optional
+        Name of the sampler in the report.
+
+    Returns
+    -------
+    AuditReport
+        ``report.passed``, ``report.failed``, ``report.check(name)``,
+        ``print(report)``.
+
+    Raises
+    ------
+    TypeError
+        ``sampler`` not callable, ``call`` neither a string nor a callable,
+        or a draw that is not a real floating array.
+    ValueError
+        Bad ``d``, ``m``, ``coupling``, ``n``, ``alpha``, ``call``, ... (named
+        in the message), or a draw of the wrong shape or with NaN/inf entries.
+
+    Notes
+    -----
+    False alarms: with an exact sampler of the claimed coupling, the
+    probability that any check fails is at most ``alpha`` (Bonferroni;
+    asymptotic for the z-tests, see the module docstring).  Power: see
+    ``tests/test_audit.py``, which re-implements the two public mistakes of
+    the module docstring and a wrong coupling claim and shows which checks
+    flag them.
+    """
+    if not callable(sampler):
+        raise TypeError(f"sampler must be callable as sampler(d, m, rng) (or per call=), got "
+                        f"{type(sampler).__name__}")
+    d = check_int(d, "d", 2)
+    m = d if m is None else check_int(m, "m", 1)
+    if coupling is not None and coupling not in CLAIMABLE_COUPLINGS:
+        raise ValueError(f"coupling must be None or one of {', '.join(map(repr, CLAIMABLE_COUPLINGS))}, got "
+                         f"{coupling!r}")
+    n = check_int(n, "n", MIN_N)
+    alpha = check_positive_float(alpha, "alpha")
+    if alpha >= 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if time_budget is not None:
+        time_budget = check_positive_float(time_budget, "time_budget")
+    v = check_positive_float(v, "v")
+    z = check_positive_float(z, "z")
+    max_axes = check_int(max_axes, "max_axes", 2)
+    chunk = check_int(chunk, "chunk", 1)
+    tokens = _parse_call(call)
+    if isinstance(rng, np.random.Generator):
+        gen, seed_text = rng, "Generator"
+    elif rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and rng >= 0):
+        gen, seed_text = np.random.default_rng(rng), ("fresh entropy" if rng is None else str(int(rng)))
+    else:
+        raise ValueError(f"rng must be None, an int >= 0 or a numpy.random.Generator, got {rng!r}")
+
+    dirs = audit_directions(d, max_axes)
+    names = list(dirs)
+    U = np.stack([dirs[k] for k in names], axis=1)
+    draws = _Draws(n, d, m, U)
+    caller = _make_caller(sampler, tokens, d, m, gen)
+    t0 = time.perf_counter()
+    buf, dtype = [], None
+    for k in range(n):
+        W, dt = _as_matrix(caller(), d, m, k)
+        dtype = dtype or dt
+        buf.append(W)
+        if len(buf) == chunk:
+            draws.add(np.stack(buf))
+            buf = []
+        if time_budget is not None and k + 1 >= MIN_N and time.perf_counter() - t0 > time_budget:
+            break
+    if buf:
+        draws.add(np.stack(buf))
+    draws.trim()
+    n_used = draws.count
+    index = {k: i for i, k in enumerate(names)}
+
+    checks = [
+        _check_marginals(draws, names),
+        _check_row_norms(draws),
+        _check_moments(draws, names),
+        _check_norm_independence(draws, names, coupling),
+        _check_prf(draws, index, v),
+        _check_rff(draws, index, z),
+        _check_conformity(draws, index, coupling, v, z),
+        _check_structure(draws, coupling, dtype),
+    ]
+    # Bonferroni over the checks with statistical tests (a deterministic check cannot false-alarm)
+    ran = sum(tests is not None and any(t.pvalue is not None for t in tests) for _, _, tests, _ in checks)
+    share = alpha / ran
+    results = tuple(_finish(spec, share) for spec in checks)
+    structure = _describe_structure(draws, dtype, results)
+    notes = []
+    if n_used < n:
+        notes.append(f"time budget of {time_budget:g} s reached after {n_used} of {n} draws")
+    call_text = ",".join(tokens) if isinstance(tokens, tuple) else f"adapter {getattr(call, '__name__', 'callable')}"
+    return AuditReport(sampler=name or _sampler_name(sampler), d=d, m=m, coupling=coupling, n=n_used,
+                       n_requested=n, alpha=alpha, seconds=time.perf_counter() - t0, checks=results,
+                       structure=structure, v=v, z=z, call=call_text, seed=seed_text, notes=tuple(notes))
+
+
+def _finish(spec, share):
+    """(name, statistic, tests or None, note) -> CheckResult with its alpha share and verdict."""
+    name, statistic, tests, note = spec
+    if tests is None:
+        return CheckResult(name, _DESCRIPTIONS[name], statistic, 0.0, (), None, note)
+    tests = tuple(tests)
+    has_stat = any(t.pvalue is not None for t in tests)
+    alpha = share if has_stat else 0.0
+    res = CheckResult(name, _DESCRIPTIONS[name], statistic, alpha, tests, True, note)
+    passed = not any(t.failed(res.threshold) for t in tests)
+    return CheckResult(name, _DESCRIPTIONS[name], statistic, alpha, tests, passed, note)
+
+
+def _ztest(label, samples, expected, scale=1.0, what="mean"):
+    """Two-sided z-test of mean(samples) = expected (samples: one value per draw)."""
+    n = samples.shape[0]
+    mean = float(samples.mean())
+    se = float(samples.std(ddof=1)) / math.sqrt(n)
+    if se == 0.0:
+        zval = 0.0 if mean == expected else math.copysign(math.inf, mean - expected)
+    else:
+        zval = (mean - expected) / se
+    p = float(2 * stats.norm.sf(abs(zval)))
+    detail = f"{what} {mean / scale:.5g} +- {se / scale:.2g} (expected {expected / scale:.5g})"
+    return TestResult(label, zval, p, detail=detail)
+
+
+def _check_marginals(draws, names):
+    m = draws.m
+    # ks_marginals projects (n, rows, K) "weights" on each direction; the stored
+    # projections are exactly W U, so unit vectors of R^K select them.
+    basis = {name: np.eye(len(names))[i] for i, name in enumerate(names)}
+    res = ks_marginals(None, len(names), draws.count, rows=range(m), directions=basis, weights=draws.proj)
+    tests = [TestResult(f"row {i}, {nm}", stat, p, detail="KS vs N(0, 1)") for i, nm, stat, p in res]
+    return ("marginals", "KS D", tests, "")
+
+
+def _check_row_norms(draws):
+    cdf = stats.chi2(draws.d).cdf
+    tests = []
+    for i in range(draws.m):
+        r = stats.kstest(draws.r2[:, i], cdf)
+        mean = float(draws.r2[:, i].mean())
+        tests.append(TestResult(f"row {i}", float(r.statistic), float(r.pvalue),
+                                detail=f"mean |w|^2 {mean:.4g} (chi^2_{draws.d}: {draws.d})"))
+    return ("row_norms", "KS D", tests, "")
+
+
+def _check_moments(draws, names):
+    tests = []
+    for j, nm in enumerate(names):
+        p = draws.proj[:, :, j]
+        tests.append(_ztest(f"mean w.u, {nm}", p.mean(axis=1), 0.0, what="mean"))
+        tests.append(_ztest(f"mean (w.u)^2, {nm}", (p * p).mean(axis=1), 1.0, what="mean"))
+    return ("moments", "z", tests, "")
+
+
+def _spearman(a, b):
+    """Spearman rho and two-sided p-value along axis 0 for arrays (n, ...) (t approximation, as scipy)."""
+    n = a.shape[0]
+    ra = stats.rankdata(a, axis=0)
+    rb = stats.rankdata(b, axis=0)
+    ra -= ra.mean(axis=0)
+    rb -= rb.mean(axis=0)
+    rho = (ra * rb).sum(axis=0) / np.sqrt((ra * ra).sum(axis=0) * (rb * rb).sum(axis=0))
+    rho = np.clip(rho, -1.0, 1.0)
+    with np.errstate(divide="ignore"):
+        t = rho * np.sqrt((n - 2) / np.maximum(1.0 - rho * rho, 1e-300))
+    p = 2 * stats.t.sf(np.abs(t), n - 2)
+    return rho, p
+
+
+def _check_norm_independence(draws, names, coupling):
+    r2 = draws.r2
+    cos2 = draws.proj ** 2 / np.where(r2 > 0, r2, 1.0)[:, :, None]
+    rho, p = _spearman(np.broadcast_to(r2[:, :, None], cos2.shape), cos2)
+    tests = [TestResult(f"row {i}, |w| vs {nm}", float(rho[i, j]), float(p[i, j]),
+                        detail="rho of |w_i|^2 and cos^2(w_i, u)")
+             for i in range(draws.m) for j, nm in enumerate(names)]
+    note = ""
+    if coupling is not None:
+        pairs = [(i, i + 1) for lo, hi in draws.blocks for i in range(lo, hi - 1)]
+        if pairs:
+            a = r2[:, [i for i, _ in pairs]]
+            b = r2[:, [j for _, j in pairs]]
+            rho2, p2 = _spearman(a, b)
+            tests += [TestResult(f"|w_{i}| vs |w_{j}|", float(rho2[k]), float(p2[k]),
+                                 detail="rho of consecutive norms in a block")
+                      for k, (i, j) in enumerate(pairs)]
+    else:
+        note = "cross-row norm tests need a claimed coupling"
+    return ("norm_independence", "Spearman rho", tests, note)
+
+
+def _check_prf(draws, index, v):
+    tests = []
+    for nm in _kernel_directions(draws.d):
+        p = draws.proj[:, :, index[nm]] * v
+        ratio = np.exp(p - 0.5 * v * v).mean(axis=1)  # estimate / exp(-|x-y|^2/2) for any x + y = v u
+        tests.append(_ztest(f"v = {v:g} {nm}", ratio, 1.0, what="estimate/kernel"))
+    return ("prf_unbiased", "z", tests, "")
+
+
+def _check_rff(draws, index, z):
+    k = math.exp(-0.5 * z * z)
+    tests = []
+    for nm in _kernel_directions(draws.d):
+        est = np.cos(draws.proj[:, :, index[nm]] * z).mean(axis=1)
+        tests.append(_ztest(f"z = {z:g} {nm}", est, k, scale=k, what="estimate/kernel"))
+    return ("rff_unbiased", "z", tests, "")
+
+
+def _pair_mean(b):
+    """Per draw (1/(m(m-1))) sum_{i != j} b_i b_j for b of shape (n, m)."""
+    m = b.shape[1]
+    s = b.sum(axis=1)
+    return (s * s - (b * b).sum(axis=1)) / (m * (m - 1))
+
+
+def _theory_conformity(coupling, d, m, v, z):
+    """Pair-averaged PRF and RFF conformities of the claimed coupling (floats, via :mod:`theory`)."""
+    import theory
+    from mpmath import mp
+
+    with mp.workdps(20):
+        rho = theory.conformity(coupling, d, v)
+        rho_rff = theory.rff_conformity(coupling, d, z)
+        if m > d:
+            rho = theory.ensemble_conformity(rho, theory.conformity("iid", d, v), d, m)
+            rho_rff = theory.ensemble_conformity(rho_rff, theory.rff_conformity("iid", d, z), d, m)
+        return float(rho), float(rho_rff)
+
+
+def _check_conformity(draws, index, coupling, v, z):
+    if coupling is None:
+        return ("conformity", "z", None, "no coupling claimed (pass coupling=)")
+    if draws.m < 2:
+        return ("conformity", "z", None, "m = 1: no pairs of features")
+    rho, rho_rff = _theory_conformity(coupling, draws.d, draws.m, v, z)
+    tests = []
+    for nm in _kernel_directions(draws.d):
+        p = draws.proj[:, :, index[nm]]
+        tests.append(_ztest(f"PRF v = {v:g} {nm}", _pair_mean(np.exp(p * v)), rho, scale=rho,
+                            what="conformity/theory"))
+    for nm in _kernel_directions(draws.d):
+        p = draws.proj[:, :, index[nm]]
+        tests.append(_ztest(f"RFF z = {z:g} {nm}", _pair_mean(np.cos(p * z)), rho_rff, what="conformity"))
+    note = f"theory: PRF {rho:.6g}, RFF {rho_rff:.6g}" + (" (ensemble of blocks of d rows)" if draws.m > draws.d
+                                                         else "")
+    return ("conformity", "z", tests, note)
+
+
+def _beta_cos_cdf(d):
+    """CDF of cos(theta) between independent isotropic vectors in R^d: (1 + c)/2 ~ Beta((d-1)/2, (d-1)/2)."""
+    a = (d - 1) / 2
+    dist = stats.beta(a, a)
+    return lambda c: dist.cdf((1 + np.asarray(c)) / 2)
+
+
+def _tolerance(dtype):
+    return math.sqrt(np.finfo(dtype).eps) if dtype is not None and dtype.kind == "f" else math.sqrt(2.0 ** -52)
+
+
+def _check_structure(draws, coupling, dtype):
+    if coupling is None:
+        return ("structure", "deviation", None, "no coupling claimed (pass coupling=)")
+    if draws.m < 2:
+        return ("structure", "deviation", None, "m = 1: no pairs of features")
+    d = draws.d
+    tests = []
+    tol = _tolerance(dtype)
+    cdf = _beta_cos_cdf(d)
+    within = draws.m if draws.m <= d else d
+    if coupling == "orthogonal":
+        tests.append(TestResult("max |cos| within blocks", draws.dev0, None, tol,
+                                detail="orthogonal rows: cos = 0 exactly"))
+    elif coupling == "simplex":
+        tests.append(TestResult(f"max |cos + 1/{d - 1}| within blocks", draws.devs, None, tol,
+                                detail=f"simplex rows: cos = {-1 / (d - 1):.5g} exactly"))
+    elif within >= 2:
+        r = stats.kstest(draws.cos01, cdf)
+        tests.append(TestResult("cos(w_0, w_1) law", float(r.statistic), float(r.pvalue),
+                                detail="KS vs independent isotropic rows"))
+    if draws.cos_cross is not None:
+        r = stats.kstest(draws.cos_cross, cdf)
+        tests.append(TestResult(f"cos(w_0, w_{d}) across blocks", float(r.statistic), float(r.pvalue),
+                                detail="KS vs independent isotropic rows"))
+    return ("structure", "stat", tests, "")
+
+
+def _describe_structure(draws, dtype, results):
+    tol = _tolerance(dtype)
+    ni = next(c for c in results if c.name == "norm_independence")
+    nd = [abs(t.statistic) for t in ni.tests if t.label.startswith("row ")]
+    nn = [abs(t.statistic) for t in ni.tests if t.label.startswith("|w_")]
+    common = dict(norm_direction_rho=max(nd) if nd else math.nan, norm_norm_rho=max(nn) if nn else math.nan,
+                  dtype=str(dtype), tolerance=tol)
+    if draws.n_pairs == 0:
+        return Structure("single row", **common)
+    mean = draws.cos_sum / draws.n_pairs
+    sd = math.sqrt(max(draws.cos_sq / draws.n_pairs - mean * mean, 0.0))
+    d = draws.d
+    if draws.dev0 <= tol:
+        looks = "orthogonal"
+    elif draws.devs <= tol:
+        looks = "simplex"
+    elif abs(mean) < 0.1 / math.sqrt(d) and abs(sd * math.sqrt(d) - 1) < 0.1:
+        looks = "iid"
+    else:
+        looks = "unrecognised"
+    return Structure(looks, mean, sd, draws.cos_min, draws.cos_max, draws.dev0, draws.devs, **common)
