@@ -39,9 +39,13 @@ only terms below :math:`10^{-308}` (float64) of the largest term of their sum
 can underflow.  The causal form runs over chunks of the sequence (a loop over
 chunks, vectorised within): a running per-feature key offset carries the prefix
 state :math:`(S, z)` from chunk to chunk (rescaled by :math:`e^{o-o'}\le 1`
-when the offset grows), and inside a chunk the causal kernel scores
-:math:`\log\phi(q'_i)^\top\phi(k'_j)` are formed in log space (log-sum-exp
-over features), so that no future key sets the scale of an earlier query.
+when the offset grows).  Inside a chunk the query offset :math:`r_i` is set by
+the exact causal mass :math:`\log\sum_{j\le i}e^{\ell_f(k'_j)}` (a cumulative
+log-sum-exp, O(chunk m)), so no future key sets the scale of an earlier query;
+the chunk's scores then use one offset per feature, unless some query's causal
+mass lies more than ``CAUSAL_GAP`` (e^300) below it, in which case that chunk's
+scores :math:`\log\phi(q'_i)^\top\phi(k'_j)` are formed in log space
+(log-sum-exp over features, O(chunk^2 m)).
 
 References
 ----------
@@ -67,6 +71,7 @@ from ._common import (
     child_rng,
     chunks,
     coupling_key,
+    mm,
     seed_entropy,
 )
 
@@ -112,21 +117,21 @@ def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
     """
     Q, K, V = _check_qkv(Q, K, V)
     s = _scale(scale, Q.shape[-1])
-    logits = s * np.matmul(Q, np.swapaxes(K, -1, -2))
+    logits = s * mm(Q, np.swapaxes(K, -1, -2))
     if causal:
         L = Q.shape[-2]
         logits = np.where(np.tril(np.ones((L, L), dtype=bool)), logits, -np.inf)
     logits -= logits.max(axis=-1, keepdims=True)
     A = np.exp(logits)
     A /= A.sum(axis=-1, keepdims=True)
-    out = np.matmul(A, V)
+    out = mm(A, V)
     return (out, A) if return_matrix else out
 
 
 def _logits(X, W):
     """Softmax-kernel PRF log-features (..., L, m) for X (..., L, d), W broadcastable (..., m, d)."""
     m = W.shape[-2]
-    z = np.matmul(X, np.swapaxes(W, -1, -2))
+    z = mm(X, np.swapaxes(W, -1, -2))
     z -= 0.5 * np.sum(X * X, axis=-1, keepdims=True) + 0.5 * math.log(m)
     return z
 
@@ -139,14 +144,15 @@ def _check_w(W, d):
 
 
 def _bidirectional(lq, lk, V):
+    """Stabilised bidirectional form; overwrites lq and lk (fresh logits of the caller)."""
     o = lk.max(axis=-2, keepdims=True)  # (..., 1, m)
-    ek = np.exp(lk - o)
-    S = np.matmul(np.swapaxes(ek, -1, -2), V)  # (..., m, dv)
+    ek = np.exp(np.subtract(lk, o, out=lk), out=lk)
+    S = mm(np.swapaxes(ek, -1, -2), V)  # (..., m, dv)
     z = ek.sum(axis=-2)  # (..., m), >= 1
-    p = lq + o
+    p = np.add(lq, o, out=lq)
     r = (p + np.log(z)[..., None, :]).max(axis=-1, keepdims=True)
-    eq = np.exp(p - r)
-    return np.matmul(eq, S) / np.matmul(eq, z[..., None])
+    eq = np.exp(np.subtract(p, r, out=p), out=p)
+    return mm(eq, S) / mm(eq, z[..., None])
 
 
 def _logsumexp(a, axis):
@@ -155,45 +161,77 @@ def _logsumexp(a, axis):
     return np.log(np.sum(np.exp(a - mx), axis=axis)) + np.squeeze(mx, axis)
 
 
+def causal_chunk(chunk, m, lead_size, limit=None):
+    """Chunk length of the causal scan: at most ``chunk``, and small enough that a within-chunk
+    (lead, b, b, m) log-score tensor (the fallback path) holds at most ``limit`` entries."""
+    limit = 4 * CHUNK_ELEMENTS if limit is None else limit
+    return max(1, min(chunk, math.isqrt(max(1, limit // max(1, m * lead_size)))))
+
+
+#: Largest log-gap between a chunk's per-feature key offset and a query's causal prefix mass for
+#: which the fast within-chunk path is used (float64: exp(300) is far from overflow, and terms lost
+#: to underflow are below e^-400 of the mass); larger gaps take the log-space path.
+CAUSAL_GAP = 300.0
+
+
 def _causal(lq, lk, V, chunk):
     L, m = lq.shape[-2], lq.shape[-1]
     lead = np.broadcast_shapes(lq.shape[:-2], V.shape[:-2])
     dv = V.shape[-1]
-    out = np.empty(lead + (L, dv))
+    n = math.prod(lead)
+    # one flat axis of sequences (batch items, heads, draws): each keeps its own offsets and path
+    lq = np.broadcast_to(lq, lead + (L, m)).reshape(n, L, m)
+    lk = np.broadcast_to(lk, lead + (L, m)).reshape(n, L, m)
+    V = np.broadcast_to(V, lead + (L, dv)).reshape(n, L, dv)
+    chunk = causal_chunk(chunk, m, n)
+    out = np.empty((n, L, dv))
     o = None
-    S = np.zeros(lead + (m, dv))
-    z = np.zeros(lead + (m,))
+    S = np.zeros((n, m, dv))
+    z = np.zeros((n, m))
     tri = np.tril(np.ones((chunk, chunk), dtype=bool))
     for lo in range(0, L, chunk):  # a loop over chunks of the sequence
         hi = min(L, lo + chunk)
         b = hi - lo
-        q, k, v = lq[..., lo:hi, :], lk[..., lo:hi, :], V[..., lo:hi, :]
-        # within the chunk: log phi(q_i).phi(k_j) by log-sum-exp over features, masked to j <= i
-        la = _logsumexp(q[..., :, None, :] + k[..., None, :, :], axis=-1)  # (..., b, b)
-        la = np.where(tri[:b, :b], la, -np.inf)
-        r = la.max(axis=-1, keepdims=True)
+        q, k, v = lq[:, lo:hi, :], lk[:, lo:hi, :], V[:, lo:hi, :]
+        o_new = k.max(axis=1) if o is None else np.maximum(o, k.max(axis=1))
+        # exact log of each query's causal mass per feature: log sum_{j <= i} exp(lk_jf), in O(b m)
+        lmass = np.logaddexp.accumulate(k, axis=1)
         if o is not None:
-            p = q + o[..., None, :]
-            r = np.maximum(r, (p + np.log(z)[..., None, :]).max(axis=-1, keepdims=True))
-        a = np.exp(la - r)
+            lmass = np.logaddexp(lmass, (o + np.log(z))[:, None, :])
+        r = (q + lmass).max(axis=2, keepdims=True)  # the denominator is >= exp(r)
+        gap = (o_new[:, None, :] - lmass).max(axis=(1, 2))
+        slow = np.flatnonzero(gap > CAUSAL_GAP)
+        # fast path: one offset per feature for the chunk (exponents <= CAUSAL_GAP where it is used;
+        # the clip only touches sequences recomputed below)
+        eq = np.exp(np.minimum(q + o_new[:, None, :] - r, CAUSAL_GAP))
+        ek = np.exp(k - o_new[:, None, :])
+        a = np.matmul(eq, np.swapaxes(ek, 1, 2)) * tri[:b, :b]
         num = np.matmul(a, v)
-        den = a.sum(axis=-1, keepdims=True)
-        if o is not None:
-            eq = np.exp(p - r)
-            num += np.matmul(eq, S)
-            den += np.matmul(eq, z[..., None])
-        out[..., lo:hi, :] = num / den
-        # carry the prefix state with the running per-feature offset
-        o_new = k.max(axis=-2) if o is None else np.maximum(o, k.max(axis=-2))
-        ek = np.exp(k - o_new[..., None, :])
+        den = a.sum(axis=2, keepdims=True)
+        if slow.size:
+            # a later key of the chunk dominates an earlier query's features: log-space scores
+            qs, ks, rs = q[slow], k[slow], r[slow]
+            la = _logsumexp(qs[:, :, None, :] + ks[:, None, :, :], axis=-1)  # (s, b, b)
+            a_s = np.exp(np.where(tri[:b, :b], la, -np.inf) - rs)
+            num[slow] = np.matmul(a_s, v[slow])
+            den[slow] = a_s.sum(axis=2, keepdims=True)
+            if o is not None:
+                eq_s = np.exp(qs + o[slow][:, None, :] - rs)
+                num[slow] += np.matmul(eq_s, S[slow])
+                den[slow] += np.matmul(eq_s, z[slow][:, :, None])
         if o is not None:
             shrink = np.exp(o - o_new)
-            S *= shrink[..., None]
+            S *= shrink[:, :, None]
             z *= shrink
-        S += np.matmul(np.swapaxes(ek, -1, -2), v)
-        z += ek.sum(axis=-2)
+            fast = np.ones(n, dtype=bool)
+            fast[slow] = False
+            num[fast] += np.matmul(eq[fast], S[fast])
+            den[fast] += np.matmul(eq[fast], z[fast][:, :, None])
+        out[:, lo:hi, :] = num / den
+        S += np.matmul(np.swapaxes(ek, 1, 2), v)
+        z += ek.sum(axis=1)
         o = o_new
-    return out
+    return out.reshape(lead + (L, dv))
 
 
 def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
@@ -213,7 +251,8 @@ def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
         s in :math:`e^{s q^\top k}` (default :math:`1/\sqrt d`); queries and
         keys are multiplied by :math:`s^{1/2}` before the features.
     chunk : int
-        Chunk length of the causal prefix sums (memory ~ chunk^2 m per sequence).
+        Largest chunk length of the causal prefix sums; it is lowered so that
+        the within-chunk log scores (chunk^2 m per sequence) stay bounded.
 
     Returns
     -------
@@ -257,7 +296,7 @@ def prf_attention_matrix(Q, K, W, causal=False, scale=None):
     p = lq + o
     z = ek.sum(axis=-2)
     p -= (p + np.log(z)[..., None, :]).max(axis=-1, keepdims=True)
-    A = np.matmul(np.exp(p), np.swapaxes(ek, -1, -2))
+    A = mm(np.exp(p), np.swapaxes(ek, -1, -2))
     if causal:
         L = A.shape[-1]
         A = np.where(np.tril(np.ones((L, L), dtype=bool)), A, 0.0)
@@ -421,7 +460,8 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
             for m in m_values:
                 W = mc.sample_weights(c, d, m, rng=child_rng(entropy, coupling_key(c), m), n=n_draws)
                 e = np.empty(n_draws)
-                for sl in chunks(n_draws, max(1, CHUNK_ELEMENTS // (L * m))):  # bounded memory
+                per = (4 if causal else 1) * CHUNK_ELEMENTS // (L * m)
+                for sl in chunks(n_draws, max(1, per)):  # bounded memory
                     e[sl] = _rel_error(prf_attention(q, k, v, W[sl], causal), exact[None], (-2, -1))
                 out_mean[c, L, m], out_se[c, L, m] = float(e.mean()), float(e.std(ddof=1) / math.sqrt(n_draws))
                 if want_matrix:

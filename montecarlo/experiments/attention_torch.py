@@ -54,8 +54,16 @@ def _bidirectional(lq, lk, v):
     return (eq @ S) / (eq @ z.unsqueeze(-1))
 
 
+#: Fast-path threshold of the causal scan per dtype (see ``attention.CAUSAL_GAP``): exp(gap) must stay
+#: far from overflow and e^-(range - gap) far below the dtype's precision.
+CAUSAL_GAP = {torch.float64: 300.0, torch.float32: 30.0}
+
+
 def _causal(lq, lk, v, chunk):
-    L = lq.shape[-2]
+    L, m = lq.shape[-2], lq.shape[-1]
+    lead = max(1, math.prod(torch.broadcast_shapes(lq.shape[:-2], v.shape[:-2])))
+    chunk = max(1, min(chunk, math.isqrt(max(1, (1 << 22) // (m * lead)))))
+    gap_max = CAUSAL_GAP[lq.dtype]
     outs = []
     o = S = z = None
     tri = torch.ones(chunk, chunk, dtype=torch.bool, device=lq.device).tril()
@@ -63,31 +71,34 @@ def _causal(lq, lk, v, chunk):
         hi = min(L, lo + chunk)
         b = hi - lo
         q, k, vc = lq[..., lo:hi, :], lk[..., lo:hi, :], v[..., lo:hi, :]
-        la = torch.logsumexp(q.unsqueeze(-2) + k.unsqueeze(-3), dim=-1)  # (..., b, b)
-        la = la.masked_fill(~tri[:b, :b], float("-inf"))
-        r = la.amax(-1, keepdim=True)
-        if o is not None:
-            p = q + o.unsqueeze(-2)
-            r = torch.maximum(r, (p + torch.log(z).unsqueeze(-2)).amax(-1, keepdim=True))
-        r = r.detach()
-        a = torch.exp(la - r)
-        num = a @ vc
-        den = a.sum(-1, keepdim=True)
-        if o is not None:
-            eq = torch.exp(p - r)
-            num = num + eq @ S
-            den = den + eq @ z.unsqueeze(-1)
-        outs.append(num / den)
         kmax = k.amax(-2).detach()
         o_new = kmax if o is None else torch.maximum(o, kmax)
+        lmass = torch.logcumsumexp(k, dim=-2)  # exact causal log-mass per feature
+        if o is not None:
+            lmass = torch.logaddexp(lmass, (o + torch.log(z)).unsqueeze(-2))
+        r = (q + lmass).amax(-1, keepdim=True).detach()
         ek = torch.exp(k - o_new.unsqueeze(-2))
+        shrink = None if o is None else torch.exp(o - o_new)
+        if bool(((o_new.unsqueeze(-2) - lmass).amax() <= gap_max).item()):
+            eq = torch.exp(q + o_new.unsqueeze(-2) - r)
+            a = (eq @ ek.transpose(-1, -2)).masked_fill(~tri[:b, :b], 0.0)
+            num, den = a @ vc, a.sum(-1, keepdim=True)
+            if o is not None:
+                S, z = S * shrink.unsqueeze(-1), z * shrink
+                num = num + eq @ S
+                den = den + eq @ z.unsqueeze(-1)
+        else:  # a later key dominates an earlier query's features: log-space scores
+            la = torch.logsumexp(q.unsqueeze(-2) + k.unsqueeze(-3), dim=-1)
+            a = torch.exp(la.masked_fill(~tri[:b, :b], float("-inf")) - r)
+            num, den = a @ vc, a.sum(-1, keepdim=True)
+            if o is not None:
+                eq = torch.exp(q + o.unsqueeze(-2) - r)
+                num = num + eq @ S
+                den = den + eq @ z.unsqueeze(-1)
+                S, z = S * shrink.unsqueeze(-1), z * shrink
+        outs.append(num / den)
         S_add, z_add = ek.transpose(-1, -2) @ vc, ek.sum(-2)
-        if o is None:
-            S, z = S_add, z_add
-        else:
-            shrink = torch.exp(o - o_new)
-            S = S * shrink.unsqueeze(-1) + S_add
-            z = z * shrink + z_add
+        S, z = (S_add, z_add) if o is None else (S + S_add, z + z_add)
         o = o_new
     return torch.cat(outs, dim=-2)
 
