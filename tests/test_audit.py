@@ -1,0 +1,386 @@
+"""Tests of montecarlo.audit and ``python -m montecarlo audit``.
+
+False alarms: every audit below runs at the default overall alpha = 1e-4
+(Bonferroni over the checks), so the exact samplers of the project fail one of
+these fixed-seed tests with probability below 1e-4 each.  Power: the same
+audit applied to small re-implementations of the two mistakes found in public
+code (QR without the sign correction; norms taken from the block that was
+orthogonalised) and to wrong coupling claims must fail, with the right checks
+flagged.  The samplers are module-level functions so that the command line
+can load them from this file (``tests/test_audit.py:bad_qr_sampler``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import montecarlo as mc
+from montecarlo.__main__ import main
+from montecarlo.audit import CHECKS, AuditReport, audit, load_sampler
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.abspath(__file__)
+N = 4000
+
+
+# ---------------------------------------------------------------------------
+# Samplers: ours, and re-implementations of public mistakes
+
+
+def iid_sampler(d, m, rng):
+    return mc.sample_weights("iid", d, m, rng=rng)
+
+
+def orthogonal_sampler(d, m, rng):
+    return mc.sample_weights("orthogonal", d, m, rng=rng)
+
+
+def simplex_sampler(d, m, rng):
+    return mc.sample_weights("simplex", d, m, rng=rng)
+
+
+def _stack_blocks(d, m, block):
+    """ceil(m / d) independent blocks of d rows, the last truncated (the paper's convention)."""
+    return np.concatenate([block() for _ in range(-(-m // d))], axis=0)[:m]
+
+
+def bad_qr_sampler(d, m, rng):
+    """Mistake (a): rows of Q from ``np.linalg.qr`` of a Gaussian block, no sign correction, chi_d norms."""
+    def block():
+        q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        return q * np.sqrt(rng.chisquare(d, (d, 1)))
+    return _stack_blocks(d, m, block)
+
+
+def same_block_norms_sampler(d, m, rng):
+    """Mistake (b): W = diag(|g_i|) Q with g_i the rows of G and Q = qr(G) (sign-corrected)."""
+    def block():
+        g = rng.standard_normal((d, d))
+        q, r = np.linalg.qr(g)
+        q = q * np.sign(np.diag(r))
+        return np.linalg.norm(g, axis=1)[:, None] * q
+    return _stack_blocks(d, m, block)
+
+
+def gram_schmidt_rows_sampler(d, m, rng):
+    """The harmless variant of (b): orthonormalise the rows of G (qr(G.T)) and keep |g_i| (exactly ORF)."""
+    def block():
+        g = rng.standard_normal((d, d))
+        q, r = np.linalg.qr(g.T)
+        q = q * np.sign(np.diag(r))
+        return np.linalg.norm(g, axis=1)[:, None] * q.T
+    return _stack_blocks(d, m, block)
+
+
+def torch_orthogonal_sampler(m, d, seed):
+    """A torch sampler in (m, d) order that builds its own generator from an int seed."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    g = torch.randn(2, d, d, generator=gen, dtype=torch.float64)
+    q, r = torch.linalg.qr(g[0])
+    q = q * torch.sign(torch.diagonal(r))
+    norms = torch.linalg.vector_norm(g[1], dim=1, keepdim=True)  # chi_d, independent of q
+    return (norms * q.T)[:m]
+
+
+def global_state_sampler(d, m):
+    """Uses numpy's legacy global generator (the 'd,m' convention)."""
+    return np.random.standard_normal((m, d))
+
+
+# ---------------------------------------------------------------------------
+# No false alarms on exact samplers
+
+
+@pytest.mark.parametrize("coupling", ["iid", "orthogonal", "simplex"])
+def test_exact_samplers_pass(coupling):
+    sampler = {"iid": iid_sampler, "orthogonal": orthogonal_sampler, "simplex": simplex_sampler}[coupling]
+    rep = audit(sampler, 8, coupling=coupling, n=N, rng=1)
+    assert rep.passed, rep.render(verbose=True)
+    assert [c.name for c in rep.checks] == list(CHECKS)
+    assert all(c.passed for c in rep.checks)
+    assert rep.structure.looks_like == coupling
+    assert rep.n == N and rep.d == rep.m == 8
+
+
+@pytest.mark.parametrize("coupling", ["orthogonal", "simplex"])
+def test_ensembles_of_blocks_pass(coupling):
+    """m > d: independent blocks of d rows, the last truncated; conformity from theory.ensemble_conformity."""
+    sampler = orthogonal_sampler if coupling == "orthogonal" else simplex_sampler
+    rep = audit(sampler, 5, 12, coupling=coupling, n=3000, rng=2)
+    assert rep.passed, rep.render(verbose=True)
+    assert "ensemble" in rep.check("conformity").note
+    assert any("across blocks" in t.label for t in rep.check("structure").tests)
+
+
+def test_harmless_gram_schmidt_of_rows_passes():
+    """Norms of the rows of G with Gram-Schmidt of those rows: exactly ORF (Bartlett), so no alarm."""
+    rep = audit(gram_schmidt_rows_sampler, 8, coupling="orthogonal", n=N, rng=3)
+    assert rep.passed, rep.render(verbose=True)
+
+
+def test_false_alarm_budget_is_bonferroni():
+    rep = audit(iid_sampler, 4, coupling="iid", n=200, rng=0)
+    stat = [c for c in rep.checks if c.alpha > 0]
+    assert math.isclose(sum(c.alpha for c in stat), rep.alpha)
+    for c in stat:
+        assert math.isclose(c.threshold * c.n_statistical, c.alpha)
+    # a claimed orthogonal coupling makes the structure check deterministic: no share for it
+    rep = audit(orthogonal_sampler, 4, coupling="orthogonal", n=200, rng=0)
+    assert rep.check("structure").alpha == 0 and rep.check("structure").tests[0].pvalue is None
+    assert math.isclose(sum(c.alpha for c in rep.checks), rep.alpha)
+
+
+# ---------------------------------------------------------------------------
+# Power: the two public mistakes and wrong claims
+
+
+def test_qr_without_sign_correction_is_flagged():
+    rep = audit(bad_qr_sampler, 8, coupling="orthogonal", n=N, rng=4)
+    assert not rep.passed
+    failed = set(rep.failed)
+    assert {"marginals", "prf_unbiased"} <= failed
+    assert {"moments", "conformity"} <= failed
+    # magnitudes are right, only signs are biased: RFFs (even), norms and angles hide it
+    for name in ("rff_unbiased", "row_norms", "structure"):
+        assert rep.check(name).passed, name
+    worst = rep.check("marginals").worst
+    assert worst.label == "row 0, e_1"  # Q_11 < 0 always: w_0 . e_1 = -|N(0, 1)|, KS distance 1/2
+    assert worst.statistic == pytest.approx(0.5, abs=0.01)
+
+
+@pytest.mark.parametrize("d", [8, 32])
+def test_norms_from_the_orthogonalised_block_are_flagged(d):
+    # at d = 32, axes e_1..e_4 and e_29..e_32 only (max_axes=8) to keep the test short
+    rep = audit(same_block_norms_sampler, d, coupling="orthogonal", n=N if d == 8 else 2500, rng=5, max_axes=8)
+    assert not rep.passed
+    failed = set(rep.failed)
+    assert {"norm_independence", "moments", "prf_unbiased", "rff_unbiased"} <= failed
+    # each norm is exactly chi_d and the rows exactly orthogonal: these checks cannot see it
+    assert rep.check("row_norms").passed and rep.check("structure").passed
+    # Pearson correlation of |w_i|^2 with cos^2(w_i, e_1) is sqrt((d-1)/(d(d+2))); Spearman ~0.85 of it
+    rho = rep.structure.norm_direction_rho
+    assert 0.6 * math.sqrt((d - 1) / (d * (d + 2))) < rho < 1.1 * math.sqrt((d - 1) / (d * (d + 2)))
+    worst = rep.check("norm_independence").worst
+    assert "| vs e_" in worst.label  # along an axis (the distortion cancels along the diagonal)
+
+
+@pytest.mark.parametrize("sampler,claim", [(simplex_sampler, "orthogonal"), (orthogonal_sampler, "simplex"),
+                                           (iid_sampler, "orthogonal")])
+def test_wrong_coupling_claim_is_flagged_by_conformity(sampler, claim):
+    rep = audit(sampler, 8, coupling=claim, n=N, rng=6)
+    assert rep.check("conformity").passed is False, rep.render(verbose=True)
+    assert rep.check("structure").passed is False
+    # the rows themselves are fine
+    for name in ("marginals", "row_norms", "moments", "prf_unbiased", "rff_unbiased"):
+        assert rep.check(name).passed, name
+
+
+# ---------------------------------------------------------------------------
+# The PRF/RFF shortcut against the feature maps
+
+
+def test_kernel_statistics_match_the_feature_maps():
+    """The audit's per-draw PRF ratio and RFF estimate equal phi(x).phi(y) from prf_features/rff_features."""
+    from montecarlo.audit import audit_directions
+
+    d, m = 6, 6
+    rng = np.random.default_rng(0)
+    W = orthogonal_sampler(d, m, rng)
+    u = audit_directions(d)["random"]
+    t = np.linalg.qr(np.stack([u, rng.standard_normal(d)], axis=1))[0][:, 1]  # unit, orthogonal to u
+    v, z = 1.0, 1.0
+    x, y = v * u / 2 + 0.3 * t, v * u / 2 - 0.3 * t  # x + y = v u
+    kern = math.exp(-0.5 * float(np.sum((x - y) ** 2)))
+    phi = mc.prf_features(np.stack([x, y]), W)
+    shortcut = np.exp(W @ u * v - v * v / 2).mean()
+    assert float(phi[0] @ phi[1]) / kern == pytest.approx(shortcut, rel=1e-12)
+    x2, y2 = 0.2 * t + z * u, 0.2 * t  # x - y = z u
+    psi = mc.rff_features(np.stack([x2, y2]), W)
+    assert float(psi[0] @ psi[1]) == pytest.approx(np.cos(W @ u * z).mean(), rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Calling conventions, backends, reproducibility, budget
+
+
+def test_torch_sampler_with_seed_convention():
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 4 x 4 QR on 2 contended threads costs ~10 ms, on one ~50 us
+    try:
+        rep = audit(torch_orthogonal_sampler, 4, coupling="orthogonal", n=800, rng=7, call="m,d,seed")
+    finally:
+        torch.set_num_threads(threads)
+    assert rep.passed, rep.render(verbose=True)
+    assert rep.structure.dtype == "float64" and rep.call == "m,d,seed"
+
+
+def test_adapter_and_global_state_conventions_are_reproducible():
+    rep1 = audit(global_state_sampler, 4, 3, coupling="iid", n=300, rng=8, call="d,m")
+    rep2 = audit(global_state_sampler, 4, 3, coupling="iid", n=300, rng=8, call="d,m")
+    assert rep1.passed
+    assert [t.statistic for c in rep1.checks for t in c.tests] == [t.statistic for c in rep2.checks for t in c.tests]
+
+    def adapter(sampler, d, m, rng):
+        return sampler(coupling="simplex", d=d, m=m, rng=rng)
+
+    rep = audit(mc.sample_weights, 5, coupling="simplex", n=500, rng=9, call=adapter)
+    assert rep.passed and rep.call == "adapter adapter"
+
+
+def test_float32_output_uses_float32_tolerance():
+    rep = audit(lambda d, m, rng: orthogonal_sampler(d, m, rng).astype(np.float32), 6, coupling="orthogonal",
+                n=300, rng=10)
+    assert rep.structure.dtype == "float32" and rep.structure.tolerance > 1e-4
+    assert rep.check("structure").passed
+
+
+def test_single_row_skips_pair_checks():
+    rep = audit(orthogonal_sampler, 5, 1, coupling="orthogonal", n=300, rng=11)
+    assert rep.passed
+    assert rep.check("conformity").passed is None and rep.check("structure").passed is None
+    assert rep.structure.looks_like == "single row"
+
+
+def test_no_claim_skips_theory_checks_and_describes_structure():
+    rep = audit(simplex_sampler, 6, n=300, rng=12)
+    assert rep.coupling is None and rep.passed
+    assert rep.check("conformity").passed is None and rep.check("structure").passed is None
+    assert rep.structure.looks_like == "simplex"
+    assert rep.structure.cos_mean == pytest.approx(-1 / 5)
+
+
+def test_time_budget_stops_early():
+    def slow(d, m, rng):
+        time.sleep(0.002)
+        return iid_sampler(d, m, rng)
+
+    rep = audit(slow, 3, n=5000, rng=13, time_budget=0.05)
+    assert 50 <= rep.n < 5000 and rep.n_requested == 5000
+    assert any("time budget" in note for note in rep.notes)
+
+
+def test_report_rendering_and_dict():
+    rep = audit(bad_qr_sampler, 4, coupling="orthogonal", n=300, rng=14, name="bad")
+    text = rep.render(verbose=True)
+    for name in CHECKS:
+        assert name in text
+    assert text.splitlines()[-1].startswith("verdict: FAIL (marginals")
+    assert str(rep) == rep.render()
+    dumped = json.loads(json.dumps(rep.to_dict()))
+    assert dumped["passed"] is False and dumped["sampler"] == "bad"
+    assert {c["name"] for c in dumped["checks"]} == set(CHECKS)
+    assert isinstance(rep, AuditReport)
+    with pytest.raises(KeyError, match="no check named"):
+        rep.check("nope")
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(TypeError, match="sampler must be callable"):
+        audit(np.eye(3), 3)
+    with pytest.raises(ValueError, match="d must be an integer >= 2"):
+        audit(iid_sampler, 1)
+    with pytest.raises(ValueError, match="d must be an integer"):
+        audit(iid_sampler, 4.0)
+    with pytest.raises(ValueError, match="m must be an integer >= 1"):
+        audit(iid_sampler, 4, 0)
+    with pytest.raises(ValueError, match="coupling must be None or one of"):
+        audit(iid_sampler, 4, coupling="simplex_plus")
+    with pytest.raises(ValueError, match="n must be an integer >= 50"):
+        audit(iid_sampler, 4, n=10)
+    with pytest.raises(ValueError, match="alpha must be in"):
+        audit(iid_sampler, 4, alpha=1.5)
+    with pytest.raises(ValueError, match="rng must be"):
+        audit(iid_sampler, 4, rng=-1)
+    with pytest.raises(ValueError, match="call must list"):
+        audit(iid_sampler, 4, call="d,rng")
+    with pytest.raises(ValueError, match="call must list"):
+        audit(iid_sampler, 4, call="d,m,rng,seed")
+    with pytest.raises(TypeError, match="call must be"):
+        audit(iid_sampler, 4, call=3)
+
+
+def test_bad_sampler_output():
+    with pytest.raises(ValueError, match=r"shape \(m, d\) = \(3, 5\).*transposed"):
+        audit(lambda d, m, rng: np.zeros((d, m)), 5, 3)
+    def one_nan(d, m, rng):
+        w = iid_sampler(d, m, rng)
+        w[0, -1] = np.nan
+        return w
+
+    with pytest.raises(ValueError, match=r"draw 0\) returned 1 NaN"):
+        audit(one_nan, 4)
+    with pytest.raises(TypeError, match="real floating-point"):
+        audit(lambda d, m, rng: np.ones((m, d), dtype=int), 4)
+    with pytest.raises(TypeError, match="must return an"):
+        audit(lambda d, m, rng: None, 4)
+    with pytest.raises(TypeError, match="real floating-point"):
+        audit(lambda d, m, rng: np.ones((m, d), dtype=complex), 4)
+
+
+def test_load_sampler():
+    assert load_sampler("montecarlo:sample_weights") is mc.sample_weights
+    assert load_sampler(f"{HERE}:bad_qr_sampler").__name__ == "bad_qr_sampler"
+    for spec in ("montecarlo", "montecarlo:", ":f", "montecarlo:not an identifier", 3):
+        with pytest.raises(ValueError, match="spec must be"):
+            load_sampler(spec)
+    with pytest.raises(ValueError, match="has no attribute"):
+        load_sampler("montecarlo:nothing_here")
+    with pytest.raises(ValueError, match="cannot import"):
+        load_sampler("no_such_module_xyz:f")
+    with pytest.raises(ValueError, match="cannot import"):
+        load_sampler("no/such/file.py:f")
+    with pytest.raises(TypeError, match="not callable"):
+        load_sampler("montecarlo:COUPLINGS")
+
+
+# ---------------------------------------------------------------------------
+# Command line
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "montecarlo", "audit", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_exit_codes():
+    """One real ``python -m montecarlo`` run (exit 1); exit codes 0 and 2 are checked in process below."""
+    bad = _cli(f"{HERE}:bad_qr_sampler", "--d", "6", "--coupling", "orthogonal", "--n", "300", "--seed", "0")
+    assert bad.returncode == 1, bad.stderr
+    assert "verdict: FAIL" in bad.stdout and "marginals" in bad.stdout
+
+
+def test_cli_in_process(capsys):
+    assert main(["audit", "montecarlo.audit:nothing", "--d", "4"]) == 2
+    assert "has no attribute" in capsys.readouterr().err
+    assert main(["audit", f"{HERE}:bad_qr_sampler", "--d", "4", "--n", "60", "--call", "d,m,rng,rng"]) == 2
+    assert "call must list" in capsys.readouterr().err
+    assert main(["audit", "tests/test_audit.py", "--d", "6"]) == 2
+    assert "spec must be" in capsys.readouterr().err
+    assert main(["audit", f"{HERE}:orthogonal_sampler", "--d", "6", "--coupling", "orthogonal", "--n", "400"]) == 0
+    assert "verdict: PASS" in capsys.readouterr().out
+    assert main(["audit", f"{HERE}:iid_sampler", "--d", "4", "--m", "6", "--coupling", "iid", "--n", "400",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["passed"] is True and out["m"] == 6 and out["coupling"] == "iid"
+    assert main(["audit", f"{HERE}:same_block_norms_sampler", "--d", "6", "--coupling", "orthogonal",
+                 "--n", "1500", "--verbose"]) == 1
+    text = capsys.readouterr().out
+    assert "norm_independence  FAIL" in text and "rho of |w_i|^2" in text
+    with pytest.raises(SystemExit) as exc:
+        main(["audit", "x:y"])  # --d missing: argparse usage error
+    assert exc.value.code == 2
