@@ -40,8 +40,9 @@ can underflow.  The causal form runs over chunks of the sequence (a loop over
 chunks, vectorised within): a running per-feature key offset carries the prefix
 state :math:`(S, z)` from chunk to chunk (rescaled by :math:`e^{o-o'}\le 1`
 when the offset grows).  Inside a chunk the query offset :math:`r_i` is set by
-the exact causal mass :math:`\log\sum_{j\le i}e^{\ell_f(k'_j)}` (a cumulative
-log-sum-exp, O(chunk m)), so no future key sets the scale of an earlier query;
+its causal keys only, :math:`r_i = \max_f(\ell_f(q'_i) + \max_{j\le i}\ell_f(k'_j))`
+(a running maximum, O(chunk m); within log L of the log of the causal mass),
+so no future key sets the scale of an earlier query;
 the chunk's scores then use one offset per feature, unless some query's causal
 mass lies more than ``CAUSAL_GAP`` (e^300) below it, in which case that chunk's
 scores :math:`\log\phi(q'_i)^\top\phi(k'_j)` are formed in log space
@@ -194,10 +195,11 @@ def _causal(lq, lk, V, chunk):
         b = hi - lo
         q, k, v = lq[:, lo:hi, :], lk[:, lo:hi, :], V[:, lo:hi, :]
         o_new = k.max(axis=1) if o is None else np.maximum(o, k.max(axis=1))
-        # exact log of each query's causal mass per feature: log sum_{j <= i} exp(lk_jf), in O(b m)
-        lmass = np.logaddexp.accumulate(k, axis=1)
+        # the largest single term of each query's causal mass per feature, max_{j <= i} lk_jf (and the
+        # carried state), within log(L) of log sum_{j <= i} exp(lk_jf): a running maximum, O(b m)
+        lmass = np.maximum.accumulate(k, axis=1)
         if o is not None:
-            lmass = np.logaddexp(lmass, (o + np.log(z))[:, None, :])
+            lmass = np.maximum(lmass, (o + np.log(z))[:, None, :])
         r = (q + lmass).max(axis=2, keepdims=True)  # the denominator is >= exp(r)
         gap = (o_new[:, None, :] - lmass).max(axis=(1, 2))
         slow = np.flatnonzero(gap > CAUSAL_GAP)

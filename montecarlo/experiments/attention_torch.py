@@ -73,9 +73,9 @@ def _causal(lq, lk, v, chunk):
         q, k, vc = lq[..., lo:hi, :], lk[..., lo:hi, :], v[..., lo:hi, :]
         kmax = k.amax(-2).detach()
         o_new = kmax if o is None else torch.maximum(o, kmax)
-        lmass = torch.logcumsumexp(k, dim=-2)  # exact causal log-mass per feature
+        lmass = torch.cummax(k, dim=-2).values  # largest causal term per feature (see attention.py)
         if o is not None:
-            lmass = torch.logaddexp(lmass, (o + torch.log(z)).unsqueeze(-2))
+            lmass = torch.maximum(lmass, (o + torch.log(z)).unsqueeze(-2))
         r = (q + lmass).amax(-1, keepdim=True).detach()
         ek = torch.exp(k - o_new.unsqueeze(-2))
         shrink = None if o is None else torch.exp(o - o_new)

@@ -1,0 +1,195 @@
+"""Speed of ``montecarlo.experiments``: ratios against baselines timed in the same process.
+
+Run ``python -m benchmarks.bench_experiments`` (``--quick`` for fewer
+repeats, ``--only SECTION...``, ``--table`` to also time the full Table 2 run
+end to end, ``--uci-dir DIR``, ``--json [PATH]``, by default
+``benchmarks/results/bench_experiments.json``).  Each ratio compares two
+callables timed round-robin in the same process (ratio of the minima over
+repeats; the median ratio is stored too).  Nothing here asserts.
+
+Threads: on a loaded 2-core machine, multi-threaded BLAS and torch intra-op
+threads can be 5-25x slower than one thread for these mid-sized products
+(spinning threads compete with other jobs).  ``--threads N`` sets torch's
+thread count; numpy's OpenBLAS reads ``OPENBLAS_NUM_THREADS`` at start-up, so
+set it in the environment (``OPENBLAS_NUM_THREADS=1 python -m ...``) to
+compare.  The thread settings and load average are stored with the results.
+
+Sections
+--------
+classification  PRF kernel-regression accuracy, 100 draws at m = d, per UCI
+                dataset, vs the exact-kernel classifier on the same split
+                (one O(N_test N_train) pass); and per draw vs one bare
+                (N_train + N_test, d) @ (d, m) product.
+attention       PRF attention (numpy), d = 64, m = 130, L = 1024 and 4096,
+                bidirectional and causal, vs exact softmax attention on the
+                same inputs; the torch module vs torch's
+                ``scaled_dot_product_attention`` (float32, CPU).
+gram            Gram-matrix error per draw (N = d = 64, m = 128) vs one bare
+                (N, m) @ (m, N) product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+import montecarlo as mc
+from montecarlo.experiments import attention as at
+from montecarlo.experiments import classification as cl
+from montecarlo.experiments import gram, uci
+
+try:  # optional backend
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def interleaved(fns, repeat):
+    """Time each callable ``repeat`` times, round-robin; returns name -> list of seconds."""
+    times = {k: [] for k in fns}
+    for f in fns.values():  # warm-up
+        f()
+    for _ in range(repeat):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def ratio(times, num, den):
+    a, b = times[num], times[den]
+    return min(a) / min(b), float(np.median(a) / np.median(b))
+
+
+def bench_classification(repeat, uci_dir):
+    rows = {}
+    try:
+        data, missing = uci.load_all(uci_dir, warn=False)
+    except FileNotFoundError as exc:
+        print(f"classification: skipped ({exc})")
+        return {"skipped": str(exc)}
+    print("classification: 100 draws at m = d vs the exact classifier; one draw vs one bare product")
+    for name, ds in data.items():
+        split = ds.split(0)
+        d, n_reps = split.d, 100
+        W = mc.sample_weights("simplex", d, d, rng=0, n=n_reps)
+        X = np.concatenate([split.X_train, split.X_test])
+        W0 = np.ascontiguousarray(W[0].T)
+        fns = {
+            "prf100": lambda: cl._prf_accuracies(split.X_train, split.y_train, split.X_test, split.y_test, W,
+                                                 uci.PAPER_SIGMAS[name], split.n_classes),
+            "exact": lambda: cl.exact_accuracy(split),
+            "product": lambda: X @ W0,
+        }
+        t = interleaved(fns, repeat)
+        r_exact = ratio(t, "prf100", "exact")
+        per_draw = min(t["prf100"]) / n_reps / min(t["product"])
+        rows[name] = {"prf100_over_exact": r_exact, "per_draw_over_product": per_draw,
+                      "prf100_s": min(t["prf100"]), "exact_s": min(t["exact"])}
+        print(f"  {name:9s} N_train={split.X_train.shape[0]:5d} d={d:3d}: 100 draws / exact = {r_exact[0]:6.2f}x "
+              f"(median {r_exact[1]:.2f}x); per draw / bare product = {per_draw:6.1f}x")
+    rows["missing"] = missing
+    return rows
+
+
+def bench_attention(repeat):
+    out = {}
+    print("attention: d = 64, m = 130 vs exact softmax attention on the same inputs")
+    for L in (1024, 4096):
+        Q, K, V = at.synthetic_qkv(L, 64, 0, logit_std=0.25)
+        W = mc.sample_weights("simplex", 64, 130, rng=1)
+        for causal in (False, True):
+            fns = {"prf": lambda: at.prf_attention(Q, K, V, W, causal),
+                   "exact": lambda: at.softmax_attention(Q, K, V, causal)}
+            t = interleaved(fns, repeat)
+            r = ratio(t, "prf", "exact")
+            key = f"numpy_L{L}_{'causal' if causal else 'bidirectional'}"
+            out[key] = {"ratio": r, "prf_s": min(t["prf"]), "exact_s": min(t["exact"])}
+            print(f"  numpy L={L:5d} {'causal' if causal else 'bidir.'}: PRF {min(t['prf']) * 1e3:8.1f} ms, "
+                  f"exact {min(t['exact']) * 1e3:8.1f} ms, ratio {r[0]:.2f}x (median {r[1]:.2f}x)")
+    if torch is None:
+        return out
+    from montecarlo.experiments.attention_torch import PRFAttention
+
+    for L in (1024, 4096):
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 4, L, 64, generator=g) * 0.5 for _ in range(3))
+        for causal in (False, True):
+            mod = PRFAttention(64, 130, "simplex", causal=causal, seed=0).eval()
+            with torch.no_grad():
+                fns = {"prf": lambda: mod(q, k, v),
+                       "sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)}
+                t = interleaved(fns, repeat)
+            r = ratio(t, "prf", "sdpa")
+            key = f"torch_L{L}_{'causal' if causal else 'bidirectional'}"
+            out[key] = {"ratio": r, "prf_s": min(t["prf"]), "sdpa_s": min(t["sdpa"])}
+            print(f"  torch (1, 4, {L}, 64) float32 {'causal' if causal else 'bidir.'}: PRF "
+                  f"{min(t['prf']) * 1e3:8.1f} ms, sdpa {min(t['sdpa']) * 1e3:8.1f} ms, ratio {r[0]:.2f}x")
+    return out
+
+
+def bench_gram(repeat):
+    X = gram.paper_gram_data()
+    W = mc.sample_weights("simplex", 64, 128, rng=0, n=50)
+    phi = np.random.default_rng(0).random((64, 128))
+    fns = {"gram50": lambda: gram.gram_errors(X, W), "product": lambda: phi @ phi.T}
+    t = interleaved(fns, repeat)
+    per_draw = min(t["gram50"]) / 50 / min(t["product"])
+    print(f"gram: N = d = 64, m = 128: per draw / bare (64, 128) @ (128, 64) = {per_draw:.1f}x")
+    return {"per_draw_over_product": per_draw}
+
+
+def bench_table(uci_dir):
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    table = cl.accuracy_table(cl.TABLE2_COUPLINGS, 1, 100, 0, uci_dir=uci_dir)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(table.format(cl.paper_table(2)))
+    print(f"full Table 2 run (8 datasets, m = d, 100 draws, 4 couplings): {wall:.1f} s wall, {cpu:.1f} s CPU")
+    return {"wall_s": wall, "cpu_s": cpu}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_experiments", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", nargs="+", choices=("classification", "attention", "gram"))
+    p.add_argument("--table", action="store_true", help="also time the full Table 2 run end to end")
+    p.add_argument("--uci-dir", default=None)
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    p.add_argument("--json", nargs="?", const="benchmarks/results/bench_experiments.json", default=None)
+    args = p.parse_args(argv)
+    repeat = 3 if args.quick else 7
+    sections = args.only or ("classification", "attention", "gram")
+    np.seterr(under="ignore")
+    if args.threads is not None and torch is not None:
+        torch.set_num_threads(args.threads)
+    res = {"platform": platform.platform(), "numpy": np.__version__, "cpus": os.cpu_count(),
+           "load": os.getloadavg() if hasattr(os, "getloadavg") else None,
+           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+           "torch_threads": torch.get_num_threads() if torch is not None else None}
+    print(f"load average {res['load']}, OPENBLAS_NUM_THREADS={res['OPENBLAS_NUM_THREADS']}, "
+          f"torch threads {res['torch_threads']}")
+    if "classification" in sections:
+        res["classification"] = bench_classification(repeat, args.uci_dir)
+    if "attention" in sections:
+        res["attention"] = bench_attention(repeat)
+    if "gram" in sections:
+        res["gram"] = bench_gram(repeat)
+    if args.table:
+        res["table"] = bench_table(args.uci_dir)
+    if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
