@@ -213,6 +213,32 @@ def test_kernel_statistics_match_the_feature_maps():
     assert float(psi[0] @ psi[1]) == pytest.approx(np.cos(W @ u * z).mean(), rel=1e-12)
 
 
+def test_vectorised_ks_matches_ks_marginals_and_scipy():
+    """ks_columns (one sort for all rows and directions) against diagnostics.ks_marginals (scipy, one call each)."""
+    from scipy import special, stats
+
+    from montecarlo.audit import ks_columns, audit_directions
+    from montecarlo.diagnostics import ks_marginals
+
+    d, m, n = 5, 5, 700
+    rng = np.random.default_rng(15)
+    W = np.stack([bad_qr_sampler(d, m, rng) for _ in range(n)])  # non-Gaussian rows: p-values far from 1 too
+    dirs = audit_directions(d)
+    U = np.stack(list(dirs.values()), axis=1)
+    D, p = ks_columns(W @ U, special.ndtr)
+    ref = ks_marginals(None, d, n, rows=range(m), directions=dirs, weights=W)
+    names = list(dirs)
+    for i, name, stat, pval in ref:
+        j = names.index(name)
+        assert D[i, j] == pytest.approx(stat, rel=1e-12, abs=1e-15)
+        assert p[i, j] == pytest.approx(pval, rel=1e-9, abs=1e-300)
+    r2 = (W * W).sum(axis=2)
+    D2, p2 = ks_columns(r2, stats.chi2(d).cdf)
+    for i in range(m):
+        res = stats.kstest(r2[:, i], stats.chi2(d).cdf)
+        assert (D2[i], p2[i]) == (pytest.approx(res.statistic, rel=1e-12), pytest.approx(res.pvalue, rel=1e-9))
+
+
 # ---------------------------------------------------------------------------
 # Calling conventions, backends, reproducibility, budget
 
