@@ -93,6 +93,18 @@ def torch_orthogonal_sampler(m, d, seed):
     return (norms * q.T)[:m]
 
 
+def performer_style_sampler(nb_rows, nb_columns):
+    """Mistake (a) as Performer-style code writes it: torch global RNG, (m, d) order, Q transposed, no sign fix."""
+    import torch
+
+    blocks = []
+    for _ in range(-(-nb_rows // nb_columns)):
+        q, _ = torch.linalg.qr(torch.randn(nb_columns, nb_columns, dtype=torch.float64))
+        blocks.append(q.T)
+    norms = torch.randn(nb_rows, nb_columns, dtype=torch.float64).norm(dim=1)
+    return torch.diag(norms) @ torch.cat(blocks)[:nb_rows]
+
+
 def global_state_sampler(d, m):
     """Uses numpy's legacy global generator (the 'd,m' convention)."""
     return np.random.standard_normal((m, d))
@@ -243,16 +255,28 @@ def test_vectorised_ks_matches_ks_marginals_and_scipy():
 # Calling conventions, backends, reproducibility, budget
 
 
-def test_torch_sampler_with_seed_convention():
+def test_torch_samplers():
+    """A correct torch sampler (seed convention) passes; a Performer-style one (global torch RNG) is flagged."""
     torch = pytest.importorskip("torch")
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a 4 x 4 QR on 2 contended threads costs ~10 ms, on one ~50 us
+    torch.set_num_threads(1)  # a small QR on 2 contended threads costs ~10 ms, on one ~50 us
     try:
         rep = audit(torch_orthogonal_sampler, 4, coupling="orthogonal", n=800, rng=7, call="m,d,seed")
+        bad = audit(performer_style_sampler, 6, 9, coupling="orthogonal", n=1000, rng=7, call="m,d")
+        again = audit(performer_style_sampler, 6, 9, coupling="orthogonal", n=1000, rng=7, call="m,d")
     finally:
         torch.set_num_threads(threads)
     assert rep.passed, rep.render(verbose=True)
     assert rep.structure.dtype == "float64" and rep.call == "m,d,seed"
+    assert {"marginals", "prf_unbiased"} <= set(bad.failed)
+    assert bad.check("rff_unbiased").passed
+    # rows within a block are exactly orthogonal, but row 0 of every block has w . e_1 < 0, so rows 0 and 6
+    # (different blocks) are not independent isotropic vectors: the cross-block angle test sees it too
+    within, across = bad.check("structure").tests
+    assert not within.failed(0.0) and across.failed(bad.check("structure").threshold)
+    assert bad.check("marginals").worst.label in ("row 0, e_1", "row 6, e_1")  # first row of each block
+    # the 'm,d' convention seeds torch's global generator from rng: reproducible
+    assert [t.statistic for t in bad.check("moments").tests] == [t.statistic for t in again.check("moments").tests]
 
 
 def test_adapter_and_global_state_conventions_are_reproducible():
