@@ -42,6 +42,14 @@ def main(argv=None):
     a.add_argument("--matrix-max-len", type=int, default=1024)
     a.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    try:
+        return _run(args)
+    except (FileNotFoundError, ValueError, TypeError) as exc:  # bad data or arguments: one clear line
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
     if args.command == "table":
         return classification.run_table(args)
     if args.command == "sigma":

@@ -213,14 +213,24 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     return out[0] if single else out
 
 
-def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, n_classes):
-    """Per-draw accuracies (R,) for weights W (R, m, d) (inputs validated by the caller)."""
+def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, n_classes, draw=None):
+    """Per-draw accuracies (R,) (inputs validated by the caller).
+
+    ``W`` is either an (R, m, d) array of draws, or, with ``draw = (coupling, m, gen)``, the number
+    R of draws to make chunk by chunk from the generator (bounded memory for any R; the chunk size
+    depends only on the problem's shape, so the result is reproducible from the seed)."""
     onehot = np.eye(n_classes)[y_train]
-    acc = np.empty(W.shape[0])
-    step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], W.shape[1])
+    n_reps = W if draw is not None else W.shape[0]
+    m = draw[1] if draw is not None else W.shape[1]
+    acc = np.empty(n_reps)
+    step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], m)
     a, b = sigma * X_train, sigma * X_test
-    for sl in chunks(W.shape[0], step):
-        num = _prf_numerators(a, onehot, b, W[sl])
+    for sl in chunks(n_reps, step):
+        if draw is None:
+            w = W[sl]
+        else:
+            w = mc.sample_weights(draw[0], X_train.shape[1], m, rng=draw[2], n=sl.stop - sl.start)
+        num = _prf_numerators(a, onehot, b, w)
         acc[sl] = np.mean(num.argmax(axis=2) == y_test[None, :], axis=1)
     return acc
 
@@ -314,8 +324,8 @@ def prf_accuracy(split, coupling, m, n_reps, sigma=None, rng=None, on="test", re
     n_reps = check_int(n_reps, "n_reps", 2)
     sigma = _sigma_for(split, sigma)
     X, y = _eval_arrays(split, on)
-    W = mc.sample_weights(coupling, split.d, m, rng=rng, n=n_reps)
-    acc = _prf_accuracies(split.X_train, split.y_train, X, y, W, sigma, split.n_classes)
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(seed_entropy(rng))
+    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_reps, sigma, split.n_classes, (coupling, m, gen))
     est = _estimate(acc)
     return (est, acc) if return_samples else est
 
