@@ -299,7 +299,24 @@ def _cap(value, name, paper):
 
 
 def _tokenise(path, sep):
-    """Non-empty records of a file as a 2-D string array; ragged rows raise ValueError."""
+    """Non-empty records of a file as a 2-D string array and the records' line numbers (0-based).
+
+    numpy's C parser reads the file; only when it fails (ragged rows, undecodable text) is the file
+    re-read line by line, to name the offending line.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # numpy notes skipped blank lines
+            tokens = np.loadtxt(path, dtype=str, delimiter=sep, comments=None, encoding="utf-8", ndmin=2)
+        if tokens.size == 0:
+            raise ValueError(f"{path}: the file has no records")
+        return np.char.strip(tokens), None
+    except (ValueError, UnicodeDecodeError):
+        return _tokenise_lines(path, sep)
+
+
+def _tokenise_lines(path, sep):
+    """Line-by-line tokeniser with precise error messages (the slow path of :func:`_tokenise`)."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -323,7 +340,7 @@ def _tokenise(path, sep):
     return np.array(rows, dtype=str), keep
 
 
-def _numeric(path, tokens, col, keep):
+def _numeric(path, tokens, col, keep, sep):
     column = tokens[:, col]
     try:
         return column.astype(np.float64)
@@ -331,6 +348,8 @@ def _numeric(path, tokens, col, keep):
         pass
     ok = np.array([bool(re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", t)) for t in column])
     i = int(np.flatnonzero(~ok)[0])
+    if keep is None:  # line numbers for the message
+        keep = _tokenise_lines(path, sep)[1]
     raise ValueError(f"{path}, line {keep[i] + 1}, column {col}: expected a number, got {str(column[i])!r}") from None
 
 
@@ -375,9 +394,10 @@ def load_dataset(name, uci_dir=None):
             _, inv = np.unique(tokens[:, col], return_inverse=True)
             blocks.append(np.eye(int(inv.max()) + 1)[inv])
         else:
-            values = _numeric(path, tokens, col, keep)
+            values = _numeric(path, tokens, col, keep, spec.sep)
             if not np.all(np.isfinite(values)):
                 i = int(np.flatnonzero(~np.isfinite(values))[0])
+                keep = keep if keep is not None else _tokenise_lines(path, spec.sep)[1]
                 raise ValueError(f"{path}, line {keep[i] + 1}, column {col}: NaN or inf is not allowed")
             blocks.append(values[:, None])
     X = np.concatenate(blocks, axis=1)
