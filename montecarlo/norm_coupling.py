@@ -1,0 +1,241 @@
+r"""Coupling the norms as well as the directions (beyond the paper).
+
+Inside a simplex block :math:`\mathbf D\mathbf S\mathbf R` the paper draws the d
+norms i.i.d. :math:`\chi_d` (Thm 3.4 assumes it).  Here the norms are coupled
+while each stays marginally :math:`\chi_d`; since the directions (rows of
+:math:`\mathbf S\mathbf R`, :math:`\mathbf R` Haar) are uniform and independent of
+the norms, every row is still exactly :math:`\mathcal N(0, I_d)` and the PRF
+estimator stays unbiased.  Kinds (q is the :math:`\chi_d` quantile function):
+
+``"iid"``
+    independent norms (SimRFs);
+``"antithetic"``
+    rows (1, 2), (3, 4), ... get :math:`q(U), q(1-U)`; an odd last row is independent;
+``"stratified"``
+    :math:`w_i = q(\{U + i/d\})` (systematic sampling: one norm per d-quantile stratum);
+``"equal"``
+    :math:`w_i = q(U)` for all rows (comonotone).
+
+Since the simplex directions make all pairs equivalent, the pair conformity
+(eq. ``def_rf_conformity``) is an average of one-dimensional integrals,
+
+.. math::
+    \rho = \frac{1}{d(d-1)}\sum_{i\ne j}\mathbb E\big[F(w_i^2 + w_j^2 - \tfrac{2}{d-1}w_iw_j)\big],
+    \qquad F(s) = {}_0F_1(;\tfrac d2;\tfrac{v^2s}{4}),
+
+evaluated by quadrature over U (:func:`conformity`); the MSE follows from
+Thm 3.2 with the diagonal term unchanged.  At small v,
+:math:`\rho = 1 + \frac{v^2}{2d}(2d - \frac{2}{d-1}\mathbb E[w_iw_j]) + O(v^4)`, so
+positively dependent norms help at small v (``"equal"`` is best there) while
+the O(v^4) convexity favours spreading them (``"stratified"``) at larger v.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import integrate, special, stats
+
+from ._checks import check_int
+from .couplings import haar_orthogonal, simplex_matrix
+
+KINDS = ("iid", "antithetic", "stratified", "equal")
+
+
+def _check_kind(kind):
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(repr(k) for k in KINDS)}, got {kind!r}")
+    return kind
+
+
+def coupled_norms(d, n, kind, rng=None):
+    """n blocks of d norms, each marginally chi_d, coupled within a block; array (n, d)."""
+    d = check_int(d, "d", 2)
+    n = check_int(n, "n", 1)
+    _check_kind(kind)
+    gen = np.random.default_rng(rng)
+    if kind == "iid":
+        return np.sqrt(gen.chisquare(d, (n, d)))
+    u = gen.random((n, 1))
+    if kind == "equal":
+        uu = np.repeat(u, d, axis=1)
+    elif kind == "stratified":
+        uu = (u + np.arange(d)[None, :] / d) % 1.0
+    else:  # antithetic
+        uu = np.empty((n, d))
+        half = d // 2
+        base = gen.random((n, half))
+        uu[:, 0:2 * half:2] = base
+        uu[:, 1:2 * half:2] = 1.0 - base
+        if d % 2:
+            uu[:, -1] = gen.random(n)
+    return stats.chi.ppf(uu, d)
+
+
+def sample_weights(d, m, kind, rng=None, n=None):
+    """Simplex blocks D S R with coupled norms: array (m, d), or (n, m, d) for n draws.
+
+    m > d uses independent blocks (the last truncated), as everywhere else.
+    """
+    d = check_int(d, "d", 2)
+    m = check_int(m, "m", 1)
+    _check_kind(kind)
+    draws = 1 if n is None else check_int(n, "n", 1)
+    gen = np.random.default_rng(rng)
+    nb = -(-m // d)
+    norms = coupled_norms(d, draws * nb, kind, gen)
+    rot = np.asarray(haar_orthogonal(draws * nb, d, rng=gen))
+    s = np.asarray(simplex_matrix(d))
+    blocks = norms[:, :, None] * np.einsum("ij,njk->nik", s, rot)
+    w = blocks.reshape(draws, nb * d, d)[:, :m]
+    return w[0] if n is None else w
+
+
+def _pair_kernel(s, d, v):
+    return special.hyp0f1(d / 2.0, v * v / 4.0 * s)
+
+
+def conformity(d, v, kind):
+    r"""Pair conformity of a simplex block with coupled norms, by quadrature (float64).
+
+    Parameters
+    ----------
+    d : int >= 2
+    v : float >= 0
+    kind : {'iid', 'antithetic', 'stratified', 'equal'}
+
+    Notes
+    -----
+    ``iid`` is the SimRF closed form :func:`theory.conformity` ('simplex')
+    (checked against a double quadrature over the two norm quantiles);
+    ``antithetic`` mixes the d ordered antithetic pairs (even d; d - 1 for odd
+    d) with independent ones; ``stratified`` averages the d - 1 offsets
+    k/d; ``equal`` is :math:`\mathbb E[F(2q(U)^2(d-2)/(d-1))]`.
+    """
+    d = check_int(d, "d", 2)
+    v = float(v)
+    if not v >= 0:
+        raise ValueError(f"v must be >= 0, got {v!r}")
+    _check_kind(kind)
+    c = -1.0 / (d - 1)
+
+    def q(u):
+        return stats.chi.ppf(u, d)
+
+    def pair(a, b):
+        return _pair_kernel(a * a + b * b + 2 * c * a * b, d, v)
+
+    def quad1(f, points=None):
+        return _quad_checked(f, points, what=f"norm-coupled conformity ({kind}, d = {d}, v = {v})")
+
+    def independent():
+        # i.i.d. norms: the SimRF closed form (Thm 4.3); _independent_quadrature checks it
+        from mpmath import mp
+
+        import theory
+
+        with mp.workdps(20):
+            return float(theory.conformity("simplex", d, v))
+
+    if kind == "iid":
+        return independent()
+    if kind == "equal":
+        return quad1(lambda u: _pair_kernel(2 * q(u) ** 2 * (1 + c), d, v))
+    if kind == "stratified":
+        return _stratified(d, v, c)
+    anti = quad1(lambda u: pair(q(u), q(1.0 - u)))
+    n_anti = 2 * (d // 2)  # ordered pairs inside antithetic couples
+    return (n_anti * anti + (d * (d - 1) - n_anti) * independent()) / (d * (d - 1))
+
+
+def _quad_checked(f, points, what, rtol=1e-9):
+    """scipy quad on [0, 1] that raises instead of returning a doubtful value."""
+    val, err, info, *msg = integrate.quad(f, 0.0, 1.0, points=points, limit=400, epsabs=0, epsrel=rtol,
+                                          full_output=1)
+    if msg or not err <= 10 * rtol * abs(val):
+        raise ArithmeticError(f"{what}: quadrature did not converge (estimate {val:.6g}, error {err:.2g})")
+    return val
+
+
+def _de_nodes(h):
+    """Tanh-sinh nodes on (0, 1): positions, their complements (accurate near 1) and weights."""
+    t = np.arange(-int(3.2 / h), int(3.2 / h) + 1) * h
+    s_ = np.pi / 2 * np.sinh(t)
+    frac = 1.0 / (1.0 + np.exp(-2 * s_))
+    cfrac = 1.0 / (1.0 + np.exp(2 * s_))
+    w = h * (np.pi / 2) * np.cosh(t) / np.cosh(s_) ** 2 / 2
+    return frac, cfrac, w
+
+
+def _chi_quantile(lower, upper, d):
+    """chi_d quantile at probability ``lower`` = 1 - ``upper``, each given accurately."""
+    return np.where(lower < 0.5, stats.chi.ppf(np.minimum(lower, 0.5), d),
+                    stats.chi.isf(np.minimum(upper, 0.5), d))
+
+
+def _stratified(d, v, c, level=6):
+    r"""Average over offsets k = 1..d-1 of :math:`\int_0^1 F(q(u), q(\{u + k/d\}))du`.
+
+    Double-exponential (tanh-sinh) quadrature on each of the d strata, which
+    absorbs the quantile's endpoint singularities (:math:`q \sim u^{1/d}` at 0,
+    :math:`\sqrt{-2\log(1-u)}` at 1); tail probabilities are carried as
+    complements, so no point rounds onto 0 or 1.  The rules with step h and
+    2h must agree to 1e-10 relative, otherwise ArithmeticError.  Vectorised
+    over strata, nodes and offsets.
+    """
+    def rule(h):
+        frac, cfrac, w = _de_nodes(h)
+        w = w / d  # weights on a stratum of width 1/d
+        strata = np.arange(d)[:, None]
+        a = _chi_quantile((strata + frac) / d, (d - 1 - strata + cfrac) / d, d)  # (d, n)
+        total = 0.0
+        for k in range(1, d):
+            sk = (strata + k) % d
+            b = _chi_quantile((sk + frac) / d, (d - 1 - sk + cfrac) / d, d)
+            f = _pair_kernel(a * a + b * b + 2 * c * a * b, d, v)
+            total += float(np.sum(f * w))
+        return total / (d - 1)
+
+    fine, coarse = rule(2.0 ** -level), rule(2.0 ** (1 - level))
+    if abs(fine - coarse) > 1e-10 * abs(fine):
+        raise ArithmeticError(f"stratified norm coupling: tanh-sinh rules disagree ({fine!r} vs {coarse!r}) "
+                              f"at d = {d}, v = {v}; raise level")
+    return fine
+
+
+def _independent_quadrature(d, v, level=6):
+    """The i.i.d.-norm pair conformity as a double integral over the two norm
+    quantiles (product tanh-sinh rule, steps h and 2h must agree to 1e-10): an
+    independent check of the closed form used by :func:`conformity`."""
+    c = -1.0 / (d - 1)
+
+    def rule(h):
+        frac, cfrac, w = _de_nodes(h)
+        q = _chi_quantile(frac, cfrac, d)
+        a, b = q[:, None], q[None, :]
+        return float(np.sum(_pair_kernel(a * a + b * b + 2 * c * a * b, d, v) * w[:, None] * w[None, :]))
+
+    fine, coarse = rule(2.0 ** -level), rule(2.0 ** (1 - level))
+    if abs(fine - coarse) > 1e-10 * abs(fine):
+        raise ArithmeticError(f"independent-norm quadrature: rules disagree ({fine!r} vs {coarse!r})")
+    return fine
+
+
+def mse_ratio_to_simplex(d, v, kind):
+    """MSE(coupled norms) / MSE(SimRF) for m = d (Thm 3.2: only the pair term changes)."""
+    rho = conformity(d, v, kind)
+    rho_s = conformity(d, v, "iid")
+    diag = np.exp(v * v) * np.expm1(v * v)
+    return (diag + (d - 1) * (rho - np.exp(v * v))) / (diag + (d - 1) * (rho_s - np.exp(v * v)))
+
+
+def norm_coupling_table(ds=(4, 6, 16, 64), vs=(0.25, 0.5, 1.0, 2.0)):
+    """MSE ratios to SimRF (m = d) for every kind on a grid: dict (d, v, kind) -> ratio."""
+    return {(d, v, k): mse_ratio_to_simplex(d, v, k) for d in ds for v in vs for k in KINDS if k != "iid"}
+
+
+if __name__ == "__main__":  # python -m montecarlo.norm_coupling
+    table = norm_coupling_table()
+    print(f"{'d':>3} {'v':>5} " + " ".join(f"{k:>12}" for k in KINDS[1:]))
+    for d in (4, 6, 16, 64):
+        for v in (0.25, 0.5, 1.0, 2.0):
+            print(f"{d:>3} {v:>5.2f} " + " ".join(f"{table[d, v, k]:12.6f}" for k in KINDS[1:]))
