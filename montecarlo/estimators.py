@@ -491,7 +491,9 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
         Elementwise mean and standard error, arrays (N, N') of the backend.
     frobenius : Estimate
         Relative Frobenius error :math:`\|\hat K - K\|_F/\|K\|_F` of a single
-        draw (mean and standard error over draws), the statistic of Sec. 5.2.
+        draw (mean and standard error over draws).  Sec. 5.2 (Fig. 7) plots the
+        unnormalised squared error :math:`\sum_{ab}(K_{ab}-\hat K_{ab})^2` instead:
+        see :func:`montecarlo.experiments.gram_errors`.
     """
     kernel = check_kernel(kernel)
     coupling = check_coupling(coupling)
