@@ -223,19 +223,24 @@ def test_accuracy_approaches_exact_kernel_as_m_grows():
 
 @needs_data
 def test_sigma_search_on_validation_split():
-    """App. C.1 on banknote: the validation split is disjoint from the test split, exact accuracy peaks
-    at a sigma where PRFs (m = 10 d) are worse than the exact kernel, and the PRF-optimal sigma is not
-    larger than the exact-optimal one (PRFs degrade at large sigma)."""
-    res = cl.sigma_search("banknote", sigmas=(0.1, 0.3, 1.0, 3.0, 10.0), n_reps=10, rng=0, uci_dir=UCI_DIR)
-    assert res.m == 40 and res.sigmas.shape == (5,)
-    assert np.all((res.exact >= 0) & (res.exact <= 1))
-    assert res.best_sigma <= res.best_exact_sigma
-    j = int(np.argmax(res.sigmas == 10.0))
-    assert res.exact[j] - res.mean[j] > Z_CRIT * res.stderr[j]  # large sigma: PRF variance costs accuracy
-    split = uci.load_dataset("banknote", UCI_DIR).split(0, validation_fraction=0.05)
-    assert split.X_val.shape[0] == round(0.05 * 1372)
+    """App. C.1 / Fig. 10 on wifi: the validation split is disjoint from the test split; the IIDRF
+    accuracy (m = 10 d) peaks at a sigma well below the exact kernel's optimum (exact accuracy keeps
+    rising while the PRF variance grows), where PRFs beat their own accuracy at the exact optimum
+    (one-sided z > 3.09; the same draws at every sigma make this conservative); the PRF optimum is
+    within a factor 2 of the authors' sigma 0.22; and the two optima differ for a reason: the exact
+    kernel is better at its own optimum by at least 3 test points (of 100)."""
+    grid = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+    res = cl.sigma_search("wifi", sigmas=grid, n_reps=10, rng=0, uci_dir=UCI_DIR)
+    assert res.m == 70 and res.sigmas.shape == (7,)
+    assert res.best_sigma <= res.best_exact_sigma / 4
+    i, j = int(np.argmax(res.mean)), int(np.argmax(res.exact))
+    assert (res.mean[i] - res.mean[j]) / math.hypot(res.stderr[i], res.stderr[j]) > Z_CRIT
+    assert 0.5 < res.best_sigma / uci.PAPER_SIGMAS["wifi"] < 2
+    assert res.exact[j] - res.exact[i] >= 0.03
+    split = uci.load_dataset("wifi", UCI_DIR).split(0, validation_fraction=0.05)
+    assert split.X_val.shape[0] == 100 and split.X_test.shape[0] == 100
     with pytest.raises(ValueError, match="sigmas must be a finite real > 0"):
-        cl.sigma_search("banknote", sigmas=(0.1, 0.0), uci_dir=UCI_DIR)
+        cl.sigma_search("wifi", sigmas=(0.1, 0.0), uci_dir=UCI_DIR)
 
 
 @needs_data
