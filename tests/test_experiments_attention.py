@@ -122,43 +122,56 @@ def test_stabilisation_prevents_overflow_and_matches_high_precision():
 
 
 def test_batch_items_and_heads_are_not_coupled_by_a_global_maximum():
-    """Scaling up another batch item (or head) leaves this one's output bit-for-bit unchanged;
-    power: a global maximum over the whole key tensor (the FAVOR+ reference code) loses item 0."""
+    """Head (0, 0) has keys of huge norm (log-features about -1e4 and below, the others' O(1)).  Its
+    output is finite and bit-for-bit the one computed alone, and changing the other items leaves every item's
+    output unchanged; power: one global maximum over the whole key tensor (the FAVOR+ reference
+    implementation's choice) underflows head (0, 0) to 0/0."""
     Q, K, V = at.synthetic_qkv(50, 8, 9, batch=(2, 2))
     W = mc.sample_weights("simplex", 8, 16, rng=10)
-    K2, Q2 = K.copy(), Q.copy()
-    K2[1, 1] *= 40.0
-    Q2[1, 1] *= 40.0
+    K[0, 0] *= 200.0
     for causal in (False, True):
-        a = at.prf_attention(Q, K, V, W, causal)
-        b = at.prf_attention(Q2, K2, V, W, causal)
-        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1, 0], b[1, 0])
+        with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+            a = at.prf_attention(Q, K, V, W, causal)
+            alone = at.prf_attention(Q[0, 0], K[0, 0], V[0, 0], W, causal)
+        assert np.all(np.isfinite(a)) and np.array_equal(a[0, 0], alone)
+        K2 = K.copy()
+        K2[1] = np.random.default_rng(1).normal(size=K2[1].shape)
+        b = at.prf_attention(Q, K2, V, W, causal)
+        assert np.array_equal(a[0], b[0])
     s = 8 ** -0.25
     with np.errstate(all="ignore"):
-        lk = at._logits(s * K2, W)
-        lq = at._logits(s * Q2, W)
-        ek = np.exp(lk - lk.max())  # global offset
+        lk, lq = at._logits(s * K, W), at._logits(s * Q, W)
+        ek = np.exp(lk - lk.max())  # one global offset
         eq = np.exp(lq - lq.max(axis=-1, keepdims=True))
-        num = eq @ (np.swapaxes(ek, -1, -2) @ V)
-        den = eq @ ek.sum(axis=-2)[..., None]
-        glob = num / den
-    assert not np.allclose(glob[0, 0], a[0, 0], rtol=1e-6, equal_nan=False)
+        glob = (eq @ (np.swapaxes(ek, -1, -2) @ V)) / (eq @ ek.sum(axis=-2)[..., None])
+    assert not np.all(np.isfinite(glob[0, 0]))
+    assert np.allclose(glob[1, 1], at.prf_attention(Q, K, V, W)[1, 1], rtol=1e-12)
 
 
-def test_causal_output_ignores_the_future_even_when_it_dominates():
-    """Output i depends on keys/values j <= i only: replacing the second half by huge keys and other
-    values leaves the first half unchanged (to rounding), although those keys set the offsets of a
-    whole-sequence maximum."""
+def test_causal_output_ignores_the_future_even_when_it_dominates(monkeypatch):
+    """Keys 0..63 have huge norms, so their log-features are about -5000 while the later keys' are
+    O(1): the chunk holding the boundary has a per-feature offset set by future keys, 5000 above the
+    earlier queries' causal mass.  Outputs stay finite, positions < 64 ignore changes to keys/values
+    >= 64 (causality), and the result equals the all-log-space path; power: without the log-space
+    fallback (gap threshold disabled) the same chunk overflows."""
     Q, K, V = at.synthetic_qkv(128, 16, 11)
     W = mc.sample_weights("orthogonal", 16, 32, rng=12)
+    K[:64] *= 50.0
     K2, V2 = K.copy(), V.copy()
-    K2[64:] *= 50.0
-    V2[64:] = np.random.default_rng(13).normal(size=(64, 16))
+    K2[64:] = np.random.default_rng(13).normal(size=(64, 16))
+    V2[64:] = np.random.default_rng(14).normal(size=(64, 16))
     with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
         a = at.prf_attention(Q, K, V, W, causal=True, chunk=48)
         b = at.prf_attention(Q, K2, V2, W, causal=True, chunk=48)
+    assert np.all(np.isfinite(a)) and np.all(np.isfinite(b))
     assert np.max(np.abs(a[:64] - b[:64])) < 1e-12
-    assert np.all(np.isfinite(b)) and np.max(np.abs(a[64:] - b[64:])) > 1e-3
+    assert np.max(np.abs(a[64:] - b[64:])) > 1e-3
+    monkeypatch.setattr(at, "CAUSAL_GAP", -1.0)
+    assert np.max(np.abs(at.prf_attention(Q, K, V, W, causal=True, chunk=48) - a)) < 1e-12
+    monkeypatch.setattr(at, "CAUSAL_GAP", 1e9)
+    with np.errstate(all="ignore"):
+        unsafe = at.prf_attention(Q, K, V, W, causal=True, chunk=48)
+    assert not np.all(np.isfinite(unsafe[48:64]))
 
 
 def test_bad_input():

@@ -34,13 +34,16 @@ def test_module_equals_numpy_on_the_same_weights(causal, monkeypatch):
     assert np.max(np.abs(out32 - ref)) < 1e-4 * np.max(np.abs(ref))
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_gradients_equal_unstabilised_autograd_reference(causal):
+@pytest.mark.parametrize("causal, log_path", [(False, False), (True, False), (True, True)])
+def test_gradients_equal_unstabilised_autograd_reference(causal, log_path, monkeypatch):
     """The detached offsets cancel, so d(out)/d(q, k, v) equals the gradient of the plain quadratic
     form exp(.)-features (float64, moderate inputs where nothing overflows)."""
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 20, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    mod = PRFAttention(8, 12, "orthogonal", causal=causal, seed=1, dtype=torch.float64)
+    mod = PRFAttention(8, 12, "orthogonal", causal=causal, seed=1, dtype=torch.float64, chunk=8)
+    if log_path:  # every chunk through the log-space path
+        import montecarlo.experiments.attention_torch as att
+        monkeypatch.setitem(att.CAUSAL_GAP, torch.float64, -1.0)
     w = mod.weights
     s = 8 ** -0.25
 
@@ -103,10 +106,10 @@ def test_redraw_freeze_and_determinism():
 
 
 def test_float32_stabilisation_and_batch_independence():
-    """float32 with |q'|, |k'| ~ 20 (logits spread far beyond exp's float32 range): finite and equal to
-    the float64 numpy result; scaling another batch item does not change this one."""
+    """float32 with item 0's keys of huge norm (log-features about -3000, far beyond exp's float32
+    range below item 1's): finite, equal to float64 numpy, and item 1 unchanged by rescaling item 0."""
     Q, K, V = at.synthetic_qkv(64, 16, 6, batch=(2,))
-    Q, K = Q * 20, K * 20
+    K[0] *= 40.0
     W = mc.sample_weights("simplex", 16, 32, rng=7)
     for causal in (False, True):
         mod = PRFAttention.from_weights(_t(W, torch.float32), causal=causal)
@@ -115,9 +118,30 @@ def test_float32_stabilisation_and_batch_independence():
         ref = at.prf_attention(Q, K, V, W, causal=causal)
         assert np.max(np.abs(out.numpy() - ref)) < 1e-3 * np.max(np.abs(ref))
         K2 = K.copy()
-        K2[1] *= 10
+        K2[0] *= 2
         out2 = mod(_t(Q, torch.float32), _t(K2, torch.float32), _t(V, torch.float32))
-        assert torch.equal(out[0], out2[0])
+        assert torch.equal(out[1], out2[1])
+
+
+def test_causal_float32_with_dominating_future_keys(monkeypatch):
+    """float32, keys 0..47 scaled by 30 (log-features about -1800, far beyond exp's float32 range
+    below the later keys'): finite, causal (positions < 48 ignore the later keys) and equal to float64
+    numpy; power: without the log-space fallback the boundary chunk is not finite."""
+    Q, K, V = at.synthetic_qkv(96, 16, 8)
+    W = mc.sample_weights("simplex", 16, 24, rng=9)
+    K[:48] *= 30.0
+    K2 = K.copy()
+    K2[48:] = np.random.default_rng(10).normal(size=(48, 16))
+    mod = PRFAttention.from_weights(_t(W, torch.float32), causal=True, chunk=32)
+    a = mod(_t(Q, torch.float32), _t(K, torch.float32), _t(V, torch.float32))
+    b = mod(_t(Q, torch.float32), _t(K2, torch.float32), _t(V, torch.float32))
+    assert torch.isfinite(a).all() and torch.isfinite(b).all()
+    assert torch.allclose(a[:48], b[:48], rtol=1e-5, atol=1e-6)
+    ref = at.prf_attention(Q, K, V, W, causal=True)
+    assert np.max(np.abs(a.numpy() - ref)) < 1e-3 * np.max(np.abs(ref))
+    import montecarlo.experiments.attention_torch as att
+    monkeypatch.setitem(att.CAUSAL_GAP, torch.float32, 1e30)
+    assert not torch.isfinite(mod(_t(Q, torch.float32), _t(K, torch.float32), _t(V, torch.float32))).all()
 
 
 def test_bad_input():

@@ -164,7 +164,8 @@ def test_missing_file_and_partial_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="wifi.txt"):
         uci.load_dataset("wifi", tmp_path)
     _write(tmp_path, "banknote", "3.6,8.6,-2.8,-0.4,0\n4.5,8.1,-2.4,-1.4,1\n")
-    _write(tmp_path, "yeast", "A  0.5  0.6  0.4  0.1  0.5  0.0  0.4  0.2  MIT\nB  0.4  0.6  0.4  0.2  0.5  0.0  0.5  0.2  CYT\n")
+    _write(tmp_path, "yeast", "A  0.5  0.6  0.4  0.1  0.5  0.0  0.4  0.2  MIT\n"
+                              "B  0.4  0.6  0.4  0.2  0.5  0.0  0.5  0.2  CYT\n")
     with pytest.warns(UserWarning, match=r"missing abalone.data, car.data, cmc.data, nursery.data, wifi.txt, "
                                          r"chess.data; running the 2 present"):
         data, missing = uci.load_all(tmp_path)

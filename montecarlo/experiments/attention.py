@@ -36,17 +36,23 @@ anywhere: an additive constant inside the features would bias the estimator):
 
 No exponent exceeds 0 (no overflow), the denominator is >= 1 (no 0/0), and
 only terms below :math:`10^{-308}` (float64) of the largest term of their sum
-can underflow.  The causal form runs over chunks of the sequence (a loop over
-chunks, vectorised within): a running per-feature key offset carries the prefix
-state :math:`(S, z)` from chunk to chunk (rescaled by :math:`e^{o-o'}\le 1`
-when the offset grows).  Inside a chunk the query offset :math:`r_i` is set by
-its causal keys only, :math:`r_i = \max_f(\ell_f(q'_i) + \max_{j\le i}\ell_f(k'_j))`
-(a running maximum, O(chunk m); within log L of the log of the causal mass),
-so no future key sets the scale of an earlier query;
-the chunk's scores then use one offset per feature, unless some query's causal
-mass lies more than ``CAUSAL_GAP`` (e^300) below it, in which case that chunk's
+can underflow.
+
+The causal form runs over chunks of the sequence (a loop over chunks,
+vectorised within and over sequences): a running per-feature key offset
+carries the prefix state :math:`(S, z)` from chunk to chunk (rescaled by
+:math:`e^{o-o'}\le 1` when the offset grows).  Inside a chunk the query
+offset is set by the query's causal keys only,
+:math:`r_i = \max_f(\ell_f(q'_i) + c_{if})` with
+:math:`c_{if} = \max_{j\le i}\ell_f(k'_j)` (a running maximum, O(chunk m);
+:math:`\log\sum_{j\le i}e^{\ell_f(k'_j)} - \log L \le c_{if} \le` that log-sum),
+so no future key sets the scale of an earlier query and the denominator is
+again >= 1.  The chunk's scores then use the chunk's per-feature offset
+:math:`o'_f`, with exponents :math:`\le o'_f - c_{if}`; if that gap exceeds
+``CAUSAL_GAP`` (300) for some query of a sequence, that sequence's chunk
 scores :math:`\log\phi(q'_i)^\top\phi(k'_j)` are formed in log space
-(log-sum-exp over features, O(chunk^2 m)).
+instead (log-sum-exp over features, O(chunk^2 m)).  Each sequence takes its
+path on its own, so results never depend on other batch items.
 
 References
 ----------

@@ -60,9 +60,16 @@ CAUSAL_GAP = {torch.float64: 300.0, torch.float32: 30.0}
 
 
 def _causal(lq, lk, v, chunk):
+    """Chunked causal scan (see :mod:`montecarlo.experiments.attention`); each sequence of the flattened
+    batch chooses the fast or the log-space chunk path on its own."""
     L, m = lq.shape[-2], lq.shape[-1]
-    lead = max(1, math.prod(torch.broadcast_shapes(lq.shape[:-2], v.shape[:-2])))
-    chunk = max(1, min(chunk, math.isqrt(max(1, (1 << 22) // (m * lead)))))
+    lead = tuple(torch.broadcast_shapes(lq.shape[:-2], v.shape[:-2]))
+    dv = v.shape[-1]
+    n = max(1, math.prod(lead))
+    lq = lq.expand(lead + (L, m)).reshape(n, L, m)
+    lk = lk.expand(lead + (L, m)).reshape(n, L, m)
+    v = v.expand(lead + (L, dv)).reshape(n, L, dv)
+    chunk = max(1, min(chunk, math.isqrt(max(1, (1 << 22) // (m * n)))))
     gap_max = CAUSAL_GAP[lq.dtype]
     outs = []
     o = S = z = None
@@ -70,37 +77,39 @@ def _causal(lq, lk, v, chunk):
     for lo in range(0, L, chunk):  # loop over chunks of the sequence
         hi = min(L, lo + chunk)
         b = hi - lo
-        q, k, vc = lq[..., lo:hi, :], lk[..., lo:hi, :], v[..., lo:hi, :]
-        kmax = k.amax(-2).detach()
+        q, k, vc = lq[:, lo:hi, :], lk[:, lo:hi, :], v[:, lo:hi, :]
+        kmax = k.amax(1).detach()
         o_new = kmax if o is None else torch.maximum(o, kmax)
-        lmass = torch.cummax(k, dim=-2).values  # largest causal term per feature (see attention.py)
+        lmass = torch.cummax(k.detach(), dim=1).values  # largest causal term per feature (see attention.py)
         if o is not None:
-            lmass = torch.maximum(lmass, (o + torch.log(z)).unsqueeze(-2))
-        r = (q + lmass).amax(-1, keepdim=True).detach()
-        ek = torch.exp(k - o_new.unsqueeze(-2))
-        shrink = None if o is None else torch.exp(o - o_new)
-        if bool(((o_new.unsqueeze(-2) - lmass).amax() <= gap_max).item()):
-            eq = torch.exp(q + o_new.unsqueeze(-2) - r)
-            a = (eq @ ek.transpose(-1, -2)).masked_fill(~tri[:b, :b], 0.0)
-            num, den = a @ vc, a.sum(-1, keepdim=True)
+            lmass = torch.maximum(lmass, (o + torch.log(z.detach())).unsqueeze(1))
+        r = (q.detach() + lmass).amax(-1, keepdim=True)
+        slow = torch.nonzero((o_new.unsqueeze(1) - lmass).amax(dim=(1, 2)) > gap_max).flatten()
+        ek = torch.exp(k - o_new.unsqueeze(1))
+        eq = torch.exp(torch.clamp(q + o_new.unsqueeze(1) - r, max=gap_max))  # clamp touches slow rows only
+        a = (eq @ ek.transpose(1, 2)).masked_fill(~tri[:b, :b], 0.0)
+        num, den = a @ vc, a.sum(-1, keepdim=True)
+        if o is not None:
+            shrink = torch.exp(o - o_new)
+            S_new, z_new = S * shrink.unsqueeze(-1), z * shrink
+            num = num + eq @ S_new
+            den = den + eq @ z_new.unsqueeze(-1)
+        if slow.numel():  # a later key dominates an earlier query's features: log-space scores
+            qs, ks, rs = q[slow], k[slow], r[slow]
+            la = torch.logsumexp(qs.unsqueeze(2) + ks.unsqueeze(1), dim=-1)
+            a_s = torch.exp(la.masked_fill(~tri[:b, :b], float("-inf")) - rs)
+            num_s, den_s = a_s @ vc[slow], a_s.sum(-1, keepdim=True)
             if o is not None:
-                S, z = S * shrink.unsqueeze(-1), z * shrink
-                num = num + eq @ S
-                den = den + eq @ z.unsqueeze(-1)
-        else:  # a later key dominates an earlier query's features: log-space scores
-            la = torch.logsumexp(q.unsqueeze(-2) + k.unsqueeze(-3), dim=-1)
-            a = torch.exp(la.masked_fill(~tri[:b, :b], float("-inf")) - r)
-            num, den = a @ vc, a.sum(-1, keepdim=True)
-            if o is not None:
-                eq = torch.exp(q + o.unsqueeze(-2) - r)
-                num = num + eq @ S
-                den = den + eq @ z.unsqueeze(-1)
-                S, z = S * shrink.unsqueeze(-1), z * shrink
+                eq_s = torch.exp(qs + o[slow].unsqueeze(1) - rs)
+                num_s = num_s + eq_s @ S[slow]
+                den_s = den_s + eq_s @ z[slow].unsqueeze(-1)
+            num = num.index_copy(0, slow, num_s)
+            den = den.index_copy(0, slow, den_s)
         outs.append(num / den)
-        S_add, z_add = ek.transpose(-1, -2) @ vc, ek.sum(-2)
-        S, z = (S_add, z_add) if o is None else (S + S_add, z + z_add)
+        S_add, z_add = ek.transpose(1, 2) @ vc, ek.sum(1)
+        S, z = (S_add, z_add) if o is None else (S_new + S_add, z_new + z_add)
         o = o_new
-    return torch.cat(outs, dim=-2)
+    return torch.cat(outs, dim=1).reshape(lead + (L, dv))
 
 
 class PRFAttention(nn.Module):
