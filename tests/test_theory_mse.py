@@ -119,7 +119,7 @@ def test_v2_prefactor_is_the_small_v_limit_of_the_exact_ratio(d, m):
         assert close(theory.mse_ratio("orthogonal", "iid", d, "1e-8", m), 1, 14)
 
 
-@pytest.mark.parametrize("d,v", itertools.product([3, 16, 64], ["0.1", "1", "2.5"]))
+@pytest.mark.parametrize("d,v", list(itertools.product([3, 16, 64], ["0.1", "1", "2.5"])))
 def test_mse_ratio_is_ratio_of_mses(d, v):
     with mp.workdps(30):
         v_ = mp.mpf(v)
@@ -133,7 +133,7 @@ def test_mse_ratio_is_ratio_of_mses(d, v):
 # orthogonality gaps
 
 
-@pytest.mark.parametrize("d,v", itertools.product([2, 3, 16, 64, 1024], ["0.1", "1", "2.5", "5"]))
+@pytest.mark.parametrize("d,v", list(itertools.product([2, 3, 16, 64, 1024], ["0.1", "1", "2.5", "5"])))
 def test_prf_orthogonality_gap_three_routes_and_positive(d, v):
     with mp.workdps(30):
         v_ = mp.mpf(v)
@@ -161,7 +161,7 @@ def test_prf_gap_printed_without_2k_disagrees():
         assert printed < 0 < gap
 
 
-@pytest.mark.parametrize("d,z", itertools.product(DS, ZS))
+@pytest.mark.parametrize("d,z", list(itertools.product(DS, ZS)))
 def test_rff_orf_conformity_routes(d, z):
     """Thm 4.5's series as printed (alternating; cancellation controlled) vs 1F1
     vs Kummer's finite sum for even d."""

@@ -1,0 +1,126 @@
+"""Sec. 5.3-5.4 and App. B.2/C.1: downstream claims on the paper's UCI data and the
+attention mechanism, with montecarlo.experiments (different splits and seeds from
+tests/test_experiments_*.py, so these are extra evidence, not repeats).
+
+One-sided orderings use z > 4.5 (false alarm 3.4e-6 each); equivalence ("marginal",
+"close") uses the TOST statistic (delta - |a - b|) / se > 4.5.  The data come from
+../shared/uci or $SIMPLEX_RF_UCI_DIR; without them these checks skip."""
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paper_checks._compare import Z_CRIT
+
+experiments = pytest.importorskip("montecarlo.experiments")
+from montecarlo.experiments import attention as at  # noqa: E402
+from montecarlo.experiments import classification as cl  # noqa: E402
+from montecarlo.experiments import uci  # noqa: E402
+
+UCI_DIR = Path(os.environ.get(uci.ENV_VAR) or Path(__file__).resolve().parents[2] / "shared" / "uci")
+needs_data = pytest.mark.skipif(not UCI_DIR.is_dir(), reason=f"UCI data not found at {UCI_DIR}")
+pytestmark = pytest.mark.filterwarnings("ignore:SimRFs\\+ update")
+
+
+def better(hi, lo):
+    return (hi.mean - lo.mean) / math.hypot(hi.stderr, lo.stderr)
+
+
+def within(a, b, delta):
+    return (delta - abs(a.mean - b.mean)) / math.hypot(a.stderr, b.stderr)
+
+
+@pytest.fixture(scope="module")
+def accuracies():
+    out = {}
+    for name in ("banknote", "wifi"):
+        raw = uci.load_dataset(name, UCI_DIR).split(1)
+        out[name] = {c: cl.prf_accuracy(raw, c, raw.d, 3000, rng=70 + i)
+                     for i, c in enumerate(("iid", "orthogonal", "simplex", "simplex_plus"))}
+        pad = raw.padded()
+        out[name, "fast"] = {c: cl.prf_accuracy(pad, c, pad.d, 3000, rng=80 + i)
+                             for i, c in enumerate(("orthogonal", "fast_orthogonal", "simplex", "fast_simplex"))}
+        out[name, "split"] = raw
+    return out
+
+
+@needs_data
+@pytest.mark.claim("fig8.classification")
+@pytest.mark.parametrize("name", ["banknote", "wifi"])
+def test_fig8_simrf_best(accuracies, name, record):
+    acc = accuracies[name]
+    for lo in ("iid", "orthogonal"):
+        z = better(acc["simplex"], acc[lo])
+        record(z, "separation sigma", worst="low")
+        assert z > Z_CRIT
+    assert better(acc["iid"], acc["orthogonal"]) < Z_CRIT  # ORFs are not significantly worse than IIDRFs
+    assert not better(acc["orthogonal"], acc["simplex"]) > Z_CRIT  # power: the reverse claim fails
+
+
+@needs_data
+@pytest.mark.claim("fig8.classification")
+def test_fig8_tends_to_exact_kernel(accuracies, record):
+    """'In the limit of large m performance tends towards the exact kernel result':
+    the gap to the exact accuracy shrinks from m = d to m = 10 d (banknote, SimRF)."""
+    split = accuracies["banknote", "split"]
+    exact = cl.exact_accuracy(split)
+    m1 = cl.prf_accuracy(split, "simplex", split.d, 400, rng=90)
+    m10 = cl.prf_accuracy(split, "simplex", 10 * split.d, 400, rng=91)
+    z = ((exact - m1.mean) - (exact - m10.mean)) / math.hypot(m1.stderr, m10.stderr)
+    record(z, "separation sigma", worst="low")
+    assert z > Z_CRIT and exact - m10.mean < exact - m1.mean
+
+
+@needs_data
+@pytest.mark.claim("tab2.splus")
+@pytest.mark.parametrize("name", ["banknote", "wifi"])
+def test_table2_simplex_plus_marginal(accuracies, name, record):
+    acc = accuracies[name]
+    z = within(acc["simplex_plus"], acc["simplex"], 0.05)
+    record(z, "equivalence sigma", worst="low")
+    assert z > Z_CRIT
+    for c in ("simplex", "simplex_plus"):
+        assert better(acc[c], acc["orthogonal"]) > Z_CRIT
+    assert not within(acc["simplex"], acc["orthogonal"], 0.05) > Z_CRIT  # power
+
+
+@needs_data
+@pytest.mark.claim("tab3.fast")
+@pytest.mark.parametrize("name", ["banknote", "wifi"])
+def test_table3_fast_variants_close(accuracies, name, record):
+    fast = accuracies[name, "fast"]
+    for c in ("orthogonal", "simplex"):
+        z = within(fast["fast_" + c], fast[c], 0.035)
+        record(z, "equivalence sigma", worst="low")
+        assert z > Z_CRIT
+    assert better(fast["fast_simplex"], fast["fast_orthogonal"]) > Z_CRIT
+    assert not within(fast["fast_simplex"], fast["fast_orthogonal"], 0.035) > Z_CRIT  # power
+
+
+@needs_data
+@pytest.mark.claim("fig10.sigma")
+def test_fig10_sigma_search(record):
+    """App. C.1 on wifi (validation split, m = 10 d): the IID PRF optimum lies below
+    the exact kernel's, where PRFs beat their own accuracy at the exact optimum."""
+    res = cl.sigma_search("wifi", sigmas=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0), n_reps=20, rng=5, uci_dir=UCI_DIR)
+    i, j = int(np.argmax(res.mean)), int(np.argmax(res.exact))
+    z = (res.mean[i] - res.mean[j]) / math.hypot(res.stderr[i], res.stderr[j])
+    record(z, "separation sigma", worst="low")
+    assert res.best_sigma < res.best_exact_sigma and z > Z_CRIT
+
+
+@pytest.mark.claim("sec5.4.attention")
+def test_attention_mechanism(record):
+    """SimRF < ORF < IID relative error of the PRF attention output (d = 64, L = 256,
+    logit std 0.1) at m = 64 and the paper's m = 130."""
+    res = at.attention_errors(("iid", "orthogonal", "simplex"), (256,), (64, 130), 100, rng=11, matrix_max_len=0,
+                              logit_std=0.1, data_rng=12)
+    for m in (64, 130):
+        for lo, hi in (("simplex", "orthogonal"), ("orthogonal", "iid")):
+            z = (res.output_mean[hi, 256, m] - res.output_mean[lo, 256, m]) / math.hypot(
+                res.output_se[hi, 256, m], res.output_se[lo, 256, m])
+            record(z, "separation sigma", worst="low")
+            assert z > Z_CRIT
