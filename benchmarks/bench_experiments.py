@@ -49,23 +49,7 @@ try:  # optional backend
 except ImportError:  # pragma: no cover
     torch = None
 
-
-def interleaved(fns, repeat):
-    """Time each callable ``repeat`` times, round-robin; returns name -> list of seconds."""
-    times = {k: [] for k in fns}
-    for f in fns.values():  # warm-up
-        f()
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return times
-
-
-def ratio(times, num, den):
-    a, b = times[num], times[den]
-    return min(a) / min(b), float(np.median(a) / np.median(b))
+from benchmarks._timing import interleaved, ratio  # noqa: E402
 
 
 def bench_classification(repeat, uci_dir):

@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -43,28 +42,11 @@ try:  # optional backend
 except ImportError:  # pragma: no cover
     torch = None
 
+from benchmarks._timing import interleaved, ratio  # noqa: E402
+
 
 # ---------------------------------------------------------------------------
 # timing helpers
-
-
-def interleaved(fns, repeat):
-    """Time each callable ``repeat`` times, round-robin; returns name -> list of seconds."""
-    times = {k: [] for k in fns}
-    for f in fns.values():  # warm-up
-        f()
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return times
-
-
-def ratio(times, num, den):
-    """(ratio of minima, ratio of medians)."""
-    a, b = times[num], times[den]
-    return min(a) / min(b), float(np.median(a) / np.median(b))
 
 
 def sync(device):

@@ -407,18 +407,26 @@ def rff_conformity_at_angle_quad(d, z, cos_theta, maxdegree=None):
     c = check_cos_theta(cos_theta)
     x = -zz * zz / 2
     h = mp.mpf(d) / 2
-    log_norm = mp.loggamma(d) - (d - 1) * mp.log(2) - 2 * mp.loggamma(h)
+    return _sine_weighted_average(
+        d, lambda s: (hyp1f1_negative(d, h, x * (1 + c * s)) + hyp1f1_negative(d, h, x * (1 - c * s))) / 2,
+        "rff_conformity_at_angle_quad", maxdegree)
+
+
+def _sine_weighted_average(d, f, what, maxdegree=None):
+    r""":math:`\mathbb{E}_\phi[f(\sin\phi)]` for the density :math:`\sin^{d-1}\phi/J` on
+    :math:`[0,\pi]`, :math:`1/J = \Gamma(d)/(2^{d-1}\Gamma(\frac d2)^2)`: tanh-sinh on
+    :math:`[0,\pi/2]` (the integrand is symmetric about :math:`\pi/2`), broken where
+    the weight concentrates for large d, with the error estimate checked."""
+    log_norm = mp.loggamma(d) - (d - 1) * mp.log(2) - 2 * mp.loggamma(mp.mpf(d) / 2)
 
     def integrand(phi):
         s = mp.sin(phi)
         if s <= 0:
             return mp.mpf(0)
-        w = mp.exp((d - 1) * mp.log(s) + log_norm)
-        return w * (hyp1f1_negative(d, h, x * (1 + c * s)) + hyp1f1_negative(d, h, x * (1 - c * s))) / 2
+        return mp.exp((d - 1) * mp.log(s) + log_norm) * f(s)
 
     edge = mp.pi / 2 - min(mp.pi / 4, 6 / mp.sqrt(d))
-    return 2 * quad_checked(integrand, [0, edge, mp.pi / 2], what="rff_conformity_at_angle_quad",
-                            maxdegree=maxdegree)
+    return 2 * quad_checked(integrand, [0, edge, mp.pi / 2], what=what, maxdegree=maxdegree)
 
 
 @guarded()
@@ -438,17 +446,8 @@ def conformity_at_angle_quad(d, v, cos_theta, maxdegree=None):
     c = check_cos_theta(cos_theta)
     x = vv * vv / 2
     h = mp.mpf(d) / 2
-    log_norm = mp.loggamma(d) - (d - 1) * mp.log(2) - 2 * mp.loggamma(h)
-
-    def integrand(phi):
-        s = mp.sin(phi)
-        if s <= 0:
-            return mp.mpf(0)
-        return mp.exp((d - 1) * mp.log(s) + log_norm) * mp.hyp1f1(d, h, x * (1 + c * s))
-
-    edge = mp.pi / 2 - min(mp.pi / 4, 6 / mp.sqrt(d))
-    return 2 * quad_checked(integrand, [0, edge, mp.pi / 2], what="conformity_at_angle_quad",
-                            maxdegree=maxdegree)
+    return _sine_weighted_average(d, lambda s: mp.hyp1f1(d, h, x * (1 + c * s)), "conformity_at_angle_quad",
+                                  maxdegree)
 
 
 @guarded()
