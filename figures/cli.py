@@ -106,7 +106,10 @@ def main(argv=None):
         json.dump({"settings": {"quick": ctx.quick, "seed": ctx.seed, "dps": ctx.dps, "backend": ctx.backend},
                    "seconds": round(total, 3), "figures": summary}, fh, indent=1)
         fh.write("\n")
-    print(f"{len(selected) - len(failed)} of {len(selected)} figures done in {total:.1f} s ({ctx.out})", flush=True)
+    written = sum(e["status"] == "written" for e in summary)
+    skipped = sum(e["status"] == "skipped" for e in summary)
+    print(f"{written} of {len(selected)} figures written, {skipped} skipped, {len(failed)} failed, "
+          f"in {total:.1f} s ({ctx.out})", flush=True)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
