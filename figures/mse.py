@@ -239,3 +239,52 @@ def new_rff_mse_ratio(ctx):
         "panels": panels,
     }
     ctx.save(fig, "new_rff_mse_ratio", data)
+
+
+#: Grid of the RFF SimRF-vs-ORF map (new figure).
+MAP_D = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256, 1024)
+
+
+def new_rff_simplex_map(ctx):
+    """New: where SimRFs beat or lose to ORFs for RFFs, a map over d and z (m = d).
+
+    Colour: :math:`\\log_2` of the RFF MSE ratio SimRF/ORF from the closed forms
+    (:func:`theory.rff_mse_ratio`, beyond the paper); the contour marks ratio 1.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
+
+    zs = np.linspace(0.0, 5.0, ctx.n(51, 21))
+    ds = MAP_D if not ctx.quick else (2, 3, 8, 64, 1024)
+    ratio = np.empty((len(ds), len(zs)))
+    bar = ctx.progress_bar(len(ds), "new RFF SimRF/ORF map")
+    with ctx.precision():
+        for i, d in enumerate(ds):
+            ratio[i] = [float(theory.rff_mse_ratio("simplex", "orthogonal", d, z)) for z in zs]
+            bar.update()
+    bar.close()
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH * 1.25, 2.6))
+    logr = np.log2(ratio)
+    norm = TwoSlopeNorm(vmin=min(logr.min(), -0.2), vcenter=0.0, vmax=max(logr.max(), 0.2))
+    mesh = ax.pcolormesh(zs, np.arange(len(ds)), logr, cmap="RdBu_r", norm=norm, shading="nearest")
+    ax.contour(zs, np.arange(len(ds)), logr, levels=[0.0], colors="k", linewidths=0.8)
+    ax.set_yticks(np.arange(len(ds)), [str(d) for d in ds])
+    ax.set_xlabel(r"$z = \|\mathbf{x} - \mathbf{y}\|_2$")
+    ax.set_ylabel("$d$ (= $m$)")
+    ax.set_title("RFFs: SimRFs vs ORFs (blue: SimRFs better)")
+    cb = fig.colorbar(mesh, ax=ax, pad=0.02)
+    cb.set_label(r"$\log_2 \mathrm{MSE}_{\mathrm{SimRF}} / \mathrm{MSE}_{\mathrm{ORF}}$")
+    data = {
+        "name": "new_rff_simplex_map",
+        "paper_label": None,
+        "caption": ("Beyond the paper: RFF MSE ratio SimRFs/ORFs (m = d) over d and z from the closed forms "
+                    "(theory.rff_mse_ratio; w_i + w_j and w_i - w_j subtend theta and pi - theta). Red: SimRFs "
+                    "worse, at every d for small z (limit (3 + d/(d-1))/3); blue: better, only in a window "
+                    "around z ~ 3 at small d. Black contour: ratio 1 (for d >= 16 and z >~ 3.5 the ratio is within "
+                    "1e-3 of 1 and the contour follows its tiny oscillations)."),
+        "d": list(ds),
+        "z": zs,
+        "ratio": ratio,
+        "source": "theory.rff_mse_ratio('simplex', 'orthogonal', d, z)",
+    }
+    ctx.save(fig, "new_rff_simplex_map", data)

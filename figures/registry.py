@@ -49,6 +49,7 @@ FIGURES = (
            downstream.fig10_sigma_search),
     Figure("new_mse_ratio_vs_d", None, "PRF MSE ratios against v for d = 4 ... 256", mse.new_mse_ratio_vs_d),
     Figure("new_rff_mse_ratio", None, "RFF MSE ratios against z for d = 4, 16, 64", mse.new_rff_mse_ratio),
+    Figure("new_rff_simplex_map", None, "RFF MSE ratio SimRF/ORF over d and z", mse.new_rff_simplex_map),
 )
 
 FIGURES_BY_NAME = {f.name: f for f in FIGURES}
