@@ -242,6 +242,13 @@ def _causal(lq, lk, V, chunk):
     return out.reshape(lead + (L, dv))
 
 
+def _scaled_logits(Q, K, W, scale):
+    """PRF log-features of the scaled queries and keys (shared by the attention and its matrix)."""
+    W = _check_w(W, Q.shape[-1])
+    s = math.sqrt(_scale(scale, Q.shape[-1]))
+    return _logits(s * Q, W), _logits(s * K, W)
+
+
 def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
     r"""FAVOR+-style linear attention with PRFs of projections W (Sec. 5.4), stabilised (module docs).
 
@@ -267,9 +274,7 @@ def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
     ndarray (..., L, d_v)
     """
     Q, K, V = _check_qkv(Q, K, V)
-    W = _check_w(W, Q.shape[-1])
-    s = math.sqrt(_scale(scale, Q.shape[-1]))
-    lq, lk = _logits(s * Q, W), _logits(s * K, W)
+    lq, lk = _scaled_logits(Q, K, W, scale)
     if not causal:
         return _bidirectional(lq, lk, V)
     return _causal(lq, lk, V, check_int(chunk, "chunk", 1))
@@ -296,9 +301,7 @@ def prf_attention_matrix(Q, K, W, causal=False, scale=None):
     ndarray (..., L, L)
     """
     Q, K, _ = _check_qkv(Q, K, None)
-    W = _check_w(W, Q.shape[-1])
-    s = math.sqrt(_scale(scale, Q.shape[-1]))
-    lq, lk = _logits(s * Q, W), _logits(s * K, W)
+    lq, lk = _scaled_logits(Q, K, W, scale)
     o = lk.max(axis=-2, keepdims=True)
     ek = np.exp(lk - o)
     p = lq + o
