@@ -33,10 +33,11 @@ the O(v^4) convexity favours spreading them (``"stratified"``) at larger v.
 from __future__ import annotations
 
 import numpy as np
-from scipy import integrate, special, stats
+from scipy import integrate, stats
 
 from ._checks import check_int
 from .couplings import haar_orthogonal, simplex_matrix
+from .optimum import pair_kernel as _pair_kernel
 
 KINDS = ("iid", "antithetic", "stratified", "equal")
 
@@ -88,10 +89,6 @@ def sample_weights(d, m, kind, rng=None, n=None):
     blocks = norms[:, :, None] * np.einsum("ij,njk->nik", s, rot)
     w = blocks.reshape(draws, nb * d, d)[:, :m]
     return w[0] if n is None else w
-
-
-def _pair_kernel(s, d, v):
-    return special.hyp0f1(d / 2.0, v * v / 4.0 * s)
 
 
 def conformity(d, v, kind):

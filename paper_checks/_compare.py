@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from mpmath import mp
 
 Z_CRIT = 4.5
@@ -55,3 +56,20 @@ def assert_mc_agree(estimate, expected, record=None, what="", z_crit=Z_CRIT):
     assert abs(z) <= z_crit, (f"{what}: Monte Carlo {float(estimate.mean):.6g} +- {float(estimate.stderr):.2g} "
                               f"vs {float(expected):.6g} (z = {z:.2f})")
     return z
+
+
+class SampleEstimate:
+    """Mean and standard error of per-draw samples (the interface of montecarlo.Estimate)."""
+
+    def __init__(self, samples):
+        samples = np.asarray(samples, dtype=float)
+        self.mean = samples.mean()
+        self.stderr = samples.std(ddof=1) / np.sqrt(samples.size)
+
+
+def pair_with_norms(d, xn, yn, v, seed=0):
+    """Vectors x, y in R^d with |x| = xn, |y| = yn and |x + y| = v (a random plane)."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.standard_normal((d, 2)))
+    cos = (v * v - xn * xn - yn * yn) / (2 * xn * yn)
+    return xn * q[:, 0], yn * (cos * q[:, 0] + np.sqrt(max(0.0, 1 - cos * cos)) * q[:, 1])

@@ -17,7 +17,7 @@ Rows marked ``beyond=True`` are statements of this project, not of the paper.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 VERIFIED = "verified"
 ERRATUM = "erratum"

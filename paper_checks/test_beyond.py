@@ -58,7 +58,7 @@ def test_ensembles_with_partial_block(coupling, kind, record):
 
 @pytest.mark.claim("beyond.certified")
 def test_certified_ordering(record):
-    flint = pytest.importorskip("flint", reason="python-flint not installed (CI installs it)")
+    pytest.importorskip("flint", reason="python-flint not installed (CI installs it)")
     from theory import certified
     certs = certified.certify_ordering([2, 3, 4, 6, 16, 64, 256, 1024], ["0.1", "1", "2.5", "5"])
     record(sum(c.certified is not True for c in certs), "uncertified points")

@@ -8,35 +8,12 @@ import numpy as np
 import pytest
 import sympy as sp
 from mpmath import mp
-from scipy import stats
 
 import montecarlo as mc
 import theory
-from paper_checks._compare import (
-    Z_CRIT,
-    agrees,
-    assert_agree,
-    assert_mc_agree,
-    mc_agrees,
-    rel_diff,
-)
-
-
-def _pair(d, xn, yn, v, seed=0):
-    """Vectors x, y in R^d with |x| = xn, |y| = yn, |x + y| = v."""
-    rng = np.random.default_rng(seed)
-    q, _ = np.linalg.qr(rng.standard_normal((d, 2)))
-    cos = (v * v - xn * xn - yn * yn) / (2 * xn * yn)
-    x = xn * q[:, 0]
-    y = yn * (cos * q[:, 0] + np.sqrt(max(0.0, 1 - cos * cos)) * q[:, 1])
-    return x, y
-
-
-class _Est:
-    def __init__(self, samples):
-        samples = np.asarray(samples, dtype=float)
-        self.mean = samples.mean()
-        self.stderr = samples.std(ddof=1) / np.sqrt(samples.size)
+from paper_checks._compare import Z_CRIT, assert_agree, assert_mc_agree, mc_agrees
+from paper_checks._compare import SampleEstimate as _Est
+from paper_checks._compare import pair_with_norms as _pair
 
 
 def _khat(W, x, y, kind):

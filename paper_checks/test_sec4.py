@@ -11,6 +11,7 @@ from scipy import stats
 import montecarlo as mc
 import theory
 from paper_checks._compare import agrees, assert_agree, assert_mc_agree, mc_agrees, rel_diff
+from paper_checks._compare import SampleEstimate as _Est
 from theory import symbolic as S
 
 
@@ -18,13 +19,6 @@ def printed_pdf_mass(a, b, d, c):
     """Integral of the printed density (eq. theta_proby_dist, double precision) over [a, b]."""
     from scipy import integrate
     return integrate.quad(lambda w: theory.pdf_wij_float(w, d, c), a, b, epsabs=0, epsrel=1e-9, limit=200)[0]
-
-
-class _Est:
-    def __init__(self, samples):
-        samples = np.asarray(samples, dtype=float)
-        self.mean = samples.mean()
-        self.stderr = samples.std(ddof=1) / np.sqrt(samples.size)
 
 
 # ---------------------------------------------------------------------------

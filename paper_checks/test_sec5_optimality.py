@@ -17,15 +17,9 @@ import montecarlo as mc
 import theory
 from montecarlo import optimum
 from paper_checks._compare import Z_CRIT, agrees, assert_agree, rel_diff
+from paper_checks._compare import pair_with_norms as _pair
 
 PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper" / "simplex_random_features.tex"
-
-
-def _pair(d, xn, yn, v, seed=0):
-    rng = np.random.default_rng(seed)
-    q, _ = np.linalg.qr(rng.standard_normal((d, 2)))
-    cos = (v * v - xn * xn - yn * yn) / (2 * xn * yn)
-    return xn * q[:, 0], yn * (cos * q[:, 0] + np.sqrt(max(0.0, 1 - cos * cos)) * q[:, 1])
 
 
 # ---------------------------------------------------------------------------
