@@ -62,8 +62,8 @@ def bench_classification(repeat, uci_dir):
     print("classification: 100 draws at m = d vs the exact classifier; one draw vs one bare product")
     for name, ds in data.items():
         split = ds.split(0)
-        d, n_reps = split.d, 100
-        W = mc.sample_weights("simplex", d, d, rng=0, n=n_reps)
+        d, n_draws = split.d, 100
+        W = mc.sample_weights("simplex", d, d, rng=0, n_draws=n_draws)
         X = np.concatenate([split.X_train, split.X_test])
         W0 = np.ascontiguousarray(W[0].T)
         fns = {
@@ -74,7 +74,7 @@ def bench_classification(repeat, uci_dir):
         }
         t = interleaved(fns, repeat)
         r_exact = ratio(t, "prf100", "exact")
-        per_draw = min(t["prf100"]) / n_reps / min(t["product"])
+        per_draw = min(t["prf100"]) / n_draws / min(t["product"])
         rows[name] = {"prf100_over_exact": r_exact, "per_draw_over_product": per_draw,
                       "prf100_s": min(t["prf100"]), "exact_s": min(t["exact"])}
         print(f"  {name:9s} N_train={split.X_train.shape[0]:5d} d={d:3d}: 100 draws / exact = {r_exact[0]:6.2f}x "
@@ -121,7 +121,7 @@ def bench_attention(repeat):
 
 def bench_gram(repeat):
     X = gram.paper_gram_data()
-    W = mc.sample_weights("simplex", 64, 128, rng=0, n=50)
+    W = mc.sample_weights("simplex", 64, 128, rng=0, n_draws=50)
     phi = np.random.default_rng(0).random((64, 128))
     fns = {"gram50": lambda: gram.gram_errors(X, W), "product": lambda: phi @ phi.T}
     t = interleaved(fns, repeat)

@@ -9,23 +9,13 @@ Options: ``--only NAME``, ``--quick``, ``--seed``, ``--dps``,
 ``--backend {numpy,torch}``, ``--uci-dir DIR`` (or ``$SIMPLEX_RF_UCI_DIR``),
 ``--no-progress``, ``--list``.
 
-==========================  ===================  ===========================================
-name                        paper label          module
-==========================  ===================  ===========================================
-``fig2_geometry``           ``fig:scheme``       :mod:`figures.geometry`
-``fig3_simplex_plus``       ``fig:splusfig-main``  :mod:`figures.geometry`
-``fig4_conformity``         ``corr_inset_main``  :mod:`figures.optimality`
-``fig5_wij_pdf``            ``fig:the_dists``    :mod:`figures.distributions`
-``fig6_mse_ratio``          ``var_comp_fig``     :mod:`figures.mse`
-``fig7_frobenius``          ``fig:frobnorm``     :mod:`figures.gram`
-``fig8_nonparametric``      ``nonparam_results`` :mod:`figures.downstream` (UCI data)
-``fig10_sigma_search``      ``tunegraph``        :mod:`figures.downstream` (UCI data)
-``new_mse_ratio_vs_d``      (new)                :mod:`figures.mse`
-``new_rff_mse_ratio``       (new)                :mod:`figures.mse`
-==========================  ===================  ===========================================
+The figures (name, the paper's LaTeX label, what it shows, the function that
+draws it) are listed once, in :data:`figures.registry.FIGURES`;
+``python -m figures --list`` prints them.
 
-Colours, line styles and markers per coupling are defined once in
-:mod:`figures.style` and used by every figure.
+Colours, line styles, markers and labels per coupling come from each
+coupling's record in :mod:`theory.registry` (through :mod:`figures.style`),
+so every figure draws a coupling the same way.
 """
 
 from .cli import main

@@ -72,7 +72,7 @@ def bin_probabilities(coupling, edges, d, ctx, per_bin=8):
 
 def sample_wij(coupling, d, n_blocks, ctx, gen):
     """w_ij over the disjoint pairs (1,2), (3,4), ... of n_blocks sampled blocks (independent samples)."""
-    w = to_numpy(mc.sample_weights(coupling, d, d, rng=gen, xp=ctx.backend, n=n_blocks))
+    w = to_numpy(mc.sample_weights(coupling, d, d, rng=gen, xp=ctx.backend, n_draws=n_blocks))
     half = (d // 2) * 2
     pairs = w[:, 0:half:2, :] + w[:, 1:half:2, :]
     return np.linalg.norm(pairs, axis=-1).reshape(-1)

@@ -98,10 +98,10 @@ def fig8_nonparametric(ctx):
     import matplotlib.pyplot as plt
 
     mults = ctx.n((1, 2, 3, 4, 6, 8, 10), (1, 10))
-    n_reps = ctx.n(10, 3)
+    n_draws = ctx.n(10, 3)
 
     def run(ex, name, data_dir):
-        return ex.classification_curve(name, couplings=FIG8_COUPLINGS, m_multipliers=mults, n_reps=n_reps,
+        return ex.classification_curve(name, couplings=FIG8_COUPLINGS, m_multipliers=mults, n_draws=n_draws,
                                        rng=ctx.rng(f"fig8/{name}"), split_rng=ctx.seed, uci_dir=data_dir)
 
     ex, results, missing = _per_dataset(ctx, "fig8 classification", run)
@@ -116,7 +116,7 @@ def fig8_nonparametric(ctx):
         ax.set_title(f"{name} ($d = {r.d}$)")
         ax.set_xlabel("$m / d$")
         ax.set_ylabel("test accuracy")
-        out[name] = {"d": r.d, "sigma": r.sigma, "m": r.m, "m_over_d": x, "exact": r.exact, "n_reps": r.n_reps,
+        out[name] = {"d": r.d, "sigma": r.sigma, "m": r.m, "m_over_d": x, "exact": r.exact, "n_draws": r.n_draws,
                      "n_train": r.n_train, "n_test": r.n_test,
                      "mean": {c: r.mean[c] for c in FIG8_COUPLINGS}, "stderr": {c: r.stderr[c] for c in FIG8_COUPLINGS}}
     for ax in list(axes.flat)[len(results):]:
@@ -128,7 +128,7 @@ def fig8_nonparametric(ctx):
         "name": "fig8_nonparametric", "paper_label": "nonparam_results",
         "caption": ("Nonparametric classification by kernel regression (Sec. 5.3) with the Gaussian kernel "
                     "estimated by PRFs: test accuracy against m/d, mean and band of 1 s.e. over "
-                    f"{n_reps} feature draws (one data split, seed {ctx.seed}), at the authors' sigma; dotted: "
+                    f"{n_draws} feature draws (one data split, seed {ctx.seed}), at the authors' sigma; dotted: "
                     "exact kernel (montecarlo.experiments.classification_curve)."),
         "couplings": FIG8_COUPLINGS, "results": out, "missing": missing})
 
@@ -138,10 +138,10 @@ def fig10_sigma_search(ctx):
     import matplotlib.pyplot as plt
 
     sigmas = tuple(np.round(np.geomspace(0.05, 2.0, ctx.n(9, 4)), 6))
-    n_reps = ctx.n(10, 2)
+    n_draws = ctx.n(10, 2)
 
     def run(ex, name, data_dir):
-        return ex.sigma_search(name, sigmas=sigmas, coupling="iid", m_multiplier=10, n_reps=n_reps,
+        return ex.sigma_search(name, sigmas=sigmas, coupling="iid", m_multiplier=10, n_draws=n_draws,
                                rng=ctx.rng(f"fig10/{name}"), split_rng=ctx.seed, uci_dir=data_dir)
 
     ex, results, missing = _per_dataset(ctx, "fig10 sigma search", run)
@@ -159,7 +159,7 @@ def fig10_sigma_search(ctx):
         ax.set_xlabel(r"$\sigma$")
         ax.set_ylabel("validation accuracy")
         out[name] = {"sigmas": r.sigmas, "exact": r.exact, "mean": r.mean, "stderr": r.stderr, "m": r.m,
-                     "n_reps": r.n_reps, "best_sigma": r.best_sigma, "best_exact_sigma": r.best_exact_sigma,
+                     "n_draws": r.n_draws, "best_sigma": r.best_sigma, "best_exact_sigma": r.best_exact_sigma,
                      "paper_sigma": paper}
     for ax in list(axes.flat)[len(results):]:
         ax.set_visible(False)
@@ -171,6 +171,6 @@ def fig10_sigma_search(ctx):
     ctx.save(fig, "fig10_sigma_search", {
         "name": "fig10_sigma_search", "paper_label": "tunegraph",
         "caption": ("Sigma search (App. C.1): validation accuracy against the data rescaling sigma for the exact "
-                    f"Gaussian kernel (dotted) and IID PRFs with m = 10 d (mean, band 1 s.e. over {n_reps} "
+                    f"Gaussian kernel (dotted) and IID PRFs with m = 10 d (mean, band 1 s.e. over {n_draws} "
                     "draws); dashed: the authors' sigma (montecarlo.experiments.sigma_search)."),
         "results": out, "missing": missing})

@@ -93,7 +93,7 @@ def frobenius_draws(coupling, X, m, n_draws, ctx, gen, chunk_elements=1 << 22):
     out, done = [], 0
     while done < n_draws:
         k = min(per, n_draws - done)
-        W = to_numpy(mc.sample_weights(coupling, d, m, rng=gen, xp=ctx.backend, n=k))
+        W = to_numpy(mc.sample_weights(coupling, d, m, rng=gen, xp=ctx.backend, n_draws=k))
         out.append(np.atleast_1d(gram_errors(X, W)))
         done += k
     return np.concatenate(out)

@@ -37,7 +37,7 @@ def _ratio_with_error(num, den):
     return r, abs(r) * np.hypot(num.stderr / num.mean, den.stderr / den.mean)
 
 
-def _mc_ratios(ctx, tag, d, points, couplings, n_trials, kernel, bar):
+def _mc_ratios(ctx, tag, d, points, couplings, n_draws, kernel, bar):
     """Monte Carlo MSEs of every coupling at every point, and ratios to IID (delta-method errors)."""
     raw = {c: [] for c in ("iid",) + tuple(couplings)}
     for t in points:
@@ -45,7 +45,7 @@ def _mc_ratios(ctx, tag, d, points, couplings, n_trials, kernel, bar):
         x[0] = t / 2
         y = x if kernel == "gaussian" else -x
         for c in raw:
-            est = mc.empirical_mse(c, x, y, d, n_trials, kernel=kernel, rng=ctx.rng(f"{tag}/{c}/{d}/{t}"),
+            est = mc.empirical_mse(c, x, y, d, n_draws, kernel=kernel, rng=ctx.rng(f"{tag}/{c}/{d}/{t}"),
                                    xp=ctx.backend)
             raw[c].append(est)
             bar.update()
@@ -56,7 +56,7 @@ def _mc_ratios(ctx, tag, d, points, couplings, n_trials, kernel, bar):
                     "ratio": [r for r, _ in rs], "stderr": [s for _, s in rs],
                     "mse": [e.mean for e in raw[c]], "mse_stderr": [e.stderr for e in raw[c]],
                     "baseline_mse": [e.mean for e in raw["iid"]], "baseline_mse_stderr": [e.stderr for e in raw["iid"]],
-                    "n_trials": n_trials})
+                    "n_draws": n_draws})
     return out
 
 
@@ -74,9 +74,9 @@ def fig6_mse_ratio(ctx):
                              "source": "theory.mse_ratio"})
         exact_mse = {c: [float(theory.prf_mse(c, d, d, v / 2, v / 2, v)) for v in PRF_MC_V]
                      for c in ("iid", "orthogonal", "simplex")}
-    n_trials = ctx.n(200_000, 20_000)
+    n_draws = ctx.n(200_000, 20_000)
     bar = ctx.progress_bar(len(PRF_MC_V) * 3, "fig6 MSE")
-    mcs = _mc_ratios(ctx, "fig6", d, PRF_MC_V, ("orthogonal", "simplex"), n_trials, "gaussian", bar)
+    mcs = _mc_ratios(ctx, "fig6", d, PRF_MC_V, ("orthogonal", "simplex"), n_draws, "gaussian", bar)
     bar.close()
     for s in mcs:
         s["theory_mse"] = exact_mse[s["coupling"]]
@@ -104,7 +104,7 @@ def fig6_mse_ratio(ctx):
         "caption": ("MSE ratio of the PRF Gaussian-kernel estimator, ORFs/IIDRFs and SimRFs/IIDRFs, against "
                     "v = |x + y| at d = m = 64 (lower is better): closed forms (theory.mse_ratio; v = 0 is the "
                     "limit) and Monte Carlo ratios (montecarlo.empirical_mse at x = y = v/2 e_1, "
-                    f"{n_trials} draws per coupling and point, error bars 1 s.e. by the delta method)."),
+                    f"{n_draws} draws per coupling and point, error bars 1 s.e. by the delta method)."),
         "d": d,
         "analytic": analytic,
         "monte_carlo": mcs,
@@ -178,7 +178,7 @@ def new_rff_mse_ratio(ctx):
     zs = np.linspace(0.0, 4.5, ctx.n(91, 31))
     simplex_theory = "simplex" in theory.RFF_COUPLINGS
     analytic_couplings = ("orthogonal", "simplex") if simplex_theory else ("orthogonal",)
-    n_trials = ctx.n(100_000, 10_000)
+    n_draws = ctx.n(100_000, 10_000)
     fig, axes = plt.subplots(1, len(RFF_D), figsize=(PAGE_WIDTH, 2.2), sharey=True)
     panels = []
     bar = ctx.progress_bar(len(RFF_D) * len(RFF_MC_Z) * 3, "new RFF MSE")
@@ -203,7 +203,7 @@ def new_rff_mse_ratio(ctx):
             ax.axvline(zc, color="0.5", lw=0.6)
             ax.text(zc + 0.05, 0.5, r"$z_{\mathrm{crit}}$", transform=ax.get_xaxis_transform(), ha="left",
                     fontsize=6, color="0.4")
-        mcs = _mc_ratios(ctx, "rff", d, RFF_MC_Z, ("orthogonal", "simplex"), n_trials, "rff", bar)
+        mcs = _mc_ratios(ctx, "rff", d, RFF_MC_Z, ("orthogonal", "simplex"), n_draws, "rff", bar)
         with ctx.precision():
             for s in mcs:
                 if s["coupling"] in theory.RFF_COUPLINGS:
@@ -233,7 +233,7 @@ def new_rff_mse_ratio(ctx):
         "caption": ("Beyond the paper: MSE ratios of the RFF Gaussian-kernel estimator against z = |x - y| "
                     "(m = d): ORFs/IIDRFs exactly (Thm 4.5, theory.rff_mse_ratio) and to O(1/d) (Cor 4.6), "
                     + ("SimRFs/IIDRFs exactly (theory.rff_mse_ratio), " if simplex_theory else "")
-                    + f"Monte Carlo ratios ({n_trials} draws per coupling and point, error bars 1 s.e.) and "
+                    + f"Monte Carlo ratios ({n_draws} draws per coupling and point, error bars 1 s.e.) and "
                     "z_crit (theory.z_crit) where ORFs stop beating IIDRFs."),
         "simplex_analytic": simplex_theory,
         "panels": panels,

@@ -84,7 +84,7 @@ def fig4_conformity(ctx):
     # one draw of norms: the row norms of one sampled simplex block (chi_d)
     norms = np.linalg.norm(to_numpy(mc.sample_weights("simplex", d, d, rng=gen, xp=ctx.backend)), axis=1)
     # IIDRFs: random independent directions with these norms
-    dirs = to_numpy(mc.sample_weights("iid", d, d, rng=gen, xp=ctx.backend, n=n_iid))
+    dirs = to_numpy(mc.sample_weights("iid", d, d, rng=gen, xp=ctx.backend, n_draws=n_iid))
     iid_vectors = norms[None, :, None] * dirs / np.linalg.norm(dirs, axis=2, keepdims=True)
     iid_values = np.array([objective(w, v) for w in iid_vectors])
     iid_exact = iid_mean_over_directions(norms, v)

@@ -19,16 +19,14 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-#: Line/marker properties per coupling (the spellings of :mod:`montecarlo`),
-#: plus ``"optimum"`` (numerically optimised geometry) and ``"exact"`` (the
-#: exact kernel in the downstream figures).
+from theory.registry import RECORDS  # noqa: E402
+
+#: Line/marker properties per coupling, read from the coupling registry
+#: (:mod:`theory.registry`: label and style live in each coupling's record), plus
+#: ``"optimum"`` (numerically optimised geometry) and ``"exact"`` (the exact
+#: kernel in the downstream figures).
 COUPLING_STYLE = {
-    "iid": {"label": "IIDRFs", "color": "#E69F00", "linestyle": "-", "marker": "o"},
-    "orthogonal": {"label": "ORFs", "color": "#009E73", "linestyle": "--", "marker": "s"},
-    "simplex": {"label": "SimRFs", "color": "#0072B2", "linestyle": "-.", "marker": "^"},
-    "simplex_plus": {"label": "SimRFs+", "color": "#CC79A7", "linestyle": (0, (5, 1, 1, 1, 1, 1)), "marker": "D"},
-    "fast_orthogonal": {"label": "fast ORFs", "color": "#56B4E9", "linestyle": ":", "marker": "v"},
-    "fast_simplex": {"label": "fast SimRFs", "color": "#D55E00", "linestyle": ":", "marker": "<"},
+    **{rec.name: {"label": rec.label, **rec.style} for rec in RECORDS},
     "optimum": {"label": "numerically optimised", "color": "#000000", "linestyle": ":", "marker": "*"},
     "exact": {"label": "exact kernel", "color": "#555555", "linestyle": ":", "marker": "x"},
 }

@@ -9,9 +9,11 @@ RF-conformities and pair moments with standard errors
 (:func:`kernel_estimate`, :func:`gram_estimate`, :func:`empirical_mse`,
 :func:`empirical_conformity`, :func:`empirical_pair_moments`).
 
-Couplings (one spelling each): ``"iid"``, ``"orthogonal"``, ``"simplex"``,
-``"simplex_plus"``, ``"fast_orthogonal"``, ``"fast_simplex"``.  See
-:mod:`montecarlo.couplings` for the constructions (Sec. 3
+Couplings (one spelling each, one record each in :mod:`theory.registry`,
+listed in :data:`COUPLINGS`): ``"iid"``, ``"orthogonal"``, ``"simplex"``,
+``"simplex_plus"``, ``"fast_orthogonal"``, ``"fast_simplex"``.  Each
+registers its block sampler (and, where cheaper, a projection sampler) with
+the registry; see :mod:`montecarlo.couplings` for the constructions (Sec. 3
 ``simplex_block_eq``, ``simplex_vectors``, Sec. 3.2 ``simpler_updates_main``,
 App. B Algorithm 1 and HD-products) and :mod:`montecarlo.diagnostics` for
 how far the fast couplings are from Gaussian rows.
@@ -19,7 +21,11 @@ how far the fast couplings are from Gaussian rows.
 Arrays: numpy by default; ``xp="torch"`` / ``xp="cupy"`` (with ``device=``)
 run the same code through ``array_api_compat`` on that backend, with random
 numbers drawn on the device (see :mod:`montecarlo._backend` for seeding).
-``montecarlo`` does not import :mod:`theory`; the tests compare the two.
+``montecarlo`` imports from :mod:`theory` only the shared layer (the coupling
+registry, argument validation and the failure family, :mod:`theory.errors`);
+two tools use closed forms at run time (:mod:`montecarlo.audit` and
+:mod:`montecarlo.norm_coupling`, for reference values).  The samplers and
+estimators never use a closed form: the tests compare the two packages.
 
 >>> import montecarlo as mc
 >>> W = mc.sample_weights("simplex", 64, 128, rng=0)

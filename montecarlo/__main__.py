@@ -71,7 +71,7 @@ def main(argv=None):
 def _audit(args):
     try:
         sampler = load_sampler(args.spec)
-        report = audit(sampler, args.d, args.m, coupling=args.coupling, n=args.n, rng=args.seed, call=args.call,
+        report = audit(sampler, args.d, args.m, coupling=args.coupling, n_draws=args.n, rng=args.seed, call=args.call,
                        alpha=args.alpha, time_budget=args.time_budget, v=args.v, z=args.z, name=args.spec)
     except (ValueError, TypeError) as exc:
         print(f"python -m montecarlo audit: error: {exc}", file=sys.stderr)

@@ -1,69 +1,50 @@
-"""Argument validation at the boundary of :mod:`montecarlo`.
+"""Argument validation at the boundary of :mod:`montecarlo`: arrays and kernels.
 
-Every public function validates its arguments here and raises
-:class:`ValueError` naming the argument and the allowed values; nothing is
-silently coerced (a float ``64.0`` is not a dimension, a NaN is not data).
+The scalar checks (integers, reals, flags, choices, seeds) and the coupling
+checks are the shared ones of :mod:`theory.validation` and
+:mod:`theory.registry`, re-exported here; this module adds what needs an array
+backend.  Every public function raises :class:`ValueError` (or
+:class:`~theory.validation.ArgumentTypeError`, also a :class:`TypeError`)
+naming the argument and the allowed values; nothing is silently coerced (a
+float ``64.0`` is not a dimension, a NaN is not data).
 """
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-#: The couplings, one spelling each (as everywhere in the project).
-COUPLINGS = ("iid", "orthogonal", "simplex", "simplex_plus", "fast_orthogonal", "fast_simplex")
+from theory.registry import RECORDS, check_coupling, check_couplings, check_dimension, names
+from theory.validation import (
+    ArgumentTypeError,
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_real,
+    check_rng,
+    describe as _describe,
+)
+
+#: The couplings, one spelling each, in registry order.
+COUPLINGS = names()
 #: Couplings whose rows are exactly N(0, I_d) (unbiased kernel estimates).
-EXACT_COUPLINGS = ("iid", "orthogonal", "simplex", "simplex_plus")
-#: Couplings with an HD-product in place of the Haar rotation (App. B.2).
-FAST_COUPLINGS = ("fast_orthogonal", "fast_simplex")
-#: Couplings that need d >= 2 (a simplex in d - 1 dimensions).
-SIMPLEX_COUPLINGS = ("simplex", "simplex_plus", "fast_simplex")
+EXACT_COUPLINGS = names(exact=True)
+#: Couplings with an HD-product in place of the Haar rotation (App. B.2), blocks of 2^k rows.
+FAST_COUPLINGS = tuple(rec.name for rec in RECORDS if rec.block == "pow2")
 
 KERNELS = ("gaussian", "softmax", "rff")
 
-
-def _describe(value):
-    return f"{value!r} ({type(value).__name__})"
-
-
-def check_coupling(coupling, allowed=COUPLINGS, name="coupling"):
-    if not isinstance(coupling, str) or coupling not in allowed:
-        choices = ", ".join(repr(c) for c in allowed)
-        raise ValueError(f"{name} must be one of {choices}, got {_describe(coupling)}")
-    return coupling
-
-
-def check_int(value, name, minimum, context=""):
-    """``value`` as an int if it is an integer (not bool, not float) >= ``minimum``."""
-    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if not ok or int(value) < minimum:
-        suffix = f" {context}" if context else ""
-        raise ValueError(f"{name} must be an integer >= {minimum}{suffix}, got {_describe(value)}")
-    return int(value)
-
-
-def check_dimension(d, coupling):
-    """d >= 2 for the simplex couplings, d >= 1 otherwise."""
-    if coupling in SIMPLEX_COUPLINGS:
-        return check_int(d, "d", 2, f"for the {coupling} coupling")
-    return check_int(d, "d", 1)
+__all__ = ["COUPLINGS", "EXACT_COUPLINGS", "FAST_COUPLINGS", "KERNELS", "ArgumentTypeError", "check_bool",
+           "check_choice", "check_coupling", "check_couplings", "check_data", "check_dimension", "check_int",
+           "check_kernel", "check_positive_float", "check_real", "check_rng"]
 
 
 def check_kernel(kernel, allowed=KERNELS):
-    if not isinstance(kernel, str) or kernel not in allowed:
-        choices = ", ".join(repr(k) for k in allowed)
-        raise ValueError(f"kernel must be one of {choices}, got {_describe(kernel)}")
-    return kernel
+    """``kernel`` if it is one of ``allowed`` (default 'gaussian', 'softmax', 'rff')."""
+    return check_choice(kernel, "kernel", allowed)
 
 
-def check_positive_float(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite real > 0, got {_describe(value)}")
-    return float(value)
-
-
-def check_data(X, xp, name="X", ndim=2, width=None, device=None, dtype=None):
+def check_data(X, xp, name="X", ndim=2, width=None, device=None, dtype=None, width_name="d"):
     """Validate a data array: ``ndim`` dims, last axis ``width``, all finite.
 
     Returns ``X`` as an array of ``xp``: an array of that backend is kept on
@@ -82,8 +63,9 @@ def check_data(X, xp, name="X", ndim=2, width=None, device=None, dtype=None):
         else:
             raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     if width is not None and arr.shape[-1] != width:
-        lead = "(N, " if ndim == 2 else "("
-        raise ValueError(f"{name} must have shape {lead}{width}) to match d = {width}, got shape {tuple(arr.shape)}")
+        lead = {1: "(", 2: "(N, "}.get(ndim, "(..., ")
+        raise ValueError(f"{name} must have shape {lead}{width}) ({width} columns) to match {width_name} = {width}, "
+                         f"got shape {tuple(arr.shape)}")
     if arr.shape[-1] < 1:
         raise ValueError(f"{name} must have at least one column, got shape {tuple(arr.shape)}")
     if dtype is not None and arr.dtype != dtype:

@@ -115,7 +115,7 @@ Examples
 >>> import montecarlo as mc
 >>> from montecarlo.audit import audit
 >>> rep = audit(lambda d, m, rng: mc.sample_weights("orthogonal", d, m, rng=rng),
-...             d=8, coupling="orthogonal", n=2000, rng=0)
+...             d=8, coupling="orthogonal", n_draws=2000, rng=0)
 >>> rep.passed
 True
 """
@@ -133,6 +133,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special, stats
+
+from theory.validation import renamed_arguments
 
 from ._backend import to_numpy
 from ._checks import check_int, check_positive_float
@@ -655,7 +657,8 @@ class _Draws:
 # The audit
 
 
-def audit(sampler, d, m=None, coupling=None, n=DEFAULT_N, rng=None, *, call="d,m,rng", alpha=DEFAULT_ALPHA,
+@renamed_arguments(n="n_draws")
+def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, call="d,m,rng", alpha=DEFAULT_ALPHA,
           time_budget=None, v=1.0, z=1.0, max_axes=32, chunk=256, name=None):
     r"""Test a projection-matrix sampler statistically (see the module docstring for the checks).
 
@@ -675,7 +678,7 @@ def audit(sampler, d, m=None, coupling=None, n=DEFAULT_N, rng=None, *, call="d,m
     coupling : {'iid', 'orthogonal', 'simplex'}, optional
         The coupling the sampler claims; enables the ``conformity`` and
         ``structure`` checks and the cross-row norm tests.
-    n : int >= 50
+    n_draws : int >= 50
         Number of independent draws (one sampler call each).
     rng : None, int or numpy.random.Generator
         Seed of the audit; it feeds the sampler (per ``call``), so a sampler
@@ -725,7 +728,7 @@ def audit(sampler, d, m=None, coupling=None, n=DEFAULT_N, rng=None, *, call="d,m
         ``sampler`` not callable, ``call`` neither a string nor a callable,
         or a draw that is not a real floating array.
     ValueError
-        Bad ``d``, ``m``, ``coupling``, ``n``, ``alpha``, ``call``, ... (named
+        Bad ``d``, ``m``, ``coupling``, ``n_draws``, ``alpha``, ``call``, ... (named
         in the message), or a draw of the wrong shape or with NaN/inf entries.
 
     Notes
@@ -745,7 +748,7 @@ def audit(sampler, d, m=None, coupling=None, n=DEFAULT_N, rng=None, *, call="d,m
     if coupling is not None and coupling not in CLAIMABLE_COUPLINGS:
         raise ValueError(f"coupling must be None or one of {', '.join(map(repr, CLAIMABLE_COUPLINGS))}, got "
                          f"{coupling!r}")
-    n = check_int(n, "n", MIN_N)
+    n = check_int(n_draws, "n_draws", MIN_N)
     alpha = check_positive_float(alpha, "alpha")
     if alpha >= 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")

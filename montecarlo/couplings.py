@@ -58,8 +58,11 @@ import warnings
 import numpy as np
 
 from ._backend import Random, backend_name, device_kind, namespace, resolve_device, resolve_dtype, to_numpy
+from theory.errors import IterationError
+from theory.validation import renamed_arguments
+from theory.registry import get as get_coupling, has_hook, hook, register as register_hook
+
 from ._checks import (
-    FAST_COUPLINGS,
     check_coupling,
     check_data,
     check_dimension,
@@ -84,8 +87,8 @@ DEFAULT_HAAR_ROUTE = {("numpy", "cpu"): "qr", ("torch", "cpu"): "cpu_qr", ("torc
                       ("cupy", "cuda"): "qr"}
 
 
-class ConvergenceError(RuntimeError):
-    """An iteration (the SimRFs+ update) did not reach its tolerance."""
+#: The SimRFs+ update did not reach its tolerance (the project's failure family, :mod:`theory.errors`).
+ConvergenceError = IterationError
 
 
 # ---------------------------------------------------------------------------
@@ -512,35 +515,79 @@ def _hd_rows(signs):
 
 
 def _block_rows(coupling, d):
-    return next_power_of_two(d) if coupling in FAST_COUPLINGS else d
+    """Rows per block: d, or the padded power of two of the HD-product couplings (registry record)."""
+    return get_coupling(coupling).block_rows(d)
 
 
 def _draw_blocks(coupling, d, n_blocks, random, route, info):
-    """n_blocks independent blocks, shape (n_blocks, b, d)."""
-    xp = random.xp
-    if coupling == "iid":
-        return random.normal((n_blocks, d, d))
-    if coupling in FAST_COUPLINGS:
-        p = next_power_of_two(d)
-        signs = random.rademacher((n_blocks, 3, p))
-        norms = random.chi(p, (n_blocks, p))
-        rows = _hd_rows(signs)
-        if coupling == "fast_simplex":
-            rows = _simplex_rows_scaled(rows, norms)
-        else:
-            rows = norms[:, :, None] * rows
-        return rows[:, :, :d]
+    """n_blocks independent blocks, shape (n_blocks, b, d), from the coupling's ``blocks`` hook."""
+    return hook(coupling, "blocks")(d, n_blocks, random, route, info)
+
+
+# Registry hooks: one block sampler per coupling (theory.registry)
+
+
+@register_hook("iid", "blocks")
+def _blocks_iid(d, n_blocks, random, route, info):
+    return random.normal((n_blocks, d, d))
+
+
+@register_hook("orthogonal", "blocks")
+def _blocks_orthogonal(d, n_blocks, random, route, info):
     norms = random.chi(d, (n_blocks, d))
     q, s = _haar_rows(random, n_blocks, d, route)
-    if coupling == "simplex_plus":
-        vec, passes, converged = simplex_plus_vectors(norms)
-        info["passes"], info["converged"] = passes, converged
-        return xp.matmul(vec, q * s[:, None, :])
-    if coupling == "orthogonal":
-        # Haar R = Q diag(s); its transpose (also Haar) has rows s_i * (column i of Q),
-        # so the sign correction folds into the row scaling: one pass.
-        return (norms * s)[:, :, None] * xp.matrix_transpose(q)
+    # Haar R = Q diag(s); its transpose (also Haar) has rows s_i * (column i of Q),
+    # so the sign correction folds into the row scaling: one pass.
+    return (norms * s)[:, :, None] * random.xp.matrix_transpose(q)
+
+
+@register_hook("simplex", "blocks")
+def _blocks_simplex(d, n_blocks, random, route, info):
+    norms = random.chi(d, (n_blocks, d))
+    q, s = _haar_rows(random, n_blocks, d, route)
     return _simplex_rows_signed(q, s, norms)
+
+
+@register_hook("simplex_plus", "blocks")
+def _blocks_simplex_plus(d, n_blocks, random, route, info):
+    norms = random.chi(d, (n_blocks, d))
+    q, s = _haar_rows(random, n_blocks, d, route)
+    vec, passes, converged = simplex_plus_vectors(norms)
+    info["passes"], info["converged"] = passes, converged
+    return random.xp.matmul(vec, q * s[:, None, :])
+
+
+def _fast_draw(d, n_blocks, random):
+    """Norms (n_blocks, p) and sign triples (n_blocks, 3, p) of an HD-product block."""
+    p = next_power_of_two(d)
+    signs = random.rademacher((n_blocks, 3, p))
+    norms = random.chi(p, (n_blocks, p))
+    return norms, signs
+
+
+def _fast_rows(simplex, norms, signs):
+    """Dense rows (n_blocks, p, p) of D S R~ (``simplex``) or D R~."""
+    rows = _hd_rows(signs)
+    if simplex:
+        return _simplex_rows_scaled(rows, norms)
+    return norms[:, :, None] * rows
+
+
+def _fast_blocks(simplex):
+    def blocks(d, n_blocks, random, route, info):
+        norms, signs = _fast_draw(d, n_blocks, random)
+        return _fast_rows(simplex, norms, signs)[:, :, :d]
+
+    return blocks
+
+
+def _fast_structured(coupling, simplex):
+    def structured(d, m, random):
+        nb = -(-m // next_power_of_two(d))
+        norms, signs = _fast_draw(d, nb, random)
+        return RandomProjection(coupling, d, m, random.xp, norms=norms, signs=signs, simplex=simplex)
+
+    return structured
 
 
 def _setup(coupling, d, m, rng, xp, device, dtype, haar_route):
@@ -565,7 +612,8 @@ def _weights_batch(coupling, d, m, n, random, route, info):
     return w[:, :m, :] if nb * b != m else w
 
 
-def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n=None, dtype=None,
+@renamed_arguments(n="n_draws")
+def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n_draws=None, dtype=None,
                    haar_route=None, return_info=False):
     r"""Draw the (m, d) random projection matrix of a coupling.
 
@@ -584,8 +632,8 @@ def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n=None, dt
         Array backend (numpy by default).
     device : optional
         Backend device ('cpu', 'cuda', ...); arrays are drawn there.
-    n : int, optional
-        Number of independent draws; the result then has shape (n, m, d).
+    n_draws : int, optional
+        Number of independent draws; the result then has shape (n_draws, m, d).
     dtype : optional
         float64 (default) or float32.
     haar_route : {'qr', 'cpu_qr', 'householder'}, optional
@@ -596,7 +644,7 @@ def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n=None, dt
 
     Returns
     -------
-    W : array (m, d) or (n, m, d)
+    W : array (m, d) or (n_draws, m, d)
         Rows :math:`w_i`; for every coupling but the fast ones each row is
         exactly :math:`\mathcal N(0, I_d)`.
 
@@ -607,10 +655,10 @@ def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n=None, dt
     (16, 8)
     """
     coupling, d, m, random, route = _setup(coupling, d, m, rng, xp, device, dtype, haar_route)
-    nn = 1 if n is None else check_int(n, "n", 1)
+    nn = 1 if n_draws is None else check_int(n_draws, "n_draws", 1)
     info = {"block_rows": _block_rows(coupling, d), "padded_d": _block_rows(coupling, d), "haar_route": route}
     w = _weights_batch(coupling, d, m, nn, random, route, info)
-    if n is None:
+    if n_draws is None:
         w = w[0]
     return (w, info) if return_info else w
 
@@ -632,9 +680,10 @@ class RandomProjection:
         p for the fast couplings, d otherwise.
     """
 
-    def __init__(self, coupling, d, m, xp, weights=None, norms=None, signs=None, info=None):
+    def __init__(self, coupling, d, m, xp, weights=None, norms=None, signs=None, info=None, simplex=False):
         self.coupling, self.d, self.m, self.xp = coupling, d, m, xp
-        self.padded_d = _block_rows(coupling, d) if coupling in FAST_COUPLINGS else d
+        self._simplex = simplex
+        self.padded_d = _block_rows(coupling, d)
         self._weights, self._norms, self._signs = weights, norms, signs
         self.info = info or {}
 
@@ -642,11 +691,7 @@ class RandomProjection:
     def weights(self):
         """Dense (m, d) matrix (materialised on first use for the fast couplings)."""
         if self._weights is None:
-            rows = _hd_rows(self._signs)
-            if self.coupling == "fast_simplex":
-                rows = _simplex_rows_scaled(rows, self._norms)
-            else:
-                rows = self._norms[:, :, None] * rows
+            rows = _fast_rows(self._simplex, self._norms, self._signs)
             xp = self.xp
             self._weights = xp.reshape(rows[:, :, : self.d], (-1, self.d))[: self.m]
         return self._weights
@@ -663,7 +708,7 @@ class RandomProjection:
             x = xp.concat([x, pad], axis=-1)
         x = x[..., None, :]  # (..., 1, p) broadcast over blocks
         y = _hd_apply(x, self._signs)  # (..., B, p)
-        if self.coupling == "fast_simplex":
+        if self._simplex:
             y = simplex_apply(y, axis=-1)
         y = y * self._norms
         y = xp.reshape(y, lead + (-1,))
@@ -685,12 +730,13 @@ def sample_projection(coupling, d, m, rng=None, xp=None, device=None, *, dtype=N
     O(N m log p) (App. B.2).  For the others this wraps :func:`sample_weights`.
     """
     coupling, d, m, random, route = _setup(coupling, d, m, rng, xp, device, dtype, haar_route)
-    if coupling in FAST_COUPLINGS:
-        p = next_power_of_two(d)
-        nb = -(-m // p)
-        signs = random.rademacher((nb, 3, p))
-        norms = random.chi(p, (nb, p))
-        return RandomProjection(coupling, d, m, random.xp, norms=norms, signs=signs)
+    if has_hook(coupling, "structured_projection"):
+        return hook(coupling, "structured_projection")(d, m, random)
     info = {}
     w = _weights_batch(coupling, d, m, 1, random, route, info)[0]
     return RandomProjection(coupling, d, m, random.xp, weights=w, info=info)
+
+
+for _name, _simplex in (("fast_orthogonal", False), ("fast_simplex", True)):
+    register_hook(_name, "blocks", _fast_blocks(_simplex))
+    register_hook(_name, "structured_projection", _fast_structured(_name, _simplex))

@@ -82,7 +82,7 @@ def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=N
                     pr = to_numpy(pair_projections(coupling, u, b, k, rng=gen, path="fast", **kwargs))
                     parts[name].append(pr[:, rows])
             else:
-                w = to_numpy(sample_weights(coupling, d, d, rng=gen, n=k, **kwargs))
+                w = to_numpy(sample_weights(coupling, d, d, rng=gen, n_draws=k, **kwargs))
                 for name, u in directions.items():
                     parts[name].append((w @ u)[:, rows])
         projs = {name: np.concatenate(v, axis=0) for name, v in parts.items()}
@@ -104,8 +104,8 @@ def ks_distance_curve(coupling, d, sizes=(1_000, 10_000, 100_000), rng=0):
             for n in sizes}
 
 
-def kernel_bias(coupling, x, y, m, n_trials, kernel="gaussian", rng=0, **kwargs):
+def kernel_bias(coupling, x, y, m, n_draws, kernel="gaussian", rng=0, **kwargs):
     r"""Relative bias of the kernel estimate, :math:`(\overline{\hat K} - K)/K`, as (value, stderr)."""
-    est = kernel_estimate(coupling, x, y, m, n_trials, kernel=kernel, rng=rng, **kwargs)
+    est = kernel_estimate(coupling, x, y, m, n_draws, kernel=kernel, rng=rng, **kwargs)
     k = exact_kernel(x, y, "softmax" if kernel == "softmax" else "gaussian")
     return (est.mean - k) / k, est.stderr / k

@@ -1,10 +1,10 @@
 r"""Monte Carlo estimators with standard errors (Thm 3.2, eq. ``def_rf_conformity``, Sec. 5).
 
-Every estimator averages a per-draw statistic over ``n_trials`` independent
+Every estimator averages a per-draw statistic over ``n_draws`` independent
 draws of the m random features and returns an :class:`Estimate` (mean,
 standard error = sample standard deviation / sqrt(n), n).  Draws are
 processed in chunks of a size fixed by the problem shape (bounded memory,
-reproducible from ``rng`` whatever ``n_trials`` is), with the per-chunk
+reproducible from ``rng`` whatever ``n_draws`` is), with the per-chunk
 moments merged exactly (Chan et al.'s parallel update) on the array backend;
 only the final numbers leave the device.
 
@@ -38,8 +38,9 @@ import array_api_compat
 import numpy as np
 
 from ._backend import Random, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
+from theory.registry import has_hook, hook, register as register_hook
+
 from ._checks import (
-    FAST_COUPLINGS,
     check_coupling,
     check_data,
     check_dimension,
@@ -112,7 +113,7 @@ class _Moments:
 
     def result(self, xp, scalar):
         if self.n < 2:
-            raise ValueError(f"n_trials must be an integer >= 2 (a standard error needs two draws), got {self.n}")
+            raise ValueError(f"n_draws must be an integer >= 2 (a standard error needs two draws), got {self.n}")
         var = self.m2 / (self.n - 1)
         se = xp.sqrt(var / self.n)
         if scalar:
@@ -187,41 +188,91 @@ def _as_vector(v, d, random, name):
 
 
 def _project_chunk(coupling, d, m, vec, k, random, route, path):
-    """(k, m) projections w_i . vec for k independent draws."""
-    xp = random.xp
-    if path == "full":
+    """(k, m) projections w_i . vec for k independent draws.
+
+    ``path="fast"`` uses the coupling's ``projections`` hook (registry); a
+    coupling without one takes the full path (draw the blocks, multiply),
+    which is correct for every coupling.
+    """
+    if path == "full" or not has_hook(coupling, "projections"):
         w = _weights_batch(coupling, d, m, k, random, route, {})
-        return xp.matmul(w, vec)
-    vnorm = xp.linalg.vector_norm(vec)
-    if coupling == "iid":
-        return random.normal((k, m)) * vnorm
-    b = _block_rows(coupling, d)
-    nb = -(-m // b)
-    if coupling in FAST_COUPLINGS:
+        return random.xp.matmul(w, vec)
+    return hook(coupling, "projections")(vec, d, m, k, random)
+
+
+def _blockwise(y, k, m):
+    """(k * nb, b) block projections -> (k, m): consecutive blocks of a draw, the last truncated."""
+    xp = array_api_compat.array_namespace(y)
+    y = xp.reshape(y, (k, -1))
+    return y[:, :m] if y.shape[1] != m else y
+
+
+@register_hook("iid", "projections")
+def _projections_iid(vec, d, m, k, random):
+    return random.normal((k, m)) * random.xp.linalg.vector_norm(vec)
+
+
+def _isotropic_directions(vec, d, n_blocks, random):
+    """u uniform on the sphere, (n_blocks, d), and the factor |v| / |u| (isotropy: R v = |v| u)."""
+    xp = random.xp
+    y = random.normal((n_blocks, d))
+    scale = xp.linalg.vector_norm(vec) / xp.linalg.vector_norm(y, axis=-1)
+    return y, scale
+
+
+def _isotropic_projections(simplex):
+    """W v = |v| D u (ORFs) or |v| D S u (SimRFs) with u uniform on the sphere; in place (the hot loop)."""
+
+    def projections(vec, d, m, k, random):
+        nb = -(-m // d)
+        y, scale = _isotropic_directions(vec, d, k * nb, random)
+        norms = random.chi(d, (k * nb, d))
+        if simplex:
+            _simplex_apply_rows_(y)
+        norms *= scale[:, None]
+        y *= norms
+        return _blockwise(y, k, m)
+
+    return projections
+
+
+register_hook("orthogonal", "projections", _isotropic_projections(simplex=False))
+register_hook("simplex", "projections", _isotropic_projections(simplex=True))
+
+
+@register_hook("simplex_plus", "projections")
+def _projections_simplex_plus(vec, d, m, k, random):
+    """W v = |v| D S' u: the SimRFs+ vectors for the drawn norms applied to u uniform on the sphere."""
+    xp = random.xp
+    nb = -(-m // d)
+    y, scale = _isotropic_directions(vec, d, k * nb, random)
+    norms = random.chi(d, (k * nb, d))
+    vecs, _, _ = simplex_plus_vectors(norms)
+    y = xp.matmul(vecs, y[:, :, None])[:, :, 0]
+    y *= scale[:, None]
+    return _blockwise(y, k, m)
+
+
+def _fast_projections(simplex):
+    """The HD-product applied to v itself (the fast couplings are not isotropic), O(p log p) per block."""
+
+    def projections(vec, d, m, k, random):
+        xp = random.xp
         p = next_power_of_two(d)
+        nb = -(-m // p)
         signs = random.rademacher((k * nb, 3, p))
         norms = random.chi(p, (k * nb, p))
         vp = vec if p == d else xp.concat([vec, xp.zeros((p - d,), dtype=vec.dtype, device=random.device)])
         y = _hd_apply(vp[None, :], signs)
-        if coupling == "fast_simplex":
+        if simplex:
             y = simplex_apply(y, axis=-1)
-        y = y * norms
-    else:
-        # W v = |v| D S u with u uniform on the sphere (in place: this is the hot loop)
-        y = random.normal((k * nb, d))
-        scale = vnorm / xp.linalg.vector_norm(y, axis=-1)
-        norms = random.chi(d, (k * nb, d))
-        if coupling == "simplex_plus":
-            vecs, _, _ = simplex_plus_vectors(norms)
-            y = xp.matmul(vecs, y[:, :, None])[:, :, 0]
-            y *= scale[:, None]
-        else:
-            if coupling == "simplex":
-                _simplex_apply_rows_(y)
-            norms *= scale[:, None]
-            y *= norms
-    y = xp.reshape(y, (k, nb * b))
-    return y[:, :m] if nb * b != m else y
+        return _blockwise(y * norms, k, m)
+
+    return projections
+
+
+register_hook("fast_orthogonal", "projections", _fast_projections(simplex=False))
+register_hook("fast_simplex", "projections", _fast_projections(simplex=True))
 
 
 def _simplex_apply_rows_(u):
@@ -289,7 +340,7 @@ def _kernel_value(kernel, x, y):
     return float(np.exp(-0.5 * np.sum((x - y) ** 2)))
 
 
-def _pointwise(stat, coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype, path, chunk, progress,
+def _pointwise(stat, coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype, path, chunk, progress,
                haar_route, label):
     kernel = check_kernel(kernel)
     xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
@@ -297,7 +348,7 @@ def _pointwise(stat, coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, d))
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = check_int(m, "m", 1)
-    n_trials = check_int(n_trials, "n_trials", 2)
+    n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
     target = _kernel_value(kernel, xn, yn)
     if kernel == "rff":
@@ -311,9 +362,9 @@ def _pointwise(stat, coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype
     size = _default_chunk(coupling, d, m, path) if chunk is None else check_int(chunk, "chunk", 1)
     on_host = random.backend == "numpy"
     acc = _Moments()
-    bar = _Progress(progress, n_trials, label)
+    bar = _Progress(progress, n_draws, label)
     done = 0
-    for k in _chunks(n_trials, size):
+    for k in _chunks(n_draws, size):
         proj = _project_chunk(coupling, d, m, vec, k, random, route, path)
         if kernel == "rff":
             khat = xpn.mean(xpn.cos(proj), axis=1)
@@ -338,7 +389,7 @@ _POINTWISE_DOC = """
         The two points (finite).
     m : int >= 1
         Number of random features per draw.
-    n_trials : int >= 2
+    n_draws : int >= 2
         Number of independent draws.
     kernel : {'gaussian', 'softmax', 'rff'}
         PRF for the Gaussian kernel (eq. ``def_prf``), PRF for the softmax
@@ -353,22 +404,22 @@ _POINTWISE_DOC = """
 """
 
 
-def kernel_estimate(coupling, x, y, m, n_trials, kernel="gaussian", rng=None, xp=None, device=None, *,
+def kernel_estimate(coupling, x, y, m, n_draws, kernel="gaussian", rng=None, xp=None, device=None, *,
                     dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
-    r"""Mean of the kernel estimator :math:`\hat K = \phi(x)^\top\phi(y)` over n_trials draws.
+    r"""Mean of the kernel estimator :math:`\hat K = \phi(x)^\top\phi(y)` over n_draws draws.
     """
-    est, _ = _pointwise("kernel", coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype, path, chunk,
+    est, _ = _pointwise("kernel", coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype, path, chunk,
                         progress, haar_route, "kernel")
     return est
 
 
-def empirical_mse(coupling, x, y, m, n_trials, kernel="gaussian", rng=None, xp=None, device=None, *,
+def empirical_mse(coupling, x, y, m, n_draws, kernel="gaussian", rng=None, xp=None, device=None, *,
                   dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
     r"""Empirical MSE :math:`\mathbb E[(\hat K - K)^2]` against the exact kernel value.
 
     Compare with :func:`theory.prf_mse` (Thm 3.2) and :func:`theory.rff_mse`.
     """
-    est, _ = _pointwise("mse", coupling, x, y, m, n_trials, kernel, rng, xp, device, dtype, path, chunk,
+    est, _ = _pointwise("mse", coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype, path, chunk,
                         progress, haar_route, "mse")
     return est
 
@@ -387,21 +438,21 @@ empirical_mse.__doc__ += _POINTWISE_DOC + """
 """
 
 
-def _pair_stat(coupling, d, v, m, n_trials, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
                matrix):
     if kind not in ("prf", "rff"):
         raise ValueError(f"kind must be 'prf' or 'rff', got {kind!r}")
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = d if m is None else check_int(m, "m", 2, "(the conformity averages over pairs of features)")
-    n_trials = check_int(n_trials, "n_trials", 2)
+    n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
     vec = _as_vector(v, d, random, "v")
     extra = m * m * 3 if matrix else 0
     size = _default_chunk(coupling, d, m, path, extra) if chunk is None else check_int(chunk, "chunk", 1)
     acc = _Moments()
-    bar = _Progress(progress, n_trials, "conformity")
+    bar = _Progress(progress, n_draws, "conformity")
     done = 0
-    for k in _chunks(n_trials, size):
+    for k in _chunks(n_draws, size):
         proj = _project_chunk(coupling, d, m, vec, k, random, route, path)
         b = xpn.exp(proj) if kind == "prf" else xpn.cos(proj)
         if matrix:
@@ -414,7 +465,7 @@ def _pair_stat(coupling, d, v, m, n_trials, kind, rng, xp, device, dtype, path, 
     return acc.result(xpn, scalar=not matrix)
 
 
-def empirical_conformity(coupling, d, v, m=None, n_trials=10_000, kind="prf", rng=None, xp=None, device=None, *,
+def empirical_conformity(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng=None, xp=None, device=None, *,
                          dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
     r"""Empirical RF-conformity :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``).
 
@@ -432,18 +483,18 @@ def empirical_conformity(coupling, d, v, m=None, n_trials=10_000, kind="prf", rn
         along :math:`e_1` (the direction is irrelevant for the isotropic couplings).
     m : int >= 2, optional
         Number of features (default d: one block).
-    n_trials : int >= 2
+    n_draws : int >= 2
     kind : {'prf', 'rff'}
 
     Returns
     -------
     Estimate
     """
-    return _pair_stat(coupling, d, v, m, n_trials, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+    return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
                       matrix=False)
 
 
-def empirical_pair_moments(coupling, d, v, m=None, n_trials=10_000, kind="prf", rng=None, xp=None, device=None, *,
+def empirical_pair_moments(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng=None, xp=None, device=None, *,
                            dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
     r"""Empirical :math:`\mathbb E[b_ib_j]` for every pair, an (m, m) Estimate.
 
@@ -452,7 +503,7 @@ def empirical_pair_moments(coupling, d, v, m=None, n_trials=10_000, kind="prf", 
     :math:`e^{v^2}`, and the diagonal :math:`\mathbb E[b_i^2] = e^{2v^2}`
     (PRF).  Arguments as in :func:`empirical_conformity`.
     """
-    return _pair_stat(coupling, d, v, m, n_trials, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+    return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
                       matrix=True)
 
 

@@ -35,9 +35,11 @@ from __future__ import annotations
 import numpy as np
 from scipy import integrate, stats
 
+from theory.errors import ConvergenceError
+
 from ._checks import check_int
 from .couplings import haar_orthogonal, simplex_matrix
-from .optimum import pair_kernel as _pair_kernel
+from .optimum import pair_kernel_squared as _pair_kernel
 
 KINDS = ("iid", "antithetic", "stratified", "equal")
 
@@ -48,10 +50,10 @@ def _check_kind(kind):
     return kind
 
 
-def coupled_norms(d, n, kind, rng=None):
-    """n blocks of d norms, each marginally chi_d, coupled within a block; array (n, d)."""
+def coupled_norms(d, n_blocks, kind, rng=None):
+    """n_blocks blocks of d norms, each marginally chi_d, coupled within a block; array (n_blocks, d)."""
+    n = check_int(n_blocks, "n_blocks", 1)
     d = check_int(d, "d", 2)
-    n = check_int(n, "n", 1)
     _check_kind(kind)
     gen = np.random.default_rng(rng)
     if kind == "iid":
@@ -72,15 +74,15 @@ def coupled_norms(d, n, kind, rng=None):
     return stats.chi.ppf(uu, d)
 
 
-def sample_weights(d, m, kind, rng=None, n=None):
-    """Simplex blocks D S R with coupled norms: array (m, d), or (n, m, d) for n draws.
+def sample_norm_coupled_weights(d, m, kind, rng=None, n_draws=None):
+    """Simplex blocks D S R with coupled norms: array (m, d), or (n_draws, m, d).
 
     m > d uses independent blocks (the last truncated), as everywhere else.
     """
     d = check_int(d, "d", 2)
     m = check_int(m, "m", 1)
     _check_kind(kind)
-    draws = 1 if n is None else check_int(n, "n", 1)
+    draws = 1 if n_draws is None else check_int(n_draws, "n_draws", 1)
     gen = np.random.default_rng(rng)
     nb = -(-m // d)
     norms = coupled_norms(d, draws * nb, kind, gen)
@@ -88,7 +90,7 @@ def sample_weights(d, m, kind, rng=None, n=None):
     s = np.asarray(simplex_matrix(d))
     blocks = norms[:, :, None] * np.einsum("ij,njk->nik", s, rot)
     w = blocks.reshape(draws, nb * d, d)[:, :m]
-    return w[0] if n is None else w
+    return w[0] if n_draws is None else w
 
 
 def conformity(d, v, kind):
@@ -119,7 +121,7 @@ def conformity(d, v, kind):
         return stats.chi.ppf(u, d)
 
     def pair(a, b):
-        return _pair_kernel(a * a + b * b + 2 * c * a * b, d, v)
+        return _pair_kernel(d, v, a * a + b * b + 2 * c * a * b)
 
     def quad1(f, points=None):
         return _quad_checked(f, points, what=f"norm-coupled conformity ({kind}, d = {d}, v = {v})")
@@ -136,7 +138,7 @@ def conformity(d, v, kind):
     if kind == "iid":
         return independent()
     if kind == "equal":
-        return quad1(lambda u: _pair_kernel(2 * q(u) ** 2 * (1 + c), d, v))
+        return quad1(lambda u: _pair_kernel(d, v, 2 * q(u) ** 2 * (1 + c)))
     if kind == "stratified":
         return _stratified(d, v, c)
     anti = quad1(lambda u: pair(q(u), q(1.0 - u)))
@@ -149,7 +151,7 @@ def _quad_checked(f, points, what, rtol=1e-9):
     val, err, info, *msg = integrate.quad(f, 0.0, 1.0, points=points, limit=400, epsabs=0, epsrel=rtol,
                                           full_output=1)
     if msg or not err <= 10 * rtol * abs(val):
-        raise ArithmeticError(f"{what}: quadrature did not converge (estimate {val:.6g}, error {err:.2g})")
+        raise ConvergenceError(f"{what}: quadrature did not converge (estimate {val:.6g}, error {err:.2g})")
     return val
 
 
@@ -176,7 +178,7 @@ def _stratified(d, v, c, level=6):
     absorbs the quantile's endpoint singularities (:math:`q \sim u^{1/d}` at 0,
     :math:`\sqrt{-2\log(1-u)}` at 1); tail probabilities are carried as
     complements, so no point rounds onto 0 or 1.  The rules with step h and
-    2h must agree to 1e-10 relative, otherwise ArithmeticError.  Vectorised
+    2h must agree to 1e-10 relative, otherwise ConvergenceError.  Vectorised
     over strata, nodes and offsets.
     """
     def rule(h):
@@ -188,13 +190,13 @@ def _stratified(d, v, c, level=6):
         for k in range(1, d):
             sk = (strata + k) % d
             b = _chi_quantile((sk + frac) / d, (d - 1 - sk + cfrac) / d, d)
-            f = _pair_kernel(a * a + b * b + 2 * c * a * b, d, v)
+            f = _pair_kernel(d, v, a * a + b * b + 2 * c * a * b)
             total += float(np.sum(f * w))
         return total / (d - 1)
 
     fine, coarse = rule(2.0 ** -level), rule(2.0 ** (1 - level))
     if abs(fine - coarse) > 1e-10 * abs(fine):
-        raise ArithmeticError(f"stratified norm coupling: tanh-sinh rules disagree ({fine!r} vs {coarse!r}) "
+        raise ConvergenceError(f"stratified norm coupling: tanh-sinh rules disagree ({fine!r} vs {coarse!r}) "
                               f"at d = {d}, v = {v}; raise level")
     return fine
 
@@ -209,11 +211,11 @@ def _independent_quadrature(d, v, level=6):
         frac, cfrac, w = _de_nodes(h)
         q = _chi_quantile(frac, cfrac, d)
         a, b = q[:, None], q[None, :]
-        return float(np.sum(_pair_kernel(a * a + b * b + 2 * c * a * b, d, v) * w[:, None] * w[None, :]))
+        return float(np.sum(_pair_kernel(d, v, a * a + b * b + 2 * c * a * b) * w[:, None] * w[None, :]))
 
     fine, coarse = rule(2.0 ** -level), rule(2.0 ** (1 - level))
     if abs(fine - coarse) > 1e-10 * abs(fine):
-        raise ArithmeticError(f"independent-norm quadrature: rules disagree ({fine!r} vs {coarse!r})")
+        raise ConvergenceError(f"independent-norm quadrature: rules disagree ({fine!r} vs {coarse!r})")
     return fine
 
 

@@ -24,8 +24,11 @@ from scipy import optimize, special
 from ._checks import check_int
 
 
-def pair_kernel(s, d, v):
-    r""":math:`F(s) = {}_0F_1(;d/2;v^2 s/4)` for squared pair norms s (float arrays)."""
+def pair_kernel_squared(d, v, s):
+    r""":math:`F(s) = {}_0F_1(;d/2;v^2 s/4)` for squared pair norms :math:`s = w_{ij}^2` (float arrays).
+
+    The float64 twin of :func:`theory.simplex_plus.pair_kernel` ``(d, v, w_ij)``, which takes
+    :math:`w_{ij}` itself in arbitrary precision."""
     return special.hyp0f1(d / 2.0, (v * v / 4.0) * np.asarray(s, dtype=float))
 
 
@@ -34,7 +37,7 @@ def objective(vectors, v):
     w = np.asarray(vectors, dtype=float)
     m, d = w.shape
     s = np.sum((w[:, None, :] + w[None, :, :]) ** 2, axis=-1)
-    f = pair_kernel(s, d, v)
+    f = pair_kernel_squared(d, v, s)
     return float((f.sum() - np.trace(f)) / (m * (m - 1)))
 
 

@@ -92,7 +92,7 @@ def test_norm_coupling_changes_the_mse(record):
     k = np.exp(-np.sum((x - y) ** 2) / 2)
     out = {}
     for kind in ("equal", "iid"):
-        W = nc.sample_weights(d, d, kind, rng=14, n=300_000)
+        W = nc.sample_norm_coupled_weights(d, d, kind, rng=14, n_draws=300_000)
         err = (np.exp(W @ (x + y) - x @ x - y @ y).mean(axis=1) - k) ** 2
         out[kind] = (err.mean(), err.std(ddof=1) / np.sqrt(err.size))
     ratio = out["equal"][0] / out["iid"][0]
@@ -100,5 +100,5 @@ def test_norm_coupling_changes_the_mse(record):
     z = (ratio - nc.mse_ratio_to_simplex(d, v, "equal")) / se
     record(abs(z), "sigma")
     assert abs(z) <= 4.5 and ratio < 0.5
-    W = nc.sample_weights(6, 6, "stratified", rng=15, n=20_000)
+    W = nc.sample_norm_coupled_weights(6, 6, "stratified", rng=15, n_draws=20_000)
     assert min(r[3] for r in mc.diagnostics.ks_marginals("simplex", 6, 20_000, weights=W)) > 1e-6

@@ -59,7 +59,7 @@ def test_simrf_conformity_mutants(mutant):
 
 
 def test_simrf_sign_mutant_caught_by_monte_carlo():
-    est = mc.empirical_conformity("simplex", 6, 1.0, m=6, n_trials=100_000, rng=90)
+    est = mc.empirical_conformity("simplex", 6, 1.0, m=6, n_draws=100_000, rng=90)
     with mp.workdps(20):
         assert mc_agrees(est, theory.conformity_at_angle(6, 1, mp.mpf(-1) / 5))
         assert not mc_agrees(est, theory.conformity_at_angle(6, 1, mp.mpf(1) / 5))

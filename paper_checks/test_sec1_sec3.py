@@ -37,7 +37,7 @@ def test_rff_unbiased(coupling, record):
     k = np.exp(-np.sum((x - y) ** 2) / 2)
     assert_mc_agree(est, k, record, f"RFF {coupling}")
     if coupling == "iid":
-        W = mc.sample_weights("iid", d, d, rng=12, n=40_000) * 1.1  # wrong scale: N(0, 1.21 I)
+        W = mc.sample_weights("iid", d, d, rng=12, n_draws=40_000) * 1.1  # wrong scale: N(0, 1.21 I)
         assert not mc_agrees(_Est(_khat(W, x, y, "rff")), k)
 
 
@@ -50,7 +50,7 @@ def test_prf_unbiased(coupling, record):
     est = mc.kernel_estimate(coupling, x, y, d, 40_000, kernel="gaussian", rng=21)
     assert_mc_agree(est, k, record, f"PRF {coupling}")
     if coupling == "orthogonal":
-        W = mc.sample_weights("orthogonal", d, d, rng=22, n=40_000)
+        W = mc.sample_weights("orthogonal", d, d, rng=22, n_draws=40_000)
         W = W / np.linalg.norm(W, axis=-1, keepdims=True) * np.sqrt(d)  # norms fixed at sqrt(d)
         assert not mc_agrees(_Est(_khat(W, x, y, "prf")), k)
 
@@ -113,7 +113,7 @@ def test_simplex_block_structure_and_marginals(record):
     on 4 directions x 3 rows (12 tests at level 1e-6 each: family-wise 1.2e-5);
     the same test rejects norms fixed at sqrt(d) (power)."""
     d = 6
-    W = mc.sample_weights("simplex", d, d, rng=5, n=20_000)
+    W = mc.sample_weights("simplex", d, d, rng=5, n_draws=20_000)
     U = W / np.linalg.norm(W, axis=-1, keepdims=True)
     gram = np.einsum("nik,njk->nij", U, U)
     target = np.full((d, d), -1 / (d - 1)) + np.eye(d) * (1 + 1 / (d - 1))
@@ -169,7 +169,7 @@ def test_thm_3_2_against_pairwise_brute_force(record):
 def test_conformity_definition_monte_carlo(coupling, record):
     """Empirical E[b_i b_j] (eq. def_rf_conformity) vs the closed forms: 3 comparisons."""
     d, v = 8, 0.9
-    est = mc.empirical_conformity(coupling, d, v, m=d, n_trials=200_000, rng=31)
+    est = mc.empirical_conformity(coupling, d, v, m=d, n_draws=200_000, rng=31)
     with mp.workdps(20):
         assert_mc_agree(est, theory.conformity(coupling, d, v), record, coupling)
 
@@ -335,7 +335,7 @@ def test_footnote_moment_ratio(coupling, record):
             h = mp.mpf(d) / 2
             assert_agree(ratio, 2 * mp.gamma(h + 2) / mp.gamma(h + 1) + 2 * mp.gamma(h + 1) / mp.gamma(h), 22)
         assert 1.5 * d < ratio < 3 * d
-    W = mc.sample_weights(coupling, d, 2, rng=15, n=100_000)
+    W = mc.sample_weights(coupling, d, 2, rng=15, n_draws=100_000)
     s = np.sum((W[:, 0] + W[:, 1]) ** 2, axis=-1)
     est = _Est(s ** 2)
     assert_mc_agree(est, e4, record, "E w^4")

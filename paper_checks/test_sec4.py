@@ -45,7 +45,7 @@ def test_lemma_4_1_pdf_and_conformity(d, record):
 
 @pytest.mark.claim("lemma4.1")
 def test_lemma_4_1_monte_carlo(record):
-    est = mc.empirical_conformity("iid", 6, 1.0, m=6, n_trials=200_000, rng=41)
+    est = mc.empirical_conformity("iid", 6, 1.0, m=6, n_draws=200_000, rng=41)
     assert_mc_agree(est, np.exp(1.0), record)
 
 
@@ -79,7 +79,7 @@ def test_lemma_4_2_monte_carlo_histogram(record):
     density integrated over 12 bins (false alarm 1e-6); a chi_2d reference
     (the ORF density) is rejected by the same test (power)."""
     d = 5
-    W = mc.sample_weights("simplex", d, 2, rng=42, n=60_000)
+    W = mc.sample_weights("simplex", d, 2, rng=42, n_draws=60_000)
     w = np.linalg.norm(W[:, 0] + W[:, 1], axis=1)
     edges = np.quantile(w, np.linspace(0, 1, 13))
     edges[0], edges[-1] = 0.0, np.inf
@@ -233,7 +233,7 @@ def test_simrf_conformity_routes(d, record):
 @pytest.mark.claim("thm4.3.orf", "thm4.3.simrf")
 @pytest.mark.parametrize("coupling", ["orthogonal", "simplex"])
 def test_conformities_monte_carlo(coupling, record):
-    est = mc.empirical_conformity(coupling, 16, 1.1, m=16, n_trials=200_000, rng=44)
+    est = mc.empirical_conformity(coupling, 16, 1.1, m=16, n_draws=200_000, rng=44)
     with mp.workdps(20):
         assert_mc_agree(est, theory.conformity(coupling, 16, 1.1), record)
         other = "simplex" if coupling == "orthogonal" else "orthogonal"
@@ -305,7 +305,7 @@ def test_sum_and_difference_identically_distributed(record):
     """For IID and ORF pairs, |w_i + w_j| and |w_i - w_j| have the same law
     (two-sample KS, 2 tests at 1e-6); for simplex pairs they do not (power)."""
     for coupling, same in (("iid", True), ("orthogonal", True), ("simplex", False)):
-        W = mc.sample_weights(coupling, 4, 2, rng=47, n=40_000)
+        W = mc.sample_weights(coupling, 4, 2, rng=47, n_draws=40_000)
         p = stats.ks_2samp(np.linalg.norm(W[:20_000, 0] + W[:20_000, 1], axis=1),
                            np.linalg.norm(W[20_000:, 0] - W[20_000:, 1], axis=1)).pvalue
         if same:
@@ -395,7 +395,7 @@ def test_tails_ordered(record):
         assert s_sim < s_orf < s_iid
         if t == 6.0:
             for coupling, ref in (("simplex", s_sim), ("orthogonal", s_orf), ("iid", s_iid)):
-                W = mc.sample_weights(coupling, d, 2, rng=48, n=200_000)
+                W = mc.sample_weights(coupling, d, 2, rng=48, n_draws=200_000)
                 tail = np.linalg.norm(W[:, 0] + W[:, 1], axis=1) > t
                 assert_mc_agree(_Est(tail), ref, record, coupling)
     # f(w, v) = Gamma(d/2) sum_k ... is increasing in w

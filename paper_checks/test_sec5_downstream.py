@@ -105,7 +105,7 @@ def test_table3_fast_variants_close(accuracies, name, record):
 def test_fig10_sigma_search(record):
     """App. C.1 on wifi (validation split, m = 10 d): the IID PRF optimum lies below
     the exact kernel's, where PRFs beat their own accuracy at the exact optimum."""
-    res = cl.sigma_search("wifi", sigmas=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0), n_reps=20, rng=5, uci_dir=UCI_DIR)
+    res = cl.sigma_search("wifi", sigmas=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0), n_draws=20, rng=5, uci_dir=UCI_DIR)
     i, j = int(np.argmax(res.mean)), int(np.argmax(res.exact))
     z = (res.mean[i] - res.mean[j]) / math.hypot(res.stderr[i], res.stderr[j])
     record(z, "separation sigma", worst="low")

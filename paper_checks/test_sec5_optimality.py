@@ -98,7 +98,7 @@ def test_fig7_gram_errors_ordered_and_match_theory(record):
     means = {}
     for coupling in ("iid", "orthogonal", "simplex"):
         for m in (64, 256):
-            W = mc.sample_weights(coupling, d, m, rng=71 + m, n=300)
+            W = mc.sample_weights(coupling, d, m, rng=71 + m, n_draws=300)
             phi = np.exp(np.einsum("nmd,pd->npm", W, X) - sq[None, :, None]) / np.sqrt(m)
             G = np.einsum("npm,nqm->npq", phi, phi)
             err = np.sum((G - K[None]) ** 2, axis=(1, 2))
@@ -250,8 +250,8 @@ def test_fig4_ordering_single_draw(seed, record):
     for i in range(d):
         for j in range(d):
             if i != j:
-                iid_exact += integrate.quad(lambda t: ct * (1 - t * t) ** ((d - 3) / 2) * optimum.pair_kernel(
-                    norms[i] ** 2 + norms[j] ** 2 + 2 * norms[i] * norms[j] * t, d, v), -1, 1)[0]
+                iid_exact += integrate.quad(lambda t: ct * (1 - t * t) ** ((d - 3) / 2) * optimum.pair_kernel_squared(
+                    d, v, norms[i] ** 2 + norms[j] ** 2 + 2 * norms[i] * norms[j] * t), -1, 1)[0]
     iid_exact /= d * (d - 1)
     z_iid = (iid_mean - iid_exact) / iid_se
     record(abs(z_iid), "sigma (100-coupling IID mean vs exact)")
@@ -314,7 +314,7 @@ def test_complexity_exponents(record):
     and BLAS makes QR look like d^2 to d^3 at these sizes): regular blocks grow
     faster than d^1.6, fast (HD) projections and Algorithm 1 slower than d^1.5."""
     rng = np.random.default_rng(50)
-    regular = _slope([128, 256, 512], lambda d: mc.sample_weights("simplex", d, d, rng=1, n=4))
+    regular = _slope([128, 256, 512], lambda d: mc.sample_weights("simplex", d, d, rng=1, n_draws=4))
     fast = _slope([1024, 4096, 16384], lambda d: mc.pair_projections("fast_simplex", np.ones(d), d, 8, rng=2,
                                                                      path="fast"))
     alg1 = _slope([4096, 16384, 65536], lambda d: mc.simplex_apply(rng.standard_normal((32, d))))
@@ -349,7 +349,7 @@ def test_simplex_costs_about_as_much_as_orthogonal(record):
         out = np.inf
         for _ in range(7):
             t0 = time.process_time()
-            mc.sample_weights(coupling, 64, 64, rng=3, n=200)
+            mc.sample_weights(coupling, 64, 64, rng=3, n_draws=200)
             out = min(out, time.process_time() - t0)
         return out
     ratio = best("simplex") / best("orthogonal")
@@ -361,7 +361,7 @@ def test_simplex_costs_about_as_much_as_orthogonal(record):
 def test_fig2_angles(record):
     for d, coupling, expected in ((2, "simplex", 180.0), (3, "simplex", 120.0), (3, "orthogonal", 90.0),
                                   (2, "orthogonal", 90.0)):
-        W = mc.sample_weights(coupling, d, d, rng=d, n=100)
+        W = mc.sample_weights(coupling, d, d, rng=d, n_draws=100)
         U = W / np.linalg.norm(W, axis=-1, keepdims=True)
         ang = np.degrees(np.arccos(np.clip(np.einsum("nk,nk->n", U[:, 0], U[:, 1]), -1, 1)))
         err = np.abs(ang - expected).max()

@@ -117,7 +117,7 @@ def global_state_sampler(d, m):
 @pytest.mark.parametrize("coupling", ["iid", "orthogonal", "simplex"])
 def test_exact_samplers_pass(coupling):
     sampler = {"iid": iid_sampler, "orthogonal": orthogonal_sampler, "simplex": simplex_sampler}[coupling]
-    rep = audit(sampler, 8, coupling=coupling, n=N_PASS, rng=1)
+    rep = audit(sampler, 8, coupling=coupling, n_draws=N_PASS, rng=1)
     assert rep.passed, rep.render(verbose=True)
     assert [c.name for c in rep.checks] == list(CHECKS)
     assert all(c.passed for c in rep.checks)
@@ -129,7 +129,7 @@ def test_exact_samplers_pass(coupling):
 def test_ensembles_of_blocks_pass(coupling):
     """m > d: independent blocks of d rows, the last truncated; conformity from theory.ensemble_conformity."""
     sampler = orthogonal_sampler if coupling == "orthogonal" else simplex_sampler
-    rep = audit(sampler, 5, 12, coupling=coupling, n=N_PASS, rng=2)
+    rep = audit(sampler, 5, 12, coupling=coupling, n_draws=N_PASS, rng=2)
     assert rep.passed, rep.render(verbose=True)
     assert "ensemble" in rep.check("conformity").note
     assert any("across blocks" in t.label for t in rep.check("structure").tests)
@@ -137,18 +137,18 @@ def test_ensembles_of_blocks_pass(coupling):
 
 def test_harmless_gram_schmidt_of_rows_passes():
     """Norms of the rows of G with Gram-Schmidt of those rows: exactly ORF (Bartlett), so no alarm."""
-    rep = audit(gram_schmidt_rows_sampler, 8, coupling="orthogonal", n=N_PASS, rng=3)
+    rep = audit(gram_schmidt_rows_sampler, 8, coupling="orthogonal", n_draws=N_PASS, rng=3)
     assert rep.passed, rep.render(verbose=True)
 
 
 def test_false_alarm_budget_is_bonferroni():
-    rep = audit(iid_sampler, 4, coupling="iid", n=200, rng=0)
+    rep = audit(iid_sampler, 4, coupling="iid", n_draws=200, rng=0)
     stat = [c for c in rep.checks if c.alpha > 0]
     assert math.isclose(sum(c.alpha for c in stat), rep.alpha)
     for c in stat:
         assert math.isclose(c.threshold * c.n_statistical, c.alpha)
     # a claimed orthogonal coupling makes the structure check deterministic: no share for it
-    rep = audit(orthogonal_sampler, 4, coupling="orthogonal", n=200, rng=0)
+    rep = audit(orthogonal_sampler, 4, coupling="orthogonal", n_draws=200, rng=0)
     assert rep.check("structure").alpha == 0 and rep.check("structure").tests[0].pvalue is None
     assert math.isclose(sum(c.alpha for c in rep.checks), rep.alpha)
 
@@ -158,7 +158,7 @@ def test_false_alarm_budget_is_bonferroni():
 
 
 def test_qr_without_sign_correction_is_flagged():
-    rep = audit(bad_qr_sampler, 8, coupling="orthogonal", n=N, rng=4)
+    rep = audit(bad_qr_sampler, 8, coupling="orthogonal", n_draws=N, rng=4)
     assert not rep.passed
     failed = set(rep.failed)
     assert {"marginals", "prf_unbiased"} <= failed
@@ -174,7 +174,7 @@ def test_qr_without_sign_correction_is_flagged():
 @pytest.mark.parametrize("d", [8, 32])
 def test_norms_from_the_orthogonalised_block_are_flagged(d):
     # at d = 32, axes e_1..e_4 and e_29..e_32 only (max_axes=8) to keep the test short
-    rep = audit(same_block_norms_sampler, d, coupling="orthogonal", n=N if d == 8 else 2500, rng=5, max_axes=8)
+    rep = audit(same_block_norms_sampler, d, coupling="orthogonal", n_draws=N if d == 8 else 2500, rng=5, max_axes=8)
     assert not rep.passed
     failed = set(rep.failed)
     assert {"norm_independence", "moments", "prf_unbiased", "rff_unbiased"} <= failed
@@ -193,7 +193,7 @@ def test_norms_from_the_orthogonalised_block_are_flagged(d):
 def test_wrong_coupling_claim_is_flagged_by_conformity(sampler, claim):
     # measured |z| over seeds at d = 8, n = 4000 (threshold ~4.8): simplex vs ORF 10-18 (PRF); iid vs ORF only
     # 1-5 through the PRF conformity but 6-8 through the RFF one (e^{-1} vs 1F1(8; 4; -1/2) = 0.346)
-    rep = audit(sampler, 8, coupling=claim, n=N, rng=6)
+    rep = audit(sampler, 8, coupling=claim, n_draws=N, rng=6)
     assert rep.check("conformity").passed is False, rep.render(verbose=True)
     assert rep.check("structure").passed is False
     # the rows themselves are fine
@@ -261,9 +261,9 @@ def test_torch_samplers():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a small QR on 2 contended threads costs ~10 ms, on one ~50 us
     try:
-        rep = audit(torch_orthogonal_sampler, 4, coupling="orthogonal", n=800, rng=7, call="m,d,seed")
-        bad = audit(performer_style_sampler, 6, 9, coupling="orthogonal", n=1000, rng=7, call="m,d")
-        again = audit(performer_style_sampler, 6, 9, coupling="orthogonal", n=1000, rng=7, call="m,d")
+        rep = audit(torch_orthogonal_sampler, 4, coupling="orthogonal", n_draws=800, rng=7, call="m,d,seed")
+        bad = audit(performer_style_sampler, 6, 9, coupling="orthogonal", n_draws=1000, rng=7, call="m,d")
+        again = audit(performer_style_sampler, 6, 9, coupling="orthogonal", n_draws=1000, rng=7, call="m,d")
     finally:
         torch.set_num_threads(threads)
     assert rep.passed, rep.render(verbose=True)
@@ -280,34 +280,34 @@ def test_torch_samplers():
 
 
 def test_adapter_and_global_state_conventions_are_reproducible():
-    rep1 = audit(global_state_sampler, 4, 3, coupling="iid", n=300, rng=8, call="d,m")
-    rep2 = audit(global_state_sampler, 4, 3, coupling="iid", n=300, rng=8, call="d,m")
+    rep1 = audit(global_state_sampler, 4, 3, coupling="iid", n_draws=300, rng=8, call="d,m")
+    rep2 = audit(global_state_sampler, 4, 3, coupling="iid", n_draws=300, rng=8, call="d,m")
     assert rep1.passed
     assert [t.statistic for c in rep1.checks for t in c.tests] == [t.statistic for c in rep2.checks for t in c.tests]
 
     def adapter(sampler, d, m, rng):
         return sampler(coupling="simplex", d=d, m=m, rng=rng)
 
-    rep = audit(mc.sample_weights, 5, coupling="simplex", n=500, rng=9, call=adapter)
+    rep = audit(mc.sample_weights, 5, coupling="simplex", n_draws=500, rng=9, call=adapter)
     assert rep.passed and rep.call == "adapter adapter"
 
 
 def test_float32_output_uses_float32_tolerance():
     rep = audit(lambda d, m, rng: orthogonal_sampler(d, m, rng).astype(np.float32), 6, coupling="orthogonal",
-                n=300, rng=10)
+                n_draws=300, rng=10)
     assert rep.structure.dtype == "float32" and rep.structure.tolerance > 1e-4
     assert rep.check("structure").passed
 
 
 def test_single_row_skips_pair_checks():
-    rep = audit(orthogonal_sampler, 5, 1, coupling="orthogonal", n=300, rng=11)
+    rep = audit(orthogonal_sampler, 5, 1, coupling="orthogonal", n_draws=300, rng=11)
     assert rep.passed
     assert rep.check("conformity").passed is None and rep.check("structure").passed is None
     assert rep.structure.looks_like == "single row"
 
 
 def test_no_claim_skips_theory_checks_and_describes_structure():
-    rep = audit(simplex_sampler, 6, n=300, rng=12)
+    rep = audit(simplex_sampler, 6, n_draws=300, rng=12)
     assert rep.coupling is None and rep.passed
     assert rep.check("conformity").passed is None and rep.check("structure").passed is None
     assert rep.structure.looks_like == "simplex"
@@ -319,13 +319,13 @@ def test_time_budget_stops_early():
         time.sleep(0.002)
         return iid_sampler(d, m, rng)
 
-    rep = audit(slow, 3, n=5000, rng=13, time_budget=0.05)
+    rep = audit(slow, 3, n_draws=5000, rng=13, time_budget=0.05)
     assert 50 <= rep.n < 5000 and rep.n_requested == 5000
     assert any("time budget" in note for note in rep.notes)
 
 
 def test_report_rendering_and_dict():
-    rep = audit(bad_qr_sampler, 4, coupling="orthogonal", n=300, rng=14, name="bad")
+    rep = audit(bad_qr_sampler, 4, coupling="orthogonal", n_draws=300, rng=14, name="bad")
     text = rep.render(verbose=True)
     for name in CHECKS:
         assert name in text
@@ -354,8 +354,8 @@ def test_bad_arguments_name_the_argument():
         audit(iid_sampler, 4, 0)
     with pytest.raises(ValueError, match="coupling must be None or one of"):
         audit(iid_sampler, 4, coupling="simplex_plus")
-    with pytest.raises(ValueError, match="n must be an integer >= 50"):
-        audit(iid_sampler, 4, n=10)
+    with pytest.raises(ValueError, match="n_draws must be an integer >= 50"):
+        audit(iid_sampler, 4, n_draws=10)
     with pytest.raises(ValueError, match="alpha must be in"):
         audit(iid_sampler, 4, alpha=1.5)
     with pytest.raises(ValueError, match="rng must be"):

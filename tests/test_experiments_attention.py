@@ -59,7 +59,7 @@ def test_linear_attention_equals_quadratic_reference(causal, monkeypatch):
 
 def test_draws_broadcast_over_leading_axes():
     Q, K, V = at.synthetic_qkv(60, 8, 2)
-    W = mc.sample_weights("orthogonal", 8, 12, rng=1, n=4)
+    W = mc.sample_weights("orthogonal", 8, 12, rng=1, n_draws=4)
     out = at.prf_attention(Q, K, V, W, causal=True)
     assert out.shape == (4, 60, 8)
     for r in range(4):
@@ -83,7 +83,7 @@ def test_many_features_approach_exact_attention(causal):
     exact = at.softmax_attention(Q, K, V, causal)
     err = {}
     for m in (64, 4096):
-        W = mc.sample_weights("simplex", 16, m, rng=5, n=4)
+        W = mc.sample_weights("simplex", 16, m, rng=5, n_draws=4)
         out = at.prf_attention(Q, K, V, W, causal)
         err[m] = float(np.sqrt(np.mean((out - exact) ** 2) / np.mean(exact ** 2)))
     assert err[4096] < err[64] / 4 and err[4096] < 0.02
@@ -181,13 +181,13 @@ def test_bad_input():
         at.prf_attention(Q, K[:5], V, W)
     with pytest.raises(ValueError, match="V must have shape"):
         at.prf_attention(Q, K, V[:5], W)
-    with pytest.raises(ValueError, match="K must have 4 columns"):
+    with pytest.raises(ValueError, match=r"K must have shape \(N, 4\) \(4 columns\)"):
         at.prf_attention(Q, K[:, :3], V, W)
     bad = Q.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="Q must be finite: found 1 NaN"):
         at.prf_attention(bad, K, V, W)
-    with pytest.raises(ValueError, match="W must have 4 columns to match the head dimension"):
+    with pytest.raises(ValueError, match=r"W must have shape \(N, 4\) \(4 columns\) to match the head dimension"):
         at.prf_attention(Q, K, V, W[:, :3])
     with pytest.raises(ValueError, match="W must be an array"):
         at.prf_attention(Q, K, V, W[0])

@@ -22,7 +22,7 @@ def test_table_on_a_partial_directory(tmp_path, capsys):
         f = uci.SPECS[name].file
         (tmp_path / f).write_text((UCI_DIR / f).read_text())
     with pytest.warns(UserWarning, match="missing abalone.data"):
-        assert cli.main(["table", "--uci-dir", str(tmp_path), "--n-reps", "3", "--couplings", "iid", "simplex"]) == 0
+        assert cli.main(["table", "--uci-dir", str(tmp_path), "--n-draws", "3", "--couplings", "iid", "simplex"]) == 0
     out = capsys.readouterr().out
     assert "banknote | 4 | 4" in out and "wifi | 7 | 7" in out
     assert "missing (not run): abalone, car, yeast, cmc, nursery, chess" in out
@@ -30,7 +30,7 @@ def test_table_on_a_partial_directory(tmp_path, capsys):
 
 @needs_data
 def test_table3_pads_to_a_power_of_two(capsys):
-    assert cli.main(["table", "--table", "3", "--uci-dir", str(UCI_DIR), "--n-reps", "2", "--datasets", "cmc",
+    assert cli.main(["table", "--table", "3", "--uci-dir", str(UCI_DIR), "--n-draws", "2", "--datasets", "cmc",
                      "--couplings", "orthogonal", "fast_orthogonal"]) == 0
     assert "cmc | 16 | 16" in capsys.readouterr().out  # d = 9 padded to p = 16, m = p
 

@@ -21,7 +21,7 @@ Z_CRIT = 3.29
 def test_gram_errors_match_explicit_reference():
     """Per draw: sum_ab (K_ab - phi(x_a).phi(x_b))^2 with montecarlo.prf_features and a loop-built K."""
     X = np.random.default_rng(1).normal(0, 0.3, (6, 4))
-    W = mc.sample_weights("simplex", 4, 5, rng=2, n=3)
+    W = mc.sample_weights("simplex", 4, 5, rng=2, n_draws=3)
     K = np.array([[math.exp(-0.5 * float(np.sum((a - b) ** 2))) for b in X] for a in X])
     for kernel in ("gaussian", "softmax"):
         Kref = K if kernel == "gaussian" else np.exp(X @ X.T)
@@ -82,7 +82,7 @@ def test_bad_input():
     X = np.ones((4, 3))
     with pytest.raises(ValueError, match="kernel must be one of 'gaussian', 'softmax'"):
         gram.gram_errors(X, np.ones((2, 3)), kernel="rff")
-    with pytest.raises(ValueError, match="W must have 3 columns"):
+    with pytest.raises(ValueError, match=r"W must have shape \(\.\.\., 3\) \(3 columns\)"):
         gram.gram_errors(X, np.ones((2, 4)))
     bad = X.copy()
     bad[0, 0] = np.inf

@@ -509,7 +509,7 @@ def test_fig7_statistic_is_the_squared_frobenius_error():
 
     X = np.random.default_rng(1).normal(0, 0.3, (5, 4))
     F = frobenius_draws("simplex", X, 6, 3, Context(progress=False), np.random.default_rng(9))
-    W = mc.sample_weights("simplex", 4, 6, rng=np.random.default_rng(9), n=3)
+    W = mc.sample_weights("simplex", 4, 6, rng=np.random.default_rng(9), n_draws=3)
     K = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))
     direct = []
     for w in W:

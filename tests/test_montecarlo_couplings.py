@@ -24,14 +24,14 @@ def _unit_rows(w):
 @pytest.mark.parametrize("d", DIMS)
 def test_simplex_block_cosines_and_zero_sum(d):
     """Sec. 3: rows of one simplex block subtend cos = -1/(d-1) exactly and their directions sum to 0."""
-    w = mc.sample_weights("simplex", d, d, rng=d, n=20)
+    w = mc.sample_weights("simplex", d, d, rng=d, n_draws=20)
     u = _unit_rows(w)
     gram = u @ np.swapaxes(u, -1, -2)
     off = ~np.eye(d, dtype=bool)
     assert np.max(np.abs(gram[:, off] + 1.0 / (d - 1))) < 1e-12
     assert np.max(np.abs(np.sum(u, axis=1))) < 1e-12
     # the orthogonal coupling, by contrast, has cos = 0 (same check fails for it)
-    uo = _unit_rows(mc.sample_weights("orthogonal", d, d, rng=d, n=20))
+    uo = _unit_rows(mc.sample_weights("orthogonal", d, d, rng=d, n_draws=20))
     go = uo @ np.swapaxes(uo, -1, -2)
     assert np.max(np.abs(go[:, off])) < 1e-12
     assert np.max(np.abs(go[:, off] + 1.0 / (d - 1))) > 0.4 / (d - 1)
@@ -68,7 +68,7 @@ def test_algorithm1_equals_dense_s(d):
 def test_block_geometry_is_rotation_of_reference(coupling, route):
     """W W^T of a block equals D G D with G the reference Gram (I, S S^T, or the SimRFs+ fixed point)."""
     d = 6
-    w = mc.sample_weights(coupling, d, d, rng=11, n=5, haar_route=route)
+    w = mc.sample_weights(coupling, d, d, rng=11, n_draws=5, haar_route=route)
     norms = np.linalg.norm(w, axis=-1)
     u = _unit_rows(w)
     gram = u @ np.swapaxes(u, -1, -2)
@@ -154,9 +154,9 @@ def test_shapes_and_block_structure(coupling, d, m):
 
 
 def test_batch_draws_and_reproducibility():
-    a = mc.sample_weights("simplex", 5, 7, rng=42, n=3)
-    b = mc.sample_weights("simplex", 5, 7, rng=42, n=3)
-    c = mc.sample_weights("simplex", 5, 7, rng=43, n=3)
+    a = mc.sample_weights("simplex", 5, 7, rng=42, n_draws=3)
+    b = mc.sample_weights("simplex", 5, 7, rng=42, n_draws=3)
+    c = mc.sample_weights("simplex", 5, 7, rng=43, n_draws=3)
     assert a.shape == (3, 7, 5)
     assert np.array_equal(a, b) and not np.allclose(a, c)
     g = np.random.default_rng(5)
@@ -230,7 +230,7 @@ def test_dtype_and_float32():
         (("orthogonal", 4, True), {}, r"m must be an integer >= 1"),
         (("orthogonal", 4, 4), {"rng": -1}, r"rng must be None, a non-negative int"),
         (("orthogonal", 4, 4), {"rng": 1.5}, r"rng must be None"),
-        (("orthogonal", 4, 4), {"n": 0}, r"n must be an integer >= 1"),
+        (("orthogonal", 4, 4), {"n_draws": 0}, r"n_draws must be an integer >= 1"),
         (("orthogonal", 4, 4), {"xp": "jax"}, r"xp must be one of 'numpy', 'torch', 'cupy'"),
         (("orthogonal", 4, 4), {"device": "cuda"}, r"device must be None or 'cpu' for the numpy backend"),
         (("orthogonal", 4, 4), {"dtype": "float16"}, r"dtype must be 'float32' or 'float64'"),

@@ -144,7 +144,7 @@ def test_conformity_matches_theory_and_rejects_wrong_form(coupling, d, v):
     18 comparisons (family 1e-4, |z| < 4.5).  Power: every estimate must reject each other coupling's
     closed form whenever they differ by > 10 standard errors (simplex vs ORF at every (d, v) here).
     """
-    est = mc.empirical_conformity(coupling, d, v, n_trials=200_000, rng=31 * d + int(10 * v))
+    est = mc.empirical_conformity(coupling, d, v, n_draws=200_000, rng=31 * d + int(10 * v))
     expected = th(theory.conformity, coupling, d, v)
     lim = z_limit(len(CONF_CASES))
     assert abs(est.z(expected)) < lim, (est, expected)
@@ -162,7 +162,7 @@ def test_pair_moments_matrix():
     in-block entries reject the cross-block value e^{v^2}.
     """
     d, m, v = 4, 9, 0.8
-    est = mc.empirical_pair_moments("simplex", d, v, m=m, n_trials=100_000, rng=2)
+    est = mc.empirical_pair_moments("simplex", d, v, m=m, n_draws=100_000, rng=2)
     rho = th(theory.conformity, "simplex", d, v)
     block = np.arange(m) // d
     same = block[:, None] == block[None, :]
@@ -174,7 +174,7 @@ def test_pair_moments_matrix():
     z_wrong = (est.mean - math.exp(v * v)) / est.stderr
     assert np.min(np.abs(z_wrong[off_same])) > z_limit(m * m)
     # the pair-averaged conformity is the ensemble formula of theory
-    conf = mc.empirical_conformity("simplex", d, v, m=m, n_trials=100_000, rng=3)
+    conf = mc.empirical_conformity("simplex", d, v, m=m, n_draws=100_000, rng=3)
     ens = th(theory.ensemble_conformity, rho, math.exp(v * v), d, m)
     assert abs(conf.z(ens)) < z_limit(2)
 
@@ -190,7 +190,7 @@ def test_rff_conformity_and_mse_match_theory(coupling, d, z):
     """
     k = 2 * len(RFF_CASES)
     lim = z_limit(k)
-    conf = mc.empirical_conformity(coupling, d, z, n_trials=200_000, kind="rff", rng=7 * d)
+    conf = mc.empirical_conformity(coupling, d, z, n_draws=200_000, kind="rff", rng=7 * d)
     expected = th(theory.rff_conformity, coupling, d, z)
     assert abs(conf.z(expected)) < lim
     if coupling == "orthogonal":
@@ -305,7 +305,7 @@ def test_reproducible_and_progress_callback():
 
 
 def test_many_trials_bounded_memory():
-    """Peak traced memory does not grow with n_trials (chunking): 4e4 vs 4e5 trials at d = 64."""
+    """Peak traced memory does not grow with n_draws (chunking): 4e4 vs 4e5 trials at d = 64."""
     import tracemalloc
 
     x, y = points(64, 0.5)
@@ -324,7 +324,7 @@ def test_many_trials_bounded_memory():
 
 @pytest.mark.slow
 def test_ten_million_trials_chunked():
-    """n_trials = 1e7 at d = 64 (fast path) runs in bounded memory and matches theory (|z| < 4.5)."""
+    """n_draws = 1e7 at d = 64 (fast path) runs in bounded memory and matches theory (|z| < 4.5)."""
     x, y = points(64, 0.6)
     est = mc.empirical_mse("simplex", x, y, 64, 10_000_000, rng=123)
     assert est.n == 10_000_000
@@ -337,13 +337,13 @@ def test_ten_million_trials_chunked():
 
 def test_estimator_bad_input():
     x, y = points(4, 0.5)
-    with pytest.raises(ValueError, match=r"y must have shape \(4\) to match d = 4"):
+    with pytest.raises(ValueError, match=r"y must have shape \(4\) \(4 columns\) to match d = 4"):
         mc.empirical_mse("simplex", x, np.ones(5), 4, 100)
     with pytest.raises(ValueError, match="x must be finite"):
         mc.kernel_estimate("simplex", np.array([np.nan, 0, 0, 0]), y, 4, 100)
     with pytest.raises(ValueError, match="m must be an integer >= 1"):
         mc.empirical_mse("simplex", x, y, 0, 100)
-    with pytest.raises(ValueError, match="n_trials must be an integer >= 2"):
+    with pytest.raises(ValueError, match="n_draws must be an integer >= 2"):
         mc.empirical_mse("simplex", x, y, 4, 1)
     with pytest.raises(ValueError, match="kernel must be one of 'gaussian', 'softmax', 'rff'"):
         mc.empirical_mse("simplex", x, y, 4, 100, kernel="laplace")

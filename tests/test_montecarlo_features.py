@@ -114,7 +114,7 @@ def test_estimator_classes():
 @pytest.mark.parametrize("fn", [mc.prf_features, mc.rff_features, mc.prf_log_features])
 def test_feature_bad_input(fn):
     w = mc.sample_weights("iid", 4, 6, rng=0)
-    with pytest.raises(ValueError, match=r"X must have shape \(N, 4\) to match d = 4, got shape \(3, 5\)"):
+    with pytest.raises(ValueError, match=r"X must have shape \(N, 4\) \(4 columns\) to match d = 4, got shape \(3, 5\)"):
         fn(np.ones((3, 5)), w)
     with pytest.raises(ValueError, match=r"X must be a 2-D array"):
         fn(np.ones(4), w)

@@ -65,7 +65,7 @@ def _unsigned_qr_blocks(coupling, d, n, seed):
 
 def _fixed_norm_blocks(coupling, d, n, seed):
     """Correct directions but all norms sqrt(d) instead of chi_d."""
-    w = mc.sample_weights(coupling, d, d, rng=seed, n=n)
+    w = mc.sample_weights(coupling, d, d, rng=seed, n_draws=n)
     return np.sqrt(d) * w / np.linalg.norm(w, axis=-1, keepdims=True)
 
 

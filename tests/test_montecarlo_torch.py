@@ -33,7 +33,7 @@ def test_torch_samples_on_device_with_exact_geometry(device, coupling):
     w = mc.sample_weights(coupling, 6, 14, rng=0, xp="torch", device=device)
     assert isinstance(w, torch.Tensor) and w.device.type == device and w.dtype == torch.float64
     assert tuple(w.shape) == (14, 6)
-    blk = mc.sample_weights(coupling, 6, 6, rng=1, xp=torch, device=device, n=4)
+    blk = mc.sample_weights(coupling, 6, 6, rng=1, xp=torch, device=device, n_draws=4)
     u = blk / torch.linalg.vector_norm(blk, dim=-1, keepdim=True)
     g = u @ u.mT
     off = ~torch.eye(6, dtype=torch.bool, device=device)
@@ -93,7 +93,7 @@ def test_torch_and_numpy_agree_in_distribution(device, coupling):
 def test_torch_conformity_matches_theory(device, path):
     """Simplex conformity on torch vs theory (d = 16, v = 0.8); power: rejects the ORF form. 4 z-tests."""
     n = 100_000 if path == "fast" else 10_000
-    est = mc.empirical_conformity("simplex", 16, 0.8, n_trials=n, rng=5, xp="torch", device=device, path=path)
+    est = mc.empirical_conformity("simplex", 16, 0.8, n_draws=n, rng=5, xp="torch", device=device, path=path)
     with mp.workdps(20):
         rho = float(theory.conformity("simplex", 16, 0.8))
         rho_orf = float(theory.conformity("orthogonal", 16, 0.8))

@@ -26,7 +26,7 @@ def test_norms_are_marginally_chi(kind):
 
 @pytest.mark.parametrize("kind", nc.KINDS)
 def test_rows_are_marginally_gaussian(kind):
-    W = nc.sample_weights(6, 6, kind, rng=2, n=20_000)
+    W = nc.sample_norm_coupled_weights(6, 6, kind, rng=2, n_draws=20_000)
     res = mc.diagnostics.ks_marginals("simplex", 6, 20_000, weights=W)
     assert min(r[3] for r in res) > 1e-6
     # power: the same test rejects rows whose norms are all sqrt(d)
@@ -37,7 +37,7 @@ def test_rows_are_marginally_gaussian(kind):
 @pytest.mark.parametrize("kind", ["antithetic", "stratified", "equal", "iid"])
 @pytest.mark.parametrize("d,v", [(6, 1.0), (16, 0.5)])
 def test_conformity_quadrature_against_monte_carlo(kind, d, v):
-    W = nc.sample_weights(d, d, kind, rng=3, n=100_000)
+    W = nc.sample_norm_coupled_weights(d, d, kind, rng=3, n_draws=100_000)
     vec = np.zeros(d)
     vec[0] = v
     b = np.exp(W @ vec)  # (n, d)
@@ -72,7 +72,7 @@ def test_equal_norms_beat_simplex_at_small_v_and_d4_mse():
     k = np.exp(-np.sum((x - y) ** 2) / 2)
     out = {}
     for kind in ("equal", "iid"):
-        W = nc.sample_weights(d, d, kind, rng=4, n=400_000)
+        W = nc.sample_norm_coupled_weights(d, d, kind, rng=4, n_draws=400_000)
         khat = np.exp(W @ (x + y) - x @ x - y @ y).mean(axis=1)
         err = (khat - k) ** 2
         out[kind] = (err.mean(), err.std(ddof=1) / np.sqrt(err.size))
@@ -86,6 +86,6 @@ def test_bad_input():
     with pytest.raises(ValueError, match="kind must be one of"):
         nc.coupled_norms(4, 10, "sobol")
     with pytest.raises(ValueError, match="d must be an integer >= 2"):
-        nc.sample_weights(1, 1, "iid")
+        nc.sample_norm_coupled_weights(1, 1, "iid")
     with pytest.raises(ValueError, match="v must be >= 0"):
         nc.conformity(4, -1.0, "equal")

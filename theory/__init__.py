@@ -2,20 +2,27 @@
 
 Every function returns mpmath numbers computed at the caller's working
 precision (``mpmath.mp.dps`` / ``mpmath.workdps``) plus guard bits, never
-changes the global precision, and raises ``ValueError`` naming the argument for
-bad input and ``mpmath.NoConvergence`` when a series or quadrature cannot reach
-the requested accuracy.
+changes the global precision, and raises ``ValueError`` (or
+:class:`~theory.validation.ArgumentTypeError`, also a ``TypeError``) naming
+the argument for bad input and :class:`~theory.errors.ConvergenceError` (a
+``mpmath.NoConvergence``) when a series or quadrature cannot reach the
+requested accuracy within its budget.
 
 Modules (one home per formula): :mod:`theory.kernels` (kernels, Thm 3.2,
 ensembles), :mod:`theory.distributions` (Lemmas 4.1, 4.2),
-:mod:`theory.conformity` (Thm 4.3 and its routes), :mod:`theory.mse`
+:mod:`theory.conformities` (Thm 4.3 and its routes), :mod:`theory.mse`
 (MSEs, ratios, gaps, Cor 4.4-4.6, Sec. 5.1), :mod:`theory.geometry`
-(simplex vectors, Algorithm 1), :mod:`theory.simplex_plus` (Sec. 3.2) and
-:mod:`theory.symbolic` (sympy derivations).
+(simplex vectors, Algorithm 1), :mod:`theory.simplex_plus` (Sec. 3.2),
+:mod:`theory.symbolic` (sympy derivations) and :mod:`theory.certified`
+(rigorous balls, python-flint).  Shared by every package of the toolkit:
+:mod:`theory.registry` (one record per coupling, hooks per layer),
+:mod:`theory.validation` (argument checks) and :mod:`theory.errors` (the
+failure family).
 """
 
+from . import registry, validation
 from ._checks import PRF_COUPLINGS, RFF_COUPLINGS
-from .conformity import (
+from .conformities import (
     conformity,
     conformity_at_angle,
     conformity_at_angle_quad,
@@ -29,6 +36,7 @@ from .conformity import (
     simrf_conformity_series,
     theta_conformity_series,
 )
+from .errors import CertificationError, ConvergenceError
 from .distributions import (
     chi_moment,
     coupling_pdf,
@@ -73,4 +81,58 @@ from .simplex_plus import (
     truncated_objective_minimum,
 )
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "CertificationError",
+    "ConvergenceError",
+    "PRF_COUPLINGS",
+    "RFF_COUPLINGS",
+    "block_sizes",
+    "chi_moment",
+    "conformity",
+    "conformity_at_angle",
+    "conformity_at_angle_quad",
+    "conformity_from_moments",
+    "conformity_iid",
+    "conformity_orthogonal",
+    "coupled_pairs",
+    "coupling_pdf",
+    "ensemble_conformity",
+    "exact_objective",
+    "gaussian_kernel",
+    "mse_ratio",
+    "orf_conformity_kummer",
+    "orf_conformity_series",
+    "orthogonality_gap",
+    "orthogonality_gap_series",
+    "pdf_chi",
+    "pdf_wij",
+    "pdf_wij_convolution",
+    "pdf_wij_float",
+    "pdf_wij_iid",
+    "prf_mse",
+    "prf_mse_from_conformity",
+    "rff_asymptotic_ratio",
+    "rff_conformity",
+    "rff_conformity_at_angle",
+    "rff_conformity_at_angle_quad",
+    "rff_mse",
+    "rff_mse_from_conformity",
+    "rff_mse_ratio",
+    "rff_orf_conformity_series",
+    "rff_orthogonality_gap",
+    "simplex_apply",
+    "simplex_gram",
+    "simplex_plus_update",
+    "simplex_v2_prefactor",
+    "simplex_v2_prefactor_printed",
+    "simplex_vectors",
+    "simrf_conformity_series",
+    "softmax_kernel",
+    "softmax_to_gaussian_factor",
+    "theta_conformity_series",
+    "truncated_objective",
+    "truncated_objective_minimum",
+    "wij_moment",
+    "wij_moment_iid",
+    "z_crit",
+]

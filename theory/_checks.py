@@ -1,11 +1,12 @@
-"""Argument validation and precision handling shared by the ``theory`` modules.
+"""Precision handling and mpmath-specific checks shared by the ``theory`` modules.
 
-Every public function of :mod:`theory` validates its arguments at the boundary
-(raising :class:`ValueError` that names the argument and the allowed values)
-and computes at the caller's mpmath working precision plus guard bits, rounding
-the result back to the caller's precision on exit.  The global precision is
-never changed: :func:`mpmath.workprec` restores it even when an exception is
-raised.
+Argument checks common to every package (integers, choices, couplings,
+dimensions) live in :mod:`theory.validation` and :mod:`theory.registry`;
+this module adds what needs mpmath: conversion of real inputs to mpf at the
+working precision, and the :func:`guarded` decorator.  Every public function
+of :mod:`theory` validates its arguments at the boundary and computes at the
+caller's mpmath working precision plus guard bits, rounding the result back
+to the caller's precision on exit.
 """
 
 from __future__ import annotations
@@ -15,52 +16,24 @@ import numbers
 
 from mpmath import mp
 
-#: Names of the couplings understood by the closed forms (one spelling each,
-#: as everywhere in the project).
-PRF_COUPLINGS = ("iid", "orthogonal", "simplex")
-RFF_COUPLINGS = ("iid", "orthogonal", "simplex")
+from .registry import check_coupling, check_dimension, names
+from .validation import ArgumentTypeError, check_int, describe as _describe
+
+#: Couplings with closed forms for the PRF / RFF conformity (read from the registry).
+PRF_COUPLINGS = names(has=("prf_conformity",))
+RFF_COUPLINGS = names(has=("rff_conformity",))
 
 #: Guard bits added to the caller's precision by every public function.
 GUARD_BITS = 24
 
-
-def _describe(value):
-    return f"{value!r} ({type(value).__name__})"
-
-
-def check_coupling(coupling, allowed=PRF_COUPLINGS, name="coupling"):
-    """Return ``coupling`` if it is one of ``allowed``, else raise ValueError."""
-    if not isinstance(coupling, str) or coupling not in allowed:
-        choices = ", ".join(repr(c) for c in allowed)
-        raise ValueError(f"{name} must be one of {choices}, got {_describe(coupling)}")
-    return coupling
-
-
-def check_int(value, name, minimum, context=""):
-    """Return ``value`` as a Python int if it is an integer >= ``minimum``.
-
-    Booleans and floats (even integral ones such as ``64.0``) are rejected:
-    a dimension or a feature count is an integer, and silently truncating a
-    float would answer a different question.
-    """
-    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if not ok or int(value) < minimum:
-        suffix = f" {context}" if context else ""
-        raise ValueError(f"{name} must be an integer >= {minimum}{suffix}, got {_describe(value)}")
-    return int(value)
-
-
-def check_dimension(d, coupling=None, name="d"):
-    """Validate the data dimensionality: >= 2 for the simplex coupling, else >= 1."""
-    if coupling == "simplex":
-        return check_int(d, name, 2, "for the simplex coupling")
-    return check_int(d, name, 1)
+__all__ = ["GUARD_BITS", "PRF_COUPLINGS", "RFF_COUPLINGS", "check_coupling", "check_dimension", "check_int",
+           "guarded", "to_mpf"]
 
 
 def to_mpf(value, name):
     """Convert an int, float, str, mpf or numpy real to an mpf at the current precision."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, str, mp.mpf)):
-        raise ValueError(
+        raise ArgumentTypeError(
             f"{name} must be a real number (int, float, str or mpmath.mpf), got {_describe(value)}"
         )
     try:

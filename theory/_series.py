@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from mpmath import mp
 
+from .errors import ConvergenceError
+
 #: Default cap on the number of terms of a single series.
 MAX_TERMS = 200_000
 
@@ -62,7 +64,7 @@ def sum_series(make_terms, ratio_bound=None, *, remainder=None, what, max_terms=
         if total and lost <= guard - 6:
             return +total
         guard = 2 * guard + 64 if not total else int(lost) + 32
-    raise mp.NoConvergence(
+    raise ConvergenceError(
         f"{what}: catastrophic cancellation could not be controlled "
         f"(last attempt lost {lost:.0f} bits); the argument is too large for this series"
     )
@@ -86,7 +88,7 @@ def _sum_once(terms, ratio_bound, remainder, what, max_terms):
         q = ratio_bound(k)
         if q < 1 and a * q <= eps * abs(total) * (1 - q):
             return total, biggest
-    raise mp.NoConvergence(
+    raise ConvergenceError(
         f"{what}: series did not converge within {max_terms} terms; "
         "use a smaller argument or raise max_terms"
     )
@@ -155,7 +157,7 @@ def quad_checked(f, points, *, what, maxdegree=None):
         err_total += err * scale
     tol = mp.mpf(2) ** (10 - mp.prec) * abs(total)
     if not err_total <= tol:
-        raise mp.NoConvergence(
+        raise ConvergenceError(
             f"{what}: quadrature error estimate {mp.nstr(err_total, 3)} exceeds the tolerance "
             f"{mp.nstr(tol, 3)} at {mp.prec} bits; pass a larger maxdegree (now "
             f"{maxdegree or 'default'}) or lower the working precision"

@@ -7,11 +7,11 @@ contain the exact value (for the exact real inputs: a decimal string such as
 * :math:`\rho_{\mathrm{IID}} = e^{v^2}`, :math:`\rho_{\mathrm{ORF}} = {}_1F_1(d;\frac d2;\frac{v^2}{2})`
   (arb's rigorous 1F1);
 * :math:`\rho_\theta` by the Taylor expansion in :math:`\cos\theta` (see
-  :mod:`theory.conformity`) truncated after P terms, plus a ball of radius
+  :mod:`theory.conformities`) truncated after P terms, plus a ball of radius
   equal to the proved remainder bound :math:`|t_P|q_P/(1-q_P)`,
   :math:`q_P = \frac{|\cos\theta|x}{P+1}\frac{d+P}{d/2+P} < 1`;
 * the RFF conformities likewise, with the majorant bound of
-  :func:`theory.conformity._rff_even_taylor`;
+  :func:`theory.conformities._rff_even_taylor`;
 * the orthogonality-gap brackets :math:`e^{v^2}-\rho_{\mathrm{ORF}}` (PRF) and
   :math:`e^{-z^2}-\rho^{\mathrm{RFF}}_{\mathrm{ORF}}` (RFF).
 
@@ -33,6 +33,8 @@ except ImportError:  # pragma: no cover - exercised when python-flint is absent
     arb = None
 
 from ._checks import check_coupling, check_cos_theta, check_dimension, check_int, check_nonnegative
+from .errors import ConvergenceError
+from .registry import get as get_coupling, hook, register
 
 MAX_TERMS = 100_000
 
@@ -102,7 +104,7 @@ def _hyp1f1(x, a, b):
                     break
             term = nxt
         else:
-            raise ArithmeticError("1F1 series did not converge")
+            raise ConvergenceError("1F1 series did not converge")
     return +total
 
 
@@ -139,29 +141,27 @@ def _taylor_ball(d, x, c, even_only=False):
         coef = coef * c * x / (p + 1) * (arb(d + p) / (h + p))
         coef_abs = coef_abs * cabs * ax / (p + 1) * (arb(d + p) / (h + p))
         r_prev, r_cur = r_cur, r_prev * arb(d + p) / arb(d + p + 1)
-    raise ArithmeticError("certified Taylor series did not converge; reduce v (or z)")
+    raise ConvergenceError("certified Taylor series did not converge; reduce v (or z)")
 
 
 def _cos(coupling, d):
-    if coupling == "orthogonal":
-        return arb(0)
-    return arb(-1) / (d - 1)
+    c = get_coupling(coupling).cos_theta(d)
+    return arb(c.numerator) / c.denominator
 
 
 def conformity(coupling, d, v, prec=128):
-    """Rigorous enclosure of the PRF conformity of a named coupling ('iid', 'orthogonal', 'simplex')."""
+    """Rigorous enclosure of the PRF conformity of a named coupling (registry hook ``certified_prf_conformity``)."""
     _require()
-    coupling = check_coupling(coupling)
+    coupling = check_coupling(coupling, has="certified_prf_conformity")
     d = check_dimension(d, coupling)
     prec = check_int(prec, "prec", 16)
     with _Prec(prec):
-        vv = _to_arb(v, "v")
-        x = vv * vv / 2
-        if coupling == "iid":
-            return (vv * vv).exp()
-        if coupling == "orthogonal":
-            return _hyp1f1(x, d, arb(d) / 2)
-        return _taylor_ball(d, x, _cos(coupling, d))
+        return hook(coupling, "certified_prf_conformity")(d, _to_arb(v, "v"))
+
+
+register("iid", "certified_prf_conformity", lambda d, vv: (vv * vv).exp())
+register("orthogonal", "certified_prf_conformity", lambda d, vv: _hyp1f1(vv * vv / 2, d, arb(d) / 2))
+register("simplex", "certified_prf_conformity", lambda d, vv: _taylor_ball(d, vv * vv / 2, _cos("simplex", d)))
 
 
 def conformity_at_angle(d, v, cos_theta, prec=128):
@@ -175,18 +175,18 @@ def conformity_at_angle(d, v, cos_theta, prec=128):
 
 
 def rff_conformity(coupling, d, z, prec=128):
-    """Rigorous enclosure of E[cos(w_i.z) cos(w_j.z)] ('iid', 'orthogonal', 'simplex')."""
+    """Rigorous enclosure of E[cos(w_i.z) cos(w_j.z)] (registry hook ``certified_rff_conformity``)."""
     _require()
-    coupling = check_coupling(coupling)
+    coupling = check_coupling(coupling, has="certified_rff_conformity")
     d = check_dimension(d, coupling)
     with _Prec(prec):
-        zz = _to_arb(z, "z")
-        x = -zz * zz / 2
-        if coupling == "iid":
-            return (-zz * zz).exp()
-        if coupling == "orthogonal":
-            return _hyp1f1(x, d, arb(d) / 2)
-        return _taylor_ball(d, x, _cos(coupling, d), even_only=True)
+        return hook(coupling, "certified_rff_conformity")(d, _to_arb(z, "z"))
+
+
+register("iid", "certified_rff_conformity", lambda d, zz: (-zz * zz).exp())
+register("orthogonal", "certified_rff_conformity", lambda d, zz: _hyp1f1(-zz * zz / 2, d, arb(d) / 2))
+register("simplex", "certified_rff_conformity",
+         lambda d, zz: _taylor_ball(d, -zz * zz / 2, _cos("simplex", d), even_only=True))
 
 
 def orthogonality_gap_bracket(d, v, prec=128):

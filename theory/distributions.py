@@ -24,6 +24,7 @@ from ._checks import (
     guarded,
 )
 from ._series import quad_checked
+from .registry import RECORDS, get as get_coupling, hook, register
 
 
 def simplex_cos(d):
@@ -32,12 +33,14 @@ def simplex_cos(d):
 
 
 def coupling_cos(coupling, d):
-    """cos(theta) of a coupled pair: 0 (orthogonal) or -1/(d-1) (simplex)."""
-    if coupling == "orthogonal":
-        return mp.mpf(0)
-    if coupling == "simplex":
-        return simplex_cos(d)
-    raise ValueError(f"coupling {coupling!r} has no fixed angle; use 'orthogonal' or 'simplex'")
+    """cos(theta) of a coupled pair at the current precision, from the coupling's registry record
+    (0 for 'orthogonal', -1/(d-1) for 'simplex'); ValueError for a coupling without a fixed angle."""
+    rec = get_coupling(coupling)
+    if rec.cos_theta is None:
+        fixed = ", ".join(repr(r.name) for r in RECORDS if r.cos_theta is not None)
+        raise ValueError(f"coupling {coupling!r} has no fixed pair angle; couplings with one: {fixed}")
+    c = rec.cos_theta(d)
+    return mp.mpf(c.numerator) / c.denominator
 
 
 def _log_chi_pdf(r, k):
@@ -245,14 +248,24 @@ def pdf_wij_float(w, d, cos_theta):
 
 
 def coupling_pdf(coupling, w, d):
-    """Density of w_ij for a named coupling: eq. iid_pdf or Lemma 4.2 at its angle."""
-    coupling = check_coupling(coupling)
+    """Density of w_ij for a named coupling: eq. iid_pdf or Lemma 4.2 at its angle (hook ``pair_pdf``)."""
+    coupling = check_coupling(coupling, has="pair_pdf")
     d = check_dimension(d, coupling)
-    if coupling == "iid":
-        return pdf_wij_iid(w, d)
-    with mp.workprec(mp.prec + 10):
-        c = coupling_cos(coupling, d)
-    return pdf_wij(w, d, c)
+    return hook(coupling, "pair_pdf")(w, d)
+
+
+def _pdf_at_fixed_angle(coupling):
+    def pdf(w, d):
+        with mp.workprec(mp.prec + 10):
+            c = coupling_cos(coupling, d)
+        return pdf_wij(w, d, c)
+
+    return pdf
+
+
+register("iid", "pair_pdf", lambda w, d: pdf_wij_iid(w, d))
+register("orthogonal", "pair_pdf", _pdf_at_fixed_angle("orthogonal"))
+register("simplex", "pair_pdf", _pdf_at_fixed_angle("simplex"))
 
 
 @guarded()

@@ -96,8 +96,15 @@ def block_sizes(d, m):
 
 
 def coupled_pairs(d, m):
-    """Number P of ordered pairs (i, j), i != j, lying in the same block."""
-    return sum(b * (b - 1) for b in block_sizes(d, m))
+    r"""Number P of ordered pairs (i, j), i != j, lying in the same block.
+
+    Closed form: with m = q d + r (0 <= r < d), :math:`P = q\,d(d-1) + r(r-1)`
+    (O(1) for any m, no list of blocks).
+    """
+    d = check_int(d, "d", 1)
+    m = check_int(m, "m", 1)
+    q, r = divmod(m, d)
+    return q * d * (d - 1) + r * (r - 1)
 
 
 def ensemble_conformity(rho_block, rho_independent, d, m):

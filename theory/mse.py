@@ -28,6 +28,7 @@ import math
 
 from mpmath import mp
 
+from .errors import ConvergenceError
 from ._checks import (
     PRF_COUPLINGS,
     RFF_COUPLINGS,
@@ -39,7 +40,7 @@ from ._checks import (
     guarded,
 )
 from ._series import sum_ratio_series
-from .conformity import (
+from .conformities import (
     _rff_even_taylor,
     _sin_moment_first,
     conformity,
@@ -48,6 +49,7 @@ from .conformity import (
 )
 from .distributions import coupling_cos, simplex_cos
 from .kernels import _check_kernel, _prf_prefactor, coupled_pairs
+from .registry import block_pair_split, hook, register
 
 
 def _small_arg_bits(t):
@@ -59,36 +61,44 @@ def _small_arg_bits(t):
 
 def _prf_excess(coupling, d, vv):
     r""":math:`\rho_c - e^{v^2}` without cancellation loss at small v."""
-    if coupling == "iid":
-        return mp.mpf(0)
     with mp.workprec(mp.prec + _small_arg_bits(vv)):
         return conformity(coupling, d, vv) - mp.exp(vv * vv)
 
 
 def _rff_conformity_raw(coupling, d, zz):
-    if coupling == "iid":
-        return mp.exp(-zz * zz)
-    if coupling == "simplex":
-        return _rff_even_taylor(d, zz, simplex_cos(d))
-    return hyp1f1_negative(d, mp.mpf(d) / 2, -zz * zz / 2)
+    return hook(coupling, "rff_conformity")(d, zz)
+
+
+register("iid", "rff_conformity", lambda d, zz: mp.exp(-zz * zz))
+register("orthogonal", "rff_conformity", lambda d, zz: hyp1f1_negative(d, mp.mpf(d) / 2, -zz * zz / 2))
+register("simplex", "rff_conformity", lambda d, zz: _rff_even_taylor(d, zz, simplex_cos(d)))
 
 
 def _rff_z4_coefficient(coupling, d):
-    r"""b in :math:`\rho^{\mathrm{RFF}} - e^{-z^2} = b z^4 + O(z^6)`:
-    :math:`(d\cos^2\theta - 1)/(2(d+2))` at a fixed angle (0 for IID).
+    r"""b in :math:`\rho^{\mathrm{RFF}} - e^{-z^2} = b z^4 + O(z^6)` (registry hook ``rff_conformity_z4``)."""
+    return hook(coupling, "rff_conformity_z4")(d)
+
+
+def _z4_fixed_angle(coupling):
+    r""":math:`(d\cos^2\theta - 1)/(2(d+2))` at a fixed angle (0 for IID).
 
     From :math:`M(d,\frac d2,t) = 1 + 2t + \frac{2(d+1)}{d+2}t^2 + O(t^3)`, the even
     part in :math:`\cos\theta` and :math:`\mathbb{E}_\phi[\sin^2\phi] = d/(d+1)`."""
-    if coupling == "iid":
-        return mp.mpf(0)
-    c = coupling_cos(coupling, d)
-    return (d * c * c - 1) / (2 * mp.mpf(d + 2))
+
+    def coefficient(d):
+        c = coupling_cos(coupling, d)
+        return (d * c * c - 1) / (2 * mp.mpf(d + 2))
+
+    return coefficient
+
+
+register("iid", "rff_conformity_z4", lambda d: mp.mpf(0))
+register("orthogonal", "rff_conformity_z4", _z4_fixed_angle("orthogonal"))
+register("simplex", "rff_conformity_z4", _z4_fixed_angle("simplex"))
 
 
 def _rff_excess(coupling, d, zz):
     r""":math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` without cancellation loss at small z."""
-    if coupling == "iid":
-        return mp.mpf(0)
     with mp.workprec(mp.prec + _small_arg_bits(zz)):
         return _rff_conformity_raw(coupling, d, zz) - mp.exp(-zz * zz)
 
@@ -96,6 +106,29 @@ def _rff_excess(coupling, d, zz):
 def _pair_weight(d, m):
     """P/m: coupled ordered pairs per feature (m - 1 when m <= d)."""
     return mp.mpf(coupled_pairs(d, m)) / m
+
+
+def _pair_kinds(coupling, d, m):
+    """[(kind, weight)]: the pair kinds of m features of ``coupling`` and their weights per feature.
+
+    Every coupling of the paper has one kind of coupled pair, weight P/m.  A
+    coupling whose blocks mix two kinds (registry hook ``block_pair_weights``)
+    adds ORF-like pairs with their own weight; blocks are counted in closed form.
+    """
+    q, r = divmod(m, d)
+    n_c, n_o = (q * x for x in block_pair_split(coupling, d, d))
+    if r:
+        c2, o2 = block_pair_split(coupling, d, r)
+        n_c, n_o = n_c + c2, n_o + o2
+    kinds = [(coupling, mp.mpf(n_c) / m)]
+    if n_o:
+        kinds.append(("orthogonal", mp.mpf(n_o) / m))
+    return kinds
+
+
+def _weighted_pairs(coupling, d, m, term):
+    """Sum over pair kinds of weight * term(kind)."""
+    return mp.fsum(w * term(kind) for kind, w in _pair_kinds(coupling, d, m) if w)
 
 
 # ---------------------------------------------------------------------------
@@ -123,23 +156,22 @@ def prf_mse(coupling, d, m, x_norm, y_norm, v, kernel="gaussian"):
     -------
     mpf
     """
-    coupling = check_coupling(coupling)
+    coupling = check_coupling(coupling, has="prf_conformity")
     d = check_dimension(d, coupling)
     m = check_int(m, "m", 1)
     xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
     _check_kernel(kernel)
     v2 = vv * vv
-    inner = mp.exp(v2) * mp.expm1(v2) + _pair_weight(d, m) * _prf_excess(coupling, d, vv)
+    inner = mp.exp(v2) * mp.expm1(v2) + _weighted_pairs(coupling, d, m, lambda c: _prf_excess(c, d, vv))
     return _prf_prefactor(xn, yn, kernel) * inner / m
 
 
 def _prf_scaled_mse(coupling, d, m, vv):
     """m e^{2x^2+2y^2} MSE (depends on v only); the v -> 0 limit of /v^2 at v = 0."""
-    w = _pair_weight(d, m)
     if vv == 0:
-        return 1 + w * (coupling_conformity_v2_coefficient(coupling, d) - 1)
+        return 1 + _weighted_pairs(coupling, d, m, lambda c: coupling_conformity_v2_coefficient(c, d) - 1)
     v2 = vv * vv
-    return mp.exp(v2) * mp.expm1(v2) + w * _prf_excess(coupling, d, vv)
+    return mp.exp(v2) * mp.expm1(v2) + _weighted_pairs(coupling, d, m, lambda c: _prf_excess(c, d, vv))
 
 
 @guarded()
@@ -159,10 +191,10 @@ def mse_ratio(coupling, baseline, d, v, m=None):
     m : int, optional
         Number of features; defaults to d (one full block).
     """
-    coupling = check_coupling(coupling)
-    baseline = check_coupling(baseline, name="baseline")
-    need_simplex = "simplex" if "simplex" in (coupling, baseline) else None
-    d = check_dimension(d, need_simplex)
+    coupling = check_coupling(coupling, has="prf_conformity")
+    baseline = check_coupling(baseline, "baseline", has="prf_conformity")
+    d = check_dimension(d, coupling)
+    d = check_dimension(d, baseline)
     m = d if m is None else check_int(m, "m", 1)
     vv = check_nonnegative(v, "v")
     return _prf_scaled_mse(coupling, d, m, vv) / _prf_scaled_mse(baseline, d, m, vv)
@@ -221,7 +253,7 @@ def orthogonality_gap_series(d, v, m, x_norm, y_norm):
         if total == 0 and v2 == 0:
             break
         if k > 200_000:
-            raise mp.NoConvergence("orthogonality_gap_series: no convergence; use a smaller v")
+            raise ConvergenceError("orthogonality_gap_series: no convergence; use a smaller v")
         prod = prod * (d + k) / (d + 2 * k)
         power = nxt
         k += 1
@@ -276,7 +308,7 @@ def rff_conformity(coupling, d, z):
     simplex pairs (beyond the paper) :func:`theory.rff_conformity_at_angle` at
     :math:`\cos\theta = -1/(d-1)`, where :math:`w_i \pm w_j` have different laws.
     """
-    coupling = check_coupling(coupling, RFF_COUPLINGS)
+    coupling = check_coupling(coupling, has="rff_conformity")
     d = check_dimension(d, coupling)
     zz = check_nonnegative(z, "z")
     return _rff_conformity_raw(coupling, d, zz)
@@ -296,10 +328,9 @@ def rff_orf_conformity_series(d, z):
 
 def _rff_scaled_mse(coupling, d, m, zz):
     """m * MSE; at z = 0 the z -> 0 limit of m * MSE / z^4."""
-    w = _pair_weight(d, m)
     if zz == 0:
-        return mp.mpf(1) / 2 + w * _rff_z4_coefficient(coupling, d)
-    return mp.expm1(-zz * zz) ** 2 / 2 + w * _rff_excess(coupling, d, zz)
+        return mp.mpf(1) / 2 + _weighted_pairs(coupling, d, m, lambda c: _rff_z4_coefficient(c, d))
+    return mp.expm1(-zz * zz) ** 2 / 2 + _weighted_pairs(coupling, d, m, lambda c: _rff_excess(c, d, zz))
 
 
 @guarded()
@@ -314,7 +345,7 @@ def rff_mse(coupling, d, m, z):
     z : real >= 0
         :math:`z = \|x - y\|`.
     """
-    coupling = check_coupling(coupling, RFF_COUPLINGS)
+    coupling = check_coupling(coupling, has="rff_conformity")
     d = check_dimension(d, coupling)
     m = check_int(m, "m", 1)
     zz = check_nonnegative(z, "z")
@@ -333,9 +364,10 @@ def rff_mse_ratio(coupling, baseline, d, z, m=None):
     :math:`b_\theta = \frac{d\cos^2\theta-1}{2(d+2)}` (:math:`b_{\mathrm{ORF}} = -\frac{1}{2(d+2)}`,
     :math:`b_{\mathrm{IID}} = 0`; for SimRFs :math:`b > b_{\mathrm{ORF}}`, so ORFs win at small z).
     """
-    coupling = check_coupling(coupling, RFF_COUPLINGS)
-    baseline = check_coupling(baseline, RFF_COUPLINGS, name="baseline")
-    d = check_dimension(d)
+    coupling = check_coupling(coupling, has="rff_conformity")
+    baseline = check_coupling(baseline, "baseline", has="rff_conformity")
+    d = check_dimension(d, coupling)
+    d = check_dimension(d, baseline)
     m = d if m is None else check_int(m, "m", 1)
     zz = check_nonnegative(z, "z")
     return _rff_scaled_mse(coupling, d, m, zz) / _rff_scaled_mse(baseline, d, m, zz)
@@ -413,7 +445,7 @@ def z_crit(d, z_max=None):
     with mp.workprec(64):
         g_lo = g(lo)
         if g_lo <= 0:
-            raise mp.NoConvergence(f"z_crit: gap not positive at z = {lo}; reduce the grid step")
+            raise ConvergenceError(f"z_crit: gap not positive at z = {lo}; reduce the grid step")
         z = lo
         while z < top:
             hi = z + step
@@ -422,7 +454,7 @@ def z_crit(d, z_max=None):
                 break
             z = hi
         else:
-            raise mp.NoConvergence(f"z_crit: no sign change of the RFF gap for z < {mp.nstr(top, 6)}; "
+            raise ConvergenceError(f"z_crit: no sign change of the RFF gap for z < {mp.nstr(top, 6)}; "
                                    "raise z_max")
         a, b = z, hi
     # bisection at full precision

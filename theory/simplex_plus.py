@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from mpmath import mp
 
+from .errors import ConvergenceError
 from ._checks import check_int, check_nonnegative, guarded, to_mpf
 from ._series import sum_ratio_series
 from .geometry import simplex_vectors
@@ -187,7 +188,7 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, his
             if moved <= tol_:
                 break
         else:
-            raise mp.NoConvergence(
+            raise ConvergenceError(
                 f"simplex_plus_update: not converged to tol = {mp.nstr(tol_, 3)} after "
                 f"{max_passes} passes; raise max_passes or tol"
             )

@@ -25,7 +25,7 @@ def main(argv=None):
     s = sub.add_parser("sigma", help="sigma search on a validation split (App. C.1)")
     s.add_argument("dataset", choices=uci.DATASETS)
     s.add_argument("--uci-dir", default=None)
-    s.add_argument("--n-reps", type=int, default=10)
+    s.add_argument("--n-draws", "--n-reps", dest="n_draws", type=int, default=10)
     s.add_argument("--coupling", default="iid")
     s.add_argument("--seed", type=int, default=0)
     g = sub.add_parser("gram", help="Fig. 7: Gram-matrix Frobenius errors (N = d = 64, sigma = 0.1)")
@@ -53,7 +53,7 @@ def _run(args):
     if args.command == "table":
         return classification.run_table(args)
     if args.command == "sigma":
-        res = classification.sigma_search(args.dataset, coupling=args.coupling, n_reps=args.n_reps, rng=args.seed,
+        res = classification.sigma_search(args.dataset, coupling=args.coupling, n_draws=args.n_draws, rng=args.seed,
                                           uci_dir=args.uci_dir)
         print("sigma | exact | PRF mean +- se")
         for s_, e, mu, se in zip(res.sigmas, res.exact, res.mean, res.stderr):

@@ -3,60 +3,29 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 import montecarlo as mc
+from montecarlo._backend import namespace, to_numpy
+from montecarlo._checks import (  # noqa: F401  (re-exported for the experiment modules)
+    check_coupling,
+    check_couplings,
+    check_data,
+    check_int,
+    check_positive_float,
+    check_rng,
+)
 
 #: Target number of float entries of the largest per-chunk intermediate.
 CHUNK_ELEMENTS = 1 << 20
 
 
-def check_coupling(coupling, name="coupling"):
-    if not isinstance(coupling, str) or coupling not in mc.COUPLINGS:
-        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in mc.COUPLINGS)}, got {coupling!r}")
-    return coupling
-
-
-def check_couplings(couplings):
-    if isinstance(couplings, str):
-        couplings = (couplings,)
-    try:
-        out = tuple(couplings)
-    except TypeError:
-        raise TypeError(f"couplings must be a coupling name or a sequence of them, got {couplings!r}") from None
-    if not out:
-        raise ValueError("couplings must name at least one coupling")
-    return tuple(check_coupling(c, "couplings") for c in out)
-
-
-def check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_positive(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite real > 0, got {value!r}")
-    return float(value)
-
-
 def check_array(a, name, ndim, width=None, width_name="d"):
-    """Float64 ndarray with ``ndim`` dims (last axis ``width``), finite, else ValueError naming ``name``."""
-    try:
-        arr = np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real array, got {type(a).__name__}") from exc
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
-    if width is not None and arr.shape[-1] != width:
-        raise ValueError(f"{name} must have {width} columns to match {width_name} = {width}, got shape {arr.shape}")
+    """Float64 ndarray with ``ndim`` dims (last axis ``width``), non-empty and finite (montecarlo's check_data)."""
+    arr = to_numpy(check_data(a, namespace("numpy"), name, ndim, width, dtype=np.float64, width_name=width_name))
     if 0 in arr.shape:
         raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite: found {int(np.sum(~np.isfinite(arr)))} NaN or inf entries")
     return arr
 
 
@@ -77,13 +46,12 @@ def check_labels(y, name, n, n_classes=None):
     return arr.astype(np.int64)
 
 
-def seed_entropy(rng):
-    """One 63-bit integer from ``rng`` (None, int >= 0 or numpy Generator)."""
-    if rng is None or isinstance(rng, np.random.Generator):
-        return int(np.random.default_rng(rng).integers(0, 2**63 - 1))
-    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0:
-        raise ValueError(f"rng must be None, a non-negative int or a numpy.random.Generator, got {rng!r}")
-    return int(rng)
+def seed_entropy(rng, name="rng"):
+    """One 63-bit integer from ``rng`` (None, int >= 0, numpy Generator or SeedSequence)."""
+    rng = check_rng(rng, name)
+    if isinstance(rng, int):
+        return rng
+    return int(np.random.default_rng(rng).integers(0, 2**63 - 1))
 
 
 def child_rng(entropy, *keys):

@@ -74,7 +74,7 @@ from ._common import (
     check_array,
     check_couplings,
     check_int,
-    check_positive,
+    check_positive_float,
     child_rng,
     chunks,
     coupling_key,
@@ -101,7 +101,7 @@ def _check_qkv(Q, K, V):
 
 
 def _scale(scale, d):
-    return 1.0 / math.sqrt(d) if scale is None else check_positive(scale, "scale")
+    return 1.0 / math.sqrt(d) if scale is None else check_positive_float(scale, "scale")
 
 
 def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
@@ -352,7 +352,7 @@ def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=1.0, n_cluster
     """
     n_seq = check_int(n_seq, "n_seq", 1)
     d_head = check_int(d_head, "d_head", 1)
-    logit_std = check_positive(logit_std, "logit_std")
+    logit_std = check_positive_float(logit_std, "logit_std")
     n_clusters = check_int(n_clusters, "n_clusters", 1)
     d_model = check_int(d_model, "d_model", 2)
     batch = tuple(check_int(b, "batch", 1) for b in batch)
@@ -469,7 +469,7 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
             exact = softmax_attention(q, k, v, causal)
         for c in couplings:
             for m in m_values:
-                W = mc.sample_weights(c, d, m, rng=child_rng(entropy, coupling_key(c), m), n=n_draws)
+                W = mc.sample_weights(c, d, m, rng=child_rng(entropy, coupling_key(c), m), n_draws=n_draws)
                 e = np.empty(n_draws)
                 per = (4 if causal else 1) * CHUNK_ELEMENTS // (L * m)
                 for sl in chunks(n_draws, max(1, per)):  # bounded memory

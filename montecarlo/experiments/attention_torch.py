@@ -34,7 +34,7 @@ from torch import nn
 
 import montecarlo as mc
 
-from ._common import check_coupling, check_int, check_positive
+from ._common import check_coupling, check_int, check_positive_float
 
 
 def _logits(x, w):
@@ -153,7 +153,7 @@ class PRFAttention(nn.Module):
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
         self.causal = causal
-        self.scale = 1.0 / math.sqrt(self.d_head) if scale is None else check_positive(scale, "scale")
+        self.scale = 1.0 / math.sqrt(self.d_head) if scale is None else check_positive_float(scale, "scale")
         self.redraw_every = None if redraw_every is None else check_int(redraw_every, "redraw_every", 1)
         self.chunk = check_int(chunk, "chunk", 1)
         if dtype not in (torch.float32, torch.float64):

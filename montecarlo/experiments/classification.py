@@ -65,7 +65,7 @@ from ._common import (
     check_couplings,
     check_int,
     check_labels,
-    check_positive,
+    check_positive_float,
     child_rng,
     chunks,
     coupling_key,
@@ -140,7 +140,7 @@ def kernel_regression_exact(X_train, y_train, X_test, sigma=1.0, n_classes=None)
         (rows sum to 1), computed with a per-row log offset (no underflow).
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
-    sigma = check_positive(sigma, "sigma")
+    sigma = check_positive_float(sigma, "sigma")
     a, b = sigma * X_test, sigma * X_train
     sq = np.einsum("nd,nd->n", a, a)[:, None] + np.einsum("nd,nd->n", b, b)[None, :] - 2 * a @ b.T
     logk = -0.5 * np.maximum(sq, 0.0)
@@ -190,7 +190,7 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     X_train, y_train, X_test, sigma, n_classes
         As in :func:`kernel_regression_exact`.
     W : array (m, d) or (R, m, d)
-        Projections (e.g. :func:`montecarlo.sample_weights` with ``n=R``): one
+        Projections (e.g. :func:`montecarlo.sample_weights` with ``n_draws=R``): one
         or R independent draws, all evaluated at once.
 
     Returns
@@ -200,7 +200,7 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
         with :math:`\phi` of eq. ``def_prf``, log-space stabilised (module docs).
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
-    sigma = check_positive(sigma, "sigma")
+    sigma = check_positive_float(sigma, "sigma")
     Wa = np.asarray(W) if not isinstance(W, np.ndarray) else W
     single = getattr(Wa, "ndim", 0) == 2
     Wa = check_array(Wa[None] if single else Wa, "W", 3, X_train.shape[1], "X_train's width")
@@ -220,16 +220,16 @@ def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, n_classes, draw=
     R of draws to make chunk by chunk from the generator (bounded memory for any R; the chunk size
     depends only on the problem's shape, so the result is reproducible from the seed)."""
     onehot = np.eye(n_classes)[y_train]
-    n_reps = W if draw is not None else W.shape[0]
+    n_draws = W if draw is not None else W.shape[0]
     m = draw[1] if draw is not None else W.shape[1]
-    acc = np.empty(n_reps)
+    acc = np.empty(n_draws)
     step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], m)
     a, b = sigma * X_train, sigma * X_test
-    for sl in chunks(n_reps, step):
+    for sl in chunks(n_draws, step):
         if draw is None:
             w = W[sl]
         else:
-            w = mc.sample_weights(draw[0], X_train.shape[1], m, rng=draw[2], n=sl.stop - sl.start)
+            w = mc.sample_weights(draw[0], X_train.shape[1], m, rng=draw[2], n_draws=sl.stop - sl.start)
         num = _prf_numerators(a, onehot, b, w)
         acc[sl] = np.mean(num.argmax(axis=2) == y_test[None, :], axis=1)
     return acc
@@ -263,7 +263,7 @@ def _sigma_for(split, sigma):
         if split.name not in uci.PAPER_SIGMAS:
             raise ValueError(f"sigma must be given for dataset {split.name!r} (no paper value)")
         return uci.PAPER_SIGMAS[split.name]
-    return check_positive(sigma, "sigma")
+    return check_positive_float(sigma, "sigma")
 
 
 def _eval_arrays(split, on):
@@ -296,8 +296,8 @@ def exact_accuracy(split, sigma=None, on="test"):
     return float(np.mean(probs.argmax(axis=1) == y))
 
 
-def prf_accuracy(split, coupling, m, n_reps, sigma=None, rng=None, on="test", return_samples=False):
-    """Mean PRF kernel-regression accuracy over ``n_reps`` independent feature draws.
+def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", return_samples=False):
+    """Mean PRF kernel-regression accuracy over ``n_draws`` independent feature draws.
 
     Parameters
     ----------
@@ -306,13 +306,13 @@ def prf_accuracy(split, coupling, m, n_reps, sigma=None, rng=None, on="test", re
         Any of :data:`montecarlo.COUPLINGS`.
     m : int >= 1
         Number of random features.
-    n_reps : int >= 2
+    n_draws : int >= 2
     sigma : float, optional
         Default: the paper's value for the dataset.
     rng : None, int or numpy.random.Generator
     on : {'test', 'validation'}
     return_samples : bool
-        Also return the per-draw accuracies (n_reps,).
+        Also return the per-draw accuracies (n_draws,).
 
     Returns
     -------
@@ -321,11 +321,11 @@ def prf_accuracy(split, coupling, m, n_reps, sigma=None, rng=None, on="test", re
     """
     coupling = check_coupling(coupling)
     m = check_int(m, "m", 1)
-    n_reps = check_int(n_reps, "n_reps", 2)
+    n_draws = check_int(n_draws, "n_draws", 2)
     sigma = _sigma_for(split, sigma)
     X, y = _eval_arrays(split, on)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(seed_entropy(rng))
-    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_reps, sigma, split.n_classes, (coupling, m, gen))
+    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_draws, sigma, split.n_classes, (coupling, m, gen))
     est = _estimate(acc)
     return (est, acc) if return_samples else est
 
@@ -348,7 +348,7 @@ class CurveResult:
         Numbers of features (``m_multipliers * d``).
     mean, stderr : dict
         coupling -> ndarray (len(m),) of mean accuracy and standard error.
-    n_reps : int
+    n_draws : int
     exact : float
         Exact-kernel accuracy on the same split (the large-m limit).
     n_train, n_test : int
@@ -360,14 +360,14 @@ class CurveResult:
     m: np.ndarray
     mean: dict
     stderr: dict
-    n_reps: int
+    n_draws: int
     exact: float
     n_train: int
     n_test: int
 
 
 def classification_curve(dataset, couplings=("iid", "orthogonal", "simplex"), m_multipliers=range(1, 11),
-                         n_reps=50, rng=0, *, sigma=None, split_rng=0, uci_dir=None, pad_pow2=False):
+                         n_draws=50, rng=0, *, sigma=None, split_rng=0, uci_dir=None, pad_pow2=False):
     """Fig. 8: kernel-regression accuracy vs m / d for several couplings, with standard errors.
 
     Parameters
@@ -377,7 +377,7 @@ def classification_curve(dataset, couplings=("iid", "orthogonal", "simplex"), m_
     couplings : sequence of str
     m_multipliers : sequence of int >= 1
         m = multiplier * d (the paper: 1 to 10).
-    n_reps : int >= 2
+    n_draws : int >= 2
         Independent feature draws per (coupling, m).
     rng : None, int or numpy.random.Generator
         Seed of the feature draws; each (coupling, m) cell gets its own
@@ -398,7 +398,7 @@ def classification_curve(dataset, couplings=("iid", "orthogonal", "simplex"), m_
     mults = [check_int(k, "m_multipliers", 1) for k in m_multipliers]
     if not mults:
         raise ValueError("m_multipliers must not be empty")
-    n_reps = check_int(n_reps, "n_reps", 2)
+    n_draws = check_int(n_draws, "n_draws", 2)
     split = _as_split(dataset, uci_dir, split_rng, pad_pow2=pad_pow2)
     sigma = _sigma_for(split, sigma)
     entropy = seed_entropy(rng)
@@ -407,9 +407,9 @@ def classification_curve(dataset, couplings=("iid", "orthogonal", "simplex"), m_
     stderr = {c: np.empty(len(ms)) for c in couplings}
     for c in couplings:
         for j, m in enumerate(ms):
-            est = prf_accuracy(split, c, int(m), n_reps, sigma, child_rng(entropy, coupling_key(c), m))
+            est = prf_accuracy(split, c, int(m), n_draws, sigma, child_rng(entropy, coupling_key(c), m))
             mean[c][j], stderr[c][j] = est.mean, est.stderr
-    return CurveResult(split.name, split.d, sigma, ms, mean, stderr, n_reps, exact_accuracy(split, sigma),
+    return CurveResult(split.name, split.d, sigma, ms, mean, stderr, n_draws, exact_accuracy(split, sigma),
                        split.X_train.shape[0], split.X_test.shape[0])
 
 
@@ -427,7 +427,7 @@ class SigmaSearch:
         PRF validation accuracy per sigma (mean and standard error over draws).
     coupling : str
     m : int
-    n_reps : int
+    n_draws : int
     best_sigma : float
         Sigma maximising the mean PRF accuracy (the authors' choice).
     best_exact_sigma : float
@@ -441,19 +441,19 @@ class SigmaSearch:
     stderr: np.ndarray
     coupling: str
     m: int
-    n_reps: int
+    n_draws: int
     best_sigma: float
     best_exact_sigma: float
 
 
-def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10, n_reps=10, rng=0, *,
+def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10, n_draws=10, rng=0, *,
                  split_rng=0, validation_fraction=0.05, uci_dir=None):
     """App. C.1: coarse search of sigma on a validation split (Fig. 10).
 
     The data are split into train / validation / test (the test part is not
     touched); for each sigma the exact-kernel and PRF classifiers are trained
     on the training part and scored on the validation part.  The same
-    ``n_reps`` feature draws are used for every sigma (common random numbers:
+    ``n_draws`` feature draws are used for every sigma (common random numbers:
     the curve is smooth in sigma).
 
     Parameters
@@ -465,7 +465,7 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
         The paper tunes for IIDRFs (``'iid'``).
     m_multiplier : int
         m = m_multiplier * d (the paper: 10).
-    n_reps : int >= 2
+    n_draws : int >= 2
         Feature draws (the paper: 10).
     rng, split_rng, uci_dir
         As in :func:`classification_curve`.
@@ -477,18 +477,18 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     -------
     SigmaSearch
     """
-    sig = np.array([check_positive(s, "sigmas") for s in sigmas], dtype=float)
+    sig = np.array([check_positive_float(s, "sigmas") for s in sigmas], dtype=float)
     if sig.size == 0:
         raise ValueError("sigmas must not be empty")
     coupling = check_coupling(coupling)
     k = check_int(m_multiplier, "m_multiplier", 1)
-    n_reps = check_int(n_reps, "n_reps", 2)
+    n_draws = check_int(n_draws, "n_draws", 2)
     if not (isinstance(validation_fraction, float) and 0 < validation_fraction < 1):
         raise ValueError(f"validation_fraction must be a float in (0, 1), got {validation_fraction!r}")
     split = _as_split(dataset, uci_dir, split_rng, validation_fraction=validation_fraction)
     m = k * split.d
     W = mc.sample_weights(coupling, split.d, m, rng=child_rng(seed_entropy(rng), coupling_key(coupling), m),
-                          n=n_reps)
+                          n_draws=n_draws)
     exact = np.empty(sig.size)
     mean = np.empty(sig.size)
     se = np.empty(sig.size)
@@ -497,7 +497,7 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
         acc = _prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s, split.n_classes)
         est = _estimate(acc)
         mean[j], se[j] = est.mean, est.stderr
-    return SigmaSearch(split.name, sig, exact, mean, se, coupling, m, n_reps, float(sig[np.argmax(mean)]),
+    return SigmaSearch(split.name, sig, exact, mean, se, coupling, m, n_draws, float(sig[np.argmax(mean)]),
                        float(sig[np.argmax(exact)]))
 
 
@@ -512,7 +512,7 @@ class AccuracyTable:
         dataset -> {coupling: Estimate, 'exact': float, 'd': int, 'm': int, 'sigma': float}.
     missing : list of str
         Datasets whose file was absent (not run).
-    n_reps : int
+    n_draws : int
     seconds : float
         Wall time of the whole table.
     """
@@ -520,7 +520,7 @@ class AccuracyTable:
     couplings: tuple
     rows: dict
     missing: list
-    n_reps: int
+    n_draws: int
     seconds: float = 0.0
     settings: dict = field(default_factory=dict)
 
@@ -543,11 +543,11 @@ class AccuracyTable:
             lines.append(" | ".join(cells))
         if self.missing:
             lines.append(f"missing (not run): {', '.join(self.missing)}")
-        lines.append(f"n_reps = {self.n_reps}, {self.seconds:.1f} s")
+        lines.append(f"n_draws = {self.n_draws}, {self.seconds:.1f} s")
         return "\n".join(lines)
 
 
-def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_reps=100, rng=0, *, uci_dir=None, datasets=None,
+def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=0, *, uci_dir=None, datasets=None,
                    pad_pow2=False, split_rng=0, sigmas=None):
     """Tables 2 and 3: accuracy of each coupling on each dataset at m = m_multiplier * d.
 
@@ -558,7 +558,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_reps=100, rng=0
         :data:`TABLE3_COUPLINGS` with ``pad_pow2=True`` (every column then
         sees the same zero-padded data of width p and m = p, App. B.2).
     m_multiplier : int
-    n_reps : int >= 2
+    n_draws : int >= 2
         Feature draws per dataset, coupling and split.
     rng : seed of the feature draws (one stream per dataset, coupling and split)
     uci_dir : path, optional
@@ -583,7 +583,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_reps=100, rng=0
     """
     couplings = check_couplings(couplings)
     k = check_int(m_multiplier, "m_multiplier", 1)
-    n_reps = check_int(n_reps, "n_reps", 2)
+    n_draws = check_int(n_draws, "n_draws", 2)
     splits = [split_rng] if not isinstance(split_rng, (list, tuple, range)) else list(split_rng)
     splits = [check_int(s, "split_rng", 0) for s in splits]
     if not splits:
@@ -603,7 +603,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_reps=100, rng=0
             m = k * split.d
             exact.append(exact_accuracy(split, sigma))
             for c in couplings:
-                per[c].append(prf_accuracy(split, c, m, n_reps, sigma,
+                per[c].append(prf_accuracy(split, c, m, n_draws, sigma,
                                            child_rng(entropy, uci.DATASETS.index(name), coupling_key(c), seed)))
         row = {"d": split.d, "m": m, "sigma": sigma, "exact": float(np.mean(exact)),
                "n_train": split.X_train.shape[0], "n_test": split.X_test.shape[0], "per_split": per,
@@ -612,10 +612,10 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_reps=100, rng=0
             means = np.array([e.mean for e in per[c]])
             ses = np.array([e.stderr for e in per[c]])
             row[c] = mc.Estimate(float(means.mean()), float(np.sqrt(np.sum(ses ** 2)) / len(splits)),
-                                 n_reps * len(splits))
+                                 n_draws * len(splits))
             row["split_sd"][c] = float(means.std(ddof=1)) if len(splits) > 1 else float("nan")
         rows[name] = row
-    return AccuracyTable(couplings, rows, missing, n_reps, time.perf_counter() - t0,
+    return AccuracyTable(couplings, rows, missing, n_draws, time.perf_counter() - t0,
                          {"m_multiplier": k, "pad_pow2": pad_pow2, "split_rng": splits, "rng": rng})
 
 
@@ -633,7 +633,8 @@ def add_table_arguments(p):
     p.add_argument("--table", type=int, choices=(2, 3), default=2,
                    help="2: exact couplings at m = d; 3: fast variants on zero-padded data (App. B.2)")
     p.add_argument("--uci-dir", default=None, help=f"directory of the UCI files (default ${uci.ENV_VAR})")
-    p.add_argument("--n-reps", type=int, default=100)
+    p.add_argument("--n-draws", "--n-reps", dest="n_draws", type=int, default=100,
+                   help="random-feature draws per dataset and coupling (--n-reps: old spelling)")
     p.add_argument("--m-multiplier", type=int, default=1)
     p.add_argument("--couplings", nargs="+", default=None)
     p.add_argument("--datasets", nargs="+", default=None)
@@ -644,7 +645,7 @@ def add_table_arguments(p):
 
 def run_table(args):
     couplings = args.couplings or (TABLE2_COUPLINGS if args.table == 2 else TABLE3_COUPLINGS)
-    table = accuracy_table(couplings, args.m_multiplier, args.n_reps, args.seed, uci_dir=args.uci_dir,
+    table = accuracy_table(couplings, args.m_multiplier, args.n_draws, args.seed, uci_dir=args.uci_dir,
                            datasets=args.datasets, pad_pow2=args.table == 3, split_rng=args.split_seeds)
     print(table.format(paper_table(args.table)))
     return 0

@@ -31,7 +31,7 @@ from ._common import (
     check_coupling,
     check_couplings,
     check_int,
-    check_positive,
+    check_positive_float,
     child_rng,
     chunks,
     coupling_key,
@@ -121,7 +121,7 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     coupling = check_coupling(coupling)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
-    W = mc.sample_weights(coupling, X.shape[1], m, rng=rng, n=n_draws)
+    W = mc.sample_weights(coupling, X.shape[1], m, rng=rng, n_draws=n_draws)
     err = gram_errors(X, W, kernel, relative)
     est = mc.Estimate(float(err.mean()), float(err.std(ddof=1) / np.sqrt(n_draws)), n_draws)
     return (est, err) if return_samples else est
@@ -177,7 +177,7 @@ def paper_gram_data(rng=0, n_points=64, d=64, scale=0.1):
     r"""The data of Sec. 5.2: ``n_points`` rows :math:`x \sim \mathcal N(0, \mathrm{scale}^2 I_d)`."""
     n_points = check_int(n_points, "n_points", 1)
     d = check_int(d, "d", 1)
-    scale = check_positive(scale, "scale")
+    scale = check_positive_float(scale, "scale")
     return np.random.default_rng(rng).normal(0.0, scale, (n_points, d))
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from mpmath import mp
 
+from .errors import ConvergenceError
 from ._checks import (
     check_coupling,
     check_cos_theta,
@@ -52,6 +53,7 @@ from ._checks import (
 )
 from ._series import log2abs, quad_checked, sum_ratio_series, sum_series
 from .distributions import _wij_moment, coupling_cos, simplex_cos
+from .registry import hook, register
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -229,7 +231,7 @@ def _theta_double_series(d, x, c, max_terms):
         if q < 1 and nxt * g0 <= eps * total * (1 - q):
             return pref * e_scale * total
         e_k = e_k * x * ratio(k)
-    raise mp.NoConvergence(
+    raise ConvergenceError(
         f"simrf_conformity_series: no convergence within {max_terms} outer terms at "
         f"x = v^2/2 = {mp.nstr(x, 8)}; this quadratic-cost form is meant for moderate v, "
         "use conformity_at_angle for large v or raise max_terms"
@@ -483,7 +485,7 @@ def conformity_from_moments(d, v, cos_theta, max_terms=5_000):
             return total
         coef = coef * vv * vv / (4 * (k + 1) * (k + h))
         orf_term = orf_term * x * ratio(k)
-    raise mp.NoConvergence(f"conformity_from_moments: no convergence within {max_terms} terms; "
+    raise ConvergenceError(f"conformity_from_moments: no convergence within {max_terms} terms; "
                            "use a smaller v or raise max_terms")
 
 
@@ -517,23 +519,38 @@ def conformity(coupling, d, v):
     ...     print(theory.conformity("simplex", 64, 1) < theory.conformity("orthogonal", 64, 1))
     True
     """
-    coupling = check_coupling(coupling)
+    coupling = check_coupling(coupling, has="prf_conformity")
     d = check_dimension(d, coupling)
     vv = check_nonnegative(v, "v")
-    if coupling == "iid":
-        return mp.exp(vv * vv)
-    if coupling == "orthogonal":
-        return mp.hyp1f1(d, mp.mpf(d) / 2, vv * vv / 2)
-    return _taylor_in_cos(d, vv * vv / 2, simplex_cos(d))
+    return hook(coupling, "prf_conformity")(d, vv)
 
 
 def coupling_conformity_v2_coefficient(coupling, d):
-    r"""Coefficient :math:`a` in :math:`\rho = 1 + a v^2 + O(v^4)`.
+    r"""Coefficient :math:`a` in :math:`\rho = 1 + a v^2 + O(v^4)` (registry hook ``prf_conformity_v2``).
 
-    1 for IID and ORF; :math:`1 + \cos\theta\,R_1` at a fixed angle, with
-    :math:`R_1 = \Gamma(\frac{d+1}{2})^2/(\Gamma(\frac d2)\Gamma(\frac d2+1))`.
     Evaluated at the current precision (internal helper of :mod:`theory.mse`).
     """
-    if coupling in ("iid", "orthogonal"):
-        return mp.mpf(1)
-    return 1 + coupling_cos(coupling, d) * _sin_moment_first(d)
+    return hook(coupling, "prf_conformity_v2")(d)
+
+
+# ---------------------------------------------------------------------------
+# registry hooks of the couplings with a fixed pair angle (iid, orthogonal, simplex)
+
+register("iid", "prf_conformity", lambda d, vv: mp.exp(vv * vv))
+register("orthogonal", "prf_conformity", lambda d, vv: mp.hyp1f1(d, mp.mpf(d) / 2, vv * vv / 2))
+register("simplex", "prf_conformity", lambda d, vv: _taylor_in_cos(d, vv * vv / 2, simplex_cos(d)))
+
+
+def _v2_fixed_angle(coupling):
+    r""":math:`a = 1 + \cos\theta\,R_1` at a fixed angle, with
+    :math:`R_1 = \Gamma(\frac{d+1}{2})^2/(\Gamma(\frac d2)\Gamma(\frac d2+1))` (1 for IID and ORF)."""
+
+    def coefficient(d):
+        return 1 + coupling_cos(coupling, d) * _sin_moment_first(d)
+
+    return coefficient
+
+
+register("iid", "prf_conformity_v2", lambda d: mp.mpf(1))
+register("orthogonal", "prf_conformity_v2", lambda d: mp.mpf(1))
+register("simplex", "prf_conformity_v2", _v2_fixed_angle("simplex"))

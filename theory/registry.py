@@ -1,0 +1,360 @@
+r"""The coupling registry: one record per coupling, hooks registered by each layer.
+
+A *coupling* is a joint law of the m random projection rows :math:`w_i`.  Each
+one has exactly one :class:`Coupling` record here (name, label, plot style,
+whether rows are exactly Gaussian, block rule, pair angle, and which closed
+forms and samplers exist), and every layer of the toolkit attaches its code to
+that record as a named *hook*:
+
+===================================  =========  ===============================================
+hook                                 layer      signature and meaning
+===================================  =========  ===============================================
+``prf_conformity``                   theory     ``f(d, v) -> mpf``: pair conformity
+                                                :math:`\rho_c` (eq. ``def_rf_conformity``)
+``rff_conformity``                   theory     ``f(d, z) -> mpf``: RFF pair conformity
+``prf_conformity_v2``                theory     ``f(d) -> mpf``: :math:`a` in
+                                                :math:`\rho_c = 1 + a v^2 + O(v^4)`
+``rff_conformity_z4``                theory     ``f(d) -> mpf``: :math:`b` in
+                                                :math:`\rho^{RFF}_c - e^{-z^2} = b z^4 + O(z^6)`
+``block_pair_weights``               theory     ``f(d, b) -> (n_coupled, n_other)``: for
+                                                couplings whose pairs inside a block are not
+                                                all alike (see :func:`block_pair_split`)
+``pair_pdf``                         theory     ``f(w, d) -> mpf``: density of
+                                                :math:`w_{ij} = \|w_i + w_j\|` (Lemma 4.2)
+``certified_prf_conformity``         theory     ``f(d, v) -> arb`` (python-flint)
+``certified_rff_conformity``         theory     ``f(d, z) -> arb``
+``blocks``                           montecarlo ``f(d, n_blocks, random, route, info)`` -> array
+                                                (n_blocks, b, d): independent blocks of rows
+``projections``                      montecarlo ``f(vec, d, n_blocks, random)`` -> (n_blocks, b):
+                                                rows times one vector, drawn cheaply; without
+                                                it the blocks are drawn and multiplied (always
+                                                correct, slower)
+``structured_projection``            montecarlo ``f(d, m, random)`` -> a projection object
+                                                that never forms the dense matrix
+===================================  =========  ===============================================
+
+Lookups never fall through: :func:`hook` raises :class:`UnknownCouplingError`
+for a name that has no record and :class:`MissingHookError` (both
+:class:`ValueError`) for a hook the coupling does not have, naming the
+couplings that do.  A record declares the hooks it has (``closed_forms``,
+``samplers``); registering an undeclared hook is an error, and so is a declared
+hook that no module registers (a test imports every layer and checks).
+
+Adding a coupling
+-----------------
+1. a :class:`Coupling` record in :data:`RECORDS` (below), with ``modules``
+   naming the module of each layer that registers its hooks (imported on the
+   first lookup, so nothing else needs editing);
+2. the theory module registering its closed forms with :func:`register`;
+3. the montecarlo module registering its samplers.
+
+Everything else (argument validation, the coupling lists of every package,
+the command lines, figure styles, the sampler audit, the Monte Carlo
+estimators) reads the registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .validation import ArgumentTypeError, check_int, describe
+
+__all__ = [
+    "HOOKS",
+    "RECORDS",
+    "Coupling",
+    "MissingHookError",
+    "UnknownCouplingError",
+    "block_pair_split",
+    "check_coupling",
+    "check_couplings",
+    "check_dimension",
+    "get",
+    "has_hook",
+    "hook",
+    "names",
+    "register",
+]
+
+#: Every hook name and the layer that provides it.
+HOOKS = {
+    "prf_conformity": "theory",
+    "rff_conformity": "theory",
+    "prf_conformity_v2": "theory",
+    "rff_conformity_z4": "theory",
+    "block_pair_weights": "theory",
+    "pair_pdf": "theory",
+    "certified_prf_conformity": "theory",
+    "certified_rff_conformity": "theory",
+    "blocks": "montecarlo",
+    "projections": "montecarlo",
+    "structured_projection": "montecarlo",
+}
+
+
+class UnknownCouplingError(ValueError):
+    """A coupling name with no record in the registry."""
+
+
+class MissingHookError(ValueError):
+    """A coupling that exists but lacks the requested closed form or sampler."""
+
+
+@dataclass(frozen=True)
+class Coupling:
+    r"""One coupling of the random projection rows.
+
+    Attributes
+    ----------
+    name : str
+        The one spelling used everywhere (``"simplex"``).
+    label : str
+        Short label for plots and tables (``"SimRFs"``).
+    description : str
+        One line: how a block is built and where it comes from.
+    exact : bool
+        Every row is exactly :math:`\mathcal N(0, I_d)` (unbiased estimators).
+    block : {'d', 'pow2'}
+        Rows per block: d, or the power of two :math:`p \ge d` of the HD-product
+        couplings (inputs zero-padded to p).
+    min_d : int
+        Smallest data dimensionality.
+    cos_theta : callable or None
+        ``cos_theta(d) -> Fraction``: the fixed cosine between the two directions
+        of every coupled pair, when the norms are independent :math:`\chi_d`
+        (Lemma 4.2 applies); None otherwise.
+    isotropic : bool
+        The block law is invariant under rotations (:math:`\mathbf W\mathbf R
+        \overset{d}{=}\mathbf W`), so projections of a vector depend on its norm only.
+    closed_forms, samplers : tuple of str
+        The theory and montecarlo hooks this coupling has.
+    modules : tuple of str
+        Modules that register this coupling's hooks beyond each layer's core
+        modules; imported on the first lookup of a hook of their layer.
+    style : dict
+        Matplotlib colour, line style and marker.
+    reference : str
+        Where the construction comes from.
+    """
+
+    name: str
+    label: str
+    description: str
+    exact: bool
+    block: str
+    min_d: int
+    cos_theta: object
+    isotropic: bool
+    closed_forms: tuple
+    samplers: tuple
+    style: dict = field(default_factory=dict, compare=False)
+    modules: tuple = ()
+    reference: str = ""
+
+    def block_rows(self, d):
+        """Rows per block for data dimensionality d."""
+        d = check_dimension(d, self.name)
+        return d if self.block == "d" else 1 << (d - 1).bit_length()
+
+    def has(self, hook_name):
+        """Whether the record declares ``hook_name``."""
+        return hook_name in self.closed_forms or hook_name in self.samplers
+
+
+def _orthogonal_cos(d):
+    return Fraction(0)
+
+
+def _simplex_cos(d):
+    return Fraction(-1, d - 1)
+
+
+_CORE = ("prf_conformity", "rff_conformity", "prf_conformity_v2", "rff_conformity_z4", "pair_pdf",
+         "certified_prf_conformity", "certified_rff_conformity")
+
+#: The records, in the order used by every listing, table and legend.
+RECORDS = (
+    Coupling("iid", "IIDRFs", "rows i.i.d. N(0, I_d)", True, "d", 1, None, True, _CORE,
+             ("blocks", "projections"),
+             {"color": "#E69F00", "linestyle": "-", "marker": "o"}, ("theory.certified",), reference="Sec. 1 (Rahimi & Recht 2007)"),
+    Coupling("orthogonal", "ORFs", "W = D R: R Haar on O(d), chi_d norms", True, "d", 1, _orthogonal_cos, True,
+             _CORE, ("blocks", "projections"),
+             {"color": "#009E73", "linestyle": "--", "marker": "s"}, ("theory.certified",), reference="Sec. 1 (Yu et al. 2016)"),
+    Coupling("simplex", "SimRFs", "W = D S R: simplex directions (eq. simplex_vectors), chi_d norms", True, "d", 2,
+             _simplex_cos, True, _CORE, ("blocks", "projections"),
+             {"color": "#0072B2", "linestyle": "-.", "marker": "^"}, ("theory.certified",), reference="Sec. 3, eq. simplex_block_eq"),
+    Coupling("simplex_plus", "SimRFs+", "weight-dependent geometry of Sec. 3.2 (eq. simpler_updates_main)", True,
+             "d", 2, None, True, (), ("blocks", "projections"),
+             {"color": "#CC79A7", "linestyle": (0, (5, 1, 1, 1, 1, 1)), "marker": "D"}, reference="Sec. 3.2"),
+    Coupling("fast_orthogonal", "fast ORFs", "HD-product in place of R (App. B.2), inputs zero-padded to 2^k",
+             False, "pow2", 1, None, False, (), ("blocks", "projections", "structured_projection"),
+             {"color": "#56B4E9", "linestyle": ":", "marker": "v"}, reference="App. B.2"),
+    Coupling("fast_simplex", "fast SimRFs", "simplex directions with the HD-product (App. B.2)", False, "pow2", 2,
+             None, False, (), ("blocks", "projections", "structured_projection"),
+             {"color": "#D55E00", "linestyle": ":", "marker": "<"}, reference="App. B.2"),
+)
+
+_BY_NAME = {rec.name: rec for rec in RECORDS}
+_HOOKS: dict = {}
+_LOCK = threading.RLock()
+_IMPORTED: set = set()
+
+
+def names(*, has=(), exact=None, isotropic=None):
+    """Names of the couplings (registry order), optionally only those with every hook in ``has``.
+
+    >>> names(has=("prf_conformity",))
+    ('iid', 'orthogonal', 'simplex')
+    """
+    has = (has,) if isinstance(has, str) else tuple(has)
+    for h in has:
+        _check_hook_name(h)
+    out = []
+    for rec in RECORDS:
+        if all(rec.has(h) for h in has) and (exact is None or rec.exact == exact) and (
+                isotropic is None or rec.isotropic == isotropic):
+            out.append(rec.name)
+    return tuple(out)
+
+
+def get(name, argname="coupling"):
+    """The :class:`Coupling` record of ``name``; :class:`UnknownCouplingError` if there is none."""
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"{argname} must be a coupling name ({_choices(names())}), got {describe(name)}")
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise UnknownCouplingError(f"{argname} must be one of {_choices(names())}, got {describe(name)}") from None
+
+
+def check_coupling(coupling, name="coupling", has=()):
+    """Return ``coupling`` if it names a coupling with every hook in ``has``; else raise.
+
+    The error names the argument and lists the couplings that qualify.
+    """
+    rec = get(coupling, name)
+    has = (has,) if isinstance(has, str) else tuple(has)
+    missing = [h for h in has if not rec.has(h)]
+    if missing:
+        ok = names(has=has)
+        raise MissingHookError(f"{name} must be one of {_choices(ok)} here ({coupling!r} has no "
+                               f"{_hook_words(missing[0])}), got {describe(coupling)}")
+    return coupling
+
+
+def check_couplings(couplings, name="couplings", has=()):
+    """A tuple of coupling names from one name or a sequence of them (non-empty, each checked)."""
+    if isinstance(couplings, str):
+        couplings = (couplings,)
+    try:
+        out = tuple(couplings)
+    except TypeError:
+        raise ArgumentTypeError(f"{name} must be a coupling name or a sequence of them, got {describe(couplings)}") \
+            from None
+    if not out:
+        raise ValueError(f"{name} must name at least one coupling")
+    return tuple(check_coupling(c, name, has) for c in out)
+
+
+def check_dimension(d, coupling=None, name="d"):
+    """The data dimensionality as an int: >= the coupling's ``min_d`` (>= 1 without a coupling)."""
+    if coupling is None:
+        return check_int(d, name, 1)
+    rec = get(coupling)
+    if rec.min_d > 1:
+        return check_int(d, name, rec.min_d, f"for the {rec.name} coupling")
+    return check_int(d, name, 1)
+
+
+def register(coupling, hook_name, func=None):
+    """Attach ``func`` as hook ``hook_name`` of ``coupling`` (usable as a decorator).
+
+    The record must declare the hook and no other function may hold it.
+    """
+    if func is None:
+        return lambda f: register(coupling, hook_name, f)
+    rec = get(coupling)
+    _check_hook_name(hook_name)
+    if not rec.has(hook_name):
+        raise MissingHookError(f"cannot register {hook_name!r} for {coupling!r}: its record does not declare it "
+                               "(add it to the record's closed_forms or samplers)")
+    with _LOCK:
+        old = _HOOKS.get((coupling, hook_name))
+        if old is not None and old is not func and _qualname(old) != _qualname(func):
+            raise ValueError(f"hook {hook_name!r} of {coupling!r} is already registered ({_qualname(old)})")
+        _HOOKS[(coupling, hook_name)] = func
+    return func
+
+
+def has_hook(coupling, hook_name):
+    """Whether ``coupling`` declares ``hook_name`` (no import, no lookup)."""
+    return get(coupling).has(_check_hook_name(hook_name))
+
+
+def hook(coupling, hook_name, argname="coupling"):
+    """The function registered as ``hook_name`` of ``coupling``.
+
+    Raises :class:`UnknownCouplingError` for an unknown name and
+    :class:`MissingHookError` when the coupling has no such hook (the message
+    lists the couplings that have it).  A hook that the record declares but
+    that no module has registered is imported from the record's ``modules``
+    of the hook's layer; if still missing, :class:`MissingHookError` says so.
+    """
+    rec = get(coupling, argname)
+    _check_hook_name(hook_name)
+    if not rec.has(hook_name):
+        ok = names(has=(hook_name,))
+        raise MissingHookError(f"{argname} must be one of {_choices(ok)} here ({coupling!r} has no "
+                               f"{_hook_words(hook_name)}), got {describe(coupling)}")
+    func = _HOOKS.get((coupling, hook_name))
+    if func is None:
+        _import_layer(rec, HOOKS[hook_name])
+        func = _HOOKS.get((coupling, hook_name))
+    if func is None:
+        raise MissingHookError(f"{coupling!r} declares {hook_name!r} but no module registered it: import the "
+                               f"{HOOKS[hook_name]} package (modules named by the record: {rec.modules or 'none'})")
+    return func
+
+
+def block_pair_split(coupling, d, b):
+    """Ordered pairs inside a block of b rows: (n_c, n_o) with n_c pairs at the
+    coupling's pair conformity and n_o pairs at the ORF conformity.
+
+    For every coupling whose pairs inside a block are all alike this is
+    ``(b (b - 1), 0)``; a coupling with a ``block_pair_weights`` hook (pairs of
+    two kinds, e.g. norm-coupled pairs inside an orthogonal block) says
+    otherwise.
+    """
+    rec = get(coupling)
+    if rec.has("block_pair_weights"):
+        return hook(coupling, "block_pair_weights")(d, b)
+    return b * (b - 1), 0
+
+
+def _import_layer(rec, layer):
+    for mod in rec.modules:
+        if mod.split(".")[0] == layer and mod not in _IMPORTED:
+            importlib.import_module(mod)
+            _IMPORTED.add(mod)
+
+
+def _check_hook_name(hook_name):
+    if hook_name not in HOOKS:
+        raise ValueError(f"hook must be one of {_choices(tuple(HOOKS))}, got {describe(hook_name)}")
+    return hook_name
+
+
+def _hook_words(hook_name):
+    kind = "closed form" if HOOKS[hook_name] == "theory" else "sampler"
+    return f"{kind} {hook_name!r}"
+
+
+def _choices(items):
+    return ", ".join(repr(c) for c in items)
+
+
+def _qualname(func):
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
