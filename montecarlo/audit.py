@@ -134,6 +134,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special, stats
 
+from theory.registry import get as get_coupling, names as coupling_names
 from theory.validation import renamed_arguments
 
 from ._backend import to_numpy
@@ -141,7 +142,8 @@ from ._checks import check_int, check_positive_float
 from .diagnostics import standard_directions
 
 #: Couplings a sampler may claim (those with closed-form conformities in :mod:`theory`).
-CLAIMABLE_COUPLINGS = ("iid", "orthogonal", "simplex")
+#: Couplings a sampler may claim: exact (Gaussian rows) with PRF and RFF closed forms (read from the registry).
+CLAIMABLE_COUPLINGS = coupling_names(has=("prf_conformity", "rff_conformity"), exact=True)
 #: The checks, in report order.
 CHECKS = ("marginals", "row_norms", "moments", "norm_independence", "prf_unbiased", "rff_unbiased",
           "conformity", "structure")
@@ -611,6 +613,8 @@ class _Draws:
         self.cos_sum = self.cos_sq = 0.0
         self.cos_min, self.cos_max = math.inf, -math.inf
         self.dev0 = self.devs = 0.0
+        self.dev_max = {}  # max |cos - c| for claimed cosines c other than 0 and -1/(d-1)
+        self._claims = ()
 
     def add(self, W):
         k = W.shape[0]
@@ -639,10 +643,25 @@ class _Draws:
                 self.cos_max = max(self.cos_max, float(c.max()))
                 self.dev0 = max(self.dev0, float(np.abs(c).max()))
                 self.devs = max(self.devs, float(np.abs(c - target).max()))
+                for t in self._claims:
+                    self.dev_max[t] = max(self.dev_max.get(t, 0.0), float(np.abs(c - t).max()))
             self.cos01[sl] = np.einsum("kd,kd->k", Wn[:, 0], Wn[:, 1])
             if self.cos_cross is not None:
                 self.cos_cross[sl] = np.einsum("kd,kd->k", Wn[:, 0], Wn[:, self.d])
         self.count += k
+
+    def claim(self, cos_value):
+        """Also track max |cos - cos_value| within blocks (call before the first ``add``)."""
+        if cos_value not in (0.0, -1.0 / (self.d - 1)):
+            self._claims += (cos_value,)
+
+    def deviation(self, cos_value):
+        """max |cos - cos_value| over the within-block pairs seen."""
+        if cos_value == 0.0:
+            return self.dev0
+        if cos_value == -1.0 / (self.d - 1):
+            return self.devs
+        return self.dev_max.get(cos_value, math.inf)
 
     def trim(self):
         n = self.count
@@ -675,8 +694,9 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
     m : int >= 1, optional
         Rows per draw (default d).  With m > d the rows must form independent
         blocks of d rows, the last one truncated, as in the paper.
-    coupling : {'iid', 'orthogonal', 'simplex'}, optional
-        The coupling the sampler claims; enables the ``conformity`` and
+    coupling : str, optional
+        The coupling the sampler claims, one of :data:`CLAIMABLE_COUPLINGS`
+        (the exact couplings of :mod:`theory.registry` with PRF and RFF closed forms); enables the ``conformity`` and
         ``structure`` checks and the cross-row norm tests.
     n_draws : int >= 50
         Number of independent draws (one sampler call each).
@@ -770,6 +790,8 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
     names = list(dirs)
     U = np.stack([dirs[k] for k in names], axis=1)
     draws = _Draws(n, d, m, U)
+    if coupling is not None and get_coupling(coupling).cos_theta is not None:
+        draws.claim(float(get_coupling(coupling).cos_theta(d)))
     caller = _make_caller(sampler, tokens, d, m, gen)
     t0 = time.perf_counter()
     buf, dtype = [], None
@@ -935,7 +957,8 @@ def _check_norm_independence(draws, names, coupling):
              for i in range(draws.m) for j, nm in enumerate(names)]
     note = ""
     if coupling is not None:
-        pairs = [(i, i + 1) for lo, hi in draws.blocks for i in range(lo, hi - 1)]
+        coupled = set(get_coupling(coupling).coupled_norm_pairs(draws.d))
+        pairs = [(i, i + 1) for lo, hi in draws.blocks for i in range(lo, hi - 1) if (i - lo, i + 1 - lo) not in coupled]
         if pairs:
             rho2, p2 = _spearman(rr[:, [i for i, _ in pairs]], rr[:, [j for _, j in pairs]])
             tests += [TestResult(f"|w_{i}| vs |w_{j}|", float(rho2[k]), float(p2[k]),
@@ -972,17 +995,13 @@ def _pair_mean(b):
 
 
 def _theory_conformity(coupling, d, m, v, z):
-    """Pair-averaged PRF and RFF conformities of the claimed coupling (floats, via :mod:`theory`)."""
+    """Pair-averaged PRF and RFF conformities of the claimed coupling (floats, :func:`theory.mean_conformity`)."""
     import theory
     from mpmath import mp
 
     with mp.workdps(20):
-        rho = theory.conformity(coupling, d, v)
-        rho_rff = theory.rff_conformity(coupling, d, z)
-        if m > d:
-            rho = theory.ensemble_conformity(rho, theory.conformity("iid", d, v), d, m)
-            rho_rff = theory.ensemble_conformity(rho_rff, theory.rff_conformity("iid", d, z), d, m)
-        return float(rho), float(rho_rff)
+        return (float(theory.mean_conformity(coupling, d, v, m, kind="prf")),
+                float(theory.mean_conformity(coupling, d, z, m, kind="rff")))
 
 
 def _check_conformity(draws, index, coupling, v, z):
@@ -1025,12 +1044,11 @@ def _check_structure(draws, coupling, dtype):
     tol = _tolerance(dtype)
     cdf = _beta_cos_cdf(d)
     within = draws.m if draws.m <= d else d
-    if coupling == "orthogonal":
-        tests.append(TestResult("max |cos| within blocks", draws.dev0, None, tol,
-                                detail="orthogonal rows: cos = 0 exactly"))
-    elif coupling == "simplex":
-        tests.append(TestResult(f"max |cos + 1/{d - 1}| within blocks", draws.devs, None, tol,
-                                detail=f"simplex rows: cos = {-1 / (d - 1):.5g} exactly"))
+    claimed = get_coupling(coupling).cos_theta
+    if claimed is not None:
+        c = claimed(d)
+        tests.append(TestResult(f"max |cos - ({c})| within blocks", draws.deviation(float(c)), None, tol,
+                                detail=f"{coupling} rows: cos = {float(c):.5g} exactly"))
     elif within >= 2:
         dd, pp = ks_columns(draws.cos01, cdf)
         tests.append(TestResult("cos(w_0, w_1) law", float(dd), float(pp),

@@ -60,6 +60,7 @@ from .kernels import (
     softmax_to_gaussian_factor,
 )
 from .mse import (
+    mean_conformity,
     mse_ratio,
     orthogonality_gap,
     orthogonality_gap_series,
@@ -99,6 +100,7 @@ __all__ = [
     "ensemble_conformity",
     "exact_objective",
     "gaussian_kernel",
+    "mean_conformity",
     "mse_ratio",
     "orf_conformity_kummer",
     "orf_conformity_series",

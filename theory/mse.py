@@ -50,6 +50,7 @@ from .conformities import (
 from .distributions import coupling_cos, simplex_cos
 from .kernels import _check_kernel, _prf_prefactor, coupled_pairs
 from .registry import block_pair_split, hook, register
+from .validation import check_choice
 
 
 def _small_arg_bits(t):
@@ -129,6 +130,47 @@ def _pair_kinds(coupling, d, m):
 def _weighted_pairs(coupling, d, m, term):
     """Sum over pair kinds of weight * term(kind)."""
     return mp.fsum(w * term(kind) for kind, w in _pair_kinds(coupling, d, m) if w)
+
+
+@guarded()
+def mean_conformity(coupling, d, v, m=None, kind="prf"):
+    r"""Pair-averaged conformity of m features, :math:`\frac{1}{m(m-1)}\sum_{i\ne j}\mathbb E[b_ib_j]`.
+
+    :math:`b_i = e^{w_i^\top v}` (``kind='prf'``, eq. ``def_rf_conformity``) or
+    :math:`\cos(w_i^\top z)` (``kind='rff'``).  Pairs inside a block take the
+    coupling's pair conformity (or, for a coupling whose blocks mix two kinds of
+    pairs, each kind its own), pairs across blocks the IID value
+    (:math:`e^{v^2}`, :math:`e^{-z^2}`).  This is the quantity a Monte Carlo
+    estimate of eq. ``def_rf_conformity`` over all pairs of m features
+    estimates (:func:`montecarlo.empirical_conformity`).
+
+    Parameters
+    ----------
+    coupling : str
+        A coupling with the closed form of ``kind`` (see :mod:`theory.registry`).
+    d : int
+    v : real >= 0
+        :math:`\|x + y\|` (PRF) or :math:`\|x - y\|` (RFF).
+    m : int >= 2, optional
+        Number of features (default d: one block).
+    kind : {'prf', 'rff'}
+
+    Returns
+    -------
+    mpf
+    """
+    kind = check_choice(kind, "kind", ("prf", "rff"))
+    hook_name = "prf_conformity" if kind == "prf" else "rff_conformity"
+    coupling = check_coupling(coupling, has=hook_name)
+    d = check_dimension(d, coupling)
+    m = d if m is None else check_int(m, "m", 2, "(the conformity averages over pairs of features)")
+    vv = check_nonnegative(v, "v")
+    total = m * (m - 1)
+    pair = (lambda c: conformity(c, d, vv)) if kind == "prf" else (lambda c: _rff_conformity_raw(c, d, vv))
+    independent = pair("iid")
+    kinds = [(c, w * m) for c, w in _pair_kinds(coupling, d, m) if w]
+    coupled = sum(n for _, n in kinds)
+    return (mp.fsum(n * pair(c) for c, n in kinds) + (total - coupled) * independent) / total
 
 
 # ---------------------------------------------------------------------------
@@ -471,6 +513,7 @@ def z_crit(d, z_max=None):
 
 __all__ = [
     "PRF_COUPLINGS",
+    "mean_conformity",
     "mse_ratio",
     "orthogonality_gap",
     "orthogonality_gap_series",

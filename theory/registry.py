@@ -123,9 +123,14 @@ class Coupling:
     min_d : int
         Smallest data dimensionality.
     cos_theta : callable or None
-        ``cos_theta(d) -> Fraction``: the fixed cosine between the two directions
-        of every coupled pair, when the norms are independent :math:`\chi_d`
-        (Lemma 4.2 applies); None otherwise.
+        ``cos_theta(d) -> Fraction``: the fixed cosine between the directions of
+        every two rows of a block; None when it is not fixed (IIDRFs, SimRFs+,
+        the HD-product couplings).  Lemma 4.2 applies when it is fixed and
+        ``norm_pairs`` is empty.
+    norm_pairs : callable or None
+        ``norm_pairs(d) -> tuple of (i, j)``: the rows of a block whose norms are
+        coupled to each other (each norm stays marginally :math:`\chi_d`); None
+        when all d norms of a block are independent.
     isotropic : bool
         The block law is invariant under rotations (:math:`\mathbf W\mathbf R
         \overset{d}{=}\mathbf W`), so projections of a vector depend on its norm only.
@@ -153,6 +158,11 @@ class Coupling:
     style: dict = field(default_factory=dict, compare=False)
     modules: tuple = ()
     reference: str = ""
+    norm_pairs: object = None
+
+    def coupled_norm_pairs(self, d):
+        """Rows (i, j), i < j, of a block whose norms are coupled (empty for independent norms)."""
+        return tuple(self.norm_pairs(d)) if self.norm_pairs is not None else ()
 
     def block_rows(self, d):
         """Rows per block for data dimensionality d."""
