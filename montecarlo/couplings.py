@@ -532,13 +532,29 @@ def _blocks_iid(d, n_blocks, random, route, info):
     return random.normal((n_blocks, d, d))
 
 
-@register_hook("orthogonal", "blocks")
-def _blocks_orthogonal(d, n_blocks, random, route, info):
-    norms = random.chi(d, (n_blocks, d))
-    q, s = _haar_rows(random, n_blocks, d, route)
-    # Haar R = Q diag(s); its transpose (also Haar) has rows s_i * (column i of Q),
-    # so the sign correction folds into the row scaling: one pass.
-    return (norms * s)[:, :, None] * random.xp.matrix_transpose(q)
+def chi_norms(d, n_blocks, random):
+    """The paper's norm law: (n_blocks, d) i.i.d. chi_d norms."""
+    return random.chi(d, (n_blocks, d))
+
+
+def orthogonal_blocks(norms=chi_norms):
+    """The ``blocks`` hook of an orthogonal block D R (R Haar) whose norms come from ``norms(d, n_blocks, random)``.
+
+    A coupling that changes only the law of the norms (each still chi_d,
+    independent of the directions) reuses the Haar directions through this.
+    """
+
+    def blocks(d, n_blocks, random, route, info):
+        nrm = norms(d, n_blocks, random)
+        q, s = _haar_rows(random, n_blocks, d, route)
+        # Haar R = Q diag(s); its transpose (also Haar) has rows s_i * (column i of Q),
+        # so the sign correction folds into the row scaling: one pass.
+        return (nrm * s)[:, :, None] * random.xp.matrix_transpose(q)
+
+    return blocks
+
+
+register_hook("orthogonal", "blocks", orthogonal_blocks())
 
 
 @register_hook("simplex", "blocks")

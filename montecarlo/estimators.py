@@ -49,6 +49,7 @@ from ._checks import (
 )
 from .couplings import (
     _block_rows,
+    chi_norms,
     _check_route,
     _hd_apply,
     _weights_batch,
@@ -220,13 +221,18 @@ def _isotropic_directions(vec, d, n_blocks, random):
     return y, scale
 
 
-def _isotropic_projections(simplex):
-    """W v = |v| D u (ORFs) or |v| D S u (SimRFs) with u uniform on the sphere; in place (the hot loop)."""
+def isotropic_projections(simplex, norms=None):
+    """The ``projections`` hook W v = |v| D u (ORFs) or |v| D S u (SimRFs), u uniform on the sphere.
+
+    ``norms(d, n_blocks, random)`` draws the (n_blocks, d) norms (default
+    i.i.d. chi_d); computed in place (this is the hot loop).
+    """
+    draw_norms = chi_norms if norms is None else norms
 
     def projections(vec, d, m, k, random):
         nb = -(-m // d)
         y, scale = _isotropic_directions(vec, d, k * nb, random)
-        norms = random.chi(d, (k * nb, d))
+        norms = draw_norms(d, k * nb, random)
         if simplex:
             _simplex_apply_rows_(y)
         norms *= scale[:, None]
@@ -236,8 +242,8 @@ def _isotropic_projections(simplex):
     return projections
 
 
-register_hook("orthogonal", "projections", _isotropic_projections(simplex=False))
-register_hook("simplex", "projections", _isotropic_projections(simplex=True))
+register_hook("orthogonal", "projections", isotropic_projections(simplex=False))
+register_hook("simplex", "projections", isotropic_projections(simplex=True))
 
 
 @register_hook("simplex_plus", "projections")
