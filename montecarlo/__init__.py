@@ -3,8 +3,9 @@ r"""The sampling half of the toolkit: couplings, feature maps and Monte Carlo es
 Draw the random projection matrices of every coupling of the paper
 (:func:`sample_weights`, :func:`sample_projection`), build PRF and RFF
 feature maps (:func:`prf_features`, :func:`rff_features`, and the
-scikit-learn-style :class:`PositiveRandomFeatures`,
-:class:`RandomFourierFeatures`), and estimate kernels, Gram matrices, MSEs,
+scikit-learn estimators :class:`PositiveRandomFeatures`,
+:class:`RandomFourierFeatures` of :mod:`montecarlo.kernel_approximation`,
+imported on first use: only they need scikit-learn), and estimate kernels, Gram matrices, MSEs,
 RF-conformities and pair moments with standard errors
 (:func:`kernel_estimate`, :func:`gram_estimate`, :func:`empirical_mse`,
 :func:`empirical_conformity`, :func:`empirical_pair_moments`).
@@ -62,8 +63,6 @@ from .estimators import (
     pair_projections,
 )
 from .features import (
-    PositiveRandomFeatures,
-    RandomFourierFeatures,
     prf_features,
     prf_log_features,
     rff_features,
@@ -102,3 +101,27 @@ __all__ = [
     "simplex_matrix",
     "simplex_plus_vectors",
 ]
+
+#: Names served by :mod:`montecarlo.kernel_approximation` on first access (they need scikit-learn).
+_SKLEARN_ESTIMATORS = ("PositiveRandomFeatures", "RandomFourierFeatures")
+
+
+def __getattr__(name):
+    if name in _SKLEARN_ESTIMATORS:
+        from . import features
+
+        return getattr(features, name)  # the lazy aliases of montecarlo.features
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _sklearn_installed():
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("sklearn") is not None
+    except (ImportError, ValueError, AttributeError):  # e.g. sys.modules["sklearn"] = None
+        return False
+
+
+if not _sklearn_installed():  # ``from montecarlo import *`` must not need scikit-learn
+    __all__ = [n for n in __all__ if n not in _SKLEARN_ESTIMATORS]

@@ -51,9 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 import array_api_compat
 import numpy as np
 
-from ._backend import backend_name, exp_inplace, namespace
-from ._checks import check_coupling, check_data, check_int, check_kernel
-from .couplings import RandomProjection, sample_projection
+from ._backend import backend_name, exp_inplace
+from ._checks import check_data, check_kernel
+from .couplings import RandomProjection
 
 PRF_KERNELS = ("gaussian", "softmax")
 STABILIZE = (None, "row", "global")
@@ -229,65 +229,16 @@ def rff_features(X, W):
     return xp.reshape(out, (X.shape[0], 2 * m)) * (1.0 / math.sqrt(m))
 
 
-class _RandomFeatures:
-    def __init__(self, n_components=None, coupling="simplex", rng=None, xp=None, device=None, dtype=None,
-                 haar_route=None):
-        self.n_components = n_components
-        self.coupling = coupling
-        self.rng = rng
-        self.xp = xp
-        self.device = device
-        self.dtype = dtype
-        self.haar_route = haar_route
-
-    def fit(self, X, y=None):
-        """Draw the projections for data of X's width (X itself is only validated)."""
-        check_coupling(self.coupling)
-        xp = namespace(self.xp)
-        X = check_data(X, xp, "X", 2)
-        d = X.shape[1]
-        m = d if self.n_components is None else check_int(self.n_components, "n_components", 1)
-        self.projection_ = sample_projection(self.coupling, d, m, self.rng, xp, self.device, dtype=self.dtype,
-                                             haar_route=self.haar_route)
-        self.n_features_in_ = d
-        return self
-
-    def _fitted(self):
-        if not hasattr(self, "projection_"):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit(X) first")
-        return self.projection_
-
-    def fit_transform(self, X, y=None):
-        return self.fit(X).transform(X)
+#: The estimator classes that live in :mod:`montecarlo.kernel_approximation` (they need scikit-learn).
+_ESTIMATORS = ("PositiveRandomFeatures", "RandomFourierFeatures")
 
 
-class PositiveRandomFeatures(_RandomFeatures):
-    """PRF feature map as an estimator (scikit-learn style): ``fit`` draws, ``transform`` maps.
+def __getattr__(name):
+    """``PositiveRandomFeatures`` and ``RandomFourierFeatures``: aliases of the scikit-learn estimators of
+    :mod:`montecarlo.kernel_approximation`, imported on first use so that this module (and every plain
+    feature map above) works without scikit-learn."""
+    if name in _ESTIMATORS:
+        from . import kernel_approximation
 
-    Parameters
-    ----------
-    n_components : int, optional
-        Number m of random features (default d).
-    coupling : str
-        One of the couplings of :func:`~montecarlo.sample_weights` (default 'simplex').
-    kernel : {'gaussian', 'softmax'}
-    stabilize : {None, 'row', 'global'}
-        If set, ``transform`` returns ``(phi, offset)`` (see :func:`prf_features`).
-    rng, xp, device, dtype, haar_route : as in :func:`~montecarlo.sample_weights`
-    """
-
-    def __init__(self, n_components=None, coupling="simplex", kernel="gaussian", stabilize=None, rng=None,
-                 xp=None, device=None, dtype=None, haar_route=None):
-        super().__init__(n_components, coupling, rng, xp, device, dtype, haar_route)
-        self.kernel = kernel
-        self.stabilize = stabilize
-
-    def transform(self, X):
-        return prf_features(X, self._fitted(), self.kernel, self.stabilize)
-
-
-class RandomFourierFeatures(_RandomFeatures):
-    """RFF feature map (eq. ``rffdef2``) as an estimator; output width 2 * n_components."""
-
-    def transform(self, X):
-        return rff_features(X, self._fitted())
+        return getattr(kernel_approximation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -99,15 +99,15 @@ def test_stabilised_attention_is_exact_and_absolute_values_are_not():
 
 def test_estimator_classes():
     x = _data(10, 8)
-    prf = mc.PositiveRandomFeatures(n_components=24, coupling="simplex", rng=0)
+    prf = mc.PositiveRandomFeatures(n_components=24, coupling="simplex", random_state=0)
     phi = prf.fit_transform(x)
     assert phi.shape == (10, 24)
     assert np.allclose(phi, mc.prf_features(x, mc.sample_weights("simplex", 8, 24, rng=0)))
-    rff = mc.RandomFourierFeatures(n_components=5, coupling="fast_orthogonal", rng=0).fit(x)
+    rff = mc.RandomFourierFeatures(n_components=5, coupling="fast_orthogonal", random_state=0).fit(x)
     assert rff.transform(x).shape == (10, 10)
     with pytest.raises(ValueError, match="not fitted"):
         mc.PositiveRandomFeatures().transform(x)
-    with pytest.raises(ValueError, match=r"X must have shape \(N, 8\)"):
+    with pytest.raises(ValueError, match="X has 7 features, but PositiveRandomFeatures is expecting 8"):
         prf.transform(_data(3, 7))
 
 

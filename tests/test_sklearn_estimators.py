@@ -1,0 +1,235 @@
+"""The scikit-learn feature maps (montecarlo.kernel_approximation): scikit-learn's own estimator checks,
+the bandwidth and the draws against the plain functions, the ecosystem (Pipeline, GridSearchCV, clone, pickle,
+deepcopy, set_output), bad parameters, and the plain functions without scikit-learn installed (issue 14 item 1)."""
+
+import copy
+import pickle
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+sklearn = pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.linear_model import RidgeClassifier  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+import montecarlo as mc  # noqa: E402
+from montecarlo.kernel_approximation import PositiveRandomFeatures, RandomFourierFeatures  # noqa: E402
+
+ESTIMATORS = [
+    PositiveRandomFeatures(),
+    PositiveRandomFeatures(n_components=7, coupling="orthogonal", kernel="softmax", gamma="scale"),
+    RandomFourierFeatures(n_components=5, coupling="iid", gamma=2.0),
+]
+
+
+@parametrize_with_checks(ESTIMATORS)
+def test_sklearn_check_estimator(estimator, check):
+    """scikit-learn's check_estimator, one test per check (46 pass and 1 is skipped per estimator on
+    scikit-learn 1.9: the array-API check without SCIPY_ARRAY_API)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=sklearn.exceptions.SkipTestWarning)
+        check(estimator)
+
+
+def _data(n, d, seed=0, scale=0.3):
+    return scale * np.random.default_rng(seed).standard_normal((n, d))
+
+
+@pytest.mark.parametrize("coupling", mc.COUPLINGS)
+def test_every_coupling_and_any_number_of_features(coupling):
+    """Any registered coupling, m = 7 with d = 3 (not a multiple of d): the same projections as
+    sample_weights with the same seed, and the features of the plain functions at sqrt(2 gamma) X."""
+    X = _data(6, 3)
+    gamma = 1.7
+    prf = PositiveRandomFeatures(n_components=7, coupling=coupling, gamma=gamma, random_state=3).fit(X)
+    rff = RandomFourierFeatures(n_components=7, coupling=coupling, gamma=gamma, random_state=3).fit(X)
+    W = mc.sample_weights(coupling, 3, 7, rng=3)
+    assert np.array_equal(prf.weights_, W) and np.array_equal(rff.weights_, W)
+    Z = np.sqrt(2 * gamma) * X
+    phi = prf.transform(X)
+    assert type(phi) is np.ndarray and phi.shape == (6, 7)
+    assert np.allclose(phi, mc.prf_features(Z, W), rtol=1e-13, atol=0)
+    psi = rff.transform(X)
+    assert type(psi) is np.ndarray and psi.shape == (6, 14)
+    assert np.allclose(psi, mc.rff_features(Z, W), rtol=1e-13, atol=1e-15)
+    assert list(rff.get_feature_names_out()) == [f"randomfourierfeatures{i}" for i in range(14)]
+
+
+def test_default_gamma_is_the_papers_kernel():
+    X = _data(5, 4)
+    phi = PositiveRandomFeatures(n_components=9, kernel="softmax", random_state=1).fit_transform(X)
+    assert np.array_equal(phi, mc.prf_features(X, mc.sample_weights("simplex", 4, 9, rng=1), "softmax"))
+
+
+@pytest.mark.parametrize("cls", [PositiveRandomFeatures, RandomFourierFeatures])
+def test_gamma_is_rbfsamplers_bandwidth(cls):
+    """Unbiasedness for exp(-gamma |x - y|^2) at gamma = 2 (orthogonal coupling, exact rows): the mean of
+    400 independent fits (m = 6) is within 4.5 standard errors of the kernel (two-sided false alarm
+    about 7e-6 under the normal approximation; measured |z| = 0.62 and 0.12).  Power: the same mean is
+    far (> 4.5 SE) from the kernel a map that ignored gamma would estimate, exp(-|x - y|^2 / 2)."""
+    x = np.array([0.3, -0.2, 0.1, 0.25])
+    y = np.array([-0.1, 0.3, 0.2, -0.2])
+    gamma = 2.0
+    est = np.empty(400)
+    for s in range(est.size):
+        p = cls(n_components=6, coupling="orthogonal", gamma=gamma, random_state=s).fit(x[None]).transform(
+            np.stack([x, y]))
+        est[s] = p[0] @ p[1]
+    se = est.std(ddof=1) / np.sqrt(est.size)
+    r2 = np.sum((x - y) ** 2)
+    assert abs(est.mean() - np.exp(-gamma * r2)) < 4.5 * se
+    assert abs(est.mean() - np.exp(-r2 / 2)) > 4.5 * se
+
+
+def test_gamma_scale_follows_rbfsampler():
+    X = _data(30, 4, scale=2.0)
+    from sklearn.kernel_approximation import RBFSampler
+
+    ours = PositiveRandomFeatures(gamma="scale", random_state=0).fit(X)
+    theirs = RBFSampler(gamma="scale", random_state=0).fit(X)
+    assert ours.gamma_ == pytest.approx(theirs._gamma, rel=1e-12)
+    assert ours.gamma_ == pytest.approx(1 / (4 * X.var()), rel=1e-12)
+    assert PositiveRandomFeatures(gamma="scale").fit(np.ones((3, 2))).gamma_ == 1.0  # zero variance
+
+
+def test_random_state_int_generator_seedsequence_none():
+    X = _data(4, 5)
+    a = PositiveRandomFeatures(n_components=6, random_state=11).fit(X).weights_
+    b = PositiveRandomFeatures(n_components=6, random_state=11).fit(X).weights_
+    assert np.array_equal(a, b)
+    g = np.random.default_rng(5)
+    est = PositiveRandomFeatures(n_components=6, random_state=g)
+    w1, w2 = est.fit(X).weights_, est.fit(X).weights_
+    g2 = np.random.default_rng(5)
+    assert np.array_equal(w1, mc.sample_weights("simplex", 5, 6, rng=g2))
+    assert np.array_equal(w2, mc.sample_weights("simplex", 5, 6, rng=g2))  # the Generator advances
+    ss = np.random.SeedSequence(4)
+    assert np.array_equal(PositiveRandomFeatures(n_components=6, random_state=ss).fit(X).weights_,
+                          mc.sample_weights("simplex", 5, 6, rng=np.random.default_rng(np.random.SeedSequence(4))))
+    n1 = PositiveRandomFeatures(n_components=6).fit(X).weights_
+    n2 = PositiveRandomFeatures(n_components=6).fit(X).weights_
+    assert not np.array_equal(n1, n2)
+    with pytest.raises(TypeError, match="random_state must be None, an int >= 0.*legacy RandomState"):
+        PositiveRandomFeatures(random_state=np.random.RandomState(0)).fit(X)
+
+
+def test_pipeline_gridsearch_clone_pickle_deepcopy():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 5)) * 0.5
+    y = (np.sum(X[:, :2] ** 2, axis=1) > 0.3).astype(int)
+    pipe = make_pipeline(PositiveRandomFeatures(n_components=40, random_state=0), RidgeClassifier())
+    grid = GridSearchCV(pipe, {"positiverandomfeatures__gamma": [0.25, 1.0],
+                               "positiverandomfeatures__coupling": ["orthogonal", "simplex"]}, cv=3)
+    grid.fit(X, y)
+    assert grid.best_params_["positiverandomfeatures__coupling"] in ("orthogonal", "simplex")
+    assert grid.score(X, y) > 0.6
+    est = RandomFourierFeatures(n_components=7, coupling="fast_simplex", gamma=0.3, random_state=2).fit(X)
+    c = clone(est)
+    assert c.get_params() == est.get_params() and not hasattr(c, "weights_")
+    for other in (pickle.loads(pickle.dumps(est)), copy.deepcopy(est)):
+        assert np.array_equal(other.transform(X), est.transform(X))
+    assert np.array_equal(c.fit(X).transform(X), est.transform(X))  # same int seed, same draw
+
+
+def test_set_output_and_dtypes():
+    X = _data(5, 3)
+    est = PositiveRandomFeatures(n_components=4, random_state=0).set_output(transform="default")
+    out = est.fit_transform(X)
+    assert type(out) is np.ndarray and out.dtype == np.float64
+    assert est.transform(X.astype(np.float32)).dtype == np.float32
+    assert est.transform(X.astype(np.int64)).dtype == np.float64
+
+
+def test_set_output_pandas():
+    pd = pytest.importorskip("pandas")
+    X = _data(5, 3)
+    est = PositiveRandomFeatures(n_components=4, random_state=0)
+    df = est.set_output(transform="pandas").fit_transform(pd.DataFrame(X, columns=["a", "b", "c"]))
+    assert list(df.columns) == [f"positiverandomfeatures{i}" for i in range(4)]
+
+
+def test_log_transform():
+    X = _data(4, 3)
+    est = PositiveRandomFeatures(n_components=5, gamma=0.8, random_state=0).fit(X)
+    assert np.allclose(np.exp(est.log_transform(X)), est.transform(X), rtol=1e-13)
+    far = np.full((1, 3), 30.0)  # 2 gamma |x|^2 = 4320: every feature underflows, its log does not
+    assert np.all(est.transform(far) == 0.0) and np.all(np.isfinite(est.log_transform(far)))
+
+
+@pytest.mark.parametrize("params, err, match", [
+    ({"coupling": "favor"}, ValueError, "coupling must be one of 'iid'"),
+    ({"coupling": 3}, TypeError, "coupling must be a coupling name"),
+    ({"n_components": 0}, ValueError, "n_components must be an integer >= 1"),
+    ({"n_components": 2.0}, TypeError, "n_components must be an integer >= 1"),
+    ({"gamma": -1.0}, ValueError, "gamma must be a finite real > 0"),
+    ({"gamma": "auto"}, ValueError, "gamma must be one of 'scale'"),
+    ({"gamma": float("nan")}, ValueError, "gamma must be finite"),
+    ({"kernel": "rbf"}, ValueError, "kernel must be one of 'gaussian', 'softmax'"),
+    ({"random_state": -1}, ValueError, "random_state must be None"),
+    ({"random_state": "0"}, TypeError, "random_state must be None"),
+])
+def test_bad_parameters_name_the_argument(params, err, match):
+    with pytest.raises(err, match=match):
+        PositiveRandomFeatures(**params).fit(_data(3, 4))
+
+
+def test_bad_data():
+    est = PositiveRandomFeatures(n_components=3, random_state=0)
+    with pytest.raises(ValueError, match=r"X has 1 feature\(s\), but coupling 'simplex' needs n_features = d >= 2"):
+        est.fit(np.ones((3, 1)))
+    assert PositiveRandomFeatures(coupling="orthogonal").fit(np.ones((3, 1))).transform(np.ones((2, 1))).shape == (2, 100)
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(np.array([[0.0, np.nan]]))
+    est.fit(_data(3, 4))
+    with pytest.raises(ValueError, match="X has 3 features, but PositiveRandomFeatures is expecting 4"):
+        est.transform(_data(2, 3))
+    with pytest.raises(ValueError, match="infinity"):
+        est.transform(np.array([[0.0, 1.0, np.inf, 0.0]]))
+    with pytest.raises(sklearn.exceptions.NotFittedError):
+        RandomFourierFeatures().transform(_data(2, 3))
+
+
+def test_aliases_and_deprecated_rng():
+    assert mc.PositiveRandomFeatures is PositiveRandomFeatures
+    assert mc.features.RandomFourierFeatures is RandomFourierFeatures
+    assert "PositiveRandomFeatures" in mc.__all__
+    with pytest.warns(DeprecationWarning, match="'rng' is deprecated, use 'random_state'"):
+        est = PositiveRandomFeatures(n_components=3, rng=4)
+    assert est.random_state == 4
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        mc.Nope  # noqa: B018
+
+
+def test_plain_functions_without_sklearn():
+    """scikit-learn made unimportable (sys.modules entry None) in a fresh interpreter: montecarlo imports,
+    the plain feature maps work, the estimator names leave __all__ and raise an ImportError that says
+    what to install."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["sklearn"] = None
+        import numpy as np
+        import montecarlo as mc
+        from montecarlo import *  # noqa: F403
+        X = np.ones((2, 3)) / 4
+        W = mc.sample_weights("simplex", 3, 5, rng=0)
+        assert mc.prf_features(X, W).shape == (2, 5) and mc.rff_features(X, W).shape == (2, 10)
+        assert "PositiveRandomFeatures" not in mc.__all__
+        try:
+            mc.PositiveRandomFeatures
+        except ImportError as exc:
+            assert "scikit-learn" in str(exc) and "prf_features" in str(exc), exc
+        else:
+            raise AssertionError("no ImportError")
+        assert "sklearn" not in [m for m in sys.modules if sys.modules[m] is not None]
+        print("ok")
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
