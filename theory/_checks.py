@@ -3,20 +3,41 @@
 Argument checks common to every package (integers, choices, couplings,
 dimensions) live in :mod:`theory.validation` and :mod:`theory.registry`;
 this module adds what needs mpmath: conversion of real inputs to mpf at the
-working precision, and the :func:`guarded` decorator.  Every public function
-of :mod:`theory` validates its arguments at the boundary and computes at the
-caller's mpmath working precision plus guard bits, rounding the result back
-to the caller's precision on exit.
+working precision, the :func:`guarded` decorator that every public function
+of :mod:`theory` wears, and the shim that keeps an old positional argument
+order working with a ``DeprecationWarning``.
+
+:func:`guarded` reads the caller's precision once, computes in the private
+context of :mod:`theory._context` at that precision plus guard bits (under
+the theory lock, with a time budget), turns mpmath's own failures into
+:class:`~theory.errors.ConvergenceError`, maps the function over grids of its
+real arguments (lists, tuples, numpy arrays) and returns ``mpmath.mp`` numbers
+rounded to the caller's precision.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import numbers
+import warnings
 
-from mpmath import mp
+import mpmath
+from mpmath.ctx_mp_python import _mpf
 
-from .registry import check_coupling, check_dimension, names
+from ._context import (
+    entered,
+    legacy,
+    mp,
+    precision,
+    round_here,
+    to_caller,
+    uses_global_mp,
+    caller_prec,
+)
+from .errors import ConvergenceError
+from .registry import check_coupling, check_dimension, hook, names
 from .validation import ArgumentTypeError, check_int, describe as _describe
 
 #: Couplings with closed forms for the PRF / RFF conformity (read from the registry).
@@ -26,19 +47,36 @@ RFF_COUPLINGS = names(has=("rff_conformity",))
 #: Guard bits added to the caller's precision by every public function.
 GUARD_BITS = 24
 
-__all__ = ["GUARD_BITS", "PRF_COUPLINGS", "RFF_COUPLINGS", "check_coupling", "check_dimension", "check_int",
-           "guarded", "to_mpf"]
+__all__ = ["GUARD_BITS", "PRF_COUPLINGS", "RFF_COUPLINGS", "call_hook", "check_coupling", "check_dimension",
+           "check_int", "guarded", "mp", "old_positional_order", "to_mpf"]
 
 
 def to_mpf(value, name):
-    """Convert an int, float, str, mpf or numpy real to an mpf at the current precision."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str, mp.mpf)):
+    """Convert an int, float, str, mpf or numpy real to an mpf of the private context.
+
+    Ints, floats and mpfs are converted exactly (their binary value); a
+    decimal string is rounded at the working precision, with
+    :math:`2\\log_2|x|` more bits when :math:`|x| > 1`, so that :math:`x^2`
+    (which the closed forms exponentiate) is known to the working precision in
+    absolute terms.
+    """
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str, _mpf)):
         raise ArgumentTypeError(
             f"{name} must be a real number (int, float, str or mpmath.mpf), got {_describe(value)}"
         )
     try:
-        x = mp.mpf(value) if not isinstance(value, numbers.Integral) else mp.mpf(int(value))
-    except (ValueError, TypeError) as exc:
+        if isinstance(value, str):
+            x = mp.mpf(value)
+            if mp.isfinite(x) and x and mp.mag(x) > 0:
+                with mp.workprec(mp.prec + 2 * int(mp.mag(x)) + 8):
+                    x = mp.mpf(value)
+        elif isinstance(value, _mpf):
+            x = mp.make_mpf(value._mpf_)
+        elif isinstance(value, numbers.Integral):
+            x = mp.make_mpf(mpmath.libmp.from_int(int(value)))
+        else:
+            x = mp.make_mpf(mpmath.libmp.from_float(float(value)))
+    except (ValueError, TypeError, OverflowError) as exc:
         raise ValueError(f"{name} must be a real number, got {_describe(value)}") from exc
     if not mp.isfinite(x):
         raise ValueError(f"{name} must be finite, got {_describe(value)}")
@@ -81,39 +119,205 @@ def check_norms_and_v(x_norm, y_norm, v):
     return xn, yn, vv
 
 
+def square(x):
+    """x**2 exactly (no rounding), for arguments of exponentials and hypergeometric functions."""
+    return mp.make_mpf(mpmath.libmp.mpf_mul(x._mpf_, x._mpf_, 0))
+
+
 def round_result(value):
-    """Round an mpf (or a tuple/list/dict of them) to the current precision."""
-    if isinstance(value, (mp.mpf, mp.mpc)):
-        return +value
-    if isinstance(value, tuple):
-        return tuple(round_result(v) for v in value)
-    if isinstance(value, list):
-        return [round_result(v) for v in value]
-    if isinstance(value, dict):
-        return {k: round_result(v) for k, v in value.items()}
-    if isinstance(value, mp.matrix):
-        out = mp.matrix(value.rows, value.cols)
-        for i in range(value.rows):
-            for j in range(value.cols):
-                out[i, j] = +value[i, j]
-        return out
+    """Round an mpf (or a tuple/list/dict/matrix of them) to the current private precision."""
+    return round_here(value)
+
+
+# ---------------------------------------------------------------------------
+# the decorator
+
+
+def _mpmath_failure(exc):
+    """mpmath's own non-convergence (hypsum's ValueError, a bare NoConvergence) as ConvergenceError."""
+    text = str(exc)
+    if isinstance(exc, ConvergenceError):
+        return None
+    if isinstance(exc, mpmath.libmp.NoConvergence) or (isinstance(exc, ValueError) and "hypsum" in text):
+        return ConvergenceError(
+            f"mpmath could not reach the requested accuracy ({text.splitlines()[0] if text else type(exc).__name__}); "
+            "lower the working precision or use a smaller argument")
+    return None
+
+
+def _call(func, args, kwargs):
+    try:
+        return func(*args, **kwargs)
+    except (ValueError, mpmath.libmp.NoConvergence) as exc:
+        conv = _mpmath_failure(exc)
+        if conv is not None:
+            raise conv from exc
+        raise
+
+
+def _is_grid(value):
+    if isinstance(value, (list, tuple)):
+        return True
+    np = _np()
+    return np is not None and isinstance(value, np.ndarray) and value.ndim > 0
+
+
+def _np():
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover
+        return None
+    return numpy
+
+
+def _scalar(value):
+    """A 0-d numpy array as its element (scalars stay scalars)."""
+    np = _np()
+    if np is not None and isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
     return value
 
 
-def guarded(extra_bits=GUARD_BITS):
-    """Decorator: evaluate at caller precision + ``extra_bits``; round on return.
+def _map_grid(scalar_call, bound, grid_names):
+    """Evaluate ``scalar_call`` at every point of the broadcast grid arguments; numpy object array."""
+    np = _np()
+    if np is None:  # pragma: no cover
+        raise ArgumentTypeError("grids of arguments need numpy")
+    arrays = {}
+    for name in grid_names:
+        value = bound.arguments[name]
+        try:
+            arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+        except ValueError as exc:
+            raise ValueError(f"{name} must be a real number or a rectangular sequence/array of them") from exc
+        arrays[name] = arr
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    except ValueError:
+        shapes = ", ".join(f"{k}: {a.shape}" for k, a in arrays.items())
+        raise ValueError(f"grid arguments must broadcast to one shape, got {shapes}") from None
+    out = np.empty(shape, dtype=object)
+    views = {k: np.broadcast_to(a, shape) for k, a in arrays.items()}
+    with precision(prec=caller_prec()):  # one precision for the whole grid
+        for idx in np.ndindex(shape):
+            args = dict(bound.arguments)
+            for k, view in views.items():
+                args[k] = view[idx]
+            out[idx] = scalar_call(args)
+    return out
 
-    Arguments are validated inside the guarded context, so string inputs such
-    as ``"0.1"`` are converted with the guard bits too.
+
+def guarded(extra_bits=GUARD_BITS, grid=()):
+    """Decorator of the public theory functions.
+
+    Parameters
+    ----------
+    extra_bits : int
+        Guard bits added to the caller's precision.
+    grid : tuple of str
+        Arguments that may be a sequence or numpy array: the function is then
+        evaluated at every point of their broadcast shape and returns a numpy
+        object array of mpf of that shape (scalars stay scalars).
+
+    Notes
+    -----
+    The caller's precision is read once at entry (see
+    :func:`theory._context.caller_prec`); arguments are validated inside the
+    private context, so decimal strings such as ``"0.1"`` are converted with
+    the guard bits too.  Nested calls (one theory function calling another)
+    compute at the enclosing precision plus ``extra_bits`` and return private
+    numbers rounded to the enclosing precision.
+    """
+
+    def decorate(func):
+        use_global = uses_global_mp(func)
+        sig = inspect.signature(func) if grid else None
+
+        def run(args, kwargs):
+            with entered() as bits:
+                if bits is None:  # nested
+                    with mp.workprec(mp.prec + extra_bits), (legacy() if use_global else contextlib.nullcontext()):
+                        result = _call(func, args, kwargs)
+                    return round_here(result)
+                mp.prec = bits + extra_bits
+                with legacy() if use_global else contextlib.nullcontext():
+                    result = _call(func, args, kwargs)
+            return to_caller(result, bits)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if grid:
+                try:
+                    bound = sig.bind(*args, **kwargs)
+                except TypeError:
+                    return run(args, kwargs)  # let the function report the bad call
+                names_ = [n for n in grid if n in bound.arguments and _is_grid(bound.arguments[n])]
+                for n in grid:
+                    if n in bound.arguments:
+                        bound.arguments[n] = _scalar(bound.arguments[n])
+                if names_:
+                    return _map_grid(lambda a: run(*_split(sig, a)), bound, names_)
+                return run(bound.args, bound.kwargs)
+            return run(args, kwargs)
+
+        wrapper.grid_arguments = tuple(grid)
+        return wrapper
+
+    return decorate
+
+
+def _split(sig, arguments):
+    b = inspect.BoundArguments(sig, dict(arguments))
+    return b.args, b.kwargs
+
+
+def call_hook(coupling, hook_name, *args):
+    """Call a registered theory hook inside a theory call, mirroring the precision into the
+    global context when the hook was written against ``mpmath.mp`` (see :mod:`theory._context`)."""
+    func = hook(coupling, hook_name)
+    if uses_global_mp(func):
+        with legacy():
+            return func(*args)
+    return func(*args)
+
+
+def old_positional_order(old, new_positional, since="0.2"):
+    """Decorator: keep an old positional argument order working, with a DeprecationWarning.
+
+    Parameters
+    ----------
+    old : tuple of str
+        The parameter names in the old positional order.
+    new_positional : int
+        How many positional arguments the new signature takes; a call with more
+        is read in the old order (its extra positions become keywords).
     """
 
     def decorate(func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with mp.workprec(mp.prec + extra_bits):
-                result = func(*args, **kwargs)
-            return round_result(result)
+            if len(args) > new_positional:
+                if len(args) > len(old):
+                    raise ArgumentTypeError(f"{func.__name__}() takes at most {len(old)} positional arguments "
+                                            f"in its old order, got {len(args)}")
+                warnings.warn(
+                    f"{func.__name__}({', '.join(old[:len(args)])}) with these arguments in positional order is "
+                    f"deprecated (since {since}); call {func.__name__}{_new_call(func, new_positional)}",
+                    DeprecationWarning, stacklevel=2)
+                for name, value in zip(old, args):
+                    if name in kwargs:
+                        raise ArgumentTypeError(f"{func.__name__}() got multiple values for argument {name!r}")
+                    kwargs[name] = value
+                args = ()
+            return func(*args, **kwargs)
 
         return wrapper
 
     return decorate
+
+
+def _new_call(func, n):
+    params = list(inspect.signature(func).parameters.values())
+    pos = [p.name for p in params[:n]]
+    kw = [f"{p.name}=..." for p in params[n:] if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    return "(" + ", ".join(pos + kw + ["..."]) + ")"

@@ -10,7 +10,7 @@ precision, and repeats the sum with more bits when the terms cancel
 
 from __future__ import annotations
 
-from mpmath import mp
+from ._context import mp
 
 from .errors import ConvergenceError
 

@@ -41,7 +41,7 @@ bounds the remainder (see :func:`theory._series.sum_series`).
 
 from __future__ import annotations
 
-from mpmath import mp
+from ._context import mp
 
 from .errors import ConvergenceError
 from ._checks import (

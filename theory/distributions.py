@@ -13,7 +13,7 @@ Moments used by the checks and by the footnote of Sec. 3.2 are exact:
 
 from __future__ import annotations
 
-from mpmath import mp
+from ._context import mp
 
 from ._checks import (
     check_coupling,

@@ -12,7 +12,7 @@ unit vectors with pairwise cosines :math:`-1/(d-1)` summing to zero, so that
 
 from __future__ import annotations
 
-from mpmath import mp
+from ._context import mp
 
 from ._checks import check_dimension, guarded, to_mpf
 

@@ -41,7 +41,7 @@ A truncated block keeps the pairwise geometry of the full block, so the same
 
 from __future__ import annotations
 
-from mpmath import mp
+from ._context import mp
 
 from ._checks import (
     check_int,

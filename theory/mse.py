@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from mpmath import mp
+from ._context import mp
 
 from .errors import ConvergenceError
 from ._checks import (

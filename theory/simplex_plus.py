@@ -20,7 +20,9 @@ For vectors :math:`w_1,\ldots,w_m\in\mathbb R^d` with :math:`w_{ij} = \|w_i+w_j\
 
 from __future__ import annotations
 
-from mpmath import mp
+from mpmath.matrices.matrices import _matrix
+
+from ._context import mp
 
 from .errors import ConvergenceError
 from ._checks import check_int, check_nonnegative, guarded, to_mpf
@@ -42,7 +44,7 @@ def _as_vectors(vectors, name="vectors"):
 
 
 def _rows(vectors):
-    if isinstance(vectors, mp.matrix):
+    if isinstance(vectors, _matrix):
         return [[vectors[i, j] for j in range(vectors.cols)] for i in range(vectors.rows)]
     return [list(r) for r in vectors]
 
@@ -119,6 +121,7 @@ def truncated_objective_minimum(norms, v, d=None):
     return mp.gammaprod([h], [h + 1]) * vv * vv / (4 * m * (m - 1)) * inner
 
 
+@guarded(0)
 def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, history=False):
     r"""Run the SimRFs+ update (eq. ``simpler_updates_main``) to a fixed point.
 
