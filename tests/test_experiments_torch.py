@@ -108,7 +108,7 @@ def test_redraw_freeze_and_determinism():
 def test_float32_stabilisation_and_batch_independence():
     """float32 with item 0's keys of huge norm (log-features about -3000, far beyond exp's float32
     range below item 1's): finite, equal to float64 numpy, and item 1 unchanged by rescaling item 0."""
-    Q, K, V = at.synthetic_qkv(64, 16, 6, batch=(2,))
+    Q, K, V = at.synthetic_qkv(64, 16, 6, batch=(2,), logit_std=1.0)
     K[0] *= 40.0
     W = mc.sample_weights("simplex", 16, 32, rng=7)
     for causal in (False, True):
@@ -127,7 +127,7 @@ def test_causal_float32_with_dominating_future_keys(monkeypatch):
     """float32, keys 0..47 scaled by 30 (log-features about -1800, far beyond exp's float32 range
     below the later keys'): finite, causal (positions < 48 ignore the later keys) and equal to float64
     numpy; power: without the log-space fallback the boundary chunk is not finite."""
-    Q, K, V = at.synthetic_qkv(96, 16, 8)
+    Q, K, V = at.synthetic_qkv(96, 16, 8, logit_std=1.0)
     W = mc.sample_weights("simplex", 16, 24, rng=9)
     K[:48] *= 30.0
     K2 = K.copy()
@@ -149,10 +149,22 @@ def test_bad_input():
     x = torch.randn(2, 5, 8)
     with pytest.raises(ValueError, match="last dimension d_head = 8"):
         mod(torch.randn(2, 5, 7), torch.randn(2, 5, 7), x)
-    with pytest.raises(ValueError, match="q and k must have the same shape"):
+    with pytest.raises(ValueError, match=r"v must have shape \(..., L_k, d_v\) with L_k = 4 keys"):
         mod(x, x[:, :4], x)
     with pytest.raises(ValueError, match="v must have shape"):
         mod(x, x, x[:, :3])
+    with pytest.raises(ValueError, match="causal attention needs as many queries as keys, got 5 and 4"):
+        PRFAttention(8, 10, seed=0, causal=True)(x, x[:, :4], x[:, :4])
+    with pytest.raises(ValueError, match="leading .* must broadcast"):
+        mod(x, torch.randn(3, 5, 8), torch.randn(3, 5, 8))
+    with pytest.raises(TypeError, match="q, k and v must share one dtype"):
+        mod(x, x.double(), x)
+    with pytest.raises(TypeError, match="q must be float32, float64, bfloat16 or float16, got torch.int64"):
+        mod(x.long(), x, x)
+    with pytest.raises(TypeError, match="key_padding_mask must be a bool tensor"):
+        mod(x, x, x, key_padding_mask=torch.zeros(2, 5))
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(..., L_k\) with L_k = 5"):
+        mod(x, x, x, key_padding_mask=torch.zeros(2, 4, dtype=torch.bool))
     bad = x.clone()
     bad[0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="k must be finite"):
@@ -163,9 +175,200 @@ def test_bad_input():
         PRFAttention(8, 10, "favor")
     with pytest.raises(ValueError, match="n_features must be an integer >= 1"):
         PRFAttention(8, 0)
-    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+    with pytest.raises(ValueError, match="dtype must be one of torch.float32, torch.float64, torch.bfloat16"):
         PRFAttention(8, 10, dtype=torch.int32)
-    with pytest.raises(TypeError, match="causal must be a bool"):
-        PRFAttention(8, 10, causal="yes")
+    for flag in ("yes", "False", 1, None):
+        with pytest.raises(TypeError, match="causal must be True or False"):
+            PRFAttention(8, 10, causal=flag)
+    assert PRFAttention(8, 10, causal=np.bool_(True), seed=0).causal is True
+    with pytest.raises(ValueError, match="d must be an integer >= 2 for the simplex coupling"):
+        PRFAttention(1, 10)
+    with pytest.raises(ValueError, match="give seed or generator, not both"):
+        PRFAttention(8, 10, seed=0, generator=torch.Generator())
+    with pytest.raises(TypeError, match="generator must be None or a torch.Generator"):
+        PRFAttention(8, 10, generator=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="seed must be None, an int >= 0"):
+        PRFAttention(8, 10, seed=np.random.RandomState(0))
     with pytest.raises(ValueError, match="weights must be an"):
         PRFAttention.from_weights(torch.ones(3))
+
+
+# ---------------------------------------------------------------------------
+# Issue 14 item 2: dtypes, cross-attention, key-padding masks, generators, torch.compile, couplings
+
+
+def _dense_reference(q, k, v, w, causal=False, pad=None):
+    """The plain quadratic form (no stabilisation) in float64: phi(q) phi(k)^T, masked, row-normalised."""
+    s = q.shape[-1] ** -0.25
+    m = w.shape[0]
+
+    def feats(x):
+        x = s * x
+        return torch.exp(x @ w.T - 0.5 * (x * x).sum(-1, keepdim=True)) / math.sqrt(m)
+
+    A = feats(q) @ feats(k).transpose(-1, -2)
+    if causal:
+        A = torch.tril(A)
+    if pad is not None:
+        A = A * (~pad).unsqueeze(-2)
+    den = A.sum(-1, keepdim=True)
+    return (A @ v) / torch.where(den > 0, den, 1.0)  # rows that see no key: 0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_half_precision_inputs(dtype, causal):
+    """bf16/fp16 in, the same dtype out; the features are computed in float32 (the output is exactly the
+    float32 module's on the upcast inputs, rounded once) and agree with float64 numpy to the output
+    dtype's rounding.  Power: the same quadratic form evaluated in the half dtype misses that tolerance."""
+    Q, K, V = at.synthetic_qkv(70, 16, 3, batch=(2,), logit_std=0.5)
+    W = mc.sample_weights("simplex", 16, 24, rng=4)
+    mod = PRFAttention.from_weights(_t(W, torch.float32), causal=causal, chunk=32)
+    q, k, v = (_t(a, dtype) for a in (Q, K, V))
+    out = mod(q, k, v)
+    assert out.dtype == dtype
+    assert torch.equal(out, mod(q.float(), k.float(), v.float()).to(dtype))
+    ref = torch.as_tensor(at.prf_attention(*(a.double().numpy() for a in (q, k, v)), W, causal=causal))
+    err = (out.double() - ref).abs()
+    eps = torch.finfo(dtype).eps
+    assert torch.all(err <= eps * ref.abs() + 1e-5 * ref.abs().max())
+    naive = _dense_reference(q, k, v, _t(W, dtype), causal).double()  # the same form computed in the half dtype
+    assert not torch.all((naive - ref).abs() <= eps * ref.abs() + 1e-5 * ref.abs().max())
+
+
+def test_autocast_keeps_features_in_float32():
+    x = torch.randn(2, 30, 16, generator=torch.Generator().manual_seed(0))
+    mod = PRFAttention(16, 20, seed=0)
+    plain = mod(x, x, x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert (x @ mod.weights.T).dtype == torch.bfloat16  # autocast is active around the module
+        inside = mod(x, x, x)
+    assert inside.dtype == torch.float32 and torch.equal(inside, plain)
+
+
+def test_module_to_half_keeps_float32_projections_and_redraws():
+    """model.to(torch.bfloat16) with redraw_every used to crash at the first redraw."""
+    mod = PRFAttention(16, 20, "orthogonal", seed=1, redraw_every=1).to(torch.bfloat16)
+    assert mod.weights.dtype == torch.float32
+    x = torch.randn(1, 2, 30, 16, dtype=torch.bfloat16)
+    mod.train()
+    a = mod(x, x, x)
+    w = mod.weights.clone()
+    b = mod(x, x, x)  # redraws first
+    assert a.dtype == b.dtype == torch.bfloat16 and not torch.equal(a, b) and not torch.equal(w, mod.weights)
+    u = mod.weights / mod.weights.norm(dim=1, keepdim=True)
+    assert torch.allclose(u[:16] @ u[:16].T, torch.eye(16), atol=1e-6)  # still an exact orthogonal block
+    assert mod.half().weights.dtype == torch.float32
+    assert mod.double().weights.dtype == torch.float64
+    assert mod.float().weights.dtype == torch.float32
+    assert PRFAttention(8, 4, dtype=torch.bfloat16, seed=0).weights.dtype == torch.float32
+    assert PRFAttention.from_weights(torch.randn(4, 8).bfloat16()).weights.dtype == torch.float32
+
+
+def test_cross_attention_and_key_padding_mask():
+    """L_q = 7 queries, L_k = 13 keys, a (B, 1, L_k) padding mask over (B, H) heads: equal to the dense
+    float64 quadratic form, and for one sequence to attention over its unpadded keys only; a sequence
+    whose keys are all padded gets 0 with a zero, finite gradient.  Power: the mask changes the output."""
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(3, 2, 7, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(3, 2, 13, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(3, 2, 13, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    pad = torch.rand(3, 1, 13, generator=g) < 0.3
+    pad[2] = True  # batch item 2: every key padded
+    pad[0, 0, 0] = True
+    mod = PRFAttention(8, 16, "simplex", seed=2, dtype=torch.float64)
+    out = mod(q, k, v, key_padding_mask=pad)
+    assert out.shape == (3, 2, 7, 5)
+    ref = _dense_reference(q, k, v, mod.weights, pad=pad)
+    assert torch.allclose(out[:2], ref[:2], rtol=1e-12, atol=1e-13)
+    assert torch.equal(out[2], torch.zeros_like(out[2]))
+    keep = ~pad[0, 0]
+    sliced = mod(q[0], k[0][:, keep], v[0][:, keep])
+    assert torch.allclose(out[0], sliced, rtol=1e-12, atol=1e-13)
+    assert (out[0] - mod(q[0], k[0], v[0])).abs().max() > 1e-3
+    out.sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+        assert torch.equal(t.grad[2], torch.zeros_like(t.grad[2]))
+    assert torch.equal(k.grad[0, :, 0], torch.zeros_like(k.grad[0, :, 0]))  # a padded key gets no gradient
+
+
+@pytest.mark.parametrize("log_path", [False, True])
+def test_causal_key_padding_mask(log_path, monkeypatch):
+    """Causal, left padding (item 0: first 11 keys padded, longer than a chunk) and random holes (item 1):
+    equal to the dense float64 form on the rows that see a key (fast and log-space chunk paths), rows that
+    see none get 0, and the gradients are finite and equal to the dense reference's.  Power: ignoring the
+    mask changes the output."""
+    if log_path:
+        import montecarlo.experiments.attention_torch as att
+        monkeypatch.setitem(att.CAUSAL_GAP, torch.float64, -1.0)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 40, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    pad = torch.zeros(2, 40, dtype=torch.bool)
+    pad[0, :11] = True
+    pad[1] = torch.rand(40, generator=g) < 0.3
+    pad[1, 0] = True
+    mod = PRFAttention(8, 12, "orthogonal", causal=True, seed=4, dtype=torch.float64, chunk=8)
+    out = mod(q, k, v, key_padding_mask=pad)
+    seen = (torch.cumsum((~pad).long(), dim=1) > 0)
+    ref = _dense_reference(q, k, v, mod.weights, causal=True, pad=pad)
+    assert torch.allclose(out[seen], ref[seen], rtol=1e-12, atol=1e-13)
+    assert torch.equal(out[~seen], torch.zeros_like(out[~seen]))
+    assert (out - mod(q, k, v)).abs().max() > 1e-3
+    cot = torch.randn(out.shape, generator=g, dtype=torch.float64) * seen.unsqueeze(-1)
+    g1 = torch.autograd.grad(out, (q, k, v), cot)
+    g2 = torch.autograd.grad(ref, (q, k, v), cot)
+    for a, b in zip(g1, g2):
+        assert torch.isfinite(a).all()
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_redraw_under_a_user_generator():
+    """Every draw comes from the caller's torch.Generator (reseeding reproduces the sequence); torch's
+    global generator is untouched."""
+    from montecarlo.experiments.attention_torch import draw_projections
+
+    state = torch.get_rng_state()
+    gen = torch.Generator().manual_seed(5)
+    mod = PRFAttention(8, 12, "simplex", generator=gen, redraw_every=1)
+    first = mod.weights.clone()
+    mod.redraw()
+    second = mod.weights.clone()
+    twin = torch.Generator().manual_seed(5)
+    assert torch.equal(first, draw_projections("simplex", 8, 12, generator=twin))
+    assert torch.equal(second, draw_projections("simplex", 8, 12, generator=twin))
+    assert not torch.equal(first, second)
+    gen.manual_seed(5)
+    assert torch.equal(mod.redraw().weights, first)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_torch_compile(causal):
+    """torch.compile traces the module (dynamo + AOTAutograd, backend 'aot_eager'): the same output and
+    gradients as eager mode, float32 and bf16.  The default 'inductor' backend also works but takes about
+    a minute to compile on two CPU cores (measured 42 s + 8 s), too slow for the suite."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    mod = PRFAttention(16, 24, "simplex", seed=0, causal=causal, chunk=16)
+    q, k, v = (torch.randn(2, 3, 40, 16, generator=g, requires_grad=True) for _ in range(3))
+    compiled = torch.compile(mod, backend="aot_eager")
+    out, ref = compiled(q, k, v), mod(q, k, v)
+    assert torch.allclose(out, ref, rtol=1e-6, atol=1e-7)
+    ga = torch.autograd.grad(out.sum(), (q, k, v))
+    gb = torch.autograd.grad(ref.sum(), (q, k, v))
+    for a, b in zip(ga, gb):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    half = compiled(q.detach().bfloat16(), k.detach().bfloat16(), v.detach().bfloat16())
+    assert half.dtype == torch.bfloat16
+
+
+def test_simplex_plus_coupling():
+    """PRFAttention(coupling='simplex_plus') constructs and runs on torch float32 (issue 12 item 4), equal to
+    the numpy reference on its weights."""
+    mod = PRFAttention(16, 40, "simplex_plus", seed=0)
+    assert mod.weights.dtype == torch.float32 and torch.isfinite(mod.weights).all()
+    Q, K, V = at.synthetic_qkv(50, 16, 2, logit_std=0.5)
+    out = mod(_t(Q, torch.float32), _t(K, torch.float32), _t(V, torch.float32))
+    ref = at.prf_attention(Q, K, V, mod.weights.double().numpy())
+    assert np.max(np.abs(out.numpy() - ref)) < 1e-4 * np.max(np.abs(ref))
