@@ -43,6 +43,7 @@ def _data(n, d, seed=0, scale=0.3):
     return scale * np.random.default_rng(seed).standard_normal((n, d))
 
 
+@pytest.mark.filterwarnings("ignore:coupling 'fast_")  # the fast couplings' small-d bias warning
 @pytest.mark.parametrize("coupling", mc.COUPLINGS)
 def test_every_coupling_and_any_number_of_features(coupling):
     """Any registered coupling, m = 7 with d = 3 (not a multiple of d): the same projections as
@@ -121,6 +122,7 @@ def test_random_state_int_generator_seedsequence_none():
         PositiveRandomFeatures(random_state=np.random.RandomState(0)).fit(X)
 
 
+@pytest.mark.filterwarnings("ignore:coupling 'fast_")
 def test_pipeline_gridsearch_clone_pickle_deepcopy():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((80, 5)) * 0.5
