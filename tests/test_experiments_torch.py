@@ -372,3 +372,58 @@ def test_simplex_plus_coupling():
     out = mod(_t(Q, torch.float32), _t(K, torch.float32), _t(V, torch.float32))
     ref = at.prf_attention(Q, K, V, mod.weights.double().numpy())
     assert np.max(np.abs(out.numpy() - ref)) < 1e-4 * np.max(np.abs(ref))
+
+
+# ---------------------------------------------------------------------------
+# CUDA (skipped without a GPU; run on one with `pytest tests/test_experiments_torch.py -k cuda`)
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_cuda_dtypes_mask_and_generators(causal, dtype):
+    """On the GPU: a CPU generator drives a CUDA module (the same draws as on the CPU), a CUDA generator
+    works too; half inputs come back in their dtype, within their rounding of the float64 CPU reference,
+    with a key-padding mask; autocast does not lower the feature precision."""
+    gen_cpu = torch.Generator().manual_seed(7)
+    mod = PRFAttention(16, 40, "simplex", causal=causal, generator=gen_cpu, device="cuda", chunk=16)
+    cpu_twin = PRFAttention(16, 40, "simplex", causal=causal, generator=torch.Generator().manual_seed(7))
+    assert mod.weights.device.type == "cuda" and torch.equal(mod.weights.cpu(), cpu_twin.weights)
+    gen_gpu = torch.Generator(device="cuda").manual_seed(1)
+    assert PRFAttention(16, 40, generator=gen_gpu, device="cuda").weights.device.type == "cuda"
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (0.7 * torch.randn(2, 3, 48, 16, generator=g, dtype=torch.float64) for _ in range(3))
+    pad = torch.zeros(2, 1, 48, dtype=torch.bool)
+    pad[0, :, :5] = True
+    pad[1, :, 30:] = True
+    out = mod(*(t.to("cuda", dtype) for t in (q, k, v)), key_padding_mask=pad.cuda())
+    assert out.dtype == dtype and out.device.type == "cuda"
+    qr, kr, vr = (t.to(dtype).double() for t in (q, k, v))
+    ref = _dense_reference(qr, kr, vr, mod.weights.cpu().double(), causal=causal, pad=pad)
+    tol = max(torch.finfo(dtype).eps, 1e-5)
+    assert torch.all((out.cpu().double() - ref).abs() <= tol * ref.abs() + 1e-5 * ref.abs().max())
+    if dtype == torch.float32:
+        x = (q.float().cuda(), k.float().cuda(), v.float().cuda())
+        plain = mod(*x)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            inside = mod(*x)
+        assert inside.dtype == torch.float32 and torch.allclose(inside, plain, rtol=1e-5, atol=1e-6)
+
+
+@cuda
+def test_cuda_module_to_bfloat16_redraw_and_compile():
+    """model.to('cuda', torch.bfloat16) with redraw_every: float32 projections on the GPU, redraws work;
+    torch.compile with the default (inductor) backend matches eager mode."""
+    mod = PRFAttention(32, 64, "orthogonal", seed=0, redraw_every=1).to("cuda", torch.bfloat16)
+    assert mod.weights.dtype == torch.float32 and mod.weights.device.type == "cuda"
+    x = torch.randn(2, 4, 128, 32, device="cuda", dtype=torch.bfloat16)
+    mod.train()
+    a, b = mod(x, x, x), mod(x, x, x)
+    assert a.dtype == torch.bfloat16 and not torch.equal(a, b)
+    mod.eval()
+    torch._dynamo.reset()
+    compiled = torch.compile(mod)
+    y = torch.randn(2, 4, 128, 32, device="cuda")
+    assert torch.allclose(compiled(y, y, y), mod(y, y, y), rtol=1e-4, atol=1e-5)

@@ -191,3 +191,14 @@ def test_prf_bias_of_performer_pytorchs_sampler():
 
     assert z(theirs) < -8
     assert abs(z(ours)) < 4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_fast_attention_on_cuda_with_a_cpu_generator():
+    fa = pp.FastAttention(dim_heads=16, nb_features=40).cuda()
+    use_coupling(fa, "simplex", generator=torch.Generator().manual_seed(3))
+    w = fa.projection_matrix
+    assert w.device.type == "cuda" and _simplex_blocks_ok(w.cpu(), 16)
+    assert torch.equal(w.cpu(), performer_projection_matrix(16, 40, generator=torch.Generator().manual_seed(3)))
+    q, k, v = (torch.randn(2, 3, 50, 16, device="cuda") for _ in range(3))
+    assert torch.isfinite(fa(q, k, v)).all()

@@ -245,11 +245,13 @@ class PRFAttention(nn.Module):
     all keys and features of a sequence (keys).  With ``eps = 0`` and the same
     projection matrix its output equals this module's to float32 rounding
     (measured: identical relative errors to 3 digits).  The ``eps`` is a
-    data-dependent shrinkage towards uniform attention (the mean of V): after
-    the key shift by :math:`\max_{j,f} w_f^\top k'_j` (about
-    :math:`4\|k'\|` for L m = 10^5 terms) and the factor
-    :math:`e^{-\|k'\|^2/2}`, typical key features are near :math:`10^{-7}`,
-    far below ``eps``, so ``eps`` dominates them.  Relative output error
+    data-dependent shrinkage towards uniform attention (the mean of V): the
+    key features are shifted by :math:`\max_{j,f} w_f^\top k'_j` (13.3 at
+    logit std 1, L = 1024, m = 130, :math:`\|k'\|^2 \approx 8.5`) and carry
+    the factor :math:`e^{-\|k'\|^2/2}`, so most of them fall below ``eps``:
+    99.8% of them (median :math:`2.5\cdot 10^{-8}`) at logit std 1, where
+    ``eps`` then carries 98% of the total key mass; 87% (54% of the mass) at
+    0.5; 15% (7%) at 0.25.  Relative output error
     against exact softmax attention, L = 1024, d = 64, m = 130, synthetic
     Q, K, V of :func:`~montecarlo.experiments.attention.synthetic_qkv`,
     mean +- standard error over 10 draws of the same matrices in both
