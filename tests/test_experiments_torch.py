@@ -185,6 +185,8 @@ def test_bad_input():
         PRFAttention(1, 10)
     with pytest.raises(ValueError, match="give seed or generator, not both"):
         PRFAttention(8, 10, seed=0, generator=torch.Generator())
+    with pytest.raises(MemoryError, match="would need"):  # montecarlo's AllocationError (also a ValueError)
+        PRFAttention(64, 10**12)
     with pytest.raises(TypeError, match="generator must be None or a torch.Generator"):
         PRFAttention(8, 10, generator=np.random.default_rng(0))
     with pytest.raises(TypeError, match="seed must be None, an int >= 0"):

@@ -184,6 +184,8 @@ def test_bad_parameters_name_the_argument(params, err, match):
 
 
 def test_bad_data():
+    with pytest.raises(MemoryError, match="would need"):  # montecarlo's AllocationError (also a ValueError)
+        RandomFourierFeatures(n_components=10**12).fit(_data(2, 3))
     est = PositiveRandomFeatures(n_components=3, random_state=0)
     with pytest.raises(ValueError, match=r"X has 1 feature\(s\), but coupling 'simplex' needs n_features = d >= 2"):
         est.fit(np.ones((3, 1)))

@@ -304,8 +304,10 @@ class PRFAttention(nn.Module):
         self._rng = np.random.default_rng(check_rng(seed, "seed"))
         self._frozen = False
         self._calls = 0
-        self.register_buffer("weights", torch.empty(self.n_features, self.d_head, dtype=storage, device=device))
-        self.redraw()
+        # drawn before anything is allocated: sample_weights bounds the memory that n_features x d_head asks for
+        self.register_buffer("weights", draw_projections(self.coupling, self.d_head, self.n_features,
+                                                         generator=self._generator, rng=self._rng, device=device,
+                                                         dtype=storage))
 
     @classmethod
     def from_weights(cls, weights, **kwargs):
