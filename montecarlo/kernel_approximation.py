@@ -148,6 +148,7 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features_in_)
+            Data of the width seen by ``fit``.
 
         Returns
         -------
@@ -211,8 +212,8 @@ class PositiveRandomFeatures(_RandomFeatures):
 
     See Also
     --------
-    montecarlo.prf_features : the plain function (any array backend, optional log-space offsets).
-    RandomFourierFeatures
+    montecarlo.prf_features : The plain function (any array backend, optional log-space offsets).
+    RandomFourierFeatures : The RFF map with the same parameters.
 
     Notes
     -----
@@ -258,10 +259,12 @@ class PositiveRandomFeatures(_RandomFeatures):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features_in_)
+            Data of the width seen by ``fit``.
 
         Returns
         -------
         ndarray of shape (n_samples, n_components)
+            Finite even where :meth:`transform` underflows to 0.
         """
         X, W = self._scaled(X)
         return prf_log_features(X, W, self.kernel)
@@ -286,6 +289,7 @@ class RandomFourierFeatures(_RandomFeatures):
     gamma : float > 0 or 'scale', default 0.5
         Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`.
     random_state : None, int >= 0, numpy.random.Generator or SeedSequence
+        Seed of the projections (module docstring).
 
     Attributes
     ----------
@@ -297,8 +301,8 @@ class RandomFourierFeatures(_RandomFeatures):
 
     See Also
     --------
-    montecarlo.rff_features : the plain function (any array backend).
-    PositiveRandomFeatures
+    montecarlo.rff_features : The plain function (any array backend).
+    PositiveRandomFeatures : The PRF map with the same parameters.
 
     References
     ----------

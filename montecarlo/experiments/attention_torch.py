@@ -190,6 +190,7 @@ def draw_projections(coupling, d, m, *, generator=None, rng=None, device=None, d
     device : torch device, optional
         Where the result lives (default: the generator's device, else CPU).
     dtype : torch.float32 or torch.float64
+        dtype of the result.
 
     Returns
     -------
@@ -236,6 +237,7 @@ class PRFAttention(nn.Module):
         feature computations.  bfloat16 and float16 are accepted and store
         float32 (features are always computed in at least float32).
     device : torch device, optional
+        Where the projections live (inputs must be on the same device).
 
     Notes
     -----

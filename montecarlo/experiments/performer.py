@@ -86,7 +86,9 @@ def performer_projection_matrix(dim_heads, nb_features, coupling="simplex", *, g
     generator : torch.Generator, optional
         Generator to draw from (on its own device); else ``seed`` is used.
     seed : None, int or numpy.random.Generator
+        Used when ``generator`` is None.
     device : torch device, optional
+        Where the matrix lives (default: the generator's device, else CPU).
 
     Returns
     -------
@@ -113,8 +115,17 @@ class PerformerProjection:
 
     Parameters
     ----------
-    dim_heads, nb_features, coupling, generator, seed :
-        As in :func:`performer_projection_matrix`.
+    dim_heads : int
+        Head dimension d (>= the coupling's minimum, 2 for the simplex couplings).
+    nb_features : int
+        Number m of random features per draw.
+    coupling : str
+        Any coupling of :data:`montecarlo.COUPLINGS` (default ``'simplex'``).
+    generator : torch.Generator, optional
+        Every draw advances it.
+    seed : None, int or numpy.random.Generator
+        Without a generator: a Generator is used (and advanced) as is, an int
+        seeds a private one.
     """
 
     def __init__(self, dim_heads, nb_features, coupling="simplex", *, generator=None, seed=None):
@@ -129,7 +140,7 @@ class PerformerProjection:
 
     def __call__(self, device=None):
         return performer_projection_matrix(self.dim_heads, self.nb_features, self.coupling,
-                                           generator=self.generator, seed=None if self.generator else self.rng,
+                                           generator=self.generator, seed=None if self.generator is not None else self.rng,
                                            device=device)
 
     def __repr__(self):
@@ -256,10 +267,16 @@ def fast_attention_errors(logit_stds=(0.25, 0.5, 1.0), couplings=("orthogonal", 
     Parameters
     ----------
     logit_stds : sequence of float > 0
+        Standard deviations of the logits of unrelated tokens
+        (:func:`~montecarlo.experiments.attention.synthetic_qkv`).
     couplings : sequence of str
+        Couplings of the matrices shared by both attentions.
     seq_len, d_head, n_features, n_draws : int
-    rng : seed of the feature draws (one stream per coupling)
-    data_rng : seed of the data
+        L, d, m and the number of matrices per coupling.
+    rng : None, int or numpy.random.Generator
+        Seed of the feature draws (one stream per coupling).
+    data_rng : None, int or numpy.random.Generator
+        Seed of the data.
 
     Returns
     -------
