@@ -125,7 +125,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import numbers
 import os
 import sys
 import time
@@ -138,7 +137,7 @@ from theory.registry import get as get_coupling, names as coupling_names
 from theory.validation import renamed_arguments
 
 from ._backend import to_numpy
-from ._checks import check_int, check_positive_float
+from ._checks import check_budget, check_int, check_positive_float, check_rng
 from .diagnostics import standard_directions
 
 #: Couplings a sampler may claim (those with closed-form conformities in :mod:`theory`).
@@ -581,11 +580,16 @@ def audit_directions(d, max_axes=32):
     (``random`` from :func:`montecarlo.diagnostics.standard_directions`,
     ``random_2`` from seed 1).
     """
+    d = check_int(d, "d", 1)
+    max_axes = check_int(max_axes, "max_axes", 2)
     base = standard_directions(d)
     half = max_axes // 2
     axes = range(d) if d <= max_axes else [*range(half), *range(d - half, d)]
-    eye = np.eye(d)
-    dirs = {f"e_{i + 1}": eye[i] for i in axes}
+    dirs = {}
+    for i in axes:
+        e = np.zeros(d)
+        e[i] = 1.0
+        dirs[f"e_{i + 1}"] = e
     dirs["diagonal"] = base["diagonal"]
     dirs["random"] = base["random"]
     g = np.random.default_rng(1).standard_normal(d)
@@ -779,12 +783,18 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
     max_axes = check_int(max_axes, "max_axes", 2)
     chunk = check_int(chunk, "chunk", 1)
     tokens = _parse_call(call)
+    rng = check_rng(rng)
     if isinstance(rng, np.random.Generator):
         gen, seed_text = rng, "Generator"
-    elif rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and rng >= 0):
-        gen, seed_text = np.random.default_rng(rng), ("fresh entropy" if rng is None else str(int(rng)))
     else:
-        raise ValueError(f"rng must be None, an int >= 0 or a numpy.random.Generator, got {rng!r}")
+        gen = np.random.default_rng(rng)
+        seed_text = "fresh entropy" if rng is None else "SeedSequence" if not isinstance(rng, int) else str(rng)
+    n_dirs = (d if d <= max_axes else 2 * (max_axes // 2)) + 3
+    b = min(m, d)
+    check_budget(n * m * (n_dirs + 1), f"the projections of n_draws x m = {n} x {m} rows on {n_dirs} directions",
+                 "reduce n_draws or m")
+    check_budget(min(chunk, n) * (m * d + b * b), f"a chunk of {min(chunk, n)} draws of (m, d) = ({m}, {d}) "
+                 "matrices and their block cosines", "reduce chunk, m or d")
 
     dirs = audit_directions(d, max_axes)
     names = list(dirs)
@@ -1000,8 +1010,8 @@ def _theory_conformity(coupling, d, m, v, z):
     from mpmath import mp
 
     with mp.workdps(20):
-        return (float(theory.mean_conformity(coupling, d, v, m, kind="prf")),
-                float(theory.mean_conformity(coupling, d, z, m, kind="rff")))
+        return (float(theory.mean_conformity(coupling, d, v, m=m, kind="prf")),
+                float(theory.mean_conformity(coupling, d, z, m=m, kind="rff")))
 
 
 def _check_conformity(draws, index, coupling, v, z):
