@@ -102,3 +102,33 @@ def test_norm_coupling_changes_the_mse(record):
     assert abs(z) <= 4.5 and ratio < 0.5
     W = nc.sample_norm_coupled_weights(6, 6, "stratified", rng=15, n_draws=20_000)
     assert min(r[3] for r in mc.diagnostics.ks_marginals("simplex", 6, 20_000, weights=W)) > 1e-6
+
+
+@pytest.mark.claim("beyond.pnc_orthogonal")
+def test_pnc_orthogonal_where_it_wins_and_loses(record):
+    """Closed form by two quadrature routes, the sampler by Monte Carlo (power: the ORF value is rejected),
+    and the win/lose statements of the row from the closed forms."""
+    import theory.pnc as pnc
+
+    with mp.workdps(25):
+        for d, v in ((2, "0.5"), (8, "2")):
+            assert_agree(theory.conformity("pnc_orthogonal", d, v), pnc.pair_conformity_u(d, v), 22, record)
+            assert_agree(theory.rff_conformity("pnc_orthogonal", d, v), pnc.pair_conformity_u(d, v, kind="rff"),
+                         21, record)
+    d, z = 8, 1.0
+    x, y = _pair(d, 7, dist=z)
+    est = mc.empirical_mse("pnc_orthogonal", x, y, d, 300_000, kernel="rff", rng=8)
+    with mp.workdps(15):
+        assert_mc_agree(est, theory.rff_mse("pnc_orthogonal", d, z, m=d), record)
+        assert not mc_agrees(est, theory.rff_mse("orthogonal", d, z, m=d))
+        ratio = lambda f, c, b, dd, t: float(f(c, b, dd, t))  # noqa: E731
+        prf, rff = theory.mse_ratio, theory.rff_mse_ratio
+        for dd in (2, 8, 64):
+            for v in ("0.25", "1", "2"):
+                assert ratio(prf, "pnc_orthogonal", "orthogonal", dd, v) < 1  # always below ORFs ...
+                assert ratio(prf, "pnc_orthogonal", "orthogonal", dd, v) > 0.97  # ... by at most ~3%
+        assert ratio(prf, "pnc_orthogonal", "simplex", 8, 1) > 2  # SimRFs win PRFs at small v
+        assert ratio(rff, "pnc_orthogonal", "orthogonal", 8, 1) < 0.6
+        assert ratio(rff, "pnc_orthogonal", "simplex", 8, 1) < 0.4
+        assert ratio(rff, "pnc_orthogonal", "orthogonal", 3, 3) > 1.1  # loses at large z, small d
+        assert ratio(rff, "pnc_orthogonal", "simplex", 3, 3) > 1.2

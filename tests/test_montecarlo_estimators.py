@@ -25,7 +25,7 @@ from scipy import stats
 
 import montecarlo as mc
 import theory
-from montecarlo.estimators import _Moments
+from montecarlo.estimators import _Moments, _default_chunk
 
 FAMILY_ALPHA = 1e-4
 
@@ -139,17 +139,19 @@ CONF_CASES = [(c, d, v) for c in theory.PRF_COUPLINGS for d in (3, 16, 64) for v
 
 @pytest.mark.parametrize("coupling,d,v", CONF_CASES)
 def test_conformity_matches_theory_and_rejects_wrong_form(coupling, d, v):
-    """Empirical RF-conformity vs theory.conformity (Thm 4.3); power: vs the other couplings' forms.
+    """Empirical RF-conformity vs theory.mean_conformity (Thm 4.3 for the paper's couplings, whose
+    pairs are all alike; the pair average for couplings that mix pair kinds); power: vs the other
+    couplings' forms.
 
     18 comparisons (family 1e-4, |z| < 4.5).  Power: every estimate must reject each other coupling's
     closed form whenever they differ by > 10 standard errors (simplex vs ORF at every (d, v) here).
     """
     est = mc.empirical_conformity(coupling, d, v, n_draws=200_000, rng=31 * d + int(10 * v))
-    expected = th(theory.conformity, coupling, d, v)
+    expected = th(theory.mean_conformity, coupling, d, v)
     lim = z_limit(len(CONF_CASES))
     assert abs(est.z(expected)) < lim, (est, expected)
     for other in theory.PRF_COUPLINGS:
-        wrong = th(theory.conformity, other, d, v)
+        wrong = th(theory.mean_conformity, other, d, v)
         if other != coupling and abs(wrong - expected) > 10 * est.stderr:
             assert abs(est.z(wrong)) > lim
     if coupling == "simplex":  # the gap to ORFs is always resolved at this n
@@ -191,7 +193,7 @@ def test_rff_conformity_and_mse_match_theory(coupling, d, z):
     k = 2 * len(RFF_CASES)
     lim = z_limit(k)
     conf = mc.empirical_conformity(coupling, d, z, n_draws=200_000, kind="rff", rng=7 * d)
-    expected = th(theory.rff_conformity, coupling, d, z)
+    expected = th(lambda c, dd, zz: theory.mean_conformity(c, dd, zz, kind="rff"), coupling, d, z)
     assert abs(conf.z(expected)) < lim
     if coupling == "orthogonal":
         wrong = th(theory.rff_conformity, "iid", d, z)
@@ -296,12 +298,36 @@ def test_chan_merge_equals_numpy():
 def test_reproducible_and_progress_callback():
     x, y = points(8, 0.5)
     calls = []
-    a = mc.empirical_mse("simplex", x, y, 8, 5000, rng=3, chunk=700, progress=lambda i, n: calls.append((i, n)))
-    b = mc.empirical_mse("simplex", x, y, 8, 5000, rng=3, chunk=700)
+    a = mc.empirical_mse("simplex", x, y, 8, 50_000, rng=3, progress=lambda i, n: calls.append((i, n)))
+    b = mc.empirical_mse("simplex", x, y, 8, 50_000, rng=3)
     assert a == b
-    assert calls[-1] == (5000, 5000) and len(calls) == 8
-    c = mc.empirical_mse("simplex", x, y, 8, 5000, rng=4, chunk=700)
+    size = _default_chunk("simplex", 8, 8, "fast")
+    assert calls[-1] == (50_000, 50_000) and len(calls) == -(-50_000 // size) > 1
+    c = mc.empirical_mse("simplex", x, y, 8, 50_000, rng=4)
     assert c.mean != a.mean
+
+
+@pytest.mark.parametrize("func", [mc.kernel_estimate, mc.empirical_mse])
+def test_result_does_not_depend_on_chunk(func):
+    """Issue 12 item 5: the same seed with any chunk= gives the same estimate (chunk is deprecated, ignored)."""
+    x, y = points(8, 0.5)
+    ref = func("simplex", x, y, 8, 5000, rng=3)
+    for chunk in (1, 700, 701, 10**6):
+        with pytest.warns(DeprecationWarning, match="chunk= is deprecated and ignored"):
+            assert func("simplex", x, y, 8, 5000, rng=3, chunk=chunk) == ref
+    with pytest.raises(ValueError, match="chunk must be an integer >= 1"):
+        func("simplex", x, y, 8, 5000, rng=3, chunk=0)
+
+
+def test_conformity_and_gram_do_not_depend_on_chunk():
+    x, y = points(6, 0.5)
+    ref = mc.empirical_conformity("orthogonal", 6, 0.8, n_draws=3000, rng=1)
+    gref = mc.gram_estimate("simplex", np.stack([x, y]), 6, 50, rng=2)
+    with pytest.warns(DeprecationWarning):
+        assert mc.empirical_conformity("orthogonal", 6, 0.8, n_draws=3000, rng=1, chunk=7) == ref
+    with pytest.warns(DeprecationWarning):
+        g = mc.gram_estimate("simplex", np.stack([x, y]), 6, 50, rng=2, chunk=3)
+    assert np.array_equal(g[0].mean, gref[0].mean) and g[1] == gref[1]
 
 
 def test_many_trials_bounded_memory():

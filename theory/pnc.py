@@ -1,0 +1,284 @@
+r"""Pairwise norm-coupled orthogonal random features (PNC-ORFs), beyond the paper.
+
+Reid, Markou, Choromanski, Turner, Weller, *Variance-Reducing Couplings for
+Random Features* (ICLR 2025) couple the norms of orthogonal frequencies by
+optimal transport: inside an ORF block :math:`\mathbf W = \mathbf D\mathbf R`
+(:math:`\mathbf R` Haar) the rows are taken in pairs (1, 2), (3, 4), ... and the
+two :math:`\chi_d` norms of a pair are coupled *negatively monotonically*,
+
+.. math::
+    F(w_{2k}) = 1 - F(w_{2k-1}),\qquad\text{i.e. } w_{2k-1} = q(U),\ w_{2k} = q(1-U),
+
+with :math:`F` the :math:`\chi_d` CDF, :math:`q = F^{-1}` and U uniform (an odd
+last row keeps an independent norm).  Every norm is still :math:`\chi_d` and
+independent of the directions, so every row is exactly :math:`\mathcal N(0, I_d)`
+and the estimators stay unbiased; only the joint law of the pairs changes.
+
+Closed forms (by quadrature)
+----------------------------
+For orthonormal :math:`u_1, u_2` and a uniform random rotation,
+:math:`w_1 + w_2 = w_1u_1 + w_2u_2` has norm :math:`\sqrt{w_1^2+w_2^2}` and a
+uniform direction independent of it, so with :math:`a = d/2`,
+:math:`x_1 = w_1^2/2 \sim \mathrm{Gamma}(a)` and :math:`x_2 = Q_a^{-1}(P_a(x_1))`
+(:math:`P_a, Q_a` the regularised incomplete gamma functions):
+
+.. math::
+    \rho^{\mathrm{PRF}}_{\mathrm{pair}}(v)
+      = \mathbb E\big[{}_0F_1(;a;\tfrac{v^2}{2}(x_1+x_2))\big],\qquad
+    \rho^{\mathrm{RFF}}_{\mathrm{pair}}(z)
+      = \mathbb E\big[{}_0F_1(;a;-\tfrac{z^2}{2}(x_1+x_2))\big]
+
+(for RFFs :math:`\cos a\cos b = \frac12(\cos(a+b)+\cos(a-b))` and
+:math:`\|w_1 \pm w_2\|` are equal).  By the symmetry :math:`U \leftrightarrow 1-U`
+the expectation is twice an integral over the lower half,
+:math:`2\int_0^{x_{1/2}}\gamma_a(x)\,f(x + x_2(x))\,dx` with :math:`x_{1/2}` the
+median (:func:`pair_conformity`, one inversion of :math:`Q_a` per node), or
+:math:`2\int_0^{1/2} f(P_a^{-1}(u) + Q_a^{-1}(u))\,du` (:func:`pair_conformity_u`,
+the independent second route used by the tests).  With independent norms the
+same expectation is :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})`, the ORF conformity.
+
+The other pairs of a block (rows of different antithetic pairs) are ORF pairs,
+so a block of b rows has :math:`2\lfloor b/2\rfloor` ordered norm-coupled pairs
+and :math:`b(b-1) - 2\lfloor b/2\rfloor` ORF pairs (registry hook
+``block_pair_weights``; :func:`theory.prf_mse` and :func:`theory.rff_mse` sum
+the two kinds).  Small-argument coefficients:
+:math:`\rho_{\mathrm{pair}} = 1 + v^2 + O(v^4)` (as for ORFs, since
+:math:`\mathbb E[w_1^2 + w_2^2] = 2d`) and
+:math:`\rho^{\mathrm{RFF}}_{\mathrm{pair}} - e^{-z^2} = \big(\frac{M}{4d(d+2)}
+- \frac14\big)z^4 + O(z^6)` with :math:`M = \mathbb E[w_1^2w_2^2]`
+(:math:`M = d^2` gives the ORF value :math:`-\frac{1}{2(d+2)}`).
+
+Domain: d >= 2 (d = 1 has no pair); v, z >= 0 as far as the quadrature
+reaches its error bound at the working precision (checked: d <= 1024,
+v <= 4, z <= 6 at 30 digits); beyond, :class:`~theory.errors.ConvergenceError`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ._context import mp
+
+from ._checks import check_dimension, check_nonnegative, guarded
+from ._series import quad_checked
+from .errors import ConvergenceError
+from .registry import register
+
+__all__ = ["pair_conformity", "pair_conformity_u", "pair_norm_product_moment", "rff_pair_conformity"]
+
+#: Newton iterations allowed per incomplete-gamma inversion.
+MAX_NEWTON = 80
+
+
+def _log_gamma_density(a, x):
+    return (a - 1) * mp.log(x) - x - mp.loggamma(a)
+
+
+def _invert(a, target_log, upper, x0):
+    r"""x with :math:`\log P_a(x)` (or :math:`\log Q_a(x)` if ``upper``) equal to ``target_log``.
+
+    Safeguarded Newton on the logarithm (well conditioned in both tails),
+    started at x0: a step that leaves the bracket known to hold the root is
+    replaced by bisection in :math:`\log x`.  The incomplete gamma function is
+    evaluated 20 bits above the working precision so that rounding noise stays
+    below the stopping tolerance.
+    """
+    tol = mp.mpf(2) ** (4 - mp.prec)
+    x = mp.mpf(x0)
+    lo, hi = mp.mpf(0), mp.inf
+    with mp.workprec(mp.prec + 20):
+        for _ in range(MAX_NEWTON):
+            if upper:
+                tail = mp.gammainc(a, x, mp.inf, regularized=True)
+            else:
+                tail = mp.gammainc(a, 0, x, regularized=True)
+            g = mp.log(tail) - target_log if tail > 0 else -mp.inf
+            # log P increases with x, log Q decreases: is the root above x?
+            above = (g < 0) if not upper else (g > 0)
+            if above:
+                lo = x
+            else:
+                hi = x
+            slope = mp.exp(_log_gamma_density(a, x) - mp.log(tail)) if tail > 0 else mp.mpf(0)
+            x_new = x - g / (-slope if upper else slope) if slope and mp.isfinite(g) else mp.nan
+            if mp.isfinite(x_new) and abs(x_new - x) <= tol * abs(x_new):
+                return +x_new
+            if not (lo <= x_new <= hi):  # outside the bracket (or no usable slope): bisect in log x
+                x_new = mp.sqrt(lo * hi) if lo > 0 and mp.isfinite(hi) else (x * 4 if above else x / 4)
+            x = x_new
+    raise ConvergenceError(f"incomplete-gamma inversion (a = {mp.nstr(a, 6)}, log target {mp.nstr(target_log, 6)}) "
+                           f"did not converge in {MAX_NEWTON} Newton steps; lower the precision")
+
+
+def _start(a, log_u, upper):
+    """A float starting point for the inversion (scipy where representable, else the tail asymptotics)."""
+    from scipy import special
+
+    u = float(mp.exp(log_u))
+    if u > 1e-290:
+        x0 = float(special.gammainccinv(float(a), u) if upper else special.gammaincinv(float(a), u))
+        if 0 < x0 < float("inf"):
+            return x0
+    if not upper:  # P_a(x) ~ x^a e^-x / Gamma(a + 1)
+        return float(mp.exp((log_u + mp.loggamma(a + 1)) / a))
+    lg, fa, lu = float(mp.loggamma(a)), float(a), float(log_u)
+    x = max(fa, -lu)
+    for _ in range(50):  # Q_a(x) ~ x^(a-1) e^-x / Gamma(a), a contraction for x > a - 1
+        x = max(fa, -lu - lg + (fa - 1) * float(mp.log(x)))
+    return x
+
+
+def _x_upper_from_lower(a, x):
+    """x2 with Q_a(x2) = P_a(x): the antithetic partner of x = w^2 / 2.
+
+    Memoised on (a, precision, x): the quadrature nodes do not depend on v or z, so a curve over v
+    (or z) inverts the incomplete gamma function once per node, not once per node and point.
+    """
+    return mp.make_mpf(_partner_cached(a._mpf_, mp.prec, x._mpf_))
+
+
+@functools.lru_cache(maxsize=200_000)
+def _partner_cached(a_mpf, prec, x_mpf):
+    with mp.workprec(prec):
+        a, x = mp.make_mpf(a_mpf), mp.make_mpf(x_mpf)
+        log_p = mp.log(mp.gammainc(a, 0, x, regularized=True))
+        return _invert(a, log_p, True, _start(a, log_p, True))._mpf_
+
+
+def _expect_over_lower_half(d, f, what):
+    r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair, by quadrature over the lower half in x."""
+    a = mp.mpf(d) / 2
+
+    def integrand(x):
+        if x <= 0:
+            return mp.mpf(0)
+        return mp.exp(_log_gamma_density(a, x)) * f(x + _x_upper_from_lower(a, x))
+
+    return 2 * quad_checked(integrand, _lower_half_points(a), what=what)
+
+
+def _lower_half_points(a):
+    """Split points of [0, median] at lower quantiles 1e-12, 1e-6, 1e-3, 0.05, 0.2 of Gamma(a):
+    each piece holds a known share of the mass, whatever a (the mass concentrates near the median
+    with width sqrt(a) for large a, near 0 for small a)."""
+    pts = [mp.mpf(0)]
+    for u in ("1e-12", "1e-6", "1e-3", "0.05", "0.2", "0.5"):
+        lu = mp.log(mp.mpf(u))
+        pts.append(_invert(a, lu, False, _start(a, lu, False)))
+    return pts
+
+
+def _prf_pair(d, vv):
+    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, vv * vv * s / 2),
+                                   f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})")
+
+
+def _rff_pair(d, zz):
+    # the result is ~ e^{-z^2} while the integrand is O(1): carry the bits the cancellation costs
+    with mp.workprec(mp.prec + _cancellation_bits(zz)):
+        return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
+                                       f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)})")
+
+
+def _cancellation_bits(zz):
+    """Extra bits for an RFF expectation ~ e^{-z^2} of an O(1) integrand, in steps of 16 bits
+    (so that nearby z share the memoised quadrature nodes)."""
+    return 16 * (int(zz * zz * 1.5 + 8) // 16 + 1)
+
+
+def _norm_product_moment(d):
+    r""":math:`M = \mathbb E[w_1^2w_2^2] = 4\,\mathbb E[x_1x_2]` over an antithetic pair."""
+    a = mp.mpf(d) / 2
+
+    def integrand(x):
+        if x <= 0:
+            return mp.mpf(0)
+        return mp.exp(_log_gamma_density(a, x)) * 4 * x * _x_upper_from_lower(a, x)
+
+    return 2 * quad_checked(integrand, _lower_half_points(a), what=f"PNC norm product moment (d = {d})")
+
+
+@guarded()
+def pair_conformity(d, v):
+    r"""PRF conformity :math:`\mathbb E[e^{(w_1 + w_2)^\top v}]` of one norm-coupled orthogonal pair.
+
+    Parameters
+    ----------
+    d : int >= 2
+    v : real >= 0
+        :math:`\|x + y\|`.
+
+    Returns
+    -------
+    mpf
+        :math:`\mathbb E[{}_0F_1(;\frac d2;\frac{v^2}{2}(x_1+x_2))]` (module docstring).
+
+    Raises
+    ------
+    theory.errors.ConvergenceError
+        When the quadrature misses its error bound at the working precision.
+    """
+    d = check_dimension(d, "pnc_orthogonal")
+    return _prf_pair(d, check_nonnegative(v, "v"))
+
+
+@guarded()
+def rff_pair_conformity(d, z):
+    r"""RFF conformity :math:`\mathbb E[\cos(w_1^\top z)\cos(w_2^\top z)]` of one norm-coupled orthogonal pair.
+
+    Parameters
+    ----------
+    d : int >= 2
+    z : real >= 0
+        :math:`\|x - y\|`.
+
+    Returns
+    -------
+    mpf
+    """
+    d = check_dimension(d, "pnc_orthogonal")
+    return _rff_pair(d, check_nonnegative(z, "z"))
+
+
+@guarded()
+def pair_conformity_u(d, v, kind="prf"):
+    r"""The pair conformity by the second route: :math:`2\int_0^{1/2} f(P_a^{-1}(u) + Q_a^{-1}(u))\,du`.
+
+    Two incomplete-gamma inversions per node in the uniform variable, against
+    one per node in the gamma variable for :func:`pair_conformity`; the tests
+    compare the two.
+    """
+    d = check_dimension(d, "pnc_orthogonal")
+    vv = check_nonnegative(v, "v")
+    a = mp.mpf(d) / 2
+    sign = 1 if kind == "prf" else -1
+
+    def integrand(u):
+        if u <= 0:
+            return mp.mpf(0)
+        lu = mp.log(u)
+        s = _invert(a, lu, False, _start(a, lu, False)) + _invert(a, lu, True, _start(a, lu, True))
+        return mp.hyp0f1(a, sign * vv * vv * s / 2)
+
+    points = [mp.mpf(0)] + [mp.mpf(u) for u in ("1e-12", "1e-6", "1e-3", "0.05", "0.2", "0.5")]
+    with mp.workprec(mp.prec + (_cancellation_bits(vv) if kind == "rff" else 0)):
+        return 2 * quad_checked(integrand, points,
+                                what=f"PNC pair conformity, u route (d = {d}, v = {mp.nstr(vv, 6)})")
+
+
+@guarded()
+def pair_norm_product_moment(d):
+    r""":math:`M = \mathbb E[w_1^2 w_2^2]` for an antithetic pair of :math:`\chi_d` norms (:math:`d^2` if independent)."""
+    return _norm_product_moment(check_dimension(d, "pnc_orthogonal"))
+
+
+def _block_pair_weights(d, b):
+    coupled = 2 * (b // 2)
+    return coupled, b * (b - 1) - coupled
+
+
+register("pnc_orthogonal", "prf_conformity", _prf_pair)
+register("pnc_orthogonal", "rff_conformity", _rff_pair)
+register("pnc_orthogonal", "prf_conformity_v2", lambda d: mp.mpf(1))
+register("pnc_orthogonal", "rff_conformity_z4", lambda d: _norm_product_moment(d) / (4 * d * (d + 2)) - mp.mpf(1) / 4)
+register("pnc_orthogonal", "block_pair_weights", _block_pair_weights)
