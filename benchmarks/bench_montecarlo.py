@@ -262,17 +262,62 @@ def accuracy(quick):
     print("   PRF: x = y = r u (v = |x + y| = 2r); RFF: x = -y = r u (z = |x - y| = 2r)")
     print(f"{'coupling':<16} {'kernel':<9} {'u':<9} {'2r':>4} {'rel. bias':>10} {'stderr':>9} {'z':>7}")
     for c in ("orthogonal", "fast_orthogonal", "fast_simplex"):
+        for row in _bias_rows(c, d, m, n, rng=3):
+            out["bias"].append(row)
+            print(f"{c:<16} {row['kernel']:<9} {row['direction']:<9} {row['v_or_z']:>4.1f} {row['rel_bias']:>10.2e} "
+                  f"{row['stderr']:>9.1e} {row['z']:>7.1f}")
+    return out
+
+
+def _bias_rows(coupling, d, m, n, rng):
+    """Relative kernel biases: PRF (x = y = r u) and RFF (x = -y = r u), u in {e_1, diagonal}, 2r in {1, 2}."""
+    dirs = mc.diagnostics.standard_directions(d)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mc.FastCouplingBiasWarning)
         for kernel in ("gaussian", "rff"):
             for name in ("e_1", "diagonal"):
                 for r in (0.5, 1.0):
-                    u = dirs[name]
-                    x = r * u
-                    y = r * u if kernel == "gaussian" else -r * u
-                    b, se = mc.diagnostics.kernel_bias(c, x, y, m, n, kernel=kernel, rng=3)
-                    out["bias"].append({"coupling": c, "kernel": kernel, "direction": name, "v_or_z": 2 * r,
-                                        "rel_bias": b, "stderr": se})
-                    print(f"{c:<16} {kernel:<9} {name:<9} {2 * r:>4.1f} {b:>10.2e} {se:>9.1e} {b / se:>7.1f}")
-    return out
+                    x = r * dirs[name]
+                    y = x if kernel == "gaussian" else -x
+                    b, se = mc.diagnostics.kernel_bias(coupling, x, y, m, n, kernel=kernel, rng=rng)
+                    rows.append({"coupling": coupling, "d": d, "kernel": kernel, "direction": name,
+                                 "v_or_z": 2 * r, "rel_bias": b, "stderr": se, "z": b / se})
+    return rows
+
+
+#: Dimensions of the bias-by-d table (the fast couplings' warning threshold comes from it).
+BIAS_DIMS = (2, 4, 8, 16, 32, 64)
+
+
+def bias_by_d(quick):
+    """Largest KS distance and kernel biases of the fast couplings for d = 2 ... 64 (m = d).
+
+    For each d: the largest KS statistic (rows 0, 1, last x 4 directions, n
+    blocks) and the relative kernel biases (PRF Gaussian kernel and RFF, x + y
+    or x - y of norm 1 and 2 along e_1 and the diagonal) with their z-scores;
+    the exact orthogonal coupling is the control.  The d where no |z| exceeds
+    4 is where :data:`montecarlo.couplings.FAST_BIAS_RESOLVED_D` is set.
+    """
+    n_ks = 20_000 if quick else 100_000
+    n = 20_000 if quick else 200_000
+    rows = []
+    print(f"\n## Fast couplings by d: largest KS (n = {n_ks}) and kernel bias (m = d, n = {n} draws)")
+    print(f"{'coupling':<16} {'d':>3} {'KS':>7} {'worst PRF bias':>15} {'z':>6} {'worst RFF bias':>15} {'z':>6}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mc.FastCouplingBiasWarning)
+        for d in BIAS_DIMS:
+            for c in ("orthogonal", "fast_orthogonal", "fast_simplex"):
+                ks = max(r[2] for r in mc.diagnostics.ks_marginals(c, d, n_ks, rng=1))
+                worst = {}
+                for row in _bias_rows(c, d, d, n, rng=7):
+                    rows.append({**row, "ks": ks})
+                    k = row["kernel"]
+                    if k not in worst or abs(row["z"]) > abs(worst[k][1]):
+                        worst[k] = (row["rel_bias"], row["z"])
+                print(f"{c:<16} {d:>3} {ks:>7.4f} {worst['gaussian'][0]:>15.2e} {worst['gaussian'][1]:>6.1f} "
+                      f"{worst['rff'][0]:>15.2e} {worst['rff'][1]:>6.1f}", flush=True)
+    return rows
 
 
 def main(argv=None):
@@ -282,7 +327,7 @@ def main(argv=None):
     parser.add_argument("--json", nargs="?", const="benchmarks/results/bench_montecarlo.json", default=None,
                         help="write results as JSON (default path benchmarks/results/bench_montecarlo.json)")
     parser.add_argument("--only", nargs="*", default=None,
-                        choices=["pointwise", "prf", "sampling", "haar", "fast", "accuracy"])
+                        choices=["pointwise", "prf", "sampling", "haar", "fast", "accuracy", "bias"])
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
     info = {"python": sys.version.split()[0], "numpy": np.__version__,
@@ -291,10 +336,11 @@ def main(argv=None):
     print(f"# bench_montecarlo  {info}")
     sections = {"pointwise": bench_pointwise, "prf": bench_prf, "sampling": bench_sampling, "haar": bench_haar,
                 "fast": bench_fast}
-    chosen = args.only if args.only else list(sections) + (["accuracy"] if args.accuracy else [])
+    sections_acc = {"accuracy": accuracy, "bias": bias_by_d}
+    chosen = args.only if args.only else list(sections) + (["accuracy", "bias"] if args.accuracy else [])
     results = {"info": info}
     for name in chosen:
-        results[name] = accuracy(args.quick) if name == "accuracy" else sections[name](args.quick)
+        results[name] = {**sections, **sections_acc}[name](args.quick)
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as fh:

@@ -36,12 +36,15 @@ estimators never use a closed form: the tests compare the two packages.
 
 from . import diagnostics
 from ._checks import COUPLINGS, EXACT_COUPLINGS, FAST_COUPLINGS
+from ._checks import AllocationError
 from .couplings import (
     DEFAULT_HAAR_ROUTE,
+    FAST_BIAS_RESOLVED_D,
     HAAR_ROUTES,
     SIMPLEX_PLUS_MAX_PASSES,
     SIMPLEX_PLUS_TOL,
     ConvergenceError,
+    FastCouplingBiasWarning,
     RandomProjection,
     fwht,
     haar_orthogonal,
@@ -50,6 +53,7 @@ from .couplings import (
     sample_weights,
     simplex_apply,
     simplex_matrix,
+    simplex_plus_tolerance,
     simplex_plus_vectors,
 )
 from .estimators import (
@@ -72,12 +76,15 @@ __all__ = [
     "COUPLINGS",
     "DEFAULT_HAAR_ROUTE",
     "EXACT_COUPLINGS",
+    "FAST_BIAS_RESOLVED_D",
     "FAST_COUPLINGS",
     "HAAR_ROUTES",
     "SIMPLEX_PLUS_MAX_PASSES",
     "SIMPLEX_PLUS_TOL",
+    "AllocationError",
     "ConvergenceError",
     "Estimate",
+    "FastCouplingBiasWarning",
     "PositiveRandomFeatures",
     "RandomFourierFeatures",
     "RandomProjection",
@@ -99,6 +106,7 @@ __all__ = [
     "sample_weights",
     "simplex_apply",
     "simplex_matrix",
+    "simplex_plus_tolerance",
     "simplex_plus_vectors",
 ]
 

@@ -28,6 +28,8 @@ import numbers
 import array_api_compat
 import numpy as np
 
+from theory.validation import check_rng as _check_rng
+
 _NAMES = ("numpy", "torch", "cupy")
 
 
@@ -132,15 +134,23 @@ def _seed_from(rng):
     return int(np.random.default_rng(rng).integers(0, 2**63 - 1))
 
 
-def check_rng(rng):
-    """Validate ``rng`` (None, non-negative int, or a generator object)."""
-    if rng is None or isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or int(rng) < 0:
-        if type(rng).__name__ == "Generator":  # torch.Generator / cupy Generator
-            return rng
-        raise ValueError(f"rng must be None, a non-negative int or a numpy.random.Generator, got {rng!r}")
-    return int(rng)
+def check_rng(rng, name="rng"):
+    """Validate ``rng``: None, an int >= 0, a numpy Generator or SeedSequence, or a native generator.
+
+    The shared rule of :func:`theory.validation.check_rng` (a legacy
+    ``numpy.random.RandomState`` is refused), plus ``torch.Generator`` and
+    ``cupy.random.Generator`` when those libraries are loaded.
+    """
+    import sys
+
+    extra = []
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        extra.append(torch.Generator)
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        extra.append(cupy.random.Generator)
+    return _check_rng(rng, name, tuple(extra))
 
 
 class Random:
@@ -169,8 +179,9 @@ class Random:
         self.backend = backend_name(xp)
         rng = check_rng(rng)
         if self.backend == "numpy":
-            if not (rng is None or isinstance(rng, (int, np.random.Generator))):
-                raise ValueError(f"rng must be None, an int or a numpy.random.Generator for numpy, got {rng!r}")
+            if not (rng is None or isinstance(rng, (int, np.random.Generator, np.random.SeedSequence))):
+                raise ValueError(f"rng must be None, an int >= 0, a numpy.random.Generator or SeedSequence for the "
+                                 f"numpy backend, got {type(rng).__module__}.{type(rng).__qualname__}")
             self.gen = np.random.default_rng(rng)
         elif self.backend == "torch":
             import torch

@@ -1,4 +1,4 @@
-"""Argument validation at the boundary of :mod:`montecarlo`: arrays and kernels.
+"""Argument validation at the boundary of :mod:`montecarlo`: arrays, kernels and memory budgets.
 
 The scalar checks (integers, reals, flags, choices, seeds) and the coupling
 checks are the shared ones of :mod:`theory.validation` and
@@ -6,7 +6,14 @@ checks are the shared ones of :mod:`theory.validation` and
 backend.  Every public function raises :class:`ValueError` (or
 :class:`~theory.validation.ArgumentTypeError`, also a :class:`TypeError`)
 naming the argument and the allowed values; nothing is silently coerced (a
-float ``64.0`` is not a dimension, a NaN is not data).
+float ``64.0`` is not a dimension, a NaN is not data, a masked array does not
+hide its masked entries, ``["1", "2"]`` is not a vector of numbers).
+
+Memory: every array whose size an argument sets (a count of draws, of
+features, a dimension) is checked by :func:`check_budget` before it is
+allocated: at most :data:`MAX_ELEMENTS` entries per array, so that a typo
+(``m=10**9``) is a one-line :class:`AllocationError` naming the arguments
+instead of a swap storm or the kernel's OOM killer.
 """
 
 from __future__ import annotations
@@ -34,9 +41,59 @@ FAST_COUPLINGS = tuple(rec.name for rec in RECORDS if rec.block == "pow2")
 
 KERNELS = ("gaussian", "softmax", "rff")
 
-__all__ = ["COUPLINGS", "EXACT_COUPLINGS", "FAST_COUPLINGS", "KERNELS", "ArgumentTypeError", "check_bool",
-           "check_choice", "check_coupling", "check_couplings", "check_data", "check_dimension", "check_int",
-           "check_kernel", "check_positive_float", "check_real", "check_rng"]
+#: Largest number of entries of one array that an argument (a count, a dimension) may size:
+#: 2^28 (2 GiB of float64).  Change it for a bigger machine; the checks read it at call time.
+MAX_ELEMENTS = 1 << 28
+
+__all__ = ["COUPLINGS", "EXACT_COUPLINGS", "FAST_COUPLINGS", "KERNELS", "MAX_ELEMENTS", "AllocationError",
+           "ArgumentTypeError", "check_bool", "check_budget", "check_choice", "check_coupling", "check_couplings",
+           "check_data", "check_dimension", "check_int", "check_kernel", "check_positive_float", "check_progress",
+           "check_real", "check_rng", "check_weights"]
+
+
+class AllocationError(ValueError, MemoryError):
+    """An argument asks for an array larger than :data:`MAX_ELEMENTS` entries.
+
+    A :class:`ValueError` (the arguments are at fault, and the message names
+    them) and a :class:`MemoryError` (for callers that catch that).
+    """
+
+
+def check_budget(n_elements, what, hint):
+    """Refuse an array of ``n_elements`` entries above :data:`MAX_ELEMENTS`.
+
+    Parameters
+    ----------
+    n_elements : int
+        Entries of the array about to be allocated (exact Python integer: no overflow).
+    what : str
+        What the array is, with the arguments that size it (``"the (m, d) = (1, 10**6) weights"``).
+    hint : str
+        Which arguments to reduce, and how.
+
+    Returns
+    -------
+    int
+        ``n_elements``.
+
+    Raises
+    ------
+    AllocationError
+        A ValueError (and MemoryError) naming ``what`` and ``hint``.
+    """
+    n_elements = int(n_elements)
+    if n_elements > MAX_ELEMENTS:
+        raise AllocationError(f"{what} would need {n_elements:.3g} entries ({_gib(n_elements * 8)} in float64), "
+                              f"more than montecarlo._checks.MAX_ELEMENTS = {MAX_ELEMENTS:.3g} "
+                              f"({_gib(MAX_ELEMENTS * 8)}) for one array; {hint}")
+    return n_elements
+
+
+def _gib(n_bytes):
+    for unit, size in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.3g} {unit}"
+    return f"{n_bytes} bytes"
 
 
 def check_kernel(kernel, allowed=KERNELS):
@@ -44,24 +101,77 @@ def check_kernel(kernel, allowed=KERNELS):
     return check_choice(kernel, "kernel", allowed)
 
 
+def check_progress(progress, name="progress"):
+    """``progress`` if it is a bool or a callable ``f(done, total)`` (a truthy string is refused)."""
+    if callable(progress) and not isinstance(progress, (bool, np.bool_)):
+        return progress
+    if not isinstance(progress, (bool, np.bool_)):
+        raise ArgumentTypeError(f"{name} must be True, False or a callable f(done, total), got {_describe(progress)}")
+    return bool(progress)
+
+
+#: numpy dtype kinds that are not real numbers, and how to say so.
+_NOT_REAL = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "bytes", "O": "Python objects",
+             "V": "structured records", "M": "datetimes", "m": "timedeltas"}
+
+
+def _refuse_kind(X, name):
+    """ArgumentTypeError for containers that would be coerced silently (masked arrays, strings, ...)."""
+    if isinstance(X, np.ma.MaskedArray):
+        raise ArgumentTypeError(f"{name} must be a plain array of real numbers, got a numpy masked array (its masked "
+                                "entries would still be computed with: fill or drop them first)")
+    if isinstance(X, (str, bytes)):
+        raise ArgumentTypeError(f"{name} must be an array of real numbers, got {_describe(X)}")
+
+
+def _kind_error(name, dtype):
+    kind = getattr(dtype, "kind", None)
+    if kind in _NOT_REAL:
+        what = _NOT_REAL[kind]
+    else:
+        text = str(dtype)
+        what = "booleans" if "bool" in text else "complex numbers" if "complex" in text else f"dtype {text}"
+    return ArgumentTypeError(f"{name} must hold real numbers (a float or integer array), got {what}")
+
+
 def check_data(X, xp, name="X", ndim=2, width=None, device=None, dtype=None, width_name="d"):
-    """Validate a data array: ``ndim`` dims, last axis ``width``, all finite.
+    """Validate a data array: ``ndim`` dims, last axis ``width``, real and finite.
 
     Returns ``X`` as an array of ``xp``: an array of that backend is kept on
-    its own device, anything else is converted and placed on ``device``.  Non-float input (ints) is promoted to float64.
+    its own device, anything else is converted and placed on ``device``.
+    Integer input is promoted to float64 (then to ``dtype`` if given).
+
+    Raises
+    ------
+    ArgumentTypeError
+        (a TypeError and a ValueError) for masked arrays, strings (also lists
+        of numeric strings: they are not parsed), booleans, complex numbers
+        and Python objects.
+    ValueError
+        Wrong number of dimensions or columns, no column, NaN or inf entries.
     """
-    try:
-        arr = X if _is_xp_array(X, xp) else xp.asarray(np.asarray(X, dtype=float), device=device)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real array, got {_describe(X)}") from exc
+    _refuse_kind(X, name)
+    if _is_xp_array(X, xp):
+        arr = np.asarray(X) if isinstance(X, np.ndarray) and type(X) is not np.ndarray else X  # np.matrix -> ndarray
+    else:
+        try:
+            raw = np.asarray(X)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be a real array, got {_describe(X)}") from exc
+        if raw.dtype.kind not in "fiu":
+            raise _kind_error(name, raw.dtype)
+        try:
+            arr = xp.asarray(raw, device=device)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise ValueError(f"{name} must be a real array, got {_describe(X)}") from exc
     if arr.ndim != ndim:
         shape = "(N, d)" if ndim == 2 else "(d,)"
         raise ValueError(f"{name} must be a {ndim}-D array of shape {shape}, got shape {tuple(arr.shape)}")
     if not xp.isdtype(arr.dtype, "real floating"):
-        if xp.isdtype(arr.dtype, ("integral", "bool")) and not xp.isdtype(arr.dtype, "bool"):
+        if xp.isdtype(arr.dtype, "integral") and not xp.isdtype(arr.dtype, "bool"):
             arr = xp.astype(arr, xp.float64)
         else:
-            raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+            raise _kind_error(name, arr.dtype)
     if width is not None and arr.shape[-1] != width:
         lead = {1: "(", 2: "(N, "}.get(ndim, "(..., ")
         raise ValueError(f"{name} must have shape {lead}{width}) ({width} columns) to match {width_name} = {width}, "
@@ -70,10 +180,52 @@ def check_data(X, xp, name="X", ndim=2, width=None, device=None, dtype=None, wid
         raise ValueError(f"{name} must have at least one column, got shape {tuple(arr.shape)}")
     if dtype is not None and arr.dtype != dtype:
         arr = xp.astype(arr, dtype)
+    _check_finite(arr, xp, name)
+    return arr
+
+
+def check_weights(W, name="W", shape="(m, d)", projection=True, min_cols=1):
+    """Validate a real floating 2-D array of any backend (projection weights, norms): finite, non-empty.
+
+    Parameters
+    ----------
+    W : array
+    name : str
+        The argument's name in messages.
+    shape : str
+        How the shape is described in messages (``"(m, d)"``, ``"(n, d)"``).
+    projection : bool
+        Whether a :class:`~montecarlo.RandomProjection` is also accepted
+        (only for the message: the caller handles it).
+    min_cols : int
+        Smallest number of columns.
+
+    Returns
+    -------
+    module
+        The array namespace of ``W``.
+    """
+    import array_api_compat
+
+    _refuse_kind(W, name)
+    alt = " or a RandomProjection" if projection else ""
+    if not array_api_compat.is_array_api_obj(W):
+        raise ArgumentTypeError(f"{name} must be an {shape} array (numpy, torch or cupy){alt}, got {_describe(W)}")
+    xp = array_api_compat.array_namespace(W)
+    if W.ndim != 2 or W.shape[0] < 1 or W.shape[1] < min_cols:
+        raise ValueError(f"{name} must be an {shape} array with at least one row and {min_cols} column"
+                         f"{'s' if min_cols > 1 else ''}{alt}, got shape {tuple(W.shape)}")
+    if not xp.isdtype(W.dtype, "real floating"):
+        raise ArgumentTypeError(f"{name} must hold real floating-point numbers (float32 or float64), got dtype "
+                                f"{W.dtype}")
+    _check_finite(W, xp, name)
+    return xp
+
+
+def _check_finite(arr, xp, name):
     bad = int(xp.sum(xp.astype(~xp.isfinite(arr), xp.int64)))
     if bad:
         raise ValueError(f"{name} must be finite: found {bad} NaN or inf entries")
-    return arr
 
 
 def _is_xp_array(X, xp):

@@ -25,17 +25,24 @@ import numpy as np
 from scipy import stats
 
 from ._backend import to_numpy
-from ._checks import FAST_COUPLINGS
+from theory.registry import get as get_coupling
+from theory.validation import ArgumentTypeError, describe
+
+from ._backend import namespace
+from ._checks import FAST_COUPLINGS, check_budget, check_coupling, check_data, check_dimension, check_int, check_rng
 from .couplings import next_power_of_two, sample_weights
 from .estimators import exact_kernel, kernel_estimate, pair_projections
 
 
 def standard_directions(d, rng=0):
-    """Named unit vectors: the first and last axes, the diagonal and one fixed random direction."""
-    g = np.random.default_rng(rng).standard_normal(d)
-    dirs = {"e_1": np.eye(d)[0], f"e_{d}": np.eye(d)[d - 1], "diagonal": np.ones(d) / np.sqrt(d),
-            "random": g / np.linalg.norm(g)}
-    return dirs
+    """Named unit vectors: the first and last axes, the diagonal and one fixed random direction (O(d) memory)."""
+    d = check_dimension(d)
+    check_budget(4 * d, f"four direction vectors of length d = {d}", "reduce d")
+    g = np.random.default_rng(check_rng(rng)).standard_normal(d)
+    first, last = np.zeros(d), np.zeros(d)
+    first[0] = 1.0
+    last[d - 1] = 1.0
+    return {"e_1": first, f"e_{d}": last, "diagonal": np.full(d, 1.0 / np.sqrt(d)), "random": g / np.linalg.norm(g)}
 
 
 def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=None, **kwargs):
@@ -43,10 +50,11 @@ def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=N
 
     Parameters
     ----------
-    coupling : str
+    coupling : str or None
+        The coupling to sample (None only with ``weights``).
     d : int
     n : int
-        Number of independent blocks (one sample per block and row).
+        Number of independent blocks (one sample per block and row; ignored with ``weights``).
     rows : sequence of int, optional
         Row indices within a block (default: all rows of one block, at most
         the first two and the last).
@@ -61,18 +69,24 @@ def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=N
     -------
     list of (row, direction name, KS statistic, p-value)
     """
-    if directions is None:
-        directions = standard_directions(d)
+    if weights is None or coupling is not None:
+        coupling = check_coupling(coupling)
+    d = check_dimension(d, coupling)
+    directions = standard_directions(d) if directions is None else _check_directions(directions, d)
     if weights is not None:
-        w = np.asarray(weights)
-        b = w.shape[1]
-        rows = _default_rows(b) if rows is None else list(rows)
+        w = _check_blocks(weights, d)
+        n, b = w.shape[0], w.shape[1]
+    else:
+        n = check_int(n, "n", 2)
+        b = get_coupling(coupling).block_rows(d)
+    rows = _default_rows(b) if rows is None else _check_rows(rows, b)
+    check_budget(n * len(rows) * len(directions), f"{n} blocks x {len(rows)} rows x {len(directions)} directions "
+                 "of projections", "reduce n, rows or directions")
+    if weights is not None:
         projs = {name: (w @ u)[:, rows] for name, u in directions.items()}
     else:
         fast = coupling in FAST_COUPLINGS
-        b = next_power_of_two(d) if fast else d
-        rows = _default_rows(b) if rows is None else list(rows)
-        gen = np.random.default_rng(rng)
+        gen = np.random.default_rng(check_rng(rng))
         step = max(1, (1 << 20) // (b * d))  # blocks per chunk (bounded memory)
         parts = {name: [] for name in directions}
         for lo in range(0, n, step):
@@ -94,12 +108,51 @@ def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=N
     return out
 
 
+def _check_directions(directions, d):
+    if not isinstance(directions, dict) or not directions:
+        raise ArgumentTypeError(f"directions must be a non-empty dict name -> unit vector of length {d}, got "
+                                f"{describe(directions)}")
+    out = {}
+    for name, u in directions.items():
+        u = check_data(u, namespace("numpy"), f"directions[{name!r}]", 1, d)
+        norm = float(np.linalg.norm(u))
+        if abs(norm - 1.0) > 1e-6:
+            raise ValueError(f"directions[{name!r}] must be a unit vector, got norm {norm:.6g}")
+        out[str(name)] = np.asarray(u)
+    return out
+
+
+def _check_blocks(weights, d):
+    w = np.asarray(to_numpy(check_data(weights, namespace("numpy"), "weights", 3, d)))
+    if w.shape[0] < 2:
+        raise ValueError(f"weights must hold at least 2 blocks (n, b, d), got shape {w.shape}")
+    return w
+
+
+def _check_rows(rows, b):
+    try:
+        rows = list(rows)
+    except TypeError:
+        raise ArgumentTypeError(f"rows must be a sequence of row indices in [0, {b}), got {describe(rows)}") from None
+    if not rows:
+        raise ValueError(f"rows must name at least one row index in [0, {b})")
+    return [check_int(i, "rows[...]", 0, f"(a row of a block of {b})", b - 1) for i in rows]
+
+
 def _default_rows(b):
     return sorted({0, min(1, b - 1), b - 1})
 
 
 def ks_distance_curve(coupling, d, sizes=(1_000, 10_000, 100_000), rng=0):
-    """Largest KS statistic over rows {0, 1, last} x :func:`standard_directions`, per sample size."""
+    """Largest KS statistic over rows {0, 1, last} x :func:`standard_directions`, per sample size.
+
+    Each size n draws n fresh blocks from the seed ``rng + n`` (``rng`` an int >= 0).
+    """
+    rng = check_int(rng, "rng", 0)
+    try:
+        sizes = [check_int(n, "sizes[...]", 2) for n in sizes]
+    except TypeError:
+        raise ArgumentTypeError(f"sizes must be a sequence of sample sizes >= 2, got {describe(sizes)}") from None
     return {int(n): max(r[2] for r in ks_marginals(coupling, d, int(n), rng=rng + int(n)))
             for n in sizes}
 

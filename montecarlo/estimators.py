@@ -30,8 +30,10 @@ of two ways:
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 import array_api_compat
@@ -39,16 +41,22 @@ import numpy as np
 
 from ._backend import Random, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 from theory.registry import has_hook, hook, register as register_hook
+from theory.validation import describe, renamed_arguments
 
 from ._checks import (
+    ArgumentTypeError,
+    check_budget,
+    check_choice,
     check_coupling,
     check_data,
     check_dimension,
     check_int,
     check_kernel,
+    check_progress,
 )
 from .couplings import (
     _block_rows,
+    _warn_if_biased,
     chi_norms,
     _check_route,
     _hd_apply,
@@ -126,6 +134,7 @@ class _Progress:
     """Minimal text progress bar on stderr (or a user callback ``f(done, total)``)."""
 
     def __init__(self, progress, total, label):
+        progress = check_progress(progress)
         self.cb = progress if callable(progress) else None
         self.on = bool(progress)
         self.total, self.label = total, label
@@ -167,25 +176,43 @@ def _chunks(total, size):
 def _setup(coupling, d, rng, xp, device, dtype, haar_route, path):
     coupling = check_coupling(coupling)
     d = check_dimension(d, coupling)
-    if path not in PATHS:
-        raise ValueError(f"path must be one of 'auto', 'fast', 'full', got {path!r}")
+    path = check_choice(path, "path", PATHS)
     xp = namespace(xp)
     dev = resolve_device(xp, device)
     dt = resolve_dtype(xp, dtype)
     route = _check_route(haar_route, xp, dev)
-    return coupling, d, Random(rng, xp, dev, dt), route, ("fast" if path == "auto" else path)
+    random = Random(rng, xp, dev, dt)
+    _warn_if_biased(coupling, d)
+    return coupling, d, random, route, ("fast" if path == "auto" else path)
+
+
+def _is_norm(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
 def _as_vector(v, d, random, name):
     """A length-d vector from a vector or a norm (a norm is placed along e_1)."""
     xp = random.xp
-    if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
-        if not np.isfinite(v) or v < 0:
-            raise ValueError(f"{name} must be a finite norm >= 0 or a length-{d} vector, got {v!r}")
+    if _is_norm(v):
+        if not math.isfinite(float(v)) or v < 0:
+            raise ValueError(f"{name} must be a finite norm >= 0 or a length-{d} vector, got {describe(v)}")
         out = xp.zeros((d,), dtype=random.dtype, device=random.device)
         out[0] = float(v)
         return out
     return check_data(v, xp, name, 1, d, device=random.device, dtype=random.dtype)
+
+
+def _vector_dimension(v, name="v"):
+    """d of a vector argument given without ``d`` (a norm needs ``d``)."""
+    if _is_norm(v):
+        raise ValueError(f"d is required when {name} is given as a norm ({describe(v)}): pass d=... or a "
+                         f"length-d vector")
+    shape = getattr(v, "shape", None)
+    if shape is None:
+        shape = check_data(v, namespace("numpy"), name, 1).shape
+    if len(shape) != 1:
+        raise ValueError(f"{name} must be a norm >= 0 or a 1-D vector of shape (d,), got shape {tuple(shape)}")
+    return int(shape[0])
 
 
 def _project_chunk(coupling, d, m, vec, k, random, route, path):
@@ -295,20 +322,39 @@ def _simplex_apply_rows_(u):
 
 
 def _default_chunk(coupling, d, m, path, per_draw_extra=0):
+    """Draws per chunk: a function of the problem shape only, so that results depend on ``rng`` alone.
+
+    A chunk's largest intermediates hold about :data:`CHUNK_ELEMENTS`
+    entries; a single draw larger than that is one chunk, within the
+    :func:`~montecarlo._checks.check_budget` limit.
+    """
     b = _block_rows(coupling, d)
     nb = -(-m // b)
     if path == "full":
-        per = nb * b * max(d, b) * 2 + per_draw_extra
+        per = m * max(d, b) * 2 + per_draw_extra
     else:
         per = nb * b * 8 + per_draw_extra
-        if coupling == "simplex_plus":
+        if coupling == "simplex_plus":  # the update holds the d vectors of each block
             per += nb * d * d * 2
+    check_budget(per, f"one draw of m = {m} features in d = {d} ({coupling!r}, path {path!r})",
+                 "reduce m or d")
     return max(1, CHUNK_ELEMENTS // per)
 
 
-def pair_projections(coupling, v, m, n, rng=None, xp=None, device=None, *, d=None, dtype=None, path="auto",
+def _chunk_size(chunk, coupling, d, m, path, per_draw_extra=0):
+    """The chunk size; ``chunk`` (deprecated) is validated, then ignored with a DeprecationWarning."""
+    if chunk is not None:
+        check_int(chunk, "chunk", 1)
+        warnings.warn("chunk= is deprecated and ignored: draws are processed in chunks whose size depends only on "
+                      "the problem shape (memory bounded by montecarlo.estimators.CHUNK_ELEMENTS), so that a seed "
+                      "gives the same result whatever the chunking", DeprecationWarning, stacklevel=4)
+    return _default_chunk(coupling, d, m, path, per_draw_extra)
+
+
+@renamed_arguments(n="n_draws")
+def pair_projections(coupling, v, m, n_draws, rng=None, xp=None, device=None, *, d=None, dtype=None, path="auto",
                      haar_route=None):
-    r"""Projections :math:`w_i^\top v` of n independent draws of m features, shape (n, m).
+    r"""Projections :math:`w_i^\top v` of n_draws independent draws of m features, shape (n_draws, m).
 
     Parameters
     ----------
@@ -316,23 +362,35 @@ def pair_projections(coupling, v, m, n, rng=None, xp=None, device=None, *, d=Non
         Any coupling of :func:`~montecarlo.sample_weights`.
     v : array (d,) or real >= 0
         The vector (a norm is placed along :math:`e_1`; then ``d`` is required).
-    m, n : int >= 1
+    m, n_draws : int >= 1
+    rng, xp, device, dtype, haar_route : as in :func:`~montecarlo.sample_weights`
+    d : int, optional
+        Required when ``v`` is a norm.
     path : {'auto', 'fast', 'full'}
         See the module docstring; 'auto' is 'fast'.
 
     Returns
     -------
-    array (n, m)
+    array (n_draws, m)
+
+    Notes
+    -----
+    Draws are made in chunks of a size fixed by (coupling, d, m, path), so
+    memory is O(n_draws m) for the result plus one chunk.
     """
     if d is None:
-        if np.ndim(v) == 0:
-            raise ValueError("d is required when v is given as a norm")
-        d = np.shape(v)[-1] if not hasattr(v, "shape") else v.shape[-1]
+        d = _vector_dimension(v)
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = check_int(m, "m", 1)
-    n = check_int(n, "n", 1)
+    n = check_int(n_draws, "n_draws", 1)
     vec = _as_vector(v, d, random, "v")
-    return _project_chunk(coupling, d, m, vec, n, random, route, path)
+    check_budget(n * m, f"the (n_draws, m) = ({n}, {m}) projections", "reduce n_draws or m")
+    size = _default_chunk(coupling, d, m, path)
+    if n <= size:
+        return _project_chunk(coupling, d, m, vec, n, random, route, path)
+    xpn = random.xp
+    parts = [_project_chunk(coupling, d, m, vec, k, random, route, path) for k in _chunks(n, size)]
+    return xpn.concat(parts, axis=0)
 
 
 # ---------------------------------------------------------------------------
@@ -365,7 +423,7 @@ def _pointwise(stat, coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype,
         c = 1.0 if kernel == "gaussian" else 0.5
         log_pref = -c * float(xn @ xn + yn @ yn) - math.log(m)
     vec = xpn.asarray(vvec, dtype=random.dtype, device=random.device)
-    size = _default_chunk(coupling, d, m, path) if chunk is None else check_int(chunk, "chunk", 1)
+    size = _chunk_size(chunk, coupling, d, m, path)
     on_host = random.backend == "numpy"
     acc = _Moments()
     bar = _Progress(progress, n_draws, label)
@@ -404,7 +462,10 @@ _POINTWISE_DOC = """
     path : {'auto', 'fast', 'full'}
         How the projections are drawn (module docstring).
     chunk : int, optional
-        Draws per chunk (default from the problem shape, ~16 MB per chunk).
+        Deprecated and ignored (a DeprecationWarning): draws are processed in
+        chunks whose size depends only on the problem shape (about
+        :data:`CHUNK_ELEMENTS` entries, 16 MB, per chunk), so that a seed
+        reproduces the result whatever the chunking.
     progress : bool or callable
         Progress bar on stderr, or ``f(done, total)``.
 """
@@ -446,15 +507,16 @@ empirical_mse.__doc__ += _POINTWISE_DOC + """
 
 def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
                matrix):
-    if kind not in ("prf", "rff"):
-        raise ValueError(f"kind must be 'prf' or 'rff', got {kind!r}")
+    check_choice(kind, "kind", ("prf", "rff"))
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = d if m is None else check_int(m, "m", 2, "(the conformity averages over pairs of features)")
     n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
     vec = _as_vector(v, d, random, "v")
     extra = m * m * 3 if matrix else 0
-    size = _default_chunk(coupling, d, m, path, extra) if chunk is None else check_int(chunk, "chunk", 1)
+    if matrix:
+        check_budget(m * m, f"the (m, m) = ({m}, {m}) pair moments", "reduce m")
+    size = _chunk_size(chunk, coupling, d, m, path, extra)
     acc = _Moments()
     bar = _Progress(progress, n_draws, "conformity")
     done = 0
@@ -491,6 +553,8 @@ def empirical_conformity(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng
         Number of features (default d: one block).
     n_draws : int >= 2
     kind : {'prf', 'rff'}
+    rng, xp, device, dtype, path, chunk, progress, haar_route
+        As in :func:`kernel_estimate`.
 
     Returns
     -------
@@ -541,6 +605,10 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     Y : array (N', d), optional
         Defaults to X.
     kernel : {'gaussian', 'softmax', 'rff'}
+    rng, xp, device, dtype, haar_route, progress
+        As in :func:`kernel_estimate` (the weights are drawn on the full path).
+    chunk : int, optional
+        Deprecated and ignored (see :func:`kernel_estimate`).
 
     Returns
     -------
@@ -570,8 +638,14 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
             X, xpn.matrix_transpose(Y))
         exact = xpn.exp(-0.5 * sq)
     exact_norm = xpn.linalg.vector_norm(xpn.reshape(exact, (-1,)))
+    check_budget(X.shape[0] * Y.shape[0], f"the (N, N') = ({X.shape[0]}, {Y.shape[0]}) Gram matrix",
+                 "pass fewer points")
     per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * m * 3 + m * d * 3
-    size = max(1, CHUNK_ELEMENTS // per) if chunk is None else check_int(chunk, "chunk", 1)
+    check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {m}, d = {d})",
+                 "pass fewer points or features")
+    if chunk is not None:
+        _chunk_size(chunk, coupling, d, m, "full")  # validates and warns (deprecated)
+    size = max(1, CHUNK_ELEMENTS // per)
     acc, frob = _Moments(), _Moments()
     bar = _Progress(progress, n_draws, "gram")
     done = 0

@@ -46,30 +46,26 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import array_api_compat
 import numpy as np
 
 from ._backend import backend_name, exp_inplace
-from ._checks import check_data, check_kernel
+from ._checks import ArgumentTypeError, check_budget, check_data, check_kernel, check_weights
+from theory.validation import describe
 from .couplings import RandomProjection
 
 PRF_KERNELS = ("gaussian", "softmax")
 STABILIZE = (None, "row", "global")
 
 
-def _as_projection(W, xp_hint=None):
-    """(projection callable on validated arrays, d, m, xp)."""
+def _as_projection(W):
+    """(projection callable on validated arrays, d, m, xp); ``W`` is validated (shape, dtype, finite)."""
     if isinstance(W, RandomProjection):
         return W.project, W.d, W.m, W.xp
-    if not array_api_compat.is_array_api_obj(W):
-        raise ValueError(f"W must be an (m, d) array or a RandomProjection, got {type(W).__name__}")
-    xp = array_api_compat.array_namespace(W)
-    if W.ndim != 2 or W.shape[0] < 1 or W.shape[1] < 1:
-        raise ValueError(f"W must be an (m, d) array or a RandomProjection, got shape {tuple(W.shape)}")
-    if not xp.isdtype(W.dtype, "real floating"):
-        raise ValueError(f"W must hold real floating numbers, got dtype {W.dtype}")
+    xp = check_weights(W, "W")
     wt = xp.matrix_transpose(W)
     return (lambda x: xp.matmul(x, wt)), W.shape[1], W.shape[0], xp
 
@@ -92,6 +88,8 @@ def _row_jobs(xp, n_rows, width, job):
 
 _PARALLEL_MIN = 1 << 16
 _POOL = None
+_POOL_PID = None
+_POOL_LOCK = threading.Lock()
 
 
 def _numpy_threads():
@@ -99,10 +97,29 @@ def _numpy_threads():
 
 
 def _pool():
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=_numpy_threads(), thread_name_prefix="montecarlo-prf")
-    return _POOL
+    """The module's thread pool, created on first use in each process.
+
+    Fork safety: a child forked after the parent used the pool inherits the
+    executor object but none of its worker threads, so work submitted there
+    would wait forever.  The pool is therefore keyed by process id, and an
+    ``os.register_at_fork`` handler drops the inherited one (and its lock) in
+    the child; the child builds its own on first use.
+    """
+    global _POOL, _POOL_PID
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_PID != os.getpid():
+            _POOL = ThreadPoolExecutor(max_workers=_numpy_threads(), thread_name_prefix="montecarlo-prf")
+            _POOL_PID = os.getpid()
+        return _POOL
+
+
+def _forget_pool_in_child():
+    global _POOL, _POOL_PID, _POOL_LOCK
+    _POOL, _POOL_PID, _POOL_LOCK = None, None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _prf_logits(X, W, kernel, finish=None):
@@ -110,9 +127,10 @@ def _prf_logits(X, W, kernel, finish=None):
     kernel = check_kernel(kernel, PRF_KERNELS)
     project, d, m, xp = _as_projection(W)
     X = _check_X(X, W, xp, d)
+    n = X.shape[0]
+    check_budget(n * m, f"the (N, m) = ({n}, {m}) features", "pass fewer rows of X at a time or fewer features")
     c = 1.0 if kernel == "gaussian" else 0.5
     offset = -c * xp.sum(X * X, axis=1) - 0.5 * math.log(m)
-    n = X.shape[0]
     if backend_name(xp) == "numpy" and not isinstance(W, RandomProjection):
         z = np.empty((n, m), dtype=X.dtype)
         wt = W.T
@@ -157,8 +175,13 @@ def _ref_array(W):
 
 
 def _check_X(X, W, xp, d):
+    """X validated against W: same backend, device and dtype as W, and d columns (both arguments named)."""
     ref = _ref_array(W)
-    return check_data(X, xp, "X", 2, d, device=getattr(ref, "device", None), dtype=ref.dtype)
+    X = check_data(X, xp, "X", 2, device=getattr(ref, "device", None), dtype=ref.dtype)
+    if X.shape[1] != d:
+        raise ValueError(f"X and W disagree on the dimension d: X has {X.shape[1]} columns but W has {d} "
+                         f"(W must be an (m, d) array or a RandomProjection drawn for d = X.shape[1])")
+    return X
 
 
 def prf_features(X, W, kernel="gaussian", stabilize=None):
@@ -186,8 +209,7 @@ def prf_features(X, W, kernel="gaussian", stabilize=None):
         Only when ``stabilize`` is not None: the subtracted log offset
         :math:`o`, so that the unstabilised features are :math:`\phi e^{o}`.
     """
-    if stabilize not in STABILIZE:
-        raise ValueError(f"stabilize must be one of None, 'row', 'global', got {stabilize!r}")
+    _check_stabilize(stabilize)
     if stabilize is None:
         return _prf_logits(X, W, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)))[0]
     if stabilize == "row":
@@ -209,6 +231,12 @@ def prf_features(X, W, kernel="gaussian", stabilize=None):
     return exp_inplace(z, xp), off
 
 
+def _check_stabilize(stabilize):
+    if stabilize is not None and not (isinstance(stabilize, str) and stabilize in STABILIZE):
+        kind = ValueError if isinstance(stabilize, str) else ArgumentTypeError
+        raise kind(f"stabilize must be None, 'row' or 'global', got {describe(stabilize)}")
+
+
 def rff_features(X, W):
     r"""Random Fourier features of a batch (eq. ``rffdef2``), shape (N, 2m).
 
@@ -224,6 +252,8 @@ def rff_features(X, W):
     """
     project, d, m, xp = _as_projection(W)
     X = _check_X(X, W, xp, d)
+    check_budget(2 * X.shape[0] * m, f"the (N, 2m) = ({X.shape[0]}, {2 * m}) features",
+                 "pass fewer rows of X at a time or fewer features")
     z = project(X)
     out = xp.stack([xp.sin(z), xp.cos(z)], axis=-1)
     return xp.reshape(out, (X.shape[0], 2 * m)) * (1.0 / math.sqrt(m))

@@ -228,7 +228,7 @@ def test_dtype_and_float32():
         (("iid", 4.0, 4), {}, r"d must be an integer >= 1, got 4.0"),
         (("orthogonal", 4, 0), {}, r"m must be an integer >= 1, got 0"),
         (("orthogonal", 4, True), {}, r"m must be an integer >= 1"),
-        (("orthogonal", 4, 4), {"rng": -1}, r"rng must be None, a non-negative int"),
+        (("orthogonal", 4, 4), {"rng": -1}, r"rng must be None, an int >= 0"),
         (("orthogonal", 4, 4), {"rng": 1.5}, r"rng must be None"),
         (("orthogonal", 4, 4), {"n_draws": 0}, r"n_draws must be an integer >= 1"),
         (("orthogonal", 4, 4), {"xp": "jax"}, r"xp must be one of 'numpy', 'torch', 'cupy'"),

@@ -163,5 +163,5 @@ def test_torch_bad_input():
     bad[0, 0] = math.inf
     with pytest.raises(ValueError, match="X must be finite"):
         mc.prf_features(bad, w)
-    with pytest.raises(ValueError, match=r"X must have shape \(N, 3\)"):
+    with pytest.raises(ValueError, match=r"X has 4 columns but W has 3"):
         mc.rff_features(torch.ones(2, 4, dtype=torch.float64), w)
