@@ -1,12 +1,17 @@
-"""The comparisons every check uses (and the mutation tests reuse).
+"""The comparisons every check uses: the proof suite, its mutation tests and the unit tests.
+
+One home for the statistical thresholds and the digit comparisons of both
+suites (``tests/`` imports them from here).
 
 Exact comparisons: relative difference of two independent computations at a
-stated number of significant digits.
+stated number of significant digits (:func:`agrees`, :func:`assert_agree`).
 
 Monte Carlo comparisons: z = (estimate - expected) / standard error with
 |z| <= Z_CRIT.  Z_CRIT = 4.5 gives a two-sided false-alarm probability of
 6.8e-6 per comparison under the normal approximation; a check making k
 comparisons states its family-wise bound k * 6.8e-6 in its docstring.
+Ordering claims ("SimRF beats ORF") are one-sided tests at Z_ONE_SIDED =
+3.09 (false alarm 1e-3 each); their power check is the reversed claim.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from mpmath import mp
 
 Z_CRIT = 4.5
 FALSE_ALARM = math.erfc(Z_CRIT / math.sqrt(2))  # 6.8e-6
+Z_ONE_SIDED = 3.09
+FALSE_ALARM_ONE_SIDED = math.erfc(Z_ONE_SIDED / math.sqrt(2)) / 2  # 1.0e-3
 
 
 def rel_diff(a, b):
