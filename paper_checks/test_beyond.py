@@ -29,8 +29,8 @@ def test_rff_simplex_routes_and_monte_carlo(record):
     x, y = _pair(d, 5, dist=z)
     est = mc.empirical_mse("simplex", x, y, d, 300_000, kernel="rff", rng=6)
     with mp.workdps(20):
-        assert_mc_agree(est, theory.rff_mse("simplex", d, d, z), record)
-        assert not mc_agrees(est, theory.rff_mse("orthogonal", d, d, z))  # power: here SimRF beats ORF by 8.5%
+        assert_mc_agree(est, theory.rff_mse("simplex", d, z, m=d), record)
+        assert not mc_agrees(est, theory.rff_mse("orthogonal", d, z, m=d))  # power: here SimRF beats ORF by 8.5%
         assert theory.rff_mse_ratio("simplex", "orthogonal", d, z) < 0.92
         for dd in (2, 3, 8, 64, 1024):
             limit = theory.rff_mse_ratio("simplex", "orthogonal", dd, 0)
@@ -42,18 +42,28 @@ def test_rff_simplex_routes_and_monte_carlo(record):
 @pytest.mark.parametrize("kind", ["prf", "rff"])
 def test_ensembles_with_partial_block(coupling, kind, record):
     """m = 2d + 3 (two full blocks and a truncated one): 6 comparisons,
-    family-wise false alarm 4e-5."""
+    family-wise false alarm 4e-5.  Power: for the coupled couplings the MSE of one
+    block's worth of pairs per feature (m - 1 instead of P/m, the paper's form
+    used beyond m <= d) is rejected."""
     d = 6
     m = 2 * d + 3
     x, y = _pair(d, 7, xn=0.3, dist=0.8)
     est = mc.empirical_mse(coupling, x, y, m, 200_000, kernel="gaussian" if kind == "prf" else "rff", rng=8)
     with mp.workdps(20):
+        xn, yn = float(np.linalg.norm(x)), float(np.linalg.norm(y))
         if kind == "prf":
             v = float(np.linalg.norm(x + y))
-            expected = theory.prf_mse(coupling, d, m, np.linalg.norm(x), np.linalg.norm(y), v)
+            expected = theory.prf_mse(coupling, d, v, m=m, x_norm=xn, y_norm=yn)
+            conf, base, diag = theory.conformity(coupling, d, v), mp.exp(v * v), mp.exp(v * v) * mp.expm1(v * v)
+            naive = mp.exp(-2 * (xn * xn + yn * yn)) * (diag + (m - 1) * (conf - base)) / m
         else:
-            expected = theory.rff_mse(coupling, d, m, float(np.linalg.norm(x - y)))
+            z = float(np.linalg.norm(x - y))
+            expected = theory.rff_mse(coupling, d, z, m=m)
+            conf, base = theory.rff_conformity(coupling, d, z), mp.exp(-z * z)
+            naive = (mp.expm1(-z * z) ** 2 / 2 + (m - 1) * (conf - base)) / m
     assert_mc_agree(est, expected, record, f"{kind} {coupling}")
+    if coupling != "iid":
+        assert not mc_agrees(est, naive)
 
 
 @pytest.mark.claim("beyond.certified")
@@ -99,7 +109,8 @@ def test_norm_coupling_changes_the_mse(record):
     se = ratio * np.hypot(out["equal"][1] / out["equal"][0], out["iid"][1] / out["iid"][0])
     z = (ratio - nc.mse_ratio_to_simplex(d, v, "equal")) / se
     record(abs(z), "sigma")
-    assert abs(z) <= 4.5 and ratio < 0.5
+    assert abs(z) <= 4.5
+    assert (1 - ratio) / se > 4.5  # power: the SimRF value (ratio 1) is rejected
     W = nc.sample_norm_coupled_weights(6, 6, "stratified", rng=15, n_draws=20_000)
     assert min(r[3] for r in mc.diagnostics.ks_marginals("simplex", 6, 20_000, weights=W)) > 1e-6
 

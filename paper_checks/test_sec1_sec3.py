@@ -167,11 +167,14 @@ def test_thm_3_2_against_pairwise_brute_force(record):
 @pytest.mark.claim("eq.def_rf_conformity")
 @pytest.mark.parametrize("coupling", ["iid", "orthogonal", "simplex"])
 def test_conformity_definition_monte_carlo(coupling, record):
-    """Empirical E[b_i b_j] (eq. def_rf_conformity) vs the closed forms: 3 comparisons."""
+    """Empirical E[b_i b_j] (eq. def_rf_conformity) vs the closed forms: 3 comparisons; power: each
+    estimate rejects the other two couplings' closed forms."""
     d, v = 8, 0.9
     est = mc.empirical_conformity(coupling, d, v, m=d, n_draws=200_000, rng=31)
     with mp.workdps(20):
         assert_mc_agree(est, theory.conformity(coupling, d, v), record, coupling)
+        for other in {"iid", "orthogonal", "simplex"} - {coupling}:
+            assert not mc_agrees(est, theory.conformity(other, d, v)), other
 
 
 @pytest.mark.claim("eq.def_rf_conformity")
@@ -339,3 +342,6 @@ def test_footnote_moment_ratio(coupling, record):
     s = np.sum((W[:, 0] + W[:, 1]) ** 2, axis=-1)
     est = _Est(s ** 2)
     assert_mc_agree(est, e4, record, "E w^4")
+    with mp.workdps(25):  # power: the IID moment (ORF, SimRF) or the ORF moment (IID) is rejected
+        other = theory.wij_moment_iid(2, d) if coupling != "iid" else theory.wij_moment(2, d, 0)
+    assert not mc_agrees(est, other)

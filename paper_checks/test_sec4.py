@@ -45,8 +45,11 @@ def test_lemma_4_1_pdf_and_conformity(d, record):
 
 @pytest.mark.claim("lemma4.1")
 def test_lemma_4_1_monte_carlo(record):
+    """1 comparison (false alarm 6.8e-6); power: the ORF conformity 1F1(d; d/2; v^2/2) is rejected."""
     est = mc.empirical_conformity("iid", 6, 1.0, m=6, n_draws=200_000, rng=41)
     assert_mc_agree(est, np.exp(1.0), record)
+    with mp.workdps(20):
+        assert not mc_agrees(est, theory.conformity("orthogonal", 6, 1.0))
 
 
 @pytest.mark.claim("app.iid_identity")
@@ -296,8 +299,10 @@ def test_rff_mse_monte_carlo(coupling, record):
     e = rng.standard_normal(d)
     y = x + z * e / np.linalg.norm(e)
     est = mc.empirical_mse(coupling, x, y, d, 200_000, kernel="rff", rng=46)
+    other = "orthogonal" if coupling == "iid" else "iid"
     with mp.workdps(20):
-        assert_mc_agree(est, theory.rff_mse(coupling, d, d, z), record)
+        assert_mc_agree(est, theory.rff_mse(coupling, d, z, m=d), record)
+        assert not mc_agrees(est, theory.rff_mse(other, d, z, m=d))  # power: the other coupling's MSE
 
 
 @pytest.mark.claim("app.rff_mse")
@@ -398,6 +403,8 @@ def test_tails_ordered(record):
                 W = mc.sample_weights(coupling, d, 2, rng=48, n_draws=200_000)
                 tail = np.linalg.norm(W[:, 0] + W[:, 1], axis=1) > t
                 assert_mc_agree(_Est(tail), ref, record, coupling)
+                if coupling != "iid":  # power: the next coupling's tail (ORF for SimRF, IID for ORF) is rejected
+                    assert not mc_agrees(_Est(tail), s_orf if coupling == "simplex" else s_iid)
     # f(w, v) = Gamma(d/2) sum_k ... is increasing in w
     with mp.workdps(15):
         vals = [mp.hyp0f1(mp.mpf(d) / 2, (mp.mpf("0.7") * w / 2) ** 2) for w in range(0, 20)]
