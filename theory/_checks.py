@@ -124,6 +124,11 @@ def square(x):
     return mp.make_mpf(mpmath.libmp.mpf_mul(x._mpf_, x._mpf_, 0))
 
 
+def half_square(x):
+    """x**2 / 2 exactly (no rounding)."""
+    return mp.make_mpf(mpmath.libmp.mpf_shift(mpmath.libmp.mpf_mul(x._mpf_, x._mpf_, 0), -1))
+
+
 def round_result(value):
     """Round an mpf (or a tuple/list/dict/matrix of them) to the current private precision."""
     return round_here(value)
@@ -300,9 +305,11 @@ def old_positional_order(old, new_positional, since="0.2"):
                 if len(args) > len(old):
                     raise ArgumentTypeError(f"{func.__name__}() takes at most {len(old)} positional arguments "
                                             f"in its old order, got {len(args)}")
+                new_pos = [p.name for p in list(inspect.signature(func).parameters.values())[:new_positional]]
+                new = new_pos + [f"{n}=..." for n in old[:len(args)] if n not in new_pos]
                 warnings.warn(
                     f"{func.__name__}({', '.join(old[:len(args)])}) with these arguments in positional order is "
-                    f"deprecated (since {since}); call {func.__name__}{_new_call(func, new_positional)}",
+                    f"deprecated (since {since}); call {func.__name__}({', '.join(new)})",
                     DeprecationWarning, stacklevel=2)
                 for name, value in zip(old, args):
                     if name in kwargs:
@@ -314,10 +321,3 @@ def old_positional_order(old, new_positional, since="0.2"):
         return wrapper
 
     return decorate
-
-
-def _new_call(func, n):
-    params = list(inspect.signature(func).parameters.values())
-    pos = [p.name for p in params[:n]]
-    kw = [f"{p.name}=..." for p in params[n:] if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
-    return "(" + ", ".join(pos + kw + ["..."]) + ")"

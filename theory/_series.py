@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ._context import mp
 
+from ._context import check_time
 from .errors import ConvergenceError
 
 #: Default cap on the number of terms of a single series.
@@ -77,6 +78,8 @@ def _sum_once(terms, ratio_bound, remainder, what, max_terms):
     for k, term in enumerate(terms):
         if k >= max_terms:
             break
+        if k % 16 == 0:
+            check_time(what)
         total += term
         a = abs(term)
         if a > biggest:
@@ -101,6 +104,14 @@ def sum_ratio_series(ratio, x, *, what, first=1, max_terms=MAX_TERMS):
     in k, so :math:`q_k = |x\,\mathrm{ratio}(k)|` bounds all later term ratios
     (see :func:`sum_series`).
     """
+
+    k = 1
+    while k <= max_terms and not abs(x * ratio(k)) < mp.mpf(1) / 2:
+        k *= 2
+    if k > max_terms:
+        raise ConvergenceError(
+            f"{what}: the terms only start to decrease after about {k // 2}-{k} terms, more than the "
+            f"budget of {max_terms}; use a smaller argument (this route is meant for moderate ones)")
 
     def make_terms():
         xx = mp.mpf(x)
@@ -128,6 +139,12 @@ def quad_checked(f, points, *, what, maxdegree=None):
     ``maxdegree`` or a lower precision.
     """
     kwargs = {"error": True}
+    g = f
+
+    def f(t):
+        check_time(what)
+        return g(t)
+
     if maxdegree is not None:
         if not isinstance(maxdegree, int) or maxdegree < 2:
             # with a single degree mpmath has no error estimate at all

@@ -45,12 +45,17 @@ from ._context import mp
 
 from .errors import ConvergenceError
 from ._checks import (
+    call_hook,
     check_coupling,
     check_cos_theta,
     check_dimension,
     check_nonnegative,
     guarded,
+    half_square,
+    square,
 )
+from ._context import check_time
+from ._hypergeometric import hyp1f1_neg, hyp1f1_pos
 from ._series import log2abs, quad_checked, sum_ratio_series, sum_series
 from .distributions import _wij_moment, coupling_cos, simplex_cos
 from .registry import hook, register
@@ -78,19 +83,41 @@ def _orf_ratio(d):
 # IID (Lemma 4.1)
 
 
-@guarded()
+#: Largest v (and z) any closed form accepts: beyond it e^{v^2} needs more than about 2^2000 of exponent
+#: range to be resolved and the calls raise ConvergenceError (outside the reachable domain).
+V_MAX = mp.mpf("1e300")
+
+
+def check_v(value, name="v"):
+    """v (or z) >= 0 as an mpf; ConvergenceError above :data:`V_MAX` (outside the reachable domain)."""
+    x = check_nonnegative(value, name)
+    if x > V_MAX:
+        raise ConvergenceError(f"{name} = {mp.nstr(x, 5)} is beyond the reachable domain of the closed forms "
+                               f"({name} <= 1e300)")
+    return x
+
+
+def _exp_square(x):
+    """e^{x^2} with x^2 formed exactly (no rounding of the exponent's argument)."""
+    return mp.exp(square(x))
+
+
+@guarded(grid=("d", "v"))
 def conformity_iid(d, v):
-    r"""IIDRF conformity :math:`\rho_{\mathrm{IIDRF}} = e^{v^2}` (eq. ``iidrf_conformity``)."""
+    r"""IIDRF conformity :math:`\rho_{\mathrm{IIDRF}} = e^{v^2}` (eq. ``iidrf_conformity``).
+
+    Domain: any d >= 1, :math:`0 \le v \le 10^{300}` (above, ConvergenceError).
+    """
     check_dimension(d)
-    vv = check_nonnegative(v, "v")
-    return mp.exp(vv * vv)
+    vv = check_v(v)
+    return _exp_square(vv)
 
 
 # ---------------------------------------------------------------------------
 # ORF (Thm 4.3, eq. orf_conformity)
 
 
-@guarded()
+@guarded(grid=("d", "v"))
 def conformity_orthogonal(d, v):
     r"""ORF conformity as a confluent hypergeometric function.
 
@@ -98,13 +125,21 @@ def conformity_orthogonal(d, v):
 
     which is eq. ``orf_conformity`` summed in closed form
     (:math:`\frac{\Gamma(d/2)\Gamma(k+d)}{\Gamma(d)\Gamma(k+d/2)} = \frac{(d)_k}{(d/2)_k}`).
+
+    Domain: even d any size, odd d <= 4097, and :math:`v \le 10^{300}`; for
+    larger odd d the middle range :math:`d \lesssim v^2/2 \lesssim d^2` raises
+    ConvergenceError (see :mod:`theory._hypergeometric` for the routes).
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
-    return mp.hyp1f1(d, mp.mpf(d) / 2, vv * vv / 2)
+    vv = check_v(v)
+    return _orf(d, vv)
 
 
-@guarded()
+def _orf(d, vv):
+    return hyp1f1_pos(mp.mpf(d), mp.mpf(d) / 2, half_square(vv), "ORF conformity 1F1(d; d/2; v^2/2)")
+
+
+@guarded(grid=("d", "v"))
 def orf_conformity_series(d, v):
     r"""Eq. ``orf_conformity`` summed term by term as printed.
 
@@ -115,11 +150,11 @@ def orf_conformity_series(d, v):
     non-increasing in k, which gives a proved remainder bound.
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
-    return sum_ratio_series(_orf_ratio(d), vv * vv / 2, what="orf_conformity_series")
+    vv = check_v(v)
+    return sum_ratio_series(_orf_ratio(d), half_square(vv), what="orf_conformity_series")
 
 
-@guarded()
+@guarded(grid=("d", "v"))
 def orf_conformity_kummer(d, v):
     r"""ORF conformity via Kummer's transformation (even d only).
 
@@ -130,8 +165,8 @@ def orf_conformity_kummer(d, v):
     d = check_dimension(d)
     if d % 2:
         raise ValueError(f"d must be even for the Kummer route (a finite sum), got {d}")
-    vv = check_nonnegative(v, "v")
-    x = vv * vv / 2
+    vv = check_v(v)
+    x = half_square(vv)
     n = d // 2
     term = mp.mpf(1)
     total = mp.mpf(1)
@@ -146,7 +181,7 @@ def orf_conformity_kummer(d, v):
 # SimRF (Thm 4.3, eq. simrf_conformity)
 
 
-@guarded()
+@guarded(grid=("d", "v"))
 def simrf_conformity_series(d, v, max_terms=20_000):
     r"""Eq. ``simrf_conformity`` evaluated as printed (a double series).
 
@@ -163,17 +198,28 @@ def simrf_conformity_series(d, v, max_terms=20_000):
     eq. ``orf_conformity`` (the inner sum is
     :math:`\int_0^\pi\sin^{d-1}\phi(1-\frac{\sin\phi}{d-1})^k d\phi/(\sqrt\pi k!)`,
     between 0 and its k = 0 value), so the ORF remainder bound applies.
-    Cost is quadratic in the number of terms: this is the reference form, not
-    the fast one (see :func:`conformity_at_angle`).
+    Cost is quadratic in the number of terms (about :math:`2ev^2` of them):
+    this is the reference form, not the fast one (see
+    :func:`conformity_at_angle`).  Domain: :math:`v^2 \le 200` (beyond it,
+    or past ``max_terms``, ConvergenceError at once).
     """
     d = check_dimension(d, "simplex")
-    vv = check_nonnegative(v, "v")
-    return _theta_double_series(d, vv * vv / 2, simplex_cos(d), max_terms)
+    vv = check_v(v)
+    return _theta_double_series(d, half_square(vv), simplex_cos(d), max_terms)
+
+
+#: Largest x = v^2/2 of the quadratic-cost double series (about 6 x e outer terms).
+DOUBLE_SERIES_X_MAX = 100
 
 
 def _theta_double_series(d, x, c, max_terms):
     """Eq. simrf_conformity generalised to any cos(theta) = c (the binomial
     expansion of eq. theta_conformity): sum_k e_k x^k H_k, H_k = sum_p C(k,p) c^p g_p."""
+    if x > DOUBLE_SERIES_X_MAX or 3 * x * mp.e > max_terms:
+        raise ConvergenceError(
+            f"the printed double series at x = v^2/2 = {mp.nstr(x, 6)} needs about {int(3 * x * mp.e) + 40} outer "
+            f"terms at quadratic cost (domain x <= {DOUBLE_SERIES_X_MAX}, max_terms = {max_terms}); "
+            "use conformity_at_angle (or theory.conformity) for large v")
     prec = mp.prec
     eps = mp.mpf(2) ** (-prec)
     h = mp.mpf(d) / 2
@@ -198,7 +244,8 @@ def _theta_double_series(d, x, c, max_terms):
 
     def inner(k):
         nonlocal inner_guard
-        while True:
+        for _ in range(12):
+            check_time("double series (eq. simrf_conformity)")
             bits = prec + inner_guard
             g = g_list(k, bits)
             with mp.workprec(bits):
@@ -217,6 +264,7 @@ def _theta_double_series(d, x, c, max_terms):
             if total > 0 and lost <= inner_guard - 8:
                 return +total
             inner_guard = int(lost) + 24 if total > 0 else 2 * inner_guard + 32
+        raise ConvergenceError("double series: an inner alternating sum cancels beyond 12 precision increases")
 
     # the outer majorant (ORF terms) is in units of pref * e_k * g_0 * (1 + max(c, 0))^k
     growth = 1 + max(c, 0)
@@ -238,24 +286,31 @@ def _theta_double_series(d, x, c, max_terms):
     )
 
 
-@guarded()
+@guarded(grid=("d", "v", "cos_theta"))
 def theta_conformity_series(d, v, cos_theta, max_terms=20_000):
     r"""Eq. ``theta_conformity`` with the integral done term by term (binomial
     expansion of :math:`(1+\sin\phi\cos\theta)^k`), for any :math:`\cos\theta`.
 
     At :math:`\cos\theta = -1/(d-1)` this is eq. ``simrf_conformity`` as printed.
+    Domain as :func:`simrf_conformity_series` (:math:`v^2 \le 200`).
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
+    vv = check_v(v)
     c = check_cos_theta(cos_theta)
-    return _theta_double_series(d, vv * vv / 2, c, max_terms)
+    return _theta_double_series(d, half_square(vv), c, max_terms)
 
 
 # ---------------------------------------------------------------------------
 # any angle: fast route and quadrature route
 
+#: The Taylor route in cos(theta) is used while |cos theta| x <= TAYLOR_MAX (about
+#: e * TAYLOR_MAX + 40 terms, each a 1F1; for cos theta < 0 they alternate and cancel about
+#: 2.9 * TAYLOR_MAX bits); beyond it the quadrature route (positive integrand, Laplace-aware
+#: breakpoints) is used.
+TAYLOR_MAX = 64
 
-@guarded()
+
+@guarded(grid=("d", "v", "cos_theta"))
 def conformity_at_angle(d, v, cos_theta):
     r"""Conformity :math:`\rho_\theta` of a pair of marginally Gaussian vectors
     conditioned to subtend a fixed angle (eq. ``theta_conformity``).
@@ -273,24 +328,88 @@ def conformity_at_angle(d, v, cos_theta):
     mpf
         :math:`\rho_\theta`, correct to the working precision.
 
+    Raises
+    ------
+    theory.errors.ConvergenceError
+        Outside the reachable domain or past the time budget.
+
     Notes
     -----
-    Uses the Taylor expansion in :math:`\cos\theta` described in the module
-    docstring, with a proved remainder bound and cancellation control
-    (terms alternate when :math:`\cos\theta < 0`).  The number of terms grows
-    like :math:`e\,|\cos\theta|\,v^2`, so this is fast whenever
-    :math:`|\cos\theta| v^2` is moderate, e.g. for SimRFs at any d >= 3.
+    Two routes.  While :math:`|\cos\theta|\,v^2/2 \le` :data:`TAYLOR_MAX`, the
+    Taylor expansion in :math:`\cos\theta` described in the module docstring,
+    with a proved remainder bound and cancellation control (terms alternate
+    when :math:`\cos\theta < 0`; about :math:`e|\cos\theta|v^2/2` terms).  Beyond,
+    eq. ``theta_conformity`` as a one-dimensional integral over
+    :math:`\phi` (:func:`conformity_at_angle_quad`), whose integrand is positive
+    and peaked where :math:`\sin^{d-1}\phi\,e^{x\cos\theta\sin\phi}` is largest:
+    the peak is located and the interval broken around it on its own scale.
+
+    Domain: d >= 1 (the 1F1 domain of :func:`conformity_orthogonal`), any
+    :math:`\cos\theta`, :math:`v \le 10^{300}`.
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
+    vv = check_v(v)
     c = check_cos_theta(cos_theta)
-    return _taylor_in_cos(d, vv * vv / 2, c)
+    return _prf_at_angle(d, half_square(vv), c)
+
+
+def _prf_at_angle(d, x, c):
+    if c == 0 or x == 0:
+        return hyp1f1_pos(mp.mpf(d), mp.mpf(d) / 2, x, "conformity 1F1")
+    if abs(c) * x <= TAYLOR_MAX:
+        return _taylor_in_cos(d, x, c)
+    return _prf_quad(d, x, c)
+
+
+def _magnitude_bits(x):
+    """Extra bits so that x (1 + c sin(phi)) is formed to the working precision in absolute terms:
+    the integrands exponentiate it."""
+    return max(0, int(mp.mag(x))) + 8 if x else 0
+
+
+def _prf_quad(d, x, c, maxdegree=None):
+    r""":math:`\rho_\theta` by quadrature of eq. ``theta_conformity``, with the integrand in log form.
+
+    :math:`\log M(d,\frac d2,t) - x` is formed without the huge :math:`t = x(1+c\sin\phi)`
+    itself: for :math:`t \ge T_0 = \max(d^2, 2p + 128)` from the large-t expansion
+    :math:`M(d,\frac d2,t) = \frac{\Gamma(d/2)}{\Gamma(d)}e^tt^{d/2}\sum_{k<d}
+    \frac{(-d/2)_k(1-d)_k}{k!}t^{-k}` (a finite sum; the omitted part is
+    :math:`O(e^{-t})` relative, below the working precision), so that
+    :math:`t - x = xc\sin\phi` is exact to the working precision whatever x;
+    below :math:`T_0`, from :func:`theory._hypergeometric.hyp1f1_pos`.
+    """
+    dd, h = mp.mpf(d), mp.mpf(d) / 2
+    t0 = max(mp.mpf(d) * d, 2 * mp.prec + 128)
+    log_gamma_ratio = mp.loggamma(h) - mp.loggamma(dd)
+    what = "conformity_at_angle (quadrature route)"
+
+    def one_plus_cs(phi, s):
+        if c == -1:
+            return mp.cos(phi) ** 2 / (1 + s)  # 1 - sin(phi) without cancellation
+        return 1 + c * s
+
+    def log_f(phi, s):
+        t = x * one_plus_cs(phi, s)
+        if t >= t0:
+            u = 1 / t
+            total = mp.mpf(1)
+            term = mp.mpf(1)
+            for k in range(d):
+                term = term * (k - h) * (k + 1 - d) / (k + 1) * u
+                total += term
+                if abs(term) < abs(total) * mp.eps / 4:
+                    break
+            return log_gamma_ratio + x * c * s + h * mp.log(t) + mp.log(total), 1
+        return mp.log(hyp1f1_pos(dd, h, t, what)) - x, 1
+
+    return _sine_weighted_average(d, log_f, what, maxdegree, offset=x)
 
 
 def _taylor_in_cos(d, x, c):
     h = mp.mpf(d) / 2
+    dd = mp.mpf(d)
     if c == 0 or x == 0:
-        return mp.hyp1f1(d, h, x)
+        return hyp1f1_pos(dd, h, x, "conformity 1F1")
 
     def make_terms():
         y = mp.mpf(c) * x
@@ -298,7 +417,7 @@ def _taylor_in_cos(d, x, c):
         coef = mp.mpf(1)  # y^p / p! * (d)_p / (d/2)_p
         p = 0
         while True:
-            yield coef * mp.hyp1f1(d + p, h + p, x) * r_prev
+            yield coef * hyp1f1_pos(dd + p, h + p, x, "conformity_at_angle (Taylor in cos theta)") * r_prev
             coef = coef * y / (p + 1) * (d + p) / (h + p)
             # R_{p+2} = R_p (d + p) / (d + p + 1)
             r_prev, r_cur = r_cur, r_prev * (d + p) / (d + p + 1)
@@ -310,16 +429,28 @@ def _taylor_in_cos(d, x, c):
     return sum_series(make_terms, ratio_bound, what="conformity_at_angle (Taylor in cos theta)")
 
 
-def hyp1f1_negative(a, b, x):
-    r""":math:`{}_1F_1(a;b;x)` for :math:`x \le 0` with absolute accuracy near its zeros.
+def _rff_at_angle(d, zz, c):
+    r"""RFF conformity at a fixed angle: the even Taylor terms (:func:`_rff_even_taylor`) while
+    :math:`|\cos\theta|z^2/2 \le` :data:`TAYLOR_MAX`, else the quadrature route."""
+    y = half_square(zz)
+    if c == 0 or y == 0:
+        return hyp1f1_neg(mp.mpf(d), mp.mpf(d) / 2, y, "RFF conformity 1F1(d; d/2; -z^2/2)")
+    if abs(c) * y <= TAYLOR_MAX:
+        return _rff_even_taylor(d, zz, c)
+    return _rff_quad(d, y, c)
 
-    On the negative axis 1F1 oscillates through zeros, where no relative
-    accuracy exists; its natural scale is :math:`e^{x}` times a polynomial
-    (Kummer).  mpmath is asked for relative accuracy except below
-    :math:`e^{x}2^{-2p}`, where it may return 0 (``zeroprec``).
-    """
-    zp = 2 * mp.prec + 16 + int(-x / mp.ln2) if x < 0 else None
-    return mp.hyp1f1(a, b, x, zeroprec=zp) if zp else mp.hyp1f1(a, b, x)
+
+def _rff_quad(d, y, c, maxdegree=None):
+    dd, h = mp.mpf(d), mp.mpf(d) / 2
+    what = "rff_conformity_at_angle (quadrature route)"
+
+    def log_f(phi, s):
+        val = (hyp1f1_neg(dd, h, y * (1 + c * s), what, absolute=True)
+               + hyp1f1_neg(dd, h, y * (1 - c * s), what, absolute=True)) / 2
+        return (mp.log(abs(val)), 1 if val > 0 else -1) if val else (-mp.inf, 0)
+
+    with mp.workprec(mp.prec + _magnitude_bits(y)):
+        return _sine_weighted_average(d, log_f, what, maxdegree)
 
 
 def _rff_even_taylor(d, zz, c):
@@ -334,10 +465,11 @@ def _rff_even_taylor(d, zz, c):
     terms after p is at most :math:`T_pq_p/(1-q_p)` once :math:`q_p<1`.
     """
     h = mp.mpf(d) / 2
-    x = -zz * zz / 2
-    if c == 0 or x == 0:
-        return hyp1f1_negative(d, h, x)
-    ax = abs(x)
+    dd = mp.mpf(d)
+    ax = half_square(zz)
+    what = "rff_conformity_at_angle (even Taylor terms)"
+    if c == 0 or ax == 0:
+        return hyp1f1_neg(dd, h, ax, what)
     r1 = _sin_moment_first(d)
 
     def sin_moment(p):
@@ -354,12 +486,12 @@ def _rff_even_taylor(d, zz, c):
         return out
 
     def make_terms():
-        y = mp.mpf(c) * x
+        y = -mp.mpf(c) * ax
         r_even = mp.mpf(1)
         cf = mp.mpf(1)  # y^p/p! (d)_p/(d/2)_p
         p = 0
         while True:
-            yield cf * hyp1f1_negative(d + p, h + p, x) * r_even
+            yield cf * hyp1f1_neg(dd + p, h + p, ax, what) * r_even
             # advance by two: coefficient and R_{p+2} = R_p (d+p)/(d+p+1)
             cf = cf * y / (p + 1) * (d + p) / (h + p) * y / (p + 2) * (d + p + 1) / (h + p + 1)
             r_even = r_even * (d + p) / (d + p + 1)
@@ -370,13 +502,13 @@ def _rff_even_taylor(d, zz, c):
         q = abs(c) * ax / (p + 1) * (d + p) / (h + p)
         if q >= 1:
             return mp.inf
-        t = coef(p, abs(c) * ax) * mp.hyp1f1(d + p, h + p, ax) * sin_moment(p)
+        t = coef(p, abs(c) * ax) * hyp1f1_pos(dd + p, h + p, ax, what) * sin_moment(p)
         return t * q / (1 - q)
 
-    return sum_series(make_terms, remainder=remainder, what="rff_conformity_at_angle (even Taylor terms)")
+    return sum_series(make_terms, remainder=remainder, what=what)
 
 
-@guarded()
+@guarded(grid=("d", "z", "cos_theta"))
 def rff_conformity_at_angle(d, z, cos_theta):
     r"""RFF conformity of a pair at a fixed angle, :math:`\mathbb{E}[\cos(w_i^\top z)\cos(w_j^\top z)]`.
 
@@ -391,47 +523,161 @@ def rff_conformity_at_angle(d, z, cos_theta):
         g(c) = \mathbb{E}_\phi\big[{}_1F_1(d;\tfrac d2;-\tfrac{z^2}{2}(1+c\sin\phi))\big],
 
     so only the even terms of the Taylor expansion in :math:`\cos\theta` survive.
-    For :math:`\cos\theta = 0` this is :math:`{}_1F_1(d;\frac d2;-\frac{z^2}{2})` (Thm 4.5).
+    For :math:`\cos\theta = 0` this is :math:`{}_1F_1(d;\frac d2;-\frac{z^2}{2})` (Thm 4.5),
+    evaluated with relative accuracy (:mod:`theory._hypergeometric`).
+
+    Routes: the even Taylor terms while :math:`|\cos\theta|z^2/2 \le` :data:`TAYLOR_MAX`,
+    else the quadrature route (:func:`rff_conformity_at_angle_quad`; there the
+    integrand has one sign, :math:`z^2/2` being far beyond the last zero of
+    the 1F1).  Domain: d >= 1, any :math:`\cos\theta`, :math:`z \le 10^{300}`.
     """
     d = check_dimension(d)
-    zz = check_nonnegative(z, "z")
+    zz = check_v(z, "z")
     c = check_cos_theta(cos_theta)
-    return _rff_even_taylor(d, zz, c)
+    return _rff_at_angle(d, zz, c)
 
 
-@guarded()
+@guarded(grid=("d", "z", "cos_theta"))
 def rff_conformity_at_angle_quad(d, z, cos_theta, maxdegree=None):
     r"""Independent route for :func:`rff_conformity_at_angle`: the two 1-D
     integrals :math:`\frac12\sum_\pm\mathbb{E}_\phi[{}_1F_1(d;\frac d2;-\frac{z^2}{2}(1\pm\cos\theta\sin\phi))]`
-    by tanh-sinh quadrature (mpmath's 1F1 handles the alternating series)."""
+    by tanh-sinh quadrature, the interval broken around the integrand's peak.
+
+    Where the integrand changes sign many times (large d and
+    :math:`z^2/2` inside the oscillation range of the 1F1, about
+    :math:`0.1d \lesssim z^2/2 \lesssim 3d`) the quadrature may not reach
+    relative accuracy; it then raises ConvergenceError.
+    """
     d = check_dimension(d)
-    zz = check_nonnegative(z, "z")
+    zz = check_v(z, "z")
     c = check_cos_theta(cos_theta)
-    x = -zz * zz / 2
-    h = mp.mpf(d) / 2
-    return _sine_weighted_average(
-        d, lambda s: (hyp1f1_negative(d, h, x * (1 + c * s)) + hyp1f1_negative(d, h, x * (1 - c * s))) / 2,
-        "rff_conformity_at_angle_quad", maxdegree)
+    return _rff_quad(d, half_square(zz), c, maxdegree)
 
 
-def _sine_weighted_average(d, f, what, maxdegree=None):
-    r""":math:`\mathbb{E}_\phi[f(\sin\phi)]` for the density :math:`\sin^{d-1}\phi/J` on
-    :math:`[0,\pi]`, :math:`1/J = \Gamma(d)/(2^{d-1}\Gamma(\frac d2)^2)`: tanh-sinh on
-    :math:`[0,\pi/2]` (the integrand is symmetric about :math:`\pi/2`), broken where
-    the weight concentrates for large d, with the error estimate checked."""
+def _sine_weighted_average(d, log_f, what, maxdegree=None, offset=0):
+    r""":math:`\mathbb{E}_\phi[f]` for the density :math:`\sin^{d-1}\phi/J` on
+    :math:`[0,\pi]`, :math:`1/J = \Gamma(d)/(2^{d-1}\Gamma(\frac d2)^2)`, by tanh-sinh
+    quadrature on :math:`[0,\pi/2]` (the integrand is symmetric about :math:`\pi/2`).
+
+    ``log_f(phi, sin_phi)`` returns :math:`(\log|f| - \mathrm{offset}, \operatorname{sign} f)`
+    (f in log form, so that huge or tiny integrands need no extra precision).
+    Breakpoints follow the integrand: the maximum :math:`\phi^*` of
+    :math:`\lambda(\phi) = (d-1)\log\sin\phi + \log|f|` is found by a
+    scan and golden-section search in :math:`u = \log\phi`, the scale
+    :math:`w` on which :math:`\lambda` drops by 2 is measured on each side, and
+    the interval is broken at :math:`u^* \pm w\,2^k` (k = -1, 1, 3, 5, 7), so that each
+    piece holds a smooth part of the integrand whatever the scale of the peak
+    (it moves from :math:`\pi/2` for large d to :math:`\approx (d-1)/(x|\cos\theta|)`
+    for the PRF at large :math:`x = v^2/2` and :math:`\cos\theta < 0`).  The
+    quadrature's error estimate is checked (:func:`theory._series.quad_checked`).
+    """
     log_norm = mp.loggamma(d) - (d - 1) * mp.log(2) - 2 * mp.loggamma(mp.mpf(d) / 2)
+    half_pi = mp.pi / 2
+    u_hi = mp.log(half_pi)
 
-    def integrand(phi):
+    def lam_phi(phi):
         s = mp.sin(phi)
         if s <= 0:
-            return mp.mpf(0)
-        return mp.exp((d - 1) * mp.log(s) + log_norm) * f(s)
+            return -mp.inf, 0
+        lf, sign = log_f(phi, s)
+        return (d - 1) * mp.log(s) + lf, sign
 
-    edge = mp.pi / 2 - min(mp.pi / 4, 6 / mp.sqrt(d))
-    return 2 * quad_checked(integrand, [0, edge, mp.pi / 2], what=what, maxdegree=maxdegree)
+    def lam(u):
+        return lam_phi(mp.exp(u))[0]
+
+    peak_u, peak = _peak_in_log_phi(lam, u_hi, what)
+    if peak == -mp.inf:
+        return mp.mpf(0)
+    points = {mp.mpf(0), half_pi}
+    for side in (-1, 1):
+        if side == 1 and peak_u >= u_hi:
+            continue
+        w = _drop_scale(lam, peak_u, peak, side, u_hi)
+        for k in (-1, 1, 3, 5, 7):
+            u = peak_u + side * w * mp.mpf(2) ** k
+            if u < u_hi:
+                points.add(mp.exp(u))
+    points.add(mp.exp(peak_u) if peak_u < u_hi else half_pi)
+    points = sorted(points)
+
+    def integrand(phi):
+        val, sign = lam_phi(phi)
+        return sign * mp.exp(val - peak) if sign else mp.mpf(0)
+
+    total = quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+    # offset (exact, possibly huge) is exponentiated on its own: adding it to the O(d) rest first
+    # would round away its fraction
+    return 2 * mp.exp(offset) * mp.exp(log_norm + peak) * total
 
 
-@guarded()
+def _peak_in_log_phi(lam, u_hi, what):
+    """(u*, lambda(u*)): a scan of u = log(phi) down to where phi^(d-1) is negligible, then golden section."""
+    # scan: uniform in phi near pi/2 (large d concentrates there), geometric towards 0
+    us = [u_hi + mp.log(mp.mpf(1) - mp.mpf(j) / 40) for j in range(0, 36)]
+    u = us[-1]
+    step = mp.mpf(1) / 2
+    best_u, best = max(((t, lam(t)) for t in us), key=lambda p: p[1])
+    floor_gap = 4 * mp.prec + 200
+    values = {}
+    while True:
+        check_time(what)
+        u -= step
+        val = lam(u)
+        values[u] = val
+        if val > best:
+            best_u, best = u, val
+        elif val < best - floor_gap:
+            break
+        step *= mp.mpf("1.25")
+        if u < -10 ** 7:
+            raise ConvergenceError(f"{what}: the integrand's peak could not be located")
+    # golden section around the best sample (the neighbours of best_u bracket the maximum)
+    cand = sorted(set(us) | set(values))
+    j = cand.index(best_u)
+    lo = cand[max(j - 1, 0)]
+    hi = cand[min(j + 1, len(cand) - 1)]
+    g = (mp.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c1, c2 = b - g * (b - a), a + g * (b - a)
+    f1, f2 = lam(c1), lam(c2)
+    for _ in range(60):
+        if b - a < mp.mpf(10) ** -3 * (1 + abs(a)):  # breakpoints need the peak's place, not its digits
+            break
+        if f1 < f2:
+            a, c1, f1 = c1, c2, f2
+            c2 = a + g * (b - a)
+            f2 = lam(c2)
+        else:
+            b, c2, f2 = c2, c1, f1
+            c1 = b - g * (b - a)
+            f1 = lam(c1)
+    u_star, val = (c1, f1) if f1 > f2 else (c2, f2)
+    if best > val:
+        u_star, val = best_u, best
+    return min(u_star, u_hi), val
+
+
+def _drop_scale(lam, u0, l0, side, u_hi):
+    """Distance in u from the peak u0 to where lambda has dropped by 2 on ``side`` (-1 left, +1 right)."""
+    w = mp.mpf(1) / 64
+    for _ in range(60):
+        u = u0 + side * w
+        if side > 0 and u >= u_hi:
+            return u_hi - u0
+        if lam(u) < l0 - 2:
+            break
+        w *= 2
+    lo, hi = w / 2, w
+    for _ in range(4):
+        mid = (lo + hi) / 2
+        if lam(u0 + side * mid) < l0 - 2:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@guarded(grid=("d", "v", "cos_theta"))
 def conformity_at_angle_quad(d, v, cos_theta, maxdegree=None):
     r"""Eq. ``theta_conformity`` as a one-dimensional integral of a 1F1.
 
@@ -440,19 +686,17 @@ def conformity_at_angle_quad(d, v, cos_theta, maxdegree=None):
         \sin^{d-1}\phi\; {}_1F_1\big(d;\tfrac d2;\tfrac{v^2}{2}(1+\sin\phi\cos\theta)\big)
 
     (the inner sum of eq. ``theta_conformity`` is this 1F1).  The integrand is
-    symmetric about :math:`\pi/2`; tanh-sinh quadrature on :math:`[0,\pi/2]`
-    with its error estimate checked.
+    symmetric about :math:`\pi/2` and positive; tanh-sinh quadrature on
+    :math:`[0,\pi/2]`, broken around its peak (see
+    :func:`conformity_at_angle`), with its error estimate checked.
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
+    vv = check_v(v)
     c = check_cos_theta(cos_theta)
-    x = vv * vv / 2
-    h = mp.mpf(d) / 2
-    return _sine_weighted_average(d, lambda s: mp.hyp1f1(d, h, x * (1 + c * s)), "conformity_at_angle_quad",
-                                  maxdegree)
+    return _prf_quad(d, half_square(vv), c, maxdegree)
 
 
-@guarded()
+@guarded(grid=("d", "v", "cos_theta"))
 def conformity_from_moments(d, v, cos_theta, max_terms=5_000):
     r"""Conformity from its definition and exact moments, without Lemma 4.2.
 
@@ -464,12 +708,18 @@ def conformity_from_moments(d, v, cos_theta, max_terms=5_000):
     theorem, :func:`theory.distributions.wij_moment`).  Since
     :math:`w_{ij}^2 \le (1+\max(\cos\theta,0))(w_i^2+w_j^2)`, the k-th term is at
     most :math:`(1+\max(\cos\theta,0))^k` times the k-th ORF term, which bounds the
-    remainder.  Cost grows like the cube of the number of terms: a check route.
+    remainder.  Cost grows like the cube of the number of terms (about
+    :math:`2ev^2`): a check route for :math:`v^2 \le 100` (beyond,
+    ConvergenceError at once).
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
+    vv = check_v(v)
     c = check_cos_theta(cos_theta)
-    x = vv * vv / 2
+    x = half_square(vv)
+    if x > DOUBLE_SERIES_X_MAX / 2 or 3 * x * mp.e > max_terms:
+        raise ConvergenceError(
+            f"conformity_from_moments at x = v^2/2 = {mp.nstr(x, 6)} needs about {int(3 * x * mp.e) + 40} terms "
+            f"at cubic cost (domain x <= {DOUBLE_SERIES_X_MAX // 2}); use conformity_at_angle for large v")
     h = mp.mpf(d) / 2
     growth = 1 + max(c, 0)
     ratio = _orf_ratio(d)
@@ -478,12 +728,13 @@ def conformity_from_moments(d, v, cos_theta, max_terms=5_000):
     coef = mp.mpf(1)  # (v^2/4)^k Gamma(d/2) / (k! Gamma(k + d/2))
     orf_term = mp.mpf(1)  # k-th term of the ORF series (the majorant, up to growth^k)
     for k in range(max_terms):
+        check_time("conformity_from_moments")
         total += coef * _wij_moment(k, d, c)
         q = x * ratio(k + 1) * growth
         nxt = orf_term * x * ratio(k) * growth ** (k + 1)
         if q < 1 and nxt <= eps * total * (1 - q):
             return total
-        coef = coef * vv * vv / (4 * (k + 1) * (k + h))
+        coef = coef * x / (2 * (k + 1) * (k + h))
         orf_term = orf_term * x * ratio(k)
     raise ConvergenceError(f"conformity_from_moments: no convergence within {max_terms} terms; "
                            "use a smaller v or raise max_terms")
@@ -493,24 +744,34 @@ def conformity_from_moments(d, v, cos_theta, max_terms=5_000):
 # public dispatch
 
 
-@guarded()
+@guarded(grid=("d", "v"))
 def conformity(coupling, d, v):
     r"""RF-conformity of a coupled pair for a named coupling.
 
     Parameters
     ----------
-    coupling : {'iid', 'orthogonal', 'simplex'}
-    d : int
+    coupling : str
+        A coupling with a PRF closed form (``theory.PRF_COUPLINGS``: 'iid',
+        'orthogonal', 'simplex', ...).
+    d : int or array_like of int
         Data dimensionality; >= 2 for the simplex coupling, else >= 1.
-    v : real >= 0
-        :math:`v = \|x + y\|_2`.
+    v : real >= 0 or array_like
+        :math:`v = \|x + y\|_2` (a decimal string is read exactly).
 
     Returns
     -------
-    mpf
+    mpf, or numpy object array of mpf
         :math:`e^{v^2}` (Lemma 4.1), :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})`
         (eq. ``orf_conformity``) or :math:`\rho_{\mathrm{SimRF}}`
-        (eq. ``simrf_conformity``, evaluated by :func:`conformity_at_angle`).
+        (eq. ``simrf_conformity``, evaluated by :func:`conformity_at_angle`);
+        an array of the broadcast shape of d and v when either is a sequence
+        or array.
+
+    Raises
+    ------
+    theory.errors.ConvergenceError
+        Outside the reachable domain (see :func:`conformity_at_angle`) or
+        past the time budget (:func:`theory.budget`).
 
     Examples
     --------
@@ -521,8 +782,8 @@ def conformity(coupling, d, v):
     """
     coupling = check_coupling(coupling, has="prf_conformity")
     d = check_dimension(d, coupling)
-    vv = check_nonnegative(v, "v")
-    return hook(coupling, "prf_conformity")(d, vv)
+    vv = check_v(v)
+    return call_hook(coupling, "prf_conformity", d, vv)
 
 
 def coupling_conformity_v2_coefficient(coupling, d):
@@ -530,15 +791,15 @@ def coupling_conformity_v2_coefficient(coupling, d):
 
     Evaluated at the current precision (internal helper of :mod:`theory.mse`).
     """
-    return hook(coupling, "prf_conformity_v2")(d)
+    return call_hook(coupling, "prf_conformity_v2", d)
 
 
 # ---------------------------------------------------------------------------
 # registry hooks of the couplings with a fixed pair angle (iid, orthogonal, simplex)
 
-register("iid", "prf_conformity", lambda d, vv: mp.exp(vv * vv))
-register("orthogonal", "prf_conformity", lambda d, vv: mp.hyp1f1(d, mp.mpf(d) / 2, vv * vv / 2))
-register("simplex", "prf_conformity", lambda d, vv: _taylor_in_cos(d, vv * vv / 2, simplex_cos(d)))
+register("iid", "prf_conformity", lambda d, vv: _exp_square(vv))
+register("orthogonal", "prf_conformity", _orf)
+register("simplex", "prf_conformity", lambda d, vv: _prf_at_angle(d, half_square(vv), simplex_cos(d)))
 
 
 def _v2_fixed_angle(coupling):

@@ -32,52 +32,58 @@ from .errors import ConvergenceError
 from ._checks import (
     PRF_COUPLINGS,
     RFF_COUPLINGS,
+    call_hook,
     check_coupling,
     check_dimension,
     check_int,
-    check_nonnegative,
     check_norms_and_v,
     guarded,
+    old_positional_order,
+    half_square,
+    square,
 )
+from ._context import check_time
 from ._series import sum_ratio_series
 from .conformities import (
-    _rff_even_taylor,
+    _rff_at_angle,
     _sin_moment_first,
+    check_v,
     conformity,
     coupling_conformity_v2_coefficient,
-    hyp1f1_negative,
 )
+from ._hypergeometric import hyp1f1_neg, laguerre_scan
 from .distributions import coupling_cos, simplex_cos
 from .kernels import _check_kernel, _prf_prefactor, coupled_pairs
-from .registry import block_pair_split, hook, register
+from .registry import block_pair_split, register
 from .validation import check_choice
 
 
 def _small_arg_bits(t):
-    """Extra bits needed to resolve a difference of order t**4 against 1."""
+    """Extra bits needed to resolve a difference of order t**4 against 1 (t may be far below
+    the smallest float: the exponent is read from the mpf, never through a float)."""
     if t == 0:
         return 0
-    return max(0, int(-4 * math.log2(float(t)) if t < 1 else 0)) + 8
+    return max(0, -4 * int(mp.mag(t))) + 8
 
 
 def _prf_excess(coupling, d, vv):
     r""":math:`\rho_c - e^{v^2}` without cancellation loss at small v."""
     with mp.workprec(mp.prec + _small_arg_bits(vv)):
-        return conformity(coupling, d, vv) - mp.exp(vv * vv)
+        return conformity(coupling, d, vv) - mp.exp(square(vv))
 
 
 def _rff_conformity_raw(coupling, d, zz):
-    return hook(coupling, "rff_conformity")(d, zz)
+    return call_hook(coupling, "rff_conformity", d, zz)
 
 
-register("iid", "rff_conformity", lambda d, zz: mp.exp(-zz * zz))
-register("orthogonal", "rff_conformity", lambda d, zz: hyp1f1_negative(d, mp.mpf(d) / 2, -zz * zz / 2))
-register("simplex", "rff_conformity", lambda d, zz: _rff_even_taylor(d, zz, simplex_cos(d)))
+register("iid", "rff_conformity", lambda d, zz: mp.exp(-square(zz)))
+register("orthogonal", "rff_conformity", lambda d, zz: _rff_at_angle(d, zz, mp.mpf(0)))
+register("simplex", "rff_conformity", lambda d, zz: _rff_at_angle(d, zz, simplex_cos(d)))
 
 
 def _rff_z4_coefficient(coupling, d):
     r"""b in :math:`\rho^{\mathrm{RFF}} - e^{-z^2} = b z^4 + O(z^6)` (registry hook ``rff_conformity_z4``)."""
-    return hook(coupling, "rff_conformity_z4")(d)
+    return call_hook(coupling, "rff_conformity_z4", d)
 
 
 def _z4_fixed_angle(coupling):
@@ -101,7 +107,7 @@ register("simplex", "rff_conformity_z4", _z4_fixed_angle("simplex"))
 def _rff_excess(coupling, d, zz):
     r""":math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` without cancellation loss at small z."""
     with mp.workprec(mp.prec + _small_arg_bits(zz)):
-        return _rff_conformity_raw(coupling, d, zz) - mp.exp(-zz * zz)
+        return _rff_conformity_raw(coupling, d, zz) - mp.exp(-square(zz))
 
 
 def _pair_weight(d, m):
@@ -132,8 +138,14 @@ def _weighted_pairs(coupling, d, m, term):
     return mp.fsum(w * term(kind) for kind, w in _pair_kinds(coupling, d, m) if w)
 
 
-@guarded()
-def mean_conformity(coupling, d, v, m=None, kind="prf"):
+def _features(m, d, minimum=1, context=""):
+    """m as an int (d when None)."""
+    return d if m is None else check_int(m, "m", minimum, context)
+
+
+@old_positional_order(("coupling", "d", "v", "m", "kind"), 3)
+@guarded(grid=("d", "v", "m"))
+def mean_conformity(coupling, d, v, *, m=None, kind="prf"):
     r"""Pair-averaged conformity of m features, :math:`\frac{1}{m(m-1)}\sum_{i\ne j}\mathbb E[b_ib_j]`.
 
     :math:`b_i = e^{w_i^\top v}` (``kind='prf'``, eq. ``def_rf_conformity``) or
@@ -151,20 +163,20 @@ def mean_conformity(coupling, d, v, m=None, kind="prf"):
     d : int
     v : real >= 0
         :math:`\|x + y\|` (PRF) or :math:`\|x - y\|` (RFF).
-    m : int >= 2, optional
+    m : int >= 2, optional, keyword-only
         Number of features (default d: one block).
-    kind : {'prf', 'rff'}
+    kind : {'prf', 'rff'}, keyword-only
 
     Returns
     -------
-    mpf
+    mpf, or numpy object array of mpf for grids of d, v, m
     """
     kind = check_choice(kind, "kind", ("prf", "rff"))
     hook_name = "prf_conformity" if kind == "prf" else "rff_conformity"
     coupling = check_coupling(coupling, has=hook_name)
     d = check_dimension(d, coupling)
-    m = d if m is None else check_int(m, "m", 2, "(the conformity averages over pairs of features)")
-    vv = check_nonnegative(v, "v")
+    m = _features(m, d, 2, "(the conformity averages over pairs of features)")
+    vv = check_v(v)
     total = m * (m - 1)
     pair = (lambda c: conformity(c, d, vv)) if kind == "prf" else (lambda c: _rff_conformity_raw(c, d, vv))
     independent = pair("iid")
@@ -177,33 +189,49 @@ def mean_conformity(coupling, d, v, m=None, kind="prf"):
 # PRF
 
 
-@guarded()
-def prf_mse(coupling, d, m, x_norm, y_norm, v, kernel="gaussian"):
+@old_positional_order(("coupling", "d", "m", "x_norm", "y_norm", "v", "kernel"), 3)
+@guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
+def prf_mse(coupling, d, v, *, x_norm, y_norm, m=None, kernel="gaussian"):
     r"""MSE of the PRF kernel estimator (Thm 3.2) for a named coupling.
+
+    .. math::
+        \mathrm{MSE} = \frac{e^{-2\|x\|^2-2\|y\|^2}}{m}\Big(e^{v^2}(e^{v^2}-1)
+        + \frac Pm(\rho_c - e^{v^2})\Big)
+
+    (the softmax kernel's MSE carries :math:`e^{-\|x\|^2-\|y\|^2}` instead).
 
     Parameters
     ----------
-    coupling : {'iid', 'orthogonal', 'simplex'}
-    d : int
+    coupling : str
+        A coupling with a PRF closed form ('iid', 'orthogonal', 'simplex', ...).
+    d : int or array_like
         Dimensionality (>= 2 for the simplex coupling).
-    m : int >= 1
-        Number of random features; m > d uses independent blocks (last one
-        truncated when d does not divide m).
-    x_norm, y_norm, v : real >= 0
-        :math:`\|x\|`, :math:`\|y\|`, :math:`v=\|x+y\|` (must satisfy the
-        triangle inequality).
-    kernel : {'gaussian', 'softmax'}
+    v : real >= 0 or array_like
+        :math:`v=\|x+y\|`.
+    x_norm, y_norm : real >= 0 or array_like, keyword-only
+        :math:`\|x\|`, :math:`\|y\|` (with v they must satisfy the triangle inequality).
+    m : int >= 1, optional, keyword-only
+        Number of random features (default d); m > d uses independent blocks
+        (last one truncated when d does not divide m); any m (the pair count
+        is a closed form).
+    kernel : {'gaussian', 'softmax'}, keyword-only
 
     Returns
     -------
-    mpf
+    mpf, or numpy object array of mpf (broadcast shape of the array arguments)
+
+    Notes
+    -----
+    The order ``prf_mse(coupling, d, m, x_norm, y_norm, v)`` of earlier
+    versions still works and warns (DeprecationWarning).
     """
     coupling = check_coupling(coupling, has="prf_conformity")
     d = check_dimension(d, coupling)
-    m = check_int(m, "m", 1)
+    m = _features(m, d)
     xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
+    check_v(vv)
     _check_kernel(kernel)
-    v2 = vv * vv
+    v2 = square(vv)
     inner = mp.exp(v2) * mp.expm1(v2) + _weighted_pairs(coupling, d, m, lambda c: _prf_excess(c, d, vv))
     return _prf_prefactor(xn, yn, kernel) * inner / m
 
@@ -212,12 +240,13 @@ def _prf_scaled_mse(coupling, d, m, vv):
     """m e^{2x^2+2y^2} MSE (depends on v only); the v -> 0 limit of /v^2 at v = 0."""
     if vv == 0:
         return 1 + _weighted_pairs(coupling, d, m, lambda c: coupling_conformity_v2_coefficient(c, d) - 1)
-    v2 = vv * vv
+    v2 = square(vv)
     return mp.exp(v2) * mp.expm1(v2) + _weighted_pairs(coupling, d, m, lambda c: _prf_excess(c, d, vv))
 
 
-@guarded()
-def mse_ratio(coupling, baseline, d, v, m=None):
+@old_positional_order(("coupling", "baseline", "d", "v", "m"), 4)
+@guarded(grid=("d", "v", "m"))
+def mse_ratio(coupling, baseline, d, v, *, m=None):
     r"""Ratio of PRF MSEs of two couplings, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b` (Fig. 6).
 
     The ratio depends on the data only through :math:`v = \|x+y\|`.  At
@@ -227,23 +256,32 @@ def mse_ratio(coupling, baseline, d, v, m=None):
 
     Parameters
     ----------
-    coupling, baseline : {'iid', 'orthogonal', 'simplex'}
-    d : int
-    v : real >= 0
-    m : int, optional
+    coupling, baseline : str
+        Couplings with a PRF closed form ('iid', 'orthogonal', 'simplex', ...).
+    d : int or array_like
+    v : real >= 0 or array_like
+        From 0 (the limit) or :math:`10^{-300}` (and below: the differences
+        :math:`\rho_c - e^{v^2} = O(v^2)` are formed with :math:`4\log_2(1/v)`
+        extra bits) up to the reach of :func:`theory.conformity`.
+    m : int >= 1, optional, keyword-only
         Number of features; defaults to d (one full block).
+
+    Returns
+    -------
+    mpf, or numpy object array of mpf
     """
     coupling = check_coupling(coupling, has="prf_conformity")
     baseline = check_coupling(baseline, "baseline", has="prf_conformity")
     d = check_dimension(d, coupling)
     d = check_dimension(d, baseline)
-    m = d if m is None else check_int(m, "m", 1)
-    vv = check_nonnegative(v, "v")
+    m = _features(m, d)
+    vv = check_v(v)
     return _prf_scaled_mse(coupling, d, m, vv) / _prf_scaled_mse(baseline, d, m, vv)
 
 
-@guarded()
-def orthogonality_gap(d, v, m, x_norm, y_norm):
+@old_positional_order(("d", "v", "m", "x_norm", "y_norm"), 2)
+@guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
+def orthogonality_gap(d, v, *, x_norm, y_norm, m=None):
     r"""PRF orthogonality gap :math:`\mathrm{MSE}_{\mathrm{IID}} - \mathrm{MSE}_{\mathrm{ORF}}` (Cor 4.4).
 
     .. math::
@@ -254,16 +292,26 @@ def orthogonality_gap(d, v, m, x_norm, y_norm):
     with :math:`P/m^2 = (m-1)/m` for m <= d.  Note the :math:`2^k`: the main
     text's eq. ``prf_orth_gap`` omits it (an erratum recorded in
     ``paper_checks``); the appendix and eq. ``orf_conformity`` have it.
+
+    Parameters
+    ----------
+    d : int or array_like
+    v : real >= 0 or array_like
+    x_norm, y_norm : real >= 0 or array_like, keyword-only
+    m : int >= 1, optional, keyword-only
+        Default d.  (The order ``(d, v, m, x_norm, y_norm)`` of earlier
+        versions still works and warns.)
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
-    m = check_int(m, "m", 1)
-    xn, yn, vv = check_norms_and_v(x_norm, y_norm, vv)
-    return -mp.exp(-2 * (xn * xn + yn * yn)) * _pair_weight(d, m) / m * _prf_excess("orthogonal", d, vv)
+    m = _features(m, d)
+    xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
+    check_v(vv)
+    return -mp.exp(-2 * (square(xn) + square(yn))) * _pair_weight(d, m) / m * _prf_excess("orthogonal", d, vv)
 
 
-@guarded()
-def orthogonality_gap_series(d, v, m, x_norm, y_norm):
+@old_positional_order(("d", "v", "m", "x_norm", "y_norm"), 2)
+@guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
+def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
     r"""PRF orthogonality gap from the positive series of App. A.8 (second line).
 
     .. math::
@@ -273,37 +321,42 @@ def orthogonality_gap_series(d, v, m, x_norm, y_norm):
 
     Every term is >= 0 (the product is <= 1), which is the paper's proof that
     the gap is positive.  The k-th term is at most :math:`v^{2k}/k!`, so the
-    exponential-series remainder bounds the tail.
+    exponential-series remainder bounds the tail.  About :math:`ev^2` terms:
+    a check route for :math:`v^2 \le 10^4` (beyond, ConvergenceError at once).
     """
     d = check_dimension(d)
-    vv = check_nonnegative(v, "v")
-    m = check_int(m, "m", 1)
-    xn, yn, vv = check_norms_and_v(x_norm, y_norm, vv)
-    v2 = vv * vv
+    m = _features(m, d)
+    xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
+    v2 = square(check_v(vv))
+    if v2 > 10_000:
+        raise ConvergenceError(f"orthogonality_gap_series at v^2 = {mp.nstr(v2, 6)} needs about "
+                               f"{int(mp.e * v2)} terms (domain v^2 <= 10000); use orthogonality_gap")
     eps = mp.mpf(2) ** (-mp.prec)
     total = mp.mpf(0)
     power = mp.mpf(1)  # v^{2k} / k!
     prod = mp.mpf(1)  # prod_{j<k} (d+j)/(d+2j)
     k = 0
-    while True:
-        total += power * (1 - prod)
-        # remainder after k: sum_{j>k} v^{2j}/j! <= power * q/(1-q), q = v^2/(k+2) once < 1
-        nxt = power * v2 / (k + 1)
-        q = v2 / (k + 2)
-        if total > 0 and q < 1 and nxt <= eps * total * (1 - q):
-            break
-        if total == 0 and v2 == 0:
-            break
-        if k > 200_000:
-            raise ConvergenceError("orthogonality_gap_series: no convergence; use a smaller v")
-        prod = prod * (d + k) / (d + 2 * k)
-        power = nxt
-        k += 1
-    return mp.exp(-2 * (xn * xn + yn * yn)) * _pair_weight(d, m) / m * total
+    with mp.workprec(mp.prec + _small_arg_bits(vv)):
+        while True:
+            if k % 64 == 0:
+                check_time("orthogonality_gap_series")
+            total += power * (1 - prod)
+            # remainder after k: sum_{j>k} v^{2j}/j! <= power * q/(1-q), q = v^2/(k+2) once < 1
+            nxt = power * v2 / (k + 1)
+            q = v2 / (k + 2)
+            if total > 0 and q < 1 and nxt <= eps * total * (1 - q):
+                break
+            if total == 0 and v2 == 0:
+                break
+            prod = prod * (d + k) / (d + 2 * k)
+            power = nxt
+            k += 1
+    return mp.exp(-2 * (square(xn) + square(yn))) * _pair_weight(d, m) / m * total
 
 
-@guarded()
-def simplex_v2_prefactor(d, m=None):
+@old_positional_order(("d", "m"), 1)
+@guarded(grid=("d", "m"))
+def simplex_v2_prefactor(d, *, m=None):
     r"""Coefficient of :math:`v^2` in the SimRF MSE relative to IIDRFs (Sec. 5.1).
 
     :math:`\mathrm{MSE}_{\mathrm{SimRF}} = \frac{e^{-2x^2-2y^2}}{m}\,C\,v^2 + O(v^4)`
@@ -319,16 +372,16 @@ def simplex_v2_prefactor(d, m=None):
 
     Parameters
     ----------
-    d : int >= 2
-    m : int >= 1, optional
+    d : int >= 2 or array_like
+    m : int >= 1, optional, keyword-only
         Defaults to d.
     """
     d = check_dimension(d, "simplex")
-    m = d if m is None else check_int(m, "m", 1)
+    m = _features(m, d)
     return 1 - _pair_weight(d, m) * _sin_moment_first(d) / (d - 1)
 
 
-@guarded()
+@guarded(grid=("d",))
 def simplex_v2_prefactor_printed(d):
     r"""The Sec. 5.1 expression as printed (m = d):
     :math:`1 - \frac{\sqrt\pi\,\Gamma(d+1)\Gamma(\frac d2+\frac12)}{\Gamma(\frac d2)\Gamma(\frac d2+1)^2 2^d}`."""
@@ -341,7 +394,7 @@ def simplex_v2_prefactor_printed(d):
 # RFF
 
 
-@guarded()
+@guarded(grid=("d", "z"))
 def rff_conformity(coupling, d, z):
     r"""RFF analogue of the conformity, :math:`\mathbb{E}[\cos(w_i^\top z)\cos(w_j^\top z)]`.
 
@@ -349,22 +402,29 @@ def rff_conformity(coupling, d, z):
     for orthogonal pairs (App. A.5: the PRF form with :math:`v\to -iz`); for
     simplex pairs (beyond the paper) :func:`theory.rff_conformity_at_angle` at
     :math:`\cos\theta = -1/(d-1)`, where :math:`w_i \pm w_j` have different laws.
+
+    The value is returned with relative accuracy even where it is tiny (e.g.
+    :math:`-8.196\times10^{-205}` at d = 1024, z = 20) or changes sign; at an
+    exact zero no relative accuracy exists and ConvergenceError is raised.
+    Domain: d >= 1, :math:`0 \le z \le 10^{300}` (routes: :mod:`theory._hypergeometric`
+    and :func:`theory.rff_conformity_at_angle`).
     """
     coupling = check_coupling(coupling, has="rff_conformity")
     d = check_dimension(d, coupling)
-    zz = check_nonnegative(z, "z")
+    zz = check_v(z, "z")
     return _rff_conformity_raw(coupling, d, zz)
 
 
-@guarded()
+@guarded(grid=("d", "z"))
 def rff_orf_conformity_series(d, z):
     r"""The ORF RFF conformity summed as printed in Thm 4.5,
     :math:`\frac{\Gamma(d/2)}{\Gamma(d)}\sum_k\frac{(-z^2)^k}{2^kk!}\frac{\Gamma(k+d)}{\Gamma(k+d/2)}`,
-    with cancellation control (the terms alternate)."""
+    with cancellation control (the terms alternate; about :math:`2.9z^2/2`
+    bits are lost, so this check route is meant for moderate z)."""
     d = check_dimension(d)
-    zz = check_nonnegative(z, "z")
+    zz = check_v(z, "z")
     h = mp.mpf(d) / 2
-    return sum_ratio_series(lambda k: (k + d) / ((k + h) * (k + 1)), -zz * zz / 2,
+    return sum_ratio_series(lambda k: (k + d) / ((k + h) * (k + 1)), -half_square(zz),
                             what="rff_orf_conformity_series")
 
 
@@ -372,33 +432,41 @@ def _rff_scaled_mse(coupling, d, m, zz):
     """m * MSE; at z = 0 the z -> 0 limit of m * MSE / z^4."""
     if zz == 0:
         return mp.mpf(1) / 2 + _weighted_pairs(coupling, d, m, lambda c: _rff_z4_coefficient(c, d))
-    return mp.expm1(-zz * zz) ** 2 / 2 + _weighted_pairs(coupling, d, m, lambda c: _rff_excess(c, d, zz))
+    return mp.expm1(-square(zz)) ** 2 / 2 + _weighted_pairs(coupling, d, m, lambda c: _rff_excess(c, d, zz))
 
 
-@guarded()
-def rff_mse(coupling, d, m, z):
+@old_positional_order(("coupling", "d", "m", "z"), 3)
+@guarded(grid=("d", "z", "m"))
+def rff_mse(coupling, d, z, *, m=None):
     r"""MSE of the RFF kernel estimator (App. A.5; the simplex case is beyond the paper).
+
+    .. math::
+        \mathrm{MSE} = \frac1m\Big(\frac{(1-e^{-z^2})^2}{2} + \frac Pm(\rho^{\mathrm{RFF}}_c - e^{-z^2})\Big)
 
     Parameters
     ----------
-    coupling : {'iid', 'orthogonal', 'simplex'}
-    d : int >= 1
-    m : int >= 1
-    z : real >= 0
+    coupling : str
+        A coupling with an RFF closed form.
+    d : int >= 1 or array_like
+    z : real >= 0 or array_like
         :math:`z = \|x - y\|`.
+    m : int >= 1, optional, keyword-only
+        Default d.  (The order ``(coupling, d, m, z)`` of earlier versions
+        still works and warns.)
     """
     coupling = check_coupling(coupling, has="rff_conformity")
     d = check_dimension(d, coupling)
-    m = check_int(m, "m", 1)
-    zz = check_nonnegative(z, "z")
+    m = _features(m, d)
+    zz = check_v(z, "z")
     if zz == 0:
         return mp.mpf(0)
     return _rff_scaled_mse(coupling, d, m, zz) / m
 
 
-@guarded()
-def rff_mse_ratio(coupling, baseline, d, z, m=None):
-    r"""Ratio of RFF MSEs, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b`; m defaults to d.
+@old_positional_order(("coupling", "baseline", "d", "z", "m"), 4)
+@guarded(grid=("d", "z", "m"))
+def rff_mse_ratio(coupling, baseline, d, z, *, m=None):
+    r"""Ratio of RFF MSEs, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b`; m (keyword-only) defaults to d.
 
     At z = 0 both vanish like :math:`z^4`; the limit
     :math:`(\frac12 + \frac Pm b_c)/(\frac12 + \frac Pm b_b)` is returned, with
@@ -410,55 +478,61 @@ def rff_mse_ratio(coupling, baseline, d, z, m=None):
     baseline = check_coupling(baseline, "baseline", has="rff_conformity")
     d = check_dimension(d, coupling)
     d = check_dimension(d, baseline)
-    m = d if m is None else check_int(m, "m", 1)
-    zz = check_nonnegative(z, "z")
+    m = _features(m, d)
+    zz = check_v(z, "z")
     return _rff_scaled_mse(coupling, d, m, zz) / _rff_scaled_mse(baseline, d, m, zz)
 
 
-@guarded()
-def rff_orthogonality_gap(d, z, m):
+@old_positional_order(("d", "z", "m"), 2)
+@guarded(grid=("d", "z", "m"))
+def rff_orthogonality_gap(d, z, *, m=None):
     r"""RFF orthogonality gap :math:`\mathrm{MSE}_{\mathrm{IID}}-\mathrm{MSE}_{\mathrm{ORF}}` (Thm 4.5).
 
     .. math::
         \Delta\mathrm{MSE} = \frac{P}{m^2}\Big(e^{-z^2} - \frac{\Gamma(d/2)}{\Gamma(d)}
         \sum_k\frac{(-z^2)^k}{2^kk!}\frac{\Gamma(k+d)}{\Gamma(k+d/2)}\Big)
 
-    (:math:`P/m^2 = (m-1)/m` for m <= d).  Positive for z below
-    :func:`z_crit`, with sign changes beyond it.
+    (:math:`P/m^2 = (m-1)/m` for m <= d; m keyword-only, default d).
+    Positive for z below :func:`z_crit`, with sign changes beyond it; the
+    sign is exact wherever a value is returned (the 1F1 carries relative
+    accuracy, e.g. :math:`-1.36\times10^{-148}` at d = 512, z = 18.43).
     """
     d = check_dimension(d)
-    zz = check_nonnegative(z, "z")
-    m = check_int(m, "m", 1)
+    m = _features(m, d)
+    zz = check_v(z, "z")
     return -_pair_weight(d, m) / m * _rff_excess("orthogonal", d, zz)
 
 
-@guarded()
-def rff_asymptotic_ratio(d, z, m):
+@old_positional_order(("d", "z", "m"), 2)
+@guarded(grid=("d", "z", "m"))
+def rff_asymptotic_ratio(d, z, *, m=None):
     r"""Leading 1/d form of the ORF/IID RFF MSE ratio (Cor 4.6, eq. ``asymptotic_ratio``).
 
     .. math:: 1 - \frac Pm\,\frac{e^{-z^2}z^4}{d(1-e^{-z^2})^2}
 
-    (the paper's :math:`m-1` is :math:`P/m` for m <= d); the exact ratio is
-    :func:`rff_mse_ratio` and differs by :math:`O(1/d^2)`.  At z = 0 the limit
-    :math:`1 - \frac{P}{m d}` is returned.
+    (the paper's :math:`m-1` is :math:`P/m` for m <= d; m keyword-only,
+    default d); the exact ratio is :func:`rff_mse_ratio` and differs by
+    :math:`O(1/d^2)`.  At z = 0 the limit :math:`1 - \frac{P}{m d}` is returned.
     """
     d = check_dimension(d)
-    zz = check_nonnegative(z, "z")
-    m = check_int(m, "m", 1)
+    m = _features(m, d)
+    zz = check_v(z, "z")
     w = _pair_weight(d, m)
     if zz == 0:
         return 1 - w / d
-    z2 = zz * zz
-    return 1 - w * mp.exp(-z2) * z2 * z2 / (d * mp.expm1(-z2) ** 2)
+    z2 = square(zz)
+    with mp.workprec(mp.prec + _small_arg_bits(zz)):
+        return 1 - w * mp.exp(-z2) * z2 * z2 / (d * mp.expm1(-z2) ** 2)
 
 
-def _rff_gap_sign_function(d):
-    def g(z):
-        return mp.exp(-z * z) - hyp1f1_negative(d, mp.mpf(d) / 2, -z * z / 2)
-    return g
+# ---------------------------------------------------------------------------
+# z_crit
+
+#: Depth of cell subdivision before z_crit gives up deciding whether a lobe touches the threshold.
+ZCRIT_MAX_DEPTH = 48
 
 
-@guarded()
+@guarded(grid=("d",))
 def z_crit(d, z_max=None):
     r"""Threshold :math:`z_{\mathrm{crit}}(d)`: ORFs beat IIDRFs for RFFs when
     :math:`z = \|x-y\| < z_{\mathrm{crit}}` (Sec. 4.2).
@@ -466,48 +540,212 @@ def z_crit(d, z_max=None):
     Defined as the smallest z > 0 where the RFF orthogonality gap (Thm 4.5)
     changes sign.  Near 0 the gap is :math:`\frac{m-1}{m}\frac{z^4}{2(d+2)} > 0`.
 
-    Returns ``mpmath.inf`` for d = 2, where the gap is
-    :math:`\frac{m-1}{m}e^{-y}(e^{-y}-1+y) > 0` for all :math:`y = z^2/2 > 0`.
+    Parameters
+    ----------
+    d : int >= 2, or array_like of them
+    z_max : real, optional
+        Search limit (default :math:`4\sqrt d + 10`).
+
+    Returns
+    -------
+    mpf
+        :math:`z_{\mathrm{crit}}`, correct to the working precision;
+        ``mpmath.inf`` for d = 2, where the gap is
+        :math:`\frac{m-1}{m}e^{-y}(e^{-y}-1+y) > 0` for all :math:`y = z^2/2 > 0`.
+
+    Raises
+    ------
+    theory.errors.ConvergenceError
+        No sign change below ``z_max``, or past the time budget (d up to
+        4096 takes seconds; see ``benchmarks/bench_theory.py``).
 
     Notes
     -----
-    The gap is scanned on a grid of step :math:`\min(0.05, 0.5/\sqrt d)`
-    (about 1/6 of the observed spacing :math:`\approx 3/\sqrt d` of its
-    sign changes) up to ``z_max`` (default :math:`4\sqrt d + 10`), and the
-    first bracketed sign change is refined by bisection to the working
-    precision.  Raises ``mpmath.NoConvergence`` if no sign change is found.
+    **How the first sign change is bracketed.**  With :math:`y = z^2/2`, the
+    gap is :math:`e^{-y}(e^{-y} - L(y))` with :math:`L(y) = e^yM(d,\frac d2,-y)`,
+    so it is negative exactly where :math:`h(y) = e^yL(y) > 1`.  For even d,
+    :math:`L` is a positive multiple of the Laguerre polynomial
+    :math:`L^{(d/2-1)}_{d/2}`, whose zeros are real and simple, so (i)
+    :math:`\log|L|` is strictly concave between consecutive zeros, hence so is
+    :math:`\log h`; (ii) on the first lobe :math:`(0, y_1)`,
+    :math:`(\log h)'(0) = 0` makes :math:`h < 1`; (iii) on negative lobes the
+    gap is positive.  A sign change can therefore only occur on a positive
+    lobe, at most twice per lobe, and only if the lobe's maximum of
+    :math:`\log h` is >= 0.  The search scans y, keeping every cell free of
+    more than one zero of L by the Sturm count of the Laguerre recurrence
+    (:func:`theory._hypergeometric.laguerre_scan`), bounds the maximum of the
+    concave :math:`\log h` on each positive cell by the tangents at its ends,
+    and subdivides only cells whose bound reaches 0; the first cell holding a
+    point with :math:`h > 1` brackets the first sign change, which is then
+    refined at the working precision (Illinois iteration with the 1F1 of
+    relative accuracy, each end's sign checked).  For odd d the same search
+    is used with the count of the half-integer-degree recurrence, checked
+    against dense high-precision scans (every odd d <= 129, d = 513, 1025).
+
+    Measured: :math:`z_{\mathrm{crit}}/\sqrt d` falls from 1.91 (d = 3) to
+    about 0.81 (d = 512) and 0.80 (d = 4096).
     """
     d = check_int(d, "d", 2, "(z_crit compares coupled pairs)")
     if d == 2:
         return mp.inf
-    g = _rff_gap_sign_function(d)
-    step = min(mp.mpf("0.05"), mp.mpf("0.5") / mp.sqrt(d))
-    top = 4 * mp.sqrt(d) + 10 if z_max is None else check_nonnegative(z_max, "z_max")
-    lo = step
-    with mp.workprec(64):
-        g_lo = g(lo)
-        if g_lo <= 0:
-            raise ConvergenceError(f"z_crit: gap not positive at z = {lo}; reduce the grid step")
-        z = lo
-        while z < top:
-            hi = z + step
-            g_hi = g(hi)
-            if g_hi <= 0:
-                break
-            z = hi
+    top = 4 * mp.sqrt(d) + 10 if z_max is None else check_v(z_max, "z_max")
+    y_lo, y_hi = _zcrit_bracket(d, float(top) ** 2 / 2)
+    return _zcrit_refine(d, y_lo, y_hi)
+
+
+class _Sample:
+    __slots__ = ("y", "count", "log_h", "sign", "slope")
+
+    def __init__(self, y, count, log_abs, sign, ratio, d):
+        self.y = y
+        self.count = int(count)
+        self.sign = int(sign)
+        self.log_h = y + log_abs if sign > 0 else -math.inf
+        # (log h)' = 1 + S'/S with y S' = -(d/2)(S_{K-1} - S_K)
+        self.slope = 1 - (d / 2) * (ratio - 1) / y if y > 0 else 0.0
+
+
+def _scan(d, ys):
+    import numpy as np
+
+    count, log_abs, sign, ratio = laguerre_scan(d, np.asarray(ys, dtype=float))
+    return [_Sample(float(y), c, la, s, r, d) for y, c, la, s, r in zip(ys, count, log_abs, sign, ratio)]
+
+
+def _zcrit_bracket(d, y_max):
+    """(y_lo, y_hi): h(y_lo) < 1 <= h(y_hi) on one concave stretch, no sign change of the gap before y_lo.
+
+    The z grid (about 2 points per zero of L, uniform in z) is scanned chunk by chunk, so the
+    work stops at the first sign change."""
+    import numpy as np
+
+    n_pts = 4 * (d // 2) + 64
+    zs = np.linspace(0, math.sqrt(2 * y_max), n_pts + 1)[1:]
+    prev = None
+    for start in range(0, len(zs), 256):
+        chunk = zs[start:start + 256]
+        samples = _separated(d, _scan(d, chunk * chunk / 2), prev)
+        for s in samples:
+            if s.sign != 0 and s.sign != (-1) ** s.count:
+                raise ConvergenceError(f"z_crit: Sturm count and sign disagree at y = {s.y:g} (d = {d}); "
+                                       "this d is outside the validated range")
+            if prev is None:
+                if s.count >= 2:
+                    raise ConvergenceError("z_crit: the first scan cell already holds two zeros")
+            else:
+                found = _cell(d, prev, s, 0)
+                if found is not None:
+                    return found
+            prev = s
+    raise ConvergenceError(f"z_crit: no sign change of the RFF gap for z < {math.sqrt(2 * y_max):.6g}; "
+                           "raise z_max")
+
+
+def _separated(d, samples, prev):
+    """Insert scan points until no cell (including the one from ``prev``) holds two or more zeros of L."""
+    for _ in range(ZCRIT_MAX_DEPTH):
+        check_time("z_crit (scan)")
+        chain = ([prev] if prev is not None else []) + samples
+        new = [(a.y + b.y) / 2 for a, b in zip(chain, chain[1:]) if b.count - a.count >= 2]
+        if prev is None and samples[0].count >= 2:
+            new.append(samples[0].y / 2)
+        if not new:
+            return samples
+        samples = sorted(samples + _scan(d, new), key=lambda s: s.y)
+    raise ConvergenceError("z_crit: zeros of the 1F1 could not be separated; lower d")
+
+
+def _tangent_bound(a, b):
+    """Upper bound of a concave function on [a.y, b.y] from its values and slopes at both ends."""
+    la, lb, sa, sb = a.log_h, b.log_h, a.slope, b.slope
+    if sa <= 0:
+        return la
+    if sb >= 0:
+        return lb
+    y = (lb - la + sa * a.y - sb * b.y) / (sa - sb)
+    return la + sa * (y - a.y)
+
+
+def _cell(d, a, b, depth):
+    """None if the gap keeps its sign on (a.y, b.y]; else a bracket (y_lo, y_hi) of its first change."""
+    check_time("z_crit (lobes)")
+    jumps = b.count - a.count
+    positive_a = a.count % 2 == 0 and a.count > 0
+    positive_b = b.count % 2 == 0 and b.count > 0
+    if jumps == 0:
+        if not positive_a:
+            return None  # first lobe (h < 1) or a negative lobe (gap > 0)
+        if b.log_h >= 0:
+            if a.log_h < 0:
+                return a.y, b.y
+            raise ConvergenceError(f"z_crit: lost track of a lobe near y = {a.y:g}")
+        if _tangent_bound(a, b) < -1e-9:
+            return None
+    elif jumps == 1:
+        if positive_a:
+            bound = a.log_h + max(0.0, a.slope) * (b.y - a.y)
+        elif positive_b:
+            if b.log_h >= 0:
+                bound = 0.0  # a crossing lies between the zero and b: find a point below 1 on the lobe
+            else:
+                bound = b.log_h + max(0.0, -b.slope) * (b.y - a.y)
         else:
-            raise ConvergenceError(f"z_crit: no sign change of the RFF gap for z < {mp.nstr(top, 6)}; "
-                                   "raise z_max")
-        a, b = z, hi
-    # bisection at full precision
-    a, b = mp.mpf(a), mp.mpf(b)
-    tol = mp.mpf(2) ** (-mp.prec + 4) * b
-    while b - a > tol:
-        mid = (a + b) / 2
-        if g(mid) > 0:
-            a = mid
+            return None
+        if bound < -1e-9:
+            return None
+    if depth >= ZCRIT_MAX_DEPTH:
+        raise ConvergenceError(f"z_crit: a lobe of the RFF gap nearly touches zero near z = {math.sqrt(2 * a.y):.9g}; "
+                               "its sign cannot be decided in double precision")
+    mid = _scan(d, [(a.y + b.y) / 2])[0]
+    return _cell(d, a, mid, depth + 1) or _cell(d, mid, b, depth + 1)
+
+
+def _gap_sign_value(d, z):
+    """e^{-z^2} - M(d, d/2, -z^2/2) (the RFF gap over P/m^2) at the working precision."""
+    y = half_square(z)
+    return mp.exp(-2 * y) - hyp1f1_neg(mp.mpf(d), mp.mpf(d) / 2, y, "z_crit")
+
+
+def _zcrit_refine(d, y_lo, y_hi):
+    """The root of the gap in [sqrt(2 y_lo), sqrt(2 y_hi)] to the working precision (Illinois)."""
+    a, b = mp.sqrt(2 * mp.mpf(y_lo)), mp.sqrt(2 * mp.mpf(y_hi))
+    fa, fb = _gap_sign_value(d, a), _gap_sign_value(d, b)
+    for _ in range(40):  # the double-precision bracket may be off by rounding: widen until the signs agree
+        if fa > 0 and fb < 0:
+            break
+        width = b - a
+        if not fa > 0:
+            a -= width
+            fa = _gap_sign_value(d, a)
+        if not fb < 0:
+            b += width
+            fb = _gap_sign_value(d, b)
+    else:
+        raise ConvergenceError("z_crit: the bracket of the first sign change could not be confirmed")
+    tol = mp.mpf(2) ** (2 - mp.prec) * b
+    side = 0
+    for _ in range(4 * mp.prec + 100):
+        check_time("z_crit (refinement)")
+        if b - a <= tol:
+            break
+        c = (a * fb - b * fa) / (fb - fa)
+        if not a < c < b:
+            c = (a + b) / 2
+        fc = _gap_sign_value(d, c)
+        if fc > 0:
+            a, fa = c, fc
+            if side == -1:
+                fb /= 2
+            side = -1
+        elif fc < 0:
+            b, fb = c, fc
+            if side == 1:
+                fa /= 2
+            side = 1
         else:
-            b = mid
+            return c
+    else:
+        raise ConvergenceError("z_crit: refinement did not converge")
     return (a + b) / 2
 
 
