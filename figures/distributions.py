@@ -23,6 +23,7 @@ import numpy as np
 
 import montecarlo as mc
 import theory
+from theory import registry
 
 from ._context import to_numpy
 from .style import COLUMN_WIDTH, marker_style, mc_legend_handle, style
@@ -47,14 +48,20 @@ def analytic_pdf(coupling, w, d, ctx):
     source : str
         Which function produced the curve.
     """
-    if coupling == "simplex":
-        c = -1.0 / (d - 1)
-        return (np.array([theory.pdf_wij_float(x, d, c) for x in w]),
+    rec = registry.get(coupling)
+    c = rec.cos_theta(d) if rec.cos_theta is not None else None
+    if c:  # a fixed non-right angle: Lemma 4.2 in double precision (the mpmath route is slow here)
+        return (np.array([theory.pdf_wij_float(x, d, float(c)) for x in w]),
                 "theory.pdf_wij_float (Lemma 4.2 in double precision)")
-    with ctx.precision():
-        if coupling == "iid":
-            return np.array([float(theory.pdf_wij_iid(x, d)) for x in w]), "theory.pdf_wij_iid (Lemma 4.1)"
-        return np.array([float(theory.pdf_chi(x, 2 * d)) for x in w]), "theory.pdf_chi(w, 2d) (Lemma 4.2, cos = 0)"
+    with ctx.precision():  # the registry's pair_pdf hook: Lemma 4.1 (IID) or Lemma 4.2 at cos = 0 (chi_2d)
+        return (np.array([float(theory.coupling_pdf(coupling, x, d)) for x in w]),
+                f"theory.coupling_pdf({coupling!r}) (Lemma 4.1 / 4.2)")
+
+
+def _cos_theta(coupling, d):
+    """The coupling's fixed pair cosine as a float (None for independent directions), from its record."""
+    rec = registry.get(coupling)
+    return None if rec.cos_theta is None else float(rec.cos_theta(d))
 
 
 def bin_probabilities(coupling, edges, d, ctx, per_bin=8):
@@ -99,8 +106,7 @@ def fig5_wij_pdf(ctx):
             pdf, source = analytic_pdf(coupling, grid, d, ctx)
             ax.plot(grid, pdf, **style(coupling))
             panel["analytic"].append({"coupling": coupling, "w": grid, "pdf": pdf, "source": source,
-                                      "cos_theta": None if coupling == "iid" else
-                                      (0.0 if coupling == "orthogonal" else -1.0 / (d - 1))})
+                                      "cos_theta": _cos_theta(coupling, d)})
             samples = sample_wij(coupling, d, n_blocks[d], ctx, ctx.rng(f"fig5/{coupling}/{d}"))
             n = samples.size
             counts, _ = np.histogram(samples, bins=edges)
