@@ -165,7 +165,7 @@ def new_mse_ratio_vs_d(ctx):
 
 
 def new_rff_mse_ratio(ctx):
-    """New: RFF MSE ratios against z = |x - y| for d = 4, 16, 64 (m = d), with Monte Carlo points.
+    """New: RFF MSE ratios against ``z = |x - y|`` for d = 4, 16, 64 (m = d), with Monte Carlo points.
 
     ORF/IID from :func:`theory.rff_mse_ratio` (Thm 4.5), its 1/d form (Cor 4.6,
     :func:`theory.rff_asymptotic_ratio`) and :math:`z_{\\mathrm{crit}}`

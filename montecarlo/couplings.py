@@ -759,7 +759,7 @@ class FastCouplingBiasWarning(UserWarning):
     """A fast (HD-product) coupling chosen at a dimension where its kernel bias is measurable."""
 
 
-#: Largest d at which a kernel bias of the fast couplings was resolved (|z| > 4 with 2e5 draws, m = d;
+#: Largest d at which a kernel bias of the fast couplings was resolved (``|z| > 4`` with 2e5 draws, m = d;
 #: table in :func:`sample_weights`); choosing one at d <= this warns (:class:`FastCouplingBiasWarning`).
 FAST_BIAS_RESOLVED_D = 16
 

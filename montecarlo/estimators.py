@@ -249,7 +249,7 @@ def _isotropic_directions(vec, d, n_blocks, random):
 
 
 def isotropic_projections(simplex, norms=None):
-    """The ``projections`` hook W v = |v| D u (ORFs) or |v| D S u (SimRFs), u uniform on the sphere.
+    """The ``projections`` hook ``W v = |v| D u`` (ORFs) or ``|v| D S u`` (SimRFs), u uniform on the sphere.
 
     ``norms(d, n_blocks, random)`` draws the (n_blocks, d) norms (default
     i.i.d. chi_d); computed in place (this is the hot loop).

@@ -147,7 +147,7 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features_in_)
+        X : array-like of shape (n_samples, n_features)
             Data of the width seen by ``fit``.
 
         Returns
@@ -202,7 +202,7 @@ class PositiveRandomFeatures(_RandomFeatures):
 
     Attributes
     ----------
-    weights_ : ndarray of shape (n_components, n_features_in_)
+    weights_ : ndarray of shape (n_components, n_features)
         The projections :math:`w_i` (rows), float64.
     gamma_ : float
         The bandwidth used (``gamma``, or its value for ``'scale'``).
@@ -258,7 +258,7 @@ class PositiveRandomFeatures(_RandomFeatures):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features_in_)
+        X : array-like of shape (n_samples, n_features)
             Data of the width seen by ``fit``.
 
         Returns
@@ -293,7 +293,7 @@ class RandomFourierFeatures(_RandomFeatures):
 
     Attributes
     ----------
-    weights_ : ndarray of shape (n_components, n_features_in_)
+    weights_ : ndarray of shape (n_components, n_features)
     gamma_ : float
     n_features_in_ : int
     feature_names_in_ : ndarray of str

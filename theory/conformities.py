@@ -303,7 +303,7 @@ def theta_conformity_series(d, v, cos_theta, max_terms=20_000):
 # ---------------------------------------------------------------------------
 # any angle: fast route and quadrature route
 
-#: The Taylor route in cos(theta) is used while |cos theta| x <= TAYLOR_MAX (about
+#: The Taylor route in cos(theta) is used while ``|cos theta| x <= TAYLOR_MAX`` (about
 #: e * TAYLOR_MAX + 40 terms, each a 1F1; for cos theta < 0 they alternate and cancel about
 #: 2.9 * TAYLOR_MAX bits); beyond it the quadrature route (positive integrand, Laplace-aware
 #: breakpoints) is used.

@@ -6,9 +6,9 @@ whether rows are exactly Gaussian, block rule, pair angle, and which closed
 forms and samplers exist), and every layer of the toolkit attaches its code to
 that record as a named *hook*:
 
-===================================  =========  ===============================================
+===================================  ========== ===============================================
 hook                                 layer      signature and meaning
-===================================  =========  ===============================================
+===================================  ========== ===============================================
 ``prf_conformity``                   theory     ``f(d, v) -> mpf``: pair conformity
                                                 :math:`\rho_c` (eq. ``def_rf_conformity``)
 ``rff_conformity``                   theory     ``f(d, z) -> mpf``: RFF pair conformity
@@ -31,7 +31,7 @@ hook                                 layer      signature and meaning
                                                 correct, slower)
 ``structured_projection``            montecarlo ``f(d, m, random)`` -> a projection object
                                                 that never forms the dense matrix
-===================================  =========  ===============================================
+===================================  ========== ===============================================
 
 Lookups never fall through: :func:`hook` raises :class:`UnknownCouplingError`
 for a name that has no record and :class:`MissingHookError` (both
