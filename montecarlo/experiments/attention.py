@@ -348,7 +348,7 @@ def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=1.0, n_cluster
 
     Returns
     -------
-    Q, K, V : ndarrays (*batch, L, d)
+    Q, K, V : ndarrays of shape ``(*batch, L, d)``
     """
     n_seq = check_int(n_seq, "n_seq", 1)
     d_head = check_int(d_head, "d_head", 1)
