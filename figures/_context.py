@@ -16,8 +16,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpmath import mp
 
+from montecarlo._cli import atomic_write, check_output_dir
+from theory.validation import check_bool, check_choice, check_int
+
 #: Environment variable naming the UCI data directory (Figs. 8 and 10).
 UCI_ENV = "SIMPLEX_RF_UCI_DIR"
+#: Array backends of the Monte Carlo parts.
+BACKENDS = ("numpy", "torch")
+#: Precision range of the analytic curves (mpmath decimal digits); above 200 the curves take minutes.
+DPS_RANGE = (10, 200)
+#: Fonts embedded as TrueType (Type 42) in PDF and PostScript output, never as Type 3 bitmaps-by-procedure.
+FONT_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
 
 
 @dataclass
@@ -40,7 +49,17 @@ class Context:
     progress : bool
         Show progress bars (tqdm, on stderr) for the Monte Carlo parts.
     uci_dir : str or None
-        UCI data directory for Figs. 8 and 10 (``None``: those figures are skipped).
+        UCI data directory for Figs. 8 and 10 (``None``: ``$SIMPLEX_RF_UCI_DIR``
+        or the copy shipped with :mod:`montecarlo.experiments`); a named
+        directory must exist.
+
+    Raises
+    ------
+    ValueError
+        (or :class:`~theory.validation.ArgumentTypeError`) naming the bad
+        setting: ``out`` empty, an existing file or under a file; ``seed`` not
+        an integer >= 0; ``dps`` outside :data:`DPS_RANGE`; an unknown
+        ``backend``; a ``uci_dir`` that is not a directory; non-bool flags.
     """
 
     out: str = "simplex_rf_figures"
@@ -51,6 +70,19 @@ class Context:
     progress: bool = True
     uci_dir: str | None = None
     written: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.out = check_output_dir(self.out, "out")
+        self.quick = check_bool(self.quick, "quick")
+        self.seed = check_int(self.seed, "seed", 0)
+        self.dps = check_int(self.dps, "dps", DPS_RANGE[0], maximum=DPS_RANGE[1])
+        self.backend = check_choice(self.backend, "backend", BACKENDS)
+        self.progress = check_bool(self.progress, "progress")
+        if self.uci_dir is not None:
+            if not isinstance(self.uci_dir, (str, os.PathLike)) or not str(self.uci_dir).strip():
+                raise ValueError(f"uci_dir must be None or a directory path, got {self.uci_dir!r}")
+            if not os.path.isdir(self.uci_dir):
+                raise ValueError(f"uci_dir {os.fspath(self.uci_dir)!r} does not exist or is not a directory")
 
     def rng(self, tag):
         """A numpy Generator for one figure part, seeded from ``(seed, crc32(tag))``."""
@@ -82,28 +114,55 @@ class Context:
 
         ``data`` gets the run settings added under ``"settings"``; numpy
         arrays and numbers are converted to JSON lists and floats (full
-        double precision; NaN and infinities as ``null``).
+        double precision; NaN and infinities as ``null``).  Each file is
+        written under a temporary name and renamed into place
+        (:func:`montecarlo._cli.atomic_write`), the JSON last, so an
+        interrupted run never leaves a half-written file under a final name;
+        PDF fonts are embedded as TrueType (:data:`FONT_RC`).
         """
+        import matplotlib
         import matplotlib.pyplot as plt
 
         os.makedirs(self.out, exist_ok=True)
         data = dict(data)
         data["settings"] = {"quick": self.quick, "seed": self.seed, "dps": self.dps, "backend": self.backend}
+        text = json.dumps(_jsonable(data), indent=1, allow_nan=False) + "\n"
         paths = []
-        for ext in ("png", "pdf"):
-            path = os.path.join(self.out, f"{name}.{ext}")
-            fig.savefig(path)
-            # the layout computed for the PNG is kept for the PDF (saves a second constrained-layout pass)
-            fig.set_layout_engine("none")
-            paths.append(path)
-        plt.close(fig)
+        try:
+            with matplotlib.rc_context(FONT_RC), _quiet_font_subsetting():
+                for ext in ("png", "pdf"):
+                    path = os.path.join(self.out, f"{name}.{ext}")
+                    atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext))
+                    # the layout computed for the PNG is kept for the PDF (saves a second constrained-layout pass)
+                    fig.set_layout_engine("none")
+                    paths.append(path)
+        finally:
+            plt.close(fig)
         path = os.path.join(self.out, f"{name}.json")
-        with open(path, "w") as fh:
-            json.dump(_jsonable(data), fh, indent=1, allow_nan=False)
-            fh.write("\n")
+        atomic_write(path, lambda tmp: _write_text(tmp, text))
         paths.append(path)
         self.written.extend(paths)
         return paths
+
+
+@contextmanager
+def _quiet_font_subsetting():
+    """Silence fontTools' harmless "'created' timestamp seems very low" warnings while Type 42 fonts are
+    subset (the Computer Modern fonts carry pre-1970 timestamps); stderr stays for real problems."""
+    import logging
+
+    log = logging.getLogger("fontTools.ttLib.tables._h_e_a_d")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _write_text(path, text):
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 class _NoBar:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -10,7 +9,10 @@ import sys
 import time
 import traceback
 
-from ._context import UCI_ENV, Context
+from montecarlo._cli import atomic_write, check_output_dir, int_arg, make_parser
+
+from . import registry
+from ._context import BACKENDS, DPS_RANGE, UCI_ENV, Context, _write_text
 from .downstream import Skip
 from .registry import FIGURES, lookup
 from .style import use_paper_style
@@ -19,31 +21,36 @@ DEFAULT_OUT = "simplex_rf_figures"
 
 
 def _parser():
-    p = argparse.ArgumentParser(
-        prog="python -m figures",
-        description=("Regenerate the figures of Simplex Random Features (Reid et al., ICML 2023) with analytic "
-                     "curves from `theory` and Monte Carlo points from `montecarlo`. Each figure writes "
-                     "NAME.png, NAME.pdf and its plotted numbers NAME.json."),
+    p = make_parser(
+        "python -m figures",
+        ("Regenerate the figures of Simplex Random Features (Reid et al., ICML 2023) with analytic "
+         "curves from `theory` and Monte Carlo points from `montecarlo`. Each figure writes "
+         "NAME.png, NAME.pdf and its plotted numbers NAME.json (each written under a temporary name and "
+         "renamed into place). Exit status: 0 when every selected figure was written or skipped, 1 when one "
+         "failed, 2 for bad options."),
         epilog="figures: " + ", ".join(f.name for f in FIGURES),
     )
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default: ./{DEFAULT_OUT})")
+    p.add_argument("--out", default=DEFAULT_OUT, help="output directory (created if missing)")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="only these figures (repeat or comma-separate; full name, figN, or LaTeX label)")
     p.add_argument("--quick", action="store_true", help="fewer Monte Carlo samples (under 30 s in all)")
-    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
-    p.add_argument("--dps", type=int, default=20, help="mpmath decimal digits of the analytic curves (default 20)")
-    p.add_argument("--backend", choices=("numpy", "torch"), default="numpy",
-                   help="array backend of the Monte Carlo parts (default numpy)")
+    p.add_argument("--seed", type=int_arg(0), default=0, help="base random seed (>= 0)")
+    p.add_argument("--dps", type=int_arg(*DPS_RANGE), default=20,
+                   help=f"mpmath decimal digits of the analytic curves ({DPS_RANGE[0]} to {DPS_RANGE[1]})")
+    p.add_argument("--backend", choices=BACKENDS, default="numpy",
+                   help="array backend of the Monte Carlo parts")
     p.add_argument("--uci-dir", default=None,
-                   help=f"UCI data directory for Figs. 8 and 10 (default: ${UCI_ENV}; skipped if neither)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+                   help=f"UCI data directory for Figs. 8 and 10 (None: ${UCI_ENV}, else the copy shipped with "
+                        "montecarlo.experiments); must exist")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines and bars on stderr")
+    p.add_argument("--traceback", action="store_true", help="print the full traceback of a failed figure")
     p.add_argument("--list", action="store_true", help="list the figures and exit")
     return p
 
 
 def _selection(parser, only):
     if not only:
-        return list(FIGURES)
+        return list(registry.FIGURES)
     chosen = []
     for item in only:
         for name in filter(None, (s.strip() for s in item.split(","))):
@@ -67,33 +74,49 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:
-        for f in FIGURES:
+        for f in registry.FIGURES:
             print(f"{f.name:22s} {f.paper_label or '(new)':20s} {f.description}")
         return 0
-    if args.dps < 10:
-        parser.error(f"--dps must be an integer >= 10, got {args.dps}")
     if args.backend == "torch" and importlib.util.find_spec("torch") is None:
         parser.error("--backend torch needs PyTorch (pip install torch array-api-compat)")
     selected = _selection(parser, args.only)
+    try:
+        check_output_dir(args.out, "--out")
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.uci_dir is not None and not os.path.isdir(args.uci_dir):
+        parser.error(f"--uci-dir {args.uci_dir!r} does not exist or is not a directory")
     ctx = Context(out=args.out, quick=args.quick, seed=args.seed, dps=args.dps, backend=args.backend,
                   progress=not args.no_progress, uci_dir=args.uci_dir)
     use_paper_style()
-    os.makedirs(ctx.out, exist_ok=True)
+    try:
+        os.makedirs(ctx.out, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out {ctx.out!r}: cannot create the directory ({exc.strerror})")
     summary, failed = [], []
     t_all = time.perf_counter()
-    for f in selected:
+    for i, f in enumerate(selected, 1):
+        if ctx.progress:
+            print(f"[{i}/{len(selected)}] {f.name} ...", file=sys.stderr, flush=True)
         t0, c0 = time.perf_counter(), time.process_time()
         entry = {"name": f.name, "paper_label": f.paper_label}
         try:
             f.draw(ctx)
+        except KeyboardInterrupt:
+            print(f"python -m figures: interrupted during {f.name} (files already written are complete)",
+                  file=sys.stderr)
+            return 130
         except Skip as exc:
             entry.update(status="skipped", reason=str(exc))
             print(f"{f.name}: skipped: {exc}", flush=True)
         except Exception as exc:  # report, go on with the other figures, fail at the end
-            entry.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            entry.update(status="failed", reason=reason)
             failed.append(f.name)
-            traceback.print_exc()
-            print(f"{f.name}: FAILED: {type(exc).__name__}: {exc}", flush=True)
+            if args.traceback:
+                traceback.print_exc()
+            print(f"{f.name}: FAILED: {reason}", flush=True)
+            print(f"python -m figures: {f.name} failed: {reason}", file=sys.stderr, flush=True)
         else:
             entry["status"] = "written"
             print(f"{f.name}: {time.perf_counter() - t0:.1f} s -> {os.path.join(ctx.out, f.name)}.{{png,pdf,json}}",
@@ -102,15 +125,11 @@ def main(argv=None):
         entry["cpu_seconds"] = round(time.process_time() - c0, 3)
         summary.append(entry)
     total = time.perf_counter() - t_all
-    with open(os.path.join(ctx.out, "index.json"), "w") as fh:
-        json.dump({"settings": {"quick": ctx.quick, "seed": ctx.seed, "dps": ctx.dps, "backend": ctx.backend},
-                   "seconds": round(total, 3), "figures": summary}, fh, indent=1)
-        fh.write("\n")
+    index = {"settings": {"quick": ctx.quick, "seed": ctx.seed, "dps": ctx.dps, "backend": ctx.backend},
+             "seconds": round(total, 3), "figures": summary}
+    atomic_write(os.path.join(ctx.out, "index.json"), lambda tmp: _write_text(tmp, json.dumps(index, indent=1) + "\n"))
     written = sum(e["status"] == "written" for e in summary)
     skipped = sum(e["status"] == "skipped" for e in summary)
     print(f"{written} of {len(selected)} figures written, {skipped} skipped, {len(failed)} failed, "
           f"in {total:.1f} s ({ctx.out})", flush=True)
-    if failed:
-        print(f"failed: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failed else 0

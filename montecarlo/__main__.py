@@ -26,37 +26,42 @@ import argparse
 import json
 import sys
 
-from .audit import CLAIMABLE_COUPLINGS, DEFAULT_ALPHA, DEFAULT_N, audit, load_sampler
+from ._cli import OneLineParser, int_arg, make_parser, real_arg
+from .audit import CLAIMABLE_COUPLINGS, DEFAULT_ALPHA, DEFAULT_N, MIN_N, audit, load_sampler
+
+PROG = "python -m montecarlo"
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m montecarlo",
-                                description="Tools of the montecarlo package (simplex random features).")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = make_parser(PROG, "Tools of the montecarlo package (simplex random features).")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
     a = sub.add_parser("audit", help="test a projection-matrix sampler statistically",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                        description="Draw n matrices from a sampler and test marginal Gaussianity, unbiasedness of "
                                    "PRF/RFF kernel estimates and (with --coupling) conformity with theory. "
                                    "Exit 0: all checks pass; 1: a check fails; 2: usage error.")
     a.add_argument("spec", metavar="MODULE:FUNCTION",
                    help="the sampler: dotted.module:function or path/to/file.py:function")
-    a.add_argument("--d", type=int, required=True, help="dimensionality (>= 2)")
-    a.add_argument("--m", type=int, default=None, help="rows per draw (default d)")
+    a.add_argument("--d", type=int_arg(2), required=True, default=argparse.SUPPRESS, help="dimensionality (>= 2; required)")
+    a.add_argument("--m", type=int_arg(1), default=None, help="rows per draw (None: d)")
     a.add_argument("--coupling", choices=CLAIMABLE_COUPLINGS, default=None,
                    help="the coupling the sampler claims (enables the conformity and structure checks)")
-    a.add_argument("--n", type=int, default=DEFAULT_N, help=f"number of draws (default {DEFAULT_N})")
-    a.add_argument("--seed", type=int, default=0, help="seed of the audit (default 0)")
+    a.add_argument("--n", type=int_arg(MIN_N), default=DEFAULT_N, help=f"number of draws (>= {MIN_N})")
+    a.add_argument("--seed", type=int_arg(0), default=0, help="seed of the audit (>= 0)")
     a.add_argument("--call", default="d,m,rng",
                    help="argument order of the sampler: tokens d, m and at most one of rng (a "
-                        "numpy.random.Generator) or seed (an int per draw); default 'd,m,rng'; without rng/seed "
+                        "numpy.random.Generator) or seed (an int per draw); without rng/seed "
                         "the numpy (and torch) global generators are seeded")
-    a.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                   help=f"overall false-alarm probability (default {DEFAULT_ALPHA:g})")
-    a.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                   help="stop drawing after this many seconds (at least 50 draws are kept)")
-    a.add_argument("--v", type=float, default=1.0, help="|x + y| of the PRF tests (default 1)")
-    a.add_argument("--z", type=float, default=1.0, help="|x - y| of the RFF tests (default 1)")
+    a.add_argument("--alpha", type=real_arg(0.0, strict=True), default=DEFAULT_ALPHA,
+                   help="overall false-alarm probability, in (0, 1)")
+    a.add_argument("--time-budget", type=real_arg(0.0, strict=True), default=None, metavar="SECONDS",
+                   help=f"stop drawing after this many seconds (at least {MIN_N} draws are kept)")
+    a.add_argument("--v", type=real_arg(0.0, strict=True), default=1.0, help="|x + y| of the PRF tests (> 0)")
+    a.add_argument("--z", type=real_arg(0.0, strict=True), default=1.0, help="|x - y| of the RFF tests (> 0)")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--verbose", "-v", action="store_true", help="list the failed tests of each failed check")
+    a.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (shown on stderr only when it is a terminal)")
     return p
 
 
@@ -69,15 +74,21 @@ def main(argv=None):
 
 
 def _audit(args):
+    prog = f"{PROG} audit"
     try:
         sampler = load_sampler(args.spec)
         report = audit(sampler, args.d, args.m, coupling=args.coupling, n_draws=args.n, rng=args.seed, call=args.call,
-                       alpha=args.alpha, time_budget=args.time_budget, v=args.v, z=args.z, name=args.spec)
+                       alpha=args.alpha, time_budget=args.time_budget, v=args.v, z=args.z, name=args.spec,
+                       progress=not args.no_progress and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
     except (ValueError, TypeError) as exc:
-        print(f"python -m montecarlo audit: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    except Exception as exc:  # the user's sampler raised: the audit could not run
-        print(f"python -m montecarlo audit: error: the sampler raised {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # the user's sampler raised (or ran out of memory): the audit could not run
+        print(f"{prog}: error: the sampler raised {type(exc).__name__}: {' '.join(str(exc).split())}",
+              file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

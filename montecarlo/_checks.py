@@ -48,7 +48,7 @@ MAX_ELEMENTS = 1 << 28
 __all__ = ["COUPLINGS", "EXACT_COUPLINGS", "FAST_COUPLINGS", "KERNELS", "MAX_ELEMENTS", "AllocationError",
            "ArgumentTypeError", "check_bool", "check_budget", "check_choice", "check_coupling", "check_couplings",
            "check_data", "check_dimension", "check_int", "check_kernel", "check_positive_float", "check_progress",
-           "check_real", "check_rng", "check_weights"]
+           "check_real", "check_rng", "check_sequence", "check_weights"]
 
 
 class AllocationError(ValueError, MemoryError):
@@ -94,6 +94,22 @@ def _gib(n_bytes):
         if n_bytes >= size:
             return f"{n_bytes / size:.3g} {unit}"
     return f"{n_bytes} bytes"
+
+
+def check_sequence(values, name, check, what):
+    """A non-empty list of items, each validated by ``check(item, f"{name}[i]")``.
+
+    ``what`` describes the items for the message (``"integers >= 2"``).
+    """
+    if isinstance(values, (str, bytes)):
+        raise ArgumentTypeError(f"{name} must be a sequence of {what}, got {_describe(values)}")
+    try:
+        items = list(values)
+    except TypeError:
+        raise ArgumentTypeError(f"{name} must be a sequence of {what}, got {_describe(values)}") from None
+    if not items:
+        raise ValueError(f"{name} must hold at least one of {what}, got an empty sequence")
+    return [check(x, f"{name}[{i}]") for i, x in enumerate(items)]
 
 
 def check_kernel(kernel, allowed=KERNELS):

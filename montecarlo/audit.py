@@ -138,6 +138,7 @@ from theory.validation import renamed_arguments
 
 from ._backend import to_numpy
 from ._checks import check_budget, check_int, check_positive_float, check_rng
+from .estimators import _Progress
 from .diagnostics import standard_directions
 
 #: Couplings a sampler may claim (those with closed-form conformities in :mod:`theory`).
@@ -682,7 +683,7 @@ class _Draws:
 
 @renamed_arguments(n="n_draws")
 def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, call="d,m,rng", alpha=DEFAULT_ALPHA,
-          time_budget=None, v=1.0, z=1.0, max_axes=32, chunk=256, name=None):
+          time_budget=None, v=1.0, z=1.0, max_axes=32, chunk=256, name=None, progress=False):
     r"""Test a projection-matrix sampler statistically (see the module docstring for the checks).
 
     Parameters
@@ -739,6 +740,8 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
         keep n * m * (axes + 3) projections.
     name : str, optional
         Name of the sampler in the report.
+    progress : bool or callable
+        A progress bar of the draws on stderr, or ``f(done, total)``.
 
     Returns
     -------
@@ -802,6 +805,7 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
     draws = _Draws(n, d, m, U)
     if coupling is not None and get_coupling(coupling).cos_theta is not None:
         draws.claim(float(get_coupling(coupling).cos_theta(d)))
+    bar = _Progress(progress, n, "audit draws")
     caller = _make_caller(sampler, tokens, d, m, gen)
     t0 = time.perf_counter()
     buf, dtype = [], None
@@ -813,10 +817,12 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
         if len(buf) == chunk:
             draws.add(np.stack(buf))
             buf = []
+            bar.update(k + 1)
         if time_budget is not None and k + 1 >= MIN_N and time.perf_counter() - t0 > time_budget:
             break
     if buf:
         draws.add(np.stack(buf))
+    bar.update(n)
     draws.trim()
     n_used = draws.count
     index = {k: i for i, k in enumerate(names)}

@@ -29,7 +29,8 @@ from theory.registry import get as get_coupling
 from theory.validation import ArgumentTypeError, describe
 
 from ._backend import namespace
-from ._checks import FAST_COUPLINGS, check_budget, check_coupling, check_data, check_dimension, check_int, check_rng
+from ._checks import (FAST_COUPLINGS, check_budget, check_coupling, check_data, check_dimension, check_int, check_rng,
+                      check_sequence)
 from .couplings import next_power_of_two, sample_weights
 from .estimators import exact_kernel, kernel_estimate, pair_projections
 
@@ -130,13 +131,8 @@ def _check_blocks(weights, d):
 
 
 def _check_rows(rows, b):
-    try:
-        rows = list(rows)
-    except TypeError:
-        raise ArgumentTypeError(f"rows must be a sequence of row indices in [0, {b}), got {describe(rows)}") from None
-    if not rows:
-        raise ValueError(f"rows must name at least one row index in [0, {b})")
-    return [check_int(i, "rows[...]", 0, f"(a row of a block of {b})", b - 1) for i in rows]
+    return check_sequence(rows, "rows", lambda i, name: check_int(i, name, 0, f"(a row of a block of {b})", b - 1),
+                          f"row indices in [0, {b})")
 
 
 def _default_rows(b):
@@ -149,10 +145,7 @@ def ks_distance_curve(coupling, d, sizes=(1_000, 10_000, 100_000), rng=0):
     Each size n draws n fresh blocks from the seed ``rng + n`` (``rng`` an int >= 0).
     """
     rng = check_int(rng, "rng", 0)
-    try:
-        sizes = [check_int(n, "sizes[...]", 2) for n in sizes]
-    except TypeError:
-        raise ArgumentTypeError(f"sizes must be a sequence of sample sizes >= 2, got {describe(sizes)}") from None
+    sizes = check_sequence(sizes, "sizes", lambda n, name: check_int(n, name, 2), "sample sizes >= 2")
     return {int(n): max(r[2] for r in ks_marginals(coupling, d, int(n), rng=rng + int(n)))
             for n in sizes}
 

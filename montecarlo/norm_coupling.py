@@ -37,17 +37,15 @@ from scipy import integrate, stats
 
 from theory.errors import ConvergenceError
 
-from ._checks import check_int
+from ._checks import check_budget, check_choice, check_int, check_real, check_rng
 from .couplings import haar_orthogonal, simplex_matrix
-from .optimum import pair_kernel_squared as _pair_kernel
+from .optimum import _int_list, _real_list, pair_kernel_squared as _pair_kernel
 
 KINDS = ("iid", "antithetic", "stratified", "equal")
 
 
 def _check_kind(kind):
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(repr(k) for k in KINDS)}, got {kind!r}")
-    return kind
+    return check_choice(kind, "kind", KINDS)
 
 
 def coupled_norms(d, n_blocks, kind, rng=None):
@@ -55,7 +53,8 @@ def coupled_norms(d, n_blocks, kind, rng=None):
     n = check_int(n_blocks, "n_blocks", 1)
     d = check_int(d, "d", 2)
     _check_kind(kind)
-    gen = np.random.default_rng(rng)
+    check_budget(n * d, f"(n_blocks, d) = ({n}, {d}) norms", "reduce n_blocks or d")
+    gen = np.random.default_rng(check_rng(rng))
     if kind == "iid":
         return np.sqrt(gen.chisquare(d, (n, d)))
     u = gen.random((n, 1))
@@ -83,8 +82,10 @@ def sample_norm_coupled_weights(d, m, kind, rng=None, n_draws=None):
     m = check_int(m, "m", 1)
     _check_kind(kind)
     draws = 1 if n_draws is None else check_int(n_draws, "n_draws", 1)
-    gen = np.random.default_rng(rng)
+    gen = np.random.default_rng(check_rng(rng))
     nb = -(-m // d)
+    check_budget(draws * nb * d * d, f"{draws} draws of {nb} simplex blocks of d x d = {d} x {d}",
+                 "reduce n_draws, m or d (every block is drawn whole here)")
     norms = coupled_norms(d, draws * nb, kind, gen)
     rot = np.asarray(haar_orthogonal(draws * nb, d, rng=gen))
     s = np.asarray(simplex_matrix(d))
@@ -111,9 +112,7 @@ def conformity(d, v, kind):
     k/d; ``equal`` is :math:`\mathbb E[F(2q(U)^2(d-2)/(d-1))]`.
     """
     d = check_int(d, "d", 2)
-    v = float(v)
-    if not v >= 0:
-        raise ValueError(f"v must be >= 0, got {v!r}")
+    v = check_real(v, "v", minimum=0.0)
     _check_kind(kind)
     c = -1.0 / (d - 1)
 
@@ -227,14 +226,60 @@ def mse_ratio_to_simplex(d, v, kind):
     return (diag + (d - 1) * (rho - np.exp(v * v))) / (diag + (d - 1) * (rho_s - np.exp(v * v)))
 
 
-def norm_coupling_table(ds=(4, 6, 16, 64), vs=(0.25, 0.5, 1.0, 2.0)):
-    """MSE ratios to SimRF (m = d) for every kind on a grid: dict (d, v, kind) -> ratio."""
-    return {(d, v, k): mse_ratio_to_simplex(d, v, k) for d in ds for v in vs for k in KINDS if k != "iid"}
+def norm_coupling_table(ds=(4, 6, 16, 64), vs=(0.25, 0.5, 1.0, 2.0), progress=None):
+    """MSE ratios to SimRF (m = d) for every kind on a grid: dict (d, v, kind) -> ratio.
+
+    ``progress(d, v, ratios, done, total)``, if given, is called after each (d, v)
+    with the dict kind -> ratio of that point.
+    """
+    ds = _int_list(ds, "ds", 2)
+    vs = _real_list(vs, "vs")
+    table, total = {}, len(ds) * len(vs)
+    for d in ds:
+        for v in vs:
+            point = {k: mse_ratio_to_simplex(d, v, k) for k in KINDS if k != "iid"}
+            table.update({(d, v, k): r for k, r in point.items()})
+            if progress is not None:
+                progress(d, v, point, len(table) // len(point), total)
+    return table
+
+
+def _parser():
+    from ._cli import int_arg, make_parser, real_arg
+
+    p = make_parser("python -m montecarlo.norm_coupling",
+                    "MSE of simplex blocks with coupled chi_d norms (antithetic, stratified, equal) relative to "
+                    "SimRFs (i.i.d. norms), m = d, by quadrature: one table row per (d, v), printed as computed.")
+    p.add_argument("--d", nargs="+", type=int_arg(2), default=[4, 6, 16, 64], metavar="D", help="dimensions (>= 2)")
+    p.add_argument("--v", nargs="+", type=real_arg(0.0), default=[0.25, 0.5, 1.0, 2.0], metavar="V",
+                   help="values of v = |x + y| (>= 0)")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def main(argv=None):
+    """``python -m montecarlo.norm_coupling``: print the MSE-ratio table; returns the exit status."""
+    import sys
+    import time
+
+    from ._cli import main_runner
+
+    def body(argv):
+        args = _parser().parse_args(argv)
+        print(f"{'d':>3} {'v':>5} " + " ".join(f"{k:>12}" for k in KINDS[1:]), flush=True)
+        t0 = time.perf_counter()
+
+        def progress(d, v, point, done, total):
+            print(f"{d:>3} {v:>5.2f} " + " ".join(f"{point[k]:12.6f}" for k in KINDS[1:]), flush=True)
+            if not args.no_progress:
+                print(f"[{done}/{total}] d = {d}, v = {v:g} done, {time.perf_counter() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
+
+        norm_coupling_table(args.d, args.v, progress=progress)
+        return 0
+
+    return main_runner("python -m montecarlo.norm_coupling", body, argv)
 
 
 if __name__ == "__main__":  # python -m montecarlo.norm_coupling
-    table = norm_coupling_table()
-    print(f"{'d':>3} {'v':>5} " + " ".join(f"{k:>12}" for k in KINDS[1:]))
-    for d in (4, 6, 16, 64):
-        for v in (0.25, 0.5, 1.0, 2.0):
-            print(f"{d:>3} {v:>5.2f} " + " ".join(f"{table[d, v, k]:12.6f}" for k in KINDS[1:]))
+    raise SystemExit(main())

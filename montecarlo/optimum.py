@@ -21,7 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from ._checks import check_int
+from ._checks import ArgumentTypeError, check_budget, check_data, check_int, check_real, check_rng, check_sequence
+from ._backend import namespace
+from theory.validation import describe
 
 
 def pair_kernel_squared(d, v, s):
@@ -33,9 +35,13 @@ def pair_kernel_squared(d, v, s):
 
 
 def objective(vectors, v):
-    """Exact conformity objective (eq. simp+_obj) of an (m, d) array of vectors (float)."""
-    w = np.asarray(vectors, dtype=float)
+    """Exact conformity objective (eq. simp+_obj) of an (m, d) array of vectors (float), m >= 2."""
+    w = np.asarray(check_data(vectors, namespace(), "vectors", 2, dtype=np.float64))
+    v = check_real(v, "v", minimum=0.0)
     m, d = w.shape
+    if m < 2:
+        raise ValueError(f"vectors must hold at least 2 rows (the objective averages over pairs), got shape {w.shape}")
+    check_budget(m * m * d, f"the (m, m, d) = ({m}, {m}, {d}) pair sums", "reduce m or d")
     s = np.sum((w[:, None, :] + w[None, :, :]) ** 2, axis=-1)
     f = pair_kernel_squared(d, v, s)
     return float((f.sum() - np.trace(f)) / (m * (m - 1)))
@@ -86,22 +92,38 @@ def optimise_directions(norms, v, d=None, starts=None, n_random=8, rng=None, tol
     n_random : int
         Number of random starting geometries.
     rng : int or numpy Generator
+    tol : float > 0
+        L-BFGS-B ``ftol``.
+    maxiter : int >= 1
+        L-BFGS-B iterations per start.
 
     Returns
     -------
     OptimumResult
+
+    Raises
+    ------
+    ValueError
+        Naming the bad argument (norms not a 1-D array of >= 2 positive
+        finite values, v < 0, a start of the wrong shape, ...), or an
+        :class:`~montecarlo._checks.AllocationError` when the (m, m, d) pair
+        sums exceed the memory budget.
     """
-    norms = np.asarray(norms, dtype=float)
-    if norms.ndim != 1 or norms.shape[0] < 2 or not np.all(norms > 0):
-        raise ValueError("norms must be a 1-D array of at least 2 positive values")
+    norms = np.asarray(check_data(norms, namespace(), "norms", 1, dtype=np.float64))
+    if norms.shape[0] < 2 or not np.all(norms > 0):
+        raise ValueError(f"norms must be a 1-D array of at least 2 positive values, got {describe(norms)}")
     m = norms.shape[0]
     d = m if d is None else check_int(d, "d", 1)
-    v = float(v)
-    if not v >= 0:
-        raise ValueError(f"v must be >= 0, got {v!r}")
+    v = check_real(v, "v", minimum=0.0)
     n_random = check_int(n_random, "n_random", 0)
-    gen = np.random.default_rng(rng)
-    inits = [np.asarray(s, dtype=float) for s in (starts or [])]
+    tol = check_real(tol, "tol", minimum=0.0, strict_minimum=True)
+    maxiter = check_int(maxiter, "maxiter", 1)
+    check_budget(m * m * d * 3, f"the (m, m, d) = ({m}, {m}, {d}) pair sums of the objective", "reduce m or d")
+    gen = np.random.default_rng(check_rng(rng))
+    if starts is not None and not isinstance(starts, (list, tuple)):
+        raise ArgumentTypeError(f"starts must be None or a list of ({m}, {d}) arrays, got {describe(starts)}")
+    inits = [np.asarray(check_data(s, namespace(), f"starts[{i}]", 2, d, dtype=np.float64))
+             for i, s in enumerate(starts or [])]
     inits += [gen.standard_normal((m, d)) for _ in range(n_random)]
     if not inits:
         raise ValueError("need at least one start (pass starts or n_random >= 1)")
@@ -158,8 +180,10 @@ def optimality_gaps(d, v, n_draws=50, n_random=3, rng=None):
     from .couplings import simplex_matrix, simplex_plus_vectors
 
     d = check_int(d, "d", 2)
+    v = check_real(v, "v", minimum=0.0)
     n_draws = check_int(n_draws, "n_draws", 2)
-    gen = np.random.default_rng(rng)
+    n_random = check_int(n_random, "n_random", 0)
+    gen = np.random.default_rng(check_rng(rng))
     S = np.asarray(simplex_matrix(d))
     ex_o, ex_s, ex_p, share = [], [], [], []
     for _ in range(n_draws):
@@ -177,23 +201,87 @@ def optimality_gaps(d, v, n_draws=50, n_random=3, rng=None):
     return GapRow(d, float(v), n_draws, _mean_se(ex_o), _mean_se(ex_s), _mean_se(ex_p), _mean_se(share))
 
 
-def optimality_gap_table(ds=(3, 6, 16), vs=(0.5, 1.0, 2.0), n_draws=50, rng=0):
-    """:func:`optimality_gaps` on a grid; returns a list of GapRow."""
-    gen = np.random.default_rng(rng)
-    return [optimality_gaps(d, v, n_draws=n_draws, rng=gen) for d in ds for v in vs]
+def optimality_gap_table(ds=(3, 6, 16), vs=(0.5, 1.0, 2.0), n_draws=50, rng=0, progress=None):
+    """:func:`optimality_gaps` on a grid; returns a list of GapRow.
+
+    ``progress(row, done, total)``, if given, is called after each (d, v).
+    """
+    ds = _int_list(ds, "ds", 2)
+    vs = _real_list(vs, "vs")
+    gen = np.random.default_rng(check_rng(rng))
+    rows, total = [], len(ds) * len(vs)
+    for d in ds:
+        for v in vs:
+            rows.append(optimality_gaps(d, v, n_draws=n_draws, rng=gen))
+            if progress is not None:
+                progress(rows[-1], len(rows), total)
+    return rows
+
+
+def _int_list(values, name, minimum):
+    return check_sequence(values, name, lambda x, n: check_int(x, n, minimum), f"integers >= {minimum}")
+
+
+def _real_list(values, name):
+    return check_sequence(values, name, lambda x, n: check_real(x, n, minimum=0.0), "finite reals >= 0")
+
+
+def _header():
+    return (f"{'d':>3} {'v':>5} {'n':>4}  {'(J_ORF-J*)/J*':>22} {'(J_SimRF-J*)/J*':>22} "
+            f"{'(J_SimRF+-J*)/J*':>22} {'SimRF+ share of gap':>22}")
+
+
+def _line(r):
+    def f(ms):
+        return f"{ms[0]:.3e} +- {ms[1]:.1e}"
+
+    return (f"{r.d:>3} {r.v:>5.2f} {r.n_draws:>4}  {f(r.excess_orf):>22} {f(r.excess_simrf):>22} "
+            f"{f(r.excess_splus):>22} {f(r.share_splus):>22}")
 
 
 def format_gap_table(rows):
     """Plain-text table of :func:`optimality_gap_table` rows."""
-    def f(ms):
-        return f"{ms[0]:.3e} +- {ms[1]:.1e}"
-    lines = [f"{'d':>3} {'v':>5} {'n':>4}  {'(J_ORF-J*)/J*':>22} {'(J_SimRF-J*)/J*':>22} "
-             f"{'(J_SimRF+-J*)/J*':>22} {'SimRF+ share of gap':>22}"]
-    for r in rows:
-        lines.append(f"{r.d:>3} {r.v:>5.2f} {r.n_draws:>4}  {f(r.excess_orf):>22} {f(r.excess_simrf):>22} "
-                     f"{f(r.excess_splus):>22} {f(r.share_splus):>22}")
-    return "\n".join(lines)
+    return "\n".join([_header()] + [_line(r) for r in rows])
+
+
+def _parser():
+    from ._cli import int_arg, make_parser, real_arg
+
+    p = make_parser("python -m montecarlo.optimum",
+                    "How far ORF, SimRF and SimRF+ are from the numerically optimised geometry of Fig. 4, in "
+                    "expectation over chi_d norms: one table row per (d, v), printed as it is computed.")
+    p.add_argument("--d", nargs="+", type=int_arg(2), default=[3, 6, 16], metavar="D", help="dimensions (>= 2)")
+    p.add_argument("--v", nargs="+", type=real_arg(0.0), default=[0.5, 1.0, 2.0], metavar="V",
+                   help="values of v = |x + y| (>= 0)")
+    p.add_argument("--n-draws", type=int_arg(2), default=50, help="draws of the norms per (d, v) (>= 2)")
+    p.add_argument("--seed", type=int_arg(0), default=0, help="random seed (>= 0)")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def main(argv=None):
+    """``python -m montecarlo.optimum``: print the optimality-gap table; returns the exit status."""
+    import sys
+    import time
+
+    from ._cli import main_runner
+
+    def body(argv):
+        args = _parser().parse_args(argv)
+        print(_header(), flush=True)
+        t0 = time.perf_counter()
+
+        def progress(row, done, total):
+            print(_line(row), flush=True)
+            if not args.no_progress:
+                print(f"[{done}/{total}] d = {row.d}, v = {row.v:g} done, {time.perf_counter() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
+
+        optimality_gap_table(args.d, args.v, n_draws=args.n_draws, rng=args.seed, progress=progress)
+        return 0
+
+    return main_runner("python -m montecarlo.optimum", body, argv)
 
 
 if __name__ == "__main__":  # python -m montecarlo.optimum
-    print(format_gap_table(optimality_gap_table()))
+    raise SystemExit(main())

@@ -1,41 +1,105 @@
 """Run the proof regression suite and write the claim table.
 
-Usage: ``python -m paper_checks [--out DIR] [-- extra pytest args]``.
-Prints the table (label, status, largest discrepancy) and writes
-``REPORT.md`` and ``report.json`` to DIR (default: the paper_checks folder).
+Usage: ``python -m paper_checks [--out DIR] [-n WORKERS] [--write-committed] [-- PYTEST_ARGS]``.
+
+Prints the table (label, status, largest discrepancy, totals) and writes
+``REPORT.md`` and ``report.json`` to ``--out`` (default
+``./paper_checks_report``, outside the package: a run never changes tracked
+files).  The committed copies in the ``paper_checks`` folder are rewritten only
+with ``--write-committed``, and only from a complete, passing run of the whole
+suite.  Nothing is written when pytest did not run the checks (bad pytest
+arguments, collection errors, interruption): the previous report stays.
+
+Exit status: pytest's (0 all checks pass, 1 a check failed, 2-5 pytest could
+not run them); 2 for bad options of this command.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-import pytest
-
-from paper_checks._report import Collector, build_rows, to_console, to_json, to_markdown
+from montecarlo._cli import atomic_write, check_output_dir, int_arg, make_parser
+from paper_checks._report import Collector, build_rows, category, to_console, to_json, to_markdown
 
 HERE = Path(__file__).resolve().parent
+PROG = "python -m paper_checks"
+DEFAULT_OUT = "paper_checks_report"
+#: pytest exit codes after which the checks did run (0: all passed, 1: some failed).
+RAN = (0, 1)
+
+
+def _parser():
+    p = make_parser(PROG, "Run the proof regression suite (one row per statement of the paper) and write the "
+                          "claim table REPORT.md / report.json.")
+    p.add_argument("--out", default=DEFAULT_OUT,
+                   help="folder for REPORT.md and report.json (created if missing; not the package folder)")
+    p.add_argument("-n", "--workers", type=int_arg(0, 256), default=2,
+                   help="pytest-xdist worker processes (0: run in this process)")
+    p.add_argument("--write-committed", action="store_true",
+                   help=f"also rewrite the committed {HERE.name}/REPORT.md and report.json (only after a complete, "
+                        "passing run of the whole suite, without extra pytest arguments)")
+    p.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARGS", help="extra arguments for pytest (after --)")
+    return p
+
+
+def _write(folder, rows, unclaimed):
+    folder.mkdir(parents=True, exist_ok=True)
+    md, js = folder / "REPORT.md", folder / "report.json"
+    atomic_write(md, lambda tmp: Path(tmp).write_text(to_markdown(rows, unclaimed)))
+    atomic_write(js, lambda tmp: Path(tmp).write_text(to_json(rows, unclaimed)))
+    return md, js
+
+
+def _refuse_committed(code, rows, collector, extra_args):
+    """Why the committed table must not be rewritten from this run (None: it may)."""
+    if extra_args:
+        return "extra pytest arguments select part of the suite"
+    if code != 0:
+        return f"pytest exited with status {code}"
+    if collector.collect_errors:
+        return f"collection errors in {', '.join(collector.collect_errors)}"
+    not_run = [r["id"] for r in rows if category(r["result"]) == "not run"]
+    if not_run:
+        return f"{len(not_run)} claims were not run ({', '.join(not_run[:5])}{', ...' if len(not_run) > 5 else ''})"
+    return None
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m paper_checks", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=HERE, help="folder for REPORT.md and report.json")
-    parser.add_argument("-n", "--workers", default="2", help="pytest-xdist workers (0 to run in-process)")
-    parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (after --)")
+    """Entry point; returns the exit status."""
+    import pytest
+
+    parser = _parser()
     args = parser.parse_args(argv)
+    try:
+        check_output_dir(args.out, "--out")
+    except ValueError as exc:
+        parser.error(str(exc))
+    out = Path(args.out).resolve()
+    if out == HERE or HERE in out.parents:
+        parser.error(f"--out {args.out!r} is inside the package folder {str(HERE)!r}: write elsewhere, or use "
+                     "--write-committed to regenerate the committed table deliberately")
     collector = Collector()
     pytest_args = [str(HERE), "-q", "-p", "no:cacheprovider"]
-    if args.workers != "0":
-        pytest_args += ["-n", args.workers]
-    code = pytest.main(pytest_args + list(args.pytest_args), plugins=[collector])
+    if args.workers:
+        pytest_args += ["-n", str(args.workers)]
+    code = int(pytest.main(pytest_args + list(args.pytest_args), plugins=[collector]))
     rows = build_rows(collector)
+    if code not in RAN:
+        print(f"{PROG}: error: pytest did not run the checks (exit status {code}); no report written "
+              f"(the previous one in {str(out)!r} is unchanged)", file=sys.stderr)
+        return code
     print(to_console(rows))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "REPORT.md").write_text(to_markdown(rows, collector.unclaimed))
-    (args.out / "report.json").write_text(to_json(rows, collector.unclaimed))
-    print(f"wrote {args.out / 'REPORT.md'} and {args.out / 'report.json'}")
-    return int(code)
+    md, js = _write(out, rows, collector.unclaimed)
+    print(f"wrote {md} and {js}")
+    if args.write_committed:
+        why = _refuse_committed(code, rows, collector, args.pytest_args)
+        if why:
+            print(f"{PROG}: error: committed table not rewritten: {why}", file=sys.stderr)
+            return code or 1
+        md, js = _write(HERE, rows, collector.unclaimed)
+        print(f"rewrote the committed {md} and {js}")
+    return code
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ class Collector:
         self.outcomes = defaultdict(lambda: {"passed": 0, "failed": 0, "skipped": 0, "tests": []})
         self.discrepancy = defaultdict(dict)
         self.unclaimed = {"passed": 0, "failed": 0, "skipped": 0}
+        self.collect_errors = []
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collect_errors.append(report.nodeid or "(session)")
 
     def pytest_runtest_logreport(self, report):
         if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
@@ -91,10 +96,7 @@ def to_markdown(rows, unclaimed):
     for r in rows:
         lines.append(f"| {_cell(r['ref'])} | {_cell(r['claim'])} | {_cell('; '.join(r['methods']) or '-')} | "
                      f"{_cell(r['result'])} | {_cell(_fmt_disc(r['largest_discrepancy']))} |")
-    counts = defaultdict(int)
-    for r in rows:
-        counts[r["result"].split(" ")[0]] += 1
-    lines += ["", "Totals: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())),
+    lines += ["", totals_line(rows),
               f"Suite self-checks (mutation resistance, registry): {unclaimed.get('passed', 0)} passed, "
               f"{unclaimed.get('failed', 0)} failed.", "", "## Errata", ""]
     for r in rows:
@@ -111,6 +113,38 @@ def to_markdown(rows, unclaimed):
     return "\n".join(lines) + "\n"
 
 
+#: Outcome categories of a claim row, in the order of the totals line.
+CATEGORIES = ("verified", "erratum", NOT_HERE, "FAILED", "not run")
+
+
+def category(result):
+    """The category of a row's ``result``: ``'FAILED (2 of 5 checks)'`` -> ``'FAILED'``,
+    ``'not run (skipped)'`` -> ``'not run'``."""
+    for cat in CATEGORIES:
+        if result == cat or result.startswith(cat + " "):
+            return cat
+    raise ValueError(f"unknown claim result {result!r}")
+
+
+def totals(rows):
+    """Claims per category (every category, zeros included) and checks passed / failed / skipped."""
+    claims = {cat: 0 for cat in CATEGORIES}
+    for r in rows:
+        claims[category(r["result"])] += 1
+    checks = {k: sum(r[f"checks_{k}"] for r in rows) for k in ("passed", "failed", "skipped")}
+    return claims, checks
+
+
+def totals_line(rows):
+    """``Totals: 58 claims (50 verified, 7 erratum, ...); checks: 130 passed, 0 failed, 2 skipped``.
+
+    A check that serves several claims is counted once per claim."""
+    claims, checks = totals(rows)
+    parts = ", ".join(f"{v} {k.replace('-', ' ')}" for k, v in claims.items())
+    return (f"Totals: {len(rows)} claims ({parts}); claim checks: {checks['passed']} passed, {checks['failed']} "
+            f"failed, {checks['skipped']} skipped.")
+
+
 def to_json(rows, unclaimed):
     return json.dumps({"claims": rows, "self_checks": unclaimed}, indent=2)
 
@@ -119,4 +153,5 @@ def to_console(rows):
     out = [f"{'label':44s} {'status':24s} discrepancy"]
     for r in rows:
         out.append(f"{r['ref'][:44]:44s} {r['result'][:24]:24s} {_fmt_disc(r['largest_discrepancy'])}")
+    out.append(totals_line(rows))
     return "\n".join(out)

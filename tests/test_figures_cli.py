@@ -60,15 +60,35 @@ def test_unknown_figure_is_a_clean_error(capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--dps", "3"], "--dps must be an integer >= 10"),
+    (["--dps", "3"], "argument --dps: must be an integer >= 10 and <= 200, got 3"),
+    (["--dps", "100000"], "argument --dps: must be an integer >= 10 and <= 200"),
     (["--backend", "jax"], "invalid choice: 'jax'"),
-    (["--seed", "x"], "invalid int value"),
+    (["--seed", "x"], "argument --seed: expected an integer, got 'x'"),
+    (["--seed", "-1"], "argument --seed: must be an integer >= 0, got -1"),
+    (["--out", ""], "--out must be a directory path, got an empty string"),
+    (["--uci-dir", "/nonexistent/uci"], "--uci-dir '/nonexistent/uci' does not exist or is not a directory"),
 ])
 def test_bad_options(capsys, args, message):
+    """Issue 12 item 7: every bad option is one line on stderr and exit status 2; nothing runs or is written."""
     with pytest.raises(SystemExit) as exc:
         main(args + ["--only", "fig3"])
     assert exc.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and err.startswith("python -m figures: error: ")
+
+
+def test_out_must_be_a_directory(tmp_path, capsys):
+    """--out naming an existing file, or a path under a file: one-line error, no traceback, nothing written."""
+    f = tmp_path / "a_file"
+    f.write_text("keep me")
+    for out, message in ((f, "exists and is not a directory"), (f / "sub", "which is a file, not a directory")):
+        with pytest.raises(SystemExit) as exc:
+            main(["--quick", "--only", "fig3", "--out", str(out), "--no-progress"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert f.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
 
 
 def test_lookup_accepts_short_names_and_latex_labels():
@@ -77,26 +97,23 @@ def test_lookup_accepts_short_names_and_latex_labels():
     assert lookup("fig:the_dists").name == "fig5_wij_pdf"
     assert lookup("fig10").name == "fig10_sigma_search"
     assert lookup("new_rff_mse_ratio").paper_label is None
-    assert len({f.name for f in FIGURES}) == len(FIGURES) == 11
+    assert len({f.name for f in FIGURES}) == len(FIGURES) >= 11  # unique names; helpers add figures
 
 
-def test_uci_figures_skip_without_a_directory(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("SIMPLEX_RF_UCI_DIR", raising=False)
-    assert main(["--only", "fig8,fig10", "--out", str(tmp_path), "--no-progress"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    for name in ("fig8_nonparametric", "fig10_sigma_search"):
-        line = next(x for x in lines if x.startswith(name))
-        assert line == f"{name}: skipped: no UCI data directory (pass --uci-dir DIR or set SIMPLEX_RF_UCI_DIR)"
-    index = json.loads((tmp_path / "index.json").read_text())
-    assert {f["status"] for f in index["figures"]} == {"skipped"}
-
-
-def test_uci_directory_from_option_or_environment(tmp_path, capsys, monkeypatch):
-    """The environment variable is used when --uci-dir is absent; unreadable directories skip with a reason."""
+def test_uci_directory_errors_and_skips(tmp_path, capsys, monkeypatch):
+    """A missing --uci-dir is a usage error (exit 2, was: exit 0 and "skipped"); a missing
+    $SIMPLEX_RF_UCI_DIR fails the figure (exit 1, one line on stderr); an existing directory without any
+    readable dataset skips it with the reason."""
+    with pytest.raises(SystemExit) as exc:
+        main(["--only", "fig8", "--out", str(tmp_path / "o"), "--uci-dir", str(tmp_path / "nowhere")])
+    assert exc.value.code == 2 and not (tmp_path / "o").exists()
+    capsys.readouterr()
     monkeypatch.setenv("SIMPLEX_RF_UCI_DIR", str(tmp_path / "nowhere"))
-    assert main(["--only", "fig8", "--out", str(tmp_path), "--no-progress"]) == 0
-    assert f"fig8_nonparametric: skipped: UCI data directory '{tmp_path / 'nowhere'}' does not exist" in \
-        capsys.readouterr().out
+    assert main(["--only", "fig8", "--out", str(tmp_path), "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert "fig8_nonparametric: FAILED:" in captured.out and "nowhere" in captured.out
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    monkeypatch.delenv("SIMPLEX_RF_UCI_DIR")
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["--only", "fig10", "--out", str(tmp_path), "--uci-dir", str(empty), "--no-progress"]) == 0
@@ -113,8 +130,10 @@ def test_a_failing_figure_does_not_stop_the_others(tmp_path, capsys, monkeypatch
     good = lookup("fig3")
     monkeypatch.setattr(figures.registry, "FIGURES", (broken, good))
     assert main(["--quick", "--only", "broken,fig3", "--out", str(tmp_path), "--no-progress"]) == 1
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "broken: FAILED: RuntimeError: deliberate" in out
+    assert captured.err == "python -m figures: broken failed: RuntimeError: deliberate\n"  # no traceback
     assert (tmp_path / "fig3_simplex_plus.json").exists()
     index = json.loads((tmp_path / "index.json").read_text())
     assert [f["status"] for f in index["figures"]] == ["failed", "written"]
@@ -155,3 +174,84 @@ def test_style_is_shared():
         assert style(c)["color"] == marker_style(c)["color"] == COUPLING_STYLE[c]["color"]
     with pytest.raises(ValueError, match="coupling must be one of"):
         style("orf")
+
+
+def test_progress_lines_on_stderr(tmp_path, capsys):
+    assert main(["--quick", "--only", "fig3,fig4", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "[1/2] fig3_simplex_plus ..." in err and "[2/2] fig4_conformity ..." in err
+
+
+def test_pdf_fonts_are_truetype(tmp_path):
+    """Issue 14 item 4: the written PDF embeds TrueType (Type 42) fonts, no Type 3 font.
+
+    Power: the same figure saved with pdf.fonttype = 3 does contain a Type 3 font."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    assert main(["--quick", "--only", "fig3", "--out", str(tmp_path), "--no-progress"]) == 0
+    pdf = (tmp_path / "fig3_simplex_plus.pdf").read_bytes()
+    assert b"/Type3" not in pdf and b"/FontFile2" in pdf
+    fig, ax = plt.subplots()
+    ax.set_title(r"$w_{ij}$ SimRFs")
+    with matplotlib.rc_context({"pdf.fonttype": 3}):
+        fig.savefig(tmp_path / "type3.pdf")
+    plt.close(fig)
+    assert b"/Type3" in (tmp_path / "type3.pdf").read_bytes()
+    from figures._context import Context
+
+    fig, ax = plt.subplots()
+    ax.set_title(r"$w_{ij}$ SimRFs")
+    with matplotlib.rc_context({"pdf.fonttype": 3}):  # Context.save embeds TrueType whatever the caller's rcParams
+        Context(out=str(tmp_path / "ctx"), progress=False).save(fig, "t", {})
+    assert b"/Type3" not in (tmp_path / "ctx" / "t.pdf").read_bytes()
+
+
+def test_interrupted_save_leaves_no_partial_file(tmp_path, monkeypatch):
+    """Issue 12 item 8: a save that fails half-way leaves the previous complete files and no temporary file."""
+    import matplotlib.pyplot as plt
+
+    from figures._context import Context
+
+    ctx = Context(out=str(tmp_path), progress=False)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ctx.save(fig, "fig", {"x": [1.0]})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert sorted(before) == ["fig.json", "fig.pdf", "fig.png"]
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    real = fig.savefig
+
+    def savefig(path, **kw):
+        if kw.get("format") == "pdf":
+            with open(path, "wb") as fh:
+                fh.write(b"%PDF-1.4 truncated")
+            raise KeyboardInterrupt
+        return real(path, **kw)
+
+    monkeypatch.setattr(fig, "savefig", savefig)
+    with pytest.raises(KeyboardInterrupt):
+        ctx.save(fig, "fig", {"x": [2.0]})
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert sorted(after) == ["fig.json", "fig.pdf", "fig.png"]  # no .part file left
+    assert after["fig.pdf"] == before["fig.pdf"] and after["fig.json"] == before["fig.json"]
+    assert after["fig.png"] != before["fig.png"]  # written completely before the interruption
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"seed": 1.5}, "seed must be an integer"),
+    ({"dps": 5}, "dps must be an integer >= 10 and <= 200"),
+    ({"backend": "jax"}, "backend must be one of 'numpy', 'torch'"),
+    ({"quick": "False"}, "quick must be True or False"),
+    ({"progress": 1}, "progress must be True or False"),
+    ({"out": ""}, "out must be a directory path"),
+    ({"uci_dir": "/nonexistent/uci"}, "uci_dir '/nonexistent/uci' does not exist"),
+])
+def test_context_validates_settings(kwargs, message):
+    from figures._context import Context
+
+    with pytest.raises(ValueError, match=message):
+        Context(**kwargs)
