@@ -87,5 +87,5 @@ def test_bad_input():
         nc.coupled_norms(4, 10, "sobol")
     with pytest.raises(ValueError, match="d must be an integer >= 2"):
         nc.sample_norm_coupled_weights(1, 1, "iid")
-    with pytest.raises(ValueError, match="v must be >= 0"):
+    with pytest.raises(ValueError, match="v must be a finite real >= 0"):
         nc.conformity(4, -1.0, "equal")

@@ -44,9 +44,9 @@ def test_gap_study_small():
 def test_bad_input():
     with pytest.raises(ValueError, match="norms must be a 1-D array"):
         optimum.optimise_directions([1.0], 1.0)
-    with pytest.raises(ValueError, match="v must be >= 0"):
+    with pytest.raises(ValueError, match="v must be a finite real >= 0"):
         optimum.optimise_directions([1.0, 2.0], -1.0)
     with pytest.raises(ValueError, match="need at least one start"):
         optimum.optimise_directions([1.0, 2.0], 1.0, n_random=0)
-    with pytest.raises(ValueError, match="each start must have shape"):
+    with pytest.raises(ValueError, match=r"starts\[0\] must have shape \(N, 2\)"):
         optimum.optimise_directions([1.0, 2.0], 1.0, starts=[np.ones((3, 3))])
