@@ -1,8 +1,8 @@
 """Speed of ``montecarlo.experiments``: ratios against baselines timed in the same process.
 
 Run ``python -m benchmarks.bench_experiments`` (``--quick`` for fewer
-repeats, ``--only SECTION...``, ``--table`` to also time the full Table 2 run
-end to end, ``--uci-dir DIR``, ``--json [PATH]``, by default
+repeats, ``--only SECTION...``, ``--table [--protocol paper|resampled]`` to also
+time the full Table 2 run end to end, ``--uci-dir DIR``, ``--json [PATH]``, by default
 ``benchmarks/results/bench_experiments.json``).  Each ratio compares two
 callables timed round-robin in the same process (ratio of the minima over
 repeats; the median ratio is stored too).  Nothing here asserts.
@@ -18,8 +18,10 @@ Sections
 --------
 classification  PRF kernel-regression accuracy, 100 draws at m = d, per UCI
                 dataset, vs the exact-kernel classifier on the same split
-                (one O(N_test N_train) pass); and per draw vs one bare
-                (N_train + N_test, d) @ (d, m) product.
+                (one O(N_test N_train) pass); per draw vs one bare
+                (N_train + N_test, d) @ (d, m) product; and the class sums
+                Phi^T Y over per-class runs of class-sorted rows (the
+                classifier's way) vs a one-hot matrix product.
 attention       PRF attention (numpy), d = 64, m = 130, L = 1024 and 4096,
                 bidirectional and causal, vs exact softmax attention on the
                 same inputs; the torch module vs torch's
@@ -40,6 +42,7 @@ import time
 import numpy as np
 
 import montecarlo as mc
+from montecarlo._cli import atomic_write, int_arg, main_runner, make_parser
 from montecarlo.experiments import attention as at
 from montecarlo.experiments import classification as cl
 from montecarlo.experiments import gram, uci
@@ -66,17 +69,26 @@ def bench_classification(repeat, uci_dir):
         W = mc.sample_weights("simplex", d, d, rng=0, n_draws=n_draws)
         X = np.concatenate([split.X_train, split.X_test])
         W0 = np.ascontiguousarray(W[0].T)
+        # the class sums Phi^T Y of one chunk of draws: per-class runs (the classifier) vs a one-hot product
+        lt = np.exp(-np.abs(np.random.default_rng(1).normal(size=(split.X_train.shape[0], 8 * d))))
+        order, present, starts = cl._groups(split.y_train)
+        onehot = np.eye(split.n_classes)[split.y_train]
+        lt_sorted = lt[order]
         fns = {
             "prf100": lambda: cl._prf_accuracies(split.X_train, split.y_train, split.X_test, split.y_test, W,
-                                                 uci.PAPER_SIGMAS[name], split.n_classes),
+                                                 uci.PAPER_SIGMAS[name]),
             "exact": lambda: cl.exact_accuracy(split),
             "product": lambda: X @ W0,
+            "class_runs": lambda: np.add.reduceat(lt_sorted, starts, axis=0),
+            "onehot": lambda: onehot.T @ lt,
         }
         t = interleaved(fns, repeat)
         r_exact = ratio(t, "prf100", "exact")
         per_draw = min(t["prf100"]) / n_draws / min(t["product"])
+        r_sums = ratio(t, "class_runs", "onehot")
         rows[name] = {"prf100_over_exact": r_exact, "per_draw_over_product": per_draw,
-                      "prf100_s": min(t["prf100"]), "exact_s": min(t["exact"])}
+                      "class_runs_over_onehot": r_sums, "prf100_s": min(t["prf100"]), "exact_s": min(t["exact"])}
+        print(f"  {name:9s} class sums, runs / one-hot ({split.n_classes} classes) = {r_sums[0]:5.2f}x")
         print(f"  {name:9s} N_train={split.X_train.shape[0]:5d} d={d:3d}: 100 draws / exact = {r_exact[0]:6.2f}x "
               f"(median {r_exact[1]:.2f}x); per draw / bare product = {per_draw:6.1f}x")
     rows["missing"] = missing
@@ -130,24 +142,35 @@ def bench_gram(repeat):
     return {"per_draw_over_product": per_draw}
 
 
-def bench_table(uci_dir):
+def bench_table(uci_dir, protocol):
     t0 = time.perf_counter()
     c0 = time.process_time()
-    table = cl.accuracy_table(cl.TABLE2_COUPLINGS, 1, 100, 0, uci_dir=uci_dir)
+    table = cl.accuracy_table(cl.TABLE2_COUPLINGS, 1, 100, 0, uci_dir=uci_dir, protocol=protocol)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(table.format(cl.paper_table(2)))
-    print(f"full Table 2 run (8 datasets, m = d, 100 draws, 4 couplings): {wall:.1f} s wall, {cpu:.1f} s CPU")
-    return {"wall_s": wall, "cpu_s": cpu}
+    n_splits = len(table.settings["split_rng"])
+    print(f"full Table 2 run ({protocol} protocol, {n_splits} split(s), 8 datasets, m = d, 100 draws, 4 couplings): "
+          f"{wall:.1f} s wall, {cpu:.1f} s CPU")
+    return {"wall_s": wall, "cpu_s": cpu, "protocol": protocol, "n_splits": n_splits}
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_experiments", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", nargs="+", choices=("classification", "attention", "gram"))
+    return main_runner(PROG, _main, argv)
+
+
+PROG = "python -m benchmarks.bench_experiments"
+
+
+def _main(argv):
+    p = make_parser(PROG, __doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="3 repeats instead of 7")
+    p.add_argument("--only", nargs="+", choices=("classification", "attention", "gram"), help="sections to run")
     p.add_argument("--table", action="store_true", help="also time the full Table 2 run end to end")
-    p.add_argument("--uci-dir", default=None)
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    p.add_argument("--json", nargs="?", const="benchmarks/results/bench_experiments.json", default=None)
+    p.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default="paper", help="protocol of --table")
+    p.add_argument("--uci-dir", default=None, help="UCI data directory (default: the shipped copy)")
+    p.add_argument("--threads", type=int_arg(1), default=None, help="torch intra-op threads")
+    p.add_argument("--json", nargs="?", const="benchmarks/results/bench_experiments.json", default=None,
+                   help="write the results as JSON (atomically) to this path")
     args = p.parse_args(argv)
     repeat = 3 if args.quick else 7
     sections = args.only or ("classification", "attention", "gram")
@@ -167,11 +190,15 @@ def main(argv=None):
     if "gram" in sections:
         res["gram"] = bench_gram(repeat)
     if args.table:
-        res["table"] = bench_table(args.uci_dir)
+        res["table"] = bench_table(args.uci_dir, args.protocol)
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1, default=str)
+
+        def write(tmp):
+            with open(tmp, "w") as f:
+                json.dump(res, f, indent=1, default=str)
+
+        atomic_write(args.json, write)
     return 0
 
 

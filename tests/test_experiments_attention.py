@@ -41,7 +41,7 @@ def _reference(Q, K, V, W, causal, scale=None):
 def test_linear_attention_equals_quadratic_reference(causal, monkeypatch):
     """Bidirectional and causal (every chunk length; the fast and the log-space chunk paths) against
     the quadratic form of montecarlo.prf_features."""
-    Q, K, V = at.synthetic_qkv(150, 16, 1, batch=(2, 3))
+    Q, K, V = at.synthetic_qkv(150, 16, 1, batch=(2, 3), logit_std=1.0)
     W = mc.sample_weights("simplex", 16, 40, rng=0)
     ref, ref_A = _reference(Q, K, V, W, causal)
     for chunk in ((1, 7, 64, 1000) if causal else (64,)):
@@ -58,7 +58,7 @@ def test_linear_attention_equals_quadratic_reference(causal, monkeypatch):
 
 
 def test_draws_broadcast_over_leading_axes():
-    Q, K, V = at.synthetic_qkv(60, 8, 2)
+    Q, K, V = at.synthetic_qkv(60, 8, 2, logit_std=1.0)
     W = mc.sample_weights("orthogonal", 8, 12, rng=1, n_draws=4)
     out = at.prf_attention(Q, K, V, W, causal=True)
     assert out.shape == (4, 60, 8)
@@ -67,7 +67,7 @@ def test_draws_broadcast_over_leading_axes():
 
 
 def test_exact_softmax_attention_matches_definition():
-    Q, K, V = at.synthetic_qkv(20, 4, 3)
+    Q, K, V = at.synthetic_qkv(20, 4, 3, logit_std=1.0)
     out, A = at.softmax_attention(Q, K, V, causal=True, return_matrix=True)
     for i in (0, 7, 19):
         w = np.array([math.exp(float(Q[i] @ K[j]) / 2.0) for j in range(i + 1)])
@@ -92,11 +92,11 @@ def test_many_features_approach_exact_attention(causal):
 
 
 def test_stabilisation_prevents_overflow_and_matches_high_precision():
-    """|q'|, |k'| ~ 300: exp(w.q) overflows and the unstabilised reference is NaN; the stabilised
+    """|q'|, |k'| ~ 2000: exp(w.q) overflows and the unstabilised reference is NaN; the stabilised
     attention is finite and equals a 60-digit mpmath evaluation of the same estimator."""
     g = np.random.default_rng(7)
     L, d, m = 6, 4, 5
-    Q, K, V = g.normal(size=(L, d)) * 300, g.normal(size=(L, d)) * 300, g.normal(size=(L, 2))
+    Q, K, V = g.normal(size=(L, d)) * 2000, g.normal(size=(L, d)) * 2000, g.normal(size=(L, 2))
     W = mc.sample_weights("simplex", d, m, rng=8)
     with np.errstate(all="ignore"):
         naive = np.exp((Q / math.sqrt(2)) @ W.T)
@@ -126,7 +126,7 @@ def test_batch_items_and_heads_are_not_coupled_by_a_global_maximum():
     output is finite and bit-for-bit the one computed alone, and changing the other items leaves every item's
     output unchanged; power: one global maximum over the whole key tensor (the FAVOR+ reference
     implementation's choice) underflows head (0, 0) to 0/0."""
-    Q, K, V = at.synthetic_qkv(50, 8, 9, batch=(2, 2))
+    Q, K, V = at.synthetic_qkv(50, 8, 9, batch=(2, 2), logit_std=1.0)
     W = mc.sample_weights("simplex", 8, 16, rng=10)
     K[0, 0] *= 200.0
     for causal in (False, True):
@@ -154,7 +154,7 @@ def test_causal_output_ignores_the_future_even_when_it_dominates(monkeypatch):
     earlier queries' causal mass.  Outputs stay finite, positions < 64 ignore changes to keys/values
     >= 64 (causality), and the result equals the all-log-space path; power: without the log-space
     fallback (gap threshold disabled) the same chunk overflows."""
-    Q, K, V = at.synthetic_qkv(128, 16, 11)
+    Q, K, V = at.synthetic_qkv(128, 16, 11, logit_std=1.0)
     W = mc.sample_weights("orthogonal", 16, 32, rng=12)
     K[:64] *= 50.0
     K2, V2 = K.copy(), V.copy()
@@ -175,7 +175,7 @@ def test_causal_output_ignores_the_future_even_when_it_dominates(monkeypatch):
 
 
 def test_bad_input():
-    Q, K, V = at.synthetic_qkv(10, 4, 0)
+    Q, K, V = at.synthetic_qkv(10, 4, 0, logit_std=1.0)
     W = mc.sample_weights("iid", 4, 6, rng=0)
     with pytest.raises(ValueError, match="K must have the shape of Q"):
         at.prf_attention(Q, K[:5], V, W)

@@ -1,22 +1,24 @@
-"""UCI loaders (Sec. 5.3): parsing against facts about the files, the paper's preprocessing, bad input.
+"""UCI loaders and splits (Sec. 5.3): parsing against facts about the files, the two protocols, bad files.
 
-Data tests use ``$SIMPLEX_RF_UCI_DIR`` or ``../shared/uci`` beside the
-repository root and are skipped (with the reason) when neither exists.
+The data are the copy shipped with the package (or ``$SIMPLEX_RF_UCI_DIR``), found by
+``uci.resolve_uci_dir()``, the one place that decides the directory.  The paper protocol is checked
+against what the paper prints (Table 2's mean-v column, its accuracies) and against a rebuild from the
+description of the authors' loader written out here.
 """
 
-import os
+import hashlib
+import re
+import tracemalloc
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from montecarlo.experiments import classification as cl
 from montecarlo.experiments import uci
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "uci"
-UCI_DIR = Path(os.environ.get(uci.ENV_VAR) or SHARED)
-needs_data = pytest.mark.skipif(not UCI_DIR.is_dir(), reason=f"UCI data directory {UCI_DIR} not found "
-                                                              f"(set ${uci.ENV_VAR})")
+UCI_DIR = uci.resolve_uci_dir()
 
 # Facts about the UCI files, independent of the loader: records, inputs after one-hot
 # encoding (numeric columns + sum of category counts), classes.
@@ -32,23 +34,23 @@ FACTS = {
 }
 
 
-@needs_data
 @pytest.mark.parametrize("name", uci.DATASETS)
 def test_load_matches_file_facts(name):
     ds = uci.load_dataset(name, UCI_DIR)
     n, d, c = FACTS[name]
     assert ds.X.shape == (n, d) and ds.n_classes == c and ds.labels.shape == (n,)
     assert np.bincount(ds.labels).min() >= 1
-    n_cat = len(uci.SPECS[name].categorical)
+    spec = uci.SPECS[name]
+    n_cat = len(spec.categorical)
+    assert int((~ds.categorical).sum()) == spec.fields - 1 - n_cat - len(spec.drop)  # numeric columns
     if n_cat:  # each categorical column contributes exactly one 1 per record
-        onehot = ds.X[:, np.all((ds.X == 0) | (ds.X == 1), axis=0)]
-        assert np.all(onehot.sum(axis=1) >= n_cat)
+        assert np.array_equal(ds.X[:, ds.categorical].sum(axis=1), np.full(n, n_cat))
+    assert ds.ends_with_record == (name != "nursery")  # only nursery.data ends with a blank line
 
 
-@needs_data
 def test_first_records_parsed_as_written():
     """abalone line 1 'M,0.455,0.365,0.095,0.514,0.2245,0.101,0.15,15'; yeast drops the sequence name;
-    wifi is tab separated with CRLF line ends; nursery ends with a blank line."""
+    wifi is tab separated with CRLF line ends; banknote has CRLF and no final newline."""
     ab = uci.load_dataset("abalone", UCI_DIR)
     assert ab.X[0].tolist() == [0, 0, 1, 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15]  # F, I, M one-hot
     assert ab.classes[ab.labels[0]] == "15"
@@ -57,18 +59,68 @@ def test_first_records_parsed_as_written():
     assert ye.classes[ye.labels[0]] == "MIT"
     wi = uci.load_dataset("wifi", UCI_DIR)
     assert wi.X[0].tolist() == [-64, -56, -61, -66, -71, -82, -81] and wi.classes == ("1", "2", "3", "4")
+    bn = uci.load_dataset("banknote", UCI_DIR)
+    assert bn.X[-1].tolist() == [-2.5419, -0.65804, 2.6842, 1.1952] and bn.classes[bn.labels[-1]] == "1"
 
 
-@needs_data
-def test_paper_split_sizes_and_standardisation():
+def test_shipped_copy_readme_cites_every_file_with_its_license_and_hash():
+    """The README beside the data names each dataset's DOI and CC BY 4.0, and its SHA-256 list matches
+    the files as shipped (so an edited file cannot pass as the UCI original)."""
+    assert uci.PACKAGE_DIR.is_dir() and (uci.PACKAGE_DIR / "README.md").is_file()
+    text = (uci.PACKAGE_DIR / "README.md").read_text()
+    assert "CC BY 4.0" in text and "creativecommons.org/licenses/by/4.0" in text
+    listed = dict((f, h) for h, f in re.findall(r"^([0-9a-f]{64})  (\S+)$", text, re.M))
+    assert sorted(listed) == sorted(spec.file for spec in uci.SPECS.values())
+    for f, h in listed.items():
+        assert hashlib.sha256((uci.PACKAGE_DIR / f).read_bytes()).hexdigest() == h, f
+    for doi in ("C55C7W", "C55P57", "C5JP48", "C5KG68", "C59W2D", "C5P88W", "C51880", "C57W2S"):
+        assert f"https://doi.org/10.24432/{doi}" in text
+
+
+def test_resolve_uci_dir_precedence(tmp_path, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    monkeypatch.setenv(uci.ENV_VAR, str(b))
+    assert uci.resolve_uci_dir(a) == a  # explicit beats the environment
+    assert uci.resolve_uci_dir() == b
+    monkeypatch.setenv(uci.ENV_VAR, "")
+    assert uci.resolve_uci_dir() == uci.PACKAGE_DIR  # an empty variable counts as unset
+    monkeypatch.delenv(uci.ENV_VAR)
+    assert uci.resolve_uci_dir() == uci.PACKAGE_DIR
+    monkeypatch.setenv(uci.ENV_VAR, str(tmp_path / "nope"))
+    with pytest.raises(FileNotFoundError, match=r"nope.*from \$SIMPLEX_RF_UCI_DIR"):
+        uci.resolve_uci_dir()
+    with pytest.raises(FileNotFoundError, match="missing_dir.*from uci_dir"):
+        uci.resolve_uci_dir(tmp_path / "missing_dir")
+    with pytest.raises(TypeError, match="uci_dir must be a str or os.PathLike"):
+        uci.resolve_uci_dir(3)
+    with pytest.raises(ValueError, match="empty string"):
+        uci.resolve_uci_dir("")
+
+
+def test_unknown_dataset_names_the_allowed_ones(tmp_path):
+    with pytest.raises(ValueError, match="dataset must be one of 'abalone'.*'chess', got 'iris'"):
+        uci.load_dataset("iris", tmp_path)
+
+
+# ---------------------------------------------------------------------------
+# The resampled protocol
+
+
+def test_resampled_split_uses_every_record_and_caps_only_the_sigma_search():
+    """App. C.1 restricts nursery and chess to 1000 / 100 records during the sigma search only."""
     ds = uci.load_dataset("nursery", UCI_DIR)
-    sp = ds.split(0)
-    assert sp.X_train.shape == (1000, 27) and sp.X_test.shape == (100, 27)  # the paper's cap
+    sp = uci.make_split(ds, "resampled", 0)
+    assert sp.X_train.shape == (12960 - 648, 27) and sp.X_test.shape == (648, 27) and sp.protocol == "resampled"
+    ss = uci.make_split(ds, "resampled", 0, validation=True, sigma_search=True)
+    assert ss.X_train.shape == (1000, 27) and ss.X_test.shape == (100, 27) and ss.X_val.shape == (100, 27)
     ab = uci.load_dataset("abalone", UCI_DIR).split(3)
     assert ab.X_test.shape[0] == round(0.05 * 4177) and ab.X_train.shape[0] == 4177 - 209
     assert np.allclose(ab.X_train.mean(axis=0), 0, atol=1e-12)
     assert np.allclose(ab.X_train.std(axis=0), 1)
     assert not np.allclose(ab.X_test.mean(axis=0), 0, atol=1e-3)  # test data use the training statistics
+    assert uci.split_seeds("resampled") == (0, 1, 2, 3, 4) and uci.split_seeds("paper") == (42,)
 
 
 def _toy_dataset(n=200, n_classes=3):
@@ -83,8 +135,7 @@ def test_split_is_disjoint_reproducible_and_uses_training_statistics():
     ds = _toy_dataset()
     sp = ds.split(5, test_fraction=0.1, validation_fraction=0.2)
     assert (sp.X_test.shape[0], sp.X_val.shape[0], sp.X_train.shape[0]) == (20, 40, 140)
-    ids = np.sort(np.concatenate([sp.X_train[:, 0], sp.X_test[:, 0], sp.X_val[:, 0]]))
-    step = np.diff(ids)
+    step = np.diff(np.sort(np.concatenate([sp.X_train[:, 0], sp.X_test[:, 0], sp.X_val[:, 0]])))
     assert np.allclose(step, step[0]) and step[0] > 0
     assert abs(sp.X_train[:, 0].mean()) < 1e-12 and sp.X_train[:, 0].std() == pytest.approx(1.0)
     again = ds.split(5, test_fraction=0.1, validation_fraction=0.2)
@@ -102,62 +153,244 @@ def test_constant_training_column_is_centred_not_divided_by_zero():
     assert np.all(np.isfinite(sp.X_train)) and np.all(sp.X_train[:, 0] == 0)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"test_fraction": 0.0}, "test_fraction"),
-    ({"test_fraction": 1.5}, "test_fraction"),
-    ({"validation_fraction": -0.1}, "validation_fraction"),
-    ({"test_fraction": 0.6, "validation_fraction": 0.5}, "< 1"),
-    ({"max_train": 0}, "max_train"),
-    ({"max_test": "all"}, "max_test"),
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"test_fraction": 0.0}, ValueError, "test_fraction"),
+    ({"test_fraction": 1.5}, ValueError, "test_fraction"),
+    ({"test_fraction": True}, ValueError, "test_fraction"),
+    ({"validation_fraction": -0.1}, ValueError, "validation_fraction"),
+    ({"test_fraction": 0.6, "validation_fraction": 0.5}, ValueError, "< 1"),
+    ({"max_train": 0}, ValueError, "max_train must be an integer >= 1, None or 'sigma_search'"),
+    ({"max_test": "paper"}, ValueError, "max_test"),
+    ({"rng": -1}, ValueError, "rng must be"),
+    ({"rng": None}, ValueError, "reproducible split"),
+    ({"rng": np.random.RandomState(0)}, TypeError, "legacy RandomState"),
 ])
-def test_split_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        _toy_dataset().split(0, **kwargs)
+def test_split_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        _toy_dataset().split(**kwargs)
 
 
-def test_resolve_uci_dir_precedence(tmp_path, monkeypatch):
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    monkeypatch.setenv(uci.ENV_VAR, str(b))
-    assert uci.resolve_uci_dir(a) == a  # explicit beats the environment
-    assert uci.resolve_uci_dir() == b
-    monkeypatch.setenv(uci.ENV_VAR, str(tmp_path / "nope"))
-    with pytest.raises(FileNotFoundError, match="nope.*SIMPLEX_RF_UCI_DIR"):
-        uci.resolve_uci_dir()
-    with pytest.raises(FileNotFoundError, match="missing_dir"):
-        uci.resolve_uci_dir(tmp_path / "missing_dir")
-    with pytest.raises(TypeError, match="uci_dir"):
-        uci.resolve_uci_dir(3)
+def test_protocol_lookup_and_bad_arguments():
+    assert uci.get_protocol("paper").default_seeds == (42,)
+    with pytest.raises(ValueError, match="protocol must be one of 'resampled', 'paper', got 'authors'"):
+        uci.get_protocol("authors")
+    with pytest.raises(ValueError, match="split_rng must not repeat a seed"):
+        uci.split_seeds("resampled", [1, 1])
+    with pytest.raises(ValueError, match="split_rng must be an int >= 0 or a non-empty sequence"):
+        uci.split_seeds("resampled", [])
+    with pytest.raises(TypeError, match="split_rng must be an integer >= 0"):
+        uci.split_seeds("resampled", 1.0)
+    with pytest.raises(TypeError, match="dataset must be a dataset name or a Dataset"):
+        uci.make_split(np.ones((3, 3)))
+    with pytest.raises(TypeError, match="validation must be True or False"):
+        uci.make_split(_toy_dataset(), "resampled", 0, validation="yes")
 
 
-def test_unknown_dataset_names_the_allowed_ones(tmp_path):
-    with pytest.raises(ValueError, match="'abalone'.*'chess'.*got 'iris'"):
-        uci.load_dataset("iris", tmp_path)
+# ---------------------------------------------------------------------------
+# The paper protocol (the authors' data_loader.load_data_onehot, from its description)
+
+# Sizes derived from the files and the paper's 95% / 5% split: the authors' loader drops the last line
+# (the last record in 7 files; nursery's blank line), train = int(0.95 n), test = int(0.05 n).
+PAPER_SIZES = {name: (int(0.95 * (n - (name != "nursery"))), int(0.05 * (n - (name != "nursery"))))
+               for name, (n, _, _) in FACTS.items()}
 
 
-def _write(tmp_path, name, text):
-    (tmp_path / uci.SPECS[name].file).write_text(text)
+def _rebuild_paper_split(name):
+    """The authors' split written out from the issue's description with the csv-free str.split parser."""
+    spec = uci.SPECS[name]
+    lines = (UCI_DIR / spec.file).read_text().splitlines(keepends=True)[:-1]  # the last line is dropped
+    rows = [line.rstrip("\n").split(spec.sep) for line in lines]
+    rows = [[t.strip() for t in r if spec.sep is not None or t] for r in rows]
+    if spec.drop:
+        rows = [[t for j, t in enumerate(r) if j not in spec.drop] for r in rows]
+    cols = list(zip(*rows))
+    text = [c for c in range(len(cols)) if c in spec.categorical] + [len(cols) - 1]
+    numeric = [np.array(cols[c], dtype=float) for c in range(len(cols)) if c not in text]
+    onehots = []
+    for c in text:
+        values, codes = np.unique(np.array(cols[c]), return_inverse=True)
+        onehots.append(np.eye(values.size)[codes])
+    X = np.column_stack(numeric + onehots[:-1])
+    y = onehots[-1].argmax(axis=1)
+    perm = np.random.default_rng(42).permutation(len(X))
+    X, y = X[perm], y[perm]
+    n_tr, n_te = int(len(X) * 0.95), int(len(X) * 0.05)
+    mu, sd = X[:n_tr].mean(axis=0), X[:n_tr].std(axis=0)
+    return (X[:n_tr] - mu) / sd, y[:n_tr], (X[-n_te:] - mu) / sd, y[-n_te:]
+
+
+@pytest.mark.parametrize("name", ["abalone", "nursery", "yeast"])
+def test_paper_split_equals_a_rebuild_from_the_description(name):
+    """abalone: categorical column first (moves behind the numeric ones); nursery: trailing blank line
+    (no record dropped), all categorical; yeast: whitespace separated, column 0 dropped."""
+    sp = uci.make_split(name, "paper")
+    Xtr, ytr, Xte, yte = _rebuild_paper_split(name)
+    assert sp.protocol == "paper"
+    assert np.array_equal(sp.X_train, Xtr) and np.array_equal(sp.y_train, ytr)
+    assert np.array_equal(sp.X_test, Xte) and np.array_equal(sp.y_test, yte)
+
+
+@pytest.mark.parametrize("name", uci.DATASETS)
+def test_paper_split_sizes_standardisation_and_mean_v(name):
+    """Sizes from the files and the 95/5 rule; training columns standardised (ddof 0) with no constant
+    column (so the authors' unguarded division and ours agree); Table 2's mean v to 0.05."""
+    sp = uci.make_split(name, "paper")
+    assert (sp.X_train.shape[0], sp.X_test.shape[0]) == PAPER_SIZES[name]
+    assert np.allclose(sp.X_train.mean(axis=0), 0, atol=1e-10) and np.allclose(sp.X_train.std(axis=0), 1)
+    assert abs(uci.mean_v(sp) - uci.PAPER_MEAN_V[name]) <= 0.05
+
+
+def test_mean_v_resolves_a_wrong_sigma():
+    """Power of the mean-v check: a sigma 10% off moves the column by more than 0.05 on every dataset
+    with v >= 1 (v is proportional to sigma), e.g. car 5.0 -> 5.5."""
+    sp = uci.make_split("car", "paper")
+    assert abs(uci.mean_v(sp, 1.1 * uci.PAPER_SIGMAS["car"]) - uci.PAPER_MEAN_V["car"]) > 0.05
+    bn = uci.make_split("banknote", "paper")
+    assert uci.mean_v(bn, block=7) == pytest.approx(uci.mean_v(bn), rel=1e-12)  # chunking does not matter
+
+
+def _exact_accuracy_direct(split, sigma):
+    """Exact-kernel kernel regression written out (squared distances, per-class sums) for a check."""
+    a, b = sigma * split.X_test, sigma * split.X_train
+    d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2)
+    k = np.exp(-0.5 * (d2 - d2.min(axis=1, keepdims=True)))
+    sums = np.stack([k[:, split.y_train == c].sum(axis=1) for c in range(split.n_classes)], axis=1)
+    return float(np.mean(sums.argmax(axis=1) == split.y_test))
+
+
+@pytest.mark.parametrize("name", uci.DATASETS)
+def test_paper_split_exact_kernel_accuracy(name):
+    """The exact classifier equals a direct computation (small sets) and lies above the paper's Table 2
+    accuracy at m = d (Sec. 5.3: accuracy tends to the exact kernel's as m grows)."""
+    sp = uci.make_split(name, "paper")
+    exact = cl.exact_accuracy(sp)
+    if sp.X_train.shape[0] * sp.X_test.shape[0] <= 2_000_000:
+        assert exact == _exact_accuracy_direct(sp, uci.PAPER_SIGMAS[name])
+    paper_simrf, paper_plus = cl.PAPER_TABLE2[name]
+    assert exact > max(paper_simrf[0], paper_plus[0])
+
+
+def test_paper_split_validation_and_sigma_search_restriction():
+    ds = uci.load_dataset("chess", UCI_DIR)
+    n_tr, n_te = PAPER_SIZES["chess"]
+    full = ds.paper_split()
+    val = ds.paper_split(validation=True)
+    assert val.X_val.shape[0] == n_te and val.X_train.shape[0] == n_tr - n_te
+    assert np.array_equal(val.y_test, full.y_test)  # the test part is untouched
+    ss = ds.paper_split(validation=True, sigma_search=True)
+    assert (ss.X_train.shape[0], ss.X_val.shape[0], ss.X_test.shape[0]) == (1000, 100, 100)
+    wifi = uci.load_dataset("wifi", UCI_DIR).paper_split(validation=True, sigma_search=True)
+    assert wifi.X_train.shape[0] == PAPER_SIZES["wifi"][0] - PAPER_SIZES["wifi"][1]  # no cap for wifi
+    other = ds.paper_split(seed=43)
+    assert not np.array_equal(other.y_test, full.y_test)
+    with pytest.raises(TypeError, match="seed must be an integer >= 0"):
+        ds.paper_split(seed="42")
+
+
+# ---------------------------------------------------------------------------
+# Malformed files: each a clear error naming the file, the line and the reason (issue 12 item 6)
+
+
+def _write(tmp_path, name, text, mode="w"):
+    path = tmp_path / uci.SPECS[name].file
+    if mode == "wb":
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
     return tmp_path
+
+
+def _lines(name, k):
+    return (UCI_DIR / uci.SPECS[name].file).read_text().splitlines()[:k]
 
 
 @pytest.mark.parametrize("text, match", [
     ("3.6,8.6,-2.8,-0.4,0\n4.5,8.1,-2.4,0\n", r"banknote.txt, line 2: expected 5 fields, got 4"),
     ("3.6,8.6,-2.8,-0.4,0\n4.5,8.1,abc,-1.4,1\n", r"banknote.txt, line 2, column 2: expected a number, got 'abc'"),
-    ("3.6,8.6,-2.8,-0.4,0\n4.5,nan,-2.4,-1.4,1\n", r"banknote.txt, line 2, column 1: NaN or inf"),
+    ("3.6,8.6,-2.8,-0.4,0\n4.5,nan,-2.4,-1.4,1\n", r"banknote.txt, line 2, column 1: expected a number, got 'nan'"),
+    ("3.6,8.6,-2.8,-0.4,0\n4.5,1e999,-2.4,-1.4,1\n", r"banknote.txt, line 2, column 1: '1e999' is not a finite"),
+    ("3.6,8.6,-2.8,-0.4,0\n4.5,8.1,-2.4,-1.4,2\n", r"line 2, column 4 \(label\): '2' is not a label .*0, 1"),
+    ("3.6,8.6,-2.8,-0.4,0\n\n4.5,8.1,-2.4,-1.4,1\n", r"banknote.txt, line 2: blank line between records"),
     ("\n\n", "no records"),
     ("3.6,8.6,-2.8,-0.4,0\n4.5,8.1,-2.4,-1.4,0\n", "fewer than two classes"),
 ])
-def test_malformed_files_name_file_and_line(tmp_path, text, match):
+def test_malformed_banknote_files_name_file_and_line(tmp_path, text, match):
     _write(tmp_path, "banknote", text)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(uci.DataFileError, match=match):
         uci.load_dataset("banknote", tmp_path)
 
 
-def test_too_few_columns_for_the_format(tmp_path):
-    _write(tmp_path, "car", "vhigh,unacc\nlow,acc\n")
-    with pytest.raises(ValueError, match="car.data: expected at least 7 fields"):
+def test_every_line_missing_the_last_column_is_not_a_new_label(tmp_path):
+    """Finding: abalone without its rings column made shell weight the label (1156 classes)."""
+    _write(tmp_path, "abalone", "\n".join(line.rsplit(",", 1)[0] for line in _lines("abalone", 50)) + "\n")
+    with pytest.raises(uci.DataFileError, match=r"abalone.data, line 1: expected 9 fields, got 8"):
+        uci.load_dataset("abalone", tmp_path)
+
+
+def test_header_row_of_an_all_categorical_file_is_refused(tmp_path):
+    """Finding: a header row in car.data became a record and a class."""
+    _write(tmp_path, "car", "buying,maint,doors,persons,lug_boot,safety,class\n" + "\n".join(_lines("car", 20)) + "\n")
+    with pytest.raises(uci.DataFileError, match=r"car.data, line 1, column 0: 'buying' is not a value of this "
+                                                r"column \(allowed: vhigh, high, med, low\)"):
         uci.load_dataset("car", tmp_path)
+
+
+def test_truncated_last_label_is_refused(tmp_path):
+    """Finding: a truncated last label ('unac') became a new class."""
+    lines = _lines("car", 30)
+    lines[-1] = lines[-1][:-2]
+    _write(tmp_path, "car", "\n".join(lines))
+    with pytest.raises(uci.DataFileError, match=r"car.data, line 30, column 6 \(label\): 'una' is not a label"):
+        uci.load_dataset("car", tmp_path)
+
+
+@pytest.mark.parametrize("prefix, match", [
+    (b"\xef\xbb\xbf", r"car.data, line 1: starts with a byte-order mark"),
+    (b"", r"car.data, line 3: contains a NUL byte"),
+])
+def test_bom_and_nul_bytes_are_refused(tmp_path, prefix, match):
+    """Finding: a BOM or NUL bytes in a categorical column added a one-hot column."""
+    lines = [line.encode() for line in _lines("car", 10)]
+    if not prefix:
+        lines[2] = lines[2].replace(b"vhigh", b"vhigh\x00", 1)
+    _write(tmp_path, "car", prefix + b"\n".join(lines) + b"\n", mode="wb")
+    with pytest.raises(uci.DataFileError, match=match):
+        uci.load_dataset("car", tmp_path)
+
+
+def test_non_utf8_bytes_are_refused(tmp_path):
+    _write(tmp_path, "car", b"vhigh,vhigh,2,2,small,low,unacc\nvhigh,vhigh,2,2,small,\xe9,unacc\n", mode="wb")
+    with pytest.raises(uci.DataFileError, match=r"car.data, line 2: not UTF-8 text"):
+        uci.load_dataset("car", tmp_path)
+
+
+def test_a_one_megabyte_line_is_refused_in_bounded_memory(tmp_path):
+    """Finding: a single 1 MB line made np.loadtxt(dtype=str) ask for 25.6 GiB; now the reader stops
+    after MAX_LINE_BYTES of the line (traced peak well below the line itself)."""
+    _write(tmp_path, "banknote", "3.6,8.6,-2.8,-0.4,0\n" + "1" * 2**20 + ",2,3,4,1\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(uci.DataFileError, match=r"banknote.txt, line 2: longer than 4096 bytes"):
+            uci.load_dataset("banknote", tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**19
+
+
+def test_an_oversized_file_is_refused_before_reading(tmp_path):
+    path = tmp_path / "chess.data"
+    with open(path, "wb") as fh:
+        fh.truncate(uci.MAX_FILE_BYTES + 1)  # sparse: nothing is written
+    with pytest.raises(uci.DataFileError, match=r"chess.data: 16777217 bytes, more than the 16777216 allowed"):
+        uci.load_dataset("chess", tmp_path)
+
+
+def test_trailing_blank_lines_are_allowed_and_recorded(tmp_path):
+    _write(tmp_path, "car", "\n".join(_lines("car", 5) + ["low,low,5more,more,big,high,vgood"]) + "\n\n")
+    ds = uci.load_dataset("car", tmp_path)
+    assert ds.X.shape[0] == 6 and not ds.ends_with_record
+    assert ds.classes == ("unacc", "vgood")  # sorted as strings
 
 
 def test_missing_file_and_partial_directory(tmp_path):
@@ -176,3 +409,7 @@ def test_missing_file_and_partial_directory(tmp_path):
         warnings.simplefilter("error")
         data, missing = uci.load_all(tmp_path, names=["banknote"], warn=False)
     assert list(data) == ["banknote"] and missing == []
+    with pytest.raises(FileNotFoundError, match="missing wifi.txt"):
+        uci.load_all(tmp_path, names=["banknote", "wifi"], require=True)
+    with pytest.raises(TypeError, match="names must be a sequence of dataset names"):
+        uci.load_all(tmp_path, names="banknote")

@@ -8,43 +8,78 @@ random features, seeded, and returning means with standard errors
     Frobenius error of PRF Gram matrices (Sec. 5.2, Fig. 7);
     :func:`~montecarlo.experiments.gram.fig7_frobenius` is the paper's setting.
 :mod:`~montecarlo.experiments.uci`
-    Loaders for the eight UCI datasets of Sec. 5.3 from a directory named by
-    the caller or ``$SIMPLEX_RF_UCI_DIR`` (the project does not ship them).
+    The eight UCI datasets of Sec. 5.3, shipped with the package (CC BY 4.0,
+    cited in ``data/uci/README.md``; ``uci_dir`` / ``$SIMPLEX_RF_UCI_DIR``
+    name another copy), a strict parser, and the two split protocols:
+    ``'resampled'`` (default: several random splits, validation held out) and
+    ``'paper'`` (the authors' split, which reproduces Table 2's mean v).
 :mod:`~montecarlo.experiments.classification`
     Kernel-regression classification with the exact Gaussian kernel or PRFs of
-    any coupling (Fig. 8, Tables 2 and 3, the sigma search of App. C.1);
-    ``python -m montecarlo.experiments.classification --table 2|3``.
+    any coupling (Fig. 8, Tables 2 and 3, the sigma search of App. C.1), with
+    error bars over draws and splits; ``python -m montecarlo.experiments
+    table --table 2|3 [--protocol paper]``.
 :mod:`~montecarlo.experiments.attention`
     FAVOR+-style PRF attention in numpy (bidirectional and causal), exact
-    softmax attention, and the attention-approximation experiment (Sec. 5.4).
+    softmax attention, and the attention-approximation experiments of
+    Sec. 5.4 (one default logit scale, :data:`~montecarlo.experiments.attention.DEFAULT_LOGIT_STD`,
+    for the Python API and the command line; :func:`~montecarlo.experiments.attention.attention_scan`
+    over sequence length and logit scale).
 :mod:`~montecarlo.experiments.attention_torch`
     The same attention as a torch ``nn.Module`` (imported on demand: needs torch).
 
-Every function takes ``rng`` (None, an int or a ``numpy.random.Generator``);
+Every function takes ``rng`` (None, an int >= 0, a ``numpy.random.Generator``
+or ``SeedSequence``; checked, never passed raw to numpy);
 experiments derive one independent stream per (coupling, m) cell, so a cell's
 result does not depend on which other cells are run.
 """
 
 from . import attention, classification, gram, uci
-from .attention import attention_errors, prf_attention, prf_attention_matrix, softmax_attention, synthetic_qkv
+from .attention import (
+    DEFAULT_LOGIT_STD,
+    attention_errors,
+    attention_scan,
+    prf_attention,
+    prf_attention_matrix,
+    softmax_attention,
+    synthetic_qkv,
+)
 from .classification import (
+    PooledEstimate,
     accuracy_table,
     classification_curve,
     exact_accuracy,
     kernel_regression_exact,
     kernel_regression_prf,
+    pool_splits,
     prf_accuracy,
     sigma_search,
 )
 from .gram import fig7_frobenius, frobenius_curve, gram_errors, gram_frobenius_error, paper_gram_data
-from .uci import ENV_VAR, PAPER_SIGMAS, load_all, load_dataset, resolve_uci_dir
+from .uci import (
+    DATASETS,
+    ENV_VAR,
+    PAPER_SIGMAS,
+    PROTOCOLS,
+    DataFileError,
+    load_all,
+    load_dataset,
+    make_split,
+    mean_v,
+    resolve_uci_dir,
+)
 
 __all__ = [
+    "DATASETS",
+    "DEFAULT_LOGIT_STD",
     "ENV_VAR",
     "PAPER_SIGMAS",
+    "PROTOCOLS",
+    "DataFileError",
+    "PooledEstimate",
     "accuracy_table",
     "attention",
     "attention_errors",
+    "attention_scan",
     "classification",
     "classification_curve",
     "exact_accuracy",
@@ -57,7 +92,10 @@ __all__ = [
     "kernel_regression_prf",
     "load_all",
     "load_dataset",
+    "make_split",
+    "mean_v",
     "paper_gram_data",
+    "pool_splits",
     "prf_accuracy",
     "prf_attention",
     "prf_attention_matrix",

@@ -1,60 +1,198 @@
-"""Command line: ``python -m montecarlo.experiments {table,sigma,gram,attention} [options]``.
+"""Command line: ``python -m montecarlo.experiments {table,curve,sigma,gram,attention} [options]``.
 
 * ``table``: Table 2 (``--table 2``, the exact couplings at m = d) or Table 3
-  (``--table 3``, fast variants on zero-padded data) on the UCI data found in
-  ``--uci-dir`` or ``$SIMPLEX_RF_UCI_DIR``, next to the paper's numbers;
+  (``--table 3``, fast variants on zero-padded data), each cell next to the
+  paper's value with a z-score; ``--protocol paper`` rebuilds the authors'
+  split, the default ``resampled`` averages over several random splits;
+* ``curve``: Fig. 8's numbers (accuracy against m / d) for some datasets;
 * ``sigma``: the sigma search of App. C.1 for one dataset;
 * ``gram``: Fig. 7's Frobenius errors;
 * ``attention``: the attention-approximation errors of Sec. 5.4.
+
+The UCI files ship with the package; ``--uci-dir`` or ``$SIMPLEX_RF_UCI_DIR``
+name another copy.  Progress goes to stderr (``--quiet`` silences it);
+failures print one line ``python -m montecarlo.experiments: error: ...`` on
+stderr and exit with status 2 (bad arguments, missing or malformed data) or 1
+(out of memory, no convergence), as every command line of the toolkit
+(:mod:`montecarlo._cli`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+import warnings
 
 import numpy as np
+
+from montecarlo._cli import int_arg, main_runner, make_parser, real_arg
 
 from . import attention, classification, gram, uci
 
 
+PROG = "python -m montecarlo.experiments"
+_SEED = int_arg(0)
+_COUNT = int_arg(1)
+_DRAWS = int_arg(2)
+_POSITIVE = real_arg(0.0, strict=True)
+
+
+def _sub(sub, name, **kwargs):
+    """A subcommand parser that shows defaults (argparse does not pass the formatter down)."""
+    return sub.add_parser(name, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+
+
+def _common(p, data=True, splits=False):
+    """Options shared by the subcommands: data directory and protocol, split seeds, seed, quiet."""
+    if splits:
+        p.add_argument("--split-seeds", type=_SEED, nargs="+", default=None, metavar="SEED",
+                       help="split seeds (default: the protocol's, 0 1 2 3 4 or 42)")
+    if data:
+        p.add_argument("--uci-dir", default=None, metavar="DIR",
+                       help=f"directory of the UCI files (default: ${uci.ENV_VAR}, else the copy shipped "
+                            "with the package)")
+        p.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default=uci.DEFAULT_PROTOCOL,
+                       help="resampled: several random splits, validation held out, error bars over draws and "
+                            "splits; paper: the authors' split (seed 42), as Tables 2-3 and Fig. 8 were run")
+    p.add_argument("--seed", type=_SEED, default=0, help="seed of the random-feature draws (an integer >= 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _parser():
+    p = make_parser(PROG, __doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="{table,curve,sigma,gram,attention}")
+
+    t = _sub(sub, "table", help="Tables 2 and 3 next to the paper's values (Sec. 5.3.1, App. B.2)",
+             description="Tables 2 and 3: accuracy per coupling and dataset at m = d (Table 3: data "
+                         "zero-padded to a power of two, m = p), with the paper's value and the z-score "
+                         "(reproduced - paper) / reproduced standard error.")
+    t.add_argument("--table", type=int, choices=(2, 3), default=2,
+                   help="2: exact couplings at m = d; 3: fast variants on zero-padded data (App. B.2)")
+    t.add_argument("--n-draws", "--n-reps", dest="n_draws", type=_DRAWS, default=100,
+                   help="random-feature draws per dataset, coupling and split (--n-reps: old spelling)")
+    t.add_argument("--m-multiplier", type=_COUNT, default=1, help="m = multiplier * d")
+    t.add_argument("--couplings", nargs="+", default=None, metavar="COUPLING",
+                   help="couplings to run (default: the table's columns)")
+    t.add_argument("--datasets", nargs="+", default=None, metavar="NAME", choices=uci.DATASETS,
+                   help="datasets to run (default all eight; a requested file that is missing is an error)")
+    _common(t, splits=True)
+
+    c = _sub(sub, "curve", help="Fig. 8's numbers: accuracy against m / d (Sec. 5.3)",
+             description="Fig. 8 as numbers: accuracy against m / d per coupling (python -m "
+                         "figures.reproduce fig8 draws the figure).")
+    c.add_argument("datasets", nargs="+", choices=uci.DATASETS, metavar="DATASET",
+                   help=f"one or more of {', '.join(uci.DATASETS)}")
+    c.add_argument("--n-draws", type=_DRAWS, default=50, help="draws per coupling, m and split")
+    c.add_argument("--m-multipliers", type=_COUNT, nargs="+", default=[1, 2, 4, 10], metavar="K",
+                   help="m = K d for each K")
+    c.add_argument("--couplings", nargs="+", default=list(classification.FIG8_COUPLINGS), metavar="COUPLING",
+                   help="couplings to run")
+    _common(c, splits=True)
+
+    s = _sub(sub, "sigma", help="sigma search on a validation split (App. C.1)",
+             description="App. C.1: validation accuracy against sigma for the exact kernel and PRFs "
+                         "(nursery and chess restricted to 1000 training and 100 validation records).")
+    s.add_argument("dataset", choices=uci.DATASETS, metavar="DATASET", help=f"one of {', '.join(uci.DATASETS)}")
+    s.add_argument("--n-draws", "--n-reps", dest="n_draws", type=_DRAWS, default=10, help="feature draws")
+    s.add_argument("--coupling", default="iid", help="coupling of the PRFs (the paper tunes IIDRFs)")
+    s.add_argument("--m-multiplier", type=_COUNT, default=10, help="m = multiplier * d (the paper: 10)")
+    s.add_argument("--sigmas", type=_POSITIVE, nargs="+", default=list(classification.DEFAULT_SIGMAS),
+                   metavar="SIGMA", help="the sigma grid")
+    s.add_argument("--split-seed", type=_SEED, default=None, help="split seed (default: the protocol's first)")
+    s.add_argument("--no-restrict", action="store_true",
+                   help="search on the full nursery and chess sets (App. C.1 restricts them to 1000 / 100)")
+    _common(s)
+
+    g = _sub(sub, "gram", help="Fig. 7: Gram-matrix Frobenius errors (N = d = 64, sigma = 0.1)",
+             description="Fig. 7: mean squared Frobenius error of the PRF Gram matrix, N = d = 64, "
+                         "x ~ N(0, 0.1^2 I).")
+    g.add_argument("--n-draws", type=_DRAWS, default=100, help="draws per coupling and m")
+    g.add_argument("--m", type=_COUNT, nargs="+", default=[16, 32, 64, 128, 256], metavar="M",
+                   help="numbers of features")
+    _common(g, data=False)
+
+    a = _sub(sub, "attention", help="Sec. 5.4: PRF attention error vs exact softmax attention",
+             description="Sec. 5.4: relative error of PRF attention against exact softmax attention on "
+                         "synthetic transformer-like queries and keys (d = 64).")
+    a.add_argument("--seq-lens", type=_COUNT, nargs="+", default=[256, 1024, 4096], metavar="L",
+                   help="sequence lengths")
+    a.add_argument("--m", type=_COUNT, nargs="+", default=[16, 64, 130, 256], metavar="M",
+                   help="numbers of features (the paper's Performers: 130)")
+    a.add_argument("--couplings", nargs="+", default=["iid", "orthogonal", "simplex"], metavar="COUPLING",
+                   help="couplings to compare")
+    a.add_argument("--n-draws", type=_DRAWS, default=20, help="feature draws per cell")
+    a.add_argument("--logit-std", type=_POSITIVE, default=attention.DEFAULT_LOGIT_STD,
+                   help="standard deviation of the logits q.k/sqrt(d) of unrelated tokens "
+                        "(montecarlo.experiments.attention.DEFAULT_LOGIT_STD)")
+    a.add_argument("--causal", action="store_true", help="causal (autoregressive) attention")
+    a.add_argument("--matrix-max-len", type=int_arg(0), default=1024,
+                   help="also measure the O(L^2) attention-matrix error up to this L")
+    _common(a, data=False)
+    return p
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m montecarlo.experiments", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    classification.add_table_arguments(sub.add_parser("table", help="Tables 2 and 3 (Sec. 5.3, App. B.2)"))
-    s = sub.add_parser("sigma", help="sigma search on a validation split (App. C.1)")
-    s.add_argument("dataset", choices=uci.DATASETS)
-    s.add_argument("--uci-dir", default=None)
-    s.add_argument("--n-draws", "--n-reps", dest="n_draws", type=int, default=10)
-    s.add_argument("--coupling", default="iid")
-    s.add_argument("--seed", type=int, default=0)
-    g = sub.add_parser("gram", help="Fig. 7: Gram-matrix Frobenius errors (N = d = 64, sigma = 0.1)")
-    g.add_argument("--n-draws", type=int, default=100)
-    g.add_argument("--m", type=int, nargs="+", default=[16, 32, 64, 128, 256])
-    g.add_argument("--seed", type=int, default=0)
-    a = sub.add_parser("attention", help="Sec. 5.4: PRF attention error vs exact softmax attention")
-    a.add_argument("--seq-lens", type=int, nargs="+", default=[256, 1024, 4096])
-    a.add_argument("--m", type=int, nargs="+", default=[16, 64, 130, 256])
-    a.add_argument("--couplings", nargs="+", default=["iid", "orthogonal", "simplex"])
-    a.add_argument("--n-draws", type=int, default=20)
-    a.add_argument("--logit-std", type=float, default=0.25)
-    a.add_argument("--causal", action="store_true")
-    a.add_argument("--matrix-max-len", type=int, default=1024)
-    a.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
-    try:
-        return _run(args)
-    except (FileNotFoundError, ValueError, TypeError) as exc:  # bad data or arguments: one clear line
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    """Run the command line; returns the exit status (0 success, 2 bad arguments or data, 1 other failure).
+
+    Errors follow the toolkit's contract (:func:`montecarlo._cli.main_runner`): one line
+    ``python -m montecarlo.experiments: error: ...`` on stderr, status 2 for bad input (a missing or
+    malformed data file included), 1 for out of memory or no convergence, 130 for Ctrl-C.
+    """
+    return main_runner(PROG, _main, argv)
 
 
-def _run(args):
+def _main(argv):
+    args = _parser().parse_args(argv)
+    progress = None if args.quiet else _stderr_progress
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        try:
+            return _run(args, progress)
+        except FileNotFoundError as exc:  # a missing data file or directory is bad input, said in one line
+            raise ValueError(str(exc)) from None
+        finally:
+            seen = set()
+            for w in caught:  # one line per distinct warning, on stderr
+                text = f"{PROG}: warning: {str(w.message).splitlines()[0]}"
+                if text not in seen:
+                    seen.add(text)
+                    print(text, file=sys.stderr)
+
+
+def _stderr_progress(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _run(args, progress):
     if args.command == "table":
-        return classification.run_table(args)
+        couplings = args.couplings or (classification.TABLE2_COUPLINGS if args.table == 2
+                                       else classification.TABLE3_COUPLINGS)
+        table = classification.accuracy_table(couplings, args.m_multiplier, args.n_draws, args.seed,
+                                              uci_dir=args.uci_dir, datasets=args.datasets,
+                                              pad_pow2=args.table == 3, protocol=args.protocol,
+                                              split_rng=args.split_seeds, require=args.datasets is not None,
+                                              progress=progress)
+        print(f"Table {args.table}" + (" (zero-padded to a power of two, m = p)" if args.table == 3 else " (m = d)"))
+        print(table.format(classification.paper_table(args.table)))
+        return 0
+    if args.command == "curve":
+        for name in args.datasets:
+            r = classification.classification_curve(name, args.couplings, args.m_multipliers, args.n_draws,
+                                                    args.seed, protocol=args.protocol, split_rng=args.split_seeds,
+                                                    uci_dir=args.uci_dir, progress=progress)
+            print(f"{name}: d = {r.d}, sigma = {r.sigma:.4g}, exact {r.exact:.4f}, protocol {r.protocol}, "
+                  f"splits {list(r.split_seeds)}, {r.n_draws} draws per split")
+            print("m/d | " + " | ".join(r.mean))
+            for j, m in enumerate(r.m):
+                print(f"{m // r.d} | " + " | ".join(f"{r.mean[c][j]:.4f}+-{r.stderr[c][j]:.4f}" for c in r.mean))
+        return 0
     if args.command == "sigma":
-        res = classification.sigma_search(args.dataset, coupling=args.coupling, n_draws=args.n_draws, rng=args.seed,
-                                          uci_dir=args.uci_dir)
+        res = classification.sigma_search(args.dataset, args.sigmas, args.coupling, args.m_multiplier, args.n_draws,
+                                          args.seed, protocol=args.protocol, split_rng=args.split_seed,
+                                          restrict=not args.no_restrict, uci_dir=args.uci_dir)
+        print(f"{res.dataset}: protocol {res.protocol}, split {res.split_seed}, {res.n_train} training and "
+              f"{res.n_validation} validation records, m = {res.m}, {res.n_draws} draws")
         print("sigma | exact | PRF mean +- se")
         for s_, e, mu, se in zip(res.sigmas, res.exact, res.mean, res.stderr):
             print(f"{s_:.4g} | {e:.4f} | {mu:.4f}+-{se:.4f}")
@@ -67,9 +205,11 @@ def _run(args):
         for j, m in enumerate(res.m):
             print(f"{m} | " + " | ".join(f"{res.mean[c][j]:.5g}+-{res.stderr[c][j]:.2g}" for c in res.mean))
         return 0
+    print(f"logit std {args.logit_std:g} (q.k / sqrt(d) of unrelated tokens), d = 64, "
+          f"{'causal' if args.causal else 'bidirectional'}, {args.n_draws} draws per cell")
     res = attention.attention_errors(args.couplings, args.seq_lens, args.m, args.n_draws, args.seed,
                                      causal=args.causal, logit_std=args.logit_std,
-                                     matrix_max_len=args.matrix_max_len)
+                                     matrix_max_len=args.matrix_max_len, progress=progress)
     print(res.format())
     return 0
 

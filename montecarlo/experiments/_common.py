@@ -9,20 +9,35 @@ import numpy as np
 import montecarlo as mc
 from montecarlo._backend import namespace, to_numpy
 from montecarlo._checks import (  # noqa: F401  (re-exported for the experiment modules)
+    MAX_ELEMENTS,
+    check_bool,
+    check_budget,
+    check_choice,
     check_coupling,
     check_couplings,
     check_data,
     check_int,
     check_positive_float,
+    check_real,
     check_rng,
 )
+from theory.validation import ArgumentTypeError, describe  # noqa: F401  (re-exported)
 
 #: Target number of float entries of the largest per-chunk intermediate.
 CHUNK_ELEMENTS = 1 << 20
 
 
+#: Largest number of classes the classifiers accept (their outputs have one column per class).
+MAX_CLASSES = 1 << 16
+
+
 def check_array(a, name, ndim, width=None, width_name="d"):
-    """Float64 ndarray with ``ndim`` dims (last axis ``width``), non-empty and finite (montecarlo's check_data)."""
+    """Float64 ndarray with ``ndim`` dims (last axis ``width``), non-empty and finite (montecarlo's check_data).
+
+    Booleans, complex numbers, strings and masked arrays are refused
+    (:class:`~theory.validation.ArgumentTypeError`, by ``check_data``);
+    integers become float64.
+    """
     arr = to_numpy(check_data(a, namespace("numpy"), name, ndim, width, dtype=np.float64, width_name=width_name))
     if 0 in arr.shape:
         raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
@@ -30,19 +45,36 @@ def check_array(a, name, ndim, width=None, width_name="d"):
 
 
 def check_labels(y, name, n, n_classes=None):
-    """Integer class indices of length n in [0, n_classes)."""
-    arr = np.asarray(y)
+    """Integer class indices of length n in [0, n_classes) (n_classes <= :data:`MAX_CLASSES`).
+
+    Integer-valued floats are accepted (exact); booleans, strings, NaN and
+    fractional values are refused.  Without ``n_classes`` the largest index
+    must be below :data:`MAX_CLASSES` (one typo such as ``10**9`` would
+    otherwise size every output).
+    """
+    if isinstance(y, np.ma.MaskedArray):
+        raise ArgumentTypeError(f"{name} must be a plain array of class indices, got a numpy masked array")
+    try:
+        arr = np.asarray(y)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a 1-D array of {n} class indices, got {describe(y)}") from exc
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"{name} must be a 1-D array of {n} class indices, got shape {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            if np.any(np.abs(arr) >= 2**53):
+                raise ValueError(f"{name} holds class indices beyond 2**53 (not exact in a float)")
             arr = arr.astype(np.int64)
         else:
-            raise ValueError(f"{name} must hold integer class indices, got dtype {arr.dtype}")
+            raise ArgumentTypeError(f"{name} must hold integer class indices, got dtype {arr.dtype}")
     if arr.min() < 0:
         raise ValueError(f"{name} must hold class indices >= 0, got {int(arr.min())}")
-    if n_classes is not None and arr.max() >= n_classes:
-        raise ValueError(f"{name} holds class index {int(arr.max())} >= n_classes = {n_classes}")
+    top = int(arr.max())
+    if n_classes is None and top >= MAX_CLASSES:
+        raise ValueError(f"{name} holds class index {top}: class indices must be < {MAX_CLASSES} "
+                         "(relabel the classes 0, 1, ..., or pass n_classes)")
+    if n_classes is not None and top >= n_classes:
+        raise ValueError(f"{name} holds class index {top} >= n_classes = {n_classes}")
     return arr.astype(np.int64)
 
 

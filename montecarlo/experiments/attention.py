@@ -63,6 +63,7 @@ Choromanski et al., "Rethinking Attention with Performers", ICLR 2021.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,18 +73,29 @@ import montecarlo as mc
 from ._common import (
     CHUNK_ELEMENTS,
     check_array,
+    check_bool,
+    check_budget,
     check_couplings,
     check_int,
     check_positive_float,
+    check_rng,
     child_rng,
     chunks,
     coupling_key,
+    describe,
     mm,
     seed_entropy,
 )
 
 #: Default chunk length of the causal prefix sums.
 CAUSAL_CHUNK = 64
+#: Default standard deviation of the logits q.k/sqrt(d) of unrelated tokens in :func:`synthetic_qkv`,
+#: :func:`attention_errors` and ``python -m montecarlo.experiments attention`` (one value for all three).
+#: At 0.1 PRF attention is accurate (relative output error about 0.06-0.1 at m = 130, d = 64) and the
+#: couplings' kernel MSEs decide its error (SimRF < ORF < IID, resolved with 20 draws); at 0.25 the errors
+#: are about 0.25 and the ordering needs about 100 draws; from about 0.5 on the errors approach 1 and
+#: the couplings stop being distinguishable (:func:`attention_scan`, the ``new_attention_scan`` figure).
+DEFAULT_LOGIT_STD = 0.1
 
 
 def _check_qkv(Q, K, V):
@@ -123,7 +135,12 @@ def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
     A : ndarray (..., L, L), if ``return_matrix``
     """
     Q, K, V = _check_qkv(Q, K, V)
+    causal = check_bool(causal, "causal")
+    return_matrix = check_bool(return_matrix, "return_matrix")
     s = _scale(scale, Q.shape[-1])
+    L = Q.shape[-2]
+    check_budget(math.prod(Q.shape[:-1]) * L, "the (..., L, L) attention matrix of softmax_attention",
+                 "shorten the sequences or split the batch")
     logits = s * mm(Q, np.swapaxes(K, -1, -2))
     if causal:
         L = Q.shape[-2]
@@ -144,10 +161,10 @@ def _logits(X, W):
 
 
 def _check_w(W, d):
-    W = np.asarray(W)
-    if W.ndim < 2:
-        raise ValueError(f"W must be an array (..., m, d) of projections, got shape {W.shape}")
-    return check_array(W, "W", W.ndim, d, "the head dimension")
+    nd = np.ndim(W)  # no conversion here: check_array refuses masked, boolean and complex input
+    if nd < 2:
+        raise ValueError(f"W must be an array (..., m, d) of projections, got shape {np.shape(W)}")
+    return check_array(W, "W", nd, d, "the head dimension")
 
 
 def _bidirectional(lq, lk, V):
@@ -245,6 +262,13 @@ def _causal(lq, lk, V, chunk):
 def _scaled_logits(Q, K, W, scale):
     """PRF log-features of the scaled queries and keys (shared by the attention and its matrix)."""
     W = _check_w(W, Q.shape[-1])
+    try:
+        lead = np.broadcast_shapes(Q.shape[:-2], W.shape[:-2])
+    except ValueError:
+        raise ValueError(f"W's leading axes {W.shape[:-2]} must broadcast against Q's {Q.shape[:-2]} "
+                         f"(W is (m, d) or (..., m, d))") from None
+    check_budget(math.prod(lead) * Q.shape[-2] * W.shape[-2], f"the (..., L, m) PRF log-features (lead {lead}, "
+                 f"L = {Q.shape[-2]}, m = {W.shape[-2]})", "lower m, shorten the sequences or split the batch")
     s = math.sqrt(_scale(scale, Q.shape[-1]))
     return _logits(s * Q, W), _logits(s * K, W)
 
@@ -274,10 +298,12 @@ def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
     ndarray (..., L, d_v)
     """
     Q, K, V = _check_qkv(Q, K, V)
+    causal = check_bool(causal, "causal")
+    chunk = check_int(chunk, "chunk", 1)
     lq, lk = _scaled_logits(Q, K, W, scale)
     if not causal:
         return _bidirectional(lq, lk, V)
-    return _causal(lq, lk, V, check_int(chunk, "chunk", 1))
+    return _causal(lq, lk, V, chunk)
 
 
 def prf_attention_matrix(Q, K, W, causal=False, scale=None):
@@ -301,6 +327,9 @@ def prf_attention_matrix(Q, K, W, causal=False, scale=None):
     ndarray (..., L, L)
     """
     Q, K, _ = _check_qkv(Q, K, None)
+    causal = check_bool(causal, "causal")
+    check_budget(math.prod(Q.shape[:-1]) * Q.shape[-2], "the (..., L, L) matrix of prf_attention_matrix",
+                 "shorten the sequences or split the batch")
     lq, lk = _scaled_logits(Q, K, W, scale)
     o = lk.max(axis=-2, keepdims=True)
     ek = np.exp(lk - o)
@@ -319,7 +348,7 @@ def prf_attention_matrix(Q, K, W, causal=False, scale=None):
 # The attention-approximation experiment
 
 
-def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=1.0, n_clusters=8, d_model=256):
+def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=DEFAULT_LOGIT_STD, n_clusters=8, d_model=256):
     r"""Transformer-like queries, keys and values for the attention experiment.
 
     Tokens :math:`h_i = c_{z_i} + \epsilon_i \in \mathbb R^{D}` (``n_clusters``
@@ -338,10 +367,11 @@ def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=1.0, n_cluster
         Sequence length L.
     d_head : int
         Head dimension d (the paper's Performers: 64).
-    rng : None, int or numpy.random.Generator
+    rng : None, int >= 0, numpy.random.Generator or SeedSequence
     batch : tuple of int
         Leading batch shape (e.g. (B, H)).
     logit_std : float > 0
+        Default :data:`DEFAULT_LOGIT_STD`.
     n_clusters : int
     d_model : int
         D.
@@ -355,8 +385,12 @@ def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=1.0, n_cluster
     logit_std = check_positive_float(logit_std, "logit_std")
     n_clusters = check_int(n_clusters, "n_clusters", 1)
     d_model = check_int(d_model, "d_model", 2)
+    if not isinstance(batch, tuple):
+        raise TypeError(f"batch must be a tuple of integers >= 1, got {describe(batch)}")
     batch = tuple(check_int(b, "batch", 1) for b in batch)
-    g = np.random.default_rng(rng)
+    check_budget(math.prod(batch) * n_seq * max(d_model, 3 * d_head), "synthetic_qkv",
+                 "lower n_seq, d_model or the batch")
+    g = np.random.default_rng(check_rng(rng, "rng"))
     centres = g.standard_normal(batch + (n_clusters, d_model))
     labels = g.integers(0, n_clusters, batch + (n_seq,))
     h = np.take_along_axis(centres, labels[..., None], axis=-2) + g.standard_normal(batch + (n_seq, d_model))
@@ -414,9 +448,15 @@ class AttentionErrors:
         return "\n".join(lines)
 
 
+def _iterable(values, name):
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of integers >= 1, got {describe(values)}")
+    return values
+
+
 def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 1024, 4096),
-                     m_values=(16, 64, 130, 256), n_draws=20, rng=0, *, d_head=64, causal=False, logit_std=1.0,
-                     data_rng=0, matrix_max_len=1024, data=None):
+                     m_values=(16, 64, 130, 256), n_draws=20, rng=0, *, d_head=64, causal=False,
+                     logit_std=DEFAULT_LOGIT_STD, data_rng=0, matrix_max_len=1024, data=None, progress=None):
     r"""Error of PRF attention vs exact softmax attention, per coupling (Sec. 5.4 mechanism).
 
     For each sequence length L the data are the first L tokens of one
@@ -433,27 +473,39 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
     rng : seed of the feature draws (one stream per coupling and m)
     d_head : int
     causal : bool
-    logit_std : float
-        Passed to :func:`synthetic_qkv`.
+    logit_std : float > 0
+        Passed to :func:`synthetic_qkv` (default :data:`DEFAULT_LOGIT_STD`,
+        also the command line's).
     data_rng : seed of the data
-    matrix_max_len : int
+    matrix_max_len : int >= 0
         The O(L^2) attention-matrix error is computed for L up to this.
     data : tuple (Q, K, V) of arrays (L_max, d), optional
         Use these instead of synthetic data (e.g. activations of a trained model).
+    progress : callable, optional
+        Called with a one-line message after each (L, coupling).
 
     Returns
     -------
     AttentionErrors
     """
     couplings = check_couplings(couplings)
-    seq_lens = tuple(check_int(L, "seq_lens", 1) for L in seq_lens)
-    m_values = tuple(check_int(m, "m_values", 1) for m in m_values)
+    seq_lens = tuple(check_int(L, "seq_lens", 1) for L in _iterable(seq_lens, "seq_lens"))
+    m_values = tuple(check_int(m, "m_values", 1) for m in _iterable(m_values, "m_values"))
     n_draws = check_int(n_draws, "n_draws", 2)
+    check_budget(n_draws, "the per-draw errors", "lower n_draws")
+    causal = check_bool(causal, "causal")
+    logit_std = check_positive_float(logit_std, "logit_std")
+    matrix_max_len = check_int(matrix_max_len, "matrix_max_len", 0)
     if not seq_lens or not m_values:
         raise ValueError("seq_lens and m_values must not be empty")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable taking one string, got {describe(progress)}")
+    data_rng = check_rng(data_rng, "data_rng")
     if data is None:
         Q, K, V = synthetic_qkv(max(seq_lens), d_head, data_rng, logit_std=logit_std)
     else:
+        if not isinstance(data, (tuple, list)) or len(data) != 3:
+            raise TypeError(f"data must be a tuple (Q, K, V) of arrays (L, d), got {describe(data)}")
         Q, K, V = _check_qkv(*data)
         if Q.ndim != 2 or Q.shape[0] < max(seq_lens):
             raise ValueError(f"data must be (Q, K, V) of shape (L, d) with L >= {max(seq_lens)}, got {Q.shape}")
@@ -468,17 +520,125 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
         else:
             exact = softmax_attention(q, k, v, causal)
         for c in couplings:
+            t0 = time.perf_counter()
             for m in m_values:
-                W = mc.sample_weights(c, d, m, rng=child_rng(entropy, coupling_key(c), m), n_draws=n_draws)
+                gen = child_rng(entropy, coupling_key(c), m)
                 e = np.empty(n_draws)
-                per = (4 if causal else 1) * CHUNK_ELEMENTS // (L * m)
-                for sl in chunks(n_draws, max(1, per)):  # bounded memory
-                    e[sl] = _rel_error(prf_attention(q, k, v, W[sl], causal), exact[None], (-2, -1))
+                em = np.empty(n_draws)
+                per = max(1, (4 if causal else 1) * CHUNK_ELEMENTS // (L * m))
+                for sl in chunks(n_draws, per):  # draws made and used chunk by chunk (bounded memory)
+                    W = mc.sample_weights(c, d, m, rng=gen, n_draws=sl.stop - sl.start)
+                    e[sl] = _rel_error(prf_attention(q, k, v, W, causal), exact[None], (-2, -1))
+                    if want_matrix:  # a loop over draws (L^2 memory each)
+                        em[sl] = [_rel_error(prf_attention_matrix(q, k, w, causal), A, (-2, -1)) for w in W]
                 out_mean[c, L, m], out_se[c, L, m] = float(e.mean()), float(e.std(ddof=1) / math.sqrt(n_draws))
                 if want_matrix:
-                    em = np.array([_rel_error(prf_attention_matrix(q, k, W[r], causal), A, (-2, -1))
-                                   for r in range(n_draws)])  # a loop over draws (L^2 memory each)
                     mat_mean[c, L, m] = float(em.mean())
                     mat_se[c, L, m] = float(em.std(ddof=1) / math.sqrt(n_draws))
+            if progress:
+                progress(f"attention L = {L}: {c} ({time.perf_counter() - t0:.1f} s)")
     return AttentionErrors(couplings, seq_lens, m_values, out_mean, out_se, mat_mean, mat_se, n_draws, causal,
                            float(logit_std))
+
+
+#: One-sided z above which two couplings' mean errors count as distinguishable in :func:`attention_scan`
+#: (false-alarm probability 0.001 per comparison when the means are equal).
+DISTINGUISHABLE_Z = 3.09
+
+
+@dataclass(frozen=True)
+class AttentionScan:
+    r"""Attention error over sequence length and logit scale (:func:`attention_scan`).
+
+    Attributes
+    ----------
+    couplings : tuple of str
+    seq_lens : tuple of int
+    logit_stds : tuple of float
+    m : int
+    mean, stderr : dict
+        coupling -> ndarray (len(logit_stds), len(seq_lens)) of the relative
+        output error and its standard error over draws.
+    z : dict
+        (better, worse) coupling pair -> ndarray of the z-score
+        (worse - better) / hypot(se) of the mean errors.
+    distinguishable : dict
+        The same keys -> bool arrays ``z > DISTINGUISHABLE_Z``.
+    n_draws : int
+    causal : bool
+    """
+
+    couplings: tuple
+    seq_lens: tuple
+    logit_stds: tuple
+    m: int
+    mean: dict
+    stderr: dict
+    z: dict
+    distinguishable: dict
+    n_draws: int
+    causal: bool
+
+    def format(self):
+        pairs = list(self.z)
+        lines = ["logit std | L | " + " | ".join(self.couplings) + " | "
+                 + " | ".join(f"z {a}<{b}" for a, b in pairs)]
+        for i, s in enumerate(self.logit_stds):
+            for j, L in enumerate(self.seq_lens):
+                cells = [f"{self.mean[c][i, j]:.4f}+-{self.stderr[c][i, j]:.4f}" for c in self.couplings]
+                cells += [f"{self.z[p][i, j]:+.1f}" for p in pairs]
+                lines.append(f"{s:g} | {L} | " + " | ".join(cells))
+        return "\n".join(lines)
+
+
+def attention_scan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256, 1024),
+                   logit_stds=(0.1, 0.25, 0.5, 1.0, 2.0), m=130, n_draws=20, rng=0, *, d_head=64, causal=False,
+                   data_rng=0, progress=None):
+    r"""Attention error against sequence length and logit scale, and where the couplings separate (Sec. 5.4).
+
+    For each logit scale one :func:`synthetic_qkv` draw (``data_rng``) is
+    cut to each length; each (coupling, L, scale) cell sees ``n_draws``
+    independent draws of m features.  Consecutive couplings in ``couplings``
+    (expected order: worst first, e.g. IID, ORF, SimRF) are compared with the
+    one-sided z-score of their mean errors; a pair counts as distinguishable
+    where ``z > DISTINGUISHABLE_Z`` (3.09, false alarm 0.001 per cell).
+
+    Parameters
+    ----------
+    couplings : sequence of str
+    seq_lens : sequence of int >= 1
+    logit_stds : sequence of float > 0
+    m : int >= 1
+    n_draws : int >= 2
+    rng, data_rng : seeds (feature draws; data)
+    d_head : int
+    causal : bool
+    progress : callable, optional
+
+    Returns
+    -------
+    AttentionScan
+    """
+    couplings = check_couplings(couplings)
+    if isinstance(logit_stds, (str, bytes)) or not hasattr(logit_stds, "__iter__"):
+        raise TypeError(f"logit_stds must be a sequence of reals > 0, got {describe(logit_stds)}")
+    stds = tuple(check_positive_float(s, "logit_stds") for s in logit_stds)
+    if not stds:
+        raise ValueError("logit_stds must not be empty")
+    m = check_int(m, "m", 1)
+    seq_lens = tuple(check_int(L, "seq_lens", 1) for L in _iterable(seq_lens, "seq_lens"))
+    entropy = seed_entropy(rng)
+    data_rng = check_rng(data_rng, "data_rng")
+    runs = []
+    for i, s in enumerate(stds):
+        runs.append(attention_errors(couplings, seq_lens, (m,), n_draws, np.random.SeedSequence([entropy, i]),
+                                     d_head=d_head, causal=causal,
+                                     logit_std=s, data_rng=data_rng, matrix_max_len=0, progress=progress))
+    mean = {c: np.array([[r.output_mean[c, L, m] for L in seq_lens] for r in runs]) for c in couplings}
+    se = {c: np.array([[r.output_se[c, L, m] for L in seq_lens] for r in runs]) for c in couplings}
+    z, dist = {}, {}
+    for worse, better in zip(couplings[:-1], couplings[1:]):
+        zz = (mean[worse] - mean[better]) / np.hypot(se[worse], se[better])
+        z[better, worse] = zz
+        dist[better, worse] = zz > DISTINGUISHABLE_Z
+    return AttentionScan(couplings, seq_lens, stds, m, mean, se, z, dist, runs[0].n_draws, runs[0].causal)

@@ -17,6 +17,11 @@ O(N_test N_train)) or estimated with PRFs of eq. ``def_prf``
                               {\phi(\sigma x')^\top \big(\Phi_{\mathrm{train}}^\top \mathbf 1\big)},
 
 O((N_test + N_train) m) per draw of the m features, vectorised over draws.
+On identical inputs (standardised arrays, sigma and projection matrices) it
+makes the same predictions as the authors' public code
+(github.com/isaac-reid/simplex_random_features), draw for draw; the class
+sums :math:`\Phi^\top Y` are formed per class (O(N m), never an N x n
+one-hot matrix).
 
 Numerical safety (log space)
 ----------------------------
@@ -34,12 +39,23 @@ follows).  Here nothing is exponentiated before it is offset:
 Both offsets cancel exactly in the ratio, the denominator is >= 1 (no 0/0),
 no exponent exceeds 0 (no overflow), and a term only underflows when it is
 below :math:`10^{-308}` times the largest term of its sum.  The exact
-classifier uses the same per-test-row offset on :math:`-\sigma^2\|x'-x_i\|^2/2`.
+classifier uses the same per-test-row offset on :math:`-\sigma^2\|x'-x_i\|^2/2`
+and runs over chunks of test rows (bounded memory).
 
-Standard errors are over independent draws of the features for one fixed
-data split (the split is a seed of its own); they do not include the
-split-to-split variation (see :func:`accuracy_table` with several
-``split_rng``).
+Protocols and error bars
+------------------------
+The data are split under a protocol of :mod:`~montecarlo.experiments.uci`:
+``'resampled'`` (default: several random splits, a validation part held out
+for the sigma search) or ``'paper'`` (the authors' split, seed 42).  A result
+over S splits with R feature draws each is the mean of the S per-split means;
+its standard error is :math:`\max(s_{\mathrm{split}}/\sqrt S,\ \mathrm{se}_{\mathrm{draws}})`
+with :math:`s_{\mathrm{split}}` the standard deviation of the per-split means
+(which contain both the split-to-split and the draw-to-draw variation) and
+:math:`\mathrm{se}_{\mathrm{draws}} = \sqrt{\sum_s \mathrm{se}_s^2}/S` the
+draw-only part (:class:`PooledEstimate`).  With one split only the draw
+noise is measured.  The paper's printed +- are about the per-draw standard
+deviation divided by 100 (:data:`PAPER_SE_CONVENTION`), ten times smaller
+than the standard error of a 100-draw mean.
 
 References
 ----------
@@ -50,6 +66,7 @@ Reid et al., "Simplex Random Features", ICML 2023: Sec. 5.3 (Fig. 8
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -60,7 +77,11 @@ import montecarlo as mc
 from . import uci
 from ._common import (
     CHUNK_ELEMENTS,
+    MAX_CLASSES,
     check_array,
+    check_bool,
+    check_budget,
+    check_choice,
     check_coupling,
     check_couplings,
     check_int,
@@ -69,6 +90,7 @@ from ._common import (
     child_rng,
     chunks,
     coupling_key,
+    describe,
     seed_entropy,
 )
 
@@ -76,8 +98,12 @@ from ._common import (
 TABLE2_COUPLINGS = ("iid", "orthogonal", "simplex", "simplex_plus")
 #: Columns of Table 3 (App. B.2): data zero-padded to the next power of two.
 TABLE3_COUPLINGS = ("iid", "orthogonal", "fast_orthogonal", "simplex", "fast_simplex")
+#: Couplings of Fig. 8.
+FIG8_COUPLINGS = ("iid", "orthogonal", "simplex")
 #: Default sigma grid of :func:`sigma_search` (a coarse log grid, App. C.1).
 DEFAULT_SIGMAS = tuple(np.round(np.geomspace(0.05, 2.0, 17), 6))
+#: The paper's +- in Tables 2 and 3 are about (per-draw standard deviation) / this number.
+PAPER_SE_CONVENTION = 100
 
 #: The paper's Table 2 (m = d): dataset -> (SimRFs, SimRFs+) as (mean, stderr).
 PAPER_TABLE2 = {
@@ -114,9 +140,18 @@ def _check_problem(X_train, y_train, X_test, n_classes):
     X_train = check_array(X_train, "X_train", 2)
     d = X_train.shape[1]
     X_test = check_array(X_test, "X_test", 2, d, "X_train's width")
+    if n_classes is not None:
+        n_classes = check_int(n_classes, "n_classes", 1, maximum=MAX_CLASSES)
     y_train = check_labels(y_train, "y_train", X_train.shape[0], n_classes)
-    n_classes = int(y_train.max()) + 1 if n_classes is None else check_int(n_classes, "n_classes", 1)
+    n_classes = int(y_train.max()) + 1 if n_classes is None else n_classes
     return X_train, y_train, X_test, n_classes
+
+
+def _groups(y):
+    """Training rows sorted by class, and the classes present with the start of their runs."""
+    order = np.argsort(y, kind="stable")
+    present, starts = np.unique(y[order], return_index=True)
+    return order, present, starts
 
 
 def kernel_regression_exact(X_train, y_train, X_test, sigma=1.0, n_classes=None):
@@ -131,23 +166,50 @@ def kernel_regression_exact(X_train, y_train, X_test, sigma=1.0, n_classes=None)
     sigma : float > 0
         Inputs are multiplied by sigma before :math:`K(x, y) = e^{-\|x-y\|^2/2}`.
     n_classes : int, optional
-        Default ``max(y_train) + 1``.
+        Default ``max(y_train) + 1``; at most
+        :data:`~montecarlo.experiments._common.MAX_CLASSES`.
 
     Returns
     -------
     ndarray (N', n_classes)
         :math:`\sum_i K(\sigma x', \sigma x_i) y_i / \sum_i K(\sigma x', \sigma x_i)`
-        (rows sum to 1), computed with a per-row log offset (no underflow).
+        (rows sum to 1), computed with a per-row log offset (no underflow),
+        over chunks of test rows (memory O(N + chunk N), not O(N' N)).
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, non-finite inputs, class indices outside [0, n_classes).
+    TypeError
+        Booleans, complex numbers, strings or masked arrays as data.
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
     sigma = check_positive_float(sigma, "sigma")
-    a, b = sigma * X_test, sigma * X_train
-    sq = np.einsum("nd,nd->n", a, a)[:, None] + np.einsum("nd,nd->n", b, b)[None, :] - 2 * a @ b.T
-    logk = -0.5 * np.maximum(sq, 0.0)
-    logk -= logk.max(axis=1, keepdims=True)
-    k = np.exp(logk, out=logk)
-    num = k @ np.eye(n_classes)[y_train]
-    return num / num.sum(axis=1, keepdims=True)
+    order, present, starts = _groups(y_train)
+    check_budget(X_test.shape[0] * n_classes, "the (N', n_classes) class probabilities", "lower n_classes")
+    out = np.zeros((X_test.shape[0], n_classes))
+    out[:, present] = _exact_class_weights(sigma * X_train[order], starts, sigma * X_test)
+    return out
+
+
+def _exact_class_weights(b, starts, a):
+    """Normalised per-class kernel sums (N', K) for scaled test rows a and class-sorted training rows b."""
+    sb = np.einsum("nd,nd->n", b, b)
+    out = np.empty((a.shape[0], starts.size))
+    rows = max(1, 4 * CHUNK_ELEMENTS // b.shape[0])
+    for sl in chunks(a.shape[0], rows):  # a loop over chunks of test rows (bounded memory)
+        x = a[sl]
+        logk = x @ b.T
+        logk *= 2.0
+        logk -= np.einsum("nd,nd->n", x, x)[:, None]
+        logk -= sb[None, :]
+        np.minimum(logk, 0.0, out=logk)  # -|x - y|^2 <= 0 (rounding)
+        logk *= 0.5
+        logk -= logk.max(axis=1, keepdims=True)
+        np.exp(logk, out=logk)
+        num = np.add.reduceat(logk, starts, axis=1)
+        out[sl] = num / num.sum(axis=1, keepdims=True)
+    return out
 
 
 def _flat_logits(X, W):
@@ -158,27 +220,32 @@ def _flat_logits(X, W):
     return z.reshape(X.shape[0], R, m)
 
 
-def _prf_numerators(X_train, onehot, X_test, W):
-    """Stabilised numerators (R, N', C) for weights W (R, m, d) on already scaled inputs (see module docs).
+def _prf_numerators(b, starts, a, W):
+    """Stabilised numerators (R, N', K) over the K classes present (module docs).
 
-    The projections of all R draws are one matrix product (N, d) @ (d, R m), which BLAS runs far
-    faster than R small batched products when d and m are small."""
+    ``b``: scaled training rows sorted by class (runs starting at ``starts``);
+    ``a``: scaled test rows; ``W`` (R, m, d).  The projections of all R draws
+    are one matrix product (N, d) @ (d, R m), which BLAS runs far faster than
+    R small batched products when d and m are small."""
     R, m, _ = W.shape
-    lt = _flat_logits(X_train, W)  # (N, R, m)
+    lt = _flat_logits(b, W)  # (N, R, m)
     o = lt.max(axis=0)  # (R, m)
     lt -= o
     np.exp(lt, out=lt)
-    A = (onehot.T @ lt.reshape(lt.shape[0], R * m)).reshape(-1, R, m)  # (C, R, m)
+    A = np.add.reduceat(lt.reshape(lt.shape[0], R * m), starts, axis=0).reshape(-1, R, m)  # (K, R, m)
     logz = np.log(A.sum(axis=0))  # (R, m), >= 0
-    lq = _flat_logits(X_test, W)  # (N', R, m)
+    lq = _flat_logits(a, W)  # (N', R, m)
     lq += o
     r = (lq + logz).max(axis=2, keepdims=True)
     lq -= r
     np.exp(lq, out=lq)
-    return np.matmul(lq.transpose(1, 0, 2), A.transpose(1, 2, 0))  # (R, N', C)
+    return np.matmul(lq.transpose(1, 0, 2), A.transpose(1, 2, 0))  # (R, N', K)
 
 
 def _reps_per_chunk(n_train, n_test, m):
+    """Draws per chunk (at least one, whose (N + N', m) log-features must fit the memory budget)."""
+    check_budget((n_train + n_test) * m, f"the (N_train + N_test, m) = ({n_train + n_test}, {m}) log-features of "
+                 "one draw", "lower m")
     return max(1, CHUNK_ELEMENTS // ((n_train + n_test) * m))
 
 
@@ -198,40 +265,49 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     ndarray (N', n_classes) or (R, N', n_classes)
         :math:`\phi(\sigma x')^\top\Phi^\top Y / \phi(\sigma x')^\top\Phi^\top\mathbf 1`
         with :math:`\phi` of eq. ``def_prf``, log-space stabilised (module docs).
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`kernel_regression_exact`; W of the wrong width or rank.
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
     sigma = check_positive_float(sigma, "sigma")
-    Wa = np.asarray(W) if not isinstance(W, np.ndarray) else W
-    single = getattr(Wa, "ndim", 0) == 2
-    Wa = check_array(Wa[None] if single else Wa, "W", 3, X_train.shape[1], "X_train's width")
-    onehot = np.eye(n_classes)[y_train]
-    out = np.empty((Wa.shape[0], X_test.shape[0], n_classes))
+    single = np.ndim(W) == 2
+    if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
+        W = (W if hasattr(W, "shape") else np.asarray(W))[None]
+    Wa = check_array(W, "W", 3, X_train.shape[1], "X_train's width")
+    order, present, starts = _groups(y_train)
+    b, a = sigma * X_train[order], sigma * X_test
+    check_budget(Wa.shape[0] * X_test.shape[0] * n_classes, "the (R, N', n_classes) class probabilities",
+                 "pass fewer draws at once or lower n_classes")
+    out = np.zeros((Wa.shape[0], X_test.shape[0], n_classes))
     step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], Wa.shape[1])
     for sl in chunks(Wa.shape[0], step):
-        num = _prf_numerators(sigma * X_train, onehot, sigma * X_test, Wa[sl])
-        out[sl] = num / num.sum(axis=2, keepdims=True)
+        num = _prf_numerators(b, starts, a, Wa[sl])
+        out[sl][:, :, present] = num / num.sum(axis=2, keepdims=True)
     return out[0] if single else out
 
 
-def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, n_classes, draw=None):
+def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None):
     """Per-draw accuracies (R,) (inputs validated by the caller).
 
     ``W`` is either an (R, m, d) array of draws, or, with ``draw = (coupling, m, gen)``, the number
     R of draws to make chunk by chunk from the generator (bounded memory for any R; the chunk size
     depends only on the problem's shape, so the result is reproducible from the seed)."""
-    onehot = np.eye(n_classes)[y_train]
+    order, present, starts = _groups(y_train)
     n_draws = W if draw is not None else W.shape[0]
     m = draw[1] if draw is not None else W.shape[1]
-    acc = np.empty(n_draws)
     step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], m)
-    a, b = sigma * X_train, sigma * X_test
+    acc = np.empty(check_budget(n_draws, "the per-draw accuracies", "lower n_draws"))
+    b, a = sigma * X_train[order], sigma * X_test
     for sl in chunks(n_draws, step):
         if draw is None:
             w = W[sl]
         else:
             w = mc.sample_weights(draw[0], X_train.shape[1], m, rng=draw[2], n_draws=sl.stop - sl.start)
-        num = _prf_numerators(a, onehot, b, w)
-        acc[sl] = np.mean(num.argmax(axis=2) == y_test[None, :], axis=1)
+        pred = present[_prf_numerators(b, starts, a, w).argmax(axis=2)]
+        acc[sl] = np.mean(pred == y_test[None, :], axis=1)
     return acc
 
 
@@ -241,21 +317,77 @@ def _estimate(samples):
     return mc.Estimate(float(samples.mean()), se, n)
 
 
+@dataclass(frozen=True)
+class PooledEstimate(mc.Estimate):
+    """A mean over S data splits of R-draw means, with both error components.
+
+    Attributes
+    ----------
+    mean : float
+        Mean of the per-split means.
+    stderr : float
+        Its standard error, :math:`\\max(s_{\\mathrm{split}}/\\sqrt S, \\mathrm{draw\\_stderr})`
+        (draw-only when S = 1).
+    n : int
+        Draws in all (S R).
+    draw_stderr : float
+        The draw-to-draw part, :math:`\\sqrt{\\sum_s \\mathrm{se}_s^2}/S` (the error at these splits).
+    split_sd : float
+        Standard deviation of the per-split means (NaN when S = 1).
+    n_splits : int
+    per_split : tuple of montecarlo.Estimate
+    """
+
+    draw_stderr: float = float("nan")
+    split_sd: float = float("nan")
+    n_splits: int = 1
+    per_split: tuple = ()
+
+    @property
+    def draw_sd(self):
+        """Per-draw standard deviation (pooled over splits)."""
+        n_per = self.n / self.n_splits
+        return float(np.sqrt(np.mean([e.stderr ** 2 for e in self.per_split]) * n_per))
+
+
+def pool_splits(estimates):
+    """Combine per-split :class:`montecarlo.Estimate` s of one cell (module docs, *Protocols and error bars*).
+
+    Parameters
+    ----------
+    estimates : sequence of montecarlo.Estimate
+        One per split, each a mean over independent draws on that split.
+
+    Returns
+    -------
+    PooledEstimate
+    """
+    if isinstance(estimates, (str, bytes, mc.Estimate)) or not hasattr(estimates, "__iter__"):
+        raise TypeError(f"estimates must be a sequence of montecarlo.Estimate, got {describe(estimates)}")
+    estimates = tuple(estimates)
+    if not estimates:
+        raise ValueError("estimates must not be empty")
+    for e in estimates:
+        if not isinstance(e, mc.Estimate):
+            raise TypeError(f"estimates must be a sequence of montecarlo.Estimate, got an element {describe(e)}")
+    means = np.array([e.mean for e in estimates], dtype=float)
+    ses = np.array([e.stderr for e in estimates], dtype=float)
+    S = len(estimates)
+    draw_se = float(np.sqrt(np.sum(ses ** 2)) / S)
+    split_sd = float(means.std(ddof=1)) if S > 1 else float("nan")
+    se = max(split_sd / math.sqrt(S), draw_se) if S > 1 else draw_se
+    return PooledEstimate(float(means.mean()), se, int(sum(e.n for e in estimates)), draw_se, split_sd, S, estimates)
+
+
 # ---------------------------------------------------------------------------
 # Accuracies on a split
 
 
-def _as_split(dataset, uci_dir=None, split_rng=0, validation_fraction=0.0, pad_pow2=False):
-    if isinstance(dataset, str):
-        dataset = uci.load_dataset(dataset, uci_dir)
-    if isinstance(dataset, uci.Dataset):
-        dataset = dataset.split(split_rng, validation_fraction=validation_fraction)
-    if not isinstance(dataset, uci.Split):
-        raise TypeError(f"dataset must be a dataset name, a Dataset or a Split, got {type(dataset).__name__}")
-    if validation_fraction > 0 and dataset.X_val is None:
-        raise ValueError(f"dataset {dataset.name!r}: this Split has no validation part; "
-                         "split with validation_fraction > 0")
-    return dataset.padded() if pad_pow2 else dataset
+def _check_split(split, name="split"):
+    if not isinstance(split, uci.Split):
+        raise TypeError(f"{name} must be a montecarlo.experiments.uci.Split (see uci.make_split), got "
+                        f"{describe(split)}")
+    return split
 
 
 def _sigma_for(split, sigma):
@@ -267,13 +399,12 @@ def _sigma_for(split, sigma):
 
 
 def _eval_arrays(split, on):
-    if on == "test":
-        return split.X_test, split.y_test
+    on = check_choice(on, "on", ("test", "validation"))
     if on == "validation":
         if split.X_val is None:
             raise ValueError(f"on='validation' but dataset {split.name!r} has no validation split")
         return split.X_val, split.y_val
-    raise ValueError(f"on must be 'test' or 'validation', got {on!r}")
+    return split.X_test, split.y_test
 
 
 def exact_accuracy(split, sigma=None, on="test"):
@@ -290,6 +421,7 @@ def exact_accuracy(split, sigma=None, on="test"):
     -------
     float
     """
+    split = _check_split(split)
     sigma = _sigma_for(split, sigma)
     X, y = _eval_arrays(split, on)
     probs = kernel_regression_exact(split.X_train, split.y_train, X, sigma, split.n_classes)
@@ -309,7 +441,7 @@ def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", r
     n_draws : int >= 2
     sigma : float, optional
         Default: the paper's value for the dataset.
-    rng : None, int or numpy.random.Generator
+    rng : None, int >= 0, numpy.random.Generator or numpy.random.SeedSequence
     on : {'test', 'validation'}
     return_samples : bool
         Also return the per-draw accuracies (n_draws,).
@@ -319,15 +451,50 @@ def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", r
     montecarlo.Estimate
         Mean accuracy and its standard error over the draws (fixed split).
     """
+    split = _check_split(split)
     coupling = check_coupling(coupling)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     sigma = _sigma_for(split, sigma)
+    return_samples = check_bool(return_samples, "return_samples")
     X, y = _eval_arrays(split, on)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(seed_entropy(rng))
-    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_draws, sigma, split.n_classes, (coupling, m, gen))
+    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_draws, sigma, (coupling, m, gen))
     est = _estimate(acc)
     return (est, acc) if return_samples else est
+
+
+# ---------------------------------------------------------------------------
+# Splits under a protocol
+
+
+def _splits(dataset, protocol, split_rng, uci_dir, validation=False, sigma_search=False):
+    """[(seed, Split)] for a name, a Dataset or a Split (a Split is used as it is)."""
+    if isinstance(dataset, uci.Split):
+        if split_rng is not None:
+            raise ValueError("split_rng must be None when dataset is already a Split")
+        if validation and dataset.X_val is None:
+            raise ValueError(f"dataset {dataset.name!r}: this Split has no validation part; build it with "
+                             "uci.make_split(..., validation=True)")
+        return [(None, dataset)]
+    if isinstance(dataset, str):
+        dataset = uci.load_dataset(dataset, uci_dir)
+    if not isinstance(dataset, uci.Dataset):
+        raise TypeError(f"dataset must be a dataset name, a Dataset or a Split, got {describe(dataset)}")
+    proto = uci.get_protocol(protocol)
+    return [(s, proto.split(dataset, s, validation, sigma_search)) for s in uci.split_seeds(protocol, split_rng)]
+
+
+#: Stream key of a Split given by the caller (split seeds are smaller than this, see uci.split_seeds).
+_CALLER_SPLIT = 2**32
+
+
+def _progress(progress):
+    if progress is None or progress is False:
+        return None
+    if not callable(progress):
+        raise TypeError(f"progress must be None or a callable taking one string, got {describe(progress)}")
+    return progress
 
 
 # ---------------------------------------------------------------------------
@@ -347,11 +514,21 @@ class CurveResult:
     m : ndarray of int
         Numbers of features (``m_multipliers * d``).
     mean, stderr : dict
-        coupling -> ndarray (len(m),) of mean accuracy and standard error.
+        coupling -> ndarray (len(m),): mean accuracy over splits and its
+        standard error (draw and split variation, :class:`PooledEstimate`).
+    draw_stderr, split_sd : dict
+        coupling -> ndarray (len(m),): the draw-only standard error and the
+        split-to-split standard deviation (NaN with one split).
     n_draws : int
+        Draws per split and cell.
     exact : float
-        Exact-kernel accuracy on the same split (the large-m limit).
+        Exact-kernel accuracy (mean over splits; the large-m limit).
     n_train, n_test : int
+        Sizes of the (first) split.
+    protocol : str
+    split_seeds : tuple
+        Seeds of the splits (``(None,)`` for a Split given by the caller).
+    exact_per_split : tuple of float
     """
 
     dataset: str
@@ -364,53 +541,87 @@ class CurveResult:
     exact: float
     n_train: int
     n_test: int
+    protocol: str = "custom"
+    split_seeds: tuple = (None,)
+    draw_stderr: dict = field(default_factory=dict)
+    split_sd: dict = field(default_factory=dict)
+    exact_per_split: tuple = ()
+
+    @property
+    def n_splits(self):
+        return len(self.split_seeds)
 
 
-def classification_curve(dataset, couplings=("iid", "orthogonal", "simplex"), m_multipliers=range(1, 11),
-                         n_draws=50, rng=0, *, sigma=None, split_rng=0, uci_dir=None, pad_pow2=False):
+def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(1, 11), n_draws=50, rng=0, *,
+                         sigma=None, protocol=uci.DEFAULT_PROTOCOL, split_rng=None, uci_dir=None, pad_pow2=False,
+                         progress=None):
     """Fig. 8: kernel-regression accuracy vs m / d for several couplings, with standard errors.
 
     Parameters
     ----------
     dataset : str, Dataset or Split
-        A name loads the file from ``uci_dir`` and splits it with ``split_rng``.
+        A name loads the file from ``uci_dir``; names and Datasets are split
+        under ``protocol``; a Split is used as it is.
     couplings : sequence of str
     m_multipliers : sequence of int >= 1
         m = multiplier * d (the paper: 1 to 10).
     n_draws : int >= 2
-        Independent feature draws per (coupling, m).
-    rng : None, int or numpy.random.Generator
-        Seed of the feature draws; each (coupling, m) cell gets its own
-        stream, so a cell's result does not depend on the other cells.
+        Independent feature draws per (coupling, m, split).
+    rng : None, int >= 0, numpy.random.Generator or SeedSequence
+        Seed of the feature draws; each (coupling, m, split) cell gets its
+        own stream, so a cell's result does not depend on the other cells.
     sigma : float, optional
         Default: the paper's value (App. C.1).
-    split_rng : int
-        Seed of the shuffle (ignored for a Split).
+    protocol : {'resampled', 'paper'}
+        See :mod:`~montecarlo.experiments.uci` (ignored for a Split).
+    split_rng : int >= 0 or sequence of them, optional
+        Split seeds (default: the protocol's, ``0 ... 4`` or ``42``).
     uci_dir : path, optional
     pad_pow2 : bool
         Zero-pad the inputs to the next power of two (App. B.2; d becomes p).
+    progress : callable, optional
+        Called with a one-line message after each (coupling, split).
 
     Returns
     -------
     CurveResult
     """
     couplings = check_couplings(couplings)
+    if isinstance(m_multipliers, (str, bytes)) or not hasattr(m_multipliers, "__iter__"):
+        raise TypeError(f"m_multipliers must be a sequence of integers >= 1, got {describe(m_multipliers)}")
     mults = [check_int(k, "m_multipliers", 1) for k in m_multipliers]
     if not mults:
         raise ValueError("m_multipliers must not be empty")
     n_draws = check_int(n_draws, "n_draws", 2)
-    split = _as_split(dataset, uci_dir, split_rng, pad_pow2=pad_pow2)
-    sigma = _sigma_for(split, sigma)
+    pad_pow2 = check_bool(pad_pow2, "pad_pow2")
+    progress = _progress(progress)
+    splits = _splits(dataset, protocol, split_rng, uci_dir)
+    if pad_pow2:
+        splits = [(s, sp.padded()) for s, sp in splits]
+    first = splits[0][1]
+    sigma = _sigma_for(first, sigma)
     entropy = seed_entropy(rng)
-    ms = np.array([k * split.d for k in mults])
-    mean = {c: np.empty(len(ms)) for c in couplings}
-    stderr = {c: np.empty(len(ms)) for c in couplings}
-    for c in couplings:
-        for j, m in enumerate(ms):
-            est = prf_accuracy(split, c, int(m), n_draws, sigma, child_rng(entropy, coupling_key(c), m))
-            mean[c][j], stderr[c][j] = est.mean, est.stderr
-    return CurveResult(split.name, split.d, sigma, ms, mean, stderr, n_draws, exact_accuracy(split, sigma),
-                       split.X_train.shape[0], split.X_test.shape[0])
+    ms = np.array([k * first.d for k in mults])
+    per = {c: [[] for _ in ms] for c in couplings}
+    exact = []
+    for seed, split in splits:
+        exact.append(exact_accuracy(split, sigma))
+        for c in couplings:
+            t0 = time.perf_counter()
+            for j, m in enumerate(ms):
+                gen = child_rng(entropy, coupling_key(c), m, _CALLER_SPLIT if seed is None else seed)
+                per[c][j].append(prf_accuracy(split, c, int(m), n_draws, sigma, gen))
+            if progress:
+                progress(f"{first.name}: {c}, split {seed}: {time.perf_counter() - t0:.1f} s")
+    pooled = {c: [pool_splits(cell) for cell in per[c]] for c in couplings}
+    return CurveResult(first.name, first.d, sigma, ms,
+                       {c: np.array([e.mean for e in pooled[c]]) for c in couplings},
+                       {c: np.array([e.stderr for e in pooled[c]]) for c in couplings},
+                       n_draws, float(np.mean(exact)), first.X_train.shape[0], first.X_test.shape[0],
+                       first.protocol, tuple(s for s, _ in splits),
+                       {c: np.array([e.draw_stderr for e in pooled[c]]) for c in couplings},
+                       {c: np.array([e.split_sd for e in pooled[c]]) for c in couplings},
+                       tuple(exact))
 
 
 @dataclass(frozen=True)
@@ -432,6 +643,9 @@ class SigmaSearch:
         Sigma maximising the mean PRF accuracy (the authors' choice).
     best_exact_sigma : float
         Sigma maximising the exact-kernel accuracy.
+    protocol : str
+    split_seed : int or None
+    n_train, n_validation : int
     """
 
     dataset: str
@@ -444,10 +658,14 @@ class SigmaSearch:
     n_draws: int
     best_sigma: float
     best_exact_sigma: float
+    protocol: str = "custom"
+    split_seed: int | None = None
+    n_train: int = 0
+    n_validation: int = 0
 
 
 def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10, n_draws=10, rng=0, *,
-                 split_rng=0, validation_fraction=0.05, uci_dir=None):
+                 protocol=uci.DEFAULT_PROTOCOL, split_rng=None, restrict=True, uci_dir=None):
     """App. C.1: coarse search of sigma on a validation split (Fig. 10).
 
     The data are split into train / validation / test (the test part is not
@@ -467,25 +685,35 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
         m = m_multiplier * d (the paper: 10).
     n_draws : int >= 2
         Feature draws (the paper: 10).
-    rng, split_rng, uci_dir
+    rng, uci_dir
         As in :func:`classification_curve`.
-    validation_fraction : float in (0, 1)
-        Fraction of the records in the validation split (default 0.05, the
-        test fraction).
+    protocol : {'resampled', 'paper'}
+        ``'resampled'``: 5% validation and 5% test records, disjoint;
+        ``'paper'``: the authors' training part with its last ``int(0.05 n)``
+        records held out (the public code validated on the test set).
+    split_rng : int >= 0, optional
+        One split seed (default the protocol's first).
+    restrict : bool
+        App. C.1's restriction of the search to 1000 training and 100
+        validation records for nursery and chess.
 
     Returns
     -------
     SigmaSearch
     """
+    if isinstance(sigmas, (str, bytes)) or not hasattr(sigmas, "__iter__"):
+        raise TypeError(f"sigmas must be a sequence of reals > 0, got {describe(sigmas)}")
     sig = np.array([check_positive_float(s, "sigmas") for s in sigmas], dtype=float)
     if sig.size == 0:
         raise ValueError("sigmas must not be empty")
     coupling = check_coupling(coupling)
     k = check_int(m_multiplier, "m_multiplier", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
-    if not (isinstance(validation_fraction, float) and 0 < validation_fraction < 1):
-        raise ValueError(f"validation_fraction must be a float in (0, 1), got {validation_fraction!r}")
-    split = _as_split(dataset, uci_dir, split_rng, validation_fraction=validation_fraction)
+    restrict = check_bool(restrict, "restrict")
+    if not isinstance(dataset, uci.Split):
+        split_rng = (uci.get_protocol(protocol).default_seeds[0] if split_rng is None
+                     else check_int(split_rng, "split_rng", 0),)
+    (seed, split), = _splits(dataset, protocol, split_rng, uci_dir, validation=True, sigma_search=restrict)
     m = k * split.d
     W = mc.sample_weights(coupling, split.d, m, rng=child_rng(seed_entropy(rng), coupling_key(coupling), m),
                           n_draws=n_draws)
@@ -494,11 +722,28 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     se = np.empty(sig.size)
     for j, s in enumerate(sig):  # a loop over the sigma grid
         exact[j] = exact_accuracy(split, s, on="validation")
-        acc = _prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s, split.n_classes)
-        est = _estimate(acc)
+        est = _estimate(_prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s))
         mean[j], se[j] = est.mean, est.stderr
     return SigmaSearch(split.name, sig, exact, mean, se, coupling, m, n_draws, float(sig[np.argmax(mean)]),
-                       float(sig[np.argmax(exact)]))
+                       float(sig[np.argmax(exact)]), split.protocol, seed, split.X_train.shape[0],
+                       split.X_val.shape[0])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One reproduced cell next to the paper's number.
+
+    ``z = (mean - paper_mean) / stderr`` uses the reproduced standard error
+    (the paper's +- follow another convention, :data:`PAPER_SE_CONVENTION`).
+    """
+
+    dataset: str
+    coupling: str
+    paper_mean: float
+    paper_pm: float
+    mean: float
+    stderr: float
+    z: float
 
 
 @dataclass
@@ -509,12 +754,17 @@ class AccuracyTable:
     ----------
     couplings : tuple of str
     rows : dict
-        dataset -> {coupling: Estimate, 'exact': float, 'd': int, 'm': int, 'sigma': float}.
+        dataset -> {coupling: PooledEstimate, 'exact': float, 'd': int,
+        'm': int, 'sigma': float, 'n_train': int, 'n_test': int,
+        'mean_v': float, 'exact_per_split': list}.
     missing : list of str
         Datasets whose file was absent (not run).
     n_draws : int
+        Draws per dataset, coupling and split.
     seconds : float
         Wall time of the whole table.
+    settings : dict
+        protocol, split seeds, m multiplier, padding, seed.
     """
 
     couplings: tuple
@@ -524,31 +774,58 @@ class AccuracyTable:
     seconds: float = 0.0
     settings: dict = field(default_factory=dict)
 
+    def versus(self, paper):
+        """The cells that have a paper value, as :class:`Comparison` s (dataset order, then coupling order).
+
+        Parameters
+        ----------
+        paper : dict
+            {dataset: {coupling: (mean, +-)}} (:func:`paper_table`).
+        """
+        out = []
+        for name, row in self.rows.items():
+            for c in self.couplings:
+                if name in paper and c in paper[name]:
+                    pm, ps = paper[name][c]
+                    e = row[c]
+                    out.append(Comparison(name, c, pm, ps, e.mean, e.stderr, (e.mean - pm) / e.stderr))
+        return out
+
     def format(self, paper=None):
-        """Plain-text table (mean +- stderr); ``paper``: {dataset: {coupling: (mean, se)}} shown alongside."""
-        head = ["dataset", "d", "m", "exact"] + list(self.couplings)
+        """Plain-text table: per cell ``mean +- se`` and, where the paper has the cell,
+        ``| paper P (z Z)``; then the largest ``|z|`` and the protocol and effort."""
+        head = ["dataset", "d", "m", "mean v", "exact"] + list(self.couplings)
         lines = [" | ".join(head)]
         for name, row in self.rows.items():
-            cells = [name, str(row["d"]), str(row["m"]), f"{row['exact']:.4f}"]
+            cells = [name, str(row["d"]), str(row["m"]), f"{row['mean_v']:.2f}", f"{row['exact']:.4f}"]
             for c in self.couplings:
                 e = row[c]
                 cell = f"{e.mean:.4f}+-{e.stderr:.4f}"
-                sd = row.get("split_sd", {}).get(c, float("nan"))
-                if np.isfinite(sd):
-                    cell += f" [split sd {sd:.3f}]"
                 if paper and name in paper and c in paper[name]:
-                    pm, ps = paper[name][c]
-                    cell += f" (paper {pm:.4f}+-{ps:.4f})"
+                    pm, _ = paper[name][c]
+                    cell += f" (paper {pm:.4f}, z {(e.mean - pm) / e.stderr:+.1f})"
                 cells.append(cell)
             lines.append(" | ".join(cells))
+        if paper:
+            comps = self.versus(paper)
+            if comps:
+                worst = max(comps, key=lambda c: abs(c.z))
+                lines.append(f"largest |z| = {abs(worst.z):.1f} ({worst.dataset}, {worst.coupling}: "
+                             f"{worst.mean:.4f} vs paper {worst.paper_mean:.4f})")
         if self.missing:
             lines.append(f"missing (not run): {', '.join(self.missing)}")
-        lines.append(f"n_draws = {self.n_draws}, {self.seconds:.1f} s")
+        st = self.settings
+        seeds = st.get("split_rng", ())
+        lines.append(f"protocol {st.get('protocol', '?')}, {len(seeds)} split(s) {list(seeds)}, "
+                     f"{self.n_draws} draws per split; +- is the standard error of the mean"
+                     + (" (draw and split variation)" if len(seeds) > 1 else " (draw variation at this split)")
+                     + f"; {self.seconds:.1f} s")
         return "\n".join(lines)
 
 
 def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=0, *, uci_dir=None, datasets=None,
-                   pad_pow2=False, split_rng=0, sigmas=None):
+                   pad_pow2=False, protocol=uci.DEFAULT_PROTOCOL, split_rng=None, sigmas=None, require=False,
+                   progress=None):
     """Tables 2 and 3: accuracy of each coupling on each dataset at m = m_multiplier * d.
 
     Parameters
@@ -563,89 +840,82 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     rng : seed of the feature draws (one stream per dataset, coupling and split)
     uci_dir : path, optional
     datasets : sequence of str, optional
-        Default: all eight; absent files are skipped and listed in ``missing``.
+        Default: all eight; absent files are skipped and listed in
+        ``missing`` (unless ``require``).
     pad_pow2 : bool
-    split_rng : int or sequence of int
-        Seed(s) of the shuffle.  With several splits, a cell's mean is the
-        average of the per-split means and its standard error is that of this
-        average at the given splits (draw noise only), so that couplings,
-        which share the splits, compare correctly; ``row['split_sd']`` holds
-        the standard deviation of the per-split means (split-to-split spread).
+    protocol : {'resampled', 'paper'}
+        ``'paper'`` reproduces the authors' split (Tables 2 and 3 as printed).
+    split_rng : int >= 0 or sequence of them, optional
+        Split seeds (default the protocol's).  A cell is a
+        :class:`PooledEstimate` over the splits.
     sigmas : dict, optional
         dataset -> sigma (default the paper's).
+    require : bool
+        Raise FileNotFoundError when a requested file is missing.
+    progress : callable, optional
+        Called with a one-line message after each (dataset, coupling).
 
     Returns
     -------
     AccuracyTable
-        ``rows[name]`` has, per coupling, an :class:`montecarlo.Estimate`;
-        ``'exact'`` (mean over splits), ``'d'``, ``'m'``, ``'sigma'``,
-        ``'per_split'`` ({coupling: [Estimate per split]}) and ``'split_sd'``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No requested dataset is present (or one is missing with ``require``).
     """
     couplings = check_couplings(couplings)
     k = check_int(m_multiplier, "m_multiplier", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
-    splits = [split_rng] if not isinstance(split_rng, (list, tuple, range)) else list(split_rng)
-    splits = [check_int(s, "split_rng", 0) for s in splits]
-    if not splits:
-        raise ValueError("split_rng must be an int or a non-empty sequence of ints")
+    pad_pow2 = check_bool(pad_pow2, "pad_pow2")
+    proto = uci.get_protocol(protocol)
+    seeds = uci.split_seeds(protocol, split_rng)
+    progress = _progress(progress)
+    if sigmas is not None and not isinstance(sigmas, dict):
+        raise TypeError(f"sigmas must be None or a dict dataset -> sigma, got {describe(sigmas)}")
+    if datasets is not None:
+        if isinstance(datasets, (str, bytes)) or not hasattr(datasets, "__iter__"):
+            raise TypeError(f"datasets must be None or a sequence of dataset names, got {describe(datasets)}")
+        datasets = [uci.check_dataset(n) for n in datasets]
+        if not datasets:
+            raise ValueError(f"datasets must not be empty (choose from {', '.join(uci.DATASETS)}, or None for all)")
     entropy = seed_entropy(rng)
     t0 = time.perf_counter()
-    data, missing = uci.load_all(uci_dir, datasets)
+    data, missing = uci.load_all(uci_dir, datasets, warn=False, require=require)
+    if not data:
+        raise FileNotFoundError(f"none of the requested UCI files is present in {uci.resolve_uci_dir(uci_dir)} "
+                                f"(missing: {', '.join(missing)})")
+    if missing:
+        uci.warn_missing(uci.resolve_uci_dir(uci_dir), missing, len(data))
     rows = {}
     for name, ds in data.items():
-        per = {c: [] for c in couplings}
-        exact = []
-        for si, seed in enumerate(splits):
-            split = ds.split(seed)
-            if pad_pow2:
-                split = split.padded()
-            sigma = _sigma_for(split, None if sigmas is None else sigmas.get(name))
-            m = k * split.d
-            exact.append(exact_accuracy(split, sigma))
-            for c in couplings:
-                per[c].append(prf_accuracy(split, c, m, n_draws, sigma,
-                                           child_rng(entropy, uci.DATASETS.index(name), coupling_key(c), seed)))
-        row = {"d": split.d, "m": m, "sigma": sigma, "exact": float(np.mean(exact)),
-               "n_train": split.X_train.shape[0], "n_test": split.X_test.shape[0], "per_split": per,
-               "split_sd": {}}
+        splits = [(s, proto.split(ds, s, False, False)) for s in seeds]
+        if pad_pow2:
+            splits = [(s, sp.padded()) for s, sp in splits]
+        sigma = _sigma_for(splits[0][1], None if sigmas is None else sigmas.get(name))
+        d = splits[0][1].d
+        m = k * d
+        row = {"d": d, "m": m, "sigma": sigma, "n_train": splits[0][1].X_train.shape[0],
+               "n_test": splits[0][1].X_test.shape[0], "mean_v": uci.mean_v(splits[0][1], sigma),
+               "exact_per_split": [exact_accuracy(sp, sigma) for _, sp in splits]}
+        row["exact"] = float(np.mean(row["exact_per_split"]))
         for c in couplings:
-            means = np.array([e.mean for e in per[c]])
-            ses = np.array([e.stderr for e in per[c]])
-            row[c] = mc.Estimate(float(means.mean()), float(np.sqrt(np.sum(ses ** 2)) / len(splits)),
-                                 n_draws * len(splits))
-            row["split_sd"][c] = float(means.std(ddof=1)) if len(splits) > 1 else float("nan")
+            t1 = time.perf_counter()
+            row[c] = pool_splits(prf_accuracy(sp, c, m, n_draws, sigma,
+                                              child_rng(entropy, uci.DATASETS.index(name), coupling_key(c), s))
+                                 for s, sp in splits)
+            if progress:
+                progress(f"{name}: {c}: {row[c].mean:.4f}+-{row[c].stderr:.4f} ({time.perf_counter() - t1:.1f} s)")
         rows[name] = row
     return AccuracyTable(couplings, rows, missing, n_draws, time.perf_counter() - t0,
-                         {"m_multiplier": k, "pad_pow2": pad_pow2, "split_rng": splits, "rng": rng})
+                         {"m_multiplier": k, "pad_pow2": pad_pow2, "protocol": proto.name, "split_rng": list(seeds),
+                          "rng": rng if isinstance(rng, int) or rng is None else "generator"})
 
 
 def paper_table(which):
-    """The paper's numbers as {dataset: {coupling: (mean, se)}} for ``which`` in {2, 3}."""
+    """The paper's numbers as {dataset: {coupling: (mean, +-)}} for ``which`` in {2, 3}."""
     if which == 2:
         return {n: {"simplex": a, "simplex_plus": b} for n, (a, b) in PAPER_TABLE2.items()}
     if which == 3:
         return {n: dict(v) for n, v in PAPER_TABLE3.items()}
-    raise ValueError(f"which must be 2 or 3, got {which!r}")
-
-
-def add_table_arguments(p):
-    """Command-line options of the accuracy table (used by ``python -m montecarlo.experiments table``)."""
-    p.add_argument("--table", type=int, choices=(2, 3), default=2,
-                   help="2: exact couplings at m = d; 3: fast variants on zero-padded data (App. B.2)")
-    p.add_argument("--uci-dir", default=None, help=f"directory of the UCI files (default ${uci.ENV_VAR})")
-    p.add_argument("--n-draws", "--n-reps", dest="n_draws", type=int, default=100,
-                   help="random-feature draws per dataset and coupling (--n-reps: old spelling)")
-    p.add_argument("--m-multiplier", type=int, default=1)
-    p.add_argument("--couplings", nargs="+", default=None)
-    p.add_argument("--datasets", nargs="+", default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split-seeds", type=int, nargs="+", default=[0],
-                   help="one or more shuffle seeds (several: means over splits)")
-
-
-def run_table(args):
-    couplings = args.couplings or (TABLE2_COUPLINGS if args.table == 2 else TABLE3_COUPLINGS)
-    table = accuracy_table(couplings, args.m_multiplier, args.n_draws, args.seed, uci_dir=args.uci_dir,
-                           datasets=args.datasets, pad_pow2=args.table == 3, split_rng=args.split_seeds)
-    print(table.format(paper_table(args.table)))
-    return 0
+    raise ValueError(f"which must be 2 or 3, got {describe(which)}")

@@ -28,10 +28,14 @@ import montecarlo as mc
 from ._common import (
     CHUNK_ELEMENTS,
     check_array,
+    check_bool,
+    check_budget,
+    check_choice,
     check_coupling,
     check_couplings,
     check_int,
     check_positive_float,
+    check_rng,
     child_rng,
     chunks,
     coupling_key,
@@ -46,6 +50,7 @@ def exact_gram(X, kernel="gaussian"):
     r"""Exact Gram matrix: :math:`e^{-\|x_a-x_b\|^2/2}` (Gaussian) or :math:`e^{x_a^\top x_b}` (softmax)."""
     X = check_array(X, "X", 2)
     _check_kernel(kernel)
+    check_budget(X.shape[0] ** 2, "the (N, N) Gram matrix", "use fewer points")
     g = X @ X.T
     if kernel == "softmax":
         return np.exp(g)
@@ -54,8 +59,7 @@ def exact_gram(X, kernel="gaussian"):
 
 
 def _check_kernel(kernel):
-    if kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of 'gaussian', 'softmax', got {kernel!r}")
+    return check_choice(kernel, "kernel", _KERNELS)
 
 
 def gram_errors(X, W, kernel="gaussian", relative=False):
@@ -77,10 +81,13 @@ def gram_errors(X, W, kernel="gaussian", relative=False):
     """
     X = check_array(X, "X", 2)
     _check_kernel(kernel)
-    W = np.asarray(W)
-    single = W.ndim == 2
-    W = check_array(W[None] if single else W, "W", 3, X.shape[1], "X's width")
+    relative = check_bool(relative, "relative")
+    single = np.ndim(W) == 2
+    if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
+        W = (W if hasattr(W, "shape") else np.asarray(W))[None]
+    W = check_array(W, "W", 3, X.shape[1], "X's width")
     K = exact_gram(X, kernel)
+    check_budget(X.shape[0] * W.shape[1], "the (N, m) features of one draw", "lower m")
     c = 1.0 if kernel == "gaussian" else 0.5
     n = X.shape[0]
     out = np.empty(W.shape[0])
@@ -121,6 +128,8 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     coupling = check_coupling(coupling)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
+    return_samples = check_bool(return_samples, "return_samples")
+    _check_kernel(kernel)
     W = mc.sample_weights(coupling, X.shape[1], m, rng=rng, n_draws=n_draws)
     err = gram_errors(X, W, kernel, relative)
     est = mc.Estimate(float(err.mean()), float(err.std(ddof=1) / np.sqrt(n_draws)), n_draws)
@@ -159,6 +168,8 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
     """
     X = check_array(X, "X", 2)
     couplings = check_couplings(couplings)
+    if isinstance(m_values, (str, bytes)) or not hasattr(m_values, "__iter__"):
+        raise TypeError(f"m_values must be a sequence of integers >= 1, got {m_values!r}")
     ms = np.array([check_int(m, "m_values", 1) for m in m_values])
     if ms.size == 0:
         raise ValueError("m_values must not be empty")
@@ -178,7 +189,8 @@ def paper_gram_data(rng=0, n_points=64, d=64, scale=0.1):
     n_points = check_int(n_points, "n_points", 1)
     d = check_int(d, "d", 1)
     scale = check_positive_float(scale, "scale")
-    return np.random.default_rng(rng).normal(0.0, scale, (n_points, d))
+    check_budget(n_points * d, "the (n_points, d) data", "lower n_points or d")
+    return np.random.default_rng(check_rng(rng, "rng")).normal(0.0, scale, (n_points, d))
 
 
 def fig7_frobenius(couplings=("iid", "orthogonal", "simplex"), m_values=(16, 32, 64, 128, 256), n_draws=100, rng=0,
@@ -189,4 +201,4 @@ def fig7_frobenius(couplings=("iid", "orthogonal", "simplex"), m_values=(16, 32,
     -------
     FrobeniusCurve
     """
-    return frobenius_curve(paper_gram_data(data_rng), couplings, m_values, n_draws, rng)
+    return frobenius_curve(paper_gram_data(check_rng(data_rng, "data_rng")), couplings, m_values, n_draws, rng)
