@@ -36,8 +36,48 @@ def test_table_prefactor_zcrit_conformity(capsys):
 
 def test_bad_arguments_exit_with_message():
     proc = subprocess.run([sys.executable, "-m", "theory", "conformity", "--coupling", "simplex",
-                           "--d", "1", "--v", "1"], capture_output=True, text=True)
+                           "--d", "1", "--v", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "d must be an integer >= 2 for the simplex coupling" in proc.stderr
-    with pytest.raises(SystemExit):
-        main(["conformity", "--coupling", "orf", "--d", "4", "--v", "1"])
+    assert main(["conformity", "--coupling", "orf", "--d", "4", "--v", "1"]) == 2
+
+
+@pytest.mark.parametrize("argv,status,message", [
+    (["zcrit", "--d", "64", "--dps", "-5"], 2, "--dps: must be between 1 and"),   # issue 11: was accepted
+    (["zcrit", "--d", "64", "--dps", "0"], 2, "--dps: must be between 1 and"),
+    (["zcrit", "--d", "64", "--dps", "ten"], 2, "--dps: must be an integer"),
+    (["ratio", "--d", "0", "--v", "1"], 2, "--d: must be >= 1"),
+    (["ratio", "--d", "4", "--v", "-1"], 2, "v must be >= 0"),
+    (["ratio", "--d", "4", "--v", "abc"], 2, "v must be a real number"),
+    (["table", "--d", "4", "--vs", ","], 2, "--vs must list at least one value"),
+    (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1e400"], 1, "beyond the reachable domain"),
+    (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1000", "--seconds", "0.2"], 1,
+     "time budget of 0.2 s exhausted"),
+    ([], 2, "the following arguments are required: command"),
+])
+def test_errors_are_one_line_with_status(argv, status, message, capsys):
+    """Issue 11: one-line errors on stderr, exit 2 for bad arguments, 1 for no convergence."""
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m theory: "), err
+    assert message in err, err
+
+
+def test_huge_m_and_tiny_v_are_answered(capsys):
+    """Issue 11 items 3, 4: --m 1e9 was a hang (a list of m/d blocks), v = 1e-400 a crash."""
+    assert main(["ratio", "--d", "2", "--v", "0.5", "--m", "1000000000"]) == 0
+    out = capsys.readouterr().out
+    with mp.workdps(30):
+        expected = mp.nstr(theory.mse_ratio("simplex", "iid", 2, "0.5", m=10 ** 9), 30)
+    assert f"MSE(simplex) / MSE(iid) = {expected}" in out
+    assert main(["ratio", "--d", "64", "--v", "1e-400"]) == 0
+    out = capsys.readouterr().out
+    assert "MSE(simplex) / MSE(iid) = 0.00778174641445748830814670398723" in out  # the v -> 0 limit, Sec. 5.1
+
+
+def test_help_and_subprocess_exit_codes():
+    proc = subprocess.run([sys.executable, "-m", "theory", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "zcrit" in proc.stdout and "Exit status" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "theory", "conformity", "--coupling", "simplex", "--d", "64",
+                           "--v", "1e400"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1

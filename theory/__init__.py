@@ -1,20 +1,34 @@
 """Closed forms of Simplex Random Features (Reid et al., ICML 2023) in arbitrary precision.
 
-Every function returns mpmath numbers computed at the caller's working
-precision (``mpmath.mp.dps`` / ``mpmath.workdps``) plus guard bits, never
-changes the global precision, and raises ``ValueError`` (or
+Every function returns mpmath numbers correct to the caller's working
+precision, or raises :class:`~theory.errors.ConvergenceError` (an
+``mpmath.NoConvergence``) within a time budget when a series or quadrature
+cannot reach it; bad input raises ``ValueError`` (or
 :class:`~theory.validation.ArgumentTypeError`, also a ``TypeError``) naming
-the argument for bad input and :class:`~theory.errors.ConvergenceError` (a
-``mpmath.NoConvergence``) when a series or quadrature cannot reach the
-requested accuracy within its budget.
+the argument.
+
+Precision and threads.  The caller's precision is read once per call: the
+thread's own :func:`precision` setting if one is active, else
+``mpmath.mp.dps`` (``mp.workdps`` is process-global, by mpmath's design).  The
+computation runs in a private mpmath context under one lock, so results never
+depend on other threads and ``mpmath.mp`` is never changed; :func:`budget`
+sets the time budget of each call (default 30 s).  See :mod:`theory._context`.
+
+Grids.  Functions of v, z, w, cos(theta), d and m accept a sequence or numpy
+array for those arguments and return a numpy object array of mpf of the
+broadcast shape (scalars stay scalars).  The MSE functions share one order,
+``(coupling[, baseline], d, v or z)``, with ``m``, ``x_norm``, ``y_norm`` and
+``kernel`` keyword-only (the order of earlier versions still works, with a
+``DeprecationWarning``).
 
 Modules (one home per formula): :mod:`theory.kernels` (kernels, Thm 3.2,
 ensembles), :mod:`theory.distributions` (Lemmas 4.1, 4.2),
 :mod:`theory.conformities` (Thm 4.3 and its routes), :mod:`theory.mse`
-(MSEs, ratios, gaps, Cor 4.4-4.6, Sec. 5.1), :mod:`theory.geometry`
+(MSEs, ratios, gaps, Cor 4.4-4.6, Sec. 5.1, z_crit), :mod:`theory.geometry`
 (simplex vectors, Algorithm 1), :mod:`theory.simplex_plus` (Sec. 3.2),
-:mod:`theory.symbolic` (sympy derivations) and :mod:`theory.certified`
-(rigorous balls, python-flint).  Shared by every package of the toolkit:
+:mod:`theory.symbolic` (sympy derivations), :mod:`theory.certified`
+(rigorous balls, python-flint) and :mod:`theory._hypergeometric` (Kummer's
+function with relative accuracy).  Shared by every package of the toolkit:
 :mod:`theory.registry` (one record per coupling, hooks per layer),
 :mod:`theory.validation` (argument checks) and :mod:`theory.errors` (the
 failure family).
@@ -22,6 +36,7 @@ failure family).
 
 from . import registry, validation
 from ._checks import PRF_COUPLINGS, RFF_COUPLINGS
+from ._context import budget, precision
 from .conformities import (
     conformity,
     conformity_at_angle,
@@ -88,6 +103,7 @@ __all__ = [
     "PRF_COUPLINGS",
     "RFF_COUPLINGS",
     "block_sizes",
+    "budget",
     "chi_moment",
     "conformity",
     "conformity_at_angle",
@@ -111,6 +127,7 @@ __all__ = [
     "pdf_wij_convolution",
     "pdf_wij_float",
     "pdf_wij_iid",
+    "precision",
     "prf_mse",
     "prf_mse_from_conformity",
     "rff_asymptotic_ratio",

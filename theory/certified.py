@@ -18,10 +18,27 @@ contain the exact value (for the exact real inputs: a decimal string such as
 :func:`certify_ordering` and :func:`certify_rff_sign` decide inequalities
 rigorously on grids, raising the precision until the balls separate (or
 reporting "undecided").  Install with ``pip install python-flint``.
+
+Width and failure.  A valid ball can be too wide to say anything (at large
+arguments the alternating Taylor terms cancel): :func:`conformity`,
+:func:`conformity_at_angle`, :func:`rff_conformity` and the gap brackets take
+``min_digits`` (default 1): the working precision is doubled, up to
+``max_prec`` bits (default 16 times ``prec``), until the ball's radius is
+below :math:`10^{-\mathrm{min\_digits}}` of its midpoint, else
+:class:`~theory.errors.CertificationError` is raised (``min_digits=0``
+accepts any valid ball).  A series that cannot be summed within its term or
+time budget raises :class:`~theory.errors.ConvergenceError`; both are
+``mpmath.NoConvergence``.
+
+Threads: python-flint's working precision ``flint.ctx.prec`` is process-wide;
+every function here changes it only under the theory lock
+(:data:`theory._context.LOCK`) and restores it, so concurrent calls from
+several threads do not see each other's precision.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -33,10 +50,14 @@ except ImportError:  # pragma: no cover - exercised when python-flint is absent
     arb = None
 
 from ._checks import check_coupling, check_cos_theta, check_dimension, check_int, check_nonnegative
-from .errors import ConvergenceError
+from ._context import LOCK, check_time, entered, mp
+from .errors import CertificationError, ConvergenceError
 from .registry import get as get_coupling, hook, register
 
 MAX_TERMS = 100_000
+
+#: Largest |cos theta| x of the certified Taylor route (about 2.8 x that many terms).
+TAYLOR_MAX = 2000
 
 
 def available():
@@ -50,17 +71,69 @@ def _require():
 
 
 class _Prec:
-    """Set flint's working precision (bits) for a block and restore it."""
+    """Set flint's working precision (bits) for a block and restore it, under the theory lock."""
 
     def __init__(self, bits):
         self.bits = bits
 
     def __enter__(self):
+        LOCK.acquire()
         self.old = flint.ctx.prec
         flint.ctx.prec = self.bits
 
     def __exit__(self, *exc):
         flint.ctx.prec = self.old
+        LOCK.release()
+
+
+def _entry(func):
+    """Public entry: the theory lock, a time budget, and the private mpmath context for conversions."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        _require()
+        with entered() as bits:
+            if bits is not None:
+                mp.prec = bits + 24
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _digits_of(ball):
+    """Correct significant digits of a ball (0 when it contains 0 or is not finite)."""
+    if not ball.is_finite():
+        return 0
+    mid = abs(ball.mid())
+    rad = ball.rad()
+    if mid == 0 or rad >= mid:
+        return 0
+    if rad == 0:
+        return 10 ** 9
+    return float((mid / rad).log()) / 2.302585092994046
+
+
+def _tight(compute, prec, min_digits, max_prec, what):
+    """compute(bits) at bits = prec, 2 prec, ... until its ball has min_digits correct digits."""
+    prec = check_int(prec, "prec", 16)
+    if min_digits is None:
+        min_digits = 1
+    if not isinstance(min_digits, (int, float)) or isinstance(min_digits, bool) or min_digits < 0:
+        raise ValueError(f"min_digits must be a real number >= 0, got {min_digits!r}")
+    max_prec = 16 * prec if max_prec is None else check_int(max_prec, "max_prec", prec)
+    bits = prec
+    while True:
+        check_time(what)
+        with _Prec(bits):
+            ball = compute(bits)
+            if min_digits == 0 or _digits_of(ball) >= min_digits:
+                return ball
+            width = ball.rad().str(3, radius=False) if ball.is_finite() else "inf"
+        if bits >= max_prec:
+            raise CertificationError(
+                f"{what}: the enclosure at {bits} bits is valid but too wide (radius {width}, fewer than "
+                f"{min_digits} correct digits); raise max_prec (now {max_prec}) or pass min_digits=0 to accept it")
+        bits = min(2 * bits, max_prec)
 
 
 def _to_arb(value, name, nonnegative=True):
@@ -94,6 +167,8 @@ def _hyp1f1(x, a, b):
         total = arb(0)
         term = arb(1)
         for k in range(MAX_TERMS):
+            if k % 64 == 0:
+                check_time("certified 1F1 series")
             total += term
             q = abs(x) * (a + k + 1) / ((b + k + 1) * (k + 2))
             nxt = term * x * (a + k) / ((b + k) * (k + 1))
@@ -122,6 +197,11 @@ def _taylor_ball(d, x, c, even_only=False):
     ax = abs(x)
     if c == 0 or x == 0:
         return _hyp1f1(x, d, h)
+    cabs_x = float((abs(c) * ax).upper())
+    if cabs_x > TAYLOR_MAX:
+        raise ConvergenceError(
+            f"certified Taylor series: |cos theta| x = {cabs_x:.4g} needs about {int(2.8 * cabs_x) + 40} terms "
+            f"that cancel (domain |cos theta| v^2/2 <= {TAYLOR_MAX}); use a smaller v (or z)")
     r1 = _sin_moment_first(d)
     total = arb(0)
     coef = arb(1)  # (c x)^p/p! (d)_p/(d/2)_p
@@ -129,6 +209,8 @@ def _taylor_ball(d, x, c, even_only=False):
     r_prev, r_cur = arb(1), r1  # R_p, R_{p+1}
     cabs = abs(c)
     for p in range(MAX_TERMS):
+        if p % 16 == 0:
+            check_time("certified Taylor series")
         if not (even_only and p % 2):
             total += coef * _hyp1f1(x, d + p, h + p) * r_prev
         q = cabs * ax / (p + 1) * (arb(d + p) / (h + p))
@@ -149,14 +231,34 @@ def _cos(coupling, d):
     return arb(c.numerator) / c.denominator
 
 
-def conformity(coupling, d, v, prec=128):
-    """Rigorous enclosure of the PRF conformity of a named coupling (registry hook ``certified_prf_conformity``)."""
-    _require()
+_WIDTH_DOC = """
+    prec : int >= 16
+        Starting working precision in bits.
+    min_digits : real >= 0, optional
+        Correct significant digits the ball must carry (default 1): the
+        precision is doubled until it does, up to ``max_prec``; then
+        :class:`~theory.errors.CertificationError`.  0 accepts any valid ball.
+    max_prec : int, optional
+        Default 16 * prec.
+"""
+
+
+@_entry
+def conformity(coupling, d, v, prec=128, min_digits=1, max_prec=None):
+    """Rigorous enclosure of the PRF conformity of a named coupling (registry hook ``certified_prf_conformity``).
+
+    Parameters
+    ----------
+    coupling : str
+    d : int
+    v : real >= 0
+        Enclosed exactly (a decimal string exactly, a float as its binary value).
+    """
     coupling = check_coupling(coupling, has="certified_prf_conformity")
     d = check_dimension(d, coupling)
-    prec = check_int(prec, "prec", 16)
-    with _Prec(prec):
-        return hook(coupling, "certified_prf_conformity")(d, _to_arb(v, "v"))
+    func = hook(coupling, "certified_prf_conformity")
+    return _tight(lambda bits: func(d, _to_arb(v, "v")), prec, min_digits, max_prec,
+                  f"certified.conformity({coupling!r}, {d}, {v!r})")
 
 
 register("iid", "certified_prf_conformity", lambda d, vv: (vv * vv).exp())
@@ -164,23 +266,27 @@ register("orthogonal", "certified_prf_conformity", lambda d, vv: _hyp1f1(vv * vv
 register("simplex", "certified_prf_conformity", lambda d, vv: _taylor_ball(d, vv * vv / 2, _cos("simplex", d)))
 
 
-def conformity_at_angle(d, v, cos_theta, prec=128):
+@_entry
+def conformity_at_angle(d, v, cos_theta, prec=128, min_digits=1, max_prec=None):
     """Rigorous enclosure of rho_theta for an exact cos(theta) (str, int, Fraction or float)."""
-    _require()
     d = check_dimension(d)
-    with _Prec(prec):
+
+    def compute(bits):
         vv = _to_arb(v, "v")
         c = _to_arb(cos_theta, "cos_theta", nonnegative=False)
         return _taylor_ball(d, vv * vv / 2, c)
 
+    return _tight(compute, prec, min_digits, max_prec, f"certified.conformity_at_angle({d}, {v!r}, {cos_theta!r})")
 
-def rff_conformity(coupling, d, z, prec=128):
+
+@_entry
+def rff_conformity(coupling, d, z, prec=128, min_digits=1, max_prec=None):
     """Rigorous enclosure of E[cos(w_i.z) cos(w_j.z)] (registry hook ``certified_rff_conformity``)."""
-    _require()
     coupling = check_coupling(coupling, has="certified_rff_conformity")
     d = check_dimension(d, coupling)
-    with _Prec(prec):
-        return hook(coupling, "certified_rff_conformity")(d, _to_arb(z, "z"))
+    func = hook(coupling, "certified_rff_conformity")
+    return _tight(lambda bits: func(d, _to_arb(z, "z")), prec, min_digits, max_prec,
+                  f"certified.rff_conformity({coupling!r}, {d}, {z!r})")
 
 
 register("iid", "certified_rff_conformity", lambda d, zz: (-zz * zz).exp())
@@ -189,16 +295,25 @@ register("simplex", "certified_rff_conformity",
          lambda d, zz: _taylor_ball(d, -zz * zz / 2, _cos("simplex", d), even_only=True))
 
 
-def orthogonality_gap_bracket(d, v, prec=128):
+@_entry
+def orthogonality_gap_bracket(d, v, prec=128, min_digits=1, max_prec=None):
     """Enclosure of e^{v^2} - rho_ORF (the PRF gap divided by e^{-2x^2-2y^2} P/m^2, Cor 4.4)."""
-    with _Prec(prec):
-        return conformity("iid", d, v, prec) - conformity("orthogonal", d, v, prec)
+    d = check_dimension(d)
+    return _tight(lambda bits: conformity("iid", d, v, bits, 0) - conformity("orthogonal", d, v, bits, 0),
+                  prec, min_digits, max_prec, f"certified.orthogonality_gap_bracket({d}, {v!r})")
 
 
-def rff_gap_bracket(d, z, prec=128):
-    """Enclosure of e^{-z^2} - rho^RFF_ORF (the RFF gap divided by P/m^2, Thm 4.5)."""
-    with _Prec(prec):
-        return rff_conformity("iid", d, z, prec) - rff_conformity("orthogonal", d, z, prec)
+@_entry
+def rff_gap_bracket(d, z, prec=128, min_digits=1, max_prec=None):
+    """Enclosure of e^{-z^2} - rho^RFF_ORF (the RFF gap divided by P/m^2, Thm 4.5); its sign is the gap's."""
+    d = check_dimension(d)
+    return _tight(lambda bits: rff_conformity("iid", d, z, bits, 0) - rff_conformity("orthogonal", d, z, bits, 0),
+                  prec, min_digits, max_prec, f"certified.rff_gap_bracket({d}, {z!r})")
+
+
+for _f in (conformity, conformity_at_angle, rff_conformity, orthogonality_gap_bracket, rff_gap_bracket):
+    _f.__doc__ += "\n    Parameters (all)\n    ----------------" + _WIDTH_DOC
+del _f
 
 
 @dataclass(frozen=True)
@@ -233,6 +348,7 @@ def _decide(lhs_rhs_pairs):
     return None
 
 
+@_entry
 def certify_ordering(ds, vs, prec=128, max_prec=2048):
     """Certify rho_SimRF < rho_ORF < rho_IID at every (d, v), v > 0.
 
@@ -246,7 +362,7 @@ def certify_ordering(ds, vs, prec=128, max_prec=2048):
         for v in vs:
             bits = prec
             while True:
-                s, o, i = (conformity(c, d, v, bits) for c in ("simplex", "orthogonal", "iid"))
+                s, o, i = (conformity(c, d, v, bits, 0) for c in ("simplex", "orthogonal", "iid"))
                 verdict = _decide([(s, o), (o, i)])
                 if verdict is not None or bits >= max_prec:
                     break
@@ -256,6 +372,7 @@ def certify_ordering(ds, vs, prec=128, max_prec=2048):
     return out
 
 
+@_entry
 def certify_rff_sign(ds, zs, coupling="simplex", baseline="orthogonal", prec=128, max_prec=2048):
     """Rigorous sign of rho^RFF_coupling - rho^RFF_baseline (the sign of the RFF MSE
     difference, Thm 3.2's analogue) at every (d, z): ``certified`` True means
@@ -266,8 +383,8 @@ def certify_rff_sign(ds, zs, coupling="simplex", baseline="orthogonal", prec=128
         for z in zs:
             bits = prec
             while True:
-                a = rff_conformity(coupling, d, z, bits)
-                b = rff_conformity(baseline, d, z, bits)
+                a = rff_conformity(coupling, d, z, bits, 0)
+                b = rff_conformity(baseline, d, z, bits, 0)
                 verdict = _decide([(a, b)])
                 if verdict is not None or bits >= max_prec:
                     break

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ._context import mp
 
 from ._checks import (
+    call_hook,
     check_coupling,
     check_cos_theta,
     check_dimension,
@@ -24,7 +25,10 @@ from ._checks import (
     guarded,
 )
 from ._series import quad_checked
-from .registry import RECORDS, get as get_coupling, hook, register
+from ._context import check_time
+from .errors import ConvergenceError
+from .registry import RECORDS, get as get_coupling, register
+from .validation import check_real
 
 
 def simplex_cos(d):
@@ -47,7 +51,7 @@ def _log_chi_pdf(r, k):
     return (k - 1) * mp.log(r) - r * r / 2 - (mp.mpf(k) / 2 - 1) * mp.log(2) - mp.loggamma(mp.mpf(k) / 2)
 
 
-@guarded()
+@guarded(grid=("r", "k"))
 def pdf_chi(r, k):
     r"""Density of the :math:`\chi_k` distribution,
     :math:`r^{k-1}e^{-r^2/2}/(2^{k/2-1}\Gamma(k/2))`."""
@@ -58,7 +62,7 @@ def pdf_chi(r, k):
     return mp.exp(_log_chi_pdf(r, k))
 
 
-@guarded()
+@guarded(grid=("n", "k"))
 def chi_moment(n, k):
     r""":math:`\mathbb{E}[r^n]` for :math:`r\sim\chi_k`: :math:`2^{n/2}\Gamma(\frac{k+n}{2})/\Gamma(\frac k2)`."""
     k = check_int(k, "k", 1)
@@ -66,7 +70,7 @@ def chi_moment(n, k):
     return mp.mpf(2) ** (n / 2) * mp.gammaprod([(k + n) / 2], [mp.mpf(k) / 2])
 
 
-@guarded()
+@guarded(grid=("w", "d"))
 def pdf_wij_iid(w, d):
     r"""Density of :math:`w_{ij}` for i.i.d. Gaussian vectors (eq. ``iid_pdf``, Lemma 4.1).
 
@@ -79,7 +83,7 @@ def pdf_wij_iid(w, d):
     return mp.exp((d - 1) * mp.log(w) - w * w / 4 - (d - 1) * mp.log(2) - mp.loggamma(mp.mpf(d) / 2))
 
 
-@guarded()
+@guarded(grid=("w", "d", "cos_theta"))
 def pdf_wij(w, d, cos_theta, maxdegree=None):
     r"""Density :math:`p_\theta(w)` of :math:`w_{ij}` at a fixed angle (eq. ``theta_proby_dist``, Lemma 4.2).
 
@@ -160,7 +164,7 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
     return mp.exp(log_pref + shift) * integral
 
 
-@guarded()
+@guarded(grid=("w", "d", "cos_theta"))
 def pdf_wij_convolution(w, d, cos_theta):
     r"""Density of :math:`w_{ij}` at a fixed angle by direct change of variables
     (an independent route to Lemma 4.2).
@@ -217,41 +221,68 @@ def pdf_wij_convolution(w, d, cos_theta):
 
 
 def pdf_wij_float(w, d, cos_theta):
-    """Eq. ``theta_proby_dist`` in double precision (scipy quadrature over phi).
+    r"""Eq. ``theta_proby_dist`` in double precision (scipy quadrature over phi).
 
-    A fast companion of :func:`pdf_wij` for plotting and binning (about 1e-11
-    relative accuracy, float in, float out); not for the precision checks.
+    A fast companion of :func:`pdf_wij` for plotting and binning (float in,
+    float out): the quadrature's error estimate is required below 1e-10 of
+    the density (else :class:`~theory.errors.ConvergenceError`); the tests pin
+    it to :func:`pdf_wij` to 1e-9 relative over d = 2..256 and every regime of w
+    and :math:`\cos\theta`.
     """
+    import warnings
+
     import numpy as np
     from scipy import integrate, special
 
     d = check_dimension(d)
-    w = float(w)
-    c = float(cos_theta)
-    if w < 0 or not -1 <= c <= 1:
-        raise ValueError(f"need w >= 0 and cos_theta in [-1, 1], got w = {w}, cos_theta = {c}")
+    w = check_real(w, "w", minimum=0.0)
+    c = check_real(cos_theta, "cos_theta", minimum=-1.0, maximum=1.0)
     if w == 0:
         return float(pdf_wij(0, d, c))
     logpref = (2 * d - 1) * np.log(w) - (d - 2) * np.log(2) - 2 * special.gammaln(d / 2)
 
-    def f(delta):
+    def log_f(delta):
         # phi = pi/4 - delta (see pdf_wij): no cancellation in 1 + c sin(2 phi)
         s2 = np.cos(2 * delta)
         t = (1 + c) - 2 * c * np.sin(delta) ** 2
-        if s2 <= 0 or t <= 0:
-            return 0.0
-        return np.exp(logpref + (d - 1) * np.log(s2 / 2) - w * w / (2 * t) - d * np.log(t))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = logpref + (d - 1) * np.log(s2 / 2) - w * w / (2 * t) - d * np.log(t)
+        return np.where((s2 > 0) & (t > 0), out, -np.inf)
 
-    pts = [np.pi / 4 * j / 8 for j in range(9)]
-    total = sum(integrate.quad(f, a, b, epsabs=0, epsrel=1e-12, limit=200)[0] for a, b in zip(pts[:-1], pts[1:]))
+    def f(delta):
+        return float(np.exp(log_f(delta)))
+
+    # breakpoints where the integrand lives: its peak moves to delta ~ w / (2 sqrt(d)) for
+    # cos_theta = -1 and small w, so a fixed partition can miss it entirely
+    grid = np.unique(np.concatenate([np.pi / 4 * np.geomspace(1e-14, 1, 600), np.linspace(0, np.pi / 4, 257)]))
+    lf = log_f(grid)
+    top = lf.max()
+    live = np.flatnonzero(lf >= top - 80)
+    if live.size == 0 or not np.isfinite(top):
+        return 0.0
+    keep = set(np.linspace(live[0], live[-1], min(24, live.size)).astype(int)) | {int(np.argmax(lf))}
+    keep |= {max(live[0] - 1, 0), min(live[-1] + 1, grid.size - 1)}
+    pts = sorted({0.0, np.pi / 4} | {float(grid[i]) for i in keep})
+    total = err = 0.0
+    with warnings.catch_warnings():
+        # a piece far in the tail may trip scipy's heuristics; the summed error estimate is checked below
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)
+        for a, b in zip(pts[:-1], pts[1:]):
+            val, e = integrate.quad(f, a, b, epsabs=0, epsrel=1e-12, limit=200)
+            total += val
+            err += e
+    if not err <= 1e-10 * abs(total) and total > 1e-290:
+        raise ConvergenceError(f"pdf_wij_float: quadrature error estimate {err:.3g} exceeds 1e-10 of the density "
+                               f"{total:.3g} at w = {w}, d = {d}, cos_theta = {c}; use pdf_wij (arbitrary precision)")
     return 2 * total
 
 
+@guarded(grid=("w", "d"))
 def coupling_pdf(coupling, w, d):
     """Density of w_ij for a named coupling: eq. iid_pdf or Lemma 4.2 at its angle (hook ``pair_pdf``)."""
     coupling = check_coupling(coupling, has="pair_pdf")
     d = check_dimension(d, coupling)
-    return hook(coupling, "pair_pdf")(w, d)
+    return call_hook(coupling, "pair_pdf", w, d)
 
 
 def _pdf_at_fixed_angle(coupling):
@@ -268,7 +299,7 @@ register("orthogonal", "pair_pdf", _pdf_at_fixed_angle("orthogonal"))
 register("simplex", "pair_pdf", _pdf_at_fixed_angle("simplex"))
 
 
-@guarded()
+@guarded(grid=("n", "d", "cos_theta"))
 def wij_moment(n, d, cos_theta):
     r"""Exact :math:`\mathbb{E}[w_{ij}^{2n}]` at a fixed angle, for integer n >= 0.
 
@@ -294,6 +325,7 @@ def _wij_moment(n, d, c):
             absum = mp.mpf(0)
             # (A + B)^n with A = w_i^2 + w_j^2, B = 2c w_i w_j; A^a = sum_r C(a,r) w_i^{2r} w_j^{2(a-r)}
             for b in range(n + 1):
+                check_time("wij_moment")
                 a = n - b
                 coef = mp.binomial(n, b) * (2 * c) ** b
                 inner = mp.fsum(mp.binomial(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b] for r in range(a + 1))
@@ -304,7 +336,7 @@ def _wij_moment(n, d, c):
         guard = (int(mp.log(absum / total, 2)) if total > 0 else 2 * guard) + 32
 
 
-@guarded()
+@guarded(grid=("n", "d"))
 def wij_moment_iid(n, d):
     r"""Exact :math:`\mathbb{E}[w_{ij}^{2n}]` for i.i.d. vectors: :math:`2^n\,\mathbb{E}[\chi_d^{2n}]`."""
     n = check_int(n, "n", 0)

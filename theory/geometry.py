@@ -15,12 +15,26 @@ from __future__ import annotations
 from ._context import mp
 
 from ._checks import check_dimension, guarded, to_mpf
+from .validation import ArgumentTypeError, describe
+
+#: Largest d of the dense d x d matrices (about d^2 mpf objects); Algorithm 1
+#: (:func:`simplex_apply`) applies S to a vector in O(d) for any d.
+DENSE_MAX_D = 1024
+
+
+def _dense_d(d):
+    d = check_dimension(d, "simplex")
+    if d > DENSE_MAX_D:
+        raise ValueError(f"d must be <= {DENSE_MAX_D} for a dense {d} x {d} matrix of mpf (about {d * d:.3g} "
+                         "numbers); use simplex_apply (Algorithm 1, O(d)) for larger d")
+    return d
 
 
 @guarded()
 def simplex_vectors(d):
-    """The d x d matrix S of eq. ``simplex_vectors`` (rows s_1, ..., s_d) as an mpmath matrix."""
-    d = check_dimension(d, "simplex")
+    """The d x d matrix S of eq. ``simplex_vectors`` (rows s_1, ..., s_d) as an mpmath matrix
+    (2 <= d <= :data:`DENSE_MAX_D`)."""
+    d = _dense_d(d)
     a = mp.sqrt(mp.mpf(d) / (d - 1))
     b = (mp.sqrt(d) + 1) / mp.mpf(d - 1) ** (mp.mpf(3) / 2)
     s = mp.matrix(d, d)
@@ -35,8 +49,9 @@ def simplex_vectors(d):
 
 @guarded()
 def simplex_gram(d):
-    r"""Closed form of :math:`\mathbf S\mathbf S^\top`: 1 on the diagonal, :math:`-1/(d-1)` off it."""
-    d = check_dimension(d, "simplex")
+    r"""Closed form of :math:`\mathbf S\mathbf S^\top`: 1 on the diagonal, :math:`-1/(d-1)` off it
+    (2 <= d <= :data:`DENSE_MAX_D`)."""
+    d = _dense_d(d)
     g = mp.matrix(d, d)
     for i in range(d):
         for j in range(d):
@@ -54,12 +69,15 @@ def simplex_apply(x):
 
     Parameters
     ----------
-    x : sequence of reals, length d >= 2
+    x : sequence or 1-D array of reals, length d >= 2
+        (a string is not a vector: it is refused).
 
     Returns
     -------
     list of mpf
     """
+    if isinstance(x, (str, bytes)) or not hasattr(x, "__len__") or getattr(x, "ndim", 1) != 1:
+        raise ArgumentTypeError(f"x must be a sequence or 1-D array of real numbers, got {describe(x)}")
     xs = [to_mpf(t, "x") for t in x]
     d = check_dimension(len(xs), "simplex", name="len(x)")
     yd = mp.fsum(xs[:-1]) / mp.sqrt(d - 1)
