@@ -56,7 +56,7 @@ from .registry import get as get_coupling, hook, register
 
 MAX_TERMS = 100_000
 
-#: Largest |cos theta| x of the certified Taylor route (about 2.8 x that many terms).
+#: Largest ``|cos theta| x`` of the certified Taylor route (about 2.8 x that many terms).
 TAYLOR_MAX = 2000
 
 
@@ -312,7 +312,7 @@ def rff_gap_bracket(d, z, prec=128, min_digits=1, max_prec=None):
 
 
 for _f in (conformity, conformity_at_angle, rff_conformity, orthogonality_gap_bracket, rff_gap_bracket):
-    _f.__doc__ += "\n    Parameters (all)\n    ----------------" + _WIDTH_DOC
+    _f.__doc__ += "\n\n    Other Parameters\n    ----------------" + _WIDTH_DOC
 del _f
 
 
