@@ -715,7 +715,9 @@ def _fast_rows(simplex, norms, signs, rows=None):
             return _simplex_rows_scaled(full, norms)
         return norms[:, :, None] * full
     xp = _ns_of(signs)
-    basis = xp.eye(p, dtype=signs.dtype, device=_dev(signs))[:rows]
+    basis = xp.zeros((rows, p), dtype=signs.dtype, device=_dev(signs))
+    idx = xp.arange(rows, device=_dev(signs))
+    basis[idx, idx] = 1.0
     if simplex:
         tail = xp.ones((1, p), dtype=signs.dtype, device=_dev(signs))
         tail[0, p - 1] = 0.0

@@ -258,3 +258,134 @@ def test_docstring_examples():
     for mod in (mc, montecarlo.couplings):
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted >= 2
+
+
+# ---------------------------------------------------------------------------
+# m < d: only the needed rows are drawn (issue 12 item 2)
+
+
+def _peak_bytes(f):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        f()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("coupling", [c for c in mc.COUPLINGS if c != "simplex_plus"])
+def test_few_rows_in_high_dimension_cost_o_m_d_memory(coupling):
+    """m = 3 rows at d = 4096: numpy's traced peak is O(m d) (a full block would be 134 MB).
+
+    Before the fix every coupling drew a whole d x d block for one row: sample_weights("iid", 10**6, 1)
+    asked for 7.3 TiB."""
+    d, m = 4096, 3
+    peak = _peak_bytes(lambda: mc.sample_weights(coupling, d, m, rng=0))
+    assert peak < 40 * m * d * 8, peak  # 4 MB; the d x d block is 134 MB
+    w = mc.sample_weights(coupling, d, m, rng=0)
+    assert w.shape == (m, d) and np.all(np.isfinite(w))
+    assert _peak_bytes(lambda: mc.sample_weights("iid", 10**6, 1, rng=0)) < 3 * 8 * 10**6
+
+
+def test_simplex_plus_in_high_dimension_is_refused_not_attempted():
+    """The SimRFs+ update needs all d vectors of a block: d = 10^5 is refused before allocating 80 GB."""
+    with pytest.raises(mc.AllocationError, match=r"SimRFs\+ blocks of d x d = 100000 x 100000.*reduce n_draws, m or d"):
+        mc.sample_weights("simplex_plus", 10**5, 1, rng=0)
+    assert issubclass(mc.AllocationError, ValueError) and issubclass(mc.AllocationError, MemoryError)
+
+
+@pytest.mark.parametrize("coupling", ["orthogonal", "simplex"])
+def test_partial_blocks_have_the_exact_geometry(coupling):
+    """First r rows of a block (r = 5 of d = 9, and the truncated last block of m = 14): orthogonal or
+    at cos -1/(d-1) to rounding, for every Haar route."""
+    d = 9
+    target = 0.0 if coupling == "orthogonal" else -1.0 / (d - 1)
+    for route in mc.HAAR_ROUTES:
+        for m in (5, 14):
+            w = mc.sample_weights(coupling, d, m, rng=1, n_draws=20, haar_route=route)
+            for lo, hi in ((0, min(m, d)), (d, m)):
+                if hi - lo < 2:
+                    continue
+                u = _unit_rows(w[:, lo:hi])
+                g = u @ np.swapaxes(u, 1, 2)
+                off = g[:, ~np.eye(hi - lo, dtype=bool)]
+                assert np.max(np.abs(off - target)) < 1e-12, (route, m, lo)
+
+
+@pytest.mark.parametrize("coupling, claim", [("orthogonal", "orthogonal"), ("simplex", "simplex"),
+                                             ("simplex_plus", None), ("iid", "iid")])
+def test_partial_blocks_pass_the_audit(coupling, claim):
+    """The distribution of the first r rows: the sampler audit (marginals, row norms, moments, norm
+    independence, PRF/RFF unbiasedness, conformity against theory for the claimed coupling, exact angles)
+    at m = 5 < d = 8 and m = 13 (a truncated last block).  Overall false alarm 1e-3 per audit.
+
+    Power: the audit of the same partial rows with every row's sign correction dropped (first coordinate
+    forced negative, the LAPACK bias of the module docstring) fails."""
+    from montecarlo.audit import audit
+
+    for m in (5, 13):
+        rep = audit(lambda d, mm, rng: mc.sample_weights(coupling, d, mm, rng=rng), d=8, m=m, coupling=claim,
+                    n_draws=1000, rng=11, alpha=1e-3)
+        assert rep.passed, rep.render(verbose=True)
+
+    def biased(d, mm, rng):
+        w = mc.sample_weights(coupling, d, mm, rng=rng)
+        w[:, 0] = -np.abs(w[:, 0])
+        return w
+
+    assert not audit(biased, d=8, m=5, coupling=claim, n_draws=1000, rng=11, alpha=1e-3).passed
+
+
+@pytest.mark.parametrize("simplex", [False, True])
+def test_fast_partial_rows_equal_the_first_rows_of_the_full_block(simplex):
+    from montecarlo._backend import Random, namespace
+    from montecarlo.couplings import _fast_draw, _fast_rows
+
+    for p in (2, 8, 64):
+        norms, signs = _fast_draw(p, 4, Random(p, namespace(), "cpu", np.float64))
+        full = _fast_rows(simplex, norms, signs)
+        for r in (1, p // 2, p - 1):
+            if r >= 1:
+                assert np.allclose(_fast_rows(simplex, norms, signs, r), full[:, :r], atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# the fast couplings say where they are biased (issue 12 item 9)
+
+
+def test_fast_couplings_warn_where_their_bias_is_measurable():
+    for coupling in mc.FAST_COUPLINGS:
+        with pytest.warns(mc.FastCouplingBiasWarning, match=r"at d = 16 <= 16: .*biased") as rec:
+            mc.sample_weights(coupling, 16, 16, rng=0)
+        assert rec[0].filename == __file__  # points at the caller, not at the library
+        with pytest.warns(mc.FastCouplingBiasWarning):
+            mc.sample_projection(coupling, 2, 4, rng=0)
+        with pytest.warns(mc.FastCouplingBiasWarning):
+            mc.kernel_estimate(coupling, np.full(4, 0.1), np.full(4, 0.2), 4, 10, rng=0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mc.sample_weights("fast_simplex", 17, 4, rng=0)  # above the resolved range: silent
+        mc.sample_weights("simplex", 4, 4, rng=0)  # exact couplings never warn
+    assert mc.FAST_BIAS_RESOLVED_D == 16
+    assert "RFF bias" in mc.sample_weights.__doc__ and "FastCouplingBiasWarning" in mc.sample_weights.__doc__
+
+
+def test_fast_coupling_bias_at_d_4_is_resolved():
+    """The documented bias is real: fast_orthogonal RFF at d = 4, |x - y| = 2 along e_1 (table: -102%,
+    z = -136 at 2e5 draws) is resolved with 2e4 draws (|z| > 10), while the exact orthogonal coupling is not
+    (|z| < 4.5, false alarm 7e-6)."""
+    import warnings
+
+    from montecarlo.diagnostics import kernel_bias
+
+    x, y = np.array([1.0, 0, 0, 0]), np.array([-1.0, 0, 0, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mc.FastCouplingBiasWarning)
+        b, se = kernel_bias("fast_orthogonal", x, y, 4, 20_000, kernel="rff", rng=3)
+    assert abs(b / se) > 10 and b < -0.3
+    b, se = kernel_bias("orthogonal", x, y, 4, 20_000, kernel="rff", rng=3)
+    assert abs(b / se) < 4.5

@@ -6,6 +6,7 @@ family-wise false alarm 1e-4 per test function, with power checks).
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -165,3 +166,56 @@ def test_torch_bad_input():
         mc.prf_features(bad, w)
     with pytest.raises(ValueError, match=r"X has 4 columns but W has 3"):
         mc.rff_features(torch.ones(2, 4, dtype=torch.float64), w)
+
+
+# ---------------------------------------------------------------------------
+# SimRFs+ outside float64 (issue 12 item 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("d", [3, 8, 64])
+def test_torch_float32_simplex_plus(device, d):
+    """SimRFs+ in torch float32: the default tolerance follows the dtype (64 eps = 7.6e-6), blocks converge
+    in a few passes (was: tol 1e-10 below float32 resolution, 1000 passes per block and a warning about the
+    wrong cause), the result is the update's fixed point, and rows are N(0, I_d).
+
+    Fixed point: every vector points away from the resultant of the others (eq. opp_dir_appendix_2), cosine
+    -1 to float32 accuracy.  Power: the unconverged simplex start (SimRFs) fails the same check for d = 3, 8."""
+    n = 400
+    norms = Random(5, namespace("torch"), torch.device(device), torch.float32).chi(d, (n, d))
+    assert mc.simplex_plus_tolerance(torch.float32) == pytest.approx(64 * 2.0**-23)
+    vec, passes, converged = mc.simplex_plus_vectors(norms, on_unconverged="ignore")
+    assert vec.dtype == torch.float32 and vec.device.type == device
+    ref = mc.simplex_plus_vectors(norms.double(), on_unconverged="ignore")[2].cpu().numpy()
+    conv = converged.cpu().numpy()
+    assert conv[ref].mean() > 0.99  # float32 converges wherever float64 does (up to a few polygon cases)
+    assert float(torch.median(passes.double())) <= 10
+
+    def away_cosines(v):
+        r = v.sum(dim=1, keepdim=True) - v
+        return (v * r).sum(-1) / (torch.linalg.vector_norm(v, dim=-1) * torch.linalg.vector_norm(r, dim=-1))
+
+    ok = converged & (torch.linalg.vector_norm(vec.sum(dim=1) - vec[:, 0], dim=-1) > 1e-3)
+    cos = away_cosines(vec[ok].double())
+    assert float(torch.max(torch.abs(cos + 1))) < 1e-3
+    if d <= 8:
+        start = mc.simplex_plus_vectors(norms, max_passes=1, on_unconverged="ignore")[0]  # one pass only
+        simplex_start = mc.simplex_matrix(d, xp="torch", device=device, dtype="float32")[None] * norms[:, :, None]
+        assert float(torch.max(torch.abs(away_cosines(simplex_start.double()) + 1))) > 1e-2
+        assert start.shape == vec.shape  # max_passes=1 on torch: no aliasing error at the last pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # d = 3: a few polygon-edge blocks need > 1000 passes
+        w, info = mc.sample_weights("simplex_plus", d, d, rng=2, xp="torch", device=device, dtype="float32",
+                                    n_draws=2000, return_info=True)
+    assert w.dtype == torch.float32 and bool(info["converged"].float().mean() > 0.99)
+    proj = (w[:, 0].double() @ torch.ones(d, dtype=torch.float64, device=device) / math.sqrt(d)).cpu().numpy()
+    assert stats.kstest(proj, "norm").pvalue > 1e-4  # row 0 of 2000 independent draws
+    assert stats.kstest(1.2 * proj, "norm").pvalue < 1e-4  # power: a 20% scale error is seen
+
+
+def test_simplex_plus_tolerance_below_the_dtype_resolution_is_refused():
+    norms32 = torch.ones((2, 4), dtype=torch.float32) + torch.rand((2, 4), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"tol must be >= 1.91e-06 \(16 machine epsilons\) for torch.float32"):
+        mc.simplex_plus_vectors(norms32, tol=1e-10)
+    mc.simplex_plus_vectors(norms32, tol=2e-6)  # just above the floor: fine
+    mc.simplex_plus_vectors(norms32.double(), tol=1e-13)  # float64 resolves it
