@@ -63,9 +63,10 @@ def lookup(name):
     ValueError
         Naming the allowed names.
     """
-    for f in FIGURES:
-        if name in (f.name, f.short, f.paper_label):
-            return f
+    if isinstance(name, str) and name:
+        for f in FIGURES:
+            if name in (f.name, f.short, f.paper_label):
+                return f
     allowed = ", ".join(f.name for f in FIGURES)
     raise ValueError(f"unknown figure {name!r}; choose from: {allowed} "
                      "(or the short form fig2 ... fig10, or the paper's LaTeX label)")

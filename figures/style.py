@@ -51,11 +51,16 @@ def style(coupling):
     -------
     dict
     """
-    try:
-        s = COUPLING_STYLE[coupling]
-    except KeyError:
-        raise ValueError(f"coupling must be one of {', '.join(COUPLING_STYLE)}, got {coupling!r}") from None
+    s = _record(coupling)
     return {"color": s["color"], "linestyle": s["linestyle"], "label": s["label"]}
+
+
+def _record(coupling):
+    """The style record of ``coupling``; ValueError naming the allowed keys."""
+    try:
+        return COUPLING_STYLE[coupling]
+    except (KeyError, TypeError):
+        raise ValueError(f"coupling must be one of {', '.join(COUPLING_STYLE)}, got {coupling!r}") from None
 
 
 def marker_style(coupling):
@@ -63,14 +68,14 @@ def marker_style(coupling):
 
     Markers are hollow so the analytic curve underneath stays visible.
     """
-    s = COUPLING_STYLE[coupling]
+    s = _record(coupling)
     return {"color": s["color"], "marker": s["marker"], "linestyle": "none", "markersize": 4,
             "markerfacecolor": "white", "markeredgewidth": 1.0}
 
 
 def label(coupling):
     """The paper's name of a coupling (``'SimRFs'`` for ``'simplex'``)."""
-    return COUPLING_STYLE[coupling]["label"]
+    return _record(coupling)["label"]
 
 
 def use_paper_style():

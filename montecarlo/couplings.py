@@ -152,9 +152,10 @@ def simplex_apply(x, axis=-1):
     -------
     array of the same shape
     """
-    import array_api_compat
-
-    xp = array_api_compat.array_namespace(x)
+    xp = _array_ns(x, "x")
+    axis = check_int(axis, "axis")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis must be in [{-x.ndim}, {x.ndim}) for x of shape {tuple(x.shape)}, got {axis}")
     d = x.shape[axis]
     if d < 2:
         raise ValueError(f"x must have length >= 2 along axis {axis} (the simplex needs d >= 2), got {d}")
@@ -235,6 +236,15 @@ def _simplex_signed_into(out, q, s, norms, a, b, xp):
 def _ns_of(x):
     import array_api_compat
 
+    return array_api_compat.array_namespace(x)
+
+
+def _array_ns(x, name):
+    """The namespace of an array argument (numpy, torch, cupy); ArgumentTypeError naming ``name`` otherwise."""
+    import array_api_compat
+
+    if isinstance(x, np.ma.MaskedArray) or not array_api_compat.is_array_api_obj(x):
+        raise ArgumentTypeError(f"{name} must be an array (numpy, torch or cupy), got {type(x).__name__}")
     return array_api_compat.array_namespace(x)
 
 
@@ -391,7 +401,7 @@ def simplex_plus_vectors(norms, tol=None, max_passes=SIMPLEX_PLUS_MAX_PASSES, on
         Relative tolerance.  Default :func:`simplex_plus_tolerance` of the
         norms' dtype (:data:`SIMPLEX_PLUS_TOL` = 1e-10 in float64, 7.6e-6 in
         float32); at least :data:`SIMPLEX_PLUS_MIN_TOL_EPS` machine epsilons.
-    max_passes : int >= 1
+    max_passes : int in [1, 2**62]
         Default :data:`SIMPLEX_PLUS_MAX_PASSES`.
     on_unconverged : {'warn', 'raise', 'ignore'}
         What to do with blocks still moving after ``max_passes`` passes:
@@ -433,7 +443,7 @@ def simplex_plus_vectors(norms, tol=None, max_passes=SIMPLEX_PLUS_MAX_PASSES, on
     :math:`\mathcal N(0, I_d)`.
     """
     xp = check_weights(norms, "norms", "(n, d)", projection=False, min_cols=2)
-    max_passes = check_int(max_passes, "max_passes", 1)
+    max_passes = check_int(max_passes, "max_passes", 1, maximum=2**62)
     check_choice(on_unconverged, "on_unconverged", ("warn", "raise", "ignore"))
     n, d = norms.shape
     if not bool(xp.all(norms > 0)):
@@ -522,7 +532,9 @@ def fwht(x):
     ----------
     x : array (..., p), p a power of two, any backend
     """
-    xp = _ns_of(x)
+    xp = _array_ns(x, "x")
+    if x.ndim < 1:
+        raise ValueError(f"x must have at least one axis, got shape {tuple(x.shape)}")
     p = x.shape[-1]
     if p < 1 or p & (p - 1):
         raise ValueError(f"x must have a power-of-two length along the last axis, got {p}")

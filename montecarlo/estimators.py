@@ -509,7 +509,7 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, c
                matrix):
     check_choice(kind, "kind", ("prf", "rff"))
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
-    m = d if m is None else check_int(m, "m", 2, "(the conformity averages over pairs of features)")
+    m = check_int(d if m is None else m, "m", 2, "(the conformity averages over pairs of features; default: m = d)")
     n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
     vec = _as_vector(v, d, random, "v")
@@ -628,6 +628,8 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     X = check_data(X, xpn, "X", 2, device=dev, dtype=dt)
     d = X.shape[1]
     Y = X if Y is None else check_data(Y, xpn, "Y", 2, d, device=dev, dtype=dt)
+    check_budget(X.shape[0] * Y.shape[0], f"the (N, N') = ({X.shape[0]}, {Y.shape[0]}) Gram matrix",
+                 "pass fewer points")
     coupling, d, random, route, _ = _setup(coupling, d, rng, xpn, dev, dt, haar_route, "full")
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
@@ -638,8 +640,6 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
             X, xpn.matrix_transpose(Y))
         exact = xpn.exp(-0.5 * sq)
     exact_norm = xpn.linalg.vector_norm(xpn.reshape(exact, (-1,)))
-    check_budget(X.shape[0] * Y.shape[0], f"the (N, N') = ({X.shape[0]}, {Y.shape[0]}) Gram matrix",
-                 "pass fewer points")
     per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * m * 3 + m * d * 3
     check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {m}, d = {d})",
                  "pass fewer points or features")
