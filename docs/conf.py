@@ -1,0 +1,64 @@
+"""Sphinx configuration of the simplex-rf API reference and guides.
+
+Build (warnings are errors, as in CI through tests/test_docs.py)::
+
+    python -m sphinx -W --keep-going -j 1 -b html docs docs/_build/html
+
+Everything is local: no intersphinx, no network.  Docstrings are numpydoc
+(parsed by the ``numpydoc`` extension); style validation is left to the
+docstring tests, the build only refuses broken markup.
+"""
+
+import inspect
+import os
+import sys
+
+# the packages are imported from the working tree, installed or not
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+os.environ.setdefault("MPLBACKEND", "Agg")  # figures imports matplotlib.pyplot
+
+project = "simplex-rf"
+author = "the simplex-rf developers"
+copyright = "the simplex-rf developers (MIT license)"
+release = version = "0.1.0"
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+]
+
+exclude_patterns = ["_build"]
+templates_path = []
+html_static_path = []
+html_theme = "alabaster"
+html_title = "simplex-rf"
+
+# autodoc: members in source order; a module's __all__ decides what is public
+autodoc_member_order = "bysource"
+autodoc_typehints = "none"  # the numpydoc Parameters sections carry the types
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_preserve_defaults = False
+
+# numpydoc: no per-class member tables (autodoc lists the members), no style
+# validation in the build (numpydoc_validation_checks empty)
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_validation_checks = set()
+numpydoc_xref_param_type = False
+
+
+def _drop_type_docstrings(app, what, name, obj, options, lines):
+    """A constant without a doc comment would show its type's docstring (``tuple``: "Built-in immutable
+    sequence..."): drop it, the directive's own content describes the constant."""
+    if what in ("data", "attribute") and not isinstance(obj, type):
+        own = inspect.getdoc(type(obj))
+        if own and lines and lines[0].strip() == own.splitlines()[0].strip():
+            del lines[:]
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _drop_type_docstrings, priority=100)
