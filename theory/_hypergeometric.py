@@ -17,7 +17,10 @@ mpmath ``hyp1f1``    the default (series with cancellation control, or its asymp
 Kummer, finite       :math:`x \ge 0`, :math:`a - b = n` an integer (even d):
                      :math:`M(a,b,x) = e^x\sum_{j=0}^n\binom nj\frac{x^j}{(b)_j}`,
                      n + 1 positive terms (no cancellation, O(d) for any x)
-recurrence in a      :math:`x = -y \le 0`: start from
+recurrence, x >= 0   half-integer :math:`a - b` (odd d) when mpmath runs out of
+                     terms: DLMF 13.3.1 in a, forward from :math:`M(b \mp \frac12, b, x)` (positive
+                     series), the dominant direction for x > 0; checked at two precisions
+recurrence, x <= 0   :math:`x = -y`: start from
                      :math:`M(b+f, b, -y) = e^{-y}M(-f, b, y)` and its neighbour
                      (:math:`f = a - b - \lfloor a - b\rfloor`) and run DLMF 13.3.1
                      :math:`aM(a+1) = (2a-b-y)M(a) + (b-a)M(a-1)` up to a: the
@@ -80,10 +83,9 @@ def _mpmath(a, b, x, what, maxprec=None, zeroprec=None):
 def hyp1f1_pos(a, b, x, what="1F1"):
     r""":math:`M(a, b, x)` for :math:`x \ge 0` and :math:`a - b \in \frac12\mathbb Z_{\ge0}`, :math:`b > 0`.
 
-    mpmath first; for an integer :math:`a - b` the finite Kummer sum of
-    positive terms if mpmath runs out of terms.  Raises ConvergenceError
-    otherwise (odd d with :math:`d \gtrsim 10^4` and
-    :math:`d \lesssim x \lesssim d^2`).
+    mpmath first; if it runs out of terms, for an integer :math:`a - b` the
+    finite Kummer sum of positive terms, for a half-integer one the forward
+    recurrence in a (dominant for x > 0, checked at two precisions).
     """
     if not x:
         return mp.mpf(1)
@@ -96,9 +98,44 @@ def hyp1f1_pos(a, b, x, what="1F1"):
         return r
     if f == 0:
         return _kummer_positive(n, b, x, what)
+    return _positive_recurrence_checked(n, b, x, what)
+
+
+def _positive_recurrence(n, b, x, prec):
+    """M(b + n + 1/2, b, x), x > 0, by the recurrence in a (DLMF 13.3.1), forward from
+    M(b - 1/2, b, x) and M(b + 1/2, b, x): M grows with a for x > 0, the dominant direction."""
+    with mp.workprec(prec):
+        half = mp.mpf(1) / 2
+        m0 = mp.hyp1f1(b - half, b, x, maxterms=10 ** 6)
+        m1 = mp.hyp1f1(b + half, b, x, maxterms=10 ** 6)
+        a = b + half
+        for k in range(n):
+            if k % 256 == 0:
+                check_time("1F1 recurrence (x > 0)")
+            m0, m1 = m1, ((2 * a - b + x) * m1 + (b - a) * m0) / a
+            a += 1
+        return m1
+
+
+def _positive_recurrence_checked(n, b, x, what):
+    prec = mp.prec
+    guard = 16 + int(math.log2(n + 2))
+    for _ in range(3):
+        try:
+            r1 = _positive_recurrence(n, b, x, prec + guard)
+            r2 = _positive_recurrence(n, b, x, prec + guard + 32)
+        except mpmath.libmp.NoConvergence:
+            break
+        if abs(r1 - r2) <= abs(r2) * mp.mpf(2) ** (-prec - 2):
+            return +r2
+        guard = 2 * guard + 32
     raise ConvergenceError(
-        f"{what}: 1F1({mp.nstr(a, 8)}; {mp.nstr(b, 8)}; {mp.nstr(x, 8)}) is outside the reachable domain "
-        "(odd d this large with d <~ v^2/2 <~ d^2); use an even d nearby, a smaller v, or lower precision")
+        f"{what}: 1F1({mp.nstr(_a_of(n, b), 8)}; {mp.nstr(b, 8)}; {mp.nstr(x, 8)}) could not be evaluated to the "
+        "working precision (odd d, series and recurrence both failed); use a smaller v or lower precision")
+
+
+def _a_of(n, b):
+    return b + n + mp.mpf(1) / 2
 
 
 def _kummer_positive(n, b, x, what):
