@@ -60,5 +60,19 @@ def _drop_type_docstrings(app, what, name, obj, options, lines):
             del lines[:]
 
 
+#: The toolkit's packages; members inherited from anything else are not documented here.
+OWN_PACKAGES = ("theory", "montecarlo", "figures", "paper_checks")
+
+
+def _skip_foreign_inherited(app, what, name, obj, skip, options):
+    """With ``:inherited-members:`` (the scikit-learn estimators inherit ``fit`` and ``transform`` from a
+    private base), document the toolkit's methods only, not scikit-learn's own (``set_output``...)."""
+    module = getattr(obj, "__module__", None)
+    if what == "class" and isinstance(module, str) and module.split(".")[0] not in OWN_PACKAGES:
+        return True
+    return None
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _drop_type_docstrings, priority=100)
+    app.connect("autodoc-skip-member", _skip_foreign_inherited)
