@@ -5,8 +5,11 @@ Build (warnings are errors, as in CI through tests/test_docs.py)::
     python -m sphinx -W --keep-going -j 1 -b html docs docs/_build/html
 
 Everything is local: no intersphinx, no network.  Docstrings are numpydoc
-(parsed by the ``numpydoc`` extension); style validation is left to the
-docstring tests, the build only refuses broken markup.
+(parsed by the ``numpydoc`` extension); the build refuses broken markup
+(undefined substitutions, malformed tables, bad indentation), and numpydoc's
+style validation is off.  Unresolved cross-references are not errors (no
+``-n``): docstrings name numpy, torch and scikit-learn objects that are not
+documented here.
 """
 
 import inspect
@@ -41,7 +44,7 @@ html_title = "simplex-rf"
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # the numpydoc Parameters sections carry the types
 autodoc_default_options = {"members": True, "show-inheritance": True}
-autodoc_preserve_defaults = False
+autodoc_preserve_defaults = False  # True fails on some signatures (Sphinx 9: 'pop from empty list')
 
 # numpydoc: no per-class member tables (autodoc lists the members), no style
 # validation in the build (numpydoc_validation_checks empty)
