@@ -1,18 +1,27 @@
 r"""Figs. 8 (``nonparam_results``) and 10 (``tunegraph``): kernel-regression classification on UCI data.
 
-Both figures need the eight UCI datasets of Sec. 5.3, from a directory named
-by ``--uci-dir DIR`` or the environment variable ``SIMPLEX_RF_UCI_DIR`` (the
-tests and CI use ``../shared/uci``); without one they are skipped with a
-one-line message.  The experiments are those of
-:mod:`montecarlo.experiments.classification`:
+Both figures read the eight UCI datasets of Sec. 5.3 from the copy shipped
+with the package, or from ``--uci-dir DIR`` / ``$SIMPLEX_RF_UCI_DIR``
+(:func:`montecarlo.experiments.uci.resolve_uci_dir` decides; a named
+directory that does not exist is an error, not a skip).  The experiments are
+those of :mod:`montecarlo.experiments.classification`:
 
 * Fig. 8: :func:`~montecarlo.experiments.classification_curve`, accuracy on
   the test split against m/d for IIDRFs, ORFs and SimRFs at the paper's
-  sigma, mean and standard error over independent feature draws, with the
-  exact-kernel accuracy;
+  sigma, mean and standard error, with the exact-kernel accuracy;
 * Fig. 10: :func:`~montecarlo.experiments.sigma_search`, validation accuracy
-  against sigma for the exact kernel and IIDRFs with m = 10 d (App. C.1),
-  with the authors' sigma and the best sigma found here.
+  against sigma for the exact kernel and IIDRFs with m = 10 d (App. C.1,
+  nursery and chess restricted to 1000 / 100 records as in the paper), with
+  the authors' sigma and the best sigma found here.
+
+Effort and protocol.  ``python -m figures`` draws Fig. 8 under the
+``'paper'`` protocol (the authors' split, full nursery and chess) with
+:data:`FIG8_EFFORT` (``--quick``: :data:`FIG8_QUICK`), which keeps the main
+job near a minute; ``python -m figures.reproduce fig8 --protocol resampled
+--splits 5 --draws 100`` (any protocol and effort) draws it so that the
+curves do not cross by noise.  The figure's JSON states the protocol, the
+split seeds and the draws; its error band is one standard error of the mean
+over draws (and over splits when there are several).
 
 There is no closed form for these accuracies; the figures report what the
 experiment code measures.  A dataset whose file is missing is left out (and
@@ -22,43 +31,67 @@ listed in the data file); if none is readable the figure is skipped.
 from __future__ import annotations
 
 import math
-import os
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._context import UCI_ENV
 from .style import PAGE_WIDTH, label, style
-
-FIG8_COUPLINGS = ("iid", "orthogonal", "simplex")
 
 
 class Skip(Exception):
     """A figure cannot be produced in this run; the message says why (one line)."""
 
 
-def resolve_uci_dir(ctx):
-    """The UCI directory of the run (``--uci-dir`` first, then ``$SIMPLEX_RF_UCI_DIR``), or raise Skip.
+@dataclass(frozen=True)
+class Effort:
+    """How much work Fig. 8 does.
 
-    Unlike :func:`montecarlo.experiments.resolve_uci_dir` there is no
-    implicit default: the figures run on UCI data only when asked to.
+    Attributes
+    ----------
+    protocol : str
+        ``'paper'`` or ``'resampled'`` (:mod:`montecarlo.experiments.uci`).
+    split_seeds : tuple of int or None
+        None: the protocol's default seeds.
+    n_draws : int
+        Feature draws per (dataset, coupling, m, split).
+    m_multipliers : tuple of int
+    datasets : tuple of str or None
+        None: all eight.
     """
-    path = ctx.uci_dir or os.environ.get(UCI_ENV)
-    if not path:
-        raise Skip(f"no UCI data directory (pass --uci-dir DIR or set {UCI_ENV})")
-    if not os.path.isdir(path):
-        raise Skip(f"UCI data directory {path!r} does not exist")
-    return path
+
+    protocol: str = "paper"
+    split_seeds: tuple | None = None
+    n_draws: int = 10
+    m_multipliers: tuple = (1, 2, 4, 10)
+    datasets: tuple | None = None
+
+
+#: Fig. 8 in the main job: the paper's protocol and m / d grid (the public code's 1, 2, 4, 10), 10 draws.
+FIG8_EFFORT = Effort()
+#: Fig. 8 with ``--quick``.
+FIG8_QUICK = Effort(n_draws=3, m_multipliers=(1, 10))
+#: Fig. 10: sigma grid size and draws (main job, quick).
+FIG10_EFFORT = {"n_sigmas": 9, "n_draws": 10}
+FIG10_QUICK = {"n_sigmas": 4, "n_draws": 2}
+
+FIG8_COUPLINGS = ("iid", "orthogonal", "simplex")
 
 
 def _experiments():
-    try:
-        from montecarlo import experiments
-    except ImportError as exc:
-        raise Skip(f"needs montecarlo.experiments (downstream-experiments issue), not importable: {exc}") from None
-    missing = [n for n in ("classification_curve", "sigma_search", "uci") if not hasattr(experiments, n)]
-    if missing:
-        raise Skip(f"montecarlo.experiments lacks {', '.join(missing)}")
+    from montecarlo import experiments
+
     return experiments
+
+
+def uci_dir(ctx):
+    """The UCI directory of the run (``--uci-dir``, else ``$SIMPLEX_RF_UCI_DIR``, else the shipped copy).
+
+    Raises
+    ------
+    FileNotFoundError
+        A named directory that does not exist (the run fails; it is not a skip).
+    """
+    return _experiments().uci.resolve_uci_dir(getattr(ctx, "uci_dir", None))
 
 
 def _grid(n):
@@ -74,12 +107,11 @@ def _band(ax, x, mean, err, key, **kw):
     ax.fill_between(x, mean - err, mean + err, color=st["color"], alpha=0.2, lw=0)
 
 
-def _per_dataset(ctx, tag, run):
-    """Run ``run(name)`` for every dataset; missing files are recorded, not fatal."""
+def _per_dataset(ctx, tag, names, run):
+    """Run ``run(ex, name, data_dir)`` for every dataset; missing files are recorded, not fatal."""
     ex = _experiments()
-    data_dir = resolve_uci_dir(ctx)
+    data_dir = uci_dir(ctx)
     results, missing = {}, {}
-    names = list(ex.uci.PAPER_SIGMAS)
     bar = ctx.progress_bar(len(names), tag)
     for name in names:
         try:
@@ -89,22 +121,38 @@ def _per_dataset(ctx, tag, run):
         bar.update()
     bar.close()
     if not results:
-        raise Skip(f"no UCI dataset readable in {data_dir!r} ({'; '.join(missing.values())})")
+        raise Skip(f"no UCI dataset readable in {str(data_dir)!r} ({'; '.join(missing.values())})")
     return ex, results, missing
 
 
-def fig8_nonparametric(ctx):
-    """Fig. 8 (``nonparam_results``): classification accuracy against m/d per coupling, per dataset."""
+def fig8_effort(ctx, effort=None):
+    """The :class:`Effort` of a run: ``effort`` if given, else the main job's (quick or not)."""
+    if effort is not None:
+        return effort
+    return FIG8_QUICK if ctx.quick else FIG8_EFFORT
+
+
+def fig8_nonparametric(ctx, effort=None):
+    """Fig. 8 (``nonparam_results``): classification accuracy against m/d per coupling, per dataset.
+
+    Parameters
+    ----------
+    ctx : figures._context.Context
+    effort : Effort, optional
+        Default :data:`FIG8_EFFORT` (:data:`FIG8_QUICK` with ``--quick``).
+    """
     import matplotlib.pyplot as plt
 
-    mults = ctx.n((1, 2, 3, 4, 6, 8, 10), (1, 10))
-    n_draws = ctx.n(10, 3)
+    eff = fig8_effort(ctx, effort)
+    ex = _experiments()
+    names = list(eff.datasets or ex.uci.DATASETS)
 
     def run(ex, name, data_dir):
-        return ex.classification_curve(name, couplings=FIG8_COUPLINGS, m_multipliers=mults, n_draws=n_draws,
-                                       rng=ctx.rng(f"fig8/{name}"), split_rng=ctx.seed, uci_dir=data_dir)
+        return ex.classification_curve(name, couplings=FIG8_COUPLINGS, m_multipliers=eff.m_multipliers,
+                                       n_draws=eff.n_draws, rng=ctx.rng(f"fig8/{name}"), protocol=eff.protocol,
+                                       split_rng=eff.split_seeds, uci_dir=data_dir)
 
-    ex, results, missing = _per_dataset(ctx, "fig8 classification", run)
+    ex, results, missing = _per_dataset(ctx, "fig8 classification", names, run)
     rows, cols = _grid(len(results))
     fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 1.6 * rows + 0.4), squeeze=False)
     out = {}
@@ -113,38 +161,62 @@ def fig8_nonparametric(ctx):
         for c in FIG8_COUPLINGS:
             _band(ax, x, r.mean[c], r.stderr[c], c)
         ax.axhline(r.exact, **style("exact"))
+        ax.set_xscale("log")
+        ax.set_xticks(x, [f"{k:g}" for k in x])
+        ax.minorticks_off()
         ax.set_title(f"{name} ($d = {r.d}$)")
         ax.set_xlabel("$m / d$")
         ax.set_ylabel("test accuracy")
-        out[name] = {"d": r.d, "sigma": r.sigma, "m": r.m, "m_over_d": x, "exact": r.exact, "n_draws": r.n_draws,
-                     "n_train": r.n_train, "n_test": r.n_test,
-                     "mean": {c: r.mean[c] for c in FIG8_COUPLINGS}, "stderr": {c: r.stderr[c] for c in FIG8_COUPLINGS}}
+        out[name] = {"d": r.d, "sigma": r.sigma, "m": r.m, "m_over_d": x, "exact": r.exact,
+                     "exact_per_split": r.exact_per_split, "n_draws": r.n_draws, "n_train": r.n_train,
+                     "n_test": r.n_test, "split_seeds": r.split_seeds,
+                     "mean": {c: r.mean[c] for c in FIG8_COUPLINGS}, "stderr": {c: r.stderr[c] for c in FIG8_COUPLINGS},
+                     "draw_stderr": {c: r.draw_stderr[c] for c in FIG8_COUPLINGS},
+                     "split_sd": {c: r.split_sd[c] for c in FIG8_COUPLINGS}}
     for ax in list(axes.flat)[len(results):]:
         ax.set_visible(False)
     handles, _ = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, [label(c) for c in FIG8_COUPLINGS] + [label("exact")], loc="outside lower center",
                ncol=len(handles))
+    seeds = next(iter(results.values())).split_seeds
+    spread = ("over draws and the splits" if len(seeds) > 1 else "over draws at this split")
     ctx.save(fig, "fig8_nonparametric", {
         "name": "fig8_nonparametric", "paper_label": "nonparam_results",
         "caption": ("Nonparametric classification by kernel regression (Sec. 5.3) with the Gaussian kernel "
-                    "estimated by PRFs: test accuracy against m/d, mean and band of 1 s.e. over "
-                    f"{n_draws} feature draws (one data split, seed {ctx.seed}), at the authors' sigma; dotted: "
-                    "exact kernel (montecarlo.experiments.classification_curve)."),
+                    f"estimated by PRFs: test accuracy against m/d under the '{eff.protocol}' protocol "
+                    f"(split seeds {list(seeds)}), mean and band of 1 s.e. {spread} ({eff.n_draws} feature draws "
+                    "per split), at the authors' sigma; dotted: exact kernel "
+                    "(montecarlo.experiments.classification_curve)."),
+        "protocol": eff.protocol, "split_seeds": list(seeds), "n_draws": eff.n_draws,
+        "m_multipliers": list(eff.m_multipliers), "error_bar": f"1 standard error of the mean {spread}",
         "couplings": FIG8_COUPLINGS, "results": out, "missing": missing})
 
 
-def fig10_sigma_search(ctx):
-    """Fig. 10 (``tunegraph``): validation accuracy against sigma, exact kernel and IIDRFs (m = 10 d)."""
+def fig10_sigma_search(ctx, effort=None, protocol="paper"):
+    """Fig. 10 (``tunegraph``): validation accuracy against sigma, exact kernel and IIDRFs (m = 10 d).
+
+    Parameters
+    ----------
+    ctx : figures._context.Context
+    effort : dict, optional
+        ``{"n_sigmas": int, "n_draws": int}`` (default :data:`FIG10_EFFORT`,
+        :data:`FIG10_QUICK` with ``--quick``).
+    protocol : {'paper', 'resampled'}
+        Where the validation records come from (module docs of
+        :mod:`montecarlo.experiments.uci`).
+    """
     import matplotlib.pyplot as plt
 
-    sigmas = tuple(np.round(np.geomspace(0.05, 2.0, ctx.n(9, 4)), 6))
-    n_draws = ctx.n(10, 2)
+    eff = effort or (FIG10_QUICK if ctx.quick else FIG10_EFFORT)
+    sigmas = tuple(np.round(np.geomspace(0.05, 2.0, eff["n_sigmas"]), 6))
+    n_draws = eff["n_draws"]
+    ex = _experiments()
 
     def run(ex, name, data_dir):
         return ex.sigma_search(name, sigmas=sigmas, coupling="iid", m_multiplier=10, n_draws=n_draws,
-                               rng=ctx.rng(f"fig10/{name}"), split_rng=ctx.seed, uci_dir=data_dir)
+                               rng=ctx.rng(f"fig10/{name}"), protocol=protocol, uci_dir=data_dir)
 
-    ex, results, missing = _per_dataset(ctx, "fig10 sigma search", run)
+    ex, results, missing = _per_dataset(ctx, "fig10 sigma search", list(ex.uci.DATASETS), run)
     rows, cols = _grid(len(results))
     fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 1.6 * rows + 0.4), squeeze=False)
     out = {}
@@ -160,7 +232,8 @@ def fig10_sigma_search(ctx):
         ax.set_ylabel("validation accuracy")
         out[name] = {"sigmas": r.sigmas, "exact": r.exact, "mean": r.mean, "stderr": r.stderr, "m": r.m,
                      "n_draws": r.n_draws, "best_sigma": r.best_sigma, "best_exact_sigma": r.best_exact_sigma,
-                     "paper_sigma": paper}
+                     "paper_sigma": paper, "n_train": r.n_train, "n_validation": r.n_validation,
+                     "split_seed": r.split_seed}
     for ax in list(axes.flat)[len(results):]:
         ax.set_visible(False)
     from matplotlib.lines import Line2D
@@ -172,5 +245,12 @@ def fig10_sigma_search(ctx):
         "name": "fig10_sigma_search", "paper_label": "tunegraph",
         "caption": ("Sigma search (App. C.1): validation accuracy against the data rescaling sigma for the exact "
                     f"Gaussian kernel (dotted) and IID PRFs with m = 10 d (mean, band 1 s.e. over {n_draws} "
-                    "draws); dashed: the authors' sigma (montecarlo.experiments.sigma_search)."),
-        "results": out, "missing": missing})
+                    f"draws), validation records held out of the '{protocol}' protocol's training part, nursery "
+                    "and chess restricted to 1000 training and 100 validation records; dashed: the authors' "
+                    "sigma (montecarlo.experiments.sigma_search)."),
+        "protocol": protocol, "n_draws": n_draws, "results": out, "missing": missing})
+
+
+def with_effort(effort, **changes):
+    """A copy of an :class:`Effort` with some fields changed (None values are left as they are)."""
+    return replace(effort, **{k: v for k, v in changes.items() if v is not None})

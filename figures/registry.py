@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import distributions, downstream, geometry, gram, mse, optimality
+from . import attention, distributions, downstream, geometry, gram, mse, optimality
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,14 @@ FIGURES = (
            distributions.fig5_wij_pdf),
     Figure("fig6_mse_ratio", "var_comp_fig", "PRF MSE ratios against v at d = 64", mse.fig6_mse_ratio),
     Figure("fig7_frobenius", "fig:frobnorm", "Gram-matrix squared Frobenius error against m", gram.fig7_frobenius),
-    Figure("fig8_nonparametric", "nonparam_results", "nonparametric classification on UCI data (needs --uci-dir)",
+    Figure("fig8_nonparametric", "nonparam_results", "nonparametric classification on the UCI data (paper protocol)",
            downstream.fig8_nonparametric),
-    Figure("fig10_sigma_search", "tunegraph", "sigma search on UCI data (needs --uci-dir)",
-           downstream.fig10_sigma_search),
+    Figure("fig10_sigma_search", "tunegraph", "sigma search on the UCI data", downstream.fig10_sigma_search),
     Figure("new_mse_ratio_vs_d", None, "PRF MSE ratios against v for d = 4 ... 256", mse.new_mse_ratio_vs_d),
     Figure("new_rff_mse_ratio", None, "RFF MSE ratios against z for d = 4, 16, 64", mse.new_rff_mse_ratio),
     Figure("new_rff_simplex_map", None, "RFF MSE ratio SimRF/ORF over d and z", mse.new_rff_simplex_map),
+    Figure("new_attention_scan", None, "PRF attention error vs logit scale and sequence length",
+           attention.new_attention_scan),
 )
 
 FIGURES_BY_NAME = {f.name: f for f in FIGURES}

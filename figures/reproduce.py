@@ -1,0 +1,117 @@
+"""``python -m figures.reproduce``: the downstream figures with chosen protocol and effort.
+
+``python -m figures`` draws Figs. 8 and 10 and the attention scan at an
+effort that keeps the main job near a minute.  This command draws one of
+them with the effort exposed, e.g. Fig. 8 so that the curves do not cross by
+noise::
+
+    python -m figures.reproduce fig8 --protocol resampled --splits 5 --draws 100
+    python -m figures.reproduce fig8 --protocol paper --draws 200 --datasets banknote wifi
+    python -m figures.reproduce attention --draws 50 --logit-stds 0.05 0.1 0.2 0.5 1
+
+The figure's JSON records the protocol, the split seeds and the draws.
+Progress bars go to stderr; errors are one line on stderr with a non-zero
+exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from montecarlo._cli import check_output_dir, int_arg, main_runner, make_parser, real_arg
+
+
+PROG = "python -m figures.reproduce"
+
+
+def _sub(sub, name, **kwargs):
+    return sub.add_parser(name, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+
+
+def _parser():
+    from montecarlo.experiments import uci
+
+    from .attention import EFFORT as ATT
+    from .downstream import FIG8_EFFORT, FIG10_EFFORT
+
+    p = make_parser(PROG, __doc__.splitlines()[0])
+    p.add_argument("--out", default="simplex_rf_figures", help="output directory")
+    p.add_argument("--seed", type=int_arg(0), default=0, help="base random seed")
+    p.add_argument("--uci-dir", default=None, metavar="DIR",
+                   help=f"UCI data directory (default: ${uci.ENV_VAR}, else the copy shipped with the package)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention}")
+    f8 = _sub(sub, "fig8", help="Fig. 8: accuracy against m / d")
+    f8.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default=FIG8_EFFORT.protocol,
+                    help="paper: the authors' split; resampled: several random splits")
+    f8.add_argument("--splits", type=int_arg(1), default=None,
+                    help="number of splits (seeds 0 ... N-1 for resampled, 42, 43, ... for paper; "
+                         "default: the protocol's, 5 or 1)")
+    f8.add_argument("--draws", type=int_arg(2), default=FIG8_EFFORT.n_draws,
+                    help="feature draws per dataset, coupling, m and split")
+    f8.add_argument("--m-multipliers", type=int_arg(1), nargs="+", default=list(FIG8_EFFORT.m_multipliers),
+                    metavar="K", help="m = K d")
+    f8.add_argument("--datasets", nargs="+", choices=uci.DATASETS, default=None, metavar="NAME",
+                    help="datasets (default all eight)")
+    f10 = _sub(sub, "fig10", help="Fig. 10: the sigma search")
+    f10.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default="paper",
+                     help="where the validation records come from")
+    f10.add_argument("--draws", type=int_arg(2), default=FIG10_EFFORT["n_draws"], help="feature draws")
+    f10.add_argument("--n-sigmas", type=int_arg(2), default=FIG10_EFFORT["n_sigmas"],
+                     help="points of the sigma grid (0.05 ... 2, log-spaced)")
+    at = _sub(sub, "attention", help="PRF attention error vs logit scale and sequence length")
+    at.add_argument("--draws", type=int_arg(2), default=ATT["n_draws"], help="feature draws per cell")
+    at.add_argument("--seq-lens", type=int_arg(1), nargs="+", default=list(ATT["seq_lens"]), metavar="L",
+                    help="sequence lengths")
+    at.add_argument("--logit-stds", type=real_arg(0.0, strict=True), nargs="+", default=list(ATT["logit_stds"]),
+                    metavar="S", help="logit standard deviations")
+    return p
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status (0 written, 2 bad arguments or data, 1 other failure)."""
+    return main_runner(PROG, _main, argv)
+
+
+def _main(argv):
+    args = _parser().parse_args(argv)
+    from montecarlo.experiments import uci
+
+    from . import attention, downstream
+    from ._context import Context
+    from .style import use_paper_style
+
+    ctx = Context(out=check_output_dir(args.out), seed=args.seed, progress=not args.no_progress,
+                  uci_dir=args.uci_dir)
+    use_paper_style()
+    try:
+        if args.figure == "fig8":
+            seeds = None
+            if args.splits is not None:
+                first = uci.get_protocol(args.protocol).default_seeds[0]
+                seeds = tuple(range(first, first + args.splits))
+            effort = downstream.with_effort(downstream.FIG8_EFFORT, protocol=args.protocol, split_seeds=seeds,
+                                            n_draws=args.draws, m_multipliers=tuple(args.m_multipliers),
+                                            datasets=None if args.datasets is None else tuple(args.datasets))
+            downstream.fig8_nonparametric(ctx, effort)
+            name = "fig8_nonparametric"
+        elif args.figure == "fig10":
+            downstream.fig10_sigma_search(ctx, {"n_sigmas": args.n_sigmas, "n_draws": args.draws}, args.protocol)
+            name = "fig10_sigma_search"
+        else:
+            attention.new_attention_scan(ctx, {"seq_lens": tuple(args.seq_lens),
+                                               "logit_stds": tuple(args.logit_stds), "n_draws": args.draws})
+            name = "new_attention_scan"
+    except (downstream.Skip, FileNotFoundError) as exc:  # no data: bad input, one line
+        raise ValueError(str(exc)) from None
+    print(f"{name} -> {os.path.join(ctx.out, name)}.{{png,pdf,json}}")
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(under="ignore")
+    sys.exit(main())

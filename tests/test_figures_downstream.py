@@ -1,0 +1,92 @@
+"""Figs. 8 and 10 with exposed protocol and effort (``python -m figures.reproduce``), and the new attention
+figure (``new_attention_scan``): what their JSON states, and that the plotted numbers are the experiments'.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from figures import lookup
+from figures import reproduce
+from figures.downstream import FIG8_EFFORT, FIG8_QUICK
+from montecarlo.experiments import attention as at
+from montecarlo.experiments import classification as cl
+
+
+def _json(path):
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def test_fig8_from_the_command_line_states_protocol_and_effort(tmp_path, capsys):
+    assert reproduce.main(["--out", str(tmp_path), "--no-progress", "--seed", "3", "fig8", "--protocol", "resampled",
+                           "--splits", "2", "--draws", "3", "--m-multipliers", "1", "2",
+                           "--datasets", "banknote", "wifi"]) == 0
+    assert capsys.readouterr().out.strip().startswith("fig8_nonparametric -> ")
+    data = _json(tmp_path / "fig8_nonparametric.json")
+    assert data["protocol"] == "resampled" and data["split_seeds"] == [0, 1] and data["n_draws"] == 3
+    assert data["m_multipliers"] == [1, 2] and set(data["results"]) == {"banknote", "wifi"}
+    assert "over draws and the splits" in data["error_bar"]
+    r = data["results"]["banknote"]
+    assert r["split_seeds"] == [0, 1] and len(r["exact_per_split"]) == 2
+    # the plotted numbers are classification_curve's (same seed stream as the figure)
+    from figures._context import Context
+
+    ctx = Context(out=str(tmp_path), seed=3, progress=False)
+    ref = cl.classification_curve("banknote", m_multipliers=(1, 2), n_draws=3, rng=ctx.rng("fig8/banknote"),
+                                  protocol="resampled", split_rng=(0, 1))
+    assert np.allclose(r["mean"]["simplex"], ref.mean["simplex"], rtol=0, atol=0)
+    assert np.allclose(r["stderr"]["iid"], ref.stderr["iid"], rtol=1e-15)
+
+
+def test_main_job_effort_is_the_paper_protocol_and_small():
+    assert FIG8_EFFORT.protocol == "paper" and FIG8_EFFORT.split_seeds is None
+    assert FIG8_EFFORT.m_multipliers == (1, 2, 4, 10) and FIG8_QUICK.n_draws < FIG8_EFFORT.n_draws
+    assert lookup("new_attention_scan").paper_label is None
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["fig8", "--splits", "0"], "argument --splits: must be an integer >= 1, got 0"),
+    (["fig8", "--protocol", "authors"], "argument --protocol: invalid choice: 'authors'"),
+    (["attention", "--logit-stds", "0"], "argument --logit-stds: must be a finite real > 0"),
+])
+def test_reproduce_bad_arguments_are_one_line(args, needle, capsys):
+    with pytest.raises(SystemExit) as info:
+        reproduce.main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_reproduce_missing_data_is_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert reproduce.main(["--out", str(tmp_path), "--uci-dir", str(empty), "--no-progress", "fig10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m figures.reproduce: error: no UCI dataset readable in") and err.count("\n") == 1
+
+
+def test_attention_scan_figure_numbers_and_where_couplings_separate(tmp_path):
+    """The figure's cells are attention_errors' (same streams); z and the distinguishable flags follow from
+    them; and the couplings separate at a small logit scale and not at a large one (m = 130, L = 64,
+    30 draws: at logit std 0.05 SimRF < ORF with z > 3.09; at 2 every pair has z < 3.09, expected
+    |z| < 1 from the 20-draw scan in the docs)."""
+    assert reproduce.main(["--out", str(tmp_path), "--no-progress", "attention", "--seq-lens", "16", "32",
+                           "--logit-stds", "0.1", "1", "--draws", "3"]) == 0
+    data = _json(tmp_path / "new_attention_scan.json")
+    assert data["seq_lens"] == [16, 32] and data["logit_stds"] == [0.1, 1.0] and data["n_draws"] == 3
+    assert data["default_logit_std"] == at.DEFAULT_LOGIT_STD and data["m"] == 130
+    for key, z in data["z"].items():
+        better, worse = key.split("<")
+        mean, se = data["mean"], data["stderr"]
+        expect = (np.array(mean[worse]) - np.array(mean[better])) / np.hypot(se[worse], se[better])
+        assert np.allclose(z, expect, rtol=1e-12)
+        assert data["distinguishable"][key] == (np.array(z) > data["distinguishable_z"]).tolist()
+    scan = at.attention_scan(seq_lens=(64,), logit_stds=(0.05, 2.0), m=130, n_draws=30, rng=8, data_rng=2)
+    assert scan.distinguishable["simplex", "orthogonal"][0, 0]
+    assert not any(d[1, 0] for d in scan.distinguishable.values())
+    one = at.attention_errors(("simplex",), (64,), (130,), 30, np.random.SeedSequence([at.seed_entropy(8), 1]),
+                              logit_std=2.0, data_rng=2, matrix_max_len=0)
+    assert math.isclose(one.output_mean["simplex", 64, 130], scan.mean["simplex"][1, 0], rel_tol=1e-12)
