@@ -2,7 +2,8 @@
 
 Run ``python -m benchmarks.bench_montecarlo`` (``--quick`` for a smaller run,
 ``--accuracy`` to add the KS-distance / kernel-bias tables of the fast
-couplings, ``--json [PATH]`` to write the numbers, by default to
+couplings (``--only bias``: the bias-by-d table behind
+:data:`montecarlo.FAST_BIAS_RESOLVED_D`), ``--json [PATH]`` to write the numbers, by default to
 ``benchmarks/results/bench_montecarlo.json``, which is gitignored).
 
 Every ratio compares two timings taken in the same process, interleaved
@@ -17,6 +18,7 @@ pointwise   pointwise PRF MSE at d = 64: blocks/s of the fast isotropic path
             numbers bare (d normals + d chi^2 per block; goal <= 2x).
 prf         PRF features, N = 4096, d = 64, m = 640, vs one bare X @ W.T (goal <= 2x).
 sampling    simplex vs orthogonal blocks at d = 64 (goal <= 1.1x), per backend.
+partial     m = 8 rows at d = 1024: only those rows vs a whole block then slicing.
 haar        Haar routes (batched QR, CPU QR + transfer, Householder products)
             per backend/device and d; the fastest is the recommended default.
 fast        fast_simplex (HD-product, FWHT) vs simplex (dense): sample one
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import platform
 import sys
 import warnings
@@ -43,6 +46,7 @@ except ImportError:  # pragma: no cover
     torch = None
 
 from benchmarks._timing import interleaved, ratio  # noqa: E402
+from montecarlo._cli import atomic_write  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -169,6 +173,24 @@ def bench_sampling(quick):
     for r in rows:
         print(f"{r['backend']:<8} {r['device']:<6} {r['route']:<12} {r['orthogonal_us_per_block']:>12.1f} "
               f"{r['simplex_us_per_block']:>12.1f} {r['ratio']:>6.3f} {r['ratio_median']:>9.3f}")
+    return rows
+
+
+def bench_partial(quick):
+    """m << d: drawing only the m rows (QR of a d x m Gaussian, O(d m^2)) vs a whole d x d block then slicing."""
+    d, m = (512, 4) if quick else (1024, 8)
+    rows = []
+    for c in ("orthogonal", "simplex"):
+        t = interleaved({"rows": lambda c=c: mc.sample_weights(c, d, m, rng=0),
+                         "block": lambda c=c: mc.sample_weights(c, d, d, rng=0)[:m]}, 3 if quick else 7)
+        r_min, r_med = ratio(t, "block", "rows")
+        rows.append({"coupling": c, "d": d, "m": m, "rows_ms": 1e3 * min(t["rows"]),
+                     "block_ms": 1e3 * min(t["block"]), "speedup": r_min, "speedup_median": r_med})
+    print(f"\n## m = {m} rows at d = {d}: only the rows vs a whole block then slicing (numpy)")
+    print(f"{'coupling':<12} {'rows ms':>9} {'block ms':>9} {'speedup':>8} {'(median)':>9}")
+    for r in rows:
+        print(f"{r['coupling']:<12} {r['rows_ms']:>9.2f} {r['block_ms']:>9.1f} {r['speedup']:>8.0f} "
+              f"{r['speedup_median']:>9.0f}")
     return rows
 
 
@@ -327,15 +349,15 @@ def main(argv=None):
     parser.add_argument("--json", nargs="?", const="benchmarks/results/bench_montecarlo.json", default=None,
                         help="write results as JSON (default path benchmarks/results/bench_montecarlo.json)")
     parser.add_argument("--only", nargs="*", default=None,
-                        choices=["pointwise", "prf", "sampling", "haar", "fast", "accuracy", "bias"])
+                        choices=["pointwise", "prf", "sampling", "partial", "haar", "fast", "accuracy", "bias"])
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
     info = {"python": sys.version.split()[0], "numpy": np.__version__,
             "torch": getattr(torch, "__version__", None), "cpu_count": os.cpu_count(),
             "machine": platform.machine(), "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None}
     print(f"# bench_montecarlo  {info}")
-    sections = {"pointwise": bench_pointwise, "prf": bench_prf, "sampling": bench_sampling, "haar": bench_haar,
-                "fast": bench_fast}
+    sections = {"pointwise": bench_pointwise, "prf": bench_prf, "sampling": bench_sampling, "partial": bench_partial,
+                "haar": bench_haar, "fast": bench_fast}
     sections_acc = {"accuracy": accuracy, "bias": bias_by_d}
     chosen = args.only if args.only else list(sections) + (["accuracy", "bias"] if args.accuracy else [])
     results = {"info": info}
@@ -343,8 +365,8 @@ def main(argv=None):
         results[name] = {**sections, **sections_acc}[name](args.quick)
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1, default=float)
+        text = json.dumps(results, indent=1, default=float)
+        atomic_write(args.json, lambda tmp: pathlib.Path(tmp).write_text(text))
         print(f"\nwrote {args.json}")
     return results
 
