@@ -46,10 +46,39 @@ class Claim:
 
 C = Claim
 
-# Numbers of the full reproductions (python -m montecarlo.experiments table --protocol paper --n-draws 2000,
-# and --protocol resampled): too slow for CI, so recorded here with the command that regenerates them.
-TAB2_NOTES = "(filled in below)"
-TAB3_NOTES = "(filled in below)"
+# Numbers of the full reproductions (too slow for CI), with the commands that regenerate them.
+TAB2_NOTES = (
+    "Reproduced under the paper's protocol (python -m montecarlo.experiments table --protocol paper --n-draws 2000; "
+    "the authors' split reproduces the mean-v column 1.69/2.64/4.99/3.06/1.96/1.37/0.79/2.29 vs 1.7/2.6/5.0/3.1/2.0/"
+    "1.4/0.8/2.3). SimRF / SimRF+ reproduced vs printed (z with the reproduced s.e.): banknote .7200/.7166 vs "
+    ".7229/.7132 (z -1.0/+1.3), car .6760/.6763 vs .6754/.6751 (+0.7/+1.4), yeast .3190/.3214 vs .3202/.3208 "
+    "(-1.4/+0.7), chess .1996/.1993 vs .2000/.2000 (-1.4/-2.5); within 0.003 but resolved: abalone .1435/.1442 vs "
+    ".1421/.1419 (+3.3/+4.9), nursery .6904/.6948 vs .6874/.6917 (+2.4/+3.2); not reproduced: cmc .4010/.3970 vs "
+    ".4047/.4065 (-3.0/-8.0) and wifi .5891/.6068 vs .6314/.6473 (-10.4/-9.7). Largest |z| where reproduced: 2.5 "
+    "(chess); overall 10.4 (wifi). Attribution: (1) split -- on 20 splits of the same procedure (seeds 42-61) "
+    "SimRF's split-to-split s.d. is 0.016-0.050; the printed wifi and cmc values sit inside that spread "
+    "(split-z +0.08 and -1.1) but not at seed 42, so they are consistent with another split (the public code "
+    "also has an unseeded loader, load_data); abalone's printed .1421 matches seed 42 (.1454) and not the "
+    "20-split mean .186, which is why the resampled protocol lands ~0.04 above the paper there; "
+    "(2) restriction -- the old toolkit capped the random-feature runs at 1000/100 for nursery and chess "
+    "('as in the paper'); App. C.1 caps only the sigma search, and with the full sets nursery gives .690 (was "
+    ".49-.60 with the cap); (3) error bars -- the printed +- are the per-draw s.d. divided by 96-114 "
+    "(e.g. banknote 0.12 / 0.0012), ten times below the s.e. of a 100-draw mean and 10-100 times below the "
+    "split-to-split spread. Default (resampled) protocol, 5 splits x 200 draws, SimRF: abalone .185+-.006, "
+    "banknote .714+-.013, car .676+-.014, yeast .321+-.012, cmc .420+-.015, nursery .704+-.011, wifi "
+    ".631+-.009, chess .194+-.004 (s.e. pooling draw and split variation, 2-10x the draw-only s.e.); "
+    "SimRF+ - SimRF: -0.010 to +0.010."
+)
+TAB3_NOTES = (
+    "python -m montecarlo.experiments table --table 3 --protocol paper --n-draws 2000 (IID / ORF / fast ORF / "
+    "SimRF / fast SimRF, z vs printed): banknote .6484/.6610/.6595/.7200/.7303 (z +1.2/-0.1/-0.0/+0.2/+0.3), "
+    "car .6768/.6807/.6774/.6793/.6795 (<= 2.2), yeast .3174/.3185/.3169/.3190/.3204 (<= 1.5), nursery "
+    ".5876/.6231/.6226/.7030/.7066 (<= 2.5), chess .2006/.2015/.2012/.2012/.2011 (|z| <= 3.9, within 0.001); "
+    "abalone .1437/.1467/.1466/.1485/.1472 (within 0.003, z up to +7.1); not reproduced: cmc (-0.005 to -0.009, "
+    "z -4.0 to -8.2) and wifi (-0.012 to -0.041, z -3.6 to -10.5), the two datasets whose Table 2 values also "
+    "differ (see tab2.values). Largest |z| where reproduced: 3.9 (chess); overall 10.5 (wifi). The public code's "
+    "HD option cannot run (fast couplings here are montecarlo's HD-product blocks)."
+)
 
 CLAIMS = [
     # ------------------------------------------------------------------ Sec. 1
@@ -242,14 +271,18 @@ CLAIMS = [
     C("fig8.classification", "Fig. 8 (nonparam_results), Sec. 5.3",
       "SimRFs give the best kernel-regression classification accuracy, and accuracy tends to the exact-kernel "
       "value as m grows.",
-      ("montecarlo.experiments on the UCI data: one-sided z-tests of SimRF vs ORF and IID (banknote, wifi; "
-       "split 1, 3000 draws)", "gap to the exact kernel at m = d vs 10 d"),
-      notes="All 8 datasets, 8 splits x 200 draws, m = d (IID/ORF/SimRF/SimRF+): abalone .182/.184/.189/.188, "
-            "banknote .651/.661/.717/.712, car .674/.680/.681/.682, yeast .325/.330/.330/.330, "
-            "cmc .408/.412/.419/.419, nursery .520/.548/.604/.606, wifi .467/.487/.632/.651, "
-            "chess .194/.197/.199/.199: SimRF >= ORF >= IID in mean everywhere.  Abalone is ~0.045 above "
-            "the paper (cause not found); nursery depends strongly on the split (exact-kernel accuracy 0.47, "
-            "0.64, 0.86 on splits 0-2); the paper's standard errors are 5-10x below the split-to-split spread."),
+      ("montecarlo.experiments on the UCI data under the paper's protocol: one-sided z-tests of SimRF vs ORF and "
+       "IID (banknote, wifi; 3000 draws)", "gap to the exact kernel at m = d vs 10 d"),
+      notes="Reproduced under the paper's protocol (the authors' split; python -m figures.reproduce fig8 "
+            "--protocol paper --draws 200): at m = d (2000 draws) IID/ORF/SimRF abalone .141/.143/.144, banknote "
+            ".648/.661/.720, car .671/.674/.676, yeast .317/.319/.319, cmc .393/.394/.401, nursery .570/.607/.690, "
+            "wifi .460/.489/.589, chess .197/.199/.200: SimRF > ORF > IID in mean on every dataset (Table 2's "
+            "values: tab2.values). Resampled protocol, 5 splits x 200 draws, m = d (IID/ORF/SimRF/SimRF+): "
+            "abalone .178/.181/.185/.185, banknote .650/.646/.714/.704, car .672/.675/.676/.675, yeast "
+            ".319/.321/.321/.324, cmc .406/.408/.420/.418, nursery .575/.615/.704/.710, wifi .458/.483/.631/.641, "
+            "chess .192/.193/.194/.194 (banknote ORF < IID within one s.e.). The earlier 'abalone ~0.045 above the paper, cause not found' is the split: "
+            "seed 42 gives .145, the mean over 20 splits of the same procedure .186. The main job draws Fig. 8 "
+            "with 10 draws (curves may cross by noise); the reproduce command exposes splits and draws."),
     C("tab2.splus", "Table 2 (second tab:splus_table), Sec. 5.3.1",
       "SimRFs+ vs SimRFs accuracies differ marginally (m = d); both beat ORFs.",
       ("equivalence test |SimRF+ - SimRF| < 0.05 and one-sided tests vs ORF (banknote, wifi; paper split)",),
@@ -275,15 +308,24 @@ CLAIMS = [
       "The sigma chosen on validation data maximises IID PRF accuracy, which peaks away from the exact-kernel "
       "optimum.",
       ("sigma search on a validation split disjoint from the test split (wifi, m = 10 d)",),
-      notes="IID optimum vs exact optimum vs authors' sigma: wifi 0.25 / >=2 / 0.22, abalone 0.50 / 2 / 0.41, "
-            "banknote 1.26 / 1.26 / 1.06, car 0.63 / 0.80 / 0.78, yeast 0.80 / 1.59 / 0.91, nursery 0.40 / 0.50 / "
-            "0.19, chess 0.50 / 0.50 / 0.26, cmc flat."),
+      notes="Resampled protocol (split 0): IID optimum vs exact optimum vs authors' sigma: wifi 0.25 / >=2 / "
+            "0.22, abalone 0.50 / 2 / 0.41, banknote 1.26 / 1.26 / 1.06, car 0.63 / 0.80 / 0.78, yeast 0.80 / 1.59 "
+            "/ 0.91, nursery 0.40 / 0.50 / 0.19, chess 0.50 / 0.50 / 0.26, cmc flat. Paper protocol (validation = "
+            "the last int(0.05 n) of the authors' training part, nursery and chess 1000/100; the public code "
+            "validated on the test set; 9-point grid 0.05-2, 10 draws, the main job's Fig. 10): the IID optimum is "
+            "the grid point next to the authors' sigma on all 8 datasets (abalone 0.50 vs 0.41, banknote 0.80 vs "
+            "1.06, car 0.80 vs 0.78, yeast 0.80 vs 0.91, cmc 0.50 vs 0.48, nursery 0.20 vs 0.19, wifi 0.32 vs "
+            "0.22, chess 0.32 vs 0.26) and at or below the exact-kernel optimum on all 8."),
     C("sec5.4.attention", "Sec. 5.4 (mechanism behind the SimRF-Performer)",
       "Lower estimator MSE gives a more accurate PRF attention: SimRF < ORF < IID attention error (d = 64).",
       ("relative error of the PRF attention output vs exact softmax attention, 100 draws (L = 256, m = 64, 130)",),
-      notes="Holds where PRF attention is accurate (logit std <= 0.25; e.g. L = 4096, m = 130: .100/.081/.058 "
-            "IID/ORF/SimRF at logit std 0.1); at logit std >= 0.5 errors are 0.4-1.4 and the couplings are not "
-            "distinguishable for m >= 256."),
+      notes="Holds where PRF attention is accurate (e.g. L = 4096, m = 130: .100/.081/.058 IID/ORF/SimRF at "
+            "logit std 0.1, the default of the API and the command line, DEFAULT_LOGIT_STD). Where the couplings "
+            "stop being distinguishable (attention_scan, figure new_attention_scan; m = 130, 20 draws, L = 64, "
+            "256, 1024): at logit std 0.1 IID/ORF/SimRF .10/.08/.06, z(ORF < IID) 4.1-5.5, z(SimRF < ORF) 4.3-8.5; "
+            "at 0.25 errors .22-.30, z <= 2.0; from 0.5 on errors 0.55-1.24 and |z| <= 2.7 with no consistent "
+            "sign. At 0.05 (12 draws) SimRF stays far ahead (z(SimRF < ORF) 7.7-11.8) while ORF ~ IID (z 0.9-1.4): "
+            "the ORF gain vanishes faster as v -> 0 than the simplex gain."),
     C("fig9.performer", "Fig. 9 (performer_fig), Sec. 5.4",
       "SimRF-Performers match or beat ORF-Performers on ImageNet2012 (+0.5%), Fashion-MNIST, iNaturalist2021, "
       "Places365 (ViT, 12 layers, 300 epochs, TPU).", (),

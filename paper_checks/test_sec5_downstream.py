@@ -1,14 +1,15 @@
 """Sec. 5.3-5.4 and App. B.2/C.1: downstream claims on the paper's UCI data and the
-attention mechanism, with montecarlo.experiments (different splits and seeds from
+attention mechanism, with montecarlo.experiments (different seeds from
 tests/test_experiments_*.py, so these are extra evidence, not repeats).
 
-One-sided orderings use z > 4.5 (false alarm 3.4e-6 each); equivalence ("marginal",
-"close") uses the TOST statistic (delta - |a - b|) / se > 4.5.  The data come from
-../shared/uci or $SIMPLEX_RF_UCI_DIR; without them these checks skip."""
+The classification checks run under the paper's protocol (the authors' split, seed 42;
+montecarlo.experiments.uci).  One-sided orderings use z > 4.5 (false alarm 3.4e-6 each);
+equivalence ("marginal", "close") uses the TOST statistic (delta - |a - b|) / se > 4.5;
+agreement with a printed value uses |z| < 4.5 with z = (reproduced - printed) / reproduced
+s.e., with power: the printed value moved by 0.025 is rejected.  The data are the copy shipped
+with the package (or $SIMPLEX_RF_UCI_DIR)."""
 
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +21,11 @@ from montecarlo.experiments import attention as at  # noqa: E402
 from montecarlo.experiments import classification as cl  # noqa: E402
 from montecarlo.experiments import uci  # noqa: E402
 
-UCI_DIR = Path(os.environ.get(uci.ENV_VAR) or Path(__file__).resolve().parents[2] / "shared" / "uci")
-needs_data = pytest.mark.skipif(not UCI_DIR.is_dir(), reason=f"UCI data not found at {UCI_DIR}")
-pytestmark = pytest.mark.filterwarnings("ignore:SimRFs\\+ update")
+UCI_DIR = uci.resolve_uci_dir()
+pytestmark = [pytest.mark.filterwarnings("ignore:SimRFs\\+ update"),
+              pytest.mark.filterwarnings("ignore::UserWarning")]
+#: A printed value moved by this much must be rejected (power of the agreement checks).
+POWER_SHIFT = 0.025
 
 
 def better(hi, lo):
@@ -37,7 +40,7 @@ def within(a, b, delta):
 def accuracies():
     out = {}
     for name in ("banknote", "wifi"):
-        raw = uci.load_dataset(name, UCI_DIR).split(1)
+        raw = uci.make_split(name, "paper", uci_dir=UCI_DIR)
         out[name] = {c: cl.prf_accuracy(raw, c, raw.d, 3000, rng=70 + i)
                      for i, c in enumerate(("iid", "orthogonal", "simplex", "simplex_plus"))}
         pad = raw.padded()
@@ -47,7 +50,6 @@ def accuracies():
     return out
 
 
-@needs_data
 @pytest.mark.claim("fig8.classification")
 @pytest.mark.parametrize("name", ["banknote", "wifi"])
 def test_fig8_simrf_best(accuracies, name, record):
@@ -60,7 +62,6 @@ def test_fig8_simrf_best(accuracies, name, record):
     assert not better(acc["orthogonal"], acc["simplex"]) > Z_CRIT  # power: the reverse claim fails
 
 
-@needs_data
 @pytest.mark.claim("fig8.classification")
 def test_fig8_tends_to_exact_kernel(accuracies, record):
     """'In the limit of large m performance tends towards the exact kernel result':
@@ -74,7 +75,6 @@ def test_fig8_tends_to_exact_kernel(accuracies, record):
     assert z > Z_CRIT and exact - m10.mean < exact - m1.mean
 
 
-@needs_data
 @pytest.mark.claim("tab2.splus")
 @pytest.mark.parametrize("name", ["banknote", "wifi"])
 def test_table2_simplex_plus_marginal(accuracies, name, record):
@@ -87,7 +87,6 @@ def test_table2_simplex_plus_marginal(accuracies, name, record):
     assert not within(acc["simplex"], acc["orthogonal"], 0.05) > Z_CRIT  # power
 
 
-@needs_data
 @pytest.mark.claim("tab3.fast")
 @pytest.mark.parametrize("name", ["banknote", "wifi"])
 def test_table3_fast_variants_close(accuracies, name, record):
@@ -100,7 +99,53 @@ def test_table3_fast_variants_close(accuracies, name, record):
     assert not within(fast["fast_simplex"], fast["fast_orthogonal"], 0.035) > Z_CRIT  # power
 
 
-@needs_data
+def _agree(est, printed, record):
+    """|z| < Z_CRIT against the printed value, and power: the value moved by POWER_SHIFT is rejected."""
+    z = (est.mean - printed) / est.stderr
+    record(abs(z), "|z| vs printed", worst="high")
+    assert abs(z) < Z_CRIT, (est, printed, z)
+    for wrong in (printed - POWER_SHIFT, printed + POWER_SHIFT):
+        assert abs((est.mean - wrong) / est.stderr) > Z_CRIT
+
+
+# Draws per dataset: enough that POWER_SHIFT is > 4.5 s.e. (per-draw s.d. about 0.12 on banknote,
+# 0.04 on car and yeast) within the CI budget.
+REPRODUCED = {"banknote": 4000, "car": 1500, "yeast": 2000}
+
+
+@pytest.mark.claim("tab2.values")
+@pytest.mark.parametrize("name", list(REPRODUCED))
+def test_table2_values_under_the_paper_protocol(name, record):
+    """Table 2 (m = d) as printed, on the authors' split: SimRF and SimRF+ within |z| < 4.5 of the
+    printed accuracies (banknote, car, yeast; the other datasets are in the claim's notes)."""
+    split = uci.make_split(name, "paper", uci_dir=UCI_DIR)
+    for i, c in enumerate(("simplex", "simplex_plus")):
+        est = cl.prf_accuracy(split, c, split.d, REPRODUCED[name], rng=np.random.SeedSequence([200, i]))
+        _agree(est, cl.PAPER_TABLE2[name][i][0], record)
+
+
+@pytest.mark.claim("tab2.values")
+def test_table2_wifi_does_not_reproduce(record):
+    """Said with the number, not tuned away: on the authors' split wifi's SimRF accuracy is about
+    0.59, the printed 0.6314 is more than 4.5 s.e. above it (1000 draws, s.e. about 0.006)."""
+    split = uci.make_split("wifi", "paper", uci_dir=UCI_DIR)
+    est = cl.prf_accuracy(split, "simplex", split.d, 1000, rng=210)
+    z = (est.mean - cl.PAPER_TABLE2["wifi"][0][0]) / est.stderr
+    record(abs(z), "|z| vs printed (wifi, not reproduced)", worst="high")
+    assert z < -Z_CRIT and 0.56 < est.mean < 0.62
+
+
+@pytest.mark.claim("tab3.values")
+@pytest.mark.parametrize("name", ["banknote", "yeast"])
+def test_table3_values_under_the_paper_protocol(name, record):
+    """Table 3 (zero-padded to a power of two, m = p) as printed, on the authors' split: all five
+    columns within |z| < 4.5 (banknote p = 4, yeast p = 8)."""
+    split = uci.make_split(name, "paper", uci_dir=UCI_DIR).padded()
+    for i, c in enumerate(cl.TABLE3_COUPLINGS):
+        est = cl.prf_accuracy(split, c, split.d, REPRODUCED[name], rng=np.random.SeedSequence([300, i]))
+        _agree(est, cl.PAPER_TABLE3[name][c][0], record)
+
+
 @pytest.mark.claim("fig10.sigma")
 def test_fig10_sigma_search(record):
     """App. C.1 on wifi (validation split, m = 10 d): the IID PRF optimum lies below
