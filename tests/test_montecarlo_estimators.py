@@ -381,7 +381,7 @@ def test_estimator_bad_input():
         mc.empirical_mse("simplex", x, y, 4, 100, path="quick")
     with pytest.raises(ValueError, match="m must be an integer >= 2"):
         mc.empirical_conformity("simplex", 4, 0.5, m=1)
-    with pytest.raises(ValueError, match="kind must be 'prf' or 'rff'"):
+    with pytest.raises(ValueError, match="kind must be one of 'prf', 'rff'"):
         mc.empirical_conformity("simplex", 4, 0.5, kind="orf")
     with pytest.raises(ValueError, match="v must be a finite norm >= 0"):
         mc.empirical_conformity("simplex", 4, -0.5)
