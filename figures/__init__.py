@@ -4,10 +4,15 @@ r"""Regenerate the figures of Simplex Random Features (Reid et al., ICML 2023), 
 analytic curves from :mod:`theory` and Monte Carlo points from
 :mod:`montecarlo` on the same axes, and writes ``NAME.png``, ``NAME.pdf``
 and the plotted numbers ``NAME.json`` for each (``--out DIR``, default
-``./simplex_rf_figures``; ``index.json`` lists what was written or skipped).
-Options: ``--only NAME``, ``--quick``, ``--seed``, ``--dps``,
-``--backend {numpy,torch}``, ``--uci-dir DIR`` (or ``$SIMPLEX_RF_UCI_DIR``),
-``--no-progress``, ``--list``.
+``./simplex_rf_figures``; ``index.json`` lists what was written, skipped or
+failed).  Every file is written under a temporary name and renamed into place,
+so an interrupted run never leaves a half-written file; PDFs embed TrueType
+fonts.  Options: ``--only NAME``, ``--quick``, ``--seed``, ``--dps``,
+``--backend {numpy,torch}``, ``--uci-dir DIR`` (default ``$SIMPLEX_RF_UCI_DIR``,
+else the copy shipped with :mod:`montecarlo.experiments`), ``--no-progress``,
+``--traceback``, ``--list``; ``--help`` shows them with their defaults.  Exit
+status 0 when every selected figure was written or skipped, 1 when one failed
+(one line on stderr each), 2 for a bad option.
 
 The figures (name, the paper's LaTeX label, what it shows, the function that
 draws it) are listed once, in :data:`figures.registry.FIGURES`;
