@@ -22,6 +22,16 @@ how far the fast couplings are from Gaussian rows.
 Arrays: numpy by default; ``xp="torch"`` / ``xp="cupy"`` (with ``device=``)
 run the same code through ``array_api_compat`` on that backend, with random
 numbers drawn on the device (see :mod:`montecarlo._backend` for seeding).
+Bad arguments raise :class:`ValueError` or :class:`TypeError` naming the
+argument and the allowed values (:mod:`montecarlo._checks`); an array whose
+size an argument sets is refused above ``montecarlo._checks.MAX_ELEMENTS``
+entries (2 GiB of float64) with an :class:`AllocationError` (a ValueError and a
+MemoryError) before anything is allocated, and m < d rows cost O(m d) memory,
+never a d x d block.  Results depend on ``rng`` only (not on chunking).  The
+fast couplings emit a :class:`FastCouplingBiasWarning` at d <=
+:data:`FAST_BIAS_RESOLVED_D`, where their bias is measurable (table in
+:func:`sample_weights`).
+
 ``montecarlo`` imports from :mod:`theory` only the shared layer (the coupling
 registry, argument validation and the failure family, :mod:`theory.errors`);
 two tools use closed forms at run time (:mod:`montecarlo.audit` and
