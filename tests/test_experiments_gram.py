@@ -41,7 +41,7 @@ def _theory_total(X, coupling, m):
         for a in range(X.shape[0]):
             for b in range(a, X.shape[0]):
                 v = float(np.linalg.norm(X[a] + X[b]))
-                val = theory.prf_mse(coupling, d, m, norms[a], norms[b], v)
+                val = theory.prf_mse(coupling, d, v, x_norm=norms[a], y_norm=norms[b], m=m)
                 total += val if a == b else 2 * val
     return float(total)
 
