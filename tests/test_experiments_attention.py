@@ -208,6 +208,8 @@ def test_attention_errors_structure_and_reproducibility():
     again = at.attention_errors(("simplex",), (64,), (8,), 3, rng=1, d_head=8, matrix_max_len=0)
     assert again.output_mean["simplex", 64, 8] == res.output_mean["simplex", 64, 8]
     assert "simplex output" in res.format()
+    assert res.format().startswith(f"logit std {at.DEFAULT_LOGIT_STD:g} (q.k / sqrt(d) of unrelated tokens), "
+                                   "bidirectional, 3 draws per cell\n")  # the value used is printed
 
 
 def _assert_ordered(res, L, m):

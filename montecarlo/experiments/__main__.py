@@ -205,8 +205,6 @@ def _run(args, progress):
         for j, m in enumerate(res.m):
             print(f"{m} | " + " | ".join(f"{res.mean[c][j]:.5g}+-{res.stderr[c][j]:.2g}" for c in res.mean))
         return 0
-    print(f"logit std {args.logit_std:g} (q.k / sqrt(d) of unrelated tokens), d = 64, "
-          f"{'causal' if args.causal else 'bidirectional'}, {args.n_draws} draws per cell")
     res = attention.attention_errors(args.couplings, args.seq_lens, args.m, args.n_draws, args.seed,
                                      causal=args.causal, logit_std=args.logit_std,
                                      matrix_max_len=args.matrix_max_len, progress=progress)

@@ -436,7 +436,10 @@ class AttentionErrors:
     logit_std: float
 
     def format(self):
-        lines = ["L | m | " + " | ".join(f"{c} output" for c in self.couplings)
+        """Plain-text table, headed by the settings (logit scale, direction, draws)."""
+        lines = [f"logit std {self.logit_std:g} (q.k / sqrt(d) of unrelated tokens), "
+                 f"{'causal' if self.causal else 'bidirectional'}, {self.n_draws} draws per cell",
+                 "L | m | " + " | ".join(f"{c} output" for c in self.couplings)
                  + (" | " + " | ".join(f"{c} matrix" for c in self.couplings) if self.matrix_mean else "")]
         for L in self.seq_lens:
             for m in self.m_values:
