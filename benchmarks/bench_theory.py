@@ -7,16 +7,28 @@ v <= 4 (goal < 20 ms), the 200-point MSE-ratio curve of Fig. 6 at d = 64
 (goal < 2 s), and the slowdown of the printed double series for rho_SimRF
 (eq. simrf_conformity) relative to the fast route, at v in {1, 4, 10}.
 
-Run: ``python -m benchmarks.bench_theory [--json PATH]``.
+Reachable domain (issue 11): ``--domain`` probes every closed form on a grid of
+d (2 .. 65536) and v or z (1e-300 .. 1e300) at 30 digits under a time budget
+per call, records which calls return and which raise NoConvergence, and
+prints the README table (function, d range, v/z range reached, typical time
+at 30 digits), plus z_crit(d)/sqrt(d) for d = 3 .. 4096.  Times are wall
+times of single calls on the machine that runs it (stated with the table);
+the comparison with the baseline above is the speed statement.
+
+Run: ``python -m benchmarks.bench_theory [--json PATH] [--domain]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import tempfile
 import time
 from pathlib import Path
 
+import mpmath
 from mpmath import mp
 
 import theory
@@ -62,10 +74,90 @@ def run(dps=30):
     return results
 
 
+DOMAIN_DS = (2, 3, 64, 1024, 4097, 65536)
+DOMAIN_XS = ("1e-300", "1e-3", "1", "10", "100", "1e3", "1e5", "1e10", "1e100", "1e300")
+
+
+def _domain_functions():
+    from theory import certified
+
+    fns = {
+        "conformity iid": lambda d, x: theory.conformity("iid", d, x),
+        "conformity orthogonal": lambda d, x: theory.conformity("orthogonal", d, x),
+        "conformity simplex": lambda d, x: theory.conformity("simplex", d, x),
+        "rff_conformity orthogonal": lambda d, x: theory.rff_conformity("orthogonal", d, x),
+        "rff_conformity simplex": lambda d, x: theory.rff_conformity("simplex", d, x),
+        "mse_ratio simplex/iid": lambda d, x: theory.mse_ratio("simplex", "iid", d, x),
+        "rff_mse_ratio simplex/orthogonal": lambda d, x: theory.rff_mse_ratio("simplex", "orthogonal", d, x),
+        "pdf_wij simplex (w)": lambda d, x: theory.coupling_pdf("simplex", x, d),
+    }
+    if certified.available():
+        fns["certified.conformity simplex"] = lambda d, x: certified.conformity("simplex", d, x, prec=128)
+    return fns
+
+
+def probe_domain(seconds=30.0, dps=30, ds=DOMAIN_DS, xs=DOMAIN_XS):
+    """{function: [(d, x, 'ok' | 'no convergence' | error, seconds)]} at ``dps`` digits."""
+    out = {}
+    for name, fn in _domain_functions().items():
+        rows = out[name] = []
+        for d in ds:
+            for x in xs:
+                t0 = time.perf_counter()
+                try:
+                    with theory.precision(dps=dps), theory.budget(seconds=seconds):
+                        fn(d, x)
+                    status = "ok"
+                except mpmath.libmp.NoConvergence as exc:
+                    status = "no convergence: " + str(exc).splitlines()[0][:90]
+                except (ValueError, TypeError) as exc:
+                    status = "refused: " + str(exc).splitlines()[0][:90]
+                rows.append((d, x, status, time.perf_counter() - t0))
+                print(f"  {name:34s} d = {d:<6d} x = {x:<6s} {status[:40]:40s} {rows[-1][3]:7.2f} s", flush=True)
+    return out
+
+
+def domain_table(probe):
+    """Markdown rows: function, d reached, v/z reached (for every d reached), typical time at 30 digits."""
+    lines = ["| function | d range | v or z range (all those d) | typical time at 30 digits | not reached |",
+             "|---|---|---|---|---|"]
+    for name, rows in probe.items():
+        ok = [(d, x, t) for d, x, s, t in rows if s == "ok"]
+        ds_ok = sorted({d for d, _, _ in ok})
+        xs_all = [x for x in DOMAIN_XS if all((d, x) in {(a, b) for a, b, _ in ok} for d in ds_ok)]
+        missed = sorted({(d, x) for d, x, s, _ in rows if s != "ok"}, key=lambda p: (p[0], float(p[1])))
+        typical = statistics.median(t for _, _, t in ok) if ok else float("nan")
+        lines.append(f"| {name} | {ds_ok[0] if ds_ok else '-'} .. {ds_ok[-1] if ds_ok else '-'} | "
+                     f"{xs_all[0] if xs_all else '-'} .. {xs_all[-1] if xs_all else '-'} | "
+                     f"{typical * 1e3:.0f} ms (max {max((t for _, _, t in ok), default=float('nan')):.1f} s) | "
+                     f"{', '.join(f'd={d} x={x}' for d, x in missed[:6])}{' ...' if len(missed) > 6 else ''} |")
+    return "\n".join(lines)
+
+
+def z_crit_ratios(ds=(3, 4, 5, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), dps=30):
+    out = {}
+    for d in ds:
+        t0 = time.perf_counter()
+        with theory.precision(dps=dps):
+            z = theory.z_crit(d)
+        out[d] = (float(z), float(z / mp.sqrt(d)), time.perf_counter() - t0)
+    return out
+
+
+def _write_json(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=2)
+    os.replace(tmp, path)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     parser.add_argument("--dps", type=int, default=30)
+    parser.add_argument("--domain", action="store_true", help="also probe the reachable domain (minutes)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="time budget per call in the domain probe")
     args = parser.parse_args(argv)
     r = run(args.dps)
     print(f"theory benchmarks at {r['dps']} digits (baseline hyp1f1(64, 32, 8): {r['baseline_hyp1f1_ms']:.3f} ms)")
@@ -77,9 +169,20 @@ def main(argv=None):
     for v, row in r["printed_over_fast"].items():
         print(f"printed double series / fast route, v = {v:>2s}: {row['printed_ms']:9.1f} ms / "
               f"{row['fast_ms']:7.2f} ms = {row['ratio']:7.1f} x")
+    if args.domain:
+        print("z_crit(d) / sqrt(d) at 30 digits:")
+        zr = z_crit_ratios()
+        for d, (z, ratio, t) in zr.items():
+            print(f"  d = {d:5d}  z_crit = {z:12.6f}  z_crit/sqrt(d) = {ratio:.4f}  ({t:.2f} s)")
+        r["z_crit"] = {str(d): v for d, v in zr.items()}
+        print(f"reachable domain at 30 digits, budget {args.seconds:g} s per call:")
+        probe = probe_domain(args.seconds)
+        table = domain_table(probe)
+        print(table)
+        r["domain"] = {k: [list(row) for row in v] for k, v in probe.items()}
+        r["domain_table"] = table
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(r, indent=2))
+        _write_json(args.json, r)
 
 
 if __name__ == "__main__":

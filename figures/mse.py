@@ -72,7 +72,7 @@ def fig6_mse_ratio(ctx):
             analytic.append({"coupling": c, "baseline": "iid", "d": d, "m": d, "v": vs,
                              "ratio": [float(theory.mse_ratio(c, "iid", d, v)) for v in vs],
                              "source": "theory.mse_ratio"})
-        exact_mse = {c: [float(theory.prf_mse(c, d, d, v / 2, v / 2, v)) for v in PRF_MC_V]
+        exact_mse = {c: [float(theory.prf_mse(c, d, v, x_norm=v / 2, y_norm=v / 2)) for v in PRF_MC_V]
                      for c in ("iid", "orthogonal", "simplex")}
     n_draws = ctx.n(200_000, 20_000)
     bar = ctx.progress_bar(len(PRF_MC_V) * 3, "fig6 MSE")
@@ -192,7 +192,7 @@ def new_rff_mse_ratio(ctx):
                 st = style(c)
                 st["label"] = f"{label(c)} / {label('iid')}"
                 ax.plot(zs, ratio, **st)
-            asym = [float(theory.rff_asymptotic_ratio(d, z, d)) for z in zs]
+            asym = [float(theory.rff_asymptotic_ratio(d, z)) for z in zs]
             panel["asymptotic"] = {"coupling": "orthogonal", "z": zs, "ratio": asym,
                                    "source": "theory.rff_asymptotic_ratio (Cor 4.6)"}
             ax.plot(zs, asym, color=style("orthogonal")["color"], lw=0.7, linestyle=":",
@@ -207,8 +207,8 @@ def new_rff_mse_ratio(ctx):
         with ctx.precision():
             for s in mcs:
                 if s["coupling"] in theory.RFF_COUPLINGS:
-                    s["theory_mse"] = [float(theory.rff_mse(s["coupling"], d, d, z)) for z in RFF_MC_Z]
-                s["theory_baseline_mse"] = [float(theory.rff_mse("iid", d, d, z)) for z in RFF_MC_Z]
+                    s["theory_mse"] = [float(theory.rff_mse(s["coupling"], d, z)) for z in RFF_MC_Z]
+                s["theory_baseline_mse"] = [float(theory.rff_mse("iid", d, z)) for z in RFF_MC_Z]
         for s in mcs:
             ax.errorbar(s["x"], s["ratio"], yerr=s["stderr"], elinewidth=0.8, capsize=1.5,
                         **marker_style(s["coupling"]))

@@ -94,7 +94,7 @@ def test_thm_3_2_m_instead_of_m_minus_1():
 def test_cor_4_4_dropped_2k_caught():
     with mp.workdps(40):
         d, v = 16, mp.mpf(1)
-        series = theory.orthogonality_gap_series(d, v, d, v / 2, v / 2)
+        series = theory.orthogonality_gap_series(d, v, x_norm=v / 2, y_norm=v / 2)
         good = mp.exp(-v * v) * (d - 1) / d * (mp.exp(v * v) - orf_series(d, v))
         bad = mp.exp(-v * v) * (d - 1) / d * (mp.exp(v * v) - orf_series(d, v, two_k=False))
         assert agrees(good, series, DIGITS) and good > 0
@@ -120,17 +120,17 @@ def test_cor_4_6_coefficient_mutant_caught_by_order_test():
 
     def converges(asym):
         with mp.workdps(40):
-            scaled = [d * d * (theory.rff_mse_ratio("orthogonal", "iid", d, z, m) - asym(d)) for d in (256, 1024, 4096)]
+            scaled = [d * d * (theory.rff_mse_ratio("orthogonal", "iid", d, z, m=m) - asym(d)) for d in (256, 1024, 4096)]
         return abs(scaled[2] - scaled[1]) < 0.05 * abs(scaled[1])
 
     def good(d):
-        return theory.rff_asymptotic_ratio(d, z, m)
+        return theory.rff_asymptotic_ratio(d, z, m=m)
 
     def half(d):  # z^4/(2d) instead of z^4/d
-        return 1 - (1 - theory.rff_asymptotic_ratio(d, z, m)) / 2
+        return 1 - (1 - theory.rff_asymptotic_ratio(d, z, m=m)) / 2
 
     def wrong_m(d):  # m instead of m - 1
-        return 1 - (1 - theory.rff_asymptotic_ratio(d, z, m)) * m / (m - 1)
+        return 1 - (1 - theory.rff_asymptotic_ratio(d, z, m=m)) * m / (m - 1)
 
     assert converges(good)
     assert not converges(half)

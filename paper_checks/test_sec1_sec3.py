@@ -143,11 +143,11 @@ def test_thm_3_2_against_monte_carlo(coupling, m, record):
     x, y = _pair(d, xn, yn, v, seed=7)
     est = mc.empirical_mse(coupling, x, y, m, 200_000, rng=70 + m)
     with mp.workdps(20):
-        expected = theory.prf_mse(coupling, d, m, xn, yn, v)
+        expected = theory.prf_mse(coupling, d, v, m=m, x_norm=xn, y_norm=yn)
     assert_mc_agree(est, expected, record, f"MSE {coupling} m={m}")
     if coupling == "simplex":
         with mp.workdps(20):
-            orf = theory.prf_mse("orthogonal", d, m, xn, yn, v)
+            orf = theory.prf_mse("orthogonal", d, v, m=m, x_norm=xn, y_norm=yn)
         assert not mc_agrees(est, orf)  # power: the simplex estimate rejects the ORF closed form
 
 
@@ -161,7 +161,7 @@ def test_thm_3_2_against_pairwise_brute_force(record):
                                             for i in range(m) for j in range(m) if i != j)
         ref = mp.exp(-2 * xn ** 2 - 2 * yn ** 2) * s / m ** 2 - mp.exp(-(2 * xn ** 2 + 2 * yn ** 2 - v * v))
     with mp.workdps(30):
-        assert_agree(theory.prf_mse("simplex", d, m, xn, yn, v), ref, 25, record)
+        assert_agree(theory.prf_mse("simplex", d, v, m=m, x_norm=xn, y_norm=yn), ref, 25, record)
 
 
 @pytest.mark.claim("eq.def_rf_conformity")

@@ -260,8 +260,8 @@ def test_cor_4_4_corrected_positive_and_printed_wrong(record):
         for d in (2, 3, 16, 64, 1024):
             for v in ("0.05", "0.5", "1", "2.5", "5"):
                 vv = mp.mpf(v)
-                gap = theory.orthogonality_gap(d, v, d, vv / 2, vv / 2)
-                series = theory.orthogonality_gap_series(d, v, d, vv / 2, vv / 2)
+                gap = theory.orthogonality_gap(d, v, x_norm=vv / 2, y_norm=vv / 2)
+                series = theory.orthogonality_gap_series(d, v, x_norm=vv / 2, y_norm=vv / 2)
                 assert gap > 0
                 assert_agree(gap, series, 25, record)
                 printed = mp.exp(-vv * vv) * (d - 1) / d * _printed_prf_gap_bracket(d, vv)
@@ -281,7 +281,7 @@ def test_thm_4_5_routes(d, record):
         for z in ("0.3", "1", "2.5"):
             zz = mp.mpf(z)
             printed = (d - 1) / mp.mpf(d) * (mp.exp(-zz * zz) - theory.rff_orf_conformity_series(d, z))
-            assert_agree(printed, theory.rff_orthogonality_gap(d, z, d), 22, record)
+            assert_agree(printed, theory.rff_orthogonality_gap(d, z), 22, record)
             h = mp.mpf(d) / 2
             bessel = mp.quad(lambda w: theory.pdf_chi(w, 2 * d) * mp.gamma(h) * (zz * w / 2) ** (1 - h)
                              * mp.besselj(h - 1, zz * w), [0, mp.sqrt(2 * d), 2 * mp.sqrt(2 * d), mp.inf])
@@ -328,10 +328,10 @@ def test_z_crit(record):
         for d in (3, 8, 64, 256):
             zc = theory.z_crit(d)
             zs[d] = zc
-            assert theory.rff_orthogonality_gap(d, zc * mp.mpf("0.999"), d) > 0
-            assert theory.rff_orthogonality_gap(d, zc * mp.mpf("1.001"), d) < 0
+            assert theory.rff_orthogonality_gap(d, zc * mp.mpf("0.999")) > 0
+            assert theory.rff_orthogonality_gap(d, zc * mp.mpf("1.001")) < 0
             for frac in ("0.1", "0.5", "0.9"):
-                assert theory.rff_orthogonality_gap(d, zc * mp.mpf(frac), d) > 0
+                assert theory.rff_orthogonality_gap(d, zc * mp.mpf(frac)) > 0
         assert zs[8] < zs[64] < zs[256]
         record(zs[256] / mp.sqrt(256), "z_crit/sqrt(d) at 256")
 
@@ -346,8 +346,8 @@ def test_cor_4_6(record):
         for m, z in ((2, "1"), (5, "0.6")):
             scaled = []
             for d in (256, 1024, 4096):
-                scaled.append(d * d * (theory.rff_mse_ratio("orthogonal", "iid", d, z, m)
-                                       - theory.rff_asymptotic_ratio(d, z, m)))
+                scaled.append(d * d * (theory.rff_mse_ratio("orthogonal", "iid", d, z, m=m)
+                                       - theory.rff_asymptotic_ratio(d, z, m=m)))
             record(abs(scaled[2] - scaled[1]) / abs(scaled[1]), "rel change of d^2 error")
             assert abs(scaled[2] - scaled[1]) < 0.05 * abs(scaled[1])
 
@@ -360,7 +360,7 @@ def test_appendix_ratio_erratum(record):
             e_ort = theory.rff_conformity("orthogonal", d, z)
             corrected = 1 + 2 * (m - 1) / (1 - mp.exp(-zz * zz)) ** 2 * (e_ort - mp.exp(-zz * zz))
             printed = 1 + 2 * (m - 1) / (1 + mp.exp(-zz * zz)) ** 2 * (e_ort - mp.exp(-zz * zz))
-            exact = theory.rff_mse_ratio("orthogonal", "iid", d, z, m)
+            exact = theory.rff_mse_ratio("orthogonal", "iid", d, z, m=m)
             assert_agree(corrected, exact, 25, record)
             assert not agrees(printed, exact, 2)
     expansion = S.cor46_expansion()

@@ -80,7 +80,7 @@ def test_v2_statement_omits_prefactor(record):
         v = mp.mpf("1e-8")
         for coupling in ("iid", "orthogonal"):
             m, xn = 16, mp.mpf(1)
-            mse = theory.prf_mse(coupling, 16, m, xn, xn, v)
+            mse = theory.prf_mse(coupling, 16, v, m=m, x_norm=xn, y_norm=xn)
             scaled = m * mp.exp(4 * xn * xn) * mse / v ** 2
             assert_agree(scaled, 1, 12, record)  # corrected statement
             assert not agrees(mse / v ** 2, 1, 1)  # printed statement (prefactor e^{-4}/16 omitted)
@@ -115,7 +115,7 @@ def test_fig7_gram_errors_ordered_and_match_theory(record):
             for a in range(n_pts):
                 for b in range(a, n_pts):
                     v = float(np.linalg.norm(X[a] + X[b]))
-                    val = theory.prf_mse(coupling, d, 64, norms[a], norms[b], v)
+                    val = theory.prf_mse(coupling, d, v, m=64, x_norm=norms[a], y_norm=norms[b])
                     total += val if a == b else 2 * val
             mean, se = means[coupling, 64]
             z = (mean - float(total)) / se

@@ -308,7 +308,7 @@ def test_fig6_monte_carlo_within_error(figure):
     for s in data["monte_carlo"]:
         with mp.workdps(20):
             th = np.array([float(theory.mse_ratio(s["coupling"], "iid", 64, v)) for v in s["x"]])
-            exact = [float(theory.prf_mse(s["coupling"], 64, 64, v / 2, v / 2, v)) for v in s["x"]]
+            exact = [float(theory.prf_mse(s["coupling"], 64, v, x_norm=v / 2, y_norm=v / 2)) for v in s["x"]]
         assert_close(s["theory_mse"], exact, RTOL, "theory_mse")
         zs.append((np.array(s["ratio"]) - th) / np.array(s["stderr"]))
         zm.append((np.array(s["mse"]) - exact) / np.array(s["mse_stderr"]))
@@ -365,11 +365,11 @@ def test_fig7_analytic_expectation(figure):
                 p = theory.coupled_pairs(64, m)
                 for k in sample:
                     mine = (A[k] + p / m * B[c][k]) / m
-                    ref = float(theory.prf_mse(c, 64, m, norms[a[k]], norms[b[k]], np.linalg.norm(X[a[k]] + X[b[k]])))
+                    ref = float(theory.prf_mse(c, 64, np.linalg.norm(X[a[k]] + X[b[k]]), m=m, x_norm=norms[a[k]], y_norm=norms[b[k]]))
                     assert_close(mine, ref, 1e-9, f"{c} m={m} pair {k}")
         # one curve point by the full sum over all N^2 pairs, independent of the per-pair terms
         weight = np.where(a == b, 1, 2)
-        full = sum(w * float(theory.prf_mse("orthogonal", 64, 64, norms[i], norms[j], np.linalg.norm(X[i] + X[j])))
+        full = sum(w * float(theory.prf_mse("orthogonal", 64, np.linalg.norm(X[i] + X[j]), x_norm=norms[i], y_norm=norms[j]))
                    for i, j, w in zip(a, b, weight))
     curve = next(c for c in data["analytic"] if c["coupling"] == "orthogonal")
     assert_close(curve["expected_F"][curve["m"].index(64)], full, 1e-9, "full sum")

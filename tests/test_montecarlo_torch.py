@@ -111,7 +111,7 @@ def test_torch_mse_matches_theory(device):
     x[0], y[0], x[1], y[1] = v / 2, v / 2, 0.3, -0.3
     est = mc.empirical_mse("orthogonal", x, y, d, 200_000, rng=8, xp="torch", device=device)
     with mp.workdps(20):
-        expected = float(theory.prf_mse("orthogonal", d, d, np.linalg.norm(x), np.linalg.norm(y), v))
+        expected = float(theory.prf_mse("orthogonal", d, v, x_norm=np.linalg.norm(x), y_norm=np.linalg.norm(y)))
     assert abs(est.z(expected)) < z_limit(1)
 
 

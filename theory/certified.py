@@ -231,29 +231,26 @@ def _cos(coupling, d):
     return arb(c.numerator) / c.denominator
 
 
-_WIDTH_DOC = """
-    prec : int >= 16
+def _documented(summary, args):
+    """numpydoc docstring of a certified function: summary, Parameters (with the shared
+    precision arguments), Returns and Raises."""
+    shared = """    prec : int >= 16, default 128
         Starting working precision in bits.
-    min_digits : real >= 0, optional
-        Correct significant digits the ball must carry (default 1): the
-        precision is doubled until it does, up to ``max_prec``; then
+    min_digits : real >= 0, default 1
+        Correct significant digits the ball must carry: the precision is
+        doubled until it does, up to ``max_prec``, then
         :class:`~theory.errors.CertificationError`.  0 accepts any valid ball.
     max_prec : int, optional
-        Default 16 * prec.
+        Largest precision tried (default 16 * prec).
 """
+    return (f"{summary}\n\n    Parameters\n    ----------\n{args}{shared}\n    Returns\n    -------\n"
+            "    flint.arb\n        A ball that contains the exact value.\n\n    Raises\n    ------\n"
+            "    theory.errors.CertificationError\n        The ball stays wider than ``min_digits`` allow.\n"
+            "    theory.errors.ConvergenceError\n        A series exceeds its term or time budget.\n    ")
 
 
 @_entry
 def conformity(coupling, d, v, prec=128, min_digits=1, max_prec=None):
-    """Rigorous enclosure of the PRF conformity of a named coupling (registry hook ``certified_prf_conformity``).
-
-    Parameters
-    ----------
-    coupling : str
-    d : int
-    v : real >= 0
-        Enclosed exactly (a decimal string exactly, a float as its binary value).
-    """
     coupling = check_coupling(coupling, has="certified_prf_conformity")
     d = check_dimension(d, coupling)
     func = hook(coupling, "certified_prf_conformity")
@@ -268,7 +265,6 @@ register("simplex", "certified_prf_conformity", lambda d, vv: _taylor_ball(d, vv
 
 @_entry
 def conformity_at_angle(d, v, cos_theta, prec=128, min_digits=1, max_prec=None):
-    """Rigorous enclosure of rho_theta for an exact cos(theta) (str, int, Fraction or float)."""
     d = check_dimension(d)
 
     def compute(bits):
@@ -281,7 +277,6 @@ def conformity_at_angle(d, v, cos_theta, prec=128, min_digits=1, max_prec=None):
 
 @_entry
 def rff_conformity(coupling, d, z, prec=128, min_digits=1, max_prec=None):
-    """Rigorous enclosure of E[cos(w_i.z) cos(w_j.z)] (registry hook ``certified_rff_conformity``)."""
     coupling = check_coupling(coupling, has="certified_rff_conformity")
     d = check_dimension(d, coupling)
     func = hook(coupling, "certified_rff_conformity")
@@ -297,7 +292,6 @@ register("simplex", "certified_rff_conformity",
 
 @_entry
 def orthogonality_gap_bracket(d, v, prec=128, min_digits=1, max_prec=None):
-    """Enclosure of e^{v^2} - rho_ORF (the PRF gap divided by e^{-2x^2-2y^2} P/m^2, Cor 4.4)."""
     d = check_dimension(d)
     return _tight(lambda bits: conformity("iid", d, v, bits, 0) - conformity("orthogonal", d, v, bits, 0),
                   prec, min_digits, max_prec, f"certified.orthogonality_gap_bracket({d}, {v!r})")
@@ -305,15 +299,30 @@ def orthogonality_gap_bracket(d, v, prec=128, min_digits=1, max_prec=None):
 
 @_entry
 def rff_gap_bracket(d, z, prec=128, min_digits=1, max_prec=None):
-    """Enclosure of e^{-z^2} - rho^RFF_ORF (the RFF gap divided by P/m^2, Thm 4.5); its sign is the gap's."""
     d = check_dimension(d)
     return _tight(lambda bits: rff_conformity("iid", d, z, bits, 0) - rff_conformity("orthogonal", d, z, bits, 0),
                   prec, min_digits, max_prec, f"certified.rff_gap_bracket({d}, {z!r})")
 
 
-for _f in (conformity, conformity_at_angle, rff_conformity, orthogonality_gap_bracket, rff_gap_bracket):
-    _f.__doc__ += "\n\n    Other Parameters\n    ----------------" + _WIDTH_DOC
-del _f
+_V = "    v : real >= 0\n        :math:`v = \\|x + y\\|`, enclosed exactly (a decimal string exactly, a float as its binary value).\n"
+_Z = "    z : real >= 0\n        :math:`z = \\|x - y\\|`, enclosed exactly.\n"
+_C = "    coupling : str\n        A coupling with a certified closed form.\n"
+_D = "    d : int\n        Data dimensionality.\n"
+conformity.__doc__ = _documented(
+    "Rigorous enclosure of the PRF conformity of a named coupling (registry hook ``certified_prf_conformity``).",
+    _C + _D + _V)
+conformity_at_angle.__doc__ = _documented(
+    "Rigorous enclosure of :math:`\\rho_\\theta` (eq. ``theta_conformity``) for an exact cos(theta).",
+    _D + _V + "    cos_theta : real in [-1, 1]\n        Enclosed exactly (str, int, Fraction or float).\n")
+rff_conformity.__doc__ = _documented(
+    "Rigorous enclosure of :math:`\\mathbb E[\\cos(w_i^\\top z)\\cos(w_j^\\top z)]` "
+    "(registry hook ``certified_rff_conformity``).", _C + _D + _Z)
+orthogonality_gap_bracket.__doc__ = _documented(
+    "Enclosure of :math:`e^{v^2} - \\rho_{\\mathrm{ORF}}` (the PRF gap over :math:`e^{-2x^2-2y^2}P/m^2`, Cor 4.4).",
+    _D + _V)
+rff_gap_bracket.__doc__ = _documented(
+    "Enclosure of :math:`e^{-z^2} - \\rho^{\\mathrm{RFF}}_{\\mathrm{ORF}}` (the RFF gap over :math:`P/m^2`, "
+    "Thm 4.5); its sign is the gap's.", _D + _Z)
 
 
 @dataclass(frozen=True)
