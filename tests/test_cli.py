@@ -74,6 +74,14 @@ def test_montecarlo_help_lists_audit(tmp_path):
 # bad arguments: one line on stderr, exit 2
 
 
+def _main_of(module):
+    """The in-process entry point of ``python -m module``."""
+    import importlib
+
+    entry = {"montecarlo": "montecarlo.__main__", "paper_checks": "paper_checks.__main__"}.get(module, module)
+    return importlib.import_module(entry).main
+
+
 @pytest.mark.parametrize("args, message", [
     (["montecarlo.optimum", "--d", "1"], "argument --d: must be an integer >= 2, got 1"),
     (["montecarlo.optimum", "--v", "-1"], "argument --v: must be a finite real >= 0"),
@@ -89,13 +97,22 @@ def test_montecarlo_help_lists_audit(tmp_path):
     (["paper_checks", "-n", "abc"], "argument -n/--workers: expected an integer, got 'abc'"),
     (["paper_checks", "-n", "-1"], "argument -n/--workers: must be an integer >= 0"),
 ])
-def test_bad_argument_is_one_line(tmp_path, args, message):
-    proc = _run(args, tmp_path, timeout=60)
-    assert proc.returncode == 2, proc.stderr
+def test_bad_argument_is_one_line(tmp_path, monkeypatch, capsys, args, message):
+    """In process (the ``python -m`` entry points are exercised by the subprocess tests above and below)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        _main_of(args[0])(args[1:])
+    assert exc.value.code == 2
     prog = "python -m " + (args[0] if args[0] != "montecarlo" or args[1] == "bogus" else "montecarlo audit")
-    line = _one_error_line(proc.stderr, prog)
+    line = _one_error_line(capsys.readouterr().err, prog)
     assert message in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_argument_through_python_m(tmp_path):
+    proc = _run(["montecarlo.optimum", "--d", "1"], tmp_path)
+    assert proc.returncode == 2
+    assert "argument --d: must be an integer >= 2" in _one_error_line(proc.stderr, "python -m montecarlo.optimum")
 
 
 # ---------------------------------------------------------------------------
