@@ -295,7 +295,8 @@ def _pdf_at_fixed_angle(coupling):
 
 
 register("iid", "pair_pdf", lambda w, d: pdf_wij_iid(w, d))
-register("orthogonal", "pair_pdf", _pdf_at_fixed_angle("orthogonal"))
+# at theta = pi/2 Lemma 4.2 reduces to the chi_2d density (eq. chi_2d_dist): the closed form, not the integral
+register("orthogonal", "pair_pdf", lambda w, d: pdf_chi(w, 2 * d))
 register("simplex", "pair_pdf", _pdf_at_fixed_angle("simplex"))
 
 
