@@ -17,10 +17,11 @@ import numpy as np
 from mpmath import mp
 
 from montecarlo._cli import atomic_write, check_output_dir
+from montecarlo.experiments.uci import ENV_VAR
 from theory.validation import check_bool, check_choice, check_int
 
-#: Environment variable naming the UCI data directory (Figs. 8 and 10).
-UCI_ENV = "SIMPLEX_RF_UCI_DIR"
+#: Environment variable naming the UCI data directory (Figs. 8 and 10): the loader's, one home.
+UCI_ENV = ENV_VAR
 #: Array backends of the Monte Carlo parts.
 BACKENDS = ("numpy", "torch")
 #: Precision range of the analytic curves (mpmath decimal digits); above 200 the curves take minutes.
