@@ -48,8 +48,8 @@ def th(fn, *args, **kwargs):
 
 
 def prf_mse_theory(coupling, d, m, x, y, kernel="gaussian"):
-    return th(theory.prf_mse, coupling, d, m, float(np.linalg.norm(x)), float(np.linalg.norm(y)),
-              float(np.linalg.norm(x + y)), kernel=kernel)
+    return th(theory.prf_mse, coupling, d, float(np.linalg.norm(x + y)), m=m, x_norm=float(np.linalg.norm(x)),
+              y_norm=float(np.linalg.norm(y)), kernel=kernel)
 
 
 # ---------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def test_rff_conformity_and_mse_match_theory(coupling, d, z):
             assert abs(conf.z(wrong)) > lim
     x, y = points(d, 0.5, delta=z / 2, seed=d)
     mse = mc.empirical_mse(coupling, x, y, d, 200_000, kernel="rff", rng=11 * d)
-    assert abs(mse.z(th(theory.rff_mse, coupling, d, d, z))) < lim
+    assert abs(mse.z(th(theory.rff_mse, coupling, d, z, m=d))) < lim
 
 
 # ---------------------------------------------------------------------------
