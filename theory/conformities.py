@@ -309,6 +309,11 @@ def theta_conformity_series(d, v, cos_theta, max_terms=20_000):
 #: breakpoints) is used.
 TAYLOR_MAX = 64
 
+#: For odd d the RFF forms at an angle evaluate many half-integer-degree 1F1s, each costing about
+#: 1.45 z^2/2 guard bits once z^2/2 > d (see theory._hypergeometric): they are attempted up to
+#: z^2/2 = max(d, ODD_RFF_Y_MAX), and again from the asymptotic range z^2/2 >= 4 (d + 1)^2 on.
+ODD_RFF_Y_MAX = 2000
+
 
 @guarded(grid=("d", "v", "cos_theta"))
 def conformity_at_angle(d, v, cos_theta):
@@ -435,6 +440,11 @@ def _rff_at_angle(d, zz, c):
     y = half_square(zz)
     if c == 0 or y == 0:
         return hyp1f1_neg(mp.mpf(d), mp.mpf(d) / 2, y, "RFF conformity 1F1(d; d/2; -z^2/2)")
+    if d % 2 and max(d, ODD_RFF_Y_MAX) < y < 4 * (d + 1) ** 2 + 2 * mp.prec:
+        raise ConvergenceError(
+            f"RFF conformity at an angle: z^2/2 = {mp.nstr(y, 6)} is outside the reachable domain for odd d = {d} "
+            f"(z^2/2 <= max(d, {ODD_RFF_Y_MAX}) or >= 4 (d + 1)^2: in between each of the many 1F1 evaluations "
+            "needs about 1.45 z^2/2 guard bits); use an even d nearby")
     if abs(c) * y <= TAYLOR_MAX:
         return _rff_even_taylor(d, zz, c)
     return _rff_quad(d, y, c)

@@ -406,8 +406,13 @@ def rff_conformity(coupling, d, z):
     The value is returned with relative accuracy even where it is tiny (e.g.
     :math:`-8.196\times10^{-205}` at d = 1024, z = 20) or changes sign; at an
     exact zero no relative accuracy exists and ConvergenceError is raised.
-    Domain: d >= 1, :math:`0 \le z \le 10^{300}` (routes: :mod:`theory._hypergeometric`
-    and :func:`theory.rff_conformity_at_angle`).
+
+    Domain (routes: :mod:`theory._hypergeometric` and
+    :func:`theory.rff_conformity_at_angle`): even d, any :math:`0 \le z \le 10^{300}`;
+    odd d, :math:`z^2/2 \le 7000 + d` (orthogonal) or :math:`\le \max(d, 2000)`
+    (simplex), and :math:`z^2/2 \ge 4(d+1)^2 + 2p` (asymptotic expansion).  In
+    between, the half-integer-degree 1F1 needs about :math:`1.45z^2/2` guard
+    bits per evaluation: ConvergenceError within the time budget.
     """
     coupling = check_coupling(coupling, has="rff_conformity")
     d = check_dimension(d, coupling)
