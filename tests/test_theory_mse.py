@@ -7,13 +7,12 @@ import pytest
 from mpmath import mp
 
 import theory
+from paper_checks._compare import agrees
 
 DS = [2, 3, 4, 6, 16, 64, 256, 1024]
 ZS = ["0", "0.1", "1", "2.5", "5"]
 
 
-def close(a, b, digits):
-    return abs(a - b) <= max(abs(a), abs(b)) * mp.mpf(10) ** (-digits)
 
 
 def brute_force_prf_mse(coupling, d, m, xn, yn, v, kernel="gaussian"):
@@ -51,10 +50,10 @@ def test_prf_mse_against_pairwise_brute_force(coupling, d, m, xn, yn, v, kernel)
         ref = brute_force_prf_mse(coupling, d, m, xn, yn, v, kernel)
     with mp.workdps(30):
         got = theory.prf_mse(coupling, d, m, xn, yn, v, kernel=kernel)
-        assert close(got, ref, 25), (got, ref)
+        assert agrees(got, ref, 25), (got, ref)
         rho = theory.ensemble_conformity(theory.conformity(coupling, d, v), mp.exp(mp.mpf(v) ** 2), d, m) \
             if m > 1 else 0
-        assert close(theory.prf_mse_from_conformity(rho, m, xn, yn, v, kernel=kernel), ref, 25)
+        assert agrees(theory.prf_mse_from_conformity(rho, m, xn, yn, v, kernel=kernel), ref, 25)
 
 
 def test_brute_force_detects_wrong_block_structure():
@@ -63,7 +62,7 @@ def test_brute_force_detects_wrong_block_structure():
         got = theory.prf_mse("simplex", 4, 11, 1, 1, "1.5")
         rho_all = theory.conformity("simplex", 4, "1.5")
         wrong = theory.prf_mse_from_conformity(rho_all, 11, 1, 1, "1.5")
-        assert not close(got, wrong, 3)
+        assert not agrees(got, wrong, 3)
 
 
 @pytest.mark.parametrize("d,m", [(1, 1), (1, 5), (4, 4), (4, 9), (7, 20), (64, 130), (3, 2)])
@@ -87,7 +86,7 @@ def test_kernel_conversion():
             xn, yn = mp.sqrt(mp.fsum(a * a for a in x)), mp.sqrt(mp.fsum(b * b for b in y))
             lhs = theory.gaussian_kernel(dist)
             rhs = theory.softmax_kernel(dot) * theory.softmax_to_gaussian_factor(xn, yn)
-            assert close(lhs, rhs, 28)
+            assert agrees(lhs, rhs, 28)
 
 
 # ---------------------------------------------------------------------------
@@ -97,7 +96,7 @@ def test_kernel_conversion():
 @pytest.mark.parametrize("d", [2, 3, 8, 64, 1024])
 def test_v2_prefactor_printed_vs_sine_moment_form(d):
     with mp.workdps(30):
-        assert close(theory.simplex_v2_prefactor(d), theory.simplex_v2_prefactor_printed(d), 28)
+        assert agrees(theory.simplex_v2_prefactor(d), theory.simplex_v2_prefactor_printed(d), 28)
 
 
 def test_v2_prefactor_value_at_64():
@@ -113,10 +112,10 @@ def test_v2_prefactor_is_the_small_v_limit_of_the_exact_ratio(d, m):
     corrections ~1e-16) against the closed form."""
     with mp.workdps(40):
         r = theory.mse_ratio("simplex", "iid", d, "1e-8", m)
-        assert close(r, theory.simplex_v2_prefactor(d, m), 14)
+        assert agrees(r, theory.simplex_v2_prefactor(d, m), 14)
         assert theory.mse_ratio("simplex", "iid", d, 0, m) == theory.simplex_v2_prefactor(d, m)
         # and the orthogonal ratio tends to 1
-        assert close(theory.mse_ratio("orthogonal", "iid", d, "1e-8", m), 1, 14)
+        assert agrees(theory.mse_ratio("orthogonal", "iid", d, "1e-8", m), 1, 14)
 
 
 @pytest.mark.parametrize("d,v", list(itertools.product([3, 16, 64], ["0.1", "1", "2.5"])))
@@ -125,7 +124,7 @@ def test_mse_ratio_is_ratio_of_mses(d, v):
         v_ = mp.mpf(v)
         a = theory.prf_mse("simplex", d, d, v_ / 2, v_ / 2, v_)
         b = theory.prf_mse("orthogonal", d, d, v_ / 2, v_ / 2, v_)
-        assert close(theory.mse_ratio("simplex", "orthogonal", d, v), a / b, 27)
+        assert agrees(theory.mse_ratio("simplex", "orthogonal", d, v), a / b, 27)
         assert theory.mse_ratio("simplex", "iid", d, v) < theory.mse_ratio("orthogonal", "iid", d, v) < 1
 
 
@@ -144,8 +143,8 @@ def test_prf_orthogonality_gap_three_routes_and_positive(d, v):
         with mp.workdps(60):  # a difference of two MSEs: spare digits for the cancellation
             diff = theory.prf_mse("iid", d, m, xn, yn, v) - theory.prf_mse("orthogonal", d, m, xn, yn, v)
         assert gap > 0
-        assert close(gap, series, 25)
-        assert close(gap, diff, 20)
+        assert agrees(gap, series, 25)
+        assert agrees(gap, diff, 20)
 
 
 def test_prf_gap_printed_without_2k_disagrees():
@@ -168,7 +167,7 @@ def test_rff_orf_conformity_routes(d, z):
     with mp.workdps(30):
         closed = theory.rff_conformity("orthogonal", d, z)
         printed = theory.rff_orf_conformity_series(d, z)
-        assert close(closed, printed, 25)
+        assert agrees(closed, printed, 25)
         if d % 2 == 0:
             with mp.workdps(120):  # the finite alternating sum cancels: evaluate it with spare digits
                 z_ = mp.mpf(z)
@@ -176,7 +175,7 @@ def test_rff_orf_conformity_routes(d, z):
                 poly = mp.fsum(mp.rf(-n, j) / mp.rf(n, j) * (z_ * z_ / 2) ** j / mp.factorial(j)
                                for j in range(n + 1))
                 kummer = mp.exp(-z_ * z_ / 2) * poly
-            assert close(closed, kummer, 25)
+            assert agrees(closed, kummer, 25)
 
 
 @pytest.mark.parametrize("d,z", [(3, "1"), (4, "2.5"), (16, "1"), (7, "0.3")])
@@ -191,7 +190,7 @@ def test_rff_orf_conformity_against_bessel_quadrature(d, z):
             return theory.pdf_chi(w, 2 * d) * mp.gamma(h) * (z_ * w / 2) ** (1 - h) * mp.besselj(h - 1, z_ * w)
 
         q = mp.quad(f, [0, mp.sqrt(2 * d), 2 * mp.sqrt(2 * d), mp.inf])
-        assert close(q, theory.rff_conformity("orthogonal", d, z), 18)
+        assert agrees(q, theory.rff_conformity("orthogonal", d, z), 18)
 
 
 @pytest.mark.parametrize("d,m,z", [(4, 3, "0.7"), (16, 16, "1.3"), (5, 12, "2")])
@@ -205,16 +204,16 @@ def test_rff_mse_formula_by_pairs(d, m, z):
                       for i in range(m) for j in range(m) if i != j)
         ref = (m * (1 - mp.exp(-z_ * z_)) ** 2 / 2 + cov) / m ** 2
     with mp.workdps(30):
-        assert close(theory.rff_mse("orthogonal", d, m, z), ref, 25)
-        assert close(theory.rff_mse("iid", d, m, z), (1 - mp.exp(-z_ * z_)) ** 2 / (2 * m), 25)
+        assert agrees(theory.rff_mse("orthogonal", d, m, z), ref, 25)
+        assert agrees(theory.rff_mse("iid", d, m, z), (1 - mp.exp(-z_ * z_)) ** 2 / (2 * m), 25)
 
 
 def test_rff_ratio_limit_at_zero():
     with mp.workdps(30):
         for d, m in [(64, None), (8, 3), (4, 9)]:
             lim = theory.rff_mse_ratio("orthogonal", "iid", d, 0, m)
-            assert close(lim, theory.rff_mse_ratio("orthogonal", "iid", d, "1e-6", m), 10)
-        assert close(theory.rff_mse_ratio("orthogonal", "iid", 64, 0), 1 - mp.mpf(63) / 66, 28)
+            assert agrees(lim, theory.rff_mse_ratio("orthogonal", "iid", d, "1e-6", m), 10)
+        assert agrees(theory.rff_mse_ratio("orthogonal", "iid", 64, 0), 1 - mp.mpf(63) / 66, 28)
 
 
 @pytest.mark.parametrize("d", [2, 3, 4, 8, 64])
@@ -226,7 +225,7 @@ def test_rff_gap_sign_and_z_crit(d):
             for z in ("0.5", "2", "5", "10"):
                 y = mp.mpf(z) ** 2 / 2  # closed form for d = 2
                 gap = theory.rff_orthogonality_gap(2, z, 2)
-                assert gap > 0 and close(gap, mp.exp(-y) * (mp.exp(-y) - 1 + y) / 2, 25)
+                assert gap > 0 and agrees(gap, mp.exp(-y) * (mp.exp(-y) - 1 + y) / 2, 25)
             return
         for z in (zc / 4, zc / 2, zc * mp.mpf("0.99")):
             assert theory.rff_orthogonality_gap(d, z, d) > 0

@@ -8,12 +8,13 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
+from paper_checks._compare import agrees
 
 DIGITS = 25
 
 
 def close(a, b, digits=DIGITS):
-    return abs(a - b) <= max(abs(a), abs(b)) * mp.mpf(10) ** (-digits)
+    return agrees(a, b, digits)
 
 
 @pytest.mark.parametrize("d,z", list(itertools.product([2, 3, 8, 64, 1024], ["0", "0.1", "1", "2.5", "5"])))
