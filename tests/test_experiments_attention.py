@@ -2,7 +2,7 @@
 montecarlo.prf_features, stabilisation (no overflow, no coupling of batch items, causality), convergence
 to exact softmax attention, and the mechanism claim SimRF <= ORF <= IID attention error.
 
-One-sided z-tests at Z_CRIT = 3.09 (false-alarm probability 0.001 each); power: the reversed claim fails.
+One-sided z-tests at Z_ONE_SIDED = 3.09 (false-alarm probability 0.001 each); power: the reversed claim fails.
 """
 
 import math
@@ -13,8 +13,7 @@ import pytest
 
 import montecarlo as mc
 from montecarlo.experiments import attention as at
-
-Z_CRIT = 3.09
+from paper_checks._compare import Z_ONE_SIDED
 
 
 def _reference(Q, K, V, W, causal, scale=None):
@@ -216,8 +215,8 @@ def _assert_ordered(res, L, m):
     mean, se = res.output_mean, res.output_se
     for lo, hi in (("simplex", "orthogonal"), ("orthogonal", "iid")):
         z = (mean[hi, L, m] - mean[lo, L, m]) / math.hypot(se[hi, L, m], se[lo, L, m])
-        assert z > Z_CRIT, (lo, hi, L, m, z)
-        assert not -z > Z_CRIT  # power: the reversed claim fails
+        assert z > Z_ONE_SIDED, (lo, hi, L, m, z)
+        assert not -z > Z_ONE_SIDED  # power: the reversed claim fails
 
 
 def test_mechanism_simrf_orf_iid_attention_error():

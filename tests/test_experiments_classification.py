@@ -1,7 +1,7 @@
 """Kernel-regression classification (Sec. 5.3): exact and PRF classifiers against direct references,
 stabilisation, convergence to the exact kernel, and the paper's orderings on the UCI data.
 
-Statistical checks are one-sided z-tests at Z_CRIT = 3.09 (false-alarm probability 0.001 each under
+Statistical checks are one-sided z-tests at Z_ONE_SIDED = 3.09 (false-alarm probability 0.001 each under
 the null that the claimed ordering is false with zero gap), with a power check: the same test with
 the couplings swapped must fail.
 """
@@ -16,8 +16,8 @@ import pytest
 import montecarlo as mc
 from montecarlo.experiments import classification as cl
 from montecarlo.experiments import uci
+from paper_checks._compare import Z_ONE_SIDED
 
-Z_CRIT = 3.09
 UCI_DIR = uci.resolve_uci_dir()
 
 
@@ -163,7 +163,7 @@ def _z_better(hi, lo):
 
 
 def _z_within(a, b, delta):
-    """Equivalence (TOST) statistic for |a - b| < delta: reject 'differ by >= delta' when > Z_CRIT."""
+    """Equivalence (TOST) statistic for |a - b| < delta: reject 'differ by >= delta' when > Z_ONE_SIDED."""
     return (delta - abs(a.mean - b.mean)) / math.hypot(a.stderr, b.stderr)
 
 
@@ -191,14 +191,14 @@ def test_uci_orderings_fast_variants_and_simrf_plus(name, n_draws):
     fast = {c: cl.prf_accuracy(pad, c, pad.d, n_draws, rng=60 + i)
             for i, c in enumerate(("orthogonal", "fast_orthogonal", "simplex", "fast_simplex"))}
     for lo, hi in (("iid", "orthogonal"), ("orthogonal", "simplex"), ("orthogonal", "simplex_plus")):
-        assert _z_better(est[hi], est[lo]) > Z_CRIT, (lo, hi)
-        assert not _z_better(est[lo], est[hi]) > Z_CRIT
-    assert _z_within(est["simplex_plus"], est["simplex"], 0.04) > Z_CRIT
-    assert _z_better(fast["fast_simplex"], fast["fast_orthogonal"]) > Z_CRIT
+        assert _z_better(est[hi], est[lo]) > Z_ONE_SIDED, (lo, hi)
+        assert not _z_better(est[lo], est[hi]) > Z_ONE_SIDED
+    assert _z_within(est["simplex_plus"], est["simplex"], 0.04) > Z_ONE_SIDED
+    assert _z_better(fast["fast_simplex"], fast["fast_orthogonal"]) > Z_ONE_SIDED
     for c in ("orthogonal", "simplex"):
-        assert _z_within(fast["fast_" + c], fast[c], 0.03) > Z_CRIT
-    assert not _z_within(est["simplex"], est["orthogonal"], 0.04) > Z_CRIT  # power
-    assert not _z_within(fast["fast_simplex"], fast["fast_orthogonal"], 0.03) > Z_CRIT
+        assert _z_within(fast["fast_" + c], fast[c], 0.03) > Z_ONE_SIDED
+    assert not _z_within(est["simplex"], est["orthogonal"], 0.04) > Z_ONE_SIDED  # power
+    assert not _z_within(fast["fast_simplex"], fast["fast_orthogonal"], 0.03) > Z_ONE_SIDED
 
 
 def test_accuracy_approaches_exact_kernel_as_m_grows():
@@ -210,9 +210,9 @@ def test_accuracy_approaches_exact_kernel_as_m_grows():
     exact = cl.exact_accuracy(split)
     est = [cl.prf_accuracy(split, "simplex", k * split.d, 60, rng=100 + k) for k in (1, 10, 100)]
     for lo, hi in zip(est[:-1], est[1:]):
-        assert _z_better(hi, lo) > Z_CRIT
-    assert est[-1].mean <= exact + Z_CRIT * est[-1].stderr
-    assert exact - est[0].mean > Z_CRIT * est[0].stderr
+        assert _z_better(hi, lo) > Z_ONE_SIDED
+    assert est[-1].mean <= exact + Z_ONE_SIDED * est[-1].stderr
+    assert exact - est[0].mean > Z_ONE_SIDED * est[0].stderr
 
 
 def test_sigma_search_on_validation_split():
@@ -227,7 +227,7 @@ def test_sigma_search_on_validation_split():
     assert res.m == 70 and res.sigmas.shape == (7,)
     assert res.best_sigma <= res.best_exact_sigma / 4
     i, j = int(np.argmax(res.mean)), int(np.argmax(res.exact))
-    assert (res.mean[i] - res.mean[j]) / math.hypot(res.stderr[i], res.stderr[j]) > Z_CRIT
+    assert (res.mean[i] - res.mean[j]) / math.hypot(res.stderr[i], res.stderr[j]) > Z_ONE_SIDED
     assert 0.5 < res.best_sigma / uci.PAPER_SIGMAS["wifi"] < 2
     assert res.exact[j] - res.exact[i] >= 0.03
     split = uci.load_dataset("wifi", UCI_DIR).split(0, validation_fraction=0.05)

@@ -10,6 +10,7 @@ from scipy import stats
 import montecarlo as mc
 import theory
 from montecarlo import norm_coupling as nc
+from paper_checks._compare import Z_CRIT
 
 
 @pytest.mark.parametrize("kind", nc.KINDS)
@@ -44,9 +45,9 @@ def test_conformity_quadrature_against_monte_carlo(kind, d, v):
     s = b.sum(axis=1)
     per = (s * s - np.sum(b * b, axis=1)) / (d * (d - 1))
     z = (per.mean() - nc.conformity(d, v, kind)) / (per.std(ddof=1) / np.sqrt(per.size))
-    assert abs(z) <= 4.5, (kind, z)
+    assert abs(z) <= Z_CRIT, (kind, z)
     if kind == "equal" and d == 6:
-        assert abs((per.mean() - nc.conformity(d, v, "iid")) / (per.std(ddof=1) / np.sqrt(per.size))) > 4.5
+        assert abs((per.mean() - nc.conformity(d, v, "iid")) / (per.std(ddof=1) / np.sqrt(per.size))) > Z_CRIT
 
 
 def test_iid_closed_form_against_double_quadrature():
@@ -78,7 +79,7 @@ def test_equal_norms_beat_simplex_at_small_v_and_d4_mse():
         out[kind] = (err.mean(), err.std(ddof=1) / np.sqrt(err.size))
     ratio = out["equal"][0] / out["iid"][0]
     se = ratio * np.hypot(out["equal"][1] / out["equal"][0], out["iid"][1] / out["iid"][0])
-    assert abs(ratio - nc.mse_ratio_to_simplex(d, v, "equal")) < 4.5 * se
+    assert abs(ratio - nc.mse_ratio_to_simplex(d, v, "equal")) < Z_CRIT * se
     assert ratio < 0.5
 
 

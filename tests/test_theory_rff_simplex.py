@@ -8,7 +8,7 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
-from paper_checks._compare import agrees
+from paper_checks._compare import Z_CRIT, agrees
 
 DIGITS = 25
 
@@ -91,9 +91,9 @@ def test_simplex_rff_mse_against_monte_carlo(d, m, z):
                          [0, mp.pi / 4, mp.pi / 2])
         wrong = ((1 - mp.exp(-zz * zz)) ** 2 / 2 + w * (gc - mp.exp(-zz * zz))) / m
     zscore = (est.mean - float(expected)) / est.stderr
-    assert abs(zscore) <= 4.5, (est.mean, est.stderr, expected)
+    assert abs(zscore) <= Z_CRIT, (est.mean, est.stderr, expected)
     if d == 4:
-        assert abs((est.mean - float(wrong)) / est.stderr) > 4.5
+        assert abs((est.mean - float(wrong)) / est.stderr) > Z_CRIT
 
 
 def test_simplex_rff_loses_to_orf_at_small_z_and_wins_in_a_window():
