@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpmath import mp
 
-from montecarlo._cli import atomic_write, check_output_dir
+from theory._cli import atomic_write, check_output_dir
 from montecarlo.experiments.uci import ENV_VAR
 from theory.validation import check_bool, check_choice, check_int
 
@@ -117,7 +117,7 @@ class Context:
         arrays and numbers are converted to JSON lists and floats (full
         double precision; NaN and infinities as ``null``).  Each file is
         written under a temporary name and renamed into place
-        (:func:`montecarlo._cli.atomic_write`), the JSON last, so an
+        (:func:`theory._cli.atomic_write`), the JSON last, so an
         interrupted run never leaves a half-written file under a final name;
         PDF fonts are embedded as TrueType (:data:`FONT_RC`).
         """

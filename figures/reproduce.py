@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from montecarlo._cli import check_output_dir, int_arg, main_runner, make_parser, real_arg
+from theory._cli import check_output_dir, int_arg, main_runner, make_parser, real_arg
 
 
 PROG = "python -m figures.reproduce"

@@ -43,10 +43,10 @@ def test_bad_arguments_exit_with_message():
 
 
 @pytest.mark.parametrize("argv,status,message", [
-    (["zcrit", "--d", "64", "--dps", "-5"], 2, "--dps: must be between 1 and"),   # issue 11: was accepted
-    (["zcrit", "--d", "64", "--dps", "0"], 2, "--dps: must be between 1 and"),
-    (["zcrit", "--d", "64", "--dps", "ten"], 2, "--dps: must be an integer"),
-    (["ratio", "--d", "0", "--v", "1"], 2, "--d: must be >= 1"),
+    (["zcrit", "--d", "64", "--dps", "-5"], 2, "--dps: must be an integer >= 1 and <= 10000"),   # issue 11: was accepted
+    (["zcrit", "--d", "64", "--dps", "0"], 2, "--dps: must be an integer >= 1 and <= 10000"),
+    (["zcrit", "--d", "64", "--dps", "ten"], 2, "--dps: expected an integer"),
+    (["ratio", "--d", "0", "--v", "1"], 2, "--d: must be an integer >= 1, got 0"),
     (["ratio", "--d", "4", "--v", "-1"], 2, "v must be >= 0"),
     (["ratio", "--d", "4", "--v", "abc"], 2, "v must be a real number"),
     (["table", "--d", "4", "--vs", ","], 2, "--vs must list at least one value"),
@@ -59,7 +59,7 @@ def test_errors_are_one_line_with_status(argv, status, message, capsys):
     """Issue 11: one-line errors on stderr, exit 2 for bad arguments, 1 for no convergence."""
     assert main(argv) == status
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("python -m theory: "), err
+    assert err.count("\n") == 1 and err.startswith("python -m theory") and ": error: " in err, err
     assert message in err, err
 
 

@@ -248,13 +248,29 @@ def test_cor_4_6_error_is_order_1_over_d_squared(m, z):
     with mp.workdps(40):
         scaled, scaled_wrong = [], []
         for d in (256, 1024, 4096):
-            exact = theory.rff_mse_ratio("orthogonal", "iid", d, z, m)
-            asym = theory.rff_asymptotic_ratio(d, z, m)
+            exact = theory.rff_mse_ratio("orthogonal", "iid", d, z, m=m)
+            asym = theory.rff_asymptotic_ratio(d, z, m=m)
             scaled.append(d * d * (exact - asym))
             wrong = 1 - (1 - asym) / 2
             scaled_wrong.append(d * d * (exact - wrong))
         assert abs(scaled[2] - scaled[1]) < 0.05 * abs(scaled[1])
         assert abs(scaled_wrong[2]) > 3.5 * abs(scaled_wrong[1])
+
+
+@pytest.mark.parametrize("z", ["1", "2"])
+def test_cor_4_6_error_at_m_equal_d_is_order_1_over_d(z):
+    """With m = d the neglected terms carry the pair weight P/m = d - 1, so the error is
+    O(1/d), as rff_asymptotic_ratio's docstring states: d (exact - asymptotic) settles to a
+    constant while d^2 (exact - asymptotic) grows fourfold per fourfold d."""
+    with mp.workdps(40):
+        by_d, by_d2 = [], []
+        for d in (256, 1024, 4096):
+            err = theory.rff_mse_ratio("orthogonal", "iid", d, z) - theory.rff_asymptotic_ratio(d, z)
+            by_d.append(d * err)
+            by_d2.append(d * d * err)
+        assert abs(by_d[2] - by_d[1]) < 0.02 * abs(by_d[1])
+        assert 3.5 < by_d2[2] / by_d2[1] < 4.5
+        assert abs(by_d[2]) < 2
 
 
 # ---------------------------------------------------------------------------

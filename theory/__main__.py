@@ -17,15 +17,14 @@ computed.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from mpmath import mp
 
 from ._checks import PRF_COUPLINGS
+from ._cli import int_arg, main_runner, make_parser, real_arg
 from ._context import budget, precision
 from .conformities import conformity
-from .errors import NoConvergence
 from .mse import mse_ratio, rff_mse_ratio, simplex_v2_prefactor, z_crit
 
 #: Largest --dps accepted by the command line.
@@ -34,111 +33,60 @@ MAX_CLI_DPS = 10_000
 PROG = "python -m theory"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit status 2)."""
-
-    def error(self, message):
-        raise _UsageError(message)
-
-
-class _UsageError(Exception):
-    pass
-
-
-def _dps(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 1 <= value <= MAX_CLI_DPS:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_CLI_DPS}, got {value}")
-    return value
-
-
-def _positive_int(name):
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-        return value
-
-    return parse
-
-
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
 def build_parser():
-    parser = _Parser(prog=PROG, description=__doc__.split("\n")[0],
-                     epilog="Exit status: 0 ok, 1 no convergence, 2 bad arguments.")
+    parser = make_parser(PROG, __doc__.split("\n")[0],
+                         epilog="Exit status: 0 ok, 1 no convergence, 2 bad arguments, 130 interrupted.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_common(p, need_v=True):
-        p.add_argument("--d", type=_positive_int("d"), required=True, help="dimensionality d")
+        p.add_argument("--d", type=int_arg(1), required=True, help="dimensionality d")
         if need_v:
             p.add_argument("--v", type=str, required=True, help="v = ||x + y|| (a decimal string is exact)")
-        p.add_argument("--dps", type=_dps, default=30,
-                       help=f"decimal digits of working precision, 1..{MAX_CLI_DPS} (default 30)")
-        p.add_argument("--seconds", type=_seconds, default=None,
-                       help="time budget per computation in seconds (default: theory's, 30)")
+        p.add_argument("--dps", type=int_arg(1, MAX_CLI_DPS), default=30, help="decimal digits of working precision")
+        p.add_argument("--seconds", type=real_arg(0, strict=True), default=30.0,
+                       help="time budget per computation in seconds")
+
+    def add_m(p):
+        p.add_argument("--m", type=int_arg(1), default=None, help="number of features (default d)")
 
     p = sub.add_parser("ratio", help="PRF MSE ratios ORF/IID and SimRF/IID (and SimRF/ORF) at one v")
     add_common(p)
-    p.add_argument("--m", type=_positive_int("m"), default=None, help="number of features (default d)")
+    add_m(p)
     p = sub.add_parser("conformity", help="RF-conformity of one coupling")
     add_common(p)
     p.add_argument("--coupling", choices=PRF_COUPLINGS, required=True)
     p = sub.add_parser("table", help="table of PRF MSE ratios against v (rows printed as computed)")
     add_common(p, need_v=False)
-    p.add_argument("--m", type=_positive_int("m"), default=None)
-    p.add_argument("--vs", type=str, default="0,0.1,0.25,0.5,1,1.5,2,3,4",
-                   help="comma-separated v values")
+    add_m(p)
+    p.add_argument("--vs", type=str, default="0,0.1,0.25,0.5,1,1.5,2,3,4", help="comma-separated v values")
     p = sub.add_parser("rff-ratio", help="RFF MSE ratio ORF/IID at one z")
     p.add_argument("--z", type=str, required=True, help="z = ||x - y||")
     add_common(p, need_v=False)
-    p.add_argument("--m", type=_positive_int("m"), default=None)
+    add_m(p)
     p = sub.add_parser("prefactor", help="v^2 prefactor of the SimRF MSE (Sec. 5.1)")
     add_common(p, need_v=False)
-    p.add_argument("--m", type=_positive_int("m"), default=None)
+    add_m(p)
     p = sub.add_parser("zcrit", help="z_crit(d) below which ORFs beat IIDRFs for RFFs")
     add_common(p, need_v=False)
     return parser
 
 
 def main(argv=None, out=None):
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (the contract of :func:`theory._cli.main_runner`)."""
     out = sys.stdout if out is None else out
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except _UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    try:
+
+    def body(argv):
+        args = build_parser().parse_args(argv)
         # the command line owns its process: the global precision is set too, for the arithmetic on results
-        with precision(dps=args.dps), mp.workdps(args.dps), budget(args.seconds or 30.0):
+        with precision(dps=args.dps), mp.workdps(args.dps), budget(args.seconds):
             for line in _run(args):
                 print(line, file=out, flush=True)
-    except NoConvergence as exc:
-        print(f"{PROG}: no convergence: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 1
-    except (ValueError, TypeError) as exc:
-        print(f"{PROG}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    return 0
+        return 0
+
+    try:
+        return main_runner(PROG, body, argv)
+    except SystemExit as exc:  # argparse: --help (0) and bad options (2)
+        return exc.code if isinstance(exc.code, int) else 2
 
 
 def _digits(value, dps):

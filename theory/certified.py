@@ -191,8 +191,10 @@ def _sin_moment_first(d):
 
 def _taylor_ball(d, x, c, even_only=False):
     """Sum of the Taylor expansion in c of E_phi[M(d, d/2, x(1 + c sin phi))] with a
-    rigorous remainder ball.  For x >= 0 the remainder uses the term ratio bound;
-    for x < 0 (RFF, even terms only) the majorant with M(., ., |x|)."""
+    rigorous remainder ball.  The remainder is the term-ratio bound on the majorant
+    (|c||x|)^p/p! (d)_p/(d/2)_p R_p |M(d+p, d/2+p, .)|, with M(d+p, d/2+p, |x|) for x >= 0
+    and 1 for x < 0 (RFF, even terms only; the Bessel bound in
+    theory.conformities._rff_even_taylor)."""
     h = arb(d) / 2
     ax = abs(x)
     if c == 0 or x == 0:
@@ -215,7 +217,9 @@ def _taylor_ball(d, x, c, even_only=False):
             total += coef * _hyp1f1(x, d + p, h + p) * r_prev
         q = cabs * ax / (p + 1) * (arb(d + p) / (h + p))
         if q < 1 and p >= 2:
-            t_major = coef_abs * _hyp1f1(ax, d + p, h + p) * r_prev
+            # |M^{(p)}| <= M^{(p)}(|x|) for x >= 0; for x < 0 (RFF) <= M^{(p)}(0) = (d)_p/(d/2)_p, which
+            # coef_abs already holds (theory.conformities._rff_even_taylor has the proof)
+            t_major = coef_abs * (_hyp1f1(ax, d + p, h + p) if x >= 0 else 1) * r_prev
             bound = t_major * q / (1 - q)
             if bound.upper() < total.mid().abs_lower() * arb(2) ** (-flint.ctx.prec) or bound.upper() < arb(2) ** (
                     -2 * flint.ctx.prec):

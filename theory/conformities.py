@@ -468,11 +468,17 @@ def _rff_even_taylor(d, zz, c):
     :math:`g(c) = \mathbb{E}_\phi[M(d,\frac d2,-\frac{z^2}{2}(1+c\sin\phi))]`, i.e. the
     even terms of the Taylor expansion in :math:`\cos\theta` at :math:`x = -z^2/2`.
 
-    Remainder: the coefficients of M are positive, so
-    :math:`|M^{(p)}(x)| \le M^{(p)}(|x|)` and the p-th term is at most
-    :math:`T_p = \frac{(|c||x|)^p}{p!}M^{(p)}(|x|)R_p`, whose ratios are bounded by
+    Remainder: :math:`M(d,\frac d2,-t) = \mathbb E[{}_0F_1(;\frac d2;-tw^2/2)]` with
+    :math:`w\sim\chi_{2d}` (the ORF form of App. A.5), so
+    :math:`M^{(p)}(-t) = \mathbb E[(-w^2/2)^p\,{}_0F_1(;\frac d2+p;-tw^2/2)]/(\frac d2)_p`, and
+    :math:`|{}_0F_1(;b;-u)| \le 1` for :math:`b \ge \frac12` (the Bessel bound
+    :math:`|\Gamma(\nu+1)(2/x)^\nu J_\nu(x)| \le 1`, :math:`\nu \ge -\frac12`) gives
+    :math:`|M^{(p)}(-t)| \le \mathbb E[(w^2/2)^p]/(\frac d2)_p = (d)_p/(\frac d2)_p = M^{(p)}(0)`
+    for every :math:`t \ge 0`.  The p-th term is therefore at most
+    :math:`T_p = \frac{(|c||x|)^p}{p!}\frac{(d)_p}{(d/2)_p}R_p`, whose ratios are bounded by
     the non-increasing :math:`q_p = \frac{|c||x|}{p+1}\frac{d+p}{d/2+p}`; the sum of the
-    terms after p is at most :math:`T_pq_p/(1-q_p)` once :math:`q_p<1`.
+    terms after p is at most :math:`T_pq_p/(1-q_p)` once :math:`q_p<1` (a bound free of
+    :math:`e^{|x|}`, which the cruder :math:`M^{(p)}(|x|)` would carry).
     """
     h = mp.mpf(d) / 2
     dd = mp.mpf(d)
@@ -512,7 +518,7 @@ def _rff_even_taylor(d, zz, c):
         q = abs(c) * ax / (p + 1) * (d + p) / (h + p)
         if q >= 1:
             return mp.inf
-        t = coef(p, abs(c) * ax) * hyp1f1_pos(dd + p, h + p, ax, what) * sin_moment(p)
+        t = coef(p, abs(c) * ax) * sin_moment(p)  # |M^{(p)}(-t)| <= (d)_p/(d/2)_p, included in coef
         return t * q / (1 - q)
 
     return sum_series(make_terms, remainder=remainder, what=what)

@@ -54,14 +54,14 @@ from ._checks import (
     to_mpf,
 )
 from .registry import check_dimension
+from .validation import check_choice
 
 KERNELS = ("gaussian", "softmax")
 
 
-def _check_kernel(kernel):
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of 'gaussian', 'softmax', got {kernel!r}")
-    return kernel
+def check_kernel(kernel):
+    """``kernel`` if it is one of :data:`KERNELS`; ValueError (TypeError for a non-string) otherwise."""
+    return check_choice(kernel, "kernel", KERNELS)
 
 
 @guarded(grid=("distance",))
@@ -241,7 +241,7 @@ def prf_mse_from_conformity(rho, v, *, m, x_norm, y_norm, kernel="gaussian"):
     """
     m = check_int(m, "m", 1)
     xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
-    _check_kernel(kernel)
+    check_kernel(kernel)
     v2 = square(vv)
     e1 = mp.exp(v2)
     diag = e1 * mp.expm1(v2)

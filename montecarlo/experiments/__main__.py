@@ -14,7 +14,7 @@ name another copy.  Progress goes to stderr (``--quiet`` silences it);
 failures print one line ``python -m montecarlo.experiments: error: ...`` on
 stderr and exit with status 2 (bad arguments, missing or malformed data) or 1
 (out of memory, no convergence), as every command line of the toolkit
-(:mod:`montecarlo._cli`).
+(:mod:`theory._cli`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from montecarlo._cli import int_arg, main_runner, make_parser, real_arg
+from theory._cli import int_arg, main_runner, make_parser, real_arg
 
 from . import attention, classification, gram, uci
 
@@ -135,7 +135,7 @@ def _parser():
 def main(argv=None):
     """Run the command line; returns the exit status (0 success, 2 bad arguments or data, 1 other failure).
 
-    Errors follow the toolkit's contract (:func:`montecarlo._cli.main_runner`): one line
+    Errors follow the toolkit's contract (:func:`theory._cli.main_runner`): one line
     ``python -m montecarlo.experiments: error: ...`` on stderr, status 2 for bad input (a missing or
     malformed data file included), 1 for out of memory or no convergence, 130 for Ctrl-C.
     """

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 import montecarlo as mc
+from theory.kernels import check_kernel
 
 from ._common import (
     CHUNK_ELEMENTS,
     check_array,
     check_bool,
     check_budget,
-    check_choice,
     check_coupling,
     check_couplings,
     check_int,
@@ -43,23 +43,18 @@ from ._common import (
     seed_entropy,
 )
 
-_KERNELS = ("gaussian", "softmax")
 
 
 def exact_gram(X, kernel="gaussian"):
     r"""Exact Gram matrix: :math:`e^{-\|x_a-x_b\|^2/2}` (Gaussian) or :math:`e^{x_a^\top x_b}` (softmax)."""
     X = check_array(X, "X", 2)
-    _check_kernel(kernel)
+    check_kernel(kernel)
     check_budget(X.shape[0] ** 2, "the (N, N) Gram matrix", "use fewer points")
     g = X @ X.T
     if kernel == "softmax":
         return np.exp(g)
     sq = np.diag(g)
     return np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2 * g, 0.0))
-
-
-def _check_kernel(kernel):
-    return check_choice(kernel, "kernel", _KERNELS)
 
 
 def gram_errors(X, W, kernel="gaussian", relative=False):
@@ -80,7 +75,7 @@ def gram_errors(X, W, kernel="gaussian", relative=False):
         :math:`\sum_{ab}(\mathbf K_{ab} - \phi(x_a)^\top\phi(x_b))^2` per draw.
     """
     X = check_array(X, "X", 2)
-    _check_kernel(kernel)
+    check_kernel(kernel)
     relative = check_bool(relative, "relative")
     single = np.ndim(W) == 2
     if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
@@ -129,7 +124,7 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     return_samples = check_bool(return_samples, "return_samples")
-    _check_kernel(kernel)
+    check_kernel(kernel)
     W = mc.sample_weights(coupling, X.shape[1], m, rng=rng, n_draws=n_draws)
     err = gram_errors(X, W, kernel, relative)
     est = mc.Estimate(float(err.mean()), float(err.std(ddof=1) / np.sqrt(n_draws)), n_draws)

@@ -1,11 +1,12 @@
-"""Plumbing shared by the command lines of :mod:`montecarlo` (and :mod:`figures`).
+"""Plumbing shared by every command line of the toolkit (:mod:`theory`, :mod:`montecarlo`,
+:mod:`figures`, :mod:`paper_checks`); it lives in the lowest layer so that all of them can use it.
 
 Every command line of the toolkit follows one contract: ``--help`` prints the
 options with their help text and defaults and runs nothing; a bad option is
 one line on stderr and exit status 2 (argparse's convention); a failure while
 computing is one line ``PROG: error: ...`` on stderr and a non-zero status,
 never a traceback; long work reports progress on stderr.  This module holds
-the argument types and the runner that implement it.
+the argument types, the runner and the atomic file writes that implement it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 import os
 import sys
 
-from theory.errors import ConvergenceError
+from .errors import NoConvergence
 
 __all__ = ["OneLineParser", "atomic_write", "check_output_dir", "int_arg", "main_runner", "make_parser",
            "real_arg"]
@@ -76,7 +77,8 @@ def main_runner(prog, body, argv=None):
     Bad input found after parsing (ValueError, TypeError, an
     :class:`~montecarlo._checks.AllocationError`) is one line ``PROG: error:
     ...`` on stderr with status 2; a computation that did not converge
-    (:class:`theory.errors.ConvergenceError`) or ran out of memory, status 1;
+    (any :class:`mpmath.NoConvergence`, :class:`theory.errors.ConvergenceError` included)
+    or ran out of memory, status 1;
     Ctrl-C, status 130.  argparse's own exits (``--help``: 0, bad options: 2)
     pass through.
     """
@@ -85,7 +87,7 @@ def main_runner(prog, body, argv=None):
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except ConvergenceError as exc:
+    except NoConvergence as exc:
         print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except (ValueError, TypeError) as exc:
