@@ -31,6 +31,7 @@ from theory.validation import (
     check_rng,
     describe as _describe,
 )
+from theory.kernels import KERNELS as THEORY_KERNELS
 
 #: The couplings, one spelling each, in registry order.
 COUPLINGS = names()
@@ -39,7 +40,9 @@ EXACT_COUPLINGS = names(exact=True)
 #: Couplings with an HD-product in place of the Haar rotation (App. B.2), blocks of 2^k rows.
 FAST_COUPLINGS = tuple(rec.name for rec in RECORDS if rec.block == "pow2")
 
-KERNELS = ("gaussian", "softmax", "rff")
+#: The kernels of positive random features (theory's), and all kernels (the RFF one too).
+PRF_KERNELS = THEORY_KERNELS
+KERNELS = PRF_KERNELS + ("rff",)
 
 #: Largest number of entries of one array that an argument (a count, a dimension) may size:
 #: 2^28 (2 GiB of float64).  Change it for a bigger machine; the checks read it at call time.

@@ -53,11 +53,10 @@ import array_api_compat
 import numpy as np
 
 from ._backend import backend_name, exp_inplace
-from ._checks import ArgumentTypeError, check_budget, check_data, check_kernel, check_weights
+from ._checks import PRF_KERNELS, ArgumentTypeError, check_budget, check_data, check_kernel, check_weights
 from theory.validation import describe
 from .couplings import RandomProjection
 
-PRF_KERNELS = ("gaussian", "softmax")
 STABILIZE = (None, "row", "global")
 
 
