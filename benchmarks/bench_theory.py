@@ -112,6 +112,8 @@ def probe_domain(seconds=30.0, dps=30, ds=DOMAIN_DS, xs=DOMAIN_XS):
                     status = "no convergence: " + str(exc).splitlines()[0][:90]
                 except (ValueError, TypeError) as exc:
                     status = "refused: " + str(exc).splitlines()[0][:90]
+                except Exception as exc:  # a crash is a finding: record it and go on
+                    status = f"CRASH {type(exc).__name__}: " + str(exc).splitlines()[0][:80]
                 rows.append((d, x, status, time.perf_counter() - t0))
                 print(f"  {name:34s} d = {d:<6d} x = {x:<6s} {status[:40]:40s} {rows[-1][3]:7.2f} s", flush=True)
     return out

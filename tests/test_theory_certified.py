@@ -77,3 +77,19 @@ def test_bad_input():
         C.conformity("simplex_plus", 4, 1)
     with pytest.raises(ValueError, match="v must be >= 0"):
         C.conformity("simplex", 4, "-1")
+
+
+@pytest.mark.parametrize("coupling,v", [("simplex", "1e300"), ("simplex", "1e160"), ("orthogonal", "1e300")])
+def test_huge_v_is_a_convergence_error_not_an_overflow(coupling, v):
+    """Found by ``benchmarks/bench_theory.py --domain``: v = 1e300 made the Taylor-domain check
+    convert |cos theta| v^2/2 = 7.9e597 to a float and crash with OverflowError."""
+    from theory.errors import ConvergenceError
+
+    if coupling == "orthogonal":  # cos theta = 0: no Taylor series; a finite ball or the loud failure
+        try:
+            assert C.conformity(coupling, 64, v, prec=128, min_digits=0).is_finite()
+        except ConvergenceError:
+            pass
+        return
+    with pytest.raises(ConvergenceError, match=r"\|cos theta\| x = 7\.9365e\+(597|317)"):
+        C.conformity(coupling, 64, v, prec=128)

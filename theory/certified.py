@@ -199,11 +199,11 @@ def _taylor_ball(d, x, c, even_only=False):
     ax = abs(x)
     if c == 0 or x == 0:
         return _hyp1f1(x, d, h)
-    cabs_x = float((abs(c) * ax).upper())
-    if cabs_x > TAYLOR_MAX:
+    size = (abs(c) * ax).upper()  # an arb: v^2/2 overflows a float beyond v ~ 1e154
+    if size > TAYLOR_MAX:
         raise ConvergenceError(
-            f"certified Taylor series: |cos theta| x = {cabs_x:.4g} needs about {int(2.8 * cabs_x) + 40} terms "
-            f"that cancel (domain |cos theta| v^2/2 <= {TAYLOR_MAX}); use a smaller v (or z)")
+            f"certified Taylor series: |cos theta| x = {size.str(5, radius=False)} needs about 2.8 times as many "
+            f"terms that cancel (domain |cos theta| v^2/2 <= {TAYLOR_MAX}); use a smaller v (or z)")
     r1 = _sin_moment_first(d)
     total = arb(0)
     coef = arb(1)  # (c x)^p/p! (d)_p/(d/2)_p
