@@ -339,3 +339,18 @@ def test_pdf_wij_float_pin_has_power():
     mutant = 2 * integrate.quad(f, 0, np.pi / 8)[0]  # an integration limit halved
     assert abs(mutant / exact - 1) > 1e-9
     assert abs(theory.pdf_wij_float(0.01, 256, -1) / float(theory.pdf_wij(0.01, 256, -1)) - 1) < 1e-9
+
+
+def test_simplex_rff_at_large_d_and_z_is_loud_within_the_budget():
+    """Found by the accuracy suite (d = 65536, z = 67.6, 120 digits ran past 30 s): outside the
+    simplex RFF reach stated in rff_conformity's docstring the call raises ConvergenceError
+    within the budget (plus one term's time) instead of running on; inside it, at the same d,
+    it returns (z = 10)."""
+    with theory.budget(seconds=1.0):
+        t0 = time.perf_counter()
+        with pytest.raises(theory.ConvergenceError, match="time budget"):
+            theory.rff_conformity("simplex", 65536, "67.6")
+        assert time.perf_counter() - t0 < 10
+        with mp.workdps(30):
+            inside = theory.rff_conformity("simplex", 65536, "10")
+    assert 0 < inside < mp.mpf("1e-40")

@@ -408,11 +408,22 @@ def rff_conformity(coupling, d, z):
     exact zero no relative accuracy exists and ConvergenceError is raised.
 
     Domain (routes: :mod:`theory._hypergeometric` and
-    :func:`theory.rff_conformity_at_angle`): even d, any :math:`0 \le z \le 10^{300}`;
-    odd d, :math:`z^2/2 \le 7000 + d` (orthogonal) or :math:`\le \max(d, 2000)`
-    (simplex), and :math:`z^2/2 \ge 4(d+1)^2 + 2p` (asymptotic expansion).  In
-    between, the half-integer-degree 1F1 needs about :math:`1.45z^2/2` guard
-    bits per evaluation: ConvergenceError within the time budget.
+    :func:`theory.rff_conformity_at_angle`; measured at 30 digits, 10 s per call, by
+    ``python -m benchmarks.bench_theory --domain``):
+
+    * orthogonal: even d, any :math:`0 \le z \le 10^{300}`; odd d,
+      :math:`z^2/2 \le 7000 + d` and :math:`z^2/2 \ge 4(d+1)^2 + 2p` (asymptotic
+      expansion).  In between, the half-integer-degree 1F1 needs about
+      :math:`1.45z^2/2` guard bits per evaluation.
+    * simplex: :math:`z \le 10` for every d up to 65536, and :math:`z = 10^{10}`
+      (far asymptotic range) for every d tried; for d <= 64 also every
+      :math:`z \le 10^5` (odd d: :math:`z^2/2 \le \max(d, 2000)` or the asymptotic
+      range).  For large d each Taylor term is a 1F1 whose cost grows with
+      :math:`d z^2` (d = 1024: z = 100 in 6 s, z = 1000 not within 10 s; d = 65536: z = 31.6
+      in 2 s, z = 67.6 not within 30 s), and from :math:`z \approx 10^{30}` (d = 2) or
+      :math:`10^{100}` the quadrature route exhausts the budget.
+
+    Outside: ConvergenceError within the time budget (:func:`theory.budget`).
     """
     coupling = check_coupling(coupling, has="rff_conformity")
     d = check_dimension(d, coupling)
@@ -591,7 +602,7 @@ def z_crit(d, z_max=None):
     against dense high-precision scans (every odd d <= 129, d = 513, 1025).
 
     Measured: :math:`z_{\mathrm{crit}}/\sqrt d` falls from 1.91 (d = 3) to
-    about 0.81 (d = 512) and 0.80 (d = 4096).
+    0.814 (d = 512) and 0.808 (d = 2048 and 4096).
     """
     d = check_int(d, "d", 2, "(z_crit compares coupled pairs)")
     if d == 2:
