@@ -20,11 +20,8 @@ Run: ``python -m benchmarks.bench_theory [--json PATH] [--domain]``.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +29,7 @@ import mpmath
 from mpmath import mp
 
 import theory
+from theory._cli import atomic_write, int_arg, make_parser, real_arg
 
 
 def best_time(func, repeat=5, number=1):
@@ -148,18 +146,21 @@ def z_crit_ratios(ds=(3, 4, 5, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), 
 
 def _write_json(path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-    os.replace(tmp, path)
+
+    def write(tmp):
+        with open(tmp, "w") as fh:
+            json.dump(data, fh, indent=2)
+
+    atomic_write(path, write)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = make_parser("python -m benchmarks.bench_theory", __doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
-    parser.add_argument("--dps", type=int, default=30)
+    parser.add_argument("--dps", type=int_arg(1, 10_000), default=30, help="decimal digits of working precision")
     parser.add_argument("--domain", action="store_true", help="also probe the reachable domain (minutes)")
-    parser.add_argument("--seconds", type=float, default=30.0, help="time budget per call in the domain probe")
+    parser.add_argument("--seconds", type=real_arg(0, strict=True), default=30.0,
+                        help="time budget per call in the domain probe")
     args = parser.parse_args(argv)
     r = run(args.dps)
     print(f"theory benchmarks at {r['dps']} digits (baseline hyp1f1(64, 32, 8): {r['baseline_hyp1f1_ms']:.3f} ms)")
