@@ -547,7 +547,7 @@ def rff_conformity_at_angle(d, z, cos_theta):
     integrand has one sign, :math:`z^2/2` being far beyond the last zero of
     the 1F1).  Domain: d >= 1, any :math:`\cos\theta`; z as stated for the simplex
     angle in :func:`theory.rff_conformity` (every d for :math:`z \le 10`; beyond, the
-    cost grows with :math:`d z^2` and :math:`|\cos\theta| z^2`, and ConvergenceError is
+    Taylor route needs terms down to the (tiny) value itself, and ConvergenceError is
     raised within the time budget where it runs out).
     """
     d = check_dimension(d)
