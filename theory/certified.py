@@ -193,7 +193,7 @@ def _taylor_ball(d, x, c, even_only=False):
     """Sum of the Taylor expansion in c of E_phi[M(d, d/2, x(1 + c sin phi))] with a
     rigorous remainder ball.  The remainder is the term-ratio bound on the majorant
     (|c||x|)^p/p! (d)_p/(d/2)_p R_p |M(d+p, d/2+p, .)|, with M(d+p, d/2+p, |x|) for x >= 0
-    and 1 for x < 0 (RFF, even terms only; the Bessel bound in
+    and for x < 0 (RFF, even terms only) 1, or e^{x/2} for even d (the Bessel and Szego bounds in
     theory.conformities._rff_even_taylor)."""
     h = arb(d) / 2
     ax = abs(x)
@@ -205,6 +205,9 @@ def _taylor_ball(d, x, c, even_only=False):
             f"certified Taylor series: |cos theta| x = {size.str(5, radius=False)} needs about 2.8 times as many "
             f"terms that cancel (domain |cos theta| v^2/2 <= {TAYLOR_MAX}); use a smaller v (or z)")
     r1 = _sin_moment_first(d)
+    # x < 0: |M(d+p, d/2+p, x)| <= 1, and <= e^{x/2} for even d (Szego's Laguerre bound; the proofs
+    # are in theory.conformities._rff_even_taylor)
+    neg_bound = (arb(x) / 2).exp() if (x < 0 and d % 2 == 0) else arb(1)
     total = arb(0)
     coef = arb(1)  # (c x)^p/p! (d)_p/(d/2)_p
     coef_abs = arb(1)  # (|c| |x|)^p/p! (d)_p/(d/2)_p
@@ -219,7 +222,7 @@ def _taylor_ball(d, x, c, even_only=False):
         if q < 1 and p >= 2:
             # |M^{(p)}| <= M^{(p)}(|x|) for x >= 0; for x < 0 (RFF) <= M^{(p)}(0) = (d)_p/(d/2)_p, which
             # coef_abs already holds (theory.conformities._rff_even_taylor has the proof)
-            t_major = coef_abs * (_hyp1f1(ax, d + p, h + p) if x >= 0 else 1) * r_prev
+            t_major = coef_abs * (_hyp1f1(ax, d + p, h + p) if x >= 0 else neg_bound) * r_prev
             bound = t_major * q / (1 - q)
             if bound.upper() < total.mid().abs_lower() * arb(2) ** (-flint.ctx.prec) or bound.upper() < arb(2) ** (
                     -2 * flint.ctx.prec):

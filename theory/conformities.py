@@ -479,6 +479,13 @@ def _rff_even_taylor(d, zz, c):
     the non-increasing :math:`q_p = \frac{|c||x|}{p+1}\frac{d+p}{d/2+p}`; the sum of the
     terms after p is at most :math:`T_pq_p/(1-q_p)` once :math:`q_p<1` (a bound free of
     :math:`e^{|x|}`, which the cruder :math:`M^{(p)}(|x|)` would carry).
+
+    For even d the bound also carries :math:`e^{-t/2}`: by Kummer's transformation
+    :math:`M(d+p,\frac d2+p,-t) = e^{-t}M(-\frac d2,\frac d2+p,t)`, a Laguerre polynomial
+    :math:`\frac{n!}{(\alpha+1)_n}L_n^{(\alpha)}(t)` with :math:`n = \frac d2`,
+    :math:`\alpha = \frac d2+p-1 \ge 0`, and Szego's bound
+    :math:`|L_n^{(\alpha)}(t)| \le \frac{(\alpha+1)_n}{n!}e^{t/2}` (DLMF 18.14.8) gives
+    :math:`|M(d+p,\frac d2+p,-t)| \le e^{-t/2}`.
     """
     h = mp.mpf(d) / 2
     dd = mp.mpf(d)
@@ -487,6 +494,7 @@ def _rff_even_taylor(d, zz, c):
     if c == 0 or ax == 0:
         return hyp1f1_neg(dd, h, ax, what)
     r1 = _sin_moment_first(d)
+    laguerre = mp.exp(-ax / 2)
 
     def sin_moment(p):
         # R_p from R_0 = 1, R_1 and R_{p+2} = R_p (d + p)/(d + p + 1)
@@ -519,6 +527,8 @@ def _rff_even_taylor(d, zz, c):
         if q >= 1:
             return mp.inf
         t = coef(p, abs(c) * ax) * sin_moment(p)  # |M^{(p)}(-t)| <= (d)_p/(d/2)_p, included in coef
+        if d % 2 == 0:
+            t = t * laguerre  # Szego: |M(d+p, d/2+p, -t)| <= e^{-t/2} for even d
         return t * q / (1 - q)
 
     return sum_series(make_terms, remainder=remainder, what=what)
