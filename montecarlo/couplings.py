@@ -320,8 +320,8 @@ def _haar_columns(random, n, d, cols, route):
     return q, _sign(diag)
 
 
-def haar_orthogonal(n, d, rng=None, xp=None, device=None, dtype=None, route=None):
-    r"""n independent Haar-random orthogonal d x d matrices, shape (n, d, d).
+def haar_orthogonal(n, d, rng=None, xp=None, device=None, dtype=None, route=None, *, cols=None):
+    r"""n independent Haar-random orthogonal d x d matrices, shape (n, d, d), or their first ``cols`` columns.
 
     Parameters
     ----------
@@ -335,24 +335,30 @@ def haar_orthogonal(n, d, rng=None, xp=None, device=None, dtype=None, route=None
         transfer, opt-in); ``'householder'``: a product of d - 1 random
         Householder reflections built with batched matrix products (no
         LAPACK).  Default from :data:`DEFAULT_HAAR_ROUTE`.
+    cols : int in [1, d], keyword-only, optional
+        Return only the first ``cols`` columns, (n, d, cols): orthonormal frames
+        uniform on the Stiefel manifold, in O(d cols^2) time and O(d cols) memory
+        (transposed: ``cols`` orthonormal rows distributed as the first rows of
+        a Haar matrix).
 
     Returns
     -------
-    array (n, d, d)
+    array (n, d, d), or (n, d, cols)
 
     Raises
     ------
     AllocationError
-        When n * d * d exceeds :data:`montecarlo._checks.MAX_ELEMENTS`.
+        When n * d * cols exceeds :data:`montecarlo._checks.MAX_ELEMENTS`.
     """
     n = check_int(n, "n", 1)
     d = check_int(d, "d", 1)
-    check_budget(n * d * d, f"the (n, d, d) = ({n}, {d}, {d}) Haar matrices", "reduce n or d")
+    c = d if cols is None else check_int(cols, "cols", 1, maximum=d)
+    check_budget(n * d * c, f"the (n, d, cols) = ({n}, {d}, {c}) Haar frames", "reduce n, d or cols")
     xp = namespace(xp)
     dev = resolve_device(xp, device)
     random = Random(rng, xp, dev, resolve_dtype(xp, dtype))
     route = _check_route(route, xp, dev, "route")
-    q, s = _haar_rows(random, n, d, route)
+    q, s = _haar_columns(random, n, d, c, route)
     return q * s[:, None, :]
 
 
@@ -674,11 +680,18 @@ def _blocks_simplex(d, n_blocks, random, route, info):
     q, s = _haar_columns(random, n_blocks, d, r, route)
     if r == d:
         return _simplex_rows_signed(q, s, norms)
-    xp = random.xp
-    v = xp.matrix_transpose(q * s[:, None, :])  # (n, r, d), orthonormal rows
+    return simplex_first_rows(random.xp.matrix_transpose(q * s[:, None, :]), norms[:, :r], d, random.xp)
+
+
+def simplex_first_rows(v, norms, d, xp):
+    r"""The first r < d rows of :math:`\mathbf D\mathbf S\mathbf R`, (n, r, d), from r orthonormal
+    rows :math:`\mathbf V` (n, r, d) distributed as the first rows of a Haar matrix and the
+    norms (n, r) of those rows: :math:`\mathbf D_r\mathbf C\mathbf V` (the simplex ``blocks``
+    hook above has the proof).  ``xp``: the array namespace of ``v``."""
+    r = v.shape[-2]
     shrink = 1.0 - math.sqrt((d - r) / d)
     out = v - shrink * xp.mean(v, axis=1, keepdims=True)
-    out *= (math.sqrt(d / (d - 1)) * norms[:, :r])[:, :, None]
+    out *= (math.sqrt(d / (d - 1)) * norms)[:, :, None]
     return out
 
 

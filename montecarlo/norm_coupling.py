@@ -38,7 +38,7 @@ from scipy import integrate, stats
 from theory.errors import ConvergenceError
 
 from ._checks import check_budget, check_choice, check_int, check_real, check_rng
-from .couplings import haar_orthogonal, simplex_matrix
+from .couplings import haar_orthogonal, simplex_first_rows, simplex_matrix
 from .optimum import _int_list, _real_list, pair_kernel_squared as _pair_kernel
 
 KINDS = ("iid", "antithetic", "stratified", "equal")
@@ -76,21 +76,29 @@ def coupled_norms(d, n_blocks, kind, rng=None):
 def sample_norm_coupled_weights(d, m, kind, rng=None, n_draws=None):
     """Simplex blocks D S R with coupled norms: array (m, d), or (n_draws, m, d).
 
-    m > d uses independent blocks (the last truncated), as everywhere else.
+    m > d uses independent blocks (the last truncated), as everywhere else.  The rows of a
+    truncated block (m < d, or the last block) are drawn as in the simplex sampler: the first r
+    rows of D S R from the first r rows of a Haar matrix, O(d r) memory instead of O(d^2).
     """
     d = check_int(d, "d", 2)
     m = check_int(m, "m", 1)
     _check_kind(kind)
     draws = 1 if n_draws is None else check_int(n_draws, "n_draws", 1)
     gen = np.random.default_rng(check_rng(rng))
-    nb = -(-m // d)
-    check_budget(draws * nb * d * d, f"{draws} draws of {nb} simplex blocks of d x d = {d} x {d}",
-                 "reduce n_draws, m or d (every block is drawn whole here)")
-    norms = coupled_norms(d, draws * nb, kind, gen)
-    rot = np.asarray(haar_orthogonal(draws * nb, d, rng=gen))
-    s = np.asarray(simplex_matrix(d))
-    blocks = norms[:, :, None] * np.einsum("ij,njk->nik", s, rot)
-    w = blocks.reshape(draws, nb * d, d)[:, :m]
+    full, r = divmod(m, d)
+    check_budget(draws * m * d, f"{draws} draws of {m} rows in d = {d}", "reduce n_draws, m or d")
+    parts = []
+    if full:
+        norms = coupled_norms(d, draws * full, kind, gen)
+        rot = np.asarray(haar_orthogonal(draws * full, d, rng=gen))
+        s = np.asarray(simplex_matrix(d))
+        blocks = norms[:, :, None] * np.einsum("ij,njk->nik", s, rot)
+        parts.append(blocks.reshape(draws, full * d, d))
+    if r:
+        norms = coupled_norms(d, draws, kind, gen)[:, :r]  # the coupled norms of the block's first r rows
+        frames = np.asarray(haar_orthogonal(draws, d, rng=gen, cols=r))  # (draws, d, r)
+        parts.append(simplex_first_rows(np.swapaxes(frames, 1, 2), norms, d, np))
+    w = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
     return w[0] if n_draws is None else w
 
 

@@ -12,6 +12,7 @@ import pytest
 from mpmath import mp
 
 import montecarlo as mc
+from paper_checks._compare import Z_CRIT
 import theory
 
 DIMS = [2, 3, 5, 16, 64]
@@ -89,6 +90,23 @@ def test_haar_routes_orthogonal():
         q = mc.haar_orthogonal(4, 9, rng=1, route=route)
         assert q.shape == (4, 9, 9)
         assert np.max(np.abs(q @ np.swapaxes(q, -1, -2) - np.eye(9))) < 1e-12
+
+
+def test_haar_columns_are_the_first_columns_and_refuse_bad_cols():
+    """cols = c: orthonormal d x c frames on every route, with the law of a Haar matrix's first
+    columns (second moment of an entry, |z| <= 4.5, with power); cols outside [1, d] is refused."""
+    for route in mc.HAAR_ROUTES:
+        f = mc.haar_orthogonal(3, 9, rng=1, route=route, cols=4)
+        assert f.shape == (3, 9, 4)
+        assert np.max(np.abs(np.swapaxes(f, -1, -2) @ f - np.eye(4))) < 1e-12
+    # law: the first entry of a uniform unit vector in R^9 has E = 0 and E[x^2] = 1/9
+    x = mc.haar_orthogonal(200_000, 9, rng=2, cols=1)[:, 0, 0]
+    se = np.sqrt((x ** 4).mean() - (x ** 2).mean() ** 2) / np.sqrt(x.size)
+    assert abs((x ** 2).mean() - 1 / 9) <= Z_CRIT * se
+    assert abs((x ** 2).mean() - 1 / 8) > Z_CRIT * se  # power: the wrong dimension is rejected
+    for bad in (0, 10):
+        with pytest.raises(ValueError, match="cols"):
+            mc.haar_orthogonal(1, 9, cols=bad)
 
 
 @pytest.mark.parametrize("d", [3, 6, 16])
