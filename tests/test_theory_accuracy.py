@@ -126,9 +126,9 @@ def rff_in_domain(d, z, coupling="orthogonal"):
     even d; for odd d, z^2/2 <= 7000 + d or z^2/2 >= 4 (d + 1)^2 + 800 (the asymptotic
     expansion); in between, the half-integer-degree 1F1 costs about 1.45 z^2/2 guard bits per
     evaluation.  Simplex (z <= 100 here): z^2/2 <= 50 for every d, and for d <= 64 the same
-    rule with max(d, 2000) in place of 7000 + d; for large d the number of Taylor terms (1F1
-    evaluations) is set by how far the tiny value lies below the Taylor remainder bound (d = 65536
-    at z = 67.6, value ~1e-2066, exhausted 30 s: the example that found this).
+    rule with max(d, 2000) in place of 7000 + d; for large d the 1F1 terms grow costly with d and z
+    (d = 65536 at z = 67.6, value ~1e-2066, exhausted 30 s under the a-priori remainder bound: the
+    example that found this; 9 s with the value-following bound, still kept outside the claim).
     Outside: NoConvergence within the budget is allowed."""
     y = mp.mpf(z) ** 2 / 2
     asymptotic = y >= 4 * (d + 1) ** 2 + 800

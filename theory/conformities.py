@@ -509,29 +509,76 @@ def _rff_even_taylor(d, zz, c):
             out = out * y / (j + 1) * (d + j) / (h + j)
         return out
 
+    known = {}  # p -> M(d + p, d/2 + p, -t) at the precision of the current pass
+
+    def f(p):
+        if p not in known:
+            known[p] = hyp1f1_neg(dd + p, h + p, ax, what)
+        return known[p]
+
     def make_terms():
+        known.clear()  # a new pass (more bits after cancellation) recomputes the values
         y = -mp.mpf(c) * ax
         r_even = mp.mpf(1)
         cf = mp.mpf(1)  # y^p/p! (d)_p/(d/2)_p
         p = 0
         while True:
-            yield cf * hyp1f1_neg(dd + p, h + p, ax, what) * r_even
+            yield cf * f(p) * r_even
             # advance by two: coefficient and R_{p+2} = R_p (d+p)/(d+p+1)
             cf = cf * y / (p + 1) * (d + p) / (h + p) * y / (p + 2) * (d + p + 1) / (h + p + 1)
             r_even = r_even * (d + p) / (d + p + 1)
             p += 2
 
+    cap = laguerre if d % 2 == 0 else mp.mpf(1)  # |M(d+p, d/2+p, -t)| <= cap for every p
+
     def remainder(k):
         p = 2 * k
         q = abs(c) * ax / (p + 1) * (d + p) / (h + p)
-        if q >= 1:
-            return mp.inf
-        t = coef(p, abs(c) * ax) * sin_moment(p)  # |M^{(p)}(-t)| <= (d)_p/(d/2)_p, included in coef
-        if d % 2 == 0:
-            t = t * laguerre  # Szego: |M(d+p, d/2+p, -t)| <= e^{-t/2} for even d
-        return t * q / (1 - q)
+        bound = mp.inf
+        if q < 1:
+            # |M^{(p)}(-t)| <= (d)_p/(d/2)_p (in coef) times cap (Szego for even d)
+            bound = coef(p, abs(c) * ax) * sin_moment(p) * cap * q / (1 - q)
+        if p >= 2 and k % 2 == 0:  # every other check: the bound that follows the values (one more 1F1)
+            bound = min(bound, _recurrence_tail(d, h, ax, abs(c), p, f(p - 1), f(p), cap))
+        return bound
 
     return sum_series(make_terms, remainder=remainder, what=what)
+
+
+def _recurrence_tail(d, h, t, cabs, p, f_prev, f_p, cap, max_steps=20_000):
+    r"""A proved bound on :math:`\sum_{k>p}rac{(|c|t)^k}{k!}rac{(d)_k}{(d/2)_k}R_k|f_k|`,
+    :math:`f_k = M(d+k, rac d2+k, -t)`, from the computed :math:`f_{p-1}, f_p`.
+
+    DLMF 13.3.7, :math:`azM(a+1,b+1,z) = b(1-b+z)M(a,b,z) + b(b-1)M(a-1,b-1,z)` at
+    :math:`a = d+k`, :math:`b = rac d2+k`, :math:`z = -t`, gives
+    :math:`|f_{k+1}| \le A_k|f_k| + B_k|f_{k-1}|` with
+    :math:`A_k = b|b-1+t|/(at)`, :math:`B_k = b|b-1|/(at)`; the majorant
+    :math:`g_k = \min(A_{k-1}g_{k-1} + B_{k-1}g_{k-2},\ \mathrm{cap})` starts from the computed values
+    (inflated by :math:`2^{8-p}` for their rounding) and bounds :math:`|f_k|` by induction.  With
+    :math:`R_k \le 1` the tail is summed term by term until the cap's geometric tail
+    :math:`T_kq_k/(1-q_k)` is below a thousandth of the sum (then added), so the bound follows the
+    size of the values instead of the a-priori cap, which is what the series needs when the value
+    is tiny (:math:`10^{-2066}`-sized at d = 65536, z = 67.6).
+    """
+    slack = 1 + mp.mpf(2) ** (8 - mp.prec)
+    g_prev, g = abs(f_prev) * slack, abs(f_p) * slack
+    cf = mp.mpf(1)  # (|c| t)^k/k! (d)_k/(d/2)_k at k = p
+    for j in range(p):
+        cf = cf * cabs * t / (j + 1) * (d + j) / (h + j)
+    total = mp.mpf(0)
+    k = p
+    for _ in range(max_steps):
+        a, b = d + k, h + k
+        g_prev, g = g, min((b * abs(b - 1 + t) * g + b * abs(b - 1) * g_prev) / (a * t), cap)
+        cf = cf * cabs * t / (k + 1) * (d + k) / (h + k)
+        k += 1
+        total += cf * g
+        q = cabs * t / (k + 1) * (d + k) / (h + k)
+        if q < 1:
+            cap_tail = cf * cap * q / (1 - q)
+            if cap_tail <= total / 1000:
+                return total + cap_tail
+    return mp.inf
 
 
 @guarded(grid=("d", "z", "cos_theta"))
@@ -557,8 +604,8 @@ def rff_conformity_at_angle(d, z, cos_theta):
     integrand has one sign, :math:`z^2/2` being far beyond the last zero of
     the 1F1).  Domain: d >= 1, any :math:`\cos\theta`; z as stated for the simplex
     angle in :func:`theory.rff_conformity` (every d for :math:`z \le 10`; beyond, the
-    Taylor route needs terms down to the (tiny) value itself, and ConvergenceError is
-    raised within the time budget where it runs out).
+    1F1 terms grow costly with d and z, and ConvergenceError is raised within the time
+    budget where it runs out).
     """
     d = check_dimension(d)
     zz = check_v(z, "z")

@@ -418,14 +418,15 @@ def rff_conformity(coupling, d, z):
     * simplex: :math:`z \le 10` for every d up to 65536, and :math:`z = 10^{10}`
       (far asymptotic range) for every d tried; for d <= 64 also every
       :math:`z \le 10^5` (odd d: :math:`z^2/2 \le \max(d, 2000)` or the asymptotic
-      range).  For large d and z the value is tiny (the ORF value at d = 65536, z = 67.6 is
-      :math:`1.3\times10^{-2066}`) while the rigorous remainder bound of the Taylor series,
-      :math:`|M^{(p)}| \le (d)_p/(d/2)_p\,e^{-z^2/4}` (even d), shrinks much less: the
-      series runs until its terms fall below the value, hundreds of 1F1 evaluations of
-      ~0.5 s each at that d (d = 1024: z = 100 in 2.5 s, z = 300 not within 60 s; d = 4096:
-      z = 100 in 11 s; d = 65536: z = 31.6
-      in 1.5 s, z = 67.6 not within 30 s), and from :math:`z \approx 10^{30}` (d = 2) or
-      :math:`10^{100}` the quadrature route exhausts the budget.
+      range).  For large d the Taylor terms are 1F1 values whose cost grows with d and
+      :math:`z^2` (the series stops on a remainder bound that follows the size of the
+      value, :func:`theory.conformities._recurrence_tail`; the value is tiny there:
+      :math:`1.3\times10^{-2066}` at d = 65536, z = 67.6).  Measured at 30 digits:
+      d = 1024: z = 100 in 0.5 s, z = 300 in 7 s, z = 1000 not within 60 s (one 1F1 of
+      argument :math:`5\times10^5` alone); d = 4096: z = 100 in 1 s, z = 300 in 4 s;
+      d = 65536: z = 67.6 and 100 in 9 s (28 s at 120 digits).  From
+      :math:`z \approx 10^{30}` (d = 2) or :math:`10^{100}` the quadrature route exhausts
+      the budget.
 
     Outside: ConvergenceError within the time budget (:func:`theory.budget`).
     """
