@@ -354,3 +354,14 @@ def test_simplex_rff_at_large_d_and_z_is_loud_within_the_budget():
         with mp.workdps(30):
             inside = theory.rff_conformity("simplex", 65536, "10")
     assert 0 < inside < mp.mpf("1e-40")
+
+
+def test_value_following_remainder_survives_an_exact_zero_of_a_term():
+    """The Taylor route's value-following remainder evaluates one extra 1F1, f_{p-1}; at d = 2, z = 4
+    (y = 8) f_7 = M(9, 8, -8) = e^{-8}(1 - 8/8) is exactly 0 and has no relative accuracy: the bound
+    is then skipped instead of failing the call (found by the new_rff_simplex_map figure in CI).
+    Checked against the quadrature route."""
+    with mp.workdps(20):
+        taylor = theory.rff_conformity("simplex", 2, "4")
+        quad = theory.rff_conformity_at_angle_quad(2, "4", -1)
+    assert abs(taylor - quad) <= mp.mpf(10) ** -18 * abs(quad)
