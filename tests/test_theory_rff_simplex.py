@@ -144,8 +144,10 @@ def test_recurrence_tail_bounds_the_true_tail_and_follows_its_size(d, y, p):
         cap = mp.exp(-t / 2) if d % 2 == 0 else mp.mpf(1)
         cf, true_tail = mp.mpf(1), mp.mpf(0)
         for k in range(p + 41):
+            if k == p:
+                cf_p = cf
             if k > p:
                 true_tail += cf * abs(f(k))  # R_k <= 1 is used by the bound: compare with R_k = 1
             cf = cf * cabs * t / (k + 1) * (d + k) / (h + k)
-        bound = _recurrence_tail(d, h, t, cabs, p, f(p - 1), f(p), cap)
+        bound = _recurrence_tail(d, h, t, cabs, p, cf_p, f(p - 1), f(p), cap)
         assert true_tail <= bound <= 10 ** 4 * true_tail, (mp.nstr(true_tail, 5), mp.nstr(bound, 5))

@@ -494,7 +494,6 @@ def _rff_even_taylor(d, zz, c):
     if c == 0 or ax == 0:
         return hyp1f1_neg(dd, h, ax, what)
     r1 = _sin_moment_first(d)
-    laguerre = mp.exp(-ax / 2)
 
     def sin_moment(p):
         # R_p from R_0 = 1, R_1 and R_{p+2} = R_p (d + p)/(d + p + 1)
@@ -529,18 +528,19 @@ def _rff_even_taylor(d, zz, c):
             r_even = r_even * (d + p) / (d + p + 1)
             p += 2
 
-    cap = laguerre if d % 2 == 0 else mp.mpf(1)  # |M(d+p, d/2+p, -t)| <= cap for every p
+    cap = mp.exp(-ax / 2) if d % 2 == 0 else mp.mpf(1)  # |M(d+p, d/2+p, -t)| <= cap for every p
 
     def remainder(k):
         p = 2 * k
         q = abs(c) * ax / (p + 1) * (d + p) / (h + p)
+        cf = coef(p, abs(c) * ax)
         bound = mp.inf
         if q < 1:
             # |M^{(p)}(-t)| <= (d)_p/(d/2)_p (in coef) times cap (Szego for even d)
-            bound = coef(p, abs(c) * ax) * sin_moment(p) * cap * q / (1 - q)
+            bound = cf * sin_moment(p) * cap * q / (1 - q)
         if p >= 2 and k % 2 == 0:  # every other check: the bound that follows the values (one more 1F1)
             try:
-                bound = min(bound, _recurrence_tail(d, h, ax, abs(c), p, f(p - 1), f(p), cap))
+                bound = min(bound, _recurrence_tail(d, h, ax, abs(c), p, cf, f(p - 1), f(p), cap))
             except ConvergenceError:
                 # f_{p-1} at an exact zero has no relative accuracy (d = 2: M(9, 8, -8) = 0): skip this
                 # optional bound; a spent time budget raises again here and propagates
@@ -550,12 +550,13 @@ def _rff_even_taylor(d, zz, c):
     return sum_series(make_terms, remainder=remainder, what=what)
 
 
-def _recurrence_tail(d, h, t, cabs, p, f_prev, f_p, cap, max_steps=20_000):
-    r"""A proved bound on :math:`\sum_{k>p}rac{(|c|t)^k}{k!}rac{(d)_k}{(d/2)_k}R_k|f_k|`,
-    :math:`f_k = M(d+k, rac d2+k, -t)`, from the computed :math:`f_{p-1}, f_p`.
+def _recurrence_tail(d, h, t, cabs, p, cf, f_prev, f_p, cap, max_steps=20_000):
+    r"""A proved bound on :math:`\sum_{k>p}\frac{(|c|t)^k}{k!}\frac{(d)_k}{(d/2)_k}R_k|f_k|`,
+    :math:`f_k = M(d+k, \frac d2+k, -t)`, from the computed :math:`f_{p-1}, f_p` and the
+    coefficient ``cf`` :math:`= \frac{(|c|t)^p}{p!}\frac{(d)_p}{(d/2)_p}` at k = p.
 
     DLMF 13.3.7, :math:`azM(a+1,b+1,z) = b(1-b+z)M(a,b,z) + b(b-1)M(a-1,b-1,z)` at
-    :math:`a = d+k`, :math:`b = rac d2+k`, :math:`z = -t`, gives
+    :math:`a = d+k`, :math:`b = \frac d2+k`, :math:`z = -t`, gives
     :math:`|f_{k+1}| \le A_k|f_k| + B_k|f_{k-1}|` with
     :math:`A_k = b|b-1+t|/(at)`, :math:`B_k = b|b-1|/(at)`; the majorant
     :math:`g_k = \min(A_{k-1}g_{k-1} + B_{k-1}g_{k-2},\ \mathrm{cap})` starts from the computed values
@@ -567,9 +568,6 @@ def _recurrence_tail(d, h, t, cabs, p, f_prev, f_p, cap, max_steps=20_000):
     """
     slack = 1 + mp.mpf(2) ** (8 - mp.prec)
     g_prev, g = abs(f_prev) * slack, abs(f_p) * slack
-    cf = mp.mpf(1)  # (|c| t)^k/k! (d)_k/(d/2)_k at k = p
-    for j in range(p):
-        cf = cf * cabs * t / (j + 1) * (d + j) / (h + j)
     total = mp.mpf(0)
     k = p
     for _ in range(max_steps):
