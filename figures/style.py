@@ -108,10 +108,3 @@ def mc_legend_handle():
 
     return Line2D([], [], color="0.3", marker="o", linestyle="none", markersize=4, markerfacecolor="white",
                   label="Monte Carlo (±1 s.e.)")
-
-
-def theory_legend_handle():
-    """A neutral legend entry for analytic curves."""
-    from matplotlib.lines import Line2D
-
-    return Line2D([], [], color="0.3", linestyle="-", label="analytic")

@@ -1,10 +1,16 @@
-r"""Random projection matrices of every coupling (Secs. 1, 3, 4.3; App. B).
+r"""Random projection matrices of the couplings (Secs. 1, 3, 4.3; App. B).
 
 A coupling produces blocks of rows :math:`w_i \in \mathbb R^d`; ``m`` features
 use ``ceil(m / b)`` independent blocks of ``b`` rows, the last one truncated to
 its first ``m mod b`` rows (footnote 1 of the paper; the same convention as
 :func:`theory.block_sizes`).  ``b = d`` for the exact couplings and ``b = p``
 (see below) for the fast ones.
+
+The couplings are the records of :mod:`theory.registry` (``theory.registry.names()``,
+also :data:`montecarlo.COUPLINGS`); each registers its block sampler (hook
+``blocks``).  The samplers defined in this module are described below; a
+coupling defined elsewhere registers its sampler from its own module (e.g.
+``"pnc_orthogonal"``, :mod:`montecarlo.pnc`).
 
 ``"iid"``
     rows i.i.d. :math:`\mathcal N(0, I_d)` (IIDRFs).
@@ -59,11 +65,12 @@ import numpy as np
 
 from ._backend import Random, backend_name, device_kind, namespace, resolve_device, resolve_dtype, to_numpy
 from theory.errors import IterationError
-from theory.validation import renamed_arguments
+from theory.validation import describe, renamed_arguments
 from theory.registry import get as get_coupling, has_hook, hook, register as register_hook
 
 from ._checks import (
     ArgumentTypeError,
+    _check_finite,
     check_bool,
     check_budget,
     check_choice,
@@ -152,6 +159,11 @@ def simplex_apply(x, axis=-1):
     Returns
     -------
     array of the same shape
+
+    Raises
+    ------
+    ValueError
+        ``x`` holds NaN or inf entries (one ``isfinite`` pass over x), or is too short along ``axis``.
     """
     xp = _array_ns(x, "x")
     axis = check_int(axis, "axis")
@@ -160,6 +172,13 @@ def simplex_apply(x, axis=-1):
     d = x.shape[axis]
     if d < 2:
         raise ValueError(f"x must have length >= 2 along axis {axis} (the simplex needs d >= 2), got {d}")
+    _check_finite(x, xp, "x")
+    return _simplex_apply(x, axis, xp)
+
+
+def _simplex_apply(x, axis, xp):
+    """Algorithm 1 without the argument checks (the samplers' inner calls)."""
+    d = x.shape[axis]
     moved = axis not in (-1, x.ndim - 1)
     if moved:
         x = xp.moveaxis(x, axis, -1)
@@ -301,11 +320,6 @@ def _haar_householder(random, n, d, cols=None):
     return p, eps
 
 
-def _haar_rows(random, n, d, route):
-    """Haar matrices as (Q, column_signs): the Haar matrix is Q * signs[:, None, :]."""
-    return _haar_columns(random, n, d, d, route)
-
-
 def _haar_columns(random, n, d, cols, route):
     r"""The first ``cols`` columns of n Haar matrices as (Q, signs), Q of shape (n, d, cols).
 
@@ -374,19 +388,43 @@ def _check_route(route, xp, device, name="haar_route"):
 
 def simplex_plus_tolerance(dtype):
     """Default SimRFs+ tolerance for norms of ``dtype``: :data:`SIMPLEX_PLUS_TOL`, or
-    :data:`SIMPLEX_PLUS_DEFAULT_TOL_EPS` machine epsilons when the dtype cannot resolve it (float32: 7.6e-6)."""
+    :data:`SIMPLEX_PLUS_DEFAULT_TOL_EPS` machine epsilons when the dtype cannot resolve it (float32: 7.6e-6).
+
+    Parameters
+    ----------
+    dtype : a real floating dtype (numpy or torch: float16, float32, float64, ...)
+
+    Raises
+    ------
+    ArgumentTypeError
+        (a TypeError and a ValueError) when ``dtype`` is not a real floating dtype
+        (``int``, ``bool``, a complex dtype, ``None``, ...).
+    """
     return max(SIMPLEX_PLUS_TOL, SIMPLEX_PLUS_DEFAULT_TOL_EPS * _eps(dtype))
 
 
-def _eps(dtype):
+def _eps(dtype, name="dtype"):
+    """Machine epsilon of a real floating dtype (numpy or torch); ArgumentTypeError naming ``name`` otherwise."""
+    refused = ArgumentTypeError(f"{name} must be a real floating dtype (float16, float32 or float64, numpy or "
+                                f"torch), got {describe(dtype)}")
     try:
         import torch
 
         if isinstance(dtype, torch.dtype):
+            if not dtype.is_floating_point:
+                raise refused
             return float(torch.finfo(dtype).eps)
     except ImportError:  # pragma: no cover
         pass
-    return float(np.finfo(dtype).eps)
+    if dtype is None:  # np.dtype(None) would silently mean float64
+        raise refused
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise refused from None
+    if dt.kind != "f":
+        raise refused
+    return float(np.finfo(dt).eps)
 
 
 def simplex_plus_vectors(norms, tol=None, max_passes=SIMPLEX_PLUS_MAX_PASSES, on_unconverged="warn"):
@@ -538,6 +576,12 @@ def fwht(x):
     Parameters
     ----------
     x : array (..., p), p a power of two, any backend
+
+    Raises
+    ------
+    ValueError
+        ``x`` holds NaN or inf entries (one ``isfinite`` pass over x), or its
+        last axis is not a power of two.
     """
     xp = _array_ns(x, "x")
     if x.ndim < 1:
@@ -545,6 +589,13 @@ def fwht(x):
     p = x.shape[-1]
     if p < 1 or p & (p - 1):
         raise ValueError(f"x must have a power-of-two length along the last axis, got {p}")
+    _check_finite(x, xp, "x")
+    return _fwht(x, xp)
+
+
+def _fwht(x, xp):
+    """:func:`fwht` without the argument checks (the HD-products' inner calls, on arrays they built)."""
+    p = x.shape[-1]
     if p == 1:
         return x
     k = p.bit_length() - 1
@@ -576,9 +627,10 @@ def _hadamard_pm1(r, xp, dtype, device):
 def _hd_apply(x, signs):
     r""":math:`\widetilde{\mathbf R}x = \mathbf H\mathbf D_1\mathbf H\mathbf D_2\mathbf H\mathbf D_3 x`
     along the last axis; ``signs[..., k, :]`` holds :math:`\mathbf D_{k+1}`."""
-    y = fwht(x * signs[..., 2, :])
-    y = fwht(y * signs[..., 1, :])
-    return fwht(y * signs[..., 0, :])
+    xp = _ns_of(x)
+    y = _fwht(x * signs[..., 2, :], xp)
+    y = _fwht(y * signs[..., 1, :], xp)
+    return _fwht(y * signs[..., 0, :], xp)
 
 
 def _hd_rows(signs, basis=None):
@@ -592,9 +644,9 @@ def _hd_rows(signs, basis=None):
     xp = _ns_of(signs)
     n, _, p = signs.shape
     m = xp.eye(p, dtype=signs.dtype, device=_dev(signs)) if basis is None else basis
-    m = fwht(m)[None, :, :] * signs[:, None, 0, :]
-    m = fwht(m) * signs[:, None, 1, :]
-    return fwht(m) * signs[:, None, 2, :]
+    m = _fwht(m, xp)[None, :, :] * signs[:, None, 0, :]
+    m = _fwht(m, xp) * signs[:, None, 1, :]
+    return _fwht(m, xp) * signs[:, None, 2, :]
 
 
 # ---------------------------------------------------------------------------
@@ -864,8 +916,10 @@ def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n_draws=No
 
     Parameters
     ----------
-    coupling : {'iid', 'orthogonal', 'simplex', 'simplex_plus', 'fast_orthogonal', 'fast_simplex'}
-        See the module docstring (Sec. 3 ``simplex_block_eq``, Sec. 3.2, App. B.2).
+    coupling : str
+        A coupling of the registry, ``theory.registry.names()`` (also
+        :data:`montecarlo.COUPLINGS`): 'iid', 'orthogonal', 'simplex', ... (see
+        the module docstring: Sec. 3 ``simplex_block_eq``, Sec. 3.2, App. B.2).
     d : int
         Data dimensionality (>= 2 for the simplex couplings).
     m : int >= 1
@@ -1015,7 +1069,7 @@ class RandomProjection:
         x = x[..., None, :]  # (..., 1, p) broadcast over blocks
         y = _hd_apply(x, self._signs)  # (..., B, p)
         if self._simplex:
-            y = simplex_apply(y, axis=-1)
+            y = _simplex_apply(y, -1, xp)
         y = y * self._norms
         y = xp.reshape(y, lead + (-1,))
         return y[..., : self.m]

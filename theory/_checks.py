@@ -129,11 +129,6 @@ def half_square(x):
     return mp.make_mpf(mpmath.libmp.mpf_shift(mpmath.libmp.mpf_mul(x._mpf_, x._mpf_, 0), -1))
 
 
-def round_result(value):
-    """Round an mpf (or a tuple/list/dict/matrix of them) to the current private precision."""
-    return round_here(value)
-
-
 # ---------------------------------------------------------------------------
 # the decorator
 
