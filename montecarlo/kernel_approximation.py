@@ -1,6 +1,7 @@
 r"""Random feature maps as scikit-learn transformers (optional extra ``sklearn``).
 
-:class:`PositiveRandomFeatures` (PRFs, eq. ``def_prf``) and
+:class:`PositiveRandomFeatures` (any positive feature kind of
+:mod:`theory.feature_kinds`: PRFs, eq. ``def_prf``; hyperbolic PRFs, ...) and
 :class:`RandomFourierFeatures` (RFFs, eq. ``rffdef2``) are genuine
 scikit-learn estimators, drop-in neighbours of
 :class:`sklearn.kernel_approximation.RBFSampler`: parameters in
@@ -12,37 +13,84 @@ scikit-learn estimators, drop-in neighbours of
 :func:`~sklearn.base.clone`, ``pickle``, ``copy.deepcopy`` and ``set_output``.
 
 This module imports scikit-learn (``pip install 'simplex-rf[sklearn]'``);
-the plain feature maps :func:`montecarlo.prf_features` and
-:func:`montecarlo.rff_features` do not, and also run on torch and cupy arrays.
-The estimators work on numpy arrays (float64, or float32 kept as float32).
+the plain feature maps :func:`montecarlo.random_features` (``prf_features``,
+``rff_features``) do not, and also run on torch and cupy arrays.  The
+estimators take numpy arrays (float64, or float32 kept as float32) and
+scipy.sparse CSR/CSC matrices (other sparse formats are converted to CSR);
+the result is a dense numpy array, equal to that of the dense input up to
+rounding.
+
+Feature kinds
+-------------
+The map of each kind is its record's hook (``log_features`` of a positive
+kind, ``features`` of RFFs) applied to the projections :math:`w_i^\top z`
+computed here; no formula lives in this module.  A kind of width w (features
+per direction: 1 for ``'prf'``, 2 for ``'hyperbolic'`` and ``'rff'``) gives
+``w * n_components`` output columns, named by ``get_feature_names_out``.
 
 Bandwidth
 ---------
 ``gamma`` has RBFSampler's meaning: the Gaussian kernel estimated is
-:math:`K(x, y) = e^{-\gamma\|x-y\|^2}`.  The inputs are multiplied by
-:math:`\sqrt{2\gamma}` before the feature map of the paper (which estimates
+:math:`K(x, y) = e^{-\gamma\|x-y\|^2}`.  The features are those of
+:math:`z = \sqrt{2\gamma}\,x` in the paper's map (which estimates
 :math:`e^{-\|x-y\|^2/2}`), so the default ``gamma=0.5`` is the paper's kernel
-and reproduces the plain functions exactly (RBFSampler's default is 1.0).
+and reproduces the plain functions (RBFSampler's default is 1.0).
 For the softmax kernel of :class:`PositiveRandomFeatures` the same scaling
 gives :math:`e^{2\gamma x^\top y}` (``gamma=0.5``: :math:`e^{x^\top y}`; the
 attention logits :math:`e^{q^\top k/\sqrt d}` need ``gamma = 0.5 / sqrt(d)``).
 ``gamma="scale"`` uses RBFSampler's rule :math:`1/(d\,\mathrm{Var}[X])`.
 
+Scale of the data
+-----------------
+Every positive feature carries the factor :math:`e^{-c\|z\|^2}` (c = 1
+Gaussian, 1/2 softmax), as the kernel it estimates does.  On data far larger
+than the bandwidth (raw pixel values with ``gamma=0.5``:
+:math:`2\gamma\|x\|^2` in the thousands) every feature of a row underflows to
+0; ``transform`` then emits a :class:`FeatureUnderflowWarning` naming the
+fraction of such rows, the median :math:`2\gamma\|x\|^2` and the remedies
+(``sklearn.preprocessing.StandardScaler``, a smaller ``gamma`` such as
+``"scale"``, or :meth:`PositiveRandomFeatures.log_transform`).  The features
+are not renormalised silently: a per-row offset :math:`e^{-o(x)}` would keep
+them finite but turns the estimate into :math:`\hat K(x,y)e^{-o(x)-o(y)}`,
+no longer the kernel, and is no remedy for a wrong bandwidth.  Measured on
+``sklearn.datasets.load_digits`` (RidgeClassifier on m = 500 simplex PRFs,
+70/30 split): gamma = 0.5 on raw pixels gives 100% all-zero rows and
+accuracy 0.08 (chance); row-offset features reach only 0.41 there (and lose
+at a good bandwidth: 0.96 against 0.97), RBFSampler 0.10; ``gamma="scale"``
+(0.00043) gives no zero rows and 0.97, StandardScaler with gamma = 1/d 0.95.
+
 Number of features
 ------------------
 ``n_components`` is the number m of random projections :math:`w_i`: any
 m >= 1, not only multiples of d (the couplings draw independent blocks of d
-rows, p = 2^k rows for the fast ones, the last block truncated).  A PRF map
-has m output columns; an RFF map has 2m (sin and cos of each projection,
-interleaved), unlike RBFSampler's m cosines with random phases.
+rows, p = 2^k rows for the fast ones, the last block truncated).
 
 Randomness
 ----------
 ``random_state`` is None (fresh entropy at every ``fit``), an int >= 0
 (the same projections as ``montecarlo.sample_weights(coupling, d, m, rng=random_state)``),
-a :class:`numpy.random.Generator` (advanced by every ``fit``, as scikit-learn does
-with a ``RandomState``) or a :class:`numpy.random.SeedSequence`.  A legacy
-``numpy.random.RandomState`` is refused (see :func:`theory.validation.check_rng`).
+a :class:`numpy.random.Generator` (advanced by every ``fit``), a
+:class:`numpy.random.SeedSequence`, or a legacy
+:class:`numpy.random.RandomState`, accepted here as
+:func:`sklearn.utils.check_random_state` accepts it: ``fit`` draws one
+63-bit seed from it (advancing it, so successive fits differ and a
+``RandomState(0)`` reproduces them) and seeds a Generator with that.  (The
+toolkit's own functions refuse a RandomState, see
+:func:`theory.validation.check_rng`: it is converted only at this boundary.)
+
+Threads and memory
+------------------
+``transform`` computes all projections with one matrix product (numpy's
+BLAS, whose threads follow ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``
+and :func:`threadpoolctl.threadpool_limits`), then the map and ``exp`` in
+row blocks, on as many threads as the smallest limit that
+:func:`threadpoolctl.threadpool_info` reports (one thread under
+``threadpool_limits(1)`` or ``OMP_NUM_THREADS=1``; the calling thread alone
+for small batches).  Memory is O(N d + d m + N w m): the data, the
+projections (``fit`` peaks at about 4 d m float64 while sampling a simplex
+block; ``transform`` adds a float32 copy of them for float32 data) and the
+(N, w m) result, plus, for w > 1, the (N, m) projections; no (N, d, m)
+intermediate.
 
 Examples
 --------
@@ -52,56 +100,142 @@ Examples
 >>> prf = PositiveRandomFeatures(n_components=7, coupling="simplex", random_state=0).fit(X)
 >>> prf.transform(X).shape
 (5, 7)
+>>> PositiveRandomFeatures(n_components=7, kind="hyperbolic", random_state=0).fit_transform(X).shape
+(5, 14)
 """
 
 from __future__ import annotations
 
+import math
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import array_api_compat
 import numpy as np
 
 try:
+    import scipy.sparse as _sparse
     from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
     from sklearn.utils.validation import check_is_fitted, validate_data
+    from threadpoolctl import threadpool_info
 except ImportError as exc:  # missing, or older than 1.6 (no validate_data / __sklearn_tags__)
     raise ImportError("montecarlo.kernel_approximation needs scikit-learn >= 1.6 "
                       "(pip install 'simplex-rf[sklearn]'); the plain feature maps montecarlo.prf_features and "
                       f"montecarlo.rff_features work without it ({exc})") from exc
 
-from theory.registry import get as _coupling_record
-from theory.validation import renamed_arguments
+from theory import feature_kinds as _kinds
+from theory import registry as _registry
 
-from ._checks import check_choice, check_coupling, check_int, check_positive_float, check_rng
+from ._checks import check_budget, check_choice, check_coupling, check_int, check_positive_float, check_rng
 from .couplings import sample_weights
-from .features import PRF_KERNELS, prf_features, prf_log_features, rff_features
+from .features import row_sq_norms
 
-__all__ = ["PositiveRandomFeatures", "RandomFourierFeatures"]
+__all__ = ["FeatureUnderflowWarning", "PositiveRandomFeatures", "RandomFourierFeatures"]
 
 _DTYPES = [np.float64, np.float32]
+_SPARSE = ("csr", "csc")
+
+#: Entries of one row block of the elementwise work (the map and exp), and the least work worth a second thread.
+_BLOCK = 1 << 16
+_PARALLEL_MIN = 1 << 18
+
+
+class FeatureUnderflowWarning(RuntimeWarning):
+    """Every feature of some rows underflowed to 0: the data is too large for the bandwidth."""
+
+
+def _thread_limit():
+    """Threads for the elementwise work: the smallest ``num_threads`` of the thread pools that
+    threadpoolctl sees (BLAS, OpenMP), which follows OMP_NUM_THREADS / OPENBLAS_NUM_THREADS and an
+    active ``threadpool_limits``; 1 when none is loaded."""
+    counts = [p["num_threads"] for p in threadpool_info() if p.get("num_threads")]
+    return max(1, min(counts)) if counts else 1
+
+
+def _row_blocks(n, width, job):
+    """Run ``job(rows)`` over row blocks of about :data:`_BLOCK` entries; on several threads (per
+    :func:`_thread_limit`) when the work is large.  Results do not depend on the number of threads."""
+    step = max(1, _BLOCK // max(width, 1))
+    blocks = [slice(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    threads = min(_thread_limit(), len(blocks)) if n * width >= _PARALLEL_MIN else 1
+    if threads <= 1:
+        for rows in blocks:
+            job(rows)
+        return
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="montecarlo-sklearn") as pool:
+        list(pool.map(job, blocks))
+
+
+def _caller_stacklevel():
+    """The ``stacklevel`` of the first frame outside this module and scikit-learn (the user's call, also
+    through ``fit_transform``, ``set_output`` wrappers and pipelines)."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_globals.get("__name__", "") == __name__
+                                 or frame.f_globals.get("__name__", "").split(".")[0] == "sklearn"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _sq_norms(X):
+    """Row squared norms (N, 1) of a dense array or a CSR/CSC matrix, in X's dtype."""
+    if _sparse.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=X.dtype).reshape(-1, 1)
+    return np.einsum("ij,ij->i", X, X)[:, None]
+
+
+def _generator(random_state):
+    """A numpy Generator (or None) from ``random_state``; a RandomState seeds one with a 63-bit draw."""
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(int(random_state.randint(0, 2**63 - 1, dtype=np.int64)))
+    rng = check_rng(random_state, "random_state", extra_types=(np.random.RandomState,))
+    if isinstance(rng, np.random.SeedSequence):
+        rng = np.random.default_rng(rng)
+    return rng
 
 
 class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Shared ``fit`` (validation and draws) of the two feature maps."""
+    """Shared ``fit`` (validation and draws) and map of the two transformers."""
 
-    #: Output columns per random projection.
-    _columns_per_projection = 1
+    def _kind(self):
+        raise NotImplementedError
+
+    def _kernel(self):
+        return "gaussian"
 
     def _check_params(self):
+        kind = self._kind()
+        rec = _kinds.get(kind)
+        c = _kinds.kernel_c(kind, self._kernel())
+        if rec.parameters:  # e.g. OPRFs' A: chosen from the data by a rule this class does not have yet
+            usable = [k for k in _kinds.names(positive=rec.positive) if not _kinds.get(k).parameters]
+            raise ValueError(f"kind={kind!r} has the parameter(s) {rec.parameters}, which {type(self).__name__} "
+                             f"cannot choose yet; use one of {_names(usable)}")
         coupling = check_coupling(self.coupling)
         m = check_int(self.n_components, "n_components", 1)
         if isinstance(self.gamma, str):
             gamma = check_choice(self.gamma, "gamma", ("scale",))
         else:
             gamma = check_positive_float(self.gamma, "gamma")
-        rng = check_rng(self.random_state, "random_state")
-        if isinstance(rng, np.random.SeedSequence):
-            rng = np.random.default_rng(rng)
-        return coupling, m, gamma, rng
+        return rec, c, coupling, m, gamma, _generator(self.random_state)
+
+    def _validate(self, X, reset):
+        try:
+            return validate_data(self, X, reset=reset, dtype=_DTYPES, accept_sparse=_SPARSE)
+        except ValueError as exc:
+            if "could not convert" in str(exc):
+                raise ValueError(f"X must hold numbers (it is converted to float64 or float32): {exc}; encode "
+                                 "text or categorical columns first (e.g. sklearn.preprocessing.OneHotEncoder)"
+                                 ) from exc
+            raise
 
     def fit(self, X, y=None):
         """Draw the random projections for data of X's width.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
             Training data; only its width (and, for ``gamma="scale"``, its
             variance) is used.
         y : None
@@ -119,43 +253,94 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             or empty data, or fewer features than the coupling needs
             (d >= 2 for the simplex couplings).
         """
-        coupling, m, gamma, rng = self._check_params()
-        X = validate_data(self, X, dtype=_DTYPES)
+        rec, _, coupling, m, gamma, rng = self._check_params()
+        X = self._validate(X, reset=True)
         d = X.shape[1]
-        min_d = _coupling_record(coupling).min_d
+        min_d = _registry.get(coupling).min_d
         if d < min_d:
             raise ValueError(f"X has {d} feature(s), but coupling {coupling!r} needs n_features = d >= {min_d}")
-        if gamma == "scale":
-            var = float(X.var())
+        if gamma == "scale":  # RBFSampler's rule, also for sparse X
+            var = float(X.multiply(X).mean() - X.mean() ** 2) if _sparse.issparse(X) else float(X.var())
             gamma = 1.0 / (d * var) if var > 0 else 1.0
         self.gamma_ = float(gamma)
         self.weights_ = sample_weights(coupling, d, m, rng=rng)
-        self._n_features_out = self._columns_per_projection * m
+        self._n_features_out = rec.width * m
         return self
 
-    def _scaled(self, X):
-        """Validated X times :math:`\\sqrt{2\\gamma}`, and the projections in X's dtype."""
+    def _map(self, X, log=False):
+        """The features (or, ``log=True``, the log-features of a positive kind) of validated X: one product
+        for the projections, then the kind's hook and exp per row block."""
+        kind = self._kind()
+        rec = _kinds.get(kind)
+        c = _kinds.kernel_c(kind, self._kernel())
+        W = self.weights_.astype(X.dtype, copy=False)
+        m = W.shape[0]
+        n, width = X.shape[0], rec.width * m
+        check_budget(n * width, f"the (n_samples, {rec.width} n_components) = ({n}, {width}) features",
+                     "transform fewer rows at a time or use fewer n_components")
+        proj = X @ W.T
+        if not isinstance(proj, np.ndarray):  # np.matrix from some scipy.sparse products
+            proj = np.asarray(proj)
+        sq = _sq_norms(X)
+        scale = math.sqrt(2.0 * self.gamma_)
+        if scale != 1.0:  # the features of z = sqrt(2 gamma) x, without copying X
+            proj *= X.dtype.type(scale)
+            sq *= X.dtype.type(scale * scale)
+        xp = array_api_compat.array_namespace(proj)
+        hook = _kinds.hook(kind, "log_features" if rec.positive else "features")
+        w_sq = row_sq_norms(W)[None, :] if rec.needs_w_sq() else None
+        out = proj if rec.width == 1 else np.empty((n, width), dtype=X.dtype)
+        exp = rec.positive and not log
+        zero_rows = []
+
+        def job(rows):
+            res = hook(proj[rows], sq[rows], m, c, xp, w_sq=w_sq)
+            block = out[rows]
+            if res is not block:
+                block[...] = res
+            if exp:
+                np.exp(block, out=block)
+                zero_rows.append(int(np.count_nonzero(~block.any(axis=1))))
+
+        _row_blocks(n, width, job)
+        if exp and sum(zero_rows):
+            self._warn_underflow(sum(zero_rows), n, sq, X)
+        return out
+
+    def _warn_underflow(self, n_zero, n, sq, X):
+        d = X.shape[1]
+        if _sparse.issparse(X):
+            var = float(X.multiply(X).mean() - X.mean() ** 2)
+        else:
+            var = float(X.var())
+        hint = f"gamma='scale' would be {1.0 / (d * var):.3g} for this data" if var > 0 else "gamma='scale'"
+        warnings.warn(
+            f"{type(self).__name__}: {n_zero} of {n} rows ({n_zero / n:.0%}) have every feature underflowing to 0 "
+            f"in {X.dtype}: the data is too large for the bandwidth (2 gamma |x|^2 has median "
+            f"{float(np.median(sq)):.4g} with gamma = {self.gamma_:.4g}; the features carry exp(-c 2 gamma |x|^2)). "
+            f"Scale the data (sklearn.preprocessing.StandardScaler), use a smaller gamma ({hint}), "
+            "or use log_transform for the logarithms of the features", FeatureUnderflowWarning,
+            stacklevel=_caller_stacklevel())
+
+    def _checked(self, X):
         check_is_fitted(self, "weights_")
-        X = validate_data(self, X, reset=False, dtype=_DTYPES)
-        scale = np.sqrt(2.0 * self.gamma_)
-        if scale != 1.0:
-            X = X * X.dtype.type(scale)
-        return X, self.weights_.astype(X.dtype, copy=False)
+        return self._validate(X, reset=False)
 
     def transform(self, X):
         """Map X to its random features.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
             Data of the width seen by ``fit``.
 
         Returns
         -------
         ndarray of shape (n_samples, n_features_out)
-            n_features_out is ``n_components`` (PRFs) or ``2 * n_components``
-            (RFFs); X's dtype (float32 stays float32, anything else becomes
-            float64).
+            n_features_out is the kind's width times ``n_components`` (1 for
+            ``'prf'``, 2 for ``'hyperbolic'`` and RFFs); X's dtype (float32
+            stays float32, anything else becomes float64); dense also for
+            sparse X.
 
         Raises
         ------
@@ -163,21 +348,35 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             Before ``fit`` (a ValueError).
         ValueError
             For data of another width, or with NaN or inf.
+
+        Warns
+        -----
+        FeatureUnderflowWarning
+            When every feature of some rows underflows to 0 (module docstring:
+            scale of the data).
         """
-        X, W = self._scaled(X)
-        return self._map(X, W)
+        return self._map(self._checked(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.input_tags.sparse = True
         return tags
 
 
-class PositiveRandomFeatures(_RandomFeatures):
-    r"""Positive random features (eq. ``def_prf``) as a scikit-learn transformer.
+def _names(items):
+    return ", ".join(repr(n) for n in items)
 
-    ``transform(X)`` returns :math:`\phi(\sqrt{2\gamma}\,x)` with
-    :math:`\phi(z) = m^{-1/2}e^{-c\|z\|^2}[e^{w_i^\top z}]_{i=1}^m`, so that
+
+class PositiveRandomFeatures(_RandomFeatures):
+    r"""Positive random features of any positive feature kind as a scikit-learn transformer.
+
+    ``transform(X)`` returns :math:`\phi(\sqrt{2\gamma}\,x)` with :math:`\phi` the
+    map of ``kind``: for PRFs (eq. ``def_prf``)
+    :math:`\phi(z) = m^{-1/2}e^{-c\|z\|^2}[e^{w_i^\top z}]_{i=1}^m`; for
+    hyperbolic PRFs (FAVOR+)
+    :math:`\phi(z) = (2m)^{-1/2}e^{-c\|z\|^2}[e^{w_i^\top z}, e^{-w_i^\top z}]`
+    (2m columns, the m positive halves first), so that
     :math:`\phi(x)^\top\phi(y)` estimates :math:`e^{-\gamma\|x-y\|^2}`
     (``kernel="gaussian"``, c = 1) or :math:`e^{2\gamma x^\top y}`
     (``kernel="softmax"``, c = 1/2), unbiasedly for the exact couplings.
@@ -185,19 +384,22 @@ class PositiveRandomFeatures(_RandomFeatures):
     Parameters
     ----------
     n_components : int >= 1, default 100
-        Number m of random projections (= output columns); any m, not only
+        Number m of random projections; the output has ``width * m`` columns
+        (width 1 for ``'prf'``, 2 for ``'hyperbolic'``).  Any m, not only
         multiples of d.
     coupling : str, default 'simplex'
-        Any coupling of :data:`montecarlo.COUPLINGS` (``'iid'``,
-        ``'orthogonal'``, ``'simplex'``, ``'simplex_plus'``,
-        ``'fast_orthogonal'``, ``'fast_simplex'``), looked up in
-        :mod:`theory.registry`.  The fast couplings are not exactly Gaussian
-        and are biased at small d (see :func:`montecarlo.sample_weights`).
+        Any coupling of the registry, ``theory.registry.names()`` (also
+        :data:`montecarlo.COUPLINGS`; now {couplings}).  The fast couplings are
+        not exactly Gaussian and are biased at small d (see
+        :func:`montecarlo.sample_weights`).
+    kind : str, default 'prf'
+        A positive feature kind, ``theory.feature_kinds.names(positive=True)``
+        (now {kinds}).
     kernel : {'gaussian', 'softmax'}, default 'gaussian'
     gamma : float > 0 or 'scale', default 0.5
         Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`
         (module docstring); 0.5 is the paper's kernel.
-    random_state : None, int >= 0, numpy.random.Generator or SeedSequence
+    random_state : None, int >= 0, numpy.random.Generator, SeedSequence or RandomState
         Seed of the projections (module docstring).
 
     Attributes
@@ -212,19 +414,21 @@ class PositiveRandomFeatures(_RandomFeatures):
 
     See Also
     --------
-    montecarlo.prf_features : The plain function (any array backend, optional log-space offsets).
+    montecarlo.random_features : The plain function (any array backend, optional log-space offsets).
     RandomFourierFeatures : The RFF map with the same parameters.
 
     Notes
     -----
-    The features of a row can all underflow to 0 when
-    :math:`2\gamma\|x\|^2` is in the hundreds; :meth:`log_transform` returns
-    their logarithms, which never underflow.
+    The features of a row all underflow to 0 when :math:`2c\gamma\|x\|^2` is
+    in the hundreds (float64; about 100 in float32): ``transform`` warns
+    (:class:`FeatureUnderflowWarning`, with what to do), and
+    :meth:`log_transform` returns their logarithms, which never underflow.
 
     References
     ----------
     Reid et al., "Simplex Random Features", ICML 2023, eq. ``def_prf`` and
-    Sec. 3 (``simplex_block_eq``).
+    Sec. 3 (``simplex_block_eq``); Choromanski et al., "Rethinking Attention
+    with Performers", ICLR 2021 (hyperbolic features, Lemma 1).
 
     Examples
     --------
@@ -238,36 +442,36 @@ class PositiveRandomFeatures(_RandomFeatures):
     True
     """
 
-    @renamed_arguments(rng="random_state")
-    def __init__(self, n_components=100, *, coupling="simplex", kernel="gaussian", gamma=0.5, random_state=None):
+    def __init__(self, n_components=100, *, coupling="simplex", kind="prf", kernel="gaussian", gamma=0.5,
+                 random_state=None):
         self.n_components = n_components
         self.coupling = coupling
+        self.kind = kind
         self.kernel = kernel
         self.gamma = gamma
         self.random_state = random_state
 
-    def _check_params(self):
-        check_choice(self.kernel, "kernel", PRF_KERNELS)
-        return super()._check_params()
+    def _kind(self):
+        return _kinds.check_kind(self.kind, positive=True)
 
-    def _map(self, X, W):
-        return prf_features(X, W, self.kernel)
+    def _kernel(self):
+        return _kinds.check_kernel(self.kernel)
 
     def log_transform(self, X):
-        r"""Logarithms of the features, :math:`w_i^\top z - c\|z\|^2 - \frac12\log m` with :math:`z = \sqrt{2\gamma}x`.
+        r"""Logarithms of the features: for PRFs :math:`w_i^\top z - c\|z\|^2 - \frac12\log m`,
+        :math:`z = \sqrt{2\gamma}x` (each kind's ``log_features`` hook).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
             Data of the width seen by ``fit``.
 
         Returns
         -------
-        ndarray of shape (n_samples, n_components)
+        ndarray of shape (n_samples, n_features_out)
             Finite even where :meth:`transform` underflows to 0.
         """
-        X, W = self._scaled(X)
-        return prf_log_features(X, W, self.kernel)
+        return self._map(self._checked(X), log=True)
 
 
 class RandomFourierFeatures(_RandomFeatures):
@@ -282,13 +486,21 @@ class RandomFourierFeatures(_RandomFeatures):
     Parameters
     ----------
     n_components : int >= 1, default 100
-        Number m of random projections; the output has **2m** columns.
-    coupling : str, default 'simplex'
-        Any coupling of :data:`montecarlo.COUPLINGS` (see
-        :class:`PositiveRandomFeatures`).
+        Number m of random projections; the output has **2m** columns (sin
+        and cos of each projection, interleaved), unlike RBFSampler's m
+        cosines with random phases.
+    coupling : str, default 'orthogonal'
+        Any coupling of the registry, ``theory.registry.names()`` (now
+        {couplings}).  The default is ``'orthogonal'`` because the simplex
+        advantage is specific to PRFs: for RFFs the simplex coupling has the
+        larger MSE at small :math:`z = \sqrt{2\gamma}\|x-y\|`
+        (``theory.rff_mse_ratio("simplex", "orthogonal", d, z)`` at m = d:
+        1.38, 1.50, 1.06 at d = 8 and z = 0.1, 1, 2; 1.34, 1.15, 1.007 at
+        d = 64; the z -> 0 limit is (3 + d/(d-1))/3) and wins only in a narrow
+        window near z = 3 at small d (0.994 at d = 8, z = 3).
     gamma : float > 0 or 'scale', default 0.5
         Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`.
-    random_state : None, int >= 0, numpy.random.Generator or SeedSequence
+    random_state : None, int >= 0, numpy.random.Generator, SeedSequence or RandomState
         Seed of the projections (module docstring).
 
     Attributes
@@ -301,8 +513,8 @@ class RandomFourierFeatures(_RandomFeatures):
 
     See Also
     --------
-    montecarlo.rff_features : The plain function (any array backend).
-    PositiveRandomFeatures : The PRF map with the same parameters.
+    montecarlo.random_features : The plain function (``kind='rff'``; any array backend).
+    PositiveRandomFeatures : The positive maps with the same parameters.
 
     References
     ----------
@@ -310,14 +522,19 @@ class RandomFourierFeatures(_RandomFeatures):
     Rahimi and Recht, "Random Features for Large-Scale Kernel Machines", 2007.
     """
 
-    _columns_per_projection = 2
-
-    @renamed_arguments(rng="random_state")
-    def __init__(self, n_components=100, *, coupling="simplex", gamma=0.5, random_state=None):
+    def __init__(self, n_components=100, *, coupling="orthogonal", gamma=0.5, random_state=None):
         self.n_components = n_components
         self.coupling = coupling
         self.gamma = gamma
         self.random_state = random_state
 
-    def _map(self, X, W):
-        return rff_features(X, W)
+    def _kind(self):
+        return "rff"
+
+
+# The registries' current names in the docstrings (derived, never hand-written).
+for _cls in (PositiveRandomFeatures, RandomFourierFeatures):
+    if _cls.__doc__:  # None under python -OO
+        _cls.__doc__ = _cls.__doc__.replace("{couplings}", _names(_registry.names())).replace(
+            "{kinds}", _names(_kinds.names(positive=True)))
+del _cls
