@@ -87,10 +87,13 @@ row blocks, on as many threads as the smallest limit that
 :func:`threadpoolctl.threadpool_info` reports (one thread under
 ``threadpool_limits(1)`` or ``OMP_NUM_THREADS=1``; the calling thread alone
 for small batches).  Memory is O(N d + d m + N w m): the data, the
-projections (``fit`` peaks at about 4 d m float64 while sampling a simplex
-block; ``transform`` adds a float32 copy of them for float32 data) and the
-(N, w m) result, plus, for w > 1, the (N, m) projections; no (N, d, m)
-intermediate.
+projections and the (N, w m) result, plus, for w > 1, the (N, m)
+projections; no (N, d, m) intermediate (tested with a measured peak).  The
+largest constant is ``fit``'s: sampling m < d rows of a simplex block peaks
+at 4.0 d m float64 (tracemalloc; 5.5 d m resident, LAPACK included), so
+n_components = 2 at d = 2^27 needs about 11 GiB; ``transform`` adds a
+float32 copy of the projections for float32 data.  A MemoryError while
+drawing names the shape and what to do.
 
 Examples
 --------
@@ -126,7 +129,7 @@ except ImportError as exc:  # missing, or older than 1.6 (no validate_data / __s
 from theory import feature_kinds as _kinds
 from theory import registry as _registry
 
-from ._checks import check_budget, check_choice, check_coupling, check_int, check_positive_float, check_rng
+from ._checks import AllocationError, check_budget, check_choice, check_coupling, check_int, check_positive_float, check_rng
 from .couplings import sample_weights
 from .features import row_sq_norms
 
@@ -263,7 +266,16 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             var = float(X.multiply(X).mean() - X.mean() ** 2) if _sparse.issparse(X) else float(X.var())
             gamma = 1.0 / (d * var) if var > 0 else 1.0
         self.gamma_ = float(gamma)
-        self.weights_ = sample_weights(coupling, d, m, rng=rng)
+        try:
+            weights = sample_weights(coupling, d, m, rng=rng)
+        except MemoryError as exc:
+            if isinstance(exc, AllocationError):  # already names the arguments
+                raise
+            raise MemoryError(f"fit could not allocate weights_, the (n_components, d) = ({m}, {d}) projections "
+                              f"({8 * m * d / 2**30:.3g} GiB in float64, and up to about 5.5 times that while sampling "
+                              f"the {coupling!r} coupling): use fewer n_components or reduce d first (e.g. "
+                              f"sklearn.random_projection); {exc}") from exc
+        self.weights_ = weights
         self._n_features_out = rec.width * m
         return self
 
