@@ -129,7 +129,15 @@ except ImportError as exc:  # missing, or older than 1.6 (no validate_data / __s
 from theory import feature_kinds as _kinds
 from theory import registry as _registry
 
-from ._checks import AllocationError, check_budget, check_choice, check_coupling, check_int, check_positive_float, check_rng
+from ._checks import (
+    AllocationError,
+    check_budget,
+    check_choice,
+    check_coupling,
+    check_int,
+    check_positive_float,
+    check_rng,
+)
 from .couplings import sample_weights
 from .features import row_sq_norms
 
