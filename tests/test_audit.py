@@ -17,7 +17,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -314,14 +313,31 @@ def test_no_claim_skips_theory_checks_and_describes_structure():
     assert rep.structure.cos_mean == pytest.approx(-1 / 5)
 
 
-def test_time_budget_stops_early():
+def test_time_budget_stops_early(monkeypatch):
+    """The audit reads its clock through ``montecarlo.audit.time``; a fake clock that each draw
+    advances by one second makes the stopping point exact instead of machine-dependent: with a
+    budget of 75.5 s the run stops after the 76th draw (and never below MIN_N = 50 draws)."""
+    audit_module = sys.modules["montecarlo.audit"]
+    clock = {"now": 0.0}
+
+    class FakeTime:
+        @staticmethod
+        def perf_counter():
+            return clock["now"]
+
+    monkeypatch.setattr(audit_module, "time", FakeTime)
+
     def slow(d, m, rng):
-        time.sleep(0.002)
+        clock["now"] += 1.0
         return iid_sampler(d, m, rng)
 
-    rep = audit(slow, 3, n_draws=5000, rng=13, time_budget=0.05)
-    assert 50 <= rep.n < 5000 and rep.n_requested == 5000
+    rep = audit(slow, 3, n_draws=5000, rng=13, time_budget=75.5)
+    assert rep.n == 76 and rep.n_requested == 5000
     assert any("time budget" in note for note in rep.notes)
+    # below MIN_N the budget does not stop the run: a budget spent after one draw still gives 50
+    clock["now"] = 0.0
+    rep = audit(slow, 3, n_draws=5000, rng=13, time_budget=0.5)
+    assert rep.n == audit_module.MIN_N
 
 
 def test_report_rendering_and_dict():

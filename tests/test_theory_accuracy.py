@@ -12,7 +12,6 @@ cos(theta) in [-1, 1].  Deterministic (``derandomize=True``, no database) and
 sized for CI; the wider exploration is ``benchmarks/bench_theory.py``.
 """
 
-import time
 from decimal import Decimal
 
 import mpmath
@@ -84,8 +83,11 @@ def tight(compute, dps, start=None, top=1 << 16):
 
 
 def call(func, *args, in_domain=True, **kwargs):
-    """Run a theory call under the test budget; None if it (legitimately) raised NoConvergence."""
-    t0 = time.perf_counter()
+    """Run a theory call under the test budget; None if it (legitimately) raised NoConvergence.
+
+    No clock is read here: the budget is what bounds the call (past it the call raises
+    ConvergenceError, which inside the claimed domain fails the test); that every loop reaches a
+    budget check is tested in test_hardening_budget.py with budgets whose expiry is certain."""
     try:
         with theory.budget(seconds=BUDGET):
             return func(*args, **kwargs)
@@ -93,8 +95,6 @@ def call(func, *args, in_domain=True, **kwargs):
         assert isinstance(exc, theory.ConvergenceError)
         assert not in_domain, f"NoConvergence inside the claimed domain: {exc}"
         return None
-    finally:
-        assert time.perf_counter() - t0 < BUDGET + 5
 
 
 def cos_of(coupling, d):

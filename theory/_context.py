@@ -64,7 +64,7 @@ from .errors import ConvergenceError
 from .validation import check_int, check_real
 
 __all__ = ["DEFAULT_SECONDS", "LOCK", "MAX_DPS", "budget", "caller_prec", "check_time", "legacy", "mp",
-           "precision", "to_caller"]
+           "precision", "to_caller", "work_count"]
 
 #: The private context every theory module computes in.
 mp = MPContext()
@@ -93,7 +93,7 @@ if hasattr(os, "register_at_fork"):
 def _state():
     st = _local.__dict__
     if "depth" not in st:
-        st.update(depth=0, prec=None, seconds=None, deadline=None)
+        st.update(depth=0, prec=None, seconds=None, deadline=None, checks=0)
     return _local
 
 
@@ -156,13 +156,28 @@ def caller_prec():
 
 
 def check_time(what):
-    """Raise ConvergenceError if the current top-level call has used up its time budget."""
-    deadline = _state().deadline
+    """Raise ConvergenceError if the current top-level call has used up its time budget.
+
+    Every loop of :mod:`theory` whose trip count an argument sets calls this (every iteration, or
+    every few cheap ones); ``what`` names the loop and, where an argument makes it long, that
+    argument (``"orf_conformity_kummer at d = 10**8 (a finite sum of d/2 terms)"``), so that the
+    error says which input to change.  The calls are counted (:func:`work_count`).
+    """
+    st = _state()
+    st.checks += 1
+    deadline = st.deadline
     if deadline is not None and time.monotonic() > deadline:
-        seconds = _state().seconds or DEFAULT_SECONDS
+        seconds = st.seconds or DEFAULT_SECONDS
         raise ConvergenceError(
             f"{what}: time budget of {seconds:g} s exhausted; lower the working precision, use a "
             "smaller argument, or allow more time with theory.budget(seconds=...)")
+
+
+def work_count():
+    """Budget checks (:func:`check_time` calls) made by this thread so far: a clock-free measure of
+    the work a computation did (series terms, quadrature nodes, recurrence steps), for tests that
+    bound work instead of wall-clock time.  Read it before and after a call and subtract."""
+    return _state().checks
 
 
 def inside():

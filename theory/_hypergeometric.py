@@ -93,6 +93,10 @@ def hyp1f1_pos(a, b, x, what="1F1"):
     if f == 0 and n <= 4 * MAX_TERMS and (n < 64 or x > n / 4):
         # cheaper and safer than the series once x is comparable with n
         return _kummer_positive(n, b, x, what)
+    if f == 0 and x >= MAX_TERMS and not x > 4 * (a + 1) ** 2 + 2 * mp.prec:
+        # the series needs more than x terms (its term ratio is >= x/(k+1)) and mpmath's asymptotic
+        # expansion is not in reach: one futile mpmath call would run for seconds past the budget
+        return _kummer_positive(n, b, x, what)
     r = _mpmath(a, b, x, what)
     if r is not None:
         return r
@@ -101,9 +105,10 @@ def hyp1f1_pos(a, b, x, what="1F1"):
     return _positive_recurrence_checked(n, b, x, what)
 
 
-def _positive_recurrence(n, b, x, prec):
+def _positive_recurrence(n, b, x, prec, what="1F1"):
     """M(b + n + 1/2, b, x), x > 0, by the recurrence in a (DLMF 13.3.1), forward from
     M(b - 1/2, b, x) and M(b + 1/2, b, x): M grows with a for x > 0, the dominant direction."""
+    what = f"{what}: recurrence in a over a - b = {n} + 1/2 steps (x > 0)"
     with mp.workprec(prec):
         half = mp.mpf(1) / 2
         m0 = mp.hyp1f1(b - half, b, x, maxterms=10 ** 6)
@@ -111,7 +116,7 @@ def _positive_recurrence(n, b, x, prec):
         a = b + half
         for k in range(n):
             if k % 256 == 0:
-                check_time("1F1 recurrence (x > 0)")
+                check_time(what)
             m0, m1 = m1, ((2 * a - b + x) * m1 + (b - a) * m0) / a
             a += 1
         return m1
@@ -122,8 +127,8 @@ def _positive_recurrence_checked(n, b, x, what):
     guard = 16 + int(math.log2(n + 2))
     for _ in range(3):
         try:
-            r1 = _positive_recurrence(n, b, x, prec + guard)
-            r2 = _positive_recurrence(n, b, x, prec + guard + 32)
+            r1 = _positive_recurrence(n, b, x, prec + guard, what)
+            r2 = _positive_recurrence(n, b, x, prec + guard + 32, what)
         except mpmath.libmp.NoConvergence:
             break
         if abs(r1 - r2) <= abs(r2) * mp.mpf(2) ** (-prec - 2):
@@ -140,6 +145,7 @@ def _a_of(n, b):
 
 def _kummer_positive(n, b, x, what):
     """e^x sum_{j<=n} C(n, j) x^j / (b)_j (all terms positive, rounding error < (n+2) ulp)."""
+    what = f"{what}: Kummer's finite sum of a - b + 1 = {n + 1} terms"
     with mp.workprec(mp.prec + int(math.log2(n + 2)) + 8):
         term = mp.mpf(1)
         total = mp.mpf(1)
@@ -172,7 +178,9 @@ def hyp1f1_neg(a, b, y, what="1F1", absolute=False):
     series_cost = y * (1 + y / (mp.prec + 64))
     # mpmath's asymptotic expansion converges fast once y >> a (a - b + 1)
     big = y > 4 * (a + 1) ** 2 + 2 * mp.prec
-    if big or series_cost < 2 * n + 8:
+    # the series' terms grow until k >= y - 1 (term ratio >= y/(k+1)): beyond MAX_TERMS it cannot
+    # succeed, and one futile mpmath call can run for seconds past the budget (maxprec ~ 8y bits)
+    if big or (series_cost < 2 * n + 8 and y < MAX_TERMS):
         r = _mpmath(a, b, -y, what, maxprec=8 * mp.prec + 8 * int(y) + 256,
                     zeroprec=(2 * mp.prec + 16 + int(y / mp.ln2)) if absolute else None)
         if r is not None:
@@ -180,8 +188,9 @@ def hyp1f1_neg(a, b, y, what="1F1", absolute=False):
     return _recurrence_checked(n, f, b, y, what, absolute)
 
 
-def _recurrence(n, f, b, y, prec):
+def _recurrence(n, f, b, y, prec, what="1F1"):
     """M(b + f + n, b, -y) by the recurrence in a, at ``prec`` bits (see the module docstring)."""
+    what = f"{what}: recurrence in a over a - b = {n}{' + 1/2' if f else ''} steps (x < 0)"
     with mp.workprec(prec):
         yy = y  # keep every bit of y: e^{-y} below needs it in absolute terms
         if f == 0:
@@ -200,7 +209,7 @@ def _recurrence(n, f, b, y, prec):
         else:
             for k in range(steps):
                 if k % 32 == 0:
-                    check_time("1F1 recurrence")
+                    check_time(what)
                 m0, m1 = m1, ((2 * a - b - yy) * m1 + (b - a) * m0) / a
                 a += 1
                 if abs(m1) > scale:
@@ -229,8 +238,8 @@ def _recurrence_checked(n, f, b, y, what, absolute=False):
             f"(beyond {MAX_GUARD_BITS}); outside the reachable domain (odd d with d << z^2/2 << d^2): "
             "use an even d nearby")
     for _ in range(MAX_RETRIES):
-        r1, _ = _recurrence(n, f, b, y, prec + guard)
-        r2, scale = _recurrence(n, f, b, y, prec + guard + 32)
+        r1, _ = _recurrence(n, f, b, y, prec + guard, what)
+        r2, scale = _recurrence(n, f, b, y, prec + guard + 32, what)
         ref = scale if absolute else abs(r2)
         if ref and abs(r1 - r2) <= ref * mp.mpf(2) ** (-prec - 2):
             return +r2
@@ -274,6 +283,7 @@ def laguerre_scan(d, ys):
     import numpy as np
 
     ys = np.atleast_1d(np.asarray(ys, dtype=float))
+    what = f"laguerre_scan at d = {d} (a recurrence of d/2 steps over {ys.size} points y)"
     b = d / 2.0
     n = d // 2
     logs = np.zeros_like(ys)
@@ -287,6 +297,7 @@ def laguerre_scan(d, ys):
         m1 = np.empty_like(ys)
         with mp.workprec(64):
             for i, y in enumerate(ys):
+                check_time(f"laguerre_scan at d = {d} (starting values at {ys.size} points y)")
                 yy = mp.mpf(float(y))
                 s0 = mp.hyp1f1(mp.mpf(1) / 2, mp.mpf(d) / 2, yy, zeroprec=200)
                 s1 = mp.hyp1f1(-mp.mpf(1) / 2, mp.mpf(d) / 2, yy, zeroprec=200)
@@ -303,8 +314,7 @@ def laguerre_scan(d, ys):
         m0, m1 = m1, nxt
         a += 1
         if k % 8 == 7:
-            if k % 2048 == 2047:
-                check_time("laguerre_scan")
+            check_time(what)
             big = np.maximum(np.abs(m0), np.abs(m1))
             fix = (big > 1e100) | ((big < 1e-100) & (big > 0))
             if fix.any():

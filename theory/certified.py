@@ -378,6 +378,7 @@ def certify_ordering(ds, vs, prec=128, max_prec=2048):
         for v in vs:
             bits = prec
             while True:
+                check_time(f"certify_ordering at d = {d}, v = {v!r} ({bits} bits)")
                 s, o, i = (conformity(c, d, v, bits, 0) for c in ("simplex", "orthogonal", "iid"))
                 verdict = _decide([(s, o), (o, i)])
                 if verdict is not None or bits >= max_prec:
@@ -399,6 +400,7 @@ def certify_rff_sign(ds, zs, coupling="simplex", baseline="orthogonal", prec=128
         for z in zs:
             bits = prec
             while True:
+                check_time(f"certify_rff_sign at d = {d}, z = {z!r} ({bits} bits)")
                 a = rff_conformity(coupling, d, z, bits, 0)
                 b = rff_conformity(baseline, d, z, bits, 0)
                 verdict = _decide([(a, b)])

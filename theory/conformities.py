@@ -136,7 +136,7 @@ def conformity_orthogonal(d, v):
 
 
 def _orf(d, vv):
-    return hyp1f1_pos(mp.mpf(d), mp.mpf(d) / 2, half_square(vv), "ORF conformity 1F1(d; d/2; v^2/2)")
+    return hyp1f1_pos(mp.mpf(d), mp.mpf(d) / 2, half_square(vv), f"ORF conformity 1F1(d; d/2; v^2/2) at d = {d}")
 
 
 @guarded(grid=("d", "v"))
@@ -168,9 +168,12 @@ def orf_conformity_kummer(d, v):
     vv = check_v(v)
     x = half_square(vv)
     n = d // 2
+    what = f"orf_conformity_kummer at d = {d} (a finite sum of d/2 = {n} terms; conformity_orthogonal is O(1) in d)"
     term = mp.mpf(1)
     total = mp.mpf(1)
     for j in range(n):
+        if j % 256 == 0:
+            check_time(what)
         # (-n)_j / (n)_j * (-x)^j / j!  ->  ratio (j - n)/((n + j)(j + 1)) * (-x)
         term *= mp.mpf(j - n) / ((n + j) * (j + 1)) * (-x)
         total += term
@@ -387,6 +390,7 @@ def _prf_quad(d, x, c, maxdegree=None):
     t0 = max(mp.mpf(d) * d, 2 * mp.prec + 128)
     log_gamma_ratio = mp.loggamma(h) - mp.loggamma(dd)
     what = "conformity_at_angle (quadrature route)"
+    what_d = f"{what} at d = {d} (large-argument expansion of 1F1(d; d/2; t), up to d terms)"
 
     def one_plus_cs(phi, s):
         if c == -1:
@@ -399,7 +403,9 @@ def _prf_quad(d, x, c, maxdegree=None):
             u = 1 / t
             total = mp.mpf(1)
             term = mp.mpf(1)
-            for k in range(d):
+            for k in range(d):  # stops after about p / log2(t / (d k)) terms, t >= d^2
+                if k % 64 == 63:
+                    check_time(what_d)
                 term = term * (k - h) * (k + 1 - d) / (k + 1) * u
                 total += term
                 if abs(term) < abs(total) * mp.eps / 4:
@@ -499,12 +505,16 @@ def _rff_even_taylor(d, zz, c):
         # R_p from R_0 = 1, R_1 and R_{p+2} = R_p (d + p)/(d + p + 1)
         r = mp.mpf(1) if p % 2 == 0 else r1
         for j in range(p % 2, p - 1, 2):
+            if j % 1024 < 2:
+                check_time(what)
             r = r * (d + j) / (d + j + 1)
         return r
 
     def coef(p, y):
         out = mp.mpf(1)
         for j in range(p):
+            if j % 1024 == 1023:
+                check_time(what)
             out = out * y / (j + 1) * (d + j) / (h + j)
         return out
 
@@ -570,7 +580,9 @@ def _recurrence_tail(d, h, t, cabs, p, cf, f_prev, f_p, cap, max_steps=20_000):
     g_prev, g = abs(f_prev) * slack, abs(f_p) * slack
     total = mp.mpf(0)
     k = p
-    for _ in range(max_steps):
+    for step in range(max_steps):
+        if step % 1024 == 1023:
+            check_time("rff_conformity_at_angle (remainder bound of the even Taylor terms)")
         a, b = d + k, h + k
         g_prev, g = g, min((b * abs(b - 1 + t) * g + b * abs(b - 1) * g_prev) / (a * t), cap)
         cf = cf * cabs * t / (k + 1) * (d + k) / (h + k)

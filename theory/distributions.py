@@ -318,18 +318,31 @@ def _wij_moment(n, d, c):
     """Multinomial expansion of E[(w_i^2 + w_j^2 + 2c w_i w_j)^n], repeated with
     more bits when the terms (signed for c < 0) cancel."""
     prec = mp.prec
-    guard = 16
+    guard = 16 + (2 * n + 1).bit_length()  # the moment recurrence accumulates up to 2n roundings
+    what = f"wij_moment at n = {n} (a double sum of about n^2/2 = {n * n // 2 + n} terms)"
+
+    def checked(items):
+        for i, item in enumerate(items):
+            if i % 256 == 0:
+                check_time(what)
+            yield item
+
     while True:
         with mp.workprec(prec + guard):
-            mom = [chi_moment(j, d) for j in range(2 * n + 1)]
+            h = mp.mpf(d) / 2
+            mom = [mp.mpf(1)]  # E[chi_d^j] = 2^{j/2} Gamma((d+j)/2) / Gamma(d/2): mom[j+2] = mom[j] (d + j)
+            mom.append(mp.sqrt(2) * mp.gammaprod([h + mp.mpf(1) / 2], [h]))
+            for j in checked(range(2, 2 * n + 1)):
+                mom.append(mom[j - 2] * (d + j - 2))
             total = mp.mpf(0)
             absum = mp.mpf(0)
             # (A + B)^n with A = w_i^2 + w_j^2, B = 2c w_i w_j; A^a = sum_r C(a,r) w_i^{2r} w_j^{2(a-r)}
             for b in range(n + 1):
-                check_time("wij_moment")
+                check_time(what)
                 a = n - b
                 coef = mp.binomial(n, b) * (2 * c) ** b
-                inner = mp.fsum(mp.binomial(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b] for r in range(a + 1))
+                inner = mp.fsum(mp.binomial(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b]
+                                for r in checked(range(a + 1)))
                 total += coef * inner
                 absum += abs(coef * inner)
         if total > 0 and mp.log(absum / total, 2) <= guard - 8:

@@ -12,7 +12,7 @@ unit vectors with pairwise cosines :math:`-1/(d-1)` summing to zero, so that
 
 from __future__ import annotations
 
-from ._context import mp
+from ._context import check_time, mp
 
 from ._checks import check_dimension, guarded, to_mpf
 from .validation import ArgumentTypeError, describe
@@ -39,6 +39,7 @@ def simplex_vectors(d):
     b = (mp.sqrt(d) + 1) / mp.mpf(d - 1) ** (mp.mpf(3) / 2)
     s = mp.matrix(d, d)
     for i in range(d - 1):
+        check_time(f"simplex_vectors at d = {d} (a dense d x d matrix)")
         for j in range(d - 1):
             s[i, j] = -b
         s[i, i] += a
@@ -54,6 +55,7 @@ def simplex_gram(d):
     d = _dense_d(d)
     g = mp.matrix(d, d)
     for i in range(d):
+        check_time(f"simplex_gram at d = {d} (a dense d x d matrix)")
         for j in range(d):
             g[i, j] = 1 if i == j else mp.mpf(-1) / (d - 1)
     return g
@@ -78,7 +80,12 @@ def simplex_apply(x):
     """
     if isinstance(x, (str, bytes)) or not hasattr(x, "__len__") or getattr(x, "ndim", 1) != 1:
         raise ArgumentTypeError(f"x must be a sequence or 1-D array of real numbers, got {describe(x)}")
-    xs = [to_mpf(t, "x") for t in x]
+    what = f"simplex_apply at len(x) = {len(x)} (O(d) mpf operations)"
+    xs = []
+    for t in x:
+        if len(xs) % 1024 == 0:
+            check_time(what)
+        xs.append(to_mpf(t, "x"))
     d = check_dimension(len(xs), "simplex", name="len(x)")
     yd = mp.fsum(xs[:-1]) / mp.sqrt(d - 1)
     a = mp.sqrt(mp.mpf(d) / (d - 1))

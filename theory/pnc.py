@@ -60,6 +60,7 @@ import functools
 from ._context import mp
 
 from ._checks import check_dimension, check_nonnegative, guarded
+from ._context import check_time
 from ._series import quad_checked
 from .errors import ConvergenceError
 from .registry import register
@@ -86,8 +87,10 @@ def _invert(a, target_log, upper, x0):
     tol = mp.mpf(2) ** (4 - mp.prec)
     x = mp.mpf(x0)
     lo, hi = mp.mpf(0), mp.inf
+    what = f"incomplete-gamma inversion at a = d/2 = {mp.nstr(a, 8)}"
     with mp.workprec(mp.prec + 20):
         for _ in range(MAX_NEWTON):
+            check_time(what)
             if upper:
                 tail = mp.gammainc(a, x, mp.inf, regularized=True)
             else:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from mpmath.matrices.matrices import _matrix
 
-from ._context import mp
+from ._context import check_time, mp
 
 from .errors import ConvergenceError
 from ._checks import check_int, check_nonnegative, guarded, to_mpf
@@ -32,7 +32,10 @@ from .geometry import simplex_vectors
 
 def _as_vectors(vectors, name="vectors"):
     try:
-        rows = [[to_mpf(t, name) for t in row] for row in _rows(vectors)]
+        rows = []
+        for row in _rows(vectors):
+            check_time(f"reading {name} (row {len(rows)})")
+            rows.append([to_mpf(t, name) for t in row])
     except TypeError as exc:
         raise ValueError(f"{name} must be a 2-D array-like of reals (m rows of length d)") from exc
     if len(rows) < 2:
@@ -57,6 +60,7 @@ def _pair_sq_sums(rows):
     m = len(rows)
     out = []
     for i in range(m):
+        check_time(f"the m (m - 1) pair norms w_ij at m = {m}, d = {len(rows[0])}")
         for j in range(m):
             if i != j:
                 out.append(_norm2([a + b for a, b in zip(rows[i], rows[j])]))
@@ -176,9 +180,12 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, his
         d = len(vecs[0])
         total = [mp.fsum(vecs[i][k] for i in range(m)) for k in range(d)]
         resultants = [mp.sqrt(_norm2(total))]
+        what = f"simplex_plus_update at m = {m}, d = {d} (pass {{}} of max_passes = {max_passes})"
         for passes in range(1, max_passes + 1):
             moved = mp.mpf(0)
             for i in range(m):
+                if i % 16 == 0:
+                    check_time(what.format(passes))
                 r = [total[k] - vecs[i][k] for k in range(d)]
                 rn = mp.sqrt(_norm2(r))
                 if rn == 0:
