@@ -318,3 +318,58 @@ def test_predictions_match_the_public_code_estimator_draw_for_draw(coupling):
     assert np.array_equal(acc, np.mean(theirs == split.y_test, axis=1))
     other = np.stack([_public_code_predictions(split, 1.01 * sigma, w) for w in W])
     assert not np.array_equal(other, theirs)
+
+
+# ---------------------------------------------------------------------------
+# Feature kinds (issue 18): the classifier reads the record's hook; one copy of each formula
+
+
+def test_hyperbolic_kind_matches_its_feature_map_reference():
+    """kind='hyperbolic': phi(sx')^T Phi^T Y / phi(sx')^T Phi^T 1 with montecarlo.random_features(kind=
+    'hyperbolic') (width 2m, no offsets), for R draws at once; power: the PRF classifier's probabilities
+    differ from it."""
+    Xtr, ytr, Xte, _ = _toy(d=4, seed=12)
+    sigma, m = 0.5, 6
+    W = mc.sample_weights("simplex", 4, m, rng=13, n_draws=3)
+    probs = cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind="hyperbolic")
+    Y = np.eye(3)[ytr]
+    for r in range(3):
+        ft = mc.random_features(sigma * Xtr, W[r], kind="hyperbolic")
+        fq = mc.random_features(sigma * Xte, W[r], kind="hyperbolic")
+        assert ft.shape == (Xtr.shape[0], 2 * m)
+        num = fq @ (ft.T @ Y)
+        assert np.allclose(probs[r], num / num.sum(axis=1, keepdims=True), rtol=1e-11)
+    assert not np.allclose(probs, cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma), rtol=1e-6)
+    split = uci.Split("toy", Xtr, ytr, Xte, _toy(d=4, seed=12)[3], None, None, 3)
+    est = cl.prf_accuracy(split, "simplex", m, 4, sigma=sigma, rng=1, kind="hyperbolic")
+    assert 0 <= est.mean <= 1 and est.n == 4
+
+
+def test_kinds_that_are_not_positive_are_refused_by_name():
+    """RFF kernel estimates can be negative (the ratio can change sign or divide by zero): the classifiers
+    refuse kind='rff' naming the positive kinds; an unknown kind names every kind."""
+    Xtr, ytr, Xte, _ = _toy()
+    W = mc.sample_weights("iid", 3, 4, rng=1)
+    split = uci.Split("toy", Xtr, ytr, Xte, ytr[:7], None, None, 3)
+    with pytest.raises(ValueError, match=r"kind must be one of 'prf', 'hyperbolic'.* \(a positive kind is needed\)"):
+        cl.kernel_regression_prf(Xtr, ytr, Xte, W, kind="rff")
+    with pytest.raises(ValueError, match="kind must be one of 'prf', 'hyperbolic'"):
+        cl.classification_curve(split, m_multipliers=(1,), n_draws=2, sigma=1.0, kind="rff")
+    with pytest.raises(ValueError, match="kind must be one of 'prf', 'rff', 'hyperbolic'"):
+        cl.prf_accuracy(split, "iid", 3, 2, sigma=1.0, kind="favor")
+
+
+def test_the_experiments_hold_no_copy_of_a_feature_or_kernel_formula():
+    """Issue 18: the PRF log-feature formula (w.x - c|x|^2 - log(m)/2) lives in the feature-kind record's
+    hook and the exact kernel in montecarlo.features.log_kernel_matrix; the experiments' classification,
+    Gram and shared modules call them (no 'log(m)' term, no '-|x - y|^2 / 2' assembly of their own)."""
+    import inspect
+
+    from montecarlo.experiments import _common, gram
+
+    for module in (cl, gram, _common):
+        src = inspect.getsource(module)
+        assert "log(m)" not in src and "np.log(m" not in src, module.__name__
+        assert "2 * g" not in src and "logk *= 2.0" not in src, module.__name__
+    assert "log_kernel_matrix" in inspect.getsource(cl._exact_class_weights)
+    assert "projected_features" in inspect.getsource(cl._flat_logits)

@@ -14,7 +14,7 @@ from montecarlo.experiments import attention, classification, uci
 
 ROOT = Path(__file__).resolve().parents[1]
 UCI_DIR = uci.resolve_uci_dir()
-SUBCOMMANDS = ("table", "curve", "sigma", "gram", "attention")
+SUBCOMMANDS = ("table", "curve", "sigma", "gram", "attention", "split-spread")
 
 
 def _run(*args, timeout=120):
@@ -52,7 +52,7 @@ def test_help_of_each_subcommand(sub, capsys):
 
 def test_help_and_a_bad_argument_in_a_process():
     proc = _run("--help")
-    assert proc.returncode == 0 and proc.stderr == "" and "{table,curve,sigma,gram,attention}" in proc.stdout
+    assert proc.returncode == 0 and proc.stderr == "" and "{table,curve,sigma,gram,attention,split-spread}" in proc.stdout
     proc = _run("table", "--seed", "-1")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("python -m montecarlo.experiments table: error: argument --seed: must be an integer "
@@ -67,6 +67,10 @@ def test_help_and_a_bad_argument_in_a_process():
     (["attention", "--logit-std", "-1"], "argument --logit-std: must be a finite real > 0, got '-1'"),
     (["sigma", "wifi", "--sigmas", "0.1", "nan"], "argument --sigmas: must be a finite real > 0, got 'nan'"),
     (["gram", "--m", "0"], "argument --m: must be an integer >= 1, got 0"),
+    (["table", "--n-jobs", "0"], "argument --n-jobs: must be a nonzero integer (-1: every core), got 0"),
+    (["curve", "wifi", "--n-jobs", "x"], "argument --n-jobs: expected an integer, got 'x'"),
+    (["table", "--kind", "rff"], "argument --kind: invalid choice: 'rff'"),
+    (["split-spread", "wifi", "--first-seed", "42"], "argument --first-seed: must be an integer >= 43, got 42"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
 ])
 def test_bad_arguments_are_one_line_with_status_2(args, needle, capsys):
@@ -143,7 +147,10 @@ def test_table_on_a_partial_directory_with_progress(tmp_path, capsys):
     assert "protocol resampled, 2 split(s) [0, 1], 3 draws per split" in out
     err = captured.err.splitlines()
     assert err[-1].startswith(f"{cli.PROG}: warning: UCI data in {tmp_path}: missing abalone.data, car.data")
-    assert len(err) == 5 and all("] banknote: " in x or "] wifi: " in x for x in err[:4])
+    # progress: units done (at most once a second, and at the end), then each dataset's cells
+    assert all(x.startswith("[") and "] table: " in x and " units, " in x for x in err[:-3])
+    assert "] table: 8/8 units, " in err[-4]  # 2 datasets x 2 splits: 4 exact-kernel units + 4 blocks of 3 draws
+    assert "] banknote: iid " in err[-3] and "] wifi: iid " in err[-2] and " simplex " in err[-2]
 
 
 def test_table3_pads_to_a_power_of_two(capsys):
@@ -159,8 +166,9 @@ def test_curve_and_sigma_subcommands(capsys):
     assert cli.main(["sigma", "wifi", "--n-draws", "2", "--sigmas", "0.1", "0.3", "--m-multiplier", "1",
                      "--protocol", "paper"]) == 0
     out = capsys.readouterr().out
-    assert "banknote: d = 4" in out and "protocol resampled, splits [0], 2 draws per split" in out
-    assert "m/d | iid | orthogonal | simplex\n1 | " in out and "\n2 | " in out
+    assert "banknote: d = 4" in out and "protocol resampled, splits [0], 2 draws per split, paired draws" in out
+    assert ("m/d | iid | orthogonal | simplex | orthogonal-iid (z) | simplex-iid (z) | simplex-orthogonal (z)\n1 | "
+            in out) and "\n2 | " in out
     assert "wifi: protocol paper, split 42, 1800 training and 99 validation records, m = 7, 2 draws" in out
     assert "best sigma (PRF)" in out and "paper 0.22" in out
 
@@ -170,7 +178,9 @@ def test_gram_and_attention_subcommands_and_the_shared_logit_default(capsys):
     assert cli.main(["attention", "--seq-lens", "32", "--m", "8", "--n-draws", "2", "--couplings", "simplex",
                      "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("m | iid | orthogonal | simplex\n8 |")
+    assert out.startswith("m | iid | orthogonal | simplex | orthogonal-iid (z) | simplex-iid (z) | "
+                          "simplex-orthogonal (z)\n8 |")
+    assert "kind prf, 2 draws, paired draws" in out
     assert f"logit std {attention.DEFAULT_LOGIT_STD:g} (q.k / sqrt(d) of unrelated tokens)" in out
     assert "32 | 8 | " in out
     # one default for the command line, the experiment and the data generator

@@ -93,3 +93,38 @@ def test_bad_input():
         gram.frobenius_curve(X, ("simplex", "sorf"))
     with pytest.raises(ValueError, match="scale must be a finite real > 0"):
         gram.paper_gram_data(scale=0)
+
+
+@pytest.mark.parametrize("kind", ["rff", "hyperbolic"])
+def test_gram_errors_of_other_feature_kinds_match_explicit_references(kind):
+    """Issue 18: gram_errors takes kind= through the feature-kind record (it refused RFFs while
+    montecarlo.gram_estimate took them): per draw sum_ab (K_ab - phi(x_a).phi(x_b))^2 with
+    montecarlo.random_features(kind=...); RFFs estimate the Gaussian kernel only."""
+    X = np.random.default_rng(1).normal(0, 0.3, (6, 4))
+    W = mc.sample_weights("orthogonal", 4, 5, rng=2, n_draws=3)
+    K = np.array([[math.exp(-0.5 * float(np.sum((a - b) ** 2))) for b in X] for a in X])
+    got = gram.gram_errors(X, W, kind=kind)
+    for r in range(3):
+        phi = mc.random_features(X, W[r], kind=kind)
+        assert got[r] == pytest.approx(float(np.sum((K - phi @ phi.T) ** 2)), rel=1e-11)
+    if kind == "rff":
+        with pytest.raises(ValueError, match="kernel must be one of 'gaussian' for kind='rff'"):
+            gram.gram_errors(X, W, "softmax", kind="rff")
+
+
+def test_mean_rff_gram_error_matches_the_rff_mse():
+    """E[sum_ab (K - K_hat)^2] = sum_ab MSE_RFF(|x_a - x_b|) (App. A.5, theory.kernel_mse(kind='rff')) for
+    ORFs, N = 6, d = m = 8, 3000 draws; power: the IID coupling's theory is rejected."""
+    X = gram.paper_gram_data(rng=5, n_points=6, d=8, scale=0.4)
+    est = gram.gram_frobenius_error(X, "orthogonal", 8, 3000, rng=6, kind="rff")
+
+    def total(coupling):
+        out = mp.mpf(0)
+        for a in range(6):
+            for b in range(6):
+                z = float(np.linalg.norm(X[a] - X[b]))
+                out += theory.kernel_mse(coupling, 8, z, kind="rff", m=8) if z > 0 else 0
+        return float(out)
+
+    assert abs(est.z(total("orthogonal"))) <= Z_CRIT
+    assert abs(est.z(total("iid"))) > Z_CRIT

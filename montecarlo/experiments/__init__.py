@@ -26,14 +26,24 @@ random features, seeded, and returning means with standard errors
     over sequence length and logit scale).
 :mod:`~montecarlo.experiments.attention_torch`
     The same attention as a torch ``nn.Module`` (imported on demand: needs torch).
+:mod:`~montecarlo.experiments.sweeps`
+    The sweeps' engine: independent units on joblib (``n_jobs``; threads by
+    default, processes or a Dask cluster through ``joblib.parallel_config``),
+    one BLAS thread per worker, per-unit seeds (the numbers do not depend on
+    the schedule), and common random numbers across couplings
+    (:func:`~montecarlo.experiments.sweeps.paired_weights`).
+:mod:`~montecarlo.experiments.spread`
+    Table 2's cells over many split seeds of the paper's protocol
+    (``python -m montecarlo.experiments split-spread cmc wifi``).
 
 Every function takes ``rng`` (None, an int >= 0, a ``numpy.random.Generator``
 or ``SeedSequence``; checked, never passed raw to numpy);
-experiments derive one independent stream per (coupling, m) cell, so a cell's
-result does not depend on which other cells are run.
+the sweeps derive one seed per unit (split, m, block of draws), shared by the
+couplings under the paired design, so a cell's result depends neither on
+which other cells are run nor on ``n_jobs`` or the joblib backend.
 """
 
-from . import attention, classification, gram, uci
+from . import attention, classification, gram, spread, sweeps, uci
 from .attention import (
     DEFAULT_LOGIT_STD,
     attention_errors,
@@ -55,6 +65,8 @@ from .classification import (
     sigma_search,
 )
 from .gram import fig7_frobenius, frobenius_curve, gram_errors, gram_frobenius_error, paper_gram_data
+from .spread import split_spread
+from .sweeps import paired_weights, run_units
 from .uci import (
     DATASETS,
     ENV_VAR,
@@ -94,14 +106,19 @@ __all__ = [
     "load_dataset",
     "make_split",
     "mean_v",
+    "paired_weights",
     "paper_gram_data",
     "pool_splits",
     "prf_accuracy",
     "prf_attention",
     "prf_attention_matrix",
     "resolve_uci_dir",
+    "run_units",
     "sigma_search",
     "softmax_attention",
+    "split_spread",
+    "spread",
+    "sweeps",
     "synthetic_qkv",
     "uci",
 ]

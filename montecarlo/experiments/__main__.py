@@ -1,20 +1,28 @@
-"""Command line: ``python -m montecarlo.experiments {table,curve,sigma,gram,attention} [options]``.
+"""Command line: ``python -m montecarlo.experiments {table,curve,sigma,gram,attention,split-spread} [options]``.
 
 * ``table``: Table 2 (``--table 2``, the exact couplings at m = d) or Table 3
   (``--table 3``, fast variants on zero-padded data), each cell next to the
-  paper's value with a z-score; ``--protocol paper`` rebuilds the authors'
-  split, the default ``resampled`` averages over several random splits;
+  paper's value with a z-score, and the paired differences between couplings;
+  ``--protocol paper`` rebuilds the authors' split, the default ``resampled``
+  averages over several random splits;
 * ``curve``: Fig. 8's numbers (accuracy against m / d) for some datasets;
 * ``sigma``: the sigma search of App. C.1 for one dataset;
 * ``gram``: Fig. 7's Frobenius errors;
-* ``attention``: the attention-approximation errors of Sec. 5.4.
+* ``attention``: the attention-approximation errors of Sec. 5.4;
+* ``split-spread``: Table 2's cells over forty other seeds of the paper's split
+  procedure, and where the printed values fall among them.
+
+``table``, ``curve``, ``gram`` and ``split-spread`` run their units in parallel
+(``--n-jobs``, default every core; the numbers do not depend on it) with
+common random numbers across couplings (``--paired``; the default except under
+``--protocol paper``, which keeps the authors' independent draws).
 
 The UCI files ship with the package; ``--uci-dir`` or ``$SIMPLEX_RF_UCI_DIR``
 name another copy.  Progress goes to stderr (``--quiet`` silences it);
 failures print one line ``python -m montecarlo.experiments: error: ...`` on
 stderr and exit with status 2 (bad arguments, missing or malformed data) or 1
 (out of memory, no convergence), as every command line of the toolkit
-(:mod:`theory._cli`).
+(:mod:`theory.cli`).
 """
 
 from __future__ import annotations
@@ -26,9 +34,10 @@ import warnings
 
 import numpy as np
 
-from theory._cli import int_arg, main_runner, make_parser, real_arg
+from theory import feature_kinds
+from theory.cli import int_arg, main_runner, make_parser, real_arg
 
-from . import attention, classification, gram, uci
+from . import attention, classification, gram, spread, uci
 
 
 PROG = "python -m montecarlo.experiments"
@@ -36,6 +45,27 @@ _SEED = int_arg(0)
 _COUNT = int_arg(1)
 _DRAWS = int_arg(2)
 _POSITIVE = real_arg(0.0, strict=True)
+
+
+def _n_jobs(text):
+    """argparse ``type=`` of --n-jobs: a nonzero integer (-1: every core)."""
+    value = int_arg()(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core), got 0")
+    return value
+
+
+def _sweep(p, paired=True, kinds=None):
+    """Options of the parallel sweeps: workers, common random numbers, feature kind (one of ``kinds``)."""
+    p.add_argument("--n-jobs", type=_n_jobs, default=None, metavar="N",
+                   help="parallel workers (joblib; None: every core, -1 likewise); the numbers do not depend on it")
+    if paired:
+        p.add_argument("--paired", action=argparse.BooleanOptionalAction, default=None,
+                       help="common random numbers across couplings (the same norms and Gaussian blocks behind "
+                            "every coupling; None: paired except under --protocol paper, which keeps the authors' "
+                            "independent draws)")
+    if kinds:
+        p.add_argument("--kind", choices=kinds, default="prf", help="feature kind (theory.feature_kinds)")
 
 
 def _sub(sub, name, **kwargs):
@@ -61,7 +91,7 @@ def _common(p, data=True, splits=False):
 
 def _parser():
     p = make_parser(PROG, __doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True, metavar="{table,curve,sigma,gram,attention}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{table,curve,sigma,gram,attention,split-spread}")
 
     t = _sub(sub, "table", help="Tables 2 and 3 next to the paper's values (Sec. 5.3.1, App. B.2)",
              description="Tables 2 and 3: accuracy per coupling and dataset at m = d (Table 3: data "
@@ -76,6 +106,7 @@ def _parser():
                    help="couplings to run (default: the table's columns)")
     t.add_argument("--datasets", nargs="+", default=None, metavar="NAME", choices=uci.DATASETS,
                    help="datasets to run (default all eight; a requested file that is missing is an error)")
+    _sweep(t, kinds=feature_kinds.names(positive=True))
     _common(t, splits=True)
 
     c = _sub(sub, "curve", help="Fig. 8's numbers: accuracy against m / d (Sec. 5.3)",
@@ -88,6 +119,7 @@ def _parser():
                    help="m = K d for each K")
     c.add_argument("--couplings", nargs="+", default=list(classification.FIG8_COUPLINGS), metavar="COUPLING",
                    help="couplings to run")
+    _sweep(c, kinds=feature_kinds.names(positive=True))
     _common(c, splits=True)
 
     s = _sub(sub, "sigma", help="sigma search on a validation split (App. C.1)",
@@ -110,6 +142,9 @@ def _parser():
     g.add_argument("--n-draws", type=_DRAWS, default=100, help="draws per coupling and m")
     g.add_argument("--m", type=_COUNT, nargs="+", default=[16, 32, 64, 128, 256], metavar="M",
                    help="numbers of features")
+    g.add_argument("--independent", action="store_true",
+                   help="an independent stream per coupling (default: common random numbers across couplings)")
+    _sweep(g, paired=False, kinds=feature_kinds.names())
     _common(g, data=False)
 
     a = _sub(sub, "attention", help="Sec. 5.4: PRF attention error vs exact softmax attention",
@@ -129,13 +164,33 @@ def _parser():
     a.add_argument("--matrix-max-len", type=int_arg(0), default=1024,
                    help="also measure the O(L^2) attention-matrix error up to this L")
     _common(a, data=False)
+
+    ss = _sub(sub, "split-spread", help="Table 2's cells over 40 other split seeds of the paper's protocol",
+              description="The split-seed sweep: SimRF and SimRF+ accuracies (m = d) on the split of the paper's "
+                          "procedure for seeds 43 ... 82 (and the authors' 42, reported apart), their range and "
+                          "s.d., and the quantile of the printed Table 2 value among them.")
+    ss.add_argument("datasets", nargs="+", choices=uci.DATASETS, metavar="DATASET",
+                    help=f"one or more of {', '.join(uci.DATASETS)}")
+    ss.add_argument("--couplings", nargs="+", default=["simplex", "simplex_plus"], metavar="COUPLING",
+                    help="couplings (Table 2 prints simplex and simplex_plus)")
+    ss.add_argument("--n-splits", type=_COUNT, default=len(spread.DEFAULT_SEEDS),
+                    help="number of split seeds (first-seed, first-seed + 1, ...)")
+    ss.add_argument("--first-seed", type=int_arg(43), default=spread.DEFAULT_SEEDS[0],
+                    help="first split seed of the sweep (above the authors' 42)")
+    ss.add_argument("--n-draws", type=_DRAWS, default=200, help="draws per split and coupling")
+    _sweep(ss, paired=False)
+    ss.add_argument("--uci-dir", default=None, metavar="DIR",
+                    help=f"directory of the UCI files (default: ${uci.ENV_VAR}, else the copy shipped with the "
+                         "package)")
+    ss.add_argument("--seed", type=_SEED, default=0, help="seed of the random-feature draws (an integer >= 0)")
+    ss.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
 
 def main(argv=None):
     """Run the command line; returns the exit status (0 success, 2 bad arguments or data, 1 other failure).
 
-    Errors follow the toolkit's contract (:func:`theory._cli.main_runner`): one line
+    Errors follow the toolkit's contract (:func:`theory.cli.main_runner`): one line
     ``python -m montecarlo.experiments: error: ...`` on stderr, status 2 for bad input (a missing or
     malformed data file included), 1 for out of memory or no convergence, 130 for Ctrl-C.
     """
@@ -172,7 +227,8 @@ def _run(args, progress):
                                               uci_dir=args.uci_dir, datasets=args.datasets,
                                               pad_pow2=args.table == 3, protocol=args.protocol,
                                               split_rng=args.split_seeds, require=args.datasets is not None,
-                                              progress=progress)
+                                              progress=progress, kind=args.kind, paired=args.paired,
+                                              n_jobs=args.n_jobs)
         print(f"Table {args.table}" + (" (zero-padded to a power of two, m = p)" if args.table == 3 else " (m = d)"))
         print(table.format(classification.paper_table(args.table)))
         return 0
@@ -180,12 +236,16 @@ def _run(args, progress):
         for name in args.datasets:
             r = classification.classification_curve(name, args.couplings, args.m_multipliers, args.n_draws,
                                                     args.seed, protocol=args.protocol, split_rng=args.split_seeds,
-                                                    uci_dir=args.uci_dir, progress=progress)
+                                                    uci_dir=args.uci_dir, progress=progress, kind=args.kind,
+                                                    paired=args.paired, n_jobs=args.n_jobs)
             print(f"{name}: d = {r.d}, sigma = {r.sigma:.4g}, exact {r.exact:.4f}, protocol {r.protocol}, "
-                  f"splits {list(r.split_seeds)}, {r.n_draws} draws per split")
-            print("m/d | " + " | ".join(r.mean))
+                  f"splits {list(r.split_seeds)}, {r.n_draws} draws per split, "
+                  + ("paired draws" if r.paired else "independent draws"))
+            print("m/d | " + " | ".join(r.mean) + " | " + " | ".join(f"{a}-{b} (z)" for a, b in r.diff_mean))
             for j, m in enumerate(r.m):
-                print(f"{m // r.d} | " + " | ".join(f"{r.mean[c][j]:.4f}+-{r.stderr[c][j]:.4f}" for c in r.mean))
+                print(f"{m // r.d} | " + " | ".join(f"{r.mean[c][j]:.4f}+-{r.stderr[c][j]:.4f}" for c in r.mean)
+                      + " | " + " | ".join(f"{r.diff_mean[p][j]:+.4f}+-{r.diff_stderr[p][j]:.4f} "
+                                           f"({r.z(*p)[j]:+.1f})" for p in r.diff_mean))
         return 0
     if args.command == "sigma":
         res = classification.sigma_search(args.dataset, args.sigmas, args.coupling, args.m_multiplier, args.n_draws,
@@ -200,10 +260,20 @@ def _run(args, progress):
               f"paper {uci.PAPER_SIGMAS[args.dataset]:.4g}")
         return 0
     if args.command == "gram":
-        res = gram.fig7_frobenius(m_values=args.m, n_draws=args.n_draws, rng=args.seed)
-        print("m | " + " | ".join(res.mean))
+        res = gram.fig7_frobenius(m_values=args.m, n_draws=args.n_draws, rng=args.seed, kind=args.kind,
+                                  paired=not args.independent, n_jobs=args.n_jobs, progress=progress)
+        print("m | " + " | ".join(res.mean) + " | " + " | ".join(f"{a}-{b} (z)" for a, b in res.diff_mean))
         for j, m in enumerate(res.m):
-            print(f"{m} | " + " | ".join(f"{res.mean[c][j]:.5g}+-{res.stderr[c][j]:.2g}" for c in res.mean))
+            print(f"{m} | " + " | ".join(f"{res.mean[c][j]:.5g}+-{res.stderr[c][j]:.2g}" for c in res.mean)
+                  + " | " + " | ".join(f"{res.diff_mean[p][j]:+.4g}+-{res.diff_stderr[p][j]:.2g} "
+                                       f"({res.z(*p)[j]:+.1f})" for p in res.diff_mean))
+        print(f"kind {res.kind}, {res.n_draws} draws, " + ("paired draws" if res.paired else "independent draws"))
+        return 0
+    if args.command == "split-spread":
+        seeds = tuple(range(args.first_seed, args.first_seed + args.n_splits))
+        res = spread.split_spread(args.datasets, args.couplings, seeds, args.n_draws, args.seed,
+                                  uci_dir=args.uci_dir, n_jobs=args.n_jobs, progress=progress)
+        print(res.format())
         return 0
     res = attention.attention_errors(args.couplings, args.seq_lens, args.m, args.n_draws, args.seed,
                                      causal=args.causal, logit_std=args.logit_std,

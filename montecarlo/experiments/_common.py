@@ -1,9 +1,8 @@
-"""Shared helpers of the experiments: validation, seeding and batched PRF logits."""
+"""Shared helpers of the experiments: validation, seeding and batched features of any feature kind."""
 
 from __future__ import annotations
 
-import math
-
+import array_api_compat
 import numpy as np
 
 import montecarlo as mc
@@ -21,7 +20,11 @@ from montecarlo._checks import (  # noqa: F401  (re-exported for the experiment 
     check_real,
     check_rng,
 )
+from theory import feature_kinds as kinds
 from theory.validation import ArgumentTypeError, describe  # noqa: F401  (re-exported)
+
+#: The array-API namespace of numpy that the feature-kind hooks take.
+_NP = array_api_compat.array_namespace(np.empty(0))
 
 #: Target number of float entries of the largest per-chunk intermediate.
 CHUNK_ELEMENTS = 1 << 20
@@ -109,18 +112,31 @@ def mm(a, b):
     return np.matmul(a, b)
 
 
-def prf_logits(X, W, c, sq=None):
-    r"""Batched PRF log-features :math:`w_i^\top x - c\|x\|^2 - \tfrac12\log m`.
+def kind_record(kind, positive=None):
+    """The feature-kind record of ``kind`` (:mod:`theory.feature_kinds`; ValueError naming the kinds)."""
+    return kinds.get(kinds.check_kind(kind, positive=positive))
 
-    X (N, d), W (..., m, d) -> (..., N, m).  c = 1 (Gaussian kernel, eq.
-    ``def_prf``) or 1/2 (softmax kernel).
+
+def projected_features(X, W, kind="prf", c=1.0, sq=None):
+    r"""Batched features of any kind from the record's hook: X (N, d), W (..., m, d) -> (..., N, width m).
+
+    Log-features :math:`\log\phi` for a positive kind (hook ``log_features``; for PRFs
+    :math:`w_i^\top x - c\|x\|^2 - \tfrac12\log m`), the features themselves for a kind
+    that is not positive (hook ``features``, e.g. RFFs); ``c`` = 1 (Gaussian kernel) or 1/2
+    (softmax), :func:`theory.feature_kinds.kernel_c`.  The projections of every draw are one
+    BLAS product X (N, d) @ (d, R m); the result is a view laid out (N, R, width m) in memory,
+    so ``np.moveaxis(out, -2, 0)`` is contiguous.  ``sq``: precomputed :math:`\|x\|^2` (N,).
     """
-    m = W.shape[-2]
+    rec = kinds.get(kind)
+    m, d = W.shape[-2], W.shape[-1]
+    lead = W.shape[:-2]
     if sq is None:
         sq = np.einsum("nd,nd->n", X, X)
-    z = mm(X, np.swapaxes(W, -1, -2))
-    z -= (c * sq + 0.5 * math.log(m))[:, None]
-    return z
+    z = (X @ W.reshape(-1, d).T).reshape(X.shape[0], *lead, m)  # (N, ..., m)
+    sqb = sq.reshape(X.shape[0], *([1] * (len(lead) + 1)))
+    w_sq = np.einsum("...md,...md->...m", W, W) if rec.needs_w_sq() else None
+    out = kinds.hook(kind, "log_features" if rec.positive else "features")(z, sqb, m, c, _NP, w_sq=w_sq)
+    return np.moveaxis(out, 0, -2)
 
 
 def chunks(n, size):

@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import montecarlo as mc
+from montecarlo.features import log_kernel_matrix
 
 from . import uci
 from ._common import (
@@ -91,8 +92,11 @@ from ._common import (
     chunks,
     coupling_key,
     describe,
+    kind_record,
+    projected_features,
     seed_entropy,
 )
+from .sweeps import DRAW_BLOCK, check_n_jobs, coupling_pairs, draw_blocks, paired_weights, run_units, unit_seed
 
 #: Couplings of Table 2 / Fig. 8 (m = d): the four exact ones.
 TABLE2_COUPLINGS = ("iid", "orthogonal", "simplex", "simplex_plus")
@@ -193,18 +197,14 @@ def kernel_regression_exact(X_train, y_train, X_test, sigma=1.0, n_classes=None)
 
 
 def _exact_class_weights(b, starts, a):
-    """Normalised per-class kernel sums (N', K) for scaled test rows a and class-sorted training rows b."""
-    sb = np.einsum("nd,nd->n", b, b)
+    """Normalised per-class kernel sums (N', K) for scaled test rows a and class-sorted training rows b.
+
+    The log-kernel is :func:`montecarlo.features.log_kernel_matrix` (one home of the exact kernels),
+    offset per test row by its largest entry before the exponential (no underflow to 0/0)."""
     out = np.empty((a.shape[0], starts.size))
     rows = max(1, 4 * CHUNK_ELEMENTS // b.shape[0])
     for sl in chunks(a.shape[0], rows):  # a loop over chunks of test rows (bounded memory)
-        x = a[sl]
-        logk = x @ b.T
-        logk *= 2.0
-        logk -= np.einsum("nd,nd->n", x, x)[:, None]
-        logk -= sb[None, :]
-        np.minimum(logk, 0.0, out=logk)  # -|x - y|^2 <= 0 (rounding)
-        logk *= 0.5
+        logk = log_kernel_matrix(a[sl], b, "gaussian")
         logk -= logk.max(axis=1, keepdims=True)
         np.exp(logk, out=logk)
         num = np.add.reduceat(logk, starts, axis=1)
@@ -212,29 +212,29 @@ def _exact_class_weights(b, starts, a):
     return out
 
 
-def _flat_logits(X, W):
-    """Gaussian PRF log-features laid out (N, R, m) by one matrix product X (N, d) @ (d, R m)."""
-    R, m, d = W.shape
-    z = X @ W.reshape(R * m, d).T
-    z -= (np.einsum("nd,nd->n", X, X) + 0.5 * np.log(m))[:, None]
-    return z.reshape(X.shape[0], R, m)
+def _flat_logits(X, W, kind):
+    """Log-features of a positive kind (Gaussian kernel) laid out (N, R, width m), from the record's hook
+    (:func:`~montecarlo.experiments._common.projected_features`: one product X (N, d) @ (d, R m))."""
+    z = np.moveaxis(projected_features(X, W, kind, 1.0), -2, 0)
+    return z if z.flags.c_contiguous else np.ascontiguousarray(z)
 
 
-def _prf_numerators(b, starts, a, W):
+def _prf_numerators(b, starts, a, W, kind="prf"):
     """Stabilised numerators (R, N', K) over the K classes present (module docs).
 
     ``b``: scaled training rows sorted by class (runs starting at ``starts``);
-    ``a``: scaled test rows; ``W`` (R, m, d).  The projections of all R draws
-    are one matrix product (N, d) @ (d, R m), which BLAS runs far faster than
+    ``a``: scaled test rows; ``W`` (R, m, d); ``kind`` a positive feature kind.  The projections of
+    all R draws are one matrix product (N, d) @ (d, R m), which BLAS runs far faster than
     R small batched products when d and m are small."""
-    R, m, _ = W.shape
-    lt = _flat_logits(b, W)  # (N, R, m)
-    o = lt.max(axis=0)  # (R, m)
+    R = W.shape[0]
+    lt = _flat_logits(b, W, kind)  # (N, R, width m)
+    wm = lt.shape[2]
+    o = lt.max(axis=0)  # (R, wm)
     lt -= o
     np.exp(lt, out=lt)
-    A = np.add.reduceat(lt.reshape(lt.shape[0], R * m), starts, axis=0).reshape(-1, R, m)  # (K, R, m)
-    logz = np.log(A.sum(axis=0))  # (R, m), >= 0
-    lq = _flat_logits(a, W)  # (N', R, m)
+    A = np.add.reduceat(lt.reshape(lt.shape[0], R * wm), starts, axis=0).reshape(-1, R, wm)  # (K, R, wm)
+    logz = np.log(A.sum(axis=0))  # (R, wm), >= 0
+    lq = _flat_logits(a, W, kind)  # (N', R, wm)
     lq += o
     r = (lq + logz).max(axis=2, keepdims=True)
     lq -= r
@@ -243,13 +243,13 @@ def _prf_numerators(b, starts, a, W):
 
 
 def _reps_per_chunk(n_train, n_test, m):
-    """Draws per chunk (at least one, whose (N + N', m) log-features must fit the memory budget)."""
-    check_budget((n_train + n_test) * m, f"the (N_train + N_test, m) = ({n_train + n_test}, {m}) log-features of "
-                 "one draw", "lower m")
+    """Draws per chunk (at least one, whose (N + N', width m) log-features must fit the memory budget)."""
+    check_budget((n_train + n_test) * m, f"the (N_train + N_test, width m) = ({n_train + n_test}, {m}) "
+                 "log-features of one draw", "lower m")
     return max(1, CHUNK_ELEMENTS // ((n_train + n_test) * m))
 
 
-def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None):
+def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None, *, kind="prf"):
     r"""Kernel-regression class probabilities with the Gaussian kernel estimated by PRFs (Sec. 5.3).
 
     Parameters
@@ -259,12 +259,17 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     W : array (m, d) or (R, m, d)
         Projections (e.g. :func:`montecarlo.sample_weights` with ``n_draws=R``): one
         or R independent draws, all evaluated at once.
+    kind : str, keyword-only
+        A positive feature kind of :mod:`theory.feature_kinds` (``'prf'``, ``'hyperbolic'``, ...;
+        ``theory.feature_kinds.names(positive=True)``): the features come from the record's
+        ``log_features`` hook.  Kinds that are not positive (RFFs) are refused: their kernel
+        estimates can be negative, so the ratio below can change sign or divide by zero.
 
     Returns
     -------
     ndarray (N', n_classes) or (R, N', n_classes)
         :math:`\phi(\sigma x')^\top\Phi^\top Y / \phi(\sigma x')^\top\Phi^\top\mathbf 1`
-        with :math:`\phi` of eq. ``def_prf``, log-space stabilised (module docs).
+        with :math:`\phi` of eq. ``def_prf`` (or of ``kind``), log-space stabilised (module docs).
 
     Raises
     ------
@@ -273,6 +278,7 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
     sigma = check_positive_float(sigma, "sigma")
+    rec = kind_record(kind, positive=True)
     single = np.ndim(W) == 2
     if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
         W = (W if hasattr(W, "shape") else np.asarray(W))[None]
@@ -282,14 +288,14 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     check_budget(Wa.shape[0] * X_test.shape[0] * n_classes, "the (R, N', n_classes) class probabilities",
                  "pass fewer draws at once or lower n_classes")
     out = np.zeros((Wa.shape[0], X_test.shape[0], n_classes))
-    step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], Wa.shape[1])
+    step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], rec.width * Wa.shape[1])
     for sl in chunks(Wa.shape[0], step):
-        num = _prf_numerators(b, starts, a, Wa[sl])
+        num = _prf_numerators(b, starts, a, Wa[sl], kind)
         out[sl][:, :, present] = num / num.sum(axis=2, keepdims=True)
     return out[0] if single else out
 
 
-def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None):
+def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None, kind="prf"):
     """Per-draw accuracies (R,) (inputs validated by the caller).
 
     ``W`` is either an (R, m, d) array of draws, or, with ``draw = (coupling, m, gen)``, the number
@@ -298,7 +304,7 @@ def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None):
     order, present, starts = _groups(y_train)
     n_draws = W if draw is not None else W.shape[0]
     m = draw[1] if draw is not None else W.shape[1]
-    step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], m)
+    step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], kind_record(kind).width * m)
     acc = np.empty(check_budget(n_draws, "the per-draw accuracies", "lower n_draws"))
     b, a = sigma * X_train[order], sigma * X_test
     for sl in chunks(n_draws, step):
@@ -306,7 +312,7 @@ def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None):
             w = W[sl]
         else:
             w = mc.sample_weights(draw[0], X_train.shape[1], m, rng=draw[2], n_draws=sl.stop - sl.start)
-        pred = present[_prf_numerators(b, starts, a, w).argmax(axis=2)]
+        pred = present[_prf_numerators(b, starts, a, w, kind).argmax(axis=2)]
         acc[sl] = np.mean(pred == y_test[None, :], axis=1)
     return acc
 
@@ -428,7 +434,8 @@ def exact_accuracy(split, sigma=None, on="test"):
     return float(np.mean(probs.argmax(axis=1) == y))
 
 
-def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", return_samples=False):
+def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", return_samples=False, *,
+                 kind="prf"):
     """Mean PRF kernel-regression accuracy over ``n_draws`` independent feature draws.
 
     Parameters
@@ -445,6 +452,8 @@ def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", r
     on : {'test', 'validation'}
     return_samples : bool
         Also return the per-draw accuracies (n_draws,).
+    kind : str, keyword-only
+        A positive feature kind (:func:`kernel_regression_prf`).
 
     Returns
     -------
@@ -453,13 +462,14 @@ def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", r
     """
     split = _check_split(split)
     coupling = check_coupling(coupling)
+    kind_record(kind, positive=True)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     sigma = _sigma_for(split, sigma)
     return_samples = check_bool(return_samples, "return_samples")
     X, y = _eval_arrays(split, on)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(seed_entropy(rng))
-    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_draws, sigma, (coupling, m, gen))
+    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_draws, sigma, (coupling, m, gen), kind)
     est = _estimate(acc)
     return (est, acc) if return_samples else est
 
@@ -497,6 +507,77 @@ def _progress(progress):
     return progress
 
 
+def _check_paired(paired, protocol):
+    """``paired`` (None: common random numbers except under the paper's protocol, whose runs keep the
+    authors' independent draws per coupling)."""
+    if paired is None:
+        return protocol != "paper"
+    return check_bool(paired, "paired")
+
+
+def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind):
+    """One unit of a sweep (run by :func:`~montecarlo.experiments.sweeps.run_units`).
+
+    ``task == 'exact'``: the exact-kernel accuracy of the split (a float);
+    ``task == 'prf'``: per-draw accuracies (len(couplings), n) of one block of n draws at m
+    features, the couplings' projections from :func:`~montecarlo.experiments.sweeps.paired_weights`
+    (common random numbers when ``paired``)."""
+    if task == "exact":
+        return exact_accuracy(split, sigma)
+    order, present, starts = _groups(split.y_train)
+    b, a = sigma * split.X_train[order], sigma * split.X_test
+    Ws = paired_weights(couplings, split.d, m, n, seed, paired=paired)
+    step = _reps_per_chunk(b.shape[0], a.shape[0], kind_record(kind).width * m)
+    out = np.empty((len(couplings), n))
+    for i, c in enumerate(couplings):
+        for sl in chunks(n, step):
+            pred = present[_prf_numerators(b, starts, a, Ws[c][sl], kind).argmax(axis=2)]
+            out[i, sl] = np.mean(pred == split.y_test[None, :], axis=1)
+    return out
+
+
+def _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, label):
+    """Per-draw accuracies of every cell, in parallel units of (cell, block of draws).
+
+    ``cells``: list of (keys, split, m, sigma); a cell's units are seeded by
+    ``unit_seed(entropy, *keys, m, block)``.  Returns ([exact accuracy per distinct split],
+    [(len(couplings), n_draws) per cell]); the splits are those of the cells, in first-seen
+    order (``id``), each scored once."""
+    blocks = draw_blocks(n_draws)
+    width = kind_record(kind).width
+    splits, split_index = [], {}
+    for _, split, _, sigma in cells:
+        if id(split) not in split_index:
+            split_index[id(split)] = len(splits)
+            splits.append((split, sigma))
+    units, costs = [], []
+    for split, sigma in splits:
+        units.append(("exact", split, (), 0, 0, sigma, None, False, kind))
+        costs.append(split.X_test.shape[0] * split.X_train.shape[0] * (split.d + 8))
+    for keys, split, m, sigma in cells:
+        check_budget(len(couplings) * DRAW_BLOCK * m * split.d, "the projections of one block of draws", "lower m")
+        for k, n in blocks:
+            units.append(("prf", split, couplings, m, n, sigma, unit_seed(entropy, *keys, m, k), paired, kind))
+            costs.append(n * len(couplings) * (split.X_train.shape[0] + split.X_test.shape[0]) * width * m)
+    res = run_units(_accuracy_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label=label)
+    exact = {sid: res[i] for sid, i in split_index.items()}
+    nb = len(blocks)
+    per_cell = [np.concatenate(res[len(splits) + j * nb:len(splits) + (j + 1) * nb], axis=1)
+                for j in range(len(cells))]
+    return exact, per_cell
+
+
+def _pooled_cells(samples_per_split, couplings, pairs):
+    """PooledEstimates of each coupling and each pair difference from per-split sample arrays
+    (each (len(couplings), n_draws))."""
+    est = {c: pool_splits(_estimate(acc[i]) for acc in samples_per_split) for i, c in enumerate(couplings)}
+    diffs = {}
+    for a, b in pairs:
+        ia, ib = couplings.index(a), couplings.index(b)
+        diffs[a, b] = pool_splits(_estimate(acc[ia] - acc[ib]) for acc in samples_per_split)
+    return est, diffs
+
+
 # ---------------------------------------------------------------------------
 # Fig. 8 curves, Fig. 10 sigma search, Tables 2 and 3
 
@@ -529,6 +610,16 @@ class CurveResult:
     split_seeds : tuple
         Seeds of the splits (``(None,)`` for a Split given by the caller).
     exact_per_split : tuple of float
+    diff_mean, diff_stderr : dict
+        (a, b) -> ndarray (len(m),): the mean per-draw difference a - b of the accuracies
+        (every later coupling minus every earlier one, e.g. ``('simplex', 'iid')``) and its
+        standard error (pooled over splits like the means).  Under ``paired`` draws the
+        couplings share their random numbers, and this is far below
+        ``hypot(stderr[a], stderr[b])``.
+    paired : bool
+        Common random numbers across couplings (:func:`~montecarlo.experiments.sweeps.paired_weights`).
+    kind : str
+        The feature kind.
     """
 
     dataset: str
@@ -546,15 +637,26 @@ class CurveResult:
     draw_stderr: dict = field(default_factory=dict)
     split_sd: dict = field(default_factory=dict)
     exact_per_split: tuple = ()
+    diff_mean: dict = field(default_factory=dict)
+    diff_stderr: dict = field(default_factory=dict)
+    paired: bool = False
+    kind: str = "prf"
 
     @property
     def n_splits(self):
         return len(self.split_seeds)
 
+    def z(self, a, b):
+        """z-scores of the difference a - b per m (positive: a is more accurate), from the per-draw
+        differences (paired when the draws were)."""
+        if (a, b) in self.diff_mean:
+            return self.diff_mean[a, b] / self.diff_stderr[a, b]
+        return -self.diff_mean[b, a] / self.diff_stderr[b, a]
+
 
 def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(1, 11), n_draws=50, rng=0, *,
                          sigma=None, protocol=uci.DEFAULT_PROTOCOL, split_rng=None, uci_dir=None, pad_pow2=False,
-                         progress=None):
+                         progress=None, kind="prf", paired=None, n_jobs=None):
     """Fig. 8: kernel-regression accuracy vs m / d for several couplings, with standard errors.
 
     Parameters
@@ -566,10 +668,12 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     m_multipliers : sequence of int >= 1
         m = multiplier * d (the paper: 1 to 10).
     n_draws : int >= 2
-        Independent feature draws per (coupling, m, split).
+        Feature draws per (coupling, m, split).
     rng : None, int >= 0, numpy.random.Generator or SeedSequence
-        Seed of the feature draws; each (coupling, m, split) cell gets its
-        own stream, so a cell's result does not depend on the other cells.
+        Seed of the feature draws.  The draws of each (split, m) are cut into
+        blocks of :data:`~montecarlo.experiments.sweeps.DRAW_BLOCK`, each seeded from
+        ``rng``, the split, m and the block (never from the schedule), so a cell's
+        result does not depend on the other cells, on ``n_jobs`` or on the backend.
     sigma : float, optional
         Default: the paper's value (App. C.1).
     protocol : {'resampled', 'paper'}
@@ -580,7 +684,16 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     pad_pow2 : bool
         Zero-pad the inputs to the next power of two (App. B.2; d becomes p).
     progress : callable, optional
-        Called with a one-line message after each (coupling, split).
+        Called with one-line progress messages (units done, seconds).
+    kind : str
+        A positive feature kind (:func:`kernel_regression_prf`).
+    paired : bool, optional
+        Common random numbers across couplings (the same chi_d norms and Gaussian blocks behind
+        every coupling, :func:`~montecarlo.experiments.sweeps.paired_weights`), which makes the
+        differences between couplings (``diff_mean``) far more precise.  Default: paired, except
+        under the ``'paper'`` protocol (the authors drew each coupling independently).
+    n_jobs : None or nonzero int
+        Parallel workers (None: the machine's cores; :func:`~montecarlo.experiments.sweeps.run_units`).
 
     Returns
     -------
@@ -593,35 +706,37 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     if not mults:
         raise ValueError("m_multipliers must not be empty")
     n_draws = check_int(n_draws, "n_draws", 2)
+    draw_blocks(n_draws)  # the budget of the per-draw results, before any data is read
     pad_pow2 = check_bool(pad_pow2, "pad_pow2")
     progress = _progress(progress)
+    kind_record(kind, positive=True)
+    n_jobs = check_n_jobs(n_jobs)
     splits = _splits(dataset, protocol, split_rng, uci_dir)
     if pad_pow2:
         splits = [(s, sp.padded()) for s, sp in splits]
     first = splits[0][1]
+    paired = _check_paired(paired, first.protocol)
     sigma = _sigma_for(first, sigma)
     entropy = seed_entropy(rng)
     ms = np.array([k * first.d for k in mults])
-    per = {c: [[] for _ in ms] for c in couplings}
-    exact = []
-    for seed, split in splits:
-        exact.append(exact_accuracy(split, sigma))
-        for c in couplings:
-            t0 = time.perf_counter()
-            for j, m in enumerate(ms):
-                gen = child_rng(entropy, coupling_key(c), m, _CALLER_SPLIT if seed is None else seed)
-                per[c][j].append(prf_accuracy(split, c, int(m), n_draws, sigma, gen))
-            if progress:
-                progress(f"{first.name}: {c}, split {seed}: {time.perf_counter() - t0:.1f} s")
-    pooled = {c: [pool_splits(cell) for cell in per[c]] for c in couplings}
+    cells = [((_CALLER_SPLIT if seed is None else seed,), split, int(m), sigma) for seed, split in splits for m in ms]
+    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, first.name)
+    pairs = coupling_pairs(couplings)
+    pooled = []
+    for j in range(ms.size):  # cells are split-major: cell (s, j) is per_cell[s * len(ms) + j]
+        pooled.append(_pooled_cells([per_cell[s * ms.size + j] for s in range(len(splits))], couplings, pairs))
+
+    def arr(which, key, attr):
+        return np.array([getattr(p[which][key], attr) for p in pooled])
+
+    exact_per_split = tuple(exact[id(sp)] for _, sp in splits)
     return CurveResult(first.name, first.d, sigma, ms,
-                       {c: np.array([e.mean for e in pooled[c]]) for c in couplings},
-                       {c: np.array([e.stderr for e in pooled[c]]) for c in couplings},
-                       n_draws, float(np.mean(exact)), first.X_train.shape[0], first.X_test.shape[0],
+                       {c: arr(0, c, "mean") for c in couplings}, {c: arr(0, c, "stderr") for c in couplings},
+                       n_draws, float(np.mean(exact_per_split)), first.X_train.shape[0], first.X_test.shape[0],
                        first.protocol, tuple(s for s, _ in splits),
-                       {c: np.array([e.draw_stderr for e in pooled[c]]) for c in couplings},
-                       {c: np.array([e.split_sd for e in pooled[c]]) for c in couplings},
-                       tuple(exact))
+                       {c: arr(0, c, "draw_stderr") for c in couplings}, {c: arr(0, c, "split_sd") for c in couplings},
+                       exact_per_split, {p: arr(1, p, "mean") for p in pairs}, {p: arr(1, p, "stderr") for p in pairs},
+                       paired, kind)
 
 
 @dataclass(frozen=True)
@@ -665,7 +780,7 @@ class SigmaSearch:
 
 
 def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10, n_draws=10, rng=0, *,
-                 protocol=uci.DEFAULT_PROTOCOL, split_rng=None, restrict=True, uci_dir=None):
+                 protocol=uci.DEFAULT_PROTOCOL, split_rng=None, restrict=True, uci_dir=None, kind="prf"):
     """App. C.1: coarse search of sigma on a validation split (Fig. 10).
 
     The data are split into train / validation / test (the test part is not
@@ -696,6 +811,8 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     restrict : bool
         App. C.1's restriction of the search to 1000 training and 100
         validation records for nursery and chess.
+    kind : str
+        A positive feature kind (:func:`kernel_regression_prf`).
 
     Returns
     -------
@@ -710,6 +827,7 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     k = check_int(m_multiplier, "m_multiplier", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     restrict = check_bool(restrict, "restrict")
+    kind_record(kind, positive=True)
     if not isinstance(dataset, uci.Split):
         split_rng = (uci.get_protocol(protocol).default_seeds[0] if split_rng is None
                      else check_int(split_rng, "split_rng", 0),)
@@ -722,7 +840,7 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     se = np.empty(sig.size)
     for j, s in enumerate(sig):  # a loop over the sigma grid
         exact[j] = exact_accuracy(split, s, on="validation")
-        est = _estimate(_prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s))
+        est = _estimate(_prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s, kind=kind))
         mean[j], se[j] = est.mean, est.stderr
     return SigmaSearch(split.name, sig, exact, mean, se, coupling, m, n_draws, float(sig[np.argmax(mean)]),
                        float(sig[np.argmax(exact)]), split.protocol, seed, split.X_train.shape[0],
@@ -756,7 +874,11 @@ class AccuracyTable:
     rows : dict
         dataset -> {coupling: PooledEstimate, 'exact': float, 'd': int,
         'm': int, 'sigma': float, 'n_train': int, 'n_test': int,
-        'mean_v': float, 'exact_per_split': list}.
+        'mean_v': float, 'exact_per_split': list, 'differences': {(a, b): PooledEstimate}}.
+        ``differences`` holds the mean per-draw difference a - b of the accuracies of every
+        later coupling a and earlier coupling b (``('simplex', 'iid')``, ...), with its standard
+        error; under paired draws (``settings['paired']``) it is the precise way to compare
+        couplings.
     missing : list of str
         Datasets whose file was absent (not run).
     n_draws : int
@@ -764,7 +886,7 @@ class AccuracyTable:
     seconds : float
         Wall time of the whole table.
     settings : dict
-        protocol, split seeds, m multiplier, padding, seed.
+        protocol, split seeds, m multiplier, padding, seed, paired, kind.
     """
 
     couplings: tuple
@@ -793,7 +915,8 @@ class AccuracyTable:
 
     def format(self, paper=None):
         """Plain-text table: per cell ``mean +- se`` and, where the paper has the cell,
-        ``| paper P (z Z)``; then the largest ``|z|`` and the protocol and effort."""
+        ``| paper P (z Z)``; then the largest ``|z|``, the paired differences ``a - b`` with their
+        standard errors and z, and the protocol and effort."""
         head = ["dataset", "d", "m", "mean v", "exact"] + list(self.couplings)
         lines = [" | ".join(head)]
         for name, row in self.rows.items():
@@ -812,20 +935,28 @@ class AccuracyTable:
                 worst = max(comps, key=lambda c: abs(c.z))
                 lines.append(f"largest |z| = {abs(worst.z):.1f} ({worst.dataset}, {worst.coupling}: "
                              f"{worst.mean:.4f} vs paper {worst.paper_mean:.4f})")
+        st = self.settings
+        if any(row.get("differences") for row in self.rows.values()):
+            lines.append(("paired" if st.get("paired") else "unpaired") + " differences a - b (mean +- se, z):")
+            for name, row in self.rows.items():
+                lines.append(f"{name} | " + " | ".join(
+                    f"{a}-{b} {e.mean:+.4f}+-{e.stderr:.4f} (z {e.mean / e.stderr:+.1f})"
+                    for (a, b), e in row.get("differences", {}).items()))
         if self.missing:
             lines.append(f"missing (not run): {', '.join(self.missing)}")
-        st = self.settings
         seeds = st.get("split_rng", ())
         lines.append(f"protocol {st.get('protocol', '?')}, {len(seeds)} split(s) {list(seeds)}, "
                      f"{self.n_draws} draws per split; +- is the standard error of the mean"
                      + (" (draw and split variation)" if len(seeds) > 1 else " (draw variation at this split)")
+                     + ("; common random numbers across couplings" if st.get("paired")
+                        else "; independent draws per coupling")
                      + f"; {self.seconds:.1f} s")
         return "\n".join(lines)
 
 
 def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=0, *, uci_dir=None, datasets=None,
                    pad_pow2=False, protocol=uci.DEFAULT_PROTOCOL, split_rng=None, sigmas=None, require=False,
-                   progress=None):
+                   progress=None, kind="prf", paired=None, n_jobs=None):
     """Tables 2 and 3: accuracy of each coupling on each dataset at m = m_multiplier * d.
 
     Parameters
@@ -837,7 +968,10 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     m_multiplier : int
     n_draws : int >= 2
         Feature draws per dataset, coupling and split.
-    rng : seed of the feature draws (one stream per dataset, coupling and split)
+    rng : seed of the feature draws
+        Each (dataset, split, block of :data:`~montecarlo.experiments.sweeps.DRAW_BLOCK` draws)
+        unit is seeded from ``rng`` and its keys (never from the schedule): the table is the
+        same for any ``n_jobs`` and joblib backend.
     uci_dir : path, optional
     datasets : sequence of str, optional
         Default: all eight; absent files are skipped and listed in
@@ -853,7 +987,15 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     require : bool
         Raise FileNotFoundError when a requested file is missing.
     progress : callable, optional
-        Called with a one-line message after each (dataset, coupling).
+        Called with one-line messages (units done; each dataset's cells at the end).
+    kind : str
+        A positive feature kind (:func:`kernel_regression_prf`).
+    paired : bool, optional
+        Common random numbers across couplings (:func:`classification_curve`); default: paired
+        except under the ``'paper'`` protocol (the authors' independent draws).
+    n_jobs : None or nonzero int
+        Parallel workers (None: the machine's cores).  Chess, the largest set, is cut into
+        blocks of draws like every dataset, so it does not serialise the run.
 
     Returns
     -------
@@ -867,10 +1009,14 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     couplings = check_couplings(couplings)
     k = check_int(m_multiplier, "m_multiplier", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
+    draw_blocks(n_draws)  # the budget of the per-draw results, before any data is read
     pad_pow2 = check_bool(pad_pow2, "pad_pow2")
     proto = uci.get_protocol(protocol)
     seeds = uci.split_seeds(protocol, split_rng)
     progress = _progress(progress)
+    kind_record(kind, positive=True)
+    paired = _check_paired(paired, proto.name)
+    n_jobs = check_n_jobs(n_jobs)
     if sigmas is not None and not isinstance(sigmas, dict):
         raise TypeError(f"sigmas must be None or a dict dataset -> sigma, got {describe(sigmas)}")
     if datasets is not None:
@@ -887,7 +1033,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
                                 f"(missing: {', '.join(missing)})")
     if missing:
         uci.warn_missing(uci.resolve_uci_dir(uci_dir), missing, len(data))
-    rows = {}
+    rows, cells = {}, []
     for name, ds in data.items():
         splits = [(s, proto.split(ds, s, False, False)) for s in seeds]
         if pad_pow2:
@@ -895,21 +1041,27 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
         sigma = _sigma_for(splits[0][1], None if sigmas is None else sigmas.get(name))
         d = splits[0][1].d
         m = k * d
-        row = {"d": d, "m": m, "sigma": sigma, "n_train": splits[0][1].X_train.shape[0],
-               "n_test": splits[0][1].X_test.shape[0], "mean_v": uci.mean_v(splits[0][1], sigma),
-               "exact_per_split": [exact_accuracy(sp, sigma) for _, sp in splits]}
+        rows[name] = {"d": d, "m": m, "sigma": sigma, "n_train": splits[0][1].X_train.shape[0],
+                      "n_test": splits[0][1].X_test.shape[0], "mean_v": uci.mean_v(splits[0][1], sigma),
+                      "splits": splits}
+        cells.extend(((uci.DATASETS.index(name), s), sp, m, sigma) for s, sp in splits)
+    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, "table")
+    pairs = coupling_pairs(couplings)
+    j = 0
+    for name, row in rows.items():
+        splits = row.pop("splits")
+        row["exact_per_split"] = [exact[id(sp)] for _, sp in splits]
         row["exact"] = float(np.mean(row["exact_per_split"]))
-        for c in couplings:
-            t1 = time.perf_counter()
-            row[c] = pool_splits(prf_accuracy(sp, c, m, n_draws, sigma,
-                                              child_rng(entropy, uci.DATASETS.index(name), coupling_key(c), s))
-                                 for s, sp in splits)
-            if progress:
-                progress(f"{name}: {c}: {row[c].mean:.4f}+-{row[c].stderr:.4f} ({time.perf_counter() - t1:.1f} s)")
-        rows[name] = row
+        est, diffs = _pooled_cells(per_cell[j:j + len(splits)], couplings, pairs)
+        j += len(splits)
+        row.update(est)
+        row["differences"] = diffs
+        if progress:
+            progress(f"{name}: " + ", ".join(f"{c} {row[c].mean:.4f}+-{row[c].stderr:.4f}" for c in couplings))
     return AccuracyTable(couplings, rows, missing, n_draws, time.perf_counter() - t0,
                          {"m_multiplier": k, "pad_pow2": pad_pow2, "protocol": proto.name, "split_rng": list(seeds),
-                          "rng": rng if isinstance(rng, int) or rng is None else "generator"})
+                          "rng": rng if isinstance(rng, int) or rng is None else "generator", "paired": paired,
+                          "kind": kind})
 
 
 def paper_table(which):

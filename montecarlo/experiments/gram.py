@@ -7,11 +7,16 @@ of Sec. 5.2 is the squared Frobenius error
     E = \sum_{a,b=1}^N \big(\mathbf K_{ab} - \widehat{\mathbf K}_{ab}\big)^2,\qquad
     \widehat{\mathbf K}_{ab} = \phi(x_a)^\top\phi(x_b),
 
-with :math:`\phi` the PRFs of eq. ``def_prf`` (or the softmax-kernel PRFs).
-Its expectation is :math:`\sum_{a,b}\mathrm{MSE}(\widehat K(x_a, x_b))`, the
-pair MSEs of Thm 3.2 (the tests compare with :func:`theory.prf_mse`).  The
-functions here average E over independent draws (vectorised over draws, in
-chunks of bounded memory) and return means with standard errors.
+with :math:`\phi` the PRFs of eq. ``def_prf`` (or the softmax-kernel PRFs, or
+any feature kind of :mod:`theory.feature_kinds` through ``kind=``: RFFs,
+hyperbolic PRFs, ...).  Its expectation is
+:math:`\sum_{a,b}\mathrm{MSE}(\widehat K(x_a, x_b))`, the pair MSEs of Thm 3.2
+(the tests compare with :func:`theory.prf_mse`).  The functions here average E
+over draws (vectorised over draws, in chunks of bounded memory) and return
+means with standard errors; :func:`frobenius_curve` runs its cells in
+parallel (:mod:`~montecarlo.experiments.sweeps`) with common random numbers
+across couplings, and reports the paired differences (SimRF - IID, ...) with
+their standard errors.
 
 :func:`fig7_frobenius` is the paper's setting: N = 64 points in d = 64
 dimensions drawn from :math:`\mathcal N(0, 0.1^2 I_d)`.
@@ -19,12 +24,13 @@ dimensions drawn from :math:`\mathcal N(0, 0.1^2 I_d)`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 import montecarlo as mc
-from theory.kernels import check_kernel
+from montecarlo.features import log_kernel_matrix
+from theory.feature_kinds import check_kernel, kernel_c
 
 from ._common import (
     CHUNK_ELEMENTS,
@@ -36,29 +42,49 @@ from ._common import (
     check_int,
     check_positive_float,
     check_rng,
-    child_rng,
     chunks,
-    coupling_key,
-    prf_logits,
+    kind_record,
+    projected_features,
     seed_entropy,
 )
-
+from .sweeps import check_n_jobs, coupling_pairs, draw_blocks, paired_estimates, paired_weights, run_units, unit_seed
 
 
 def exact_gram(X, kernel="gaussian"):
-    r"""Exact Gram matrix: :math:`e^{-\|x_a-x_b\|^2/2}` (Gaussian) or :math:`e^{x_a^\top x_b}` (softmax)."""
+    r"""Exact Gram matrix: :math:`e^{-\|x_a-x_b\|^2/2}` (Gaussian) or :math:`e^{x_a^\top x_b}` (softmax),
+    from :func:`montecarlo.features.log_kernel_matrix` (the one home of the exact kernels)."""
     X = check_array(X, "X", 2)
     check_kernel(kernel)
     check_budget(X.shape[0] ** 2, "the (N, N) Gram matrix", "use fewer points")
-    g = X @ X.T
-    if kernel == "softmax":
-        return np.exp(g)
-    sq = np.diag(g)
-    return np.exp(-0.5 * np.maximum(sq[:, None] + sq[None, :] - 2 * g, 0.0))
+    return np.exp(log_kernel_matrix(X, None, kernel))
 
 
-def gram_errors(X, W, kernel="gaussian", relative=False):
-    r"""Squared Frobenius error of the PRF Gram estimate for each draw in W.
+def _check_weights_stack(W, d):
+    single = np.ndim(W) == 2
+    if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
+        W = (W if hasattr(W, "shape") else np.asarray(W))[None]
+    return check_array(W, "W", 3, d, "X's width"), single
+
+
+def _gram_errors(X, W, K, rec, c):
+    """Per-draw squared Frobenius errors of a validated stack W (R, m, d) against K (N, N)."""
+    n = X.shape[0]
+    width = rec.width * W.shape[1]
+    out = np.empty(W.shape[0])
+    sq = np.einsum("nd,nd->n", X, X)
+    step = max(1, CHUNK_ELEMENTS // (n * (n + width)))
+    for sl in chunks(W.shape[0], step):
+        phi = projected_features(X, W[sl], rec.name, c, sq)
+        if rec.positive:
+            phi = np.exp(phi)
+        G = np.matmul(phi, np.swapaxes(phi, 1, 2))
+        G -= K
+        out[sl] = np.einsum("rab,rab->r", G, G)
+    return out
+
+
+def gram_errors(X, W, kernel="gaussian", relative=False, *, kind="prf"):
+    r"""Squared Frobenius error of the Gram estimate for each draw in W.
 
     Parameters
     ----------
@@ -66,8 +92,12 @@ def gram_errors(X, W, kernel="gaussian", relative=False):
     W : array (m, d) or (R, m, d)
         One or R draws of the projections.
     kernel : {'gaussian', 'softmax'}
+        The target kernel (RFFs estimate the Gaussian one only).
     relative : bool
         Divide by :math:`\|\mathbf K\|_F^2`.
+    kind : str, keyword-only
+        A feature kind of :mod:`theory.feature_kinds` (``'prf'``, ``'rff'``, ``'hyperbolic'``, ...);
+        its features come from the record's hook.
 
     Returns
     -------
@@ -75,30 +105,25 @@ def gram_errors(X, W, kernel="gaussian", relative=False):
         :math:`\sum_{ab}(\mathbf K_{ab} - \phi(x_a)^\top\phi(x_b))^2` per draw.
     """
     X = check_array(X, "X", 2)
-    check_kernel(kernel)
+    rec = kind_record(kind)
+    c = kernel_c(kind, check_kernel(kernel))
     relative = check_bool(relative, "relative")
-    single = np.ndim(W) == 2
-    if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
-        W = (W if hasattr(W, "shape") else np.asarray(W))[None]
-    W = check_array(W, "W", 3, X.shape[1], "X's width")
+    W, single = _check_weights_stack(W, X.shape[1])
     K = exact_gram(X, kernel)
-    check_budget(X.shape[0] * W.shape[1], "the (N, m) features of one draw", "lower m")
-    c = 1.0 if kernel == "gaussian" else 0.5
-    n = X.shape[0]
-    out = np.empty(W.shape[0])
-    step = max(1, CHUNK_ELEMENTS // (n * (n + W.shape[1])))
-    for sl in chunks(W.shape[0], step):
-        phi = np.exp(prf_logits(X, W[sl], c))
-        G = np.matmul(phi, np.swapaxes(phi, 1, 2))
-        G -= K
-        out[sl] = np.einsum("rab,rab->r", G, G)
+    check_budget(X.shape[0] * rec.width * W.shape[1], "the (N, width m) features of one draw", "lower m")
+    out = _gram_errors(X, W, K, rec, c)
     if relative:
         out /= np.sum(K * K)
     return float(out[0]) if single else out
 
 
+def _estimate(err):
+    n = err.size
+    return mc.Estimate(float(err.mean()), float(err.std(ddof=1) / np.sqrt(n)), n)
+
+
 def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", relative=False,
-                         return_samples=False):
+                         return_samples=False, *, kind="prf"):
     """Mean squared Frobenius error of the Gram estimate over ``n_draws`` draws (Sec. 5.2).
 
     Parameters
@@ -113,6 +138,8 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     relative : bool
         Divide by :math:`\\|\\mathbf K\\|_F^2`.
     return_samples : bool
+    kind : str, keyword-only
+        The feature kind (:func:`gram_errors`).
 
     Returns
     -------
@@ -124,10 +151,11 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     return_samples = check_bool(return_samples, "return_samples")
-    check_kernel(kernel)
+    kind_record(kind)
+    kernel_c(kind, check_kernel(kernel))
     W = mc.sample_weights(coupling, X.shape[1], m, rng=rng, n_draws=n_draws)
-    err = gram_errors(X, W, kernel, relative)
-    est = mc.Estimate(float(err.mean()), float(err.std(ddof=1) / np.sqrt(n_draws)), n_draws)
+    err = gram_errors(X, W, kernel, relative, kind=kind)
+    est = _estimate(err)
     return (est, err) if return_samples else est
 
 
@@ -142,6 +170,13 @@ class FrobeniusCurve:
         coupling -> ndarray (len(m),).
     n_draws : int
     relative : bool
+    diff_mean, diff_stderr : dict
+        (a, b) -> ndarray (len(m),): mean and standard error of the per-draw difference
+        a - b of the errors (every later coupling minus every earlier one).  With
+        ``paired`` draws (common random numbers) this standard error is the one to judge
+        an ordering by; with independent draws it is about ``hypot(stderr[a], stderr[b])``.
+    paired : bool
+    kind : str
     """
 
     m: np.ndarray
@@ -149,13 +184,57 @@ class FrobeniusCurve:
     stderr: dict
     n_draws: int
     relative: bool
+    diff_mean: dict = field(default_factory=dict)
+    diff_stderr: dict = field(default_factory=dict)
+    paired: bool = False
+    kind: str = "prf"
+
+    def z(self, a, b):
+        """Paired z-scores of ``a - b`` per m (positive: a's error is larger)."""
+        if (a, b) in self.diff_mean:
+            return self.diff_mean[a, b] / self.diff_stderr[a, b]
+        return -self.diff_mean[b, a] / self.diff_stderr[b, a]
+
+
+def _frobenius_unit(X, K, couplings, m, n, seed, paired, kind, c, relative_norm):
+    """One unit of :func:`frobenius_curve`: per-draw errors (len(couplings), n) of one block at one m."""
+    Ws = paired_weights(couplings, X.shape[1], m, n, seed, paired=paired)
+    rec = kind_record(kind)
+    out = np.stack([_gram_errors(X, Ws[cp], K, rec, c) for cp in couplings])
+    if relative_norm is not None:
+        out /= relative_norm
+    return out
 
 
 def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16, 32, 64, 128, 256), n_draws=100,
-                    rng=0, kernel="gaussian", relative=False):
+                    rng=0, kernel="gaussian", relative=False, *, kind="prf", paired=True, n_jobs=None,
+                    progress=None):
     """Gram-matrix error for several couplings and numbers of features (Fig. 7).
 
-    Each (coupling, m) cell draws from its own stream derived from ``rng``.
+    The draws are cut into units of one m and one block of
+    :data:`~montecarlo.experiments.sweeps.DRAW_BLOCK` draws, each with its own seed
+    (:func:`~montecarlo.experiments.sweeps.unit_seed` of ``rng``, m and the block), run in
+    parallel (:func:`~montecarlo.experiments.sweeps.run_units`): the numbers do not depend on
+    ``n_jobs`` or on which other m are run.
+
+    Parameters
+    ----------
+    X : array (N, d)
+    couplings : sequence of str
+    m_values : sequence of int >= 1
+    n_draws : int >= 2
+    rng : None, int >= 0, Generator or SeedSequence
+    kernel : {'gaussian', 'softmax'}
+    relative : bool
+    kind : str, keyword-only
+        The feature kind (:func:`gram_errors`).
+    paired : bool, keyword-only
+        Common random numbers across couplings (default; :func:`~montecarlo.experiments.sweeps.paired_weights`)
+        or an independent stream per coupling.
+    n_jobs : None or nonzero int, keyword-only
+        Parallel workers (None: the machine's cores).
+    progress : callable, optional
+        Called with one-line progress messages.
 
     Returns
     -------
@@ -168,15 +247,40 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
     ms = np.array([check_int(m, "m_values", 1) for m in m_values])
     if ms.size == 0:
         raise ValueError("m_values must not be empty")
+    n_draws = check_int(n_draws, "n_draws", 2)
+    blocks = draw_blocks(n_draws)
+    rec = kind_record(kind)
+    c = kernel_c(kind, check_kernel(kernel))
+    relative = check_bool(relative, "relative")
+    paired = check_bool(paired, "paired")
+    n_jobs = check_n_jobs(n_jobs)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable taking one string, got {progress!r}")
+    check_budget(X.shape[0] * rec.width * int(ms.max()), "the (N, width m) features of one draw", "lower m")
     entropy = seed_entropy(rng)
-    mean = {c: np.empty(ms.size) for c in couplings}
-    se = {c: np.empty(ms.size) for c in couplings}
-    for c in couplings:
-        for j, m in enumerate(ms):
-            est = gram_frobenius_error(X, c, int(m), n_draws, child_rng(entropy, coupling_key(c), m), kernel,
-                                       relative)
-            mean[c][j], se[c][j] = est.mean, est.stderr
-    return FrobeniusCurve(ms, mean, se, int(n_draws), relative)
+    K = exact_gram(X, kernel)
+    norm = float(np.sum(K * K)) if relative else None
+    units, costs = [], []
+    for m in ms:
+        for k, n in blocks:
+            units.append((X, K, couplings, int(m), n, unit_seed(entropy, m, k), paired, kind, c, norm))
+            costs.append(n * len(couplings) * X.shape[0] * (X.shape[0] + rec.width * int(m)))
+    res = run_units(_frobenius_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="gram")
+    nb = len(blocks)
+    mean = {cp: np.empty(ms.size) for cp in couplings}
+    se = {cp: np.empty(ms.size) for cp in couplings}
+    pairs = coupling_pairs(couplings)
+    dmean = {p: np.empty(ms.size) for p in pairs}
+    dse = {p: np.empty(ms.size) for p in pairs}
+    for j in range(ms.size):
+        errs = np.concatenate(res[j * nb:(j + 1) * nb], axis=1)
+        samples = dict(zip(couplings, errs))
+        for cp in couplings:
+            est = _estimate(samples[cp])
+            mean[cp][j], se[cp][j] = est.mean, est.stderr
+        for p, est in paired_estimates(samples, pairs).items():
+            dmean[p][j], dse[p][j] = est.mean, est.stderr
+    return FrobeniusCurve(ms, mean, se, int(n_draws), relative, dmean, dse, paired, kind)
 
 
 def paper_gram_data(rng=0, n_points=64, d=64, scale=0.1):
@@ -189,11 +293,13 @@ def paper_gram_data(rng=0, n_points=64, d=64, scale=0.1):
 
 
 def fig7_frobenius(couplings=("iid", "orthogonal", "simplex"), m_values=(16, 32, 64, 128, 256), n_draws=100, rng=0,
-                   data_rng=0):
-    """Fig. 7: squared Frobenius Gram error, N = 64, d = 64, x ~ N(0, 0.1^2 I), for each coupling and m.
+                   data_rng=0, *, kind="prf", paired=True, n_jobs=None, progress=None):
+    """Fig. 7: squared Frobenius Gram error, N = 64, d = 64, x ~ N(0, 0.1^2 I), for each coupling and m
+    (:func:`frobenius_curve`; paired draws by default).
 
     Returns
     -------
     FrobeniusCurve
     """
-    return frobenius_curve(paper_gram_data(check_rng(data_rng, "data_rng")), couplings, m_values, n_draws, rng)
+    return frobenius_curve(paper_gram_data(check_rng(data_rng, "data_rng")), couplings, m_values, n_draws, rng,
+                           kind=kind, paired=paired, n_jobs=n_jobs, progress=progress)

@@ -1,0 +1,347 @@
+r"""Sweeps of the downstream experiments: parallel units on joblib, and common random numbers.
+
+Parallel units
+--------------
+A sweep (a table, a curve, a Gram-error curve) is cut into independent
+*units* (a dataset, a split, a number of features and a block of
+:data:`DRAW_BLOCK` draws).  :func:`run_units` runs them through
+:class:`joblib.Parallel` (threads by default: the work is BLAS products and
+numpy ufuncs, which release the GIL; ``joblib.parallel_config(backend=...)``
+chooses processes or a Dask cluster instead, see below) and returns their
+results in the units' own order.  Every unit
+
+* draws from its own seed, a :class:`numpy.random.SeedSequence` built from the
+  run's seed and the unit's keys (never from the order of completion), and
+* runs with one BLAS / OpenMP thread (:func:`one_blas_thread`, threadpoolctl),
+
+so a sweep's numbers are **bit-identical for any n_jobs and any joblib
+backend** (the tests compare n_jobs = 1, threads, processes and a
+``dask.distributed.LocalCluster``).  Units are dispatched largest first
+(estimated cost), so one expensive dataset (chess) does not serialise the
+run.
+
+A user who outgrows one machine runs the same call on a Dask cluster::
+
+    from dask.distributed import Client
+    from joblib import parallel_config
+    client = Client("tcp://scheduler:8786")          # or Client(LocalCluster())
+    with parallel_config(backend="dask"):
+        table = accuracy_table(n_draws=10_000)        # the same numbers as on one machine
+
+(``pip install 'simplex-rf[distributed]'``).
+
+Common random numbers (the paired design)
+-----------------------------------------
+:func:`paired_weights` draws the projections of several couplings for one
+unit from **one** stream: the orthogonal, simplex and simplex_plus blocks
+share their :math:`\chi_d` norms and their Haar rotation (the registry's own
+block samplers, fed the same seed), and the IID rows are built from the
+same numbers: row i of a block is :math:`\nu_i g_i/\|g_i\|` with
+:math:`\nu_i` the block's i-th norm and :math:`g_i` the i-th column of the
+Gaussian matrix whose QR gives the Haar rotation (so the first IID row of a
+block *is* the first orthogonal row).  Each coupling's rows keep exactly
+their law (the IID rows are i.i.d. :math:`\mathcal N(0, I_d)`: independent
+uniform directions times independent :math:`\chi_d` norms); only the
+couplings' estimates become positively correlated, so a difference such as
+SimRF - IID has a much smaller standard error than with independent draws
+(``benchmarks/bench_experiments.py --only paired`` measures the ratio).
+Couplings whose samplers read the stream differently (the fast HD-product
+ones, norm-coupled ones) are paired among themselves only; their estimates
+stay exact.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+import montecarlo as mc
+
+from ._common import check_budget, check_couplings, check_int, check_rng, describe
+
+__all__ = ["DRAW_BLOCK", "check_n_jobs", "draw_blocks", "one_blas_thread", "paired_weights", "run_units",
+           "unit_seed"]
+
+#: Draws per unit of a sweep.  Fixed (never derived from n_jobs), so the seeds and the numbers do not
+#: depend on how the units are scheduled; a run with more draws extends the blocks of a run with fewer.
+DRAW_BLOCK = 25
+
+#: The Haar route whose stream :func:`paired_weights` shares (numpy's QR of a Gaussian block).
+PAIRED_HAAR_ROUTE = "qr"
+
+
+# ---------------------------------------------------------------------------
+# Arguments
+
+
+def check_n_jobs(n_jobs, name="n_jobs"):
+    """``n_jobs`` as joblib reads it: None (the machine's cores, or the ``n_jobs`` of an active
+    ``joblib.parallel_config``), or a nonzero integer (-1: every core, -2: all but one, ...)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, (int, np.integer)):
+        raise TypeError(f"{name} must be None or a nonzero integer (-1: every core), got {describe(n_jobs)}")
+    if n_jobs == 0:
+        raise ValueError(f"{name} must be None or a nonzero integer (-1: every core), got 0")
+    return int(n_jobs)
+
+
+def _workers(n_jobs):
+    """Effective number of workers (joblib's reading of n_jobs under the active backend)."""
+    import joblib
+    from joblib.parallel import get_active_backend
+
+    if n_jobs is None:
+        configured = get_active_backend()[1]
+        n_jobs = -1 if configured is None else configured
+    return n_jobs, joblib.effective_n_jobs(n_jobs)
+
+
+def draw_blocks(n_draws):
+    """``[(block index, draws), ...]``: n_draws cut into blocks of :data:`DRAW_BLOCK` (the last one shorter)."""
+    n_draws = check_int(n_draws, "n_draws", 1)
+    check_budget(n_draws, f"the per-draw results of n_draws = {n_draws} draws", "lower n_draws")
+    return [(k, min(DRAW_BLOCK, n_draws - lo)) for k, lo in enumerate(range(0, n_draws, DRAW_BLOCK))]
+
+
+def unit_seed(entropy, *keys):
+    """The SeedSequence of one unit: the run's entropy (an int >= 0) and the unit's keys (ints >= 0)."""
+    return np.random.SeedSequence([int(entropy), *[int(k) for k in keys]])
+
+
+# ---------------------------------------------------------------------------
+# One BLAS thread per worker
+
+
+_PIN_LOCK = threading.Lock()
+_PIN = {"depth": 0, "limits": None}
+
+
+def _reset_pin_in_child():
+    global _PIN_LOCK
+    _PIN_LOCK = threading.Lock()
+    _PIN["depth"], _PIN["limits"] = 0, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pin_in_child)
+
+
+@contextmanager
+def one_blas_thread():
+    """Limit BLAS and OpenMP to one thread in this process while any caller is inside (threadpoolctl).
+
+    Reference-counted: the first entrant sets the limit, the last one restores the previous
+    limits, so worker threads of one process (the threading backend, a Dask worker's threads)
+    never restore the limit while another unit is computing.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with _PIN_LOCK:
+        if _PIN["depth"] == 0:
+            _PIN["limits"] = threadpool_limits(limits=1)
+        _PIN["depth"] += 1
+    try:
+        yield
+    finally:
+        with _PIN_LOCK:
+            _PIN["depth"] -= 1
+            if _PIN["depth"] == 0:
+                _PIN["limits"].restore_original_limits()
+                _PIN["limits"] = None
+
+
+def _pinned_call(func, args):
+    """One unit, with underflow silenced (PRF tails) and one BLAS thread."""
+    with one_blas_thread(), np.errstate(under="ignore"):
+        return func(*args)
+
+
+# ---------------------------------------------------------------------------
+# Running units
+
+
+def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="units"):
+    """``[func(*u) for u in units]``, computed in parallel through joblib.
+
+    Parameters
+    ----------
+    func : callable
+        A module-level function (picklable, for process and Dask backends).
+    units : sequence of tuples
+        Arguments of each call.
+    n_jobs : None or nonzero int
+        :func:`check_n_jobs`.  One effective worker (or one unit) runs in this
+        process without joblib.
+    costs : sequence of float, optional
+        Estimated cost of each unit; units are dispatched largest first
+        (longest-processing-time scheduling).  The results do not depend on it.
+    progress : callable, optional
+        Called with one line ``'label: k/n units, t s'`` at most once a second and at the end.
+    label : str
+
+    Returns
+    -------
+    list
+        The results in the order of ``units`` (never in the order of completion).
+
+    Notes
+    -----
+    Every call runs under :func:`one_blas_thread` (in the worker that runs it, and in this
+    process for the whole sweep), so the numbers are the same for any n_jobs and backend.
+    The default backend is joblib's threading backend (``prefer="threads"``); an active
+    ``joblib.parallel_config(backend=...)`` (loky processes, ``"dask"``) takes precedence.
+    """
+    n_jobs = check_n_jobs(n_jobs)
+    units = list(units)
+    n = len(units)
+    if costs is None:
+        order = list(range(n))
+    else:
+        costs = [float(c) for c in costs]
+        if len(costs) != n:
+            raise ValueError(f"costs must have one entry per unit ({n}), got {len(costs)}")
+        order = sorted(range(n), key=lambda i: (-costs[i], i))
+    out = [None] * n
+    t0 = time.perf_counter()
+    last = [t0]
+
+    def tick(done):
+        now = time.perf_counter()
+        if progress is not None and (done == n or now - last[0] >= 1.0):
+            last[0] = now
+            progress(f"{label}: {done}/{n} units, {now - t0:.1f} s")
+
+    jobs, workers = _workers(n_jobs)
+    with one_blas_thread():
+        if workers == 1 or n <= 1:
+            for done, i in enumerate(order, 1):
+                out[i] = _pinned_call(func, units[i])
+                tick(done)
+            return out
+        from joblib import Parallel, delayed
+
+        # The cheapest unit runs here first: the lazy imports and hook registrations of the code
+        # path happen in this thread, before any worker thread can see a half-imported module
+        # (a lazy ``import torch`` in one thread and a ``sys.modules`` lookup in another race).
+        first = order.pop()
+        out[first] = _pinned_call(func, units[first])
+        results = Parallel(n_jobs=jobs, prefer="threads", return_as="generator")(
+            delayed(_pinned_call)(func, units[i]) for i in order)
+        for done, (i, r) in enumerate(zip(order, results), 2):
+            out[i] = r
+            tick(done)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Common random numbers
+
+
+def _as_seed_sequence(rng, name="rng"):
+    rng = check_rng(rng, name)
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
+    return np.random.SeedSequence(rng)
+
+
+def _coupling_seed(ss, coupling):
+    """An independent stream for one coupling, keyed by the coupling's registry index (not by its
+    position in a list, so a coupling's draws do not depend on which others are drawn)."""
+    return np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (mc.COUPLINGS.index(coupling) + 1,))
+
+
+def _iid_on_haar_stream(d, m, n_draws, ss):
+    r"""IID rows from the numbers behind the orthogonal blocks of the same seed.
+
+    Replays the draws of ``sample_weights('orthogonal', d, m, n_draws=n, haar_route='qr')``:
+    full blocks (n * (full blocks) of them, one call), then the truncated last block (one call
+    with r rows): for each call the :math:`\chi_d` norms (n_blocks, d), then the Gaussian
+    (n_blocks, d, r) whose QR is the Haar frame.  Row i of a block is
+    :math:`\nu_i g_i/\|g_i\|` (:math:`g_i` the i-th column): i.i.d. :math:`\mathcal N(0, I_d)`.
+    """
+    gen = np.random.default_rng(ss)
+    nb = -(-m // d)
+    r = m - (nb - 1) * d
+
+    def blocks(n_blocks, rows):
+        x = gen.chisquare(d, (n_blocks, d))
+        nu = np.sqrt(x, out=x)[:, :rows]
+        g = gen.standard_normal((n_blocks, d, rows))
+        g /= np.linalg.norm(g, axis=1, keepdims=True)
+        return np.swapaxes(g, 1, 2) * nu[:, :, None]  # (n_blocks, rows, d)
+
+    if r == d:
+        return blocks(n_draws * nb, d).reshape(n_draws, nb * d, d)
+    parts = []
+    if nb > 1:
+        parts.append(blocks(n_draws * (nb - 1), d).reshape(n_draws, (nb - 1) * d, d))
+    parts.append(blocks(n_draws, r))
+    return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+
+
+def paired_weights(couplings, d, m, n_draws, rng=None, *, paired=True):
+    """Projections of several couplings for one unit: {coupling: (n_draws, m, d)} (module docs).
+
+    Parameters
+    ----------
+    couplings : sequence of str
+        Couplings of :data:`montecarlo.COUPLINGS`.
+    d, m : int >= 1
+    n_draws : int >= 1
+    rng : None, int >= 0, SeedSequence or numpy Generator
+        The unit's seed (a Generator is read once for a seed).
+    paired : bool
+        True: common random numbers (every coupling from the same seed, IID rows from the
+        numbers of the Haar blocks); False: an independent stream per coupling (keyed by the
+        coupling's registry index).
+
+    Returns
+    -------
+    dict
+        coupling -> float64 array (n_draws, m, d); each coupling's rows have exactly its law.
+    """
+    couplings = check_couplings(couplings)
+    d = check_int(d, "d", 1)
+    m = check_int(m, "m", 1)
+    n_draws = check_int(n_draws, "n_draws", 1)
+    if not isinstance(paired, (bool, np.bool_)):
+        raise TypeError(f"paired must be True or False, got {describe(paired)}")
+    ss = _as_seed_sequence(rng)
+    out = {}
+    for c in couplings:
+        if not paired:
+            out[c] = mc.sample_weights(c, d, m, rng=np.random.default_rng(_coupling_seed(ss, c)), n_draws=n_draws)
+        elif c == "iid":
+            nb = -(-m // d)
+            check_budget(n_draws * nb * d * d, f"{n_draws} draws of the (m, d) = ({m}, {d}) IID weights (paired, "
+                         f"blocks of d x d numbers)", "reduce n_draws, m or d")
+            out[c] = _iid_on_haar_stream(d, m, n_draws, ss)
+        else:
+            out[c] = mc.sample_weights(c, d, m, rng=np.random.default_rng(ss), n_draws=n_draws,
+                                       haar_route=PAIRED_HAAR_ROUTE)
+    return out
+
+
+def paired_estimates(samples, pairs):
+    """Per-draw differences of aligned samples: {(a, b): montecarlo.Estimate of mean(a - b)}."""
+    out = {}
+    for a, b in pairs:
+        diff = np.asarray(samples[a], dtype=float) - np.asarray(samples[b], dtype=float)
+        n = diff.size
+        se = float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+        out[a, b] = mc.Estimate(float(diff.mean()), se, n)
+    return out
+
+
+def coupling_pairs(couplings):
+    """The ordered pairs (later, earlier) of a coupling list: the differences a sweep reports."""
+    couplings = tuple(couplings)
+    return tuple((couplings[j], couplings[i]) for j in range(len(couplings)) for i in range(j))
