@@ -7,6 +7,7 @@ description of the authors' loader written out here.
 """
 
 import hashlib
+import os
 import re
 import tracemalloc
 import warnings
@@ -413,3 +414,52 @@ def test_missing_file_and_partial_directory(tmp_path):
         uci.load_all(tmp_path, names=["banknote", "wifi"], require=True)
     with pytest.raises(TypeError, match="names must be a sequence of dataset names"):
         uci.load_all(tmp_path, names="banknote")
+
+
+# ---------------------------------------------------------------------------
+# issue 22, item 5: absent data raise the loaders' family, naming the path and what is wrong
+
+
+def test_absent_data_raise_the_loaders_family_naming_path_and_reason(tmp_path):
+    """A nonexistent directory, a directory or a dangling symbolic link where a data file should be,
+    and a pipe (whose read would block) each raise DataNotFoundError: a DataFileError (the loaders'
+    family) and a FileNotFoundError, whose message names the path and says which it is (a
+    directory used to be reported as 'not found')."""
+    cases = []
+    with pytest.raises(uci.DataNotFoundError, match=r"UCI data directory '/nonexistent/uci' \(from uci_dir\) "
+                                                    r"does not exist") as info:
+        uci.load_dataset("car", uci_dir="/nonexistent/uci")
+    cases.append(info.value)
+    (tmp_path / "car.data").mkdir()
+    with pytest.raises(uci.DataNotFoundError, match=r"car.data: data file '.*car.data' is a directory, not a data "
+                                                    r"file") as info:
+        uci.load_dataset("car", uci_dir=tmp_path)
+    cases.append(info.value)
+    (tmp_path / "wifi.txt").symlink_to(tmp_path / "gone.txt")
+    with pytest.raises(uci.DataNotFoundError, match=r"wifi.txt: data file '.*wifi.txt' is a symbolic link to "
+                                                    r"'.*gone.txt', which does not exist") as info:
+        uci.load_dataset("wifi", uci_dir=tmp_path)
+    cases.append(info.value)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "chess.data")
+        with pytest.raises(uci.DataNotFoundError, match=r"chess.data' is not a regular file"):
+            uci.load_dataset("chess", uci_dir=tmp_path)
+    with pytest.raises(uci.DataNotFoundError, match=r"yeast.data: data file '.*yeast.data' does not exist"):
+        uci.load_dataset("yeast", uci_dir=tmp_path)
+    _write(tmp_path, "banknote", "3.6,8.6,-2.8,-0.4,0\n4.5,8.1,-2.4,-1.4,1\n")
+    with pytest.raises(uci.DataNotFoundError, match=r"\(from uci_dir\) is a file, not a directory"):
+        uci.load_dataset("car", uci_dir=tmp_path / "banknote.txt")
+    for exc in cases:
+        assert isinstance(exc, uci.DataFileError) and isinstance(exc, FileNotFoundError)
+    # load_all says why a present-but-unusable entry counts as missing
+    with pytest.raises(uci.DataNotFoundError, match=r"missing car.data \(is a directory, not a data file\), "
+                                                    r"wifi.txt \(is a symbolic link"):
+        uci.load_all(tmp_path, names=["banknote", "car", "wifi"], require=True)
+    with pytest.warns(UserWarning, match=r"missing car.data \(is a directory, not a data file\); running the 1"):
+        data, missing = uci.load_all(tmp_path, names=["banknote", "car"])
+    assert list(data) == ["banknote"] and missing == ["car"]
+    # a symbolic link to a real file is read like the file
+    (tmp_path / "b2").write_bytes((tmp_path / "banknote.txt").read_bytes())
+    (tmp_path / "banknote.txt").unlink()
+    (tmp_path / "banknote.txt").symlink_to(tmp_path / "b2")
+    assert uci.load_dataset("banknote", tmp_path).X.shape == (2, 4)

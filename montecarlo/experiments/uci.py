@@ -35,7 +35,10 @@ a whole number of rings); numeric fields must be finite decimal numbers.  A
 header row, a missing column, a truncated label, a byte-order mark, a NUL
 byte, a blank line between records or a line longer than
 :data:`MAX_LINE_BYTES` is an error naming the file, the line and the reason
-(:class:`DataFileError`, a :class:`ValueError`).  The file is read line by
+(:class:`DataFileError`, a :class:`ValueError`; a directory or file that is
+not there to read -- absent, a directory in place of a file, a dangling
+symbolic link -- raises its subclass :class:`DataNotFoundError`, also a
+:class:`FileNotFoundError`, naming the path and which).  The file is read line by
 line into typed arrays (memory O(file size); files larger than
 :data:`MAX_FILE_BYTES` are refused before reading).  Categorical columns are
 one-hot encoded over the values present, sorted as strings; labels are class
@@ -87,6 +90,7 @@ import math
 import numbers
 import os
 import re
+import stat
 import warnings
 from array import array
 from dataclasses import dataclass, field
@@ -175,7 +179,43 @@ SIGMA_SEARCH_CAPS = {"nursery": (1000, 100), "chess": (1000, 100)}
 
 
 class DataFileError(ValueError):
-    """A UCI file that cannot be read as the dataset it should hold; the message names file, line and reason."""
+    """The loaders' error family: a UCI file that cannot be read as the dataset it should hold.
+
+    The message names the path and what is wrong (and, for a malformed file, the line and the
+    reason).  Absent data raise the subclass :class:`DataNotFoundError`.
+    """
+
+
+class DataNotFoundError(DataFileError, FileNotFoundError):
+    """The UCI directory or a data file is not there to read: absent, a directory where a file
+    should be (or a file where the directory should be), a dangling symbolic link, or not a regular
+    file.  Both a :class:`DataFileError` (the loaders' family) and a :class:`FileNotFoundError`
+    (what ``open`` would have raised); the message names the path and which of these it is."""
+
+
+def _path_problem(path, want_dir=False):
+    """None if ``path`` is a readable-looking regular file (a directory if ``want_dir``), else what is wrong."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            try:
+                target = os.readlink(path)
+            except OSError:  # pragma: no cover - the link vanished in between
+                target = "?"
+            return f"is a symbolic link to {target!r}, which does not exist"
+        return "does not exist"
+    except NotADirectoryError:
+        return "does not exist (a component of the path is a file, not a directory)"
+    except OSError as exc:
+        return f"cannot be accessed ({exc.strerror or exc})"
+    if want_dir:
+        return None if stat.S_ISDIR(st.st_mode) else "is a file, not a directory"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, not a data file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a pipe, socket or device)"
+    return None
 
 
 def resolve_uci_dir(path=None):
@@ -194,9 +234,10 @@ def resolve_uci_dir(path=None):
 
     Raises
     ------
-    FileNotFoundError
-        If the chosen directory does not exist or is not a directory (the
-        message names it and where the choice came from).
+    DataNotFoundError
+        (a :class:`DataFileError` and a :class:`FileNotFoundError`) if the
+        chosen directory does not exist or is not a directory (the message
+        names it, where the choice came from and which of the two).
     TypeError
         If ``path`` is not a string or path (an empty string is a ValueError).
     """
@@ -211,8 +252,9 @@ def resolve_uci_dir(path=None):
     else:
         path, source = PACKAGE_DIR, "the copy shipped with the package"
     p = Path(path).expanduser()
-    if not p.is_dir():
-        raise FileNotFoundError(f"UCI data directory {str(p)!r} (from {source}) does not exist or is not a directory")
+    problem = _path_problem(p, want_dir=True)
+    if problem:
+        raise DataNotFoundError(f"UCI data directory {str(p)!r} (from {source}) {problem}")
     return p
 
 
@@ -462,10 +504,10 @@ def _check_seed(rng, name):
 
 def _read_records(path, spec):
     """Parse ``path`` line by line into typed columns (memory O(file size)); see the module docs."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise FileNotFoundError(f"{path}: cannot be read ({exc.strerror})") from None
+    problem = _path_problem(path)
+    if problem:
+        raise DataNotFoundError(f"{spec.file}: data file {str(path)!r} {problem}")
+    size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise DataFileError(f"{path}: {size} bytes, more than the {MAX_FILE_BYTES} allowed for a UCI file of this "
                             f"kind (the largest of the eight is 1.06 MB)")
@@ -476,7 +518,11 @@ def _read_records(path, spec):
     cat_seen = {c: {} for c in spec.categorical}
     label_codes, label_seen = array("q"), {}
     n_records, blank_since, ends_with_record = 0, None, False
-    with open(path, "rb") as fh:
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise DataFileError(f"{spec.file}: data file {str(path)!r} cannot be read ({exc.strerror or exc})") from None
+    with fh:
         lineno = 0
         while True:
             raw = fh.readline(MAX_LINE_BYTES + 1)
@@ -566,15 +612,16 @@ def load_dataset(name, uci_dir=None):
         Unknown name.
     DataFileError
         A file that does not hold the dataset (module docs, *Parsing*),
-        naming the file, line and reason; or fewer than two classes.
-    FileNotFoundError
-        The directory or the file is absent (naming the path).
+        naming the file, line and reason; or fewer than two classes; or a
+        file that cannot be opened (naming the path and the system's reason).
+    DataNotFoundError
+        (a DataFileError and a FileNotFoundError) The directory or the file
+        is absent, or is a directory, a dangling symbolic link or not a
+        regular file (naming the path and which).
     """
     name = check_dataset(name)
     spec = SPECS[name]
     path = resolve_uci_dir(uci_dir) / spec.file
-    if not path.is_file():
-        raise FileNotFoundError(f"{name}: data file {str(path)!r} not found")
     n, num_cols, cat_cols, cat_seen, label_codes, label_seen, ends_with_record = _read_records(path, spec)
     blocks, source, categorical = [], [], []
     for col in range(spec.fields - 1):  # a loop over columns, not records
@@ -610,16 +657,18 @@ def load_all(uci_dir=None, names=None, warn=True, require=False):
     warn : bool
         Emit a :class:`UserWarning` naming the missing files.
     require : bool
-        Raise :class:`FileNotFoundError` instead when a file is missing
-        (the command lines: a requested dataset that is absent is a failure).
+        Raise :class:`DataNotFoundError` (a :class:`FileNotFoundError`)
+        instead when a file is missing (the command lines: a requested
+        dataset that is absent is a failure).
 
     Returns
     -------
     datasets : dict
         name -> :class:`Dataset`, for the files present.
     missing : list of str
-        Names whose file is absent.  Malformed files raise (see
-        :func:`load_dataset`); only absent ones are skipped.
+        Names whose file is absent (or is a directory, a dangling link, not
+        a regular file: the warning and the error say which).  Malformed
+        files raise (see :func:`load_dataset`); only absent ones are skipped.
     """
     root = resolve_uci_dir(uci_dir)
     if names is None:
@@ -633,23 +682,30 @@ def load_all(uci_dir=None, names=None, warn=True, require=False):
     warn, require = check_bool(warn, "warn"), check_bool(require, "require")
     out, missing = {}, []
     for name in names:
-        if not (root / SPECS[name].file).is_file():
+        if _path_problem(root / SPECS[name].file):
             missing.append(name)
             continue
         out[name] = load_dataset(name, root)
     if missing and require:
-        files = ", ".join(SPECS[n].file for n in missing)
-        raise FileNotFoundError(f"UCI data in {root}: missing {files}")
+        raise DataNotFoundError(f"UCI data in {root}: missing {_describe_missing(root, missing)}")
     if missing and warn:
         warn_missing(root, missing, len(out), stacklevel=3)
     return out, missing
 
 
+def _describe_missing(root, missing):
+    """'car.data, wifi.txt (is a directory, not a data file)': each file, with the reason unless plainly absent."""
+    parts = []
+    for n in missing:
+        problem = _path_problem(Path(root) / SPECS[n].file)
+        parts.append(SPECS[n].file + (f" ({problem})" if problem and problem != "does not exist" else ""))
+    return ", ".join(parts)
+
+
 def warn_missing(root, missing, n_present, stacklevel=2):
     """The :class:`UserWarning` naming the missing files of a partial UCI directory."""
-    files = ", ".join(SPECS[n].file for n in missing)
-    warnings.warn(f"UCI data in {root}: missing {files}; running the {n_present} present dataset(s)", UserWarning,
-                  stacklevel=stacklevel + 1)
+    warnings.warn(f"UCI data in {root}: missing {_describe_missing(root, missing)}; running the {n_present} present "
+                  "dataset(s)", UserWarning, stacklevel=stacklevel + 1)
 
 
 # ---------------------------------------------------------------------------
