@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpmath import mp
 
-from theory._cli import atomic_write, check_output_dir
+from theory.cli import atomic_write, check_output_dir
+from montecarlo.experiments.sweeps import check_n_jobs
 from montecarlo.experiments.uci import ENV_VAR
 from theory.validation import check_bool, check_choice, check_int
 
@@ -53,6 +54,10 @@ class Context:
         UCI data directory for Figs. 8 and 10 (``None``: ``$SIMPLEX_RF_UCI_DIR``
         or the copy shipped with :mod:`montecarlo.experiments`); a named
         directory must exist.
+    n_jobs : int or None
+        Parallel workers of the Monte Carlo sweeps (joblib,
+        :func:`montecarlo.experiments.sweeps.run_units`; None: every core).  The
+        numbers do not depend on it.
 
     Raises
     ------
@@ -70,6 +75,7 @@ class Context:
     backend: str = "numpy"
     progress: bool = True
     uci_dir: str | None = None
+    n_jobs: int | None = None
     written: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -79,6 +85,7 @@ class Context:
         self.dps = check_int(self.dps, "dps", DPS_RANGE[0], maximum=DPS_RANGE[1])
         self.backend = check_choice(self.backend, "backend", BACKENDS)
         self.progress = check_bool(self.progress, "progress")
+        self.n_jobs = check_n_jobs(self.n_jobs)
         if self.uci_dir is not None:
             if not isinstance(self.uci_dir, (str, os.PathLike)) or not str(self.uci_dir).strip():
                 raise ValueError(f"uci_dir must be None or a directory path, got {self.uci_dir!r}")
@@ -117,7 +124,7 @@ class Context:
         arrays and numbers are converted to JSON lists and floats (full
         double precision; NaN and infinities as ``null``).  Each file is
         written under a temporary name and renamed into place
-        (:func:`theory._cli.atomic_write`), the JSON last, so an
+        (:func:`theory.cli.atomic_write`), the JSON last, so an
         interrupted run never leaves a half-written file under a final name;
         PDF fonts are embedded as TrueType (:data:`FONT_RC`).
         """

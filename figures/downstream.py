@@ -16,12 +16,23 @@ those of :mod:`montecarlo.experiments.classification`:
 
 Effort and protocol.  ``python -m figures`` draws Fig. 8 under the
 ``'paper'`` protocol (the authors' split, full nursery and chess) with
-:data:`FIG8_EFFORT` (``--quick``: :data:`FIG8_QUICK`), which keeps the main
-job near a minute; ``python -m figures.reproduce fig8 --protocol resampled
---splits 5 --draws 100`` (any protocol and effort) draws it so that the
-curves do not cross by noise.  The figure's JSON states the protocol, the
-split seeds and the draws; its error band is one standard error of the mean
-over draws (and over splits when there are several).
+:data:`FIG8_EFFORT` (``--quick``: :data:`FIG8_QUICK`): common random numbers
+across couplings (the same chi_d norms and Gaussian blocks behind IIDRFs,
+ORFs and SimRFs, :func:`montecarlo.experiments.sweeps.paired_weights`), 150
+draws per cell (16 on chess, whose cells cost 20 times more), run in parallel
+(``Context.n_jobs``).  At this effort SimRF - IID is resolved (paired
+|z| >= 3) at every m/d on nursery and wifi (the JSON's ``differences`` and
+``verdict``).  ``python -m figures.reproduce fig8 --draws 1000`` (any
+protocol, splits and effort; the same draws on every dataset) is the paper's
+effort.  The figure's JSON states the protocol, the split seeds and the
+draws; its error band is one standard error of the mean over draws (and over
+splits when there are several).
+
+Scoring the caption.  For each dataset and m/d the JSON holds the paired
+differences SimRF - IID, SimRF - ORF and ORF - IID with standard errors and
+z, and a verdict on "SimRFs consistently perform best": ``'best'`` where
+SimRF beats both others by z >= :data:`RESOLVED_Z`, ``'behind'`` where
+another coupling beats it by that much, ``'tied'`` otherwise.
 
 There is no closed form for these accuracies; the figures report what the
 experiment code measures.  A dataset whose file is missing is left out (and
@@ -57,19 +68,34 @@ class Effort:
     m_multipliers : tuple of int
     datasets : tuple of str or None
         None: all eight.
+    paired : bool
+        Common random numbers across couplings (the comparison's noise is that of the
+        paired differences).
+    draws : tuple of (str, int)
+        Per-dataset exceptions to ``n_draws``.
     """
 
     protocol: str = "paper"
     split_seeds: tuple | None = None
-    n_draws: int = 10
+    n_draws: int = 150
     m_multipliers: tuple = (1, 2, 4, 10)
     datasets: tuple | None = None
+    paired: bool = True
+    draws: tuple = ()
+
+    def draws_for(self, name):
+        """Feature draws for dataset ``name``."""
+        return dict(self.draws).get(name, self.n_draws)
 
 
-#: Fig. 8 in the main job: the paper's protocol and m / d grid (the public code's 1, 2, 4, 10), 10 draws.
-FIG8_EFFORT = Effort()
+#: Fig. 8 in the main job: the paper's protocol and m / d grid (the public code's 1, 2, 4, 10), paired
+#: draws, 150 per cell (chess: 16; a chess draw costs about 1.1 CPU-s over the grid, 5 times nursery's
+#: and 100 times the other sets'), about 65 CPU-seconds in all.
+FIG8_EFFORT = Effort(n_draws=150, draws=(("chess", 16),))
 #: Fig. 8 with ``--quick``.
 FIG8_QUICK = Effort(n_draws=3, m_multipliers=(1, 10))
+#: |z| at or above which a paired difference counts as resolved in the JSON's verdicts.
+RESOLVED_Z = 3.0
 #: Fig. 10: sigma grid size and draws (main job, quick).
 FIG10_EFFORT = {"n_sigmas": 9, "n_draws": 10}
 FIG10_QUICK = {"n_sigmas": 4, "n_draws": 2}
@@ -107,19 +133,36 @@ def _band(ax, x, mean, err, key, **kw):
     ax.fill_between(x, mean - err, mean + err, color=st["color"], alpha=0.2, lw=0)
 
 
-def _per_dataset(ctx, tag, names, run):
-    """Run ``run(ex, name, data_dir)`` for every dataset; missing files are recorded, not fatal."""
+def _guarded(run, ex, name, data_dir):
+    """``("ok", run(...))``, or ``("missing", message)`` when the dataset's file is absent."""
+    try:
+        return "ok", run(ex, name, data_dir)
+    except FileNotFoundError as exc:
+        return "missing", str(exc)
+
+
+def _per_dataset(ctx, tag, names, run, parallel=False):
+    """Run ``run(ex, name, data_dir)`` for every dataset; missing files are recorded, not fatal.
+
+    ``parallel``: the datasets are the units of one parallel sweep
+    (:func:`montecarlo.experiments.sweeps.run_units`, ``ctx.n_jobs`` workers; each ``run``
+    draws from its own generator, so the numbers do not depend on the schedule); otherwise
+    one after the other (each ``run`` may be a parallel sweep itself)."""
     ex = _experiments()
     data_dir = uci_dir(ctx)
-    results, missing = {}, {}
     bar = ctx.progress_bar(len(names), tag)
-    for name in names:
-        try:
-            results[name] = run(ex, name, data_dir)
-        except FileNotFoundError as exc:
-            missing[name] = str(exc)
-        bar.update()
+    if parallel:
+        outcomes = ex.sweeps.run_units(_guarded, [(run, ex, name, data_dir) for name in names], n_jobs=ctx.n_jobs,
+                                       progress=lambda _: bar.update(0))
+        bar.update(len(names))
+    else:
+        outcomes = []
+        for name in names:
+            outcomes.append(_guarded(run, ex, name, data_dir))
+            bar.update()
     bar.close()
+    results = {n: r for n, (status, r) in zip(names, outcomes) if status == "ok"}
+    missing = {n: r for n, (status, r) in zip(names, outcomes) if status == "missing"}
     if not results:
         raise Skip(f"no UCI dataset readable in {str(data_dir)!r} ({'; '.join(missing.values())})")
     return ex, results, missing
@@ -130,6 +173,29 @@ def fig8_effort(ctx, effort=None):
     if effort is not None:
         return effort
     return FIG8_QUICK if ctx.quick else FIG8_EFFORT
+
+
+#: The pairs whose paired differences Fig. 8's JSON holds, (better-claimed, other).
+FIG8_PAIRS = (("simplex", "iid"), ("simplex", "orthogonal"), ("orthogonal", "iid"))
+
+
+def _pair_key(a, b):
+    return f"{a} - {b}"
+
+
+def fig8_verdicts(r):
+    """Per m/d, whether SimRFs are 'best', 'tied' or 'behind' (module docs) from a CurveResult's
+    paired z-scores of SimRF - IID and SimRF - ORF."""
+    z_iid, z_orf = r.z("simplex", "iid"), r.z("simplex", "orthogonal")
+    out = []
+    for a, b in zip(z_iid, z_orf):
+        if min(a, b) >= RESOLVED_Z:
+            out.append("best")
+        elif min(a, b) <= -RESOLVED_Z:
+            out.append("behind")
+        else:
+            out.append("tied")
+    return out
 
 
 def fig8_nonparametric(ctx, effort=None):
@@ -149,8 +215,9 @@ def fig8_nonparametric(ctx, effort=None):
 
     def run(ex, name, data_dir):
         return ex.classification_curve(name, couplings=FIG8_COUPLINGS, m_multipliers=eff.m_multipliers,
-                                       n_draws=eff.n_draws, rng=ctx.rng(f"fig8/{name}"), protocol=eff.protocol,
-                                       split_rng=eff.split_seeds, uci_dir=data_dir)
+                                       n_draws=eff.draws_for(name), rng=ctx.rng(f"fig8/{name}"),
+                                       protocol=eff.protocol, split_rng=eff.split_seeds, uci_dir=data_dir,
+                                       paired=eff.paired, n_jobs=ctx.n_jobs)
 
     ex, results, missing = _per_dataset(ctx, "fig8 classification", names, run)
     rows, cols = _grid(len(results))
@@ -169,10 +236,13 @@ def fig8_nonparametric(ctx, effort=None):
         ax.set_ylabel("test accuracy")
         out[name] = {"d": r.d, "sigma": r.sigma, "m": r.m, "m_over_d": x, "exact": r.exact,
                      "exact_per_split": r.exact_per_split, "n_draws": r.n_draws, "n_train": r.n_train,
-                     "n_test": r.n_test, "split_seeds": r.split_seeds,
+                     "n_test": r.n_test, "split_seeds": r.split_seeds, "paired": r.paired,
                      "mean": {c: r.mean[c] for c in FIG8_COUPLINGS}, "stderr": {c: r.stderr[c] for c in FIG8_COUPLINGS},
                      "draw_stderr": {c: r.draw_stderr[c] for c in FIG8_COUPLINGS},
-                     "split_sd": {c: r.split_sd[c] for c in FIG8_COUPLINGS}}
+                     "split_sd": {c: r.split_sd[c] for c in FIG8_COUPLINGS},
+                     "differences": {_pair_key(a, b): {"mean": r.diff_mean[a, b], "stderr": r.diff_stderr[a, b],
+                                                       "z": r.z(a, b)} for a, b in FIG8_PAIRS},
+                     "verdict": fig8_verdicts(r)}
     for ax in list(axes.flat)[len(results):]:
         ax.set_visible(False)
     handles, _ = axes.flat[0].get_legend_handles_labels()
@@ -180,16 +250,23 @@ def fig8_nonparametric(ctx, effort=None):
                ncol=len(handles))
     seeds = next(iter(results.values())).split_seeds
     spread = ("over draws and the splits" if len(seeds) > 1 else "over draws at this split")
+    draws = ", ".join(f"{n} {results[n].n_draws}" for n in results if results[n].n_draws != eff.n_draws)
+    effort_text = f"{eff.n_draws} feature draws per split" + (f" ({draws})" if draws else "")
     ctx.save(fig, "fig8_nonparametric", {
         "name": "fig8_nonparametric", "paper_label": "nonparam_results",
         "caption": ("Nonparametric classification by kernel regression (Sec. 5.3) with the Gaussian kernel "
                     f"estimated by PRFs: test accuracy against m/d under the '{eff.protocol}' protocol "
-                    f"(split seeds {list(seeds)}), mean and band of 1 s.e. {spread} ({eff.n_draws} feature draws "
-                    "per split), at the authors' sigma; dotted: exact kernel "
-                    "(montecarlo.experiments.classification_curve)."),
+                    f"(split seeds {list(seeds)}), mean and band of 1 s.e. {spread} ({effort_text}, "
+                    + ("common random numbers across couplings" if eff.paired else "independent draws per coupling")
+                    + "), at the authors' sigma; dotted: exact kernel "
+                    "(montecarlo.experiments.classification_curve). The paired differences SimRF - IID, "
+                    "SimRF - ORF, ORF - IID with their standard errors and z are in 'differences'; 'verdict' "
+                    f"scores 'SimRFs consistently perform best' per m/d (best / tied / behind at |z| >= "
+                    f"{RESOLVED_Z:g})."),
         "protocol": eff.protocol, "split_seeds": list(seeds), "n_draws": eff.n_draws,
+        "n_draws_per_dataset": {n: results[n].n_draws for n in results}, "paired": eff.paired,
         "m_multipliers": list(eff.m_multipliers), "error_bar": f"1 standard error of the mean {spread}",
-        "couplings": FIG8_COUPLINGS, "results": out, "missing": missing})
+        "resolved_z": RESOLVED_Z, "couplings": FIG8_COUPLINGS, "results": out, "missing": missing})
 
 
 def fig10_sigma_search(ctx, effort=None, protocol="paper"):
@@ -216,7 +293,7 @@ def fig10_sigma_search(ctx, effort=None, protocol="paper"):
         return ex.sigma_search(name, sigmas=sigmas, coupling="iid", m_multiplier=10, n_draws=n_draws,
                                rng=ctx.rng(f"fig10/{name}"), protocol=protocol, uci_dir=data_dir)
 
-    ex, results, missing = _per_dataset(ctx, "fig10 sigma search", list(ex.uci.DATASETS), run)
+    ex, results, missing = _per_dataset(ctx, "fig10 sigma search", list(ex.uci.DATASETS), run, parallel=True)
     rows, cols = _grid(len(results))
     fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 1.6 * rows + 0.4), squeeze=False)
     out = {}

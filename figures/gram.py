@@ -2,8 +2,8 @@ r"""Fig. 7 (``fig:frobnorm``): Gram-matrix error against the number of random fe
 
 N = 64 points :math:`x_a \sim \mathcal N(0, \sigma^2 I_d)`, d = 64, :math:`\sigma = 0.1`;
 for each number of features m and each coupling, ``n_draws`` independent
-draws of the (m, d) weights (:func:`montecarlo.sample_weights`) give the PRF
-Gram estimate :math:`\hat K = \phi(X)\phi(X)^\top` and the paper's statistic
+draws of the (m, d) weights give the PRF Gram estimate
+:math:`\hat K = \phi(X)\phi(X)^\top` and the paper's statistic
 (:func:`montecarlo.experiments.gram_errors`), the **squared** Frobenius error
 
 .. math:: F = \sum_{a,b=1}^N (K_{ab} - \hat K_{ab})^2
@@ -14,6 +14,16 @@ the mean of F over draws with a band of one standard deviation of that mean
 (the standard error, as in the paper's caption; F is heavy-tailed, with a
 skewness of 10-40, so the per-draw standard deviation, also written to the
 data file, is dominated by rare draws).
+
+Common random numbers: on the numpy backend the draws come from
+:func:`montecarlo.experiments.frobenius_curve` (parallel units, ``ctx.n_jobs``),
+where IIDRFs, ORFs and SimRFs of one draw share their chi_d norms and Gaussian
+blocks (:func:`montecarlo.experiments.sweeps.paired_weights`); the data file
+holds the paired differences (SimRF - IID, SimRF - ORF, ORF - IID) of F with
+their standard errors.  Each coupling's own draws keep their law, so the
+means are compared with the analytic curves as before.  On another backend
+(``--backend torch``) each coupling is drawn on that backend from its own
+stream (:func:`frobenius_draws`) and the differences are unpaired.
 
 Analytic curve (new): :math:`\mathbb E F = \sum_{a,b}\mathrm{MSE}(x_a, x_b)`
 with the MSE of Thm 3.2 for independent blocks (:mod:`theory.kernels`),
@@ -99,6 +109,36 @@ def frobenius_draws(coupling, X, m, n_draws, ctx, gen, chunk_elements=1 << 22):
     return np.concatenate(out)
 
 
+def _monte_carlo(ctx, X, n_draws):
+    """{coupling: (means, stds, stderrs)} over FEATURES, the paired differences {(a, b): (means, stderrs)},
+    and whether the draws were paired (module docs)."""
+    bar = ctx.progress_bar(len(FEATURES), "fig7 Gram")
+    if ctx.backend == "numpy":
+        from montecarlo.experiments import frobenius_curve
+
+        res = frobenius_curve(X, COUPLINGS, FEATURES, n_draws, rng=ctx.rng("fig7/paired"), paired=True,
+                              n_jobs=ctx.n_jobs)
+        bar.update(len(FEATURES))
+        bar.close()
+        root = math.sqrt(n_draws)
+        per = {c: (res.mean[c], res.stderr[c] * root, res.stderr[c]) for c in COUPLINGS}
+        return per, {p: (res.diff_mean[p], res.diff_stderr[p]) for p in res.diff_mean}, True
+    draws = {c: [] for c in COUPLINGS}
+    for m in FEATURES:
+        for c in COUPLINGS:
+            draws[c].append(frobenius_draws(c, X, m, n_draws, ctx, ctx.rng(f"fig7/{c}/{m}")))
+        bar.update()
+    bar.close()
+    per = {c: (np.array([F.mean() for F in draws[c]]), np.array([F.std(ddof=1) for F in draws[c]]),
+               np.array([F.std(ddof=1) / math.sqrt(F.size) for F in draws[c]])) for c in COUPLINGS}
+    diffs = {}
+    for j, a in enumerate(COUPLINGS):
+        for b in COUPLINGS[:j]:
+            d = [Fa - Fb for Fa, Fb in zip(draws[a], draws[b])]
+            diffs[a, b] = (np.array([x.mean() for x in d]), np.array([x.std(ddof=1) / math.sqrt(x.size) for x in d]))
+    return per, diffs, False
+
+
 def fig7_frobenius(ctx):
     """Fig. 7 (``fig:frobnorm``): squared Frobenius Gram error against m, N = d = 64, sigma = 0.1."""
     import matplotlib.pyplot as plt
@@ -108,18 +148,12 @@ def fig7_frobenius(ctx):
     n_draws = ctx.n(300, 30)
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.4))
     analytic, mcs = [], []
-    bar = ctx.progress_bar(len(COUPLINGS) * len(FEATURES), "fig7 Gram")
+    per, diffs, paired = _monte_carlo(ctx, X, n_draws)
     for c in COUPLINGS:
         expect = [expected_frobenius(terms, c, DIM, m) for m in FEATURES]
         analytic.append({"coupling": c, "m": FEATURES, "expected_F": expect,
                          "source": "sum of theory MSEs (Thm 3.2), conformity from theory.conformity"})
-        means, stds, ses = [], [], []
-        for m in FEATURES:
-            F = frobenius_draws(c, X, m, n_draws, ctx, ctx.rng(f"fig7/{c}/{m}"))
-            means.append(F.mean())
-            stds.append(F.std(ddof=1))
-            ses.append(F.std(ddof=1) / math.sqrt(F.size))
-            bar.update()
+        means, stds, ses = per[c]
         mcs.append({"coupling": c, "m": FEATURES, "mean_F": means, "std_F": stds, "stderr_F": ses,
                     "n_draws": n_draws})
         st = style(c)
@@ -127,7 +161,6 @@ def fig7_frobenius(ctx):
         ax.fill_between(FEATURES, np.maximum(mean - se, mean * 0.05), mean + se, color=st["color"], alpha=0.25, lw=0)
         ax.plot(FEATURES, expect, **st)
         ax.plot(FEATURES, means, **marker_style(c))
-    bar.close()
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("number of random features $m$")
@@ -149,7 +182,10 @@ def fig7_frobenius(ctx):
                     f"x ~ N(0, {SIGMA}^2 I_{DIM}), against the number of features m: Monte Carlo mean over "
                     f"{n_draws} draws (markers) with a band of one standard deviation of that mean (standard error; "
                     "the per-draw standard deviation is in std_F), and the exact "
-                    "expectation (lines; sum of Thm 3.2 MSEs over pairs, independent blocks for m > d)."),
+                    "expectation (lines; sum of Thm 3.2 MSEs over pairs, independent blocks for m > d). "
+                    + ("Common random numbers across couplings (shared chi_d norms and Gaussian blocks); "
+                       if paired else "Independent draws per coupling; ")
+                    + "paired differences of F with standard errors and z in 'differences'."),
         "statistic": "squared Frobenius norm sum_ab (K_ab - Khat_ab)^2",
         "N": N_POINTS, "d": DIM, "sigma": SIGMA,
         "X": X,
@@ -157,5 +193,8 @@ def fig7_frobenius(ctx):
                   "B": {c: terms["B"][c] for c in ("orthogonal", "simplex")}},
         "analytic": analytic,
         "monte_carlo": mcs,
+        "paired": paired,
+        "differences": {f"{a} - {b}": {"m": FEATURES, "mean_F": mean, "stderr_F": se, "z": mean / se}
+                        for (a, b), (mean, se) in diffs.items()},
     }
     ctx.save(fig, "fig7_frobenius", data)

@@ -5,8 +5,9 @@ effort that keeps the main job near a minute.  This command draws one of
 them with the effort exposed, e.g. Fig. 8 so that the curves do not cross by
 noise::
 
+    python -m figures.reproduce fig8 --draws 1000                  # the paper's effort, paired draws
     python -m figures.reproduce fig8 --protocol resampled --splits 5 --draws 100
-    python -m figures.reproduce fig8 --protocol paper --draws 200 --datasets banknote wifi
+    python -m figures.reproduce fig8 --protocol paper --draws 200 --datasets banknote wifi --independent
     python -m figures.reproduce attention --draws 50 --logit-stds 0.05 0.1 0.2 0.5 1
 
 The figure's JSON records the protocol, the split seeds and the draws.
@@ -22,10 +23,17 @@ import sys
 
 import numpy as np
 
-from theory._cli import check_output_dir, int_arg, main_runner, make_parser, real_arg
+from theory.cli import check_output_dir, int_arg, main_runner, make_parser, real_arg
 
 
 PROG = "python -m figures.reproduce"
+
+
+def _n_jobs(text):
+    value = int_arg()(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core), got 0")
+    return value
 
 
 def _sub(sub, name, **kwargs):
@@ -44,6 +52,8 @@ def _parser():
     p.add_argument("--uci-dir", default=None, metavar="DIR",
                    help=f"UCI data directory (default: ${uci.ENV_VAR}, else the copy shipped with the package)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--n-jobs", type=_n_jobs, default=None, metavar="N",
+                   help="parallel workers of the sweeps (joblib; None: every core); the numbers do not depend on it")
     sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention}")
     f8 = _sub(sub, "fig8", help="Fig. 8: accuracy against m / d")
     f8.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default=FIG8_EFFORT.protocol,
@@ -51,8 +61,11 @@ def _parser():
     f8.add_argument("--splits", type=int_arg(1), default=None,
                     help="number of splits (seeds 0 ... N-1 for resampled, 42, 43, ... for paper; "
                          "default: the protocol's, 5 or 1)")
-    f8.add_argument("--draws", type=int_arg(2), default=FIG8_EFFORT.n_draws,
-                    help="feature draws per dataset, coupling, m and split")
+    f8.add_argument("--draws", type=int_arg(2), default=None,
+                    help="feature draws per dataset, coupling, m and split, the same on every dataset (default: "
+                         f"the main job's, {FIG8_EFFORT.n_draws} and {dict(FIG8_EFFORT.draws)} on the costly sets)")
+    f8.add_argument("--independent", action="store_true",
+                    help="an independent stream per coupling (default: common random numbers across couplings)")
     f8.add_argument("--m-multipliers", type=int_arg(1), nargs="+", default=list(FIG8_EFFORT.m_multipliers),
                     metavar="K", help="m = K d")
     f8.add_argument("--datasets", nargs="+", choices=uci.DATASETS, default=None, metavar="NAME",
@@ -86,7 +99,7 @@ def _main(argv):
     from .style import use_paper_style
 
     ctx = Context(out=check_output_dir(args.out), seed=args.seed, progress=not args.no_progress,
-                  uci_dir=args.uci_dir)
+                  uci_dir=args.uci_dir, n_jobs=args.n_jobs)
     use_paper_style()
     try:
         if args.figure == "fig8":
@@ -96,7 +109,8 @@ def _main(argv):
                 seeds = tuple(range(first, first + args.splits))
             effort = downstream.with_effort(downstream.FIG8_EFFORT, protocol=args.protocol, split_seeds=seeds,
                                             n_draws=args.draws, m_multipliers=tuple(args.m_multipliers),
-                                            datasets=None if args.datasets is None else tuple(args.datasets))
+                                            datasets=None if args.datasets is None else tuple(args.datasets),
+                                            paired=not args.independent, draws=None if args.draws is None else ())
             downstream.fig8_nonparametric(ctx, effort)
             name = "fig8_nonparametric"
         elif args.figure == "fig10":

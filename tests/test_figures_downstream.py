@@ -41,14 +41,51 @@ def test_fig8_from_the_command_line_states_protocol_and_effort(tmp_path, capsys)
     assert np.allclose(r["stderr"]["iid"], ref.stderr["iid"], rtol=1e-15)
 
 
-def test_main_job_effort_is_the_paper_protocol_and_small():
-    assert FIG8_EFFORT.protocol == "paper" and FIG8_EFFORT.split_seeds is None
+def test_main_job_effort_is_the_paper_protocol_paired_and_sized():
+    """The main job's Fig. 8: the authors' split and m/d grid, common random numbers, 150 draws per cell
+    (chess 16: its draws cost 5 times nursery's); the quick run is smaller."""
+    assert FIG8_EFFORT.protocol == "paper" and FIG8_EFFORT.split_seeds is None and FIG8_EFFORT.paired
     assert FIG8_EFFORT.m_multipliers == (1, 2, 4, 10) and FIG8_QUICK.n_draws < FIG8_EFFORT.n_draws
+    assert FIG8_EFFORT.draws_for("nursery") == FIG8_EFFORT.draws_for("wifi") == 150
+    assert FIG8_EFFORT.draws_for("chess") == 16
     assert lookup("new_attention_scan").paper_label is None
+
+
+def test_fig8_json_holds_the_paired_differences_and_the_verdicts(tmp_path):
+    """The JSON's paired differences are classification_curve's (same seed stream) with z = mean / se;
+    each verdict follows from the two SimRF z-scores at RESOLVED_Z; --draws N sets the same draws on
+    every dataset (no chess exception) and --independent switches the pairing off."""
+    from figures._context import Context
+    from figures.downstream import FIG8_PAIRS, RESOLVED_Z
+
+    from figures.downstream import with_effort
+
+    assert reproduce.main(["--out", str(tmp_path), "--no-progress", "--n-jobs", "2", "fig8", "--draws", "30",
+                           "--datasets", "wifi", "banknote", "--m-multipliers", "1", "4"]) == 0
+    data = _json(tmp_path / "fig8_nonparametric.json")
+    assert data["paired"] is True and data["n_draws_per_dataset"] == {"banknote": 30, "wifi": 30}
+    assert with_effort(FIG8_EFFORT, n_draws=30, draws=()).draws_for("chess") == 30  # what --draws N passes
+    assert data["resolved_z"] == RESOLVED_Z and "common random numbers" in data["caption"]
+    ctx = Context(out=str(tmp_path), seed=0, progress=False)
+    ref = cl.classification_curve("wifi", m_multipliers=(1, 4), n_draws=30, rng=ctx.rng("fig8/wifi"),
+                                  protocol="paper", paired=True, n_jobs=1)
+    r = data["results"]["wifi"]
+    for a, b in FIG8_PAIRS:
+        cell = r["differences"][f"{a} - {b}"]
+        assert cell["mean"] == ref.diff_mean[a, b].tolist() and cell["stderr"] == ref.diff_stderr[a, b].tolist()
+        assert np.allclose(cell["z"], np.array(cell["mean"]) / np.array(cell["stderr"]), rtol=1e-14)
+    z_iid, z_orf = r["differences"]["simplex - iid"]["z"], r["differences"]["simplex - orthogonal"]["z"]
+    for v, a, b in zip(r["verdict"], z_iid, z_orf):
+        assert v == ("best" if min(a, b) >= RESOLVED_Z else "behind" if min(a, b) <= -RESOLVED_Z else "tied")
+    assert reproduce.main(["--out", str(tmp_path), "--no-progress", "fig8", "--draws", "3", "--datasets", "wifi",
+                           "--m-multipliers", "1", "--independent"]) == 0
+    data = _json(tmp_path / "fig8_nonparametric.json")
+    assert data["paired"] is False and "independent draws per coupling" in data["caption"]
 
 
 @pytest.mark.parametrize("args, needle", [
     (["fig8", "--splits", "0"], "argument --splits: must be an integer >= 1, got 0"),
+    (["--n-jobs", "0", "fig8"], "argument --n-jobs: must be a nonzero integer (-1: every core), got 0"),
     (["fig8", "--protocol", "authors"], "argument --protocol: invalid choice: 'authors'"),
     (["attention", "--logit-stds", "0"], "argument --logit-stds: must be a finite real > 0"),
 ])
