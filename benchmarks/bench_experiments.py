@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 import montecarlo as mc
-from theory._cli import atomic_write, int_arg, main_runner, make_parser
+from theory.cli import atomic_write, int_arg, main_runner, make_parser
 from montecarlo.experiments import attention as at
 from montecarlo.experiments import classification as cl
 from montecarlo.experiments import gram, uci

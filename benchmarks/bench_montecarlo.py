@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover
     torch = None
 
 from benchmarks._timing import interleaved, ratio  # noqa: E402
-from theory._cli import atomic_write  # noqa: E402
+from theory.cli import atomic_write  # noqa: E402
 
 
 # ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import mpmath
 from mpmath import mp
 
 import theory
-from theory._cli import atomic_write, int_arg, make_parser, real_arg
+from theory.cli import atomic_write, int_arg, make_parser, real_arg
 
 
 def best_time(func, repeat=5, number=1):

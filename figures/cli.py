@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from theory._cli import atomic_write, check_output_dir, int_arg, make_parser
+from theory.cli import atomic_write, check_output_dir, int_arg, make_parser
 
 from . import registry
 from ._context import BACKENDS, DPS_RANGE, UCI_ENV, Context, _write_text

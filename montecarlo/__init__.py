@@ -1,20 +1,29 @@
 r"""The sampling half of the toolkit: couplings, feature maps and Monte Carlo estimators.
 
 Draw the random projection matrices of every coupling of the paper
-(:func:`sample_weights`, :func:`sample_projection`), build PRF and RFF
-feature maps (:func:`prf_features`, :func:`rff_features`, and the
-scikit-learn estimators :class:`PositiveRandomFeatures`,
-:class:`RandomFourierFeatures` of :mod:`montecarlo.kernel_approximation`,
-imported on first use: only they need scikit-learn), and estimate kernels, Gram matrices, MSEs,
-RF-conformities and pair moments with standard errors
+(:func:`sample_weights`, :func:`sample_projection`), build the feature maps
+of every feature kind (:func:`random_features` with ``kind=``; the named
+forms :func:`prf_features`, :func:`rff_features`), and estimate kernels, Gram
+matrices, MSEs, pair terms and pair moments with standard errors
 (:func:`kernel_estimate`, :func:`gram_estimate`, :func:`empirical_mse`,
-:func:`empirical_conformity`, :func:`empirical_pair_moments`).
+:func:`empirical_conformity`, :func:`empirical_pair_moments`, all with ``kind=``).
+
+Where users import from:
+
+* :mod:`montecarlo.kernel_approximation`: the scikit-learn transformers
+  :class:`~montecarlo.kernel_approximation.PositiveRandomFeatures` and
+  :class:`~montecarlo.kernel_approximation.RandomFourierFeatures` (also served
+  here on first access; only they need scikit-learn);
+* :mod:`montecarlo.nn`: ``PRFAttention``, the torch module (needs torch);
+* :mod:`montecarlo.performer`: projection matrices of any coupling for
+  performer-pytorch (``use_coupling``);
+* :mod:`montecarlo.experiments`: the runs of Sec. 5.
 
 Couplings (one spelling each, one record each in :mod:`theory.registry`,
-listed in :data:`COUPLINGS`): ``"iid"``, ``"orthogonal"``, ``"simplex"``,
-``"simplex_plus"``, ``"fast_orthogonal"``, ``"fast_simplex"``.  Each
+listed in :data:`COUPLINGS`, registry order), and feature kinds (one record
+each in :mod:`theory.feature_kinds`, listed in :data:`KINDS`).  Each coupling
 registers its block sampler (and, where cheaper, a projection sampler) with
-the registry; see :mod:`montecarlo.couplings` for the constructions (Sec. 3
+the registry, each kind its feature map and per-direction statistic; see :mod:`montecarlo.couplings` for the constructions (Sec. 3
 ``simplex_block_eq``, ``simplex_vectors``, Sec. 3.2 ``simpler_updates_main``,
 App. B Algorithm 1 and HD-products) and :mod:`montecarlo.diagnostics` for
 how far the fast couplings are from Gaussian rows.
@@ -33,7 +42,8 @@ fast couplings emit a :class:`FastCouplingBiasWarning` at d <=
 :func:`sample_weights`).
 
 ``montecarlo`` imports from :mod:`theory` only the shared layer (the coupling
-registry, argument validation and the failure family, :mod:`theory.errors`);
+and feature-kind registries, argument validation and the failure family,
+:mod:`theory.errors`), which loads no closed form;
 two tools use closed forms at run time (:mod:`montecarlo.audit` and
 :mod:`montecarlo.norm_coupling`, for reference values).  The samplers and
 estimators never use a closed form: the tests compare the two packages.
@@ -44,10 +54,27 @@ estimators never use a closed form: the tests compare the two packages.
 (128, 64)
 """
 
-from . import diagnostics
-from ._checks import COUPLINGS, EXACT_COUPLINGS, FAST_COUPLINGS
-from ._checks import AllocationError
-from .couplings import (
+import importlib as _importlib
+
+from theory import registry as _registry
+
+_registry.set_layer_loader("montecarlo", _importlib.import_module)  # records name montecarlo's hook modules
+
+from ._checks import (  # noqa: E402
+    COUPLINGS,
+    EXACT_COUPLINGS,
+    FAST_COUPLINGS,
+    MAX_WORK,
+    AllocationError,
+    BudgetExceededError,
+    WorkLimitError,
+    budget,
+)
+from theory.feature_kinds import names as _kind_names  # noqa: E402
+
+#: The feature kinds, one spelling each (registry order of :mod:`theory.feature_kinds`).
+KINDS = _kind_names()
+from .couplings import (  # noqa: E402
     DEFAULT_HAAR_ROUTE,
     FAST_BIAS_RESOLVED_D,
     HAAR_ROUTES,
@@ -66,7 +93,7 @@ from .couplings import (
     simplex_plus_tolerance,
     simplex_plus_vectors,
 )
-from .estimators import (
+from .estimators import (  # noqa: E402
     Estimate,
     empirical_conformity,
     empirical_mse,
@@ -76,9 +103,11 @@ from .estimators import (
     kernel_estimate,
     pair_projections,
 )
-from .features import (
+from .features import (  # noqa: E402
+    log_features,
     prf_features,
     prf_log_features,
+    random_features,
     rff_features,
 )
 
@@ -89,15 +118,19 @@ __all__ = [
     "FAST_BIAS_RESOLVED_D",
     "FAST_COUPLINGS",
     "HAAR_ROUTES",
+    "KINDS",
+    "MAX_WORK",
     "SIMPLEX_PLUS_MAX_PASSES",
     "SIMPLEX_PLUS_TOL",
     "AllocationError",
+    "BudgetExceededError",
     "ConvergenceError",
     "Estimate",
     "FastCouplingBiasWarning",
     "PositiveRandomFeatures",
     "RandomFourierFeatures",
     "RandomProjection",
+    "budget",
     "diagnostics",
     "empirical_conformity",
     "empirical_mse",
@@ -107,10 +140,12 @@ __all__ = [
     "gram_estimate",
     "haar_orthogonal",
     "kernel_estimate",
+    "log_features",
     "next_power_of_two",
     "pair_projections",
     "prf_features",
     "prf_log_features",
+    "random_features",
     "rff_features",
     "sample_projection",
     "sample_weights",
@@ -118,6 +153,7 @@ __all__ = [
     "simplex_matrix",
     "simplex_plus_tolerance",
     "simplex_plus_vectors",
+    "WorkLimitError",
 ]
 
 #: Names served by :mod:`montecarlo.kernel_approximation` on first access (they need scikit-learn).
@@ -125,10 +161,12 @@ _SKLEARN_ESTIMATORS = ("PositiveRandomFeatures", "RandomFourierFeatures")
 
 
 def __getattr__(name):
+    if name == "diagnostics":  # scipy.stats: loaded on first use
+        return _importlib.import_module(f"{__name__}.diagnostics")
     if name in _SKLEARN_ESTIMATORS:
-        from . import features
+        from . import kernel_approximation
 
-        return getattr(features, name)  # the lazy aliases of montecarlo.features
+        return getattr(kernel_approximation, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

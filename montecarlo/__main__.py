@@ -26,7 +26,7 @@ import argparse
 import json
 import sys
 
-from theory._cli import OneLineParser, int_arg, make_parser, real_arg
+from theory.cli import OneLineParser, int_arg, make_parser, real_arg
 from .audit import CLAIMABLE_COUPLINGS, DEFAULT_ALPHA, DEFAULT_N, MIN_N, audit, load_sampler
 
 PROG = "python -m montecarlo"

@@ -18,6 +18,10 @@ instead of a swap storm or the kernel's OOM killer.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+
 import numpy as np
 
 from theory.registry import RECORDS, check_coupling, check_couplings, check_dimension, names
@@ -31,7 +35,7 @@ from theory.validation import (
     check_rng,
     describe as _describe,
 )
-from theory.kernels import KERNELS as THEORY_KERNELS
+from theory.feature_kinds import KERNELS, check_kernel, check_kind
 
 #: The couplings, one spelling each, in registry order.
 COUPLINGS = names()
@@ -40,18 +44,70 @@ EXACT_COUPLINGS = names(exact=True)
 #: Couplings with an HD-product in place of the Haar rotation (App. B.2), blocks of 2^k rows.
 FAST_COUPLINGS = tuple(rec.name for rec in RECORDS if rec.block == "pow2")
 
-#: The kernels of positive random features (theory's), and all kernels (the RFF one too).
-PRF_KERNELS = THEORY_KERNELS
-KERNELS = PRF_KERNELS + ("rff",)
+
+#: Largest work of one Monte Carlo call, in entries of intermediates processed (n_draws times the entries
+#: of one draw): 2^40, roughly an hour of one core.  Raise it for a longer run (read at call time), or bound
+#: the time instead with :func:`budget`.
+MAX_WORK = 1 << 40
 
 #: Largest number of entries of one array that an argument (a count, a dimension) may size:
 #: 2^28 (2 GiB of float64).  Change it for a bigger machine; the checks read it at call time.
 MAX_ELEMENTS = 1 << 28
 
-__all__ = ["COUPLINGS", "EXACT_COUPLINGS", "FAST_COUPLINGS", "KERNELS", "MAX_ELEMENTS", "AllocationError",
+__all__ = ["COUPLINGS", "EXACT_COUPLINGS", "FAST_COUPLINGS", "KERNELS", "MAX_ELEMENTS", "MAX_WORK", "AllocationError",
+           "BudgetExceededError", "WorkLimitError", "budget", "check_deadline", "check_work",
            "ArgumentTypeError", "check_bool", "check_budget", "check_choice", "check_coupling", "check_couplings",
-           "check_data", "check_dimension", "check_int", "check_kernel", "check_positive_float", "check_progress",
+           "check_data", "check_dimension", "check_int", "check_kernel", "check_kind", "check_positive_float", "check_progress",
            "check_real", "check_rng", "check_sequence", "check_weights"]
+
+
+class WorkLimitError(ValueError):
+    """A Monte Carlo call whose estimated work exceeds :data:`MAX_WORK` (the message names the arguments)."""
+
+
+class BudgetExceededError(TimeoutError):
+    """A Monte Carlo call ran past the time budget of :func:`budget` (checked between chunks of draws)."""
+
+
+_DEADLINE = threading.local()
+
+
+@contextlib.contextmanager
+def budget(seconds):
+    """Bound the wall time of the Monte Carlo calls in this block (this thread only).
+
+    The estimators check the deadline before each chunk of draws (a chunk is at
+    most :data:`~montecarlo.estimators.CHUNK_ELEMENTS` entries, milliseconds) and
+    raise :class:`BudgetExceededError` past it.  ``None`` lifts the bound (the
+    default: Monte Carlo runs as long as its :data:`MAX_WORK` allows).  Nested
+    budgets keep the earlier deadline.
+    """
+    if seconds is not None:
+        seconds = check_positive_float(seconds, "seconds")
+    old = getattr(_DEADLINE, "t", None)
+    new = None if seconds is None else time.monotonic() + seconds
+    _DEADLINE.t = new if old is None else (old if new is None else min(old, new))
+    try:
+        yield
+    finally:
+        _DEADLINE.t = old
+
+
+def check_deadline(what):
+    """Raise :class:`BudgetExceededError` if this thread's :func:`budget` has run out."""
+    t = getattr(_DEADLINE, "t", None)
+    if t is not None and time.monotonic() > t:
+        raise BudgetExceededError(f"{what} ran past the montecarlo.budget() time budget; raise the budget or "
+                                  "reduce n_draws")
+
+
+def check_work(work, what, hint):
+    """Refuse ``work`` entries of computation above :data:`MAX_WORK` with a :class:`WorkLimitError`."""
+    work = int(work)
+    if work > MAX_WORK:
+        raise WorkLimitError(f"{what} would process {work:.3g} entries, more than montecarlo._checks.MAX_WORK = "
+                             f"{MAX_WORK:.3g} (about an hour of one core); {hint}, or raise MAX_WORK for a longer run")
+    return work
 
 
 class AllocationError(ValueError, MemoryError):
@@ -113,11 +169,6 @@ def check_sequence(values, name, check, what):
     if not items:
         raise ValueError(f"{name} must hold at least one of {what}, got an empty sequence")
     return [check(x, f"{name}[{i}]") for i, x in enumerate(items)]
-
-
-def check_kernel(kernel, allowed=KERNELS):
-    """``kernel`` if it is one of ``allowed`` (default 'gaussian', 'softmax', 'rff')."""
-    return check_choice(kernel, "kernel", allowed)
 
 
 def check_progress(progress, name="progress"):

@@ -33,27 +33,33 @@ import math
 import numbers
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 
 import array_api_compat
 import numpy as np
 
-from ._backend import Random, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
+from theory import feature_kinds as kinds
+from theory.feature_kinds import kernel_c
 from theory.registry import has_hook, hook, register as register_hook
-from theory.validation import describe, renamed_arguments
+from theory.validation import describe
+
+from ._backend import Random, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 
 from ._checks import (
     ArgumentTypeError,
     check_budget,
+    check_deadline,
+    check_work,
     check_choice,
     check_coupling,
     check_data,
     check_dimension,
     check_int,
     check_kernel,
+    check_kind,
     check_progress,
 )
+from .features import log_kernel_matrix
 from .couplings import (
     _block_rows,
     _warn_if_biased,
@@ -215,8 +221,9 @@ def _vector_dimension(v, name="v"):
     return int(shape[0])
 
 
-def _project_chunk(coupling, d, m, vec, k, random, route, path):
-    """(k, m) projections w_i . vec for k independent draws.
+def _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=False):
+    """(k, m) projections w_i . vec for k independent draws; with ``with_sq`` also the (k, m) squared
+    norms |w_i|^2 of the same draws (for feature kinds that need them).
 
     ``path="fast"`` uses the coupling's ``projections`` hook (registry); a
     coupling without one takes the full path (draw the blocks, multiply),
@@ -224,8 +231,9 @@ def _project_chunk(coupling, d, m, vec, k, random, route, path):
     """
     if path == "full" or not has_hook(coupling, "projections"):
         w = _weights_batch(coupling, d, m, k, random, route, {})
-        return random.xp.matmul(w, vec)
-    return hook(coupling, "projections")(vec, d, m, k, random)
+        proj = random.xp.matmul(w, vec)
+        return (proj, random.xp.sum(w * w, axis=-1)) if with_sq else proj
+    return hook(coupling, "projections")(vec, d, m, k, random, with_sq=with_sq)
 
 
 def _blockwise(y, k, m):
@@ -236,8 +244,14 @@ def _blockwise(y, k, m):
 
 
 @register_hook("iid", "projections")
-def _projections_iid(vec, d, m, k, random):
-    return random.normal((k, m)) * random.xp.linalg.vector_norm(vec)
+def _projections_iid(vec, d, m, k, random, with_sq=False):
+    """|v| g, g ~ N(0, 1); |w|^2 = g^2 + chi^2_{d-1} (the component along v and the rest)."""
+    g = random.normal((k, m))
+    proj = g * random.xp.linalg.vector_norm(vec)
+    if not with_sq:
+        return proj
+    rest = random.chi(d - 1, (k, m)) if d > 1 else random.xp.zeros_like(g)
+    return proj, g * g + rest * rest
 
 
 def _isotropic_directions(vec, d, n_blocks, random):
@@ -256,15 +270,16 @@ def isotropic_projections(simplex, norms=None):
     """
     draw_norms = chi_norms if norms is None else norms
 
-    def projections(vec, d, m, k, random):
+    def projections(vec, d, m, k, random, with_sq=False):
         nb = -(-m // d)
         y, scale = _isotropic_directions(vec, d, k * nb, random)
         norms = draw_norms(d, k * nb, random)
+        sq = _blockwise(norms * norms, k, m) if with_sq else None
         if simplex:
             _simplex_apply_rows_(y)
         norms *= scale[:, None]
         y *= norms
-        return _blockwise(y, k, m)
+        return (_blockwise(y, k, m), sq) if with_sq else _blockwise(y, k, m)
 
     return projections
 
@@ -274,22 +289,24 @@ register_hook("simplex", "projections", isotropic_projections(simplex=True))
 
 
 @register_hook("simplex_plus", "projections")
-def _projections_simplex_plus(vec, d, m, k, random):
-    """W v = |v| D S' u: the SimRFs+ vectors for the drawn norms applied to u uniform on the sphere."""
+def _projections_simplex_plus(vec, d, m, k, random, with_sq=False):
+    """W v = |v| D S' u: the SimRFs+ vectors for the drawn norms applied to u uniform on the sphere
+    (the update keeps every row's norm, so |w_i|^2 is the drawn norm squared)."""
     xp = random.xp
     nb = -(-m // d)
     y, scale = _isotropic_directions(vec, d, k * nb, random)
     norms = random.chi(d, (k * nb, d))
+    sq = _blockwise(norms * norms, k, m) if with_sq else None
     vecs, _, _ = simplex_plus_vectors(norms)
     y = xp.matmul(vecs, y[:, :, None])[:, :, 0]
     y *= scale[:, None]
-    return _blockwise(y, k, m)
+    return (_blockwise(y, k, m), sq) if with_sq else _blockwise(y, k, m)
 
 
 def _fast_projections(simplex):
     """The HD-product applied to v itself (the fast couplings are not isotropic), O(p log p) per block."""
 
-    def projections(vec, d, m, k, random):
+    def projections(vec, d, m, k, random, with_sq=False):
         xp = random.xp
         p = next_power_of_two(d)
         nb = -(-m // p)
@@ -299,7 +316,8 @@ def _fast_projections(simplex):
         y = _hd_apply(vp[None, :], signs)
         if simplex:
             y = simplex_apply(y, axis=-1)
-        return _blockwise(y * norms, k, m)
+        proj = _blockwise(y * norms, k, m)
+        return (proj, _blockwise(norms * norms, k, m)) if with_sq else proj  # unit rows times the chi_p norms
 
     return projections
 
@@ -328,6 +346,12 @@ def _default_chunk(coupling, d, m, path, per_draw_extra=0):
     entries; a single draw larger than that is one chunk, within the
     :func:`~montecarlo._checks.check_budget` limit.
     """
+    size, _ = _chunk_and_cost(coupling, d, m, path, per_draw_extra)
+    return size
+
+
+def _chunk_and_cost(coupling, d, m, path, per_draw_extra=0):
+    """(draws per chunk, entries of intermediates per draw): the memory and the work of one draw."""
     b = _block_rows(coupling, d)
     nb = -(-m // b)
     if path == "full":
@@ -338,20 +362,23 @@ def _default_chunk(coupling, d, m, path, per_draw_extra=0):
             per += nb * d * d * 2
     check_budget(per, f"one draw of m = {m} features in d = {d} ({coupling!r}, path {path!r})",
                  "reduce m or d")
-    return max(1, CHUNK_ELEMENTS // per)
+    return max(1, CHUNK_ELEMENTS // per), per
 
 
-def _chunk_size(chunk, coupling, d, m, path, per_draw_extra=0):
-    """The chunk size; ``chunk`` (deprecated) is validated, then ignored with a DeprecationWarning."""
-    if chunk is not None:
-        check_int(chunk, "chunk", 1)
-        warnings.warn("chunk= is deprecated and ignored: draws are processed in chunks whose size depends only on "
-                      "the problem shape (memory bounded by montecarlo.estimators.CHUNK_ELEMENTS), so that a seed "
-                      "gives the same result whatever the chunking", DeprecationWarning, stacklevel=4)
-    return _default_chunk(coupling, d, m, path, per_draw_extra)
+def _work(n_draws, per_draw, label):
+    """Refuse a call whose work (draws x entries per draw) exceeds the limit; else return n_draws."""
+    check_work(n_draws * per_draw, f"{label} with n_draws = {n_draws} ({per_draw} entries per draw)",
+               "reduce n_draws")
+    return n_draws
 
 
-@renamed_arguments(n="n_draws")
+def _draw_chunks(n_draws, size, label):
+    """The chunk sizes of n_draws draws, checking the time budget (:func:`montecarlo.budget`) before each."""
+    for k in _chunks(n_draws, size):
+        check_deadline(label)
+        yield k
+
+
 def pair_projections(coupling, v, m, n_draws, rng=None, xp=None, device=None, *, d=None, dtype=None, path="auto",
                      haar_route=None):
     r"""Projections :math:`w_i^\top v` of n_draws independent draws of m features, shape (n_draws, m).
@@ -385,28 +412,34 @@ def pair_projections(coupling, v, m, n_draws, rng=None, xp=None, device=None, *,
     n = check_int(n_draws, "n_draws", 1)
     vec = _as_vector(v, d, random, "v")
     check_budget(n * m, f"the (n_draws, m) = ({n}, {m}) projections", "reduce n_draws or m")
-    size = _default_chunk(coupling, d, m, path)
-    if n <= size:
-        return _project_chunk(coupling, d, m, vec, n, random, route, path)
-    xpn = random.xp
-    parts = [_project_chunk(coupling, d, m, vec, k, random, route, path) for k in _chunks(n, size)]
-    return xpn.concat(parts, axis=0)
+    size, per = _chunk_and_cost(coupling, d, m, path)
+    _work(n, per, "pair_projections")
+    parts = [_project_chunk(coupling, d, m, vec, k, random, route, path)
+             for k in _draw_chunks(n, size, "pair_projections")]
+    return parts[0] if len(parts) == 1 else random.xp.concat(parts, axis=0)
 
 
 # ---------------------------------------------------------------------------
 # Pointwise estimators
 
 
-def _kernel_value(kernel, x, y):
-    """Exact kernel value (float64 numpy): Gaussian / softmax; RFFs estimate the Gaussian kernel."""
-    if kernel == "softmax":
-        return float(np.exp(np.dot(x, y)))
-    return float(np.exp(-0.5 * np.sum((x - y) ** 2)))
+def _log_kernel_value(kernel, x, y):
+    """log of the exact kernel value (float64 numpy vectors)."""
+    return float(log_kernel_matrix(x[None, :], y[None, :], kernel)[0, 0])
 
 
-def _pointwise(stat, coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype, path, chunk, progress,
+def _finite(est, what, hint):
+    """``est`` if its mean and standard error are finite; else a ValueError naming the cause."""
+    mean, se = (np.asarray(to_numpy(a)) for a in (est.mean, est.stderr))
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(se))):
+        raise ValueError(f"{what} is not finite in floating point ({hint})")
+    return est
+
+
+def _pointwise(stat, coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, dtype, path, progress,
                haar_route, label):
-    kernel = check_kernel(kernel)
+    rec = kinds.get(check_kind(kind))
+    c = kernel_c(kind, kernel)
     xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
     d = xn.shape[0]
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, d))
@@ -414,34 +447,43 @@ def _pointwise(stat, coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype,
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
-    target = _kernel_value(kernel, xn, yn)
-    if kernel == "rff":
-        vvec = xn - yn
-        log_pref = 0.0
-    else:
+    log_target = _log_kernel_value(kernel, xn, yn)
+    target = math.exp(log_target) if log_target < 709.0 else math.inf
+    if rec.positive:
         vvec = xn + yn
-        c = 1.0 if kernel == "gaussian" else 0.5
         log_pref = -c * float(xn @ xn + yn @ yn) - math.log(m)
+    else:
+        vvec = xn - yn
+        log_pref = None
+    statistic = kinds.hook(kind, "statistic")
     vec = xpn.asarray(vvec, dtype=random.dtype, device=random.device)
-    size = _chunk_size(chunk, coupling, d, m, path)
+    size, per = _chunk_and_cost(coupling, d, m, path)
+    _work(n_draws, per, label)
     on_host = random.backend == "numpy"
     acc = _Moments()
     bar = _Progress(progress, n_draws, label)
     done = 0
-    for k in _chunks(n_draws, size):
-        proj = _project_chunk(coupling, d, m, vec, k, random, route, path)
-        if kernel == "rff":
-            khat = xpn.mean(xpn.cos(proj), axis=1)
-        elif on_host and float(xpn.max(proj)) < 700.0:  # exp cannot overflow: sum directly
-            khat = xpn.sum(exp_inplace(proj, xpn), axis=1) * math.exp(log_pref)
+    for k in _draw_chunks(n_draws, size, label):
+        if rec.needs_w_sq():
+            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
+        else:
+            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
+        b = statistic(proj, xpn, w_sq=w_sq, d=d)
+        if not rec.positive:
+            khat = xpn.mean(b, axis=1)
+        elif on_host and float(xpn.max(b)) < 700.0:  # exp cannot overflow: sum directly
+            khat = xpn.sum(exp_inplace(b, xpn), axis=1) * math.exp(log_pref)
         else:  # per-row log-sum-exp (no host synchronisation on a device backend)
-            rtop = xpn.max(proj, axis=1)
-            lse = rtop + xpn.log(xpn.sum(exp_inplace(proj - rtop[:, None], xpn), axis=1))
+            rtop = xpn.max(b, axis=1)
+            lse = rtop + xpn.log(xpn.sum(exp_inplace(b - rtop[:, None], xpn), axis=1))
             khat = xpn.exp(lse + log_pref)
         acc.add(xpn, khat if stat == "kernel" else (khat - target) ** 2)
         done += k
         bar.update(done)
-    return acc.result(xpn, scalar=True), target
+    est = acc.result(xpn, scalar=True)
+    return _finite(est, f"the {label} estimate for |x| = {np.linalg.norm(xn):.4g}, |y| = {np.linalg.norm(yn):.4g}",
+                   "x and y are too large for the kernel or its estimator to be represented: scale the data "
+                   "down, or use theory.kernel_mse for exact values"), target
 
 
 _POINTWISE_DOC = """
@@ -452,41 +494,40 @@ _POINTWISE_DOC = """
     x, y : array (d,)
         The two points (finite).
     m : int >= 1
-        Number of random features per draw.
+        Number of random directions per draw (the feature width is ``width * m``).
     n_draws : int >= 2
-        Number of independent draws.
-    kernel : {'gaussian', 'softmax', 'rff'}
-        PRF for the Gaussian kernel (eq. ``def_prf``), PRF for the softmax
-        kernel, or RFF (eq. ``rffdef2``, estimating the Gaussian kernel).
+        Number of independent draws (refused above the work limit,
+        :func:`montecarlo.check_work`; a :func:`montecarlo.budget` bounds the time).
+    kernel : {'gaussian', 'softmax'}
+        The target kernel (RFFs: 'gaussian').
     rng, xp, device, dtype, haar_route : as in :func:`~montecarlo.sample_weights`
+    kind : str, keyword-only
+        The feature kind (:mod:`theory.feature_kinds`): 'prf' (eq. ``def_prf``),
+        'rff' (eq. ``rffdef2``), 'hyperbolic', ...
     path : {'auto', 'fast', 'full'}
-        How the projections are drawn (module docstring).
-    chunk : int, optional
-        Deprecated and ignored (a DeprecationWarning): draws are processed in
-        chunks whose size depends only on the problem shape (about
-        :data:`CHUNK_ELEMENTS` entries, 16 MB, per chunk), so that a seed
-        reproduces the result whatever the chunking.
+        How the projections are drawn (module docstring); kinds that need
+        :math:`\\|w_i\\|^2` get it from the same draws on both paths.
     progress : bool or callable
         Progress bar on stderr, or ``f(done, total)``.
 """
 
 
 def kernel_estimate(coupling, x, y, m, n_draws, kernel="gaussian", rng=None, xp=None, device=None, *,
-                    dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
+                    kind="prf", dtype=None, path="auto", progress=False, haar_route=None):
     r"""Mean of the kernel estimator :math:`\hat K = \phi(x)^\top\phi(y)` over n_draws draws.
     """
-    est, _ = _pointwise("kernel", coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype, path, chunk,
+    est, _ = _pointwise("kernel", coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, dtype, path,
                         progress, haar_route, "kernel")
     return est
 
 
 def empirical_mse(coupling, x, y, m, n_draws, kernel="gaussian", rng=None, xp=None, device=None, *,
-                  dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
+                  kind="prf", dtype=None, path="auto", progress=False, haar_route=None):
     r"""Empirical MSE :math:`\mathbb E[(\hat K - K)^2]` against the exact kernel value.
 
-    Compare with :func:`theory.prf_mse` (Thm 3.2) and :func:`theory.rff_mse`.
+    Compare with :func:`theory.kernel_mse` (``kind=`` the same feature kind).
     """
-    est, _ = _pointwise("mse", coupling, x, y, m, n_draws, kernel, rng, xp, device, dtype, path, chunk,
+    est, _ = _pointwise("mse", coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, dtype, path,
                         progress, haar_route, "mse")
     return est
 
@@ -497,6 +538,12 @@ kernel_estimate.__doc__ += _POINTWISE_DOC + """
     Estimate
         ``mean`` estimates :math:`\\mathbb E\\hat K`, which equals the kernel for
         the exact couplings (unbiasedness).
+
+    Raises
+    ------
+    ValueError
+        Bad arguments, or an estimate that is not finite in floating point
+        (points too large for the kernel).
 """
 empirical_mse.__doc__ += _POINTWISE_DOC + """
     Returns
@@ -505,9 +552,8 @@ empirical_mse.__doc__ += _POINTWISE_DOC + """
 """
 
 
-def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
-               matrix):
-    check_choice(kind, "kind", ("prf", "rff"))
+def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route, matrix):
+    rec = kinds.get(check_kind(kind))
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = check_int(d if m is None else m, "m", 2, "(the conformity averages over pairs of features; default: m = d)")
     n_draws = check_int(n_draws, "n_draws", 2)
@@ -516,13 +562,21 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, c
     extra = m * m * 3 if matrix else 0
     if matrix:
         check_budget(m * m, f"the (m, m) = ({m}, {m}) pair moments", "reduce m")
-    size = _chunk_size(chunk, coupling, d, m, path, extra)
+    size, per = _chunk_and_cost(coupling, d, m, path, extra)
+    label = "pair moments" if matrix else "conformity"
+    _work(n_draws, per, label)
+    statistic = kinds.hook(kind, "statistic")
     acc = _Moments()
-    bar = _Progress(progress, n_draws, "conformity")
+    bar = _Progress(progress, n_draws, label)
     done = 0
-    for k in _chunks(n_draws, size):
-        proj = _project_chunk(coupling, d, m, vec, k, random, route, path)
-        b = xpn.exp(proj) if kind == "prf" else xpn.cos(proj)
+    for k in _draw_chunks(n_draws, size, label):
+        if rec.needs_w_sq():
+            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
+        else:
+            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
+        b = statistic(proj, xpn, w_sq=w_sq, d=d)
+        if rec.positive:
+            b = xpn.exp(b)
         if matrix:
             acc.add(xpn, b[:, :, None] * b[:, None, :])
         else:
@@ -530,50 +584,62 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, c
             acc.add(xpn, (s * s - xpn.sum(b * b, axis=1)) / (m * (m - 1)))
         done += k
         bar.update(done)
-    return acc.result(xpn, scalar=not matrix)
+    vnorm = float(xpn.linalg.vector_norm(vec))
+    return _finite(acc.result(xpn, scalar=not matrix), f"the {label} estimate at |v| = {vnorm:.4g}",
+                   f"v is too large: e^(w.v) overflows float64 for |w.v| > 709, and the pair term grows like "
+                   f"e^(|v|^2) = e^{vnorm * vnorm:.4g}; use theory.mean_conformity for exact values")
 
 
 def empirical_conformity(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng=None, xp=None, device=None, *,
-                         dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
-    r"""Empirical RF-conformity :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``).
+                         dtype=None, path="auto", progress=False, haar_route=None):
+    r"""Empirical pair term :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``).
 
-    With :math:`b_i = e^{w_i^\top v}` (``kind='prf'``; compare with
-    :func:`theory.conformity` for one block, :func:`theory.ensemble_conformity`
-    for m > d) or :math:`b_i = \cos(w_i^\top z)` (``kind='rff'``; compare with
-    :func:`theory.rff_conformity`).
+    With the per-direction statistic of the feature kind: :math:`b_i = e^{w_i^\top v}`
+    (``kind='prf'``, the RF-conformity; compare with :func:`theory.conformity`
+    for one block, :func:`theory.mean_conformity` in general),
+    :math:`\cos(w_i^\top z)` (``kind='rff'``), :math:`\cosh(w_i^\top v)`
+    (``kind='hyperbolic'``), ...
 
     Parameters
     ----------
     coupling : str
     d : int
     v : real >= 0 or array (d,)
-        :math:`v = x + y` (PRF) or :math:`z = x - y` (RFF); a norm is placed
-        along :math:`e_1` (the direction is irrelevant for the isotropic couplings).
+        :math:`v = x + y` (positive kinds) or :math:`z = x - y` (RFF); a norm is
+        placed along :math:`e_1` (the direction is irrelevant for the isotropic couplings).
     m : int >= 2, optional
-        Number of features (default d: one block).
+        Number of directions (default d: one block).
     n_draws : int >= 2
-    kind : {'prf', 'rff'}
-    rng, xp, device, dtype, path, chunk, progress, haar_route
+    kind : str
+        A feature kind of :mod:`theory.feature_kinds`.
+    rng, xp, device, dtype, path, progress, haar_route
         As in :func:`kernel_estimate`.
 
     Returns
     -------
     Estimate
+
+    Raises
+    ------
+    ValueError
+        Bad arguments, or a v so large that the statistic overflows (the
+        message names v).
     """
-    return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+    return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route,
                       matrix=False)
 
 
 def empirical_pair_moments(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng=None, xp=None, device=None, *,
-                           dtype=None, path="auto", chunk=None, progress=False, haar_route=None):
+                           dtype=None, path="auto", progress=False, haar_route=None):
     r"""Empirical :math:`\mathbb E[b_ib_j]` for every pair, an (m, m) Estimate.
 
-    Off-diagonal entries within a block estimate the pair conformity
-    :math:`\rho_c` (:func:`theory.conformity`), entries across blocks
-    :math:`e^{v^2}`, and the diagonal :math:`\mathbb E[b_i^2] = e^{2v^2}`
-    (PRF).  Arguments as in :func:`empirical_conformity`.
+    Off-diagonal entries within a block estimate the pair term of the
+    coupling (:func:`theory.conformity` for PRFs), entries across blocks
+    :math:`(\mathbb E b)^2` (:math:`e^{v^2}` for PRFs), and the diagonal
+    :math:`\mathbb E[b_i^2]` (:math:`e^{2v^2}` for PRFs).  Arguments as in
+    :func:`empirical_conformity`.
     """
-    return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, chunk, progress, haar_route,
+    return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route,
                       matrix=True)
 
 
@@ -581,19 +647,20 @@ def empirical_pair_moments(coupling, d, v, m=None, n_draws=10_000, kind="prf", r
 # Gram matrices
 
 
-def _features_batch(X, w, kernel, xpn):
-    """Per-draw features for a stack of weights w (k, m, d): (k, N, m) or (k, N, 2m)."""
+def _features_batch(X, w, kind, c, xpn):
+    """Per-draw features of any kind for a stack of weights w (k, m, d): (k, N, width m)."""
+    rec = kinds.get(kind)
     m = w.shape[1]
     z = xpn.matmul(X[None, :, :], xpn.matrix_transpose(w))
-    if kernel == "rff":
-        out = xpn.stack([xpn.sin(z), xpn.cos(z)], axis=-1)
-        return xpn.reshape(out, (w.shape[0], X.shape[0], 2 * m)) * (1.0 / math.sqrt(m))
-    c = 1.0 if kernel == "gaussian" else 0.5
-    return xpn.exp(z + (-c * xpn.sum(X * X, axis=1) - 0.5 * math.log(m))[None, :, None])
+    sq = xpn.sum(X * X, axis=1)[None, :, None]
+    w_sq = xpn.sum(w * w, axis=-1)[:, None, :] if rec.needs_w_sq() else None
+    if not rec.positive:
+        return kinds.hook(kind, "features")(z, sq, m, c, xpn, w_sq=w_sq)
+    return xpn.exp(kinds.hook(kind, "log_features")(z, sq, m, c, xpn, w_sq=w_sq))
 
 
 def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, xp=None, device=None, *,
-                  dtype=None, chunk=None, progress=False, haar_route=None):
+                  kind="prf", dtype=None, progress=False, haar_route=None):
     r"""Gram-matrix estimate :math:`\hat K_{ab} = \phi(x_a)^\top\phi(y_b)` averaged over n_draws (Sec. 5.2).
 
     Parameters
@@ -604,11 +671,12 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     n_draws : int >= 2
     Y : array (N', d), optional
         Defaults to X.
-    kernel : {'gaussian', 'softmax', 'rff'}
+    kernel : {'gaussian', 'softmax'}
+        The target kernel.
     rng, xp, device, dtype, haar_route, progress
         As in :func:`kernel_estimate` (the weights are drawn on the full path).
-    chunk : int, optional
-        Deprecated and ignored (see :func:`kernel_estimate`).
+    kind : str, keyword-only
+        The feature kind ('prf', 'rff', 'hyperbolic', ...).
 
     Returns
     -------
@@ -620,7 +688,8 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
         unnormalised squared error :math:`\sum_{ab}(K_{ab}-\hat K_{ab})^2` instead:
         see :func:`montecarlo.experiments.gram_errors`.
     """
-    kernel = check_kernel(kernel)
+    check_kind(kind)
+    c = kernel_c(kind, kernel)
     coupling = check_coupling(coupling)
     xpn = namespace(xp)
     dev = resolve_device(xpn, device)
@@ -633,26 +702,21 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     coupling, d, random, route, _ = _setup(coupling, d, rng, xpn, dev, dt, haar_route, "full")
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
-    if kernel == "softmax":
-        exact = xpn.exp(xpn.matmul(X, xpn.matrix_transpose(Y)))
-    else:
-        sq = xpn.sum(X * X, axis=1)[:, None] + xpn.sum(Y * Y, axis=1)[None, :] - 2 * xpn.matmul(
-            X, xpn.matrix_transpose(Y))
-        exact = xpn.exp(-0.5 * sq)
+    exact = xpn.exp(log_kernel_matrix(X, Y, kernel))
     exact_norm = xpn.linalg.vector_norm(xpn.reshape(exact, (-1,)))
-    per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * m * 3 + m * d * 3
+    width = kinds.get(kind).width * m
+    per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * width * 3 + m * d * 3
     check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {m}, d = {d})",
                  "pass fewer points or features")
-    if chunk is not None:
-        _chunk_size(chunk, coupling, d, m, "full")  # validates and warns (deprecated)
+    _work(n_draws, per, "gram_estimate")
     size = max(1, CHUNK_ELEMENTS // per)
     acc, frob = _Moments(), _Moments()
     bar = _Progress(progress, n_draws, "gram")
     done = 0
-    for k in _chunks(n_draws, size):
+    for k in _draw_chunks(n_draws, size, "gram_estimate"):
         w = _weights_batch(coupling, d, m, k, random, route, {})
-        fx = _features_batch(X, w, kernel, xpn)
-        fy = fx if Y is X else _features_batch(Y, w, kernel, xpn)
+        fx = _features_batch(X, w, kind, c, xpn)
+        fy = fx if Y is X else _features_batch(Y, w, kind, c, xpn)
         g = xpn.matmul(fx, xpn.matrix_transpose(fy))
         acc.add(xpn, g)
         err = xpn.linalg.vector_norm(xpn.reshape(g - exact[None], (k, -1)), axis=1) / exact_norm
@@ -663,8 +727,8 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
 
 
 def exact_kernel(x, y, kernel="gaussian"):
-    """Exact kernel value for two points: Gaussian (also the RFF target) or softmax."""
+    """Exact kernel value for two points: Gaussian (the target of every kind's Gaussian estimator) or softmax."""
     kernel = check_kernel(kernel)
     xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, xn.shape[0]))
-    return _kernel_value(kernel, xn, yn)
+    return math.exp(_log_kernel_value(kernel, xn, yn))

@@ -1,4 +1,5 @@
-r"""Random feature maps: PRFs (Gaussian and softmax kernels) and RFFs (Sec. 1).
+r"""Random feature maps of every feature kind: PRFs (Gaussian and softmax kernels), RFFs (Sec. 1), and the
+kinds of :mod:`theory.feature_kinds` (one record each; :func:`random_features` takes ``kind=``).
 
 For a batch :math:`X \in \mathbb R^{N\times d}` and projections
 :math:`w_1, \ldots, w_m` (an (m, d) array or a
@@ -52,9 +53,12 @@ from concurrent.futures import ThreadPoolExecutor
 import array_api_compat
 import numpy as np
 
-from ._backend import backend_name, exp_inplace
-from ._checks import PRF_KERNELS, ArgumentTypeError, check_budget, check_data, check_kernel, check_weights
+from theory import feature_kinds as kinds
+from theory.feature_kinds import kernel_c
 from theory.validation import describe
+
+from ._backend import backend_name, exp_inplace
+from ._checks import ArgumentTypeError, check_budget, check_data, check_kernel, check_kind, check_weights
 from .couplings import RandomProjection
 
 STABILIZE = (None, "row", "global")
@@ -121,37 +125,102 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
-def _prf_logits(X, W, kernel, finish=None):
-    """Validated logits (N, m), with ``finish(z_rows, rows)`` applied per row block (in place)."""
-    kernel = check_kernel(kernel, PRF_KERNELS)
+# ---------------------------------------------------------------------------
+# The maps of the paper's kinds (hooks of theory.feature_kinds; one home for each formula)
+
+
+@kinds.register("prf", "log_features")
+def _prf_log_map(proj, sq, m, c, xp, w_sq=None):
+    r""":math:`w_i^\top x - c\|x\|^2 - \tfrac12\log m` (overwrites ``proj``)."""
+    proj -= c * sq + 0.5 * math.log(m)
+    return proj
+
+
+@kinds.register("prf", "statistic")
+def _prf_statistic(proj, xp, w_sq=None, d=None):
+    r""":math:`\log b_i = w_i^\top v`."""
+    return proj
+
+
+@kinds.register("rff", "features")
+def _rff_map(proj, sq, m, c, xp, w_sq=None):
+    r""":math:`m^{-1/2}(\sin w_1^\top x, \cos w_1^\top x, \ldots)`, interleaved."""
+    out = xp.stack([xp.sin(proj), xp.cos(proj)], axis=-1)
+    return xp.reshape(out, (*proj.shape[:-1], 2 * proj.shape[-1])) * (1.0 / math.sqrt(m))
+
+
+@kinds.register("rff", "statistic")
+def _rff_statistic(proj, xp, w_sq=None, d=None):
+    r""":math:`b_i = \cos w_i^\top z`."""
+    return xp.cos(proj)
+
+
+def row_sq_norms(W):
+    r"""Squared norms :math:`\|w_i\|^2` of the rows of an (m, d) array or a RandomProjection, shape (m,)."""
+    if isinstance(W, RandomProjection):
+        if W._weights is not None:
+            w = W._weights
+            return W.xp.sum(w * w, axis=1)
+        return W._norms * W._norms
+    xp = check_weights(W, "W")
+    return xp.sum(W * W, axis=1)
+
+
+def _positive_logits(X, W, kind, kernel, finish=None):
+    """Validated log-features (N, width m) of a positive kind, with ``finish(z_rows, rows)`` applied per row
+    block (in place)."""
+    rec = kinds.get(check_kind(kind, positive=True))
+    c = kernel_c(kind, kernel)
     project, d, m, xp = _as_projection(W)
     X = _check_X(X, W, xp, d)
-    n = X.shape[0]
-    check_budget(n * m, f"the (N, m) = ({n}, {m}) features", "pass fewer rows of X at a time or fewer features")
-    c = 1.0 if kernel == "gaussian" else 0.5
-    offset = -c * xp.sum(X * X, axis=1) - 0.5 * math.log(m)
+    n, width = X.shape[0], rec.width * m
+    check_budget(n * width, f"the (N, {rec.width} m) = ({n}, {width}) features",
+                 "pass fewer rows of X at a time or fewer features")
+    log_map = kinds.hook(kind, "log_features")
+    w_sq = row_sq_norms(W) if rec.needs_w_sq() else None
+    sq = xp.sum(X * X, axis=1)[:, None]
     if backend_name(xp) == "numpy" and not isinstance(W, RandomProjection):
-        z = np.empty((n, m), dtype=X.dtype)
+        z = np.empty((n, width), dtype=X.dtype)
         wt = W.T
 
         def job(rows):
             zr = z[rows]
-            np.matmul(X[rows], wt, out=zr)
-            zr += offset[rows, None]
+            if rec.width == 1:  # project straight into the output (the map works in place)
+                np.matmul(X[rows], wt, out=zr)
+                out = log_map(zr, sq[rows], m, c, xp, w_sq=w_sq)
+            else:
+                out = log_map(X[rows] @ wt, sq[rows], m, c, xp, w_sq=w_sq)
+            if out is not zr:
+                zr[...] = out
             if finish is not None:
                 finish(zr, rows)
 
-        _row_jobs(xp, n, m, job)
+        _row_jobs(xp, n, width, job)
         return z, xp
-    z = project(X)
-    z += offset[:, None]
+    z = log_map(project(X), sq, m, c, xp, w_sq=w_sq)
     if finish is not None:
         finish(z, slice(0, n))
     return z, xp
 
 
+def log_features(X, W, kind="prf", kernel="gaussian"):
+    r"""Logarithm of the features of a positive kind, shape (N, width m).
+
+    Parameters
+    ----------
+    X : array (N, d), finite
+    W : array (m, d) or RandomProjection
+    kind : str
+        A positive feature kind (``theory.feature_kinds.names(positive=True)``: 'prf', 'hyperbolic').
+    kernel : {'gaussian', 'softmax'}
+        The target kernel: c = 1 in :math:`e^{-c\|x\|^2}` (eq. ``def_prf``) or c = 1/2.
+    """
+    return _positive_logits(X, W, kind, kernel)[0]
+
+
 def prf_log_features(X, W, kernel="gaussian"):
-    r"""Logarithm of the PRF features, :math:`w_i^\top z - c\|z\|^2 - \tfrac12\log m`, shape (N, m).
+    r"""Logarithm of the PRF features, :math:`w_i^\top z - c\|z\|^2 - \tfrac12\log m`, shape (N, m)
+    (:func:`log_features` with ``kind='prf'``).
 
     Parameters
     ----------
@@ -160,7 +229,7 @@ def prf_log_features(X, W, kernel="gaussian"):
     kernel : {'gaussian', 'softmax'}
         c = 1 (eq. ``def_prf``) or c = 1/2.
     """
-    return _prf_logits(X, W, kernel)[0]
+    return _positive_logits(X, W, "prf", kernel)[0]
 
 
 def _ns(a):
@@ -183,8 +252,8 @@ def _check_X(X, W, xp, d):
     return X
 
 
-def prf_features(X, W, kernel="gaussian", stabilize=None):
-    r"""Positive random features of a batch (eq. ``def_prf``), vectorised.
+def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None):
+    r"""Random features of a batch for any feature kind, vectorised (numpy, torch or cupy arrays).
 
     Parameters
     ----------
@@ -193,24 +262,41 @@ def prf_features(X, W, kernel="gaussian", stabilize=None):
     W : array (m, d) or RandomProjection
         Projections from :func:`~montecarlo.sample_weights` or
         :func:`~montecarlo.sample_projection`.
+    kind : str
+        A feature kind of :mod:`theory.feature_kinds`: ``'prf'`` (eq. ``def_prf``),
+        ``'rff'`` (eq. ``rffdef2``), ``'hyperbolic'`` (FAVOR+'s
+        :math:`[e^{w^\top x}, e^{-w^\top x}]/\sqrt{2m}`), ...
     kernel : {'gaussian', 'softmax'}
-        ``'gaussian'``: :math:`m^{-1/2}e^{-\|z\|^2}e^{w_i^\top z}` (unbiased for
-        :math:`e^{-\|x-y\|^2/2}`); ``'softmax'``: :math:`m^{-1/2}e^{-\|z\|^2/2}e^{w_i^\top z}`
-        (unbiased for :math:`e^{x^\top y}`).
+        The target kernel (RFFs: 'gaussian').  For the positive kinds,
+        ``'gaussian'`` carries :math:`e^{-\|z\|^2}` (unbiased for
+        :math:`e^{-\|x-y\|^2/2}`), ``'softmax'`` :math:`e^{-\|z\|^2/2}` (unbiased for
+        :math:`e^{x^\top y}`).
     stabilize : {None, 'row', 'global'}
-        Log-space offset (see the module docstring for what it preserves).
+        Positive kinds only: log-space offset (module docstring).
 
     Returns
     -------
-    phi : array (N, m)
+    phi : array (N, width m)
         Features (rescaled by :math:`e^{-o}` when stabilised).
     offset : array (N,) or 0-d array
         Only when ``stabilize`` is not None: the subtracted log offset
         :math:`o`, so that the unstabilised features are :math:`\phi e^{o}`.
     """
+    rec = kinds.get(check_kind(kind))
     _check_stabilize(stabilize)
+    if not rec.positive:
+        if stabilize is not None:
+            raise ValueError(f"stabilize must be None for kind={kind!r} (its features are not positive), "
+                             f"got {describe(stabilize)}")
+        c = kernel_c(kind, kernel)
+        project, d, m, xp = _as_projection(W)
+        X = _check_X(X, W, xp, d)
+        check_budget(rec.width * X.shape[0] * m, f"the (N, {rec.width} m) = ({X.shape[0]}, {rec.width * m}) "
+                     "features", "pass fewer rows of X at a time or fewer features")
+        w_sq = row_sq_norms(W) if rec.needs_w_sq() else None
+        return kinds.hook(kind, "features")(project(X), xp.sum(X * X, axis=1)[:, None], m, c, xp, w_sq=w_sq)
     if stabilize is None:
-        return _prf_logits(X, W, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)))[0]
+        return _positive_logits(X, W, kind, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)))[0]
     if stabilize == "row":
         offs = {}
 
@@ -221,13 +307,35 @@ def prf_features(X, W, kernel="gaussian", stabilize=None):
             exp_inplace(zr, xq)
             offs[rows.start] = o
 
-        z, xp = _prf_logits(X, W, kernel, finish)
+        z, xp = _positive_logits(X, W, kind, kernel, finish)
         off = xp.concat([offs[k] for k in sorted(offs)]) if len(offs) > 1 else offs[0]
         return z, off
-    z, xp = _prf_logits(X, W, kernel)
+    z, xp = _positive_logits(X, W, kind, kernel)
     off = xp.max(z)
     z -= off
     return exp_inplace(z, xp), off
+
+
+def prf_features(X, W, kernel="gaussian", stabilize=None):
+    r"""Positive random features of a batch (eq. ``def_prf``): :func:`random_features` with ``kind='prf'``.
+
+    Parameters
+    ----------
+    X : array (N, d)
+    W : array (m, d) or RandomProjection
+    kernel : {'gaussian', 'softmax'}
+        ``'gaussian'``: :math:`m^{-1/2}e^{-\|z\|^2}e^{w_i^\top z}` (unbiased for
+        :math:`e^{-\|x-y\|^2/2}`); ``'softmax'``: :math:`m^{-1/2}e^{-\|z\|^2/2}e^{w_i^\top z}`
+        (unbiased for :math:`e^{x^\top y}`).
+    stabilize : {None, 'row', 'global'}
+        Log-space offset (see the module docstring for what it preserves).
+
+    Returns
+    -------
+    phi : array (N, m)
+    offset : array, only when ``stabilize`` is not None
+    """
+    return random_features(X, W, "prf", kernel, stabilize)
 
 
 def _check_stabilize(stabilize):
@@ -237,7 +345,8 @@ def _check_stabilize(stabilize):
 
 
 def rff_features(X, W):
-    r"""Random Fourier features of a batch (eq. ``rffdef2``), shape (N, 2m).
+    r"""Random Fourier features of a batch (eq. ``rffdef2``), shape (N, 2m): :func:`random_features` with
+    ``kind='rff'``.
 
     :math:`\phi(z) = m^{-1/2}(\sin w_1^\top z, \cos w_1^\top z, \ldots,
     \sin w_m^\top z, \cos w_m^\top z)`; :math:`\phi(x)^\top\phi(y) =
@@ -249,25 +358,25 @@ def rff_features(X, W):
     X : array (N, d)
     W : array (m, d) or RandomProjection
     """
-    project, d, m, xp = _as_projection(W)
-    X = _check_X(X, W, xp, d)
-    check_budget(2 * X.shape[0] * m, f"the (N, 2m) = ({X.shape[0]}, {2 * m}) features",
-                 "pass fewer rows of X at a time or fewer features")
-    z = project(X)
-    out = xp.stack([xp.sin(z), xp.cos(z)], axis=-1)
-    return xp.reshape(out, (X.shape[0], 2 * m)) * (1.0 / math.sqrt(m))
+    return random_features(X, W, "rff")
 
 
-#: The estimator classes that live in :mod:`montecarlo.kernel_approximation` (they need scikit-learn).
-_ESTIMATORS = ("PositiveRandomFeatures", "RandomFourierFeatures")
+def log_kernel_matrix(X, Y=None, kernel="gaussian"):
+    r"""Logarithm of the exact kernel between the rows of X and Y, shape (N, N'): one home for the targets.
 
-
-def __getattr__(name):
-    """``PositiveRandomFeatures`` and ``RandomFourierFeatures``: aliases of the scikit-learn estimators of
-    :mod:`montecarlo.kernel_approximation`, imported on first use so that this module (and every plain
-    feature map above) works without scikit-learn."""
-    if name in _ESTIMATORS:
-        from . import kernel_approximation
-
-        return getattr(kernel_approximation, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    ``'gaussian'``: :math:`-\|x_a - y_b\|^2/2` (clipped at 0 against rounding);
+    ``'softmax'``: :math:`x_a^\top y_b`.  X and Y are validated arrays of one
+    backend (numpy, torch or cupy); Y defaults to X.
+    """
+    kernel = check_kernel(kernel)
+    xp = _ns(X)
+    Y = X if Y is None else Y
+    g = xp.matmul(X, xp.matrix_transpose(Y))
+    if kernel == "softmax":
+        return g
+    g *= 2.0
+    g -= xp.sum(X * X, axis=1)[:, None]
+    g -= xp.sum(Y * Y, axis=1)[None, :]
+    g = xp.minimum(g, xp.zeros_like(g[:1, :1]))
+    g *= 0.5
+    return g

@@ -253,7 +253,7 @@ def norm_coupling_table(ds=(4, 6, 16, 64), vs=(0.25, 0.5, 1.0, 2.0), progress=No
 
 
 def _parser():
-    from theory._cli import int_arg, make_parser, real_arg
+    from theory.cli import int_arg, make_parser, real_arg
 
     p = make_parser("python -m montecarlo.norm_coupling",
                     "MSE of simplex blocks with coupled chi_d norms (antithetic, stratified, equal) relative to "
@@ -270,7 +270,7 @@ def main(argv=None):
     import sys
     import time
 
-    from theory._cli import main_runner
+    from theory.cli import main_runner
 
     def body(argv):
         args = _parser().parse_args(argv)

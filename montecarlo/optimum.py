@@ -245,7 +245,7 @@ def format_gap_table(rows):
 
 
 def _parser():
-    from theory._cli import int_arg, make_parser, real_arg
+    from theory.cli import int_arg, make_parser, real_arg
 
     p = make_parser("python -m montecarlo.optimum",
                     "How far ORF, SimRF and SimRF+ are from the numerically optimised geometry of Fig. 4, in "
@@ -264,7 +264,7 @@ def main(argv=None):
     import sys
     import time
 
-    from theory._cli import main_runner
+    from theory.cli import main_runner
 
     def body(argv):
         args = _parser().parse_args(argv)

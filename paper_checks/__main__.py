@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from theory._cli import atomic_write, check_output_dir, int_arg, make_parser
+from theory.cli import atomic_write, check_output_dir, int_arg, make_parser
 from paper_checks._report import Collector, build_rows, category, to_console, to_json, to_markdown
 
 HERE = Path(__file__).resolve().parent

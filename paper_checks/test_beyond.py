@@ -27,7 +27,7 @@ def test_rff_simplex_routes_and_monte_carlo(record):
                          record)
     d, z = 3, 3.0
     x, y = _pair(d, 5, dist=z)
-    est = mc.empirical_mse("simplex", x, y, d, 300_000, kernel="rff", rng=6)
+    est = mc.empirical_mse("simplex", x, y, d, 300_000, kind="rff", rng=6)
     with mp.workdps(20):
         assert_mc_agree(est, theory.rff_mse("simplex", d, z, m=d), record)
         assert not mc_agrees(est, theory.rff_mse("orthogonal", d, z, m=d))  # power: here SimRF beats ORF by 8.5%
@@ -128,7 +128,7 @@ def test_pnc_orthogonal_where_it_wins_and_loses(record):
                          21, record)
     d, z = 8, 1.0
     x, y = _pair(d, 7, dist=z)
-    est = mc.empirical_mse("pnc_orthogonal", x, y, d, 300_000, kernel="rff", rng=8)
+    est = mc.empirical_mse("pnc_orthogonal", x, y, d, 300_000, kind="rff", rng=8)
     with mp.workdps(15):
         assert_mc_agree(est, theory.rff_mse("pnc_orthogonal", d, z, m=d), record)
         assert not mc_agrees(est, theory.rff_mse("orthogonal", d, z, m=d))

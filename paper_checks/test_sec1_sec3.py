@@ -33,7 +33,7 @@ def test_rff_unbiased(coupling, record):
     """1 comparison per coupling (false alarm 6.8e-6) plus a power check."""
     d = 8
     x, y = _pair(d, 0.6, 0.8, 1.0, seed=1)
-    est = mc.kernel_estimate(coupling, x, y, d, 40_000, kernel="rff", rng=11)
+    est = mc.kernel_estimate(coupling, x, y, d, 40_000, kind="rff", rng=11)
     k = np.exp(-np.sum((x - y) ** 2) / 2)
     assert_mc_agree(est, k, record, f"RFF {coupling}")
     if coupling == "iid":

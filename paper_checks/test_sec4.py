@@ -298,7 +298,7 @@ def test_rff_mse_monte_carlo(coupling, record):
     y = x.copy()
     e = rng.standard_normal(d)
     y = x + z * e / np.linalg.norm(e)
-    est = mc.empirical_mse(coupling, x, y, d, 200_000, kernel="rff", rng=46)
+    est = mc.empirical_mse(coupling, x, y, d, 200_000, kind="rff", rng=46)
     other = "orthogonal" if coupling == "iid" else "iid"
     with mp.workdps(20):
         assert_mc_agree(est, theory.rff_mse(coupling, d, z, m=d), record)

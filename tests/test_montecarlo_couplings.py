@@ -403,7 +403,7 @@ def test_fast_coupling_bias_at_d_4_is_resolved():
     x, y = np.array([1.0, 0, 0, 0]), np.array([-1.0, 0, 0, 0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mc.FastCouplingBiasWarning)
-        b, se = kernel_bias("fast_orthogonal", x, y, 4, 20_000, kernel="rff", rng=3)
+        b, se = kernel_bias("fast_orthogonal", x, y, 4, 20_000, kind="rff", rng=3)
     assert abs(b / se) > 10 and b < -0.3
-    b, se = kernel_bias("orthogonal", x, y, 4, 20_000, kernel="rff", rng=3)
+    b, se = kernel_bias("orthogonal", x, y, 4, 20_000, kind="rff", rng=3)
     assert abs(b / se) < 4.5

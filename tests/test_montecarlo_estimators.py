@@ -55,21 +55,23 @@ def prf_mse_theory(coupling, d, m, x, y, kernel="gaussian"):
 # ---------------------------------------------------------------------------
 # Unbiasedness (the real sampler: path="full")
 
-UNBIASED_CASES = [(c, k, d, m) for c in mc.EXACT_COUPLINGS for k in ("gaussian", "softmax", "rff")
+#: (kind, target kernel) of every feature kind
+KIND_KERNELS = [(kind, kernel) for kind in mc.KINDS for kernel in theory.feature_kind(kind).kernels]
+UNBIASED_CASES = [(c, kind, k, d, m) for c in mc.EXACT_COUPLINGS for kind, k in KIND_KERNELS
                   for d, m in ((3, 7), (16, 16))]
 
 
 @pytest.mark.filterwarnings("ignore:SimRFs\\+ update")
-@pytest.mark.parametrize("coupling,kernel,d,m", UNBIASED_CASES)
-def test_kernel_estimates_are_unbiased(coupling, kernel, d, m):
-    """E[phi(x).phi(y)] = K(x, y) for every exact coupling and feature map (m = 7 at d = 3: a truncated block).
+@pytest.mark.parametrize("coupling,kind,kernel,d,m", UNBIASED_CASES)
+def test_kernel_estimates_are_unbiased(coupling, kind, kernel, d, m):
+    """E[phi(x).phi(y)] = K(x, y) for every exact coupling and feature kind (m = 7 at d = 3: a truncated block).
 
-    24 comparisons, family-wise false alarm 1e-4 (|z| < 4.6).
+    Family-wise false alarm 1e-4 over all cases (|z| < z_limit).
     """
     x, y = points(d, 0.9, seed=d)
     n = (8000 if coupling == "simplex_plus" else 20000) if d == 3 else 4000
-    est = mc.kernel_estimate(coupling, x, y, m, n, kernel=kernel, rng=17, path="full")
-    k = mc.exact_kernel(x, y, "softmax" if kernel == "softmax" else "gaussian")
+    est = mc.kernel_estimate(coupling, x, y, m, n, kernel=kernel, kind=kind, rng=17, path="full")
+    k = mc.exact_kernel(x, y, kernel)
     assert abs(est.z(k)) < z_limit(len(UNBIASED_CASES)), (est, k)
 
 
@@ -200,7 +202,7 @@ def test_rff_conformity_and_mse_match_theory(coupling, d, z):
         if abs(wrong - expected) > 10 * conf.stderr:
             assert abs(conf.z(wrong)) > lim
     x, y = points(d, 0.5, delta=z / 2, seed=d)
-    mse = mc.empirical_mse(coupling, x, y, d, 200_000, kernel="rff", rng=11 * d)
+    mse = mc.empirical_mse(coupling, x, y, d, 200_000, kind="rff", rng=11 * d)
     assert abs(mse.z(th(theory.rff_mse, coupling, d, z, m=d))) < lim
 
 
@@ -263,15 +265,15 @@ def test_gram_estimate_unbiased_and_simplex_smaller_error():
     """
     d, m = 5, 5
     X = np.random.default_rng(0).standard_normal((4, d)) * 0.25
-    k = 4 * 3 * 16
+    k = len(mc.EXACT_COUPLINGS) * len(KIND_KERNELS) * 16
     frob = {}
     for coupling in mc.EXACT_COUPLINGS:
-        for kernel in ("gaussian", "softmax", "rff"):
-            est, fr = mc.gram_estimate(coupling, X, m, 3000, kernel=kernel, rng=5)
+        for kind, kernel in KIND_KERNELS:
+            est, fr = mc.gram_estimate(coupling, X, m, 3000, kernel=kernel, kind=kind, rng=5)
             exact = np.exp(X @ X.T) if kernel == "softmax" else np.exp(
                 -0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))
             assert np.max(np.abs((est.mean - exact) / est.stderr)) < z_limit(k)
-            if kernel == "gaussian":
+            if (kind, kernel) == ("prf", "gaussian"):
                 frob[coupling] = fr
                 wrong = np.exp(X @ X.T)
                 assert np.max(np.abs((est.mean - wrong) / est.stderr)) > z_limit(k)
@@ -307,27 +309,20 @@ def test_reproducible_and_progress_callback():
     assert c.mean != a.mean
 
 
-@pytest.mark.parametrize("func", [mc.kernel_estimate, mc.empirical_mse])
-def test_result_does_not_depend_on_chunk(func):
-    """Issue 12 item 5: the same seed with any chunk= gives the same estimate (chunk is deprecated, ignored)."""
-    x, y = points(8, 0.5)
-    ref = func("simplex", x, y, 8, 5000, rng=3)
-    for chunk in (1, 700, 701, 10**6):
-        with pytest.warns(DeprecationWarning, match="chunk= is deprecated and ignored"):
-            assert func("simplex", x, y, 8, 5000, rng=3, chunk=chunk) == ref
-    with pytest.raises(ValueError, match="chunk must be an integer >= 1"):
-        func("simplex", x, y, 8, 5000, rng=3, chunk=0)
-
-
-def test_conformity_and_gram_do_not_depend_on_chunk():
-    x, y = points(6, 0.5)
-    ref = mc.empirical_conformity("orthogonal", 6, 0.8, n_draws=3000, rng=1)
-    gref = mc.gram_estimate("simplex", np.stack([x, y]), 6, 50, rng=2)
-    with pytest.warns(DeprecationWarning):
-        assert mc.empirical_conformity("orthogonal", 6, 0.8, n_draws=3000, rng=1, chunk=7) == ref
-    with pytest.warns(DeprecationWarning):
-        g = mc.gram_estimate("simplex", np.stack([x, y]), 6, 50, rng=2, chunk=3)
-    assert np.array_equal(g[0].mean, gref[0].mean) and g[1] == gref[1]
+def test_removed_shims_are_ordinary_errors():
+    """The 0.1.0 shims are gone: ``chunk=`` (ignored since issue 12) is an unknown keyword and ``kernel='rff'``
+    (now ``kind='rff'``) a ValueError that says so."""
+    x, y = points(4, 0.5)
+    calls = (lambda: mc.kernel_estimate("simplex", x, y, 4, 100, chunk=7),
+             lambda: mc.empirical_mse("simplex", x, y, 4, 100, chunk=7),
+             lambda: mc.empirical_conformity("simplex", 4, 0.5, n_draws=100, chunk=7),
+             lambda: mc.gram_estimate("simplex", np.stack([x, y]), 4, 100, chunk=7))
+    for call in calls:
+        with pytest.raises(TypeError, match="chunk"):
+            call()
+    for func in (mc.kernel_estimate, mc.empirical_mse):
+        with pytest.raises(ValueError, match="kind='rff'"):
+            func("simplex", x, y, 4, 100, kernel="rff")
 
 
 def test_many_trials_bounded_memory():
@@ -371,7 +366,7 @@ def test_estimator_bad_input():
         mc.empirical_mse("simplex", x, y, 0, 100)
     with pytest.raises(ValueError, match="n_draws must be an integer >= 2"):
         mc.empirical_mse("simplex", x, y, 4, 1)
-    with pytest.raises(ValueError, match="kernel must be one of 'gaussian', 'softmax', 'rff'"):
+    with pytest.raises(ValueError, match="kernel must be one of 'gaussian', 'softmax'"):
         mc.empirical_mse("simplex", x, y, 4, 100, kernel="laplace")
     with pytest.raises(ValueError, match="coupling must be one of"):
         mc.empirical_mse("ortho", x, y, 4, 100)

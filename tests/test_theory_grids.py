@@ -2,7 +2,6 @@
 norms, w, cos(theta)) in, numpy object arrays of mpf of the broadcast shape out, at the
 same precision contract as scalar calls; one argument order for the MSE functions."""
 
-import warnings
 
 import mpmath
 import numpy as np
@@ -83,45 +82,11 @@ def test_one_precision_for_the_whole_grid():
 # one argument order for the MSE functions
 
 
-NEW_AND_OLD = [
-    (lambda: theory.prf_mse("simplex", 4, "1.5", m=11, x_norm=1, y_norm=1),
-     lambda: theory.prf_mse("simplex", 4, 11, 1, 1, "1.5")),
-    (lambda: theory.mse_ratio("simplex", "iid", 16, "0.5", m=40),
-     lambda: theory.mse_ratio("simplex", "iid", 16, "0.5", 40)),
-    (lambda: theory.rff_mse("orthogonal", 5, "2", m=12), lambda: theory.rff_mse("orthogonal", 5, 12, "2")),
-    (lambda: theory.rff_mse_ratio("simplex", "orthogonal", 8, "1", m=3),
-     lambda: theory.rff_mse_ratio("simplex", "orthogonal", 8, "1", 3)),
-    (lambda: theory.orthogonality_gap(16, "1", m=7, x_norm="0.5", y_norm="0.5"),
-     lambda: theory.orthogonality_gap(16, "1", 7, "0.5", "0.5")),
-    (lambda: theory.orthogonality_gap_series(16, "1", m=7, x_norm="0.5", y_norm="0.5"),
-     lambda: theory.orthogonality_gap_series(16, "1", 7, "0.5", "0.5")),
-    (lambda: theory.rff_orthogonality_gap(16, "1", m=7), lambda: theory.rff_orthogonality_gap(16, "1", 7)),
-    (lambda: theory.rff_asymptotic_ratio(64, "1.5", m=5), lambda: theory.rff_asymptotic_ratio(64, "1.5", 5)),
-    (lambda: theory.simplex_v2_prefactor(64, m=10), lambda: theory.simplex_v2_prefactor(64, 10)),
-    (lambda: theory.mean_conformity("simplex", 8, "1", m=20, kind="rff"),
-     lambda: theory.mean_conformity("simplex", 8, "1", 20, "rff")),
-    (lambda: theory.prf_mse_from_conformity("1.3", "0.5", m=4, x_norm="0.3", y_norm="0.3"),
-     lambda: theory.prf_mse_from_conformity("1.3", 4, "0.3", "0.3", "0.5")),
-    (lambda: theory.rff_mse_from_conformity("0.78", "0.5", m=4), lambda: theory.rff_mse_from_conformity("0.78", 4, "0.5")),
-]
-
-
-@pytest.mark.parametrize("new,old", NEW_AND_OLD)
-def test_old_positional_order_still_works_and_warns(new, old):
-    with mp.workdps(30):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            a = new()  # the new form does not warn
-        with pytest.warns(DeprecationWarning, match="positional order is deprecated"):
-            b = old()
-        assert same(a, b)
-
-
 def test_keyword_only_arguments_are_enforced():
     with pytest.raises(TypeError):
         theory.prf_mse("simplex", 4, "1.5", 11)  # m positional in the new order: refused (not read as x_norm)
-    with pytest.raises(TypeError, match="multiple values"):
-        theory.mse_ratio("simplex", "iid", 16, "0.5", 40, m=40)
+    with pytest.raises(TypeError, match="positional"):  # the old order (m fifth) is gone with its shim
+        theory.mse_ratio("simplex", "iid", 16, "0.5", 40)
     with pytest.raises(TypeError):
         theory.prf_mse("simplex", 4, "1.5", m=11, x_norm=1)  # y_norm is required
 

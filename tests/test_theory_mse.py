@@ -49,19 +49,19 @@ def test_prf_mse_against_pairwise_brute_force(coupling, d, m, xn, yn, v, kernel)
     with mp.workdps(60):
         ref = brute_force_prf_mse(coupling, d, m, xn, yn, v, kernel)
     with mp.workdps(30):
-        got = theory.prf_mse(coupling, d, m, xn, yn, v, kernel=kernel)
+        got = theory.prf_mse(coupling, d, v, m=m, x_norm=xn, y_norm=yn, kernel=kernel)
         assert agrees(got, ref, 25), (got, ref)
         rho = theory.ensemble_conformity(theory.conformity(coupling, d, v), mp.exp(mp.mpf(v) ** 2), d, m) \
             if m > 1 else 0
-        assert agrees(theory.prf_mse_from_conformity(rho, m, xn, yn, v, kernel=kernel), ref, 25)
+        assert agrees(theory.prf_mse_from_conformity(rho, v, m=m, x_norm=xn, y_norm=yn, kernel=kernel), ref, 25)
 
 
 def test_brute_force_detects_wrong_block_structure():
     """Power: treating all pairs as coupled (ignoring blocks) changes the MSE."""
     with mp.workdps(30):
-        got = theory.prf_mse("simplex", 4, 11, 1, 1, "1.5")
+        got = theory.prf_mse("simplex", 4, "1.5", m=11, x_norm=1, y_norm=1)
         rho_all = theory.conformity("simplex", 4, "1.5")
-        wrong = theory.prf_mse_from_conformity(rho_all, 11, 1, 1, "1.5")
+        wrong = theory.prf_mse_from_conformity(rho_all, "1.5", m=11, x_norm=1, y_norm=1)
         assert not agrees(got, wrong, 3)
 
 
@@ -111,19 +111,19 @@ def test_v2_prefactor_is_the_small_v_limit_of_the_exact_ratio(d, m):
     """Numerical limit of the exact conformity-based ratio at v = 1e-8 (O(v^2)
     corrections ~1e-16) against the closed form."""
     with mp.workdps(40):
-        r = theory.mse_ratio("simplex", "iid", d, "1e-8", m)
-        assert agrees(r, theory.simplex_v2_prefactor(d, m), 14)
-        assert theory.mse_ratio("simplex", "iid", d, 0, m) == theory.simplex_v2_prefactor(d, m)
+        r = theory.mse_ratio("simplex", "iid", d, "1e-8", m=m)
+        assert agrees(r, theory.simplex_v2_prefactor(d, m=m), 14)
+        assert theory.mse_ratio("simplex", "iid", d, 0, m=m) == theory.simplex_v2_prefactor(d, m=m)
         # and the orthogonal ratio tends to 1
-        assert agrees(theory.mse_ratio("orthogonal", "iid", d, "1e-8", m), 1, 14)
+        assert agrees(theory.mse_ratio("orthogonal", "iid", d, "1e-8", m=m), 1, 14)
 
 
 @pytest.mark.parametrize("d,v", list(itertools.product([3, 16, 64], ["0.1", "1", "2.5"])))
 def test_mse_ratio_is_ratio_of_mses(d, v):
     with mp.workdps(30):
         v_ = mp.mpf(v)
-        a = theory.prf_mse("simplex", d, d, v_ / 2, v_ / 2, v_)
-        b = theory.prf_mse("orthogonal", d, d, v_ / 2, v_ / 2, v_)
+        a = theory.prf_mse("simplex", d, v_, m=d, x_norm=v_ / 2, y_norm=v_ / 2)
+        b = theory.prf_mse("orthogonal", d, v_, m=d, x_norm=v_ / 2, y_norm=v_ / 2)
         assert agrees(theory.mse_ratio("simplex", "orthogonal", d, v), a / b, 27)
         assert theory.mse_ratio("simplex", "iid", d, v) < theory.mse_ratio("orthogonal", "iid", d, v) < 1
 
@@ -138,10 +138,10 @@ def test_prf_orthogonality_gap_three_routes_and_positive(d, v):
         v_ = mp.mpf(v)
         xn = yn = v_ / 2
         m = min(d, 7)
-        gap = theory.orthogonality_gap(d, v, m, xn, yn)
-        series = theory.orthogonality_gap_series(d, v, m, xn, yn)  # App. A.8 positive series
+        gap = theory.orthogonality_gap(d, v, m=m, x_norm=xn, y_norm=yn)
+        series = theory.orthogonality_gap_series(d, v, m=m, x_norm=xn, y_norm=yn)  # App. A.8 positive series
         with mp.workdps(60):  # a difference of two MSEs: spare digits for the cancellation
-            diff = theory.prf_mse("iid", d, m, xn, yn, v) - theory.prf_mse("orthogonal", d, m, xn, yn, v)
+            diff = theory.prf_mse("iid", d, v, m=m, x_norm=xn, y_norm=yn) - theory.prf_mse("orthogonal", d, v, m=m, x_norm=xn, y_norm=yn)
         assert gap > 0
         assert agrees(gap, series, 25)
         assert agrees(gap, diff, 20)
@@ -156,7 +156,7 @@ def test_prf_gap_printed_without_2k_disagrees():
         printed = mp.exp(v * v) - mp.gamma(h) / mp.gamma(d) * mp.nsum(
             lambda k: v ** (2 * k) / mp.factorial(k) * mp.gamma(k + d) / mp.gamma(k + h), [0, mp.inf])
         printed *= mp.exp(-2 * (v / 2) ** 2 * 2) * (m - 1) / m
-        gap = theory.orthogonality_gap(d, v, m, v / 2, v / 2)
+        gap = theory.orthogonality_gap(d, v, m=m, x_norm=v / 2, y_norm=v / 2)
         assert printed < 0 < gap
 
 
@@ -204,15 +204,15 @@ def test_rff_mse_formula_by_pairs(d, m, z):
                       for i in range(m) for j in range(m) if i != j)
         ref = (m * (1 - mp.exp(-z_ * z_)) ** 2 / 2 + cov) / m ** 2
     with mp.workdps(30):
-        assert agrees(theory.rff_mse("orthogonal", d, m, z), ref, 25)
-        assert agrees(theory.rff_mse("iid", d, m, z), (1 - mp.exp(-z_ * z_)) ** 2 / (2 * m), 25)
+        assert agrees(theory.rff_mse("orthogonal", d, z, m=m), ref, 25)
+        assert agrees(theory.rff_mse("iid", d, z, m=m), (1 - mp.exp(-z_ * z_)) ** 2 / (2 * m), 25)
 
 
 def test_rff_ratio_limit_at_zero():
     with mp.workdps(30):
         for d, m in [(64, None), (8, 3), (4, 9)]:
-            lim = theory.rff_mse_ratio("orthogonal", "iid", d, 0, m)
-            assert agrees(lim, theory.rff_mse_ratio("orthogonal", "iid", d, "1e-6", m), 10)
+            lim = theory.rff_mse_ratio("orthogonal", "iid", d, 0, m=m)
+            assert agrees(lim, theory.rff_mse_ratio("orthogonal", "iid", d, "1e-6", m=m), 10)
         assert agrees(theory.rff_mse_ratio("orthogonal", "iid", 64, 0), 1 - mp.mpf(63) / 66, 28)
 
 
@@ -224,13 +224,13 @@ def test_rff_gap_sign_and_z_crit(d):
             assert zc == mp.inf
             for z in ("0.5", "2", "5", "10"):
                 y = mp.mpf(z) ** 2 / 2  # closed form for d = 2
-                gap = theory.rff_orthogonality_gap(2, z, 2)
+                gap = theory.rff_orthogonality_gap(2, z, m=2)
                 assert gap > 0 and agrees(gap, mp.exp(-y) * (mp.exp(-y) - 1 + y) / 2, 25)
             return
         for z in (zc / 4, zc / 2, zc * mp.mpf("0.99")):
-            assert theory.rff_orthogonality_gap(d, z, d) > 0
-        assert theory.rff_orthogonality_gap(d, zc * mp.mpf("1.001"), d) < 0
-        assert abs(theory.rff_orthogonality_gap(d, zc, d)) < mp.mpf(10) ** -25
+            assert theory.rff_orthogonality_gap(d, z, m=d) > 0
+        assert theory.rff_orthogonality_gap(d, zc * mp.mpf("1.001"), m=d) < 0
+        assert abs(theory.rff_orthogonality_gap(d, zc, m=d)) < mp.mpf(10) ** -25
 
 
 def test_z_crit_grows_with_d():
@@ -278,18 +278,18 @@ def test_cor_4_6_error_at_m_equal_d_is_order_1_over_d(z):
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda: theory.prf_mse("simplex", 4, 0, 1, 1, 1), "m must be an integer >= 1"),
-    (lambda: theory.prf_mse("simplex", 4, 2, 1, 1, 3), r"v = \|\|x \+ y\|\| must lie in"),
-    (lambda: theory.prf_mse("simplex", 4, 2, 1, 1, 1, kernel="laplace"), "kernel must be one of"),
-    (lambda: theory.prf_mse("simplex_plus", 4, 2, 1, 1, 1), "coupling must be one of"),
-    (lambda: theory.rff_mse("simplex_plus", 4, 2, 1), "coupling must be one of 'iid', 'orthogonal', 'simplex'"),
-    (lambda: theory.rff_mse("iid", 4, 2, -1), "z must be >= 0"),
+    (lambda: theory.prf_mse("simplex", 4, 1, m=0, x_norm=1, y_norm=1), "m must be an integer >= 1"),
+    (lambda: theory.prf_mse("simplex", 4, 3, m=2, x_norm=1, y_norm=1), r"v = \|\|x \+ y\|\| must lie in"),
+    (lambda: theory.prf_mse("simplex", 4, 1, m=2, x_norm=1, y_norm=1, kernel="laplace"), "kernel must be one of"),
+    (lambda: theory.prf_mse("simplex_plus", 4, 1, m=2, x_norm=1, y_norm=1), "coupling must be one of"),
+    (lambda: theory.rff_mse("simplex_plus", 4, 1, m=2), "coupling must be one of 'iid', 'orthogonal', 'simplex'"),
+    (lambda: theory.rff_mse("iid", 4, -1, m=2), "z must be >= 0"),
     (lambda: theory.mse_ratio("simplex", "iid", 1, 1), "d must be an integer >= 2 for the simplex"),
     (lambda: theory.mse_ratio("simplex", "orf", 4, 1), "baseline must be one of"),
-    (lambda: theory.simplex_v2_prefactor(4, 0), "m must be an integer >= 1"),
+    (lambda: theory.simplex_v2_prefactor(4, m=0), "m must be an integer >= 1"),
     (lambda: theory.z_crit(1), "d must be an integer >= 2"),
     (lambda: theory.ensemble_conformity(2, 1, 4, 1), "m must be an integer >= 2"),
-    (lambda: theory.orthogonality_gap(4, 1, 2, 0.1, 0.1), r"must lie in"),
+    (lambda: theory.orthogonality_gap(4, 1, m=2, x_norm=0.1, y_norm=0.1), r"must lie in"),
 ])
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):

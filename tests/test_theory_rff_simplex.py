@@ -77,9 +77,9 @@ def test_simplex_rff_mse_against_monte_carlo(d, m, z):
     x *= 0.3 / np.linalg.norm(x)
     e = rng.standard_normal(d)
     y = x + z * e / np.linalg.norm(e)
-    est = mc.empirical_mse("simplex", x, y, m, 200_000, kernel="rff", rng=8)
+    est = mc.empirical_mse("simplex", x, y, m, 200_000, kind="rff", rng=8)
     with mp.workdps(20):
-        expected = theory.rff_mse("simplex", d, m, z)
+        expected = theory.rff_mse("simplex", d, z, m=m)
         zz = mp.mpf(z)
         c = mp.mpf(-1) / (d - 1)
         w = mp.mpf(theory.coupled_pairs(d, m)) / m

@@ -20,7 +20,7 @@ def test_v2_prefactor_derivation_matches_printed_and_numeric():
             assert abs(mp.mpf(str(sym)) - theory.simplex_v2_prefactor(dd)) < mp.mpf(10) ** -27
         # general m: P/m = m - 1 within one block
         sym_m = sp.N(r["prefactor_general"].subs({S.d: 64, r["P_over_m"]: 9}), 30)
-        assert abs(mp.mpf(str(sym_m)) - theory.simplex_v2_prefactor(64, 10)) < mp.mpf(10) ** -27
+        assert abs(mp.mpf(str(sym_m)) - theory.simplex_v2_prefactor(64, m=10)) < mp.mpf(10) ** -27
 
 
 def test_v2_prefactor_derivation_has_power():
@@ -78,4 +78,4 @@ def test_cor46_expansion_steps():
     # numeric agreement of the symbolic ratio with theory.rff_asymptotic_ratio
     with mp.workdps(30):
         val = sp.N(c["mse_ratio"].subs({S.d: 64, S.m: 5, S.z: sp.Rational(3, 2)}), 30)
-        assert abs(mp.mpf(str(val)) - theory.rff_asymptotic_ratio(64, "1.5", 5)) < mp.mpf(10) ** -27
+        assert abs(mp.mpf(str(val)) - theory.rff_asymptotic_ratio(64, "1.5", m=5)) < mp.mpf(10) ** -27

@@ -22,7 +22,7 @@ import sys
 from mpmath import mp
 
 from ._checks import PRF_COUPLINGS
-from ._cli import int_arg, main_runner, make_parser, real_arg
+from .cli import int_arg, main_runner, make_parser, real_arg
 from ._context import budget, precision
 from .conformities import conformity
 from .mse import mse_ratio, rff_mse_ratio, simplex_v2_prefactor, z_crit
@@ -72,7 +72,7 @@ def build_parser():
 
 
 def main(argv=None, out=None):
-    """Run the command line; returns the exit status (the contract of :func:`theory._cli.main_runner`)."""
+    """Run the command line; returns the exit status (the contract of :func:`theory.cli.main_runner`)."""
     out = sys.stdout if out is None else out
 
     def body(argv):

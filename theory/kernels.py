@@ -49,19 +49,12 @@ from ._checks import (
     check_nonnegative,
     check_norms_and_v,
     guarded,
-    old_positional_order,
     square,
     to_mpf,
 )
 from .registry import check_dimension
-from .validation import check_choice
 
-KERNELS = ("gaussian", "softmax")
-
-
-def check_kernel(kernel):
-    """``kernel`` if it is one of :data:`KERNELS`; ValueError (TypeError for a non-string) otherwise."""
-    return check_choice(kernel, "kernel", KERNELS)
+from .feature_kinds import KERNELS, check_kernel  # noqa: F401  (one home: the feature-kind registry)
 
 
 @guarded(grid=("distance",))
@@ -207,7 +200,6 @@ def _check_pair_conformity(rho, m, mean, var, second_moment, kind):
     return r
 
 
-@old_positional_order(("rho", "m", "x_norm", "y_norm", "v", "kernel"), 2)
 @guarded(grid=("rho", "v", "m", "x_norm", "y_norm"))
 def prf_mse_from_conformity(rho, v, *, m, x_norm, y_norm, kernel="gaussian"):
     r"""PRF MSE from the pair-averaged RF-conformity (Thm 3.2, ``mse_and_conformity``).
@@ -233,11 +225,6 @@ def prf_mse_from_conformity(rho, v, *, m, x_norm, y_norm, kernel="gaussian"):
     -------
     mpf
         :math:`\frac{e^{-2x^2-2y^2}}{m}((e^{2v^2}-e^{v^2}) + (m-1)(\rho-e^{v^2}))`.
-
-    Notes
-    -----
-    The order ``(rho, m, x_norm, y_norm, v, kernel)`` of earlier versions
-    still works and warns.
     """
     m = check_int(m, "m", 1)
     xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
@@ -250,7 +237,6 @@ def prf_mse_from_conformity(rho, v, *, m, x_norm, y_norm, kernel="gaussian"):
     return _prf_prefactor(xn, yn, kernel) * (diag + pairs) / m
 
 
-@old_positional_order(("rho", "m", "z"), 2)
 @guarded(grid=("rho", "z", "m"))
 def rff_mse_from_conformity(rho, z, *, m):
     r"""RFF MSE from the pair-averaged RFF conformity (App. A.5).
@@ -259,8 +245,7 @@ def rff_mse_from_conformity(rho, z, *, m):
     where :math:`\rho = \frac{1}{m(m-1)}\sum_{i\ne j}\mathbb{E}[a_ia_j]`,
     :math:`a_i = \cos(w_i^\top z)`; rho must lie in
     :math:`[e^{-z^2} - \frac{(1-e^{-z^2})^2}{2(m-1)}, \frac{1+e^{-2z^2}}{2}]`.
-    m (keyword-only) >= 1; the order ``(rho, m, z)`` of earlier versions still
-    works and warns.
+    m (keyword-only) >= 1.
     """
     m = check_int(m, "m", 1)
     zz = check_nonnegative(z, "z")

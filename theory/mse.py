@@ -38,7 +38,6 @@ from ._checks import (
     check_int,
     check_norms_and_v,
     guarded,
-    old_positional_order,
     half_square,
     square,
 )
@@ -53,9 +52,9 @@ from .conformities import (
 )
 from ._hypergeometric import hyp1f1_neg, laguerre_scan
 from .distributions import coupling_cos, simplex_cos
-from .kernels import check_kernel, _prf_prefactor, coupled_pairs
-from .registry import block_pair_split, register
-from .validation import check_choice
+from . import feature_kinds as kinds
+from .kernels import check_kernel, coupled_pairs
+from .registry import MissingHookError, block_pair_split, get as get_coupling, names, register
 
 
 def _small_arg_bits(t):
@@ -143,56 +142,195 @@ def _features(m, d, minimum=1, context=""):
     return d if m is None else check_int(m, "m", minimum, context)
 
 
-@old_positional_order(("coupling", "d", "v", "m", "kind"), 3)
-@guarded(grid=("d", "v", "m"))
-def mean_conformity(coupling, d, v, *, m=None, kind="prf"):
-    r"""Pair-averaged conformity of m features, :math:`\frac{1}{m(m-1)}\sum_{i\ne j}\mathbb E[b_ib_j]`.
+# ---------------------------------------------------------------------------
+# Every feature kind (theory.feature_kinds): one MSE form
 
-    :math:`b_i = e^{w_i^\top v}` (``kind='prf'``, eq. ``def_rf_conformity``) or
-    :math:`\cos(w_i^\top z)` (``kind='rff'``).  Pairs inside a block take the
-    coupling's pair conformity (or, for a coupling whose blocks mix two kinds of
-    pairs, each kind its own), pairs across blocks the IID value
-    (:math:`e^{v^2}`, :math:`e^{-z^2}`).  This is the quantity a Monte Carlo
-    estimate of eq. ``def_rf_conformity`` over all pairs of m features
-    estimates (:func:`montecarlo.empirical_conformity`).
+
+def kind_couplings(kind):
+    """Couplings with a closed-form pair term for feature kind ``kind`` (registry order)."""
+    kinds.check_kind(kind, has="pair_couplings")
+    return tuple(kinds.hook(kind, "pair_couplings")())
+
+
+def _kind_coupling(kind, coupling, argname="coupling"):
+    """``coupling`` if it names a coupling with a closed-form pair term for ``kind``; else raise."""
+    get_coupling(coupling, argname)
+    ok = kind_couplings(kind)
+    if coupling not in ok:
+        raise MissingHookError(f"{argname} must be one of {', '.join(map(repr, ok))} for kind={kind!r} (no closed "
+                               f"form for {coupling!r}: estimate it with montecarlo.empirical_mse), got "
+                               f"{coupling!r} (str)")
+    return coupling
+
+
+def _kind_log_prefactor(rec, x_norm, y_norm, v, kernel):
+    """(v as mpf, log of the squared kernel prefactor) for a kind, with the norms it needs checked."""
+    c = kinds.kernel_c(rec.name, kernel)
+    if not rec.positive:
+        for name, value in (("x_norm", x_norm), ("y_norm", y_norm)):
+            if value is not None:
+                raise ValueError(f"{name} must be None for kind={rec.name!r} (its MSE depends on "
+                                 f"{rec.argument} = |x - y| only), got {value!r}")
+        return check_v(v, rec.argument), mp.mpf(0)
+    if x_norm is None or y_norm is None:
+        raise ValueError(f"x_norm and y_norm are required for kind={rec.name!r} (the kernel prefactor "
+                         "e^{-2c(|x|^2 + |y|^2)}), got None")
+    xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
+    check_v(vv)
+    return vv, -2 * mp.mpf(c) * (square(xn) + square(yn))
+
+
+def _kind_inner(kind, coupling, d, m, vv):
+    """m MSE / prefactor^2 = Var[b] + sum over pair kinds of (n / m) (E[b_i b_j] - (E b)^2)."""
+    excess = kinds.hook(kind, "pair_excess")
+    return kinds.hook(kind, "variance")(d, vv) + _weighted_pairs(coupling, d, m, lambda c: excess(c, d, vv))
+
+
+def _kind_scaled(kind, coupling, d, m, vv):
+    """:func:`_kind_inner`; at v = 0 the limit of its ratio to the leading power of v."""
+    if vv == 0:
+        small = kinds.hook(kind, "small_v")
+        var_coef = small("iid", d)[0]
+        return var_coef + _weighted_pairs(coupling, d, m, lambda c: small(c, d)[1])
+    return _kind_inner(kind, coupling, d, m, vv)
+
+
+@guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
+def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, kernel="gaussian"):
+    r"""MSE of the kernel estimator of any feature kind under a named coupling.
+
+    .. math::
+        \mathrm{MSE} = \frac{P^2}{m}\Big(\mathrm{Var}[b] + \sum_{\text{pair kinds}}
+        \frac nm\big(\mathbb E[b_ib_j] - (\mathbb E b)^2\big)\Big)
+
+    with the per-direction statistic b of the kind (:mod:`theory.feature_kinds`):
+    PRFs (Thm 3.2) :math:`\mathrm{Var} = e^{v^2}(e^{v^2}-1)`, pair term the
+    conformity; RFFs (App. A.5) :math:`\mathrm{Var} = (1-e^{-z^2})^2/2`; hyperbolic
+    PRFs :math:`\mathrm{Var} = (e^{v^2}-1)^2/2` (:mod:`theory.hyperbolic`).
+    :math:`P^2 = e^{-2\|x\|^2-2\|y\|^2}` (Gaussian kernel),
+    :math:`e^{-\|x\|^2-\|y\|^2}` (softmax), 1 for RFFs; for m > d, n counts the
+    coupled ordered pairs of the independent blocks (:mod:`theory.kernels`).
 
     Parameters
     ----------
     coupling : str
-        A coupling with the closed form of ``kind`` (see :mod:`theory.registry`).
+        A coupling with a closed form for ``kind`` (:func:`kind_couplings`).
+    d : int or array_like
+    v : real >= 0 or array_like
+        :math:`\|x + y\|` for the positive kinds, :math:`z = \|x - y\|` for RFFs.
+    kind : str, keyword-only
+        A feature kind (``theory.feature_kinds.names()``): 'prf', 'rff', 'hyperbolic'.
+    x_norm, y_norm : real >= 0 or array_like, keyword-only
+        :math:`\|x\|`, :math:`\|y\|`: required for the positive kinds (with v they
+        must satisfy the triangle inequality), None for RFFs.
+    m : int >= 1, optional, keyword-only
+        Number of random directions (default d); the output width is
+        ``width * m`` for kinds with several features per direction.
+    kernel : {'gaussian', 'softmax'}, keyword-only
+        The target kernel (RFFs: 'gaussian' only).
+
+    Returns
+    -------
+    mpf, or numpy object array of mpf
+    """
+    rec = kinds.get(kind)
+    coupling = _kind_coupling(kind, coupling)
+    d = check_dimension(d, coupling)
+    m = _features(m, d)
+    vv, log_pref = _kind_log_prefactor(rec, x_norm, y_norm, v, kernel)
+    if vv == 0 and not rec.positive:
+        return mp.mpf(0)
+    return mp.exp(log_pref) * _kind_inner(kind, coupling, d, m, vv) / m
+
+
+@guarded(grid=("d", "v", "m"))
+def kernel_mse_ratio(coupling, baseline, d, v, *, kind="prf", m=None):
+    r"""Ratio of the MSEs of two couplings for one feature kind, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b`.
+
+    The ratio depends on the data only through v (:math:`\|x+y\|`, or
+    :math:`z = \|x - y\|` for RFFs) and not on the target kernel.  At v = 0
+    both MSEs vanish; the limit :math:`v \to 0` is returned (hook ``small_v``:
+    the leading coefficients, :math:`v^2` for PRFs, :math:`v^4` for RFFs and
+    hyperbolic PRFs).
+
+    Parameters
+    ----------
+    coupling, baseline : str
+        Couplings with a closed form for ``kind``.
+    d : int or array_like
+    v : real >= 0 or array_like
+        From 0 (the limit) or :math:`10^{-300}` up (differences of order
+        :math:`v^2` or :math:`v^4` against 1 are formed with extra bits).
+    kind : str, keyword-only
+    m : int >= 1, optional, keyword-only
+        Default d.
+
+    Returns
+    -------
+    mpf, or numpy object array of mpf
+    """
+    rec = kinds.get(kind)
+    coupling = _kind_coupling(kind, coupling)
+    baseline = _kind_coupling(kind, baseline, "baseline")
+    d = check_dimension(d, coupling)
+    d = check_dimension(d, baseline)
+    m = _features(m, d)
+    vv = check_v(v, rec.argument)
+    return _kind_scaled(kind, coupling, d, m, vv) / _kind_scaled(kind, baseline, d, m, vv)
+
+
+@guarded(grid=("d", "v", "m"))
+def mean_conformity(coupling, d, v, *, m=None, kind="prf"):
+    r"""Pair-averaged :math:`\frac{1}{m(m-1)}\sum_{i\ne j}\mathbb E[b_ib_j]` of m directions.
+
+    :math:`b_i = e^{w_i^\top v}` (``kind='prf'``, the conformity of eq.
+    ``def_rf_conformity``), :math:`\cos(w_i^\top z)` (``kind='rff'``) or the
+    statistic of another feature kind (:mod:`theory.feature_kinds`;
+    :math:`\cosh(w_i^\top v)` for hyperbolic PRFs).  Pairs inside a block take
+    the coupling's pair term (or, for a coupling whose blocks mix two kinds of
+    pairs, each kind its own), pairs across blocks the independent value
+    :math:`(\mathbb E b)^2`.  This is what :func:`montecarlo.empirical_conformity`
+    estimates.
+
+    Parameters
+    ----------
+    coupling : str
+        A coupling with a closed form for ``kind``.
     d : int
     v : real >= 0
-        :math:`\|x + y\|` (PRF) or :math:`\|x - y\|` (RFF).
+        :math:`\|x + y\|` (positive kinds) or :math:`\|x - y\|` (RFF).
     m : int >= 2, optional, keyword-only
-        Number of features (default d: one block).
-    kind : {'prf', 'rff'}, keyword-only
+        Number of directions (default d: one block).
+    kind : str, keyword-only
 
     Returns
     -------
     mpf, or numpy object array of mpf for grids of d, v, m
     """
-    kind = check_choice(kind, "kind", ("prf", "rff"))
-    hook_name = "prf_conformity" if kind == "prf" else "rff_conformity"
-    coupling = check_coupling(coupling, has=hook_name)
+    rec = kinds.get(kind)
+    coupling = _kind_coupling(kind, coupling)
     d = check_dimension(d, coupling)
     m = _features(m, d, 2, "(the conformity averages over pairs of features)")
-    vv = check_v(v)
-    total = m * (m - 1)
-    pair = (lambda c: conformity(c, d, vv)) if kind == "prf" else (lambda c: _rff_conformity_raw(c, d, vv))
-    independent = pair("iid")
-    kinds = [(c, w * m) for c, w in _pair_kinds(coupling, d, m) if w]
-    coupled = sum(n for _, n in kinds)
-    return (mp.fsum(n * pair(c) for c, n in kinds) + (total - coupled) * independent) / total
+    vv = check_v(v, rec.argument)
+    excess = kinds.hook(kind, "pair_excess")
+    # _weighted_pairs sums (n / m) excess over the coupled ordered pairs n; the average is over m (m - 1)
+    return kinds.hook(kind, "mean_square")(d, vv) + _weighted_pairs(coupling, d, m, lambda c: excess(c, d, vv)) / (
+        m - 1)
 
 
 # ---------------------------------------------------------------------------
-# PRF
+# PRF (the paper's kind): hooks of theory.feature_kinds and the named forms
+
+kinds.register("prf", "variance", lambda d, vv: mp.exp(square(vv)) * mp.expm1(square(vv)))
+kinds.register("prf", "mean_square", lambda d, vv: mp.exp(square(vv)))
+kinds.register("prf", "pair_excess", lambda c, d, vv: _prf_excess(c, d, vv))
+kinds.register("prf", "pair_couplings", lambda: names(has="prf_conformity"))
+kinds.register("prf", "small_v", lambda c, d: (mp.mpf(1), coupling_conformity_v2_coefficient(c, d) - 1))
 
 
-@old_positional_order(("coupling", "d", "m", "x_norm", "y_norm", "v", "kernel"), 3)
 @guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
 def prf_mse(coupling, d, v, *, x_norm, y_norm, m=None, kernel="gaussian"):
-    r"""MSE of the PRF kernel estimator (Thm 3.2) for a named coupling.
+    r"""MSE of the PRF kernel estimator (Thm 3.2): :func:`kernel_mse` with ``kind='prf'``.
 
     .. math::
         \mathrm{MSE} = \frac{e^{-2\|x\|^2-2\|y\|^2}}{m}\Big(e^{v^2}(e^{v^2}-1)
@@ -219,35 +357,14 @@ def prf_mse(coupling, d, v, *, x_norm, y_norm, m=None, kernel="gaussian"):
     Returns
     -------
     mpf, or numpy object array of mpf (broadcast shape of the array arguments)
-
-    Notes
-    -----
-    The order ``prf_mse(coupling, d, m, x_norm, y_norm, v)`` of earlier
-    versions still works and warns (DeprecationWarning).
     """
-    coupling = check_coupling(coupling, has="prf_conformity")
-    d = check_dimension(d, coupling)
-    m = _features(m, d)
-    xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
-    check_v(vv)
-    check_kernel(kernel)
-    v2 = square(vv)
-    inner = mp.exp(v2) * mp.expm1(v2) + _weighted_pairs(coupling, d, m, lambda c: _prf_excess(c, d, vv))
-    return _prf_prefactor(xn, yn, kernel) * inner / m
+    return kernel_mse(coupling, d, v, kind="prf", x_norm=x_norm, y_norm=y_norm, m=m, kernel=kernel)
 
 
-def _prf_scaled_mse(coupling, d, m, vv):
-    """m e^{2x^2+2y^2} MSE (depends on v only); the v -> 0 limit of /v^2 at v = 0."""
-    if vv == 0:
-        return 1 + _weighted_pairs(coupling, d, m, lambda c: coupling_conformity_v2_coefficient(c, d) - 1)
-    v2 = square(vv)
-    return mp.exp(v2) * mp.expm1(v2) + _weighted_pairs(coupling, d, m, lambda c: _prf_excess(c, d, vv))
-
-
-@old_positional_order(("coupling", "baseline", "d", "v", "m"), 4)
 @guarded(grid=("d", "v", "m"))
 def mse_ratio(coupling, baseline, d, v, *, m=None):
-    r"""Ratio of PRF MSEs of two couplings, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b` (Fig. 6).
+    r"""Ratio of PRF MSEs of two couplings, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b` (Fig. 6):
+    :func:`kernel_mse_ratio` with ``kind='prf'``.
 
     The ratio depends on the data only through :math:`v = \|x+y\|`.  At
     v = 0 both MSEs vanish; the ratio returned there is its limit
@@ -270,16 +387,9 @@ def mse_ratio(coupling, baseline, d, v, *, m=None):
     -------
     mpf, or numpy object array of mpf
     """
-    coupling = check_coupling(coupling, has="prf_conformity")
-    baseline = check_coupling(baseline, "baseline", has="prf_conformity")
-    d = check_dimension(d, coupling)
-    d = check_dimension(d, baseline)
-    m = _features(m, d)
-    vv = check_v(v)
-    return _prf_scaled_mse(coupling, d, m, vv) / _prf_scaled_mse(baseline, d, m, vv)
+    return kernel_mse_ratio(coupling, baseline, d, v, kind="prf", m=m)
 
 
-@old_positional_order(("d", "v", "m", "x_norm", "y_norm"), 2)
 @guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
 def orthogonality_gap(d, v, *, x_norm, y_norm, m=None):
     r"""PRF orthogonality gap :math:`\mathrm{MSE}_{\mathrm{IID}} - \mathrm{MSE}_{\mathrm{ORF}}` (Cor 4.4).
@@ -299,8 +409,7 @@ def orthogonality_gap(d, v, *, x_norm, y_norm, m=None):
     v : real >= 0 or array_like
     x_norm, y_norm : real >= 0 or array_like, keyword-only
     m : int >= 1, optional, keyword-only
-        Default d.  (The order ``(d, v, m, x_norm, y_norm)`` of earlier
-        versions still works and warns.)
+        Default d.
     """
     d = check_dimension(d)
     m = _features(m, d)
@@ -309,7 +418,6 @@ def orthogonality_gap(d, v, *, x_norm, y_norm, m=None):
     return -mp.exp(-2 * (square(xn) + square(yn))) * _pair_weight(d, m) / m * _prf_excess("orthogonal", d, vv)
 
 
-@old_positional_order(("d", "v", "m", "x_norm", "y_norm"), 2)
 @guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
 def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
     r"""PRF orthogonality gap from the positive series of App. A.8 (second line).
@@ -354,7 +462,6 @@ def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
     return mp.exp(-2 * (square(xn) + square(yn))) * _pair_weight(d, m) / m * total
 
 
-@old_positional_order(("d", "m"), 1)
 @guarded(grid=("d", "m"))
 def simplex_v2_prefactor(d, *, m=None):
     r"""Coefficient of :math:`v^2` in the SimRF MSE relative to IIDRFs (Sec. 5.1).
@@ -449,17 +556,17 @@ def rff_orf_conformity_series(d, z):
                             what="rff_orf_conformity_series")
 
 
-def _rff_scaled_mse(coupling, d, m, zz):
-    """m * MSE; at z = 0 the z -> 0 limit of m * MSE / z^4."""
-    if zz == 0:
-        return mp.mpf(1) / 2 + _weighted_pairs(coupling, d, m, lambda c: _rff_z4_coefficient(c, d))
-    return mp.expm1(-square(zz)) ** 2 / 2 + _weighted_pairs(coupling, d, m, lambda c: _rff_excess(c, d, zz))
+kinds.register("rff", "variance", lambda d, zz: mp.expm1(-square(zz)) ** 2 / 2)
+kinds.register("rff", "mean_square", lambda d, zz: mp.exp(-square(zz)))
+kinds.register("rff", "pair_excess", lambda c, d, zz: _rff_excess(c, d, zz))
+kinds.register("rff", "pair_couplings", lambda: names(has="rff_conformity"))
+kinds.register("rff", "small_v", lambda c, d: (mp.mpf(1) / 2, _rff_z4_coefficient(c, d)))
 
 
-@old_positional_order(("coupling", "d", "m", "z"), 3)
 @guarded(grid=("d", "z", "m"))
 def rff_mse(coupling, d, z, *, m=None):
-    r"""MSE of the RFF kernel estimator (App. A.5; the simplex case is beyond the paper).
+    r"""MSE of the RFF kernel estimator (App. A.5; the simplex case is beyond the paper):
+    :func:`kernel_mse` with ``kind='rff'``.
 
     .. math::
         \mathrm{MSE} = \frac1m\Big(\frac{(1-e^{-z^2})^2}{2} + \frac Pm(\rho^{\mathrm{RFF}}_c - e^{-z^2})\Big)
@@ -472,22 +579,15 @@ def rff_mse(coupling, d, z, *, m=None):
     z : real >= 0 or array_like
         :math:`z = \|x - y\|`.
     m : int >= 1, optional, keyword-only
-        Default d.  (The order ``(coupling, d, m, z)`` of earlier versions
-        still works and warns.)
+        Default d.
     """
-    coupling = check_coupling(coupling, has="rff_conformity")
-    d = check_dimension(d, coupling)
-    m = _features(m, d)
-    zz = check_v(z, "z")
-    if zz == 0:
-        return mp.mpf(0)
-    return _rff_scaled_mse(coupling, d, m, zz) / m
+    return kernel_mse(coupling, d, z, kind="rff", m=m)
 
 
-@old_positional_order(("coupling", "baseline", "d", "z", "m"), 4)
 @guarded(grid=("d", "z", "m"))
 def rff_mse_ratio(coupling, baseline, d, z, *, m=None):
-    r"""Ratio of RFF MSEs, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b`; m (keyword-only) defaults to d.
+    r"""Ratio of RFF MSEs, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b` (:func:`kernel_mse_ratio`, ``kind='rff'``);
+    m (keyword-only) defaults to d.
 
     At z = 0 both vanish like :math:`z^4`; the limit
     :math:`(\frac12 + \frac Pm b_c)/(\frac12 + \frac Pm b_b)` is returned, with
@@ -495,16 +595,9 @@ def rff_mse_ratio(coupling, baseline, d, z, *, m=None):
     :math:`b_\theta = \frac{d\cos^2\theta-1}{2(d+2)}` (:math:`b_{\mathrm{ORF}} = -\frac{1}{2(d+2)}`,
     :math:`b_{\mathrm{IID}} = 0`; for SimRFs :math:`b > b_{\mathrm{ORF}}`, so ORFs win at small z).
     """
-    coupling = check_coupling(coupling, has="rff_conformity")
-    baseline = check_coupling(baseline, "baseline", has="rff_conformity")
-    d = check_dimension(d, coupling)
-    d = check_dimension(d, baseline)
-    m = _features(m, d)
-    zz = check_v(z, "z")
-    return _rff_scaled_mse(coupling, d, m, zz) / _rff_scaled_mse(baseline, d, m, zz)
+    return kernel_mse_ratio(coupling, baseline, d, z, kind="rff", m=m)
 
 
-@old_positional_order(("d", "z", "m"), 2)
 @guarded(grid=("d", "z", "m"))
 def rff_orthogonality_gap(d, z, *, m=None):
     r"""RFF orthogonality gap :math:`\mathrm{MSE}_{\mathrm{IID}}-\mathrm{MSE}_{\mathrm{ORF}}` (Thm 4.5).
@@ -524,7 +617,6 @@ def rff_orthogonality_gap(d, z, *, m=None):
     return -_pair_weight(d, m) / m * _rff_excess("orthogonal", d, zz)
 
 
-@old_positional_order(("d", "z", "m"), 2)
 @guarded(grid=("d", "z", "m"))
 def rff_asymptotic_ratio(d, z, *, m=None):
     r"""Leading 1/d form of the ORF/IID RFF MSE ratio (Cor 4.6, eq. ``asymptotic_ratio``).
@@ -775,6 +867,9 @@ def _zcrit_refine(d, y_lo, y_hi):
 
 __all__ = [
     "PRF_COUPLINGS",
+    "kernel_mse",
+    "kernel_mse_ratio",
+    "kind_couplings",
     "mean_conformity",
     "mse_ratio",
     "orthogonality_gap",

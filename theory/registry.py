@@ -76,7 +76,9 @@ __all__ = [
     "has_hook",
     "hook",
     "names",
+    "load_layer",
     "register",
+    "set_layer_loader",
 ]
 
 #: Every hook name and the layer that provides it.
@@ -187,31 +189,45 @@ _CORE = ("prf_conformity", "rff_conformity", "prf_conformity_v2", "rff_conformit
 
 #: The records, in the order used by every listing, table and legend.
 RECORDS = (
-    Coupling("iid", "IIDRFs", "rows i.i.d. N(0, I_d)", True, "d", 1, None, True, _CORE,
-             ("blocks", "projections"),
-             {"color": "#E69F00", "linestyle": "-", "marker": "o"}, ("theory.certified",), reference="Sec. 1 (Rahimi & Recht 2007)"),
-    Coupling("orthogonal", "ORFs", "W = D R: R Haar on O(d), chi_d norms", True, "d", 1, _orthogonal_cos, True,
-             _CORE, ("blocks", "projections"),
-             {"color": "#009E73", "linestyle": "--", "marker": "s"}, ("theory.certified",), reference="Sec. 1 (Yu et al. 2016)"),
-    Coupling("simplex", "SimRFs", "W = D S R: simplex directions (eq. simplex_vectors), chi_d norms", True, "d", 2,
-             _simplex_cos, True, _CORE, ("blocks", "projections"),
-             {"color": "#0072B2", "linestyle": "-.", "marker": "^"}, ("theory.certified",), reference="Sec. 3, eq. simplex_block_eq"),
-    Coupling("simplex_plus", "SimRFs+", "weight-dependent geometry of Sec. 3.2 (eq. simpler_updates_main)", True,
-             "d", 2, None, True, (), ("blocks", "projections"),
-             {"color": "#CC79A7", "linestyle": (0, (5, 1, 1, 1, 1, 1)), "marker": "D"}, reference="Sec. 3.2"),
-    Coupling("pnc_orthogonal", "PNC-ORFs",
-             "ORF block D R with the chi_d norms of rows (1, 2), (3, 4), ... antithetic: F(w_2) = 1 - F(w_1)",
-             True, "d", 2, _orthogonal_cos, True,
-             ("prf_conformity", "rff_conformity", "prf_conformity_v2", "rff_conformity_z4", "block_pair_weights"),
-             ("blocks", "projections"), {"color": "#882255", "linestyle": (0, (3, 1, 1, 1)), "marker": "P"},
-             ("theory.pnc", "montecarlo.pnc"), "Reid, Markou, Choromanski, Turner, Weller (ICLR 2025)",
+    Coupling(name="iid", label="IIDRFs", description="rows i.i.d. N(0, I_d)", exact=True, block="d", min_d=1,
+             cos_theta=None, isotropic=True, closed_forms=_CORE, samplers=("blocks", "projections"),
+             style={"color": "#E69F00", "linestyle": "-", "marker": "o"}, modules=("theory.certified",),
+             reference="Sec. 1 (Rahimi & Recht 2007)"),
+    Coupling(name="orthogonal", label="ORFs", description="W = D R: R Haar on O(d), chi_d norms", exact=True,
+             block="d", min_d=1, cos_theta=_orthogonal_cos, isotropic=True, closed_forms=_CORE,
+             samplers=("blocks", "projections"), style={"color": "#009E73", "linestyle": "--", "marker": "s"},
+             modules=("theory.certified",), reference="Sec. 1 (Yu et al. 2016)"),
+    Coupling(name="simplex", label="SimRFs",
+             description="W = D S R: simplex directions (eq. simplex_vectors), chi_d norms", exact=True, block="d",
+             min_d=2, cos_theta=_simplex_cos, isotropic=True, closed_forms=_CORE, samplers=("blocks", "projections"),
+             style={"color": "#0072B2", "linestyle": "-.", "marker": "^"}, modules=("theory.certified",),
+             reference="Sec. 3, eq. simplex_block_eq"),
+    Coupling(name="simplex_plus", label="SimRFs+",
+             description="weight-dependent geometry of Sec. 3.2 (eq. simpler_updates_main)", exact=True, block="d",
+             min_d=2, cos_theta=None, isotropic=True, closed_forms=(), samplers=("blocks", "projections"),
+             style={"color": "#CC79A7", "linestyle": (0, (5, 1, 1, 1, 1, 1)), "marker": "D"},
+             reference="Sec. 3.2"),
+    Coupling(name="pnc_orthogonal", label="PNC-ORFs",
+             description="ORF block D R with the chi_d norms of rows (1, 2), (3, 4), ... antithetic: "
+                         "F(w_2) = 1 - F(w_1)",
+             exact=True, block="d", min_d=2, cos_theta=_orthogonal_cos, isotropic=True,
+             closed_forms=("prf_conformity", "rff_conformity", "prf_conformity_v2", "rff_conformity_z4",
+                           "block_pair_weights"),
+             samplers=("blocks", "projections"), style={"color": "#882255", "linestyle": (0, (3, 1, 1, 1)),
+                                                        "marker": "P"},
+             modules=("theory.pnc", "montecarlo.pnc"),
+             reference="Reid, Markou, Choromanski, Turner, Weller (ICLR 2025)",
              norm_pairs=lambda d: tuple((2 * k, 2 * k + 1) for k in range(d // 2))),
-    Coupling("fast_orthogonal", "fast ORFs", "HD-product in place of R (App. B.2), inputs zero-padded to 2^k",
-             False, "pow2", 1, None, False, (), ("blocks", "projections", "structured_projection"),
-             {"color": "#56B4E9", "linestyle": ":", "marker": "v"}, reference="App. B.2"),
-    Coupling("fast_simplex", "fast SimRFs", "simplex directions with the HD-product (App. B.2)", False, "pow2", 2,
-             None, False, (), ("blocks", "projections", "structured_projection"),
-             {"color": "#D55E00", "linestyle": ":", "marker": "<"}, reference="App. B.2"),
+    Coupling(name="fast_orthogonal", label="fast ORFs",
+             description="HD-product in place of R (App. B.2), inputs zero-padded to 2^k", exact=False,
+             block="pow2", min_d=1, cos_theta=None, isotropic=False, closed_forms=(),
+             samplers=("blocks", "projections", "structured_projection"),
+             style={"color": "#56B4E9", "linestyle": ":", "marker": "v"}, reference="App. B.2"),
+    Coupling(name="fast_simplex", label="fast SimRFs",
+             description="simplex directions with the HD-product (App. B.2)", exact=False, block="pow2", min_d=2,
+             cos_theta=None, isotropic=False, closed_forms=(),
+             samplers=("blocks", "projections", "structured_projection"),
+             style={"color": "#D55E00", "linestyle": ":", "marker": "<"}, reference="App. B.2"),
 )
 
 _BY_NAME = {rec.name: rec for rec in RECORDS}
@@ -351,11 +367,40 @@ def block_pair_split(coupling, d, b):
     return b * (b - 1), 0
 
 
-def _import_layer(rec, layer):
-    for mod in rec.modules:
-        if mod.split(".")[0] == layer and mod not in _IMPORTED:
+_LOADERS: dict = {}
+
+
+def set_layer_loader(layer, loader):
+    """Let ``layer`` (e.g. ``"montecarlo"``) import its own hook modules: ``loader(module_name)``.
+
+    theory never imports another package: a record names the modules of every
+    layer, theory imports its own, and a layer that registers hooks sets its
+    loader when it is imported (montecarlo does, in its ``__init__``).  Used by
+    this registry and by :mod:`theory.feature_kinds`.
+    """
+    _LOADERS[layer] = loader
+
+
+def load_layer(modules, layer, imported):
+    """Import the modules of ``layer`` among ``modules`` not yet in the set ``imported``."""
+    for mod in modules:
+        if mod.split(".")[0] != layer or mod in imported:
+            continue
+        if layer == "theory":
             importlib.import_module(mod)
-            _IMPORTED.add(mod)
+        elif layer in _LOADERS:
+            _LOADERS[layer](mod)
+        else:
+            continue
+        imported.add(mod)
+
+
+#: Modules of each layer that register the hooks of several couplings (imported before a record's own).
+CORE_MODULES = {"theory": ("theory.conformities", "theory.distributions", "theory.mse")}
+
+
+def _import_layer(rec, layer):
+    load_layer(CORE_MODULES.get(layer, ()) + tuple(rec.modules), layer, _IMPORTED)
 
 
 def _check_hook_name(hook_name):

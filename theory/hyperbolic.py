@@ -1,0 +1,194 @@
+r"""Hyperbolic positive random features under every coupling (beyond the paper).
+
+The hyperbolic PRFs of FAVOR+ (Choromanski et al., *Rethinking Attention with
+Performers*, ICLR 2021) use every direction twice, with both signs:
+
+.. math::
+    \phi(x) = \frac{e^{-c\|x\|^2}}{\sqrt{2m}}\big[e^{w_i^\top x}, e^{-w_i^\top x}\big]_{i=1}^m,
+    \qquad \phi(x)^\top\phi(y) = e^{-c\|x\|^2-c\|y\|^2}\frac1m\sum_i\cosh(w_i^\top v),
+
+v = x + y, width 2m, unbiased for the Gaussian (c = 1) and softmax (c = 1/2)
+kernels when every :math:`w_i \sim \mathcal N(0, I_d)`.  Per direction
+:math:`b = \cosh(w^\top v)` has :math:`\mathbb E b = e^{v^2/2}` and
+
+.. math::
+    \mathrm{Var}[b] = \frac{1 + e^{2v^2}}{2} - e^{v^2} = \frac{(e^{v^2}-1)^2}{2}
+    = \frac{1 - e^{-v^2}}{2}\,e^{v^2}(e^{v^2}-1),
+
+i.e. :math:`(1-e^{-v^2})/2` of the PRF's.  For a coupled pair,
+:math:`\cosh a\cosh b = \frac12(\cosh(a+b) + \cosh(a-b))` and, for an isotropic
+law, :math:`\mathbb E\cosh(u^\top v) = \mathbb E e^{u^\top v}`, so
+
+.. math::
+    \mathbb E[b_ib_j] = \tfrac12\big(\mathbb E e^{(w_i+w_j)^\top v}
+    + \mathbb E e^{(w_i-w_j)^\top v}\big) = \tfrac12\big(\rho(\theta) + \rho(\pi-\theta)\big)
+
+in terms of the conformity at an angle (:func:`theory.conformity_at_angle`;
+:math:`w_i` and :math:`-w_j` subtend :math:`\pi - \theta`).  IID pairs give
+:math:`e^{v^2}`; orthogonal pairs, and the norm-coupled orthogonal pairs of
+``pnc_orthogonal`` (flipping :math:`u_j` is a symmetry of the Haar law and
+leaves the norms alone), give their PRF conformity; the simplex coupling
+gives :math:`\frac12(\rho(\theta_s) + \rho(\pi-\theta_s))`,
+:math:`\cos\theta_s = -1/(d-1)`.  The MSE is then the common form of
+:func:`theory.kernel_mse` (``kind='hyperbolic'``).  At small v,
+:math:`\mathbb E[b_ib_j] - e^{v^2} = \beta v^4 + O(v^6)` with β the RFF
+:math:`z^4` coefficient of the same coupling (the hyperbolic pair term is the
+RFF conformity at :math:`z = iv`): :math:`\beta_\theta = \frac{d\cos^2\theta-1}{2(d+2)}`.
+
+Theorem (orthogonal directions are optimal for hyperbolic PRFs)
+---------------------------------------------------------------
+Among couplings whose norms are i.i.d. :math:`\chi_d` and independent of the
+directions, and for every d >= 2 and v > 0, the pair term of a pair at angle
+θ is at least that of an orthogonal pair, with equality only at
+:math:`\cos\theta = 0`.  Hence the ORF hyperbolic MSE is below the SimRF
+hyperbolic MSE at every d >= 2, v > 0 and m (both have the same pair counts):
+the simplex coupling, optimal for PRFs (Thm 3.4), *loses* for hyperbolic PRFs.
+
+*Proof.*  Given the norms, :math:`\|w_i + w_j\|^2 = w_i^2 + w_j^2 + 2w_iw_j\cos\theta`
+is affine in :math:`c = \cos\theta`, and by Lemma 4.2's argument
+:math:`\rho(c) = \mathbb E\big[{}_0F_1(;\frac d2;\frac{v^2}{4}\|w_i+w_j\|^2)\big]`.
+:math:`{}_0F_1(;b;\cdot)` has positive Taylor coefficients, so it is strictly
+convex on :math:`[0, \infty)`; a convex function of an affine function is
+convex, and an expectation of convex functions is convex: ρ is convex in c
+(strictly, since :math:`w_iw_jv^2 > 0` almost surely).  The hyperbolic pair
+term :math:`g(c) = \frac12(\rho(c) + \rho(-c))` is even and strictly convex,
+so :math:`g(c) > g(0)` for :math:`c \ne 0`.  The MSE is increasing in the pair
+term (weight :math:`P/m > 0`).  More generally, any coupling of the directions
+(with i.i.d. :math:`\chi_d` norms independent of them) has a pair term
+:math:`\mathbb E[g(c_{ij})] \ge g(0)`: orthogonal directions are optimal among
+all of them for m <= d.  Only couplings of the norms can do better;
+``pnc_orthogonal`` does, by a little (its pair term is the PRF one, which it
+lowers by at most a few per cent).  ∎
+
+Checked in ``tests/test_hyperbolic.py``: the closed forms against Monte Carlo
+(with asserted power) and against a second route (the quadrature of eq.
+``theta_conformity``), the ordering by certified balls
+(:func:`hyperbolic_ordering`), and the claim row ``beyond.hyperbolic_orthogonal``.
+"""
+
+from __future__ import annotations
+
+from ._checks import check_coupling, check_dimension, guarded, half_square, square
+from ._context import check_time, mp
+from .conformities import _prf_at_angle, check_v
+from .distributions import coupling_cos
+from .feature_kinds import register
+from .mse import _prf_excess, _small_arg_bits
+from .registry import MissingHookError, get as get_coupling, hook as coupling_hook, names
+
+__all__ = ["hyperbolic_ordering", "hyperbolic_pair_term"]
+
+
+def _pair_couplings():
+    """Couplings with a closed-form hyperbolic pair term: a PRF closed form and either no pair angle with
+    independent rows (IID) or a fixed pair angle (with independent norms, or norm-coupled at angle pi/2)."""
+    out = []
+    for name in names(has="prf_conformity"):
+        rec = get_coupling(name)
+        if rec.cos_theta is None:
+            if name == "iid":  # independent rows: the sign of w_j is a symmetry
+                out.append(name)
+            continue
+        if rec.norm_pairs is None or rec.cos_theta(2 * rec.min_d) == 0:
+            out.append(name)
+    return tuple(out)
+
+
+def _sign_symmetric(coupling, d):
+    """Whether (w_i, w_j) and (w_i, -w_j) have one law for the coupled pairs of ``coupling``."""
+    rec = get_coupling(coupling)
+    return rec.cos_theta is None or rec.cos_theta(d) == 0
+
+
+def _pair_excess(coupling, d, vv):
+    r""":math:`\frac12(\rho(\theta)+\rho(\pi-\theta)) - e^{v^2}` for a coupled pair, with the bits the
+    :math:`O(v^4)` difference needs."""
+    if coupling not in _pair_couplings():
+        raise MissingHookError(f"coupling must be one of {', '.join(map(repr, _pair_couplings()))} for hyperbolic "
+                               f"PRFs in closed form, got {coupling!r}")
+    if _sign_symmetric(coupling, d):
+        return _prf_excess(coupling, d, vv)
+    c = coupling_cos(coupling, d)
+    x = half_square(vv)
+    with mp.workprec(mp.prec + _small_arg_bits(vv)):
+        return (_prf_at_angle(d, x, c) + _prf_at_angle(d, x, -c)) / 2 - mp.exp(square(vv))
+
+
+register("hyperbolic", "variance", lambda d, vv: mp.expm1(square(vv)) ** 2 / 2)
+register("hyperbolic", "mean_square", lambda d, vv: mp.exp(square(vv)))
+register("hyperbolic", "pair_excess", _pair_excess)
+register("hyperbolic", "pair_couplings", _pair_couplings)
+register("hyperbolic", "small_v", lambda c, d: (mp.mpf(1) / 2, coupling_hook(c, "rff_conformity_z4")(d)))
+
+
+@guarded(grid=("d", "v"))
+def hyperbolic_pair_term(coupling, d, v):
+    r"""Pair term :math:`\mathbb E[\cosh(w_i^\top v)\cosh(w_j^\top v)]` of one coupled pair.
+
+    Parameters
+    ----------
+    coupling : str
+        'iid', 'orthogonal', 'simplex' or 'pnc_orthogonal' (module docstring).
+    d : int
+    v : real >= 0
+        :math:`\|x + y\|`.
+
+    Returns
+    -------
+    mpf
+        :math:`\frac12(\rho(\theta) + \rho(\pi - \theta))`: 36.08... (simplex) and
+        33.15... (orthogonal) at d = 8, v = 2.
+    """
+    coupling = check_coupling(coupling)
+    d = check_dimension(d, coupling)
+    vv = check_v(v)
+    return mp.exp(square(vv)) + _pair_excess(coupling, d, vv)
+
+
+def hyperbolic_ordering(ds, vs, coupling="simplex", baseline="orthogonal", prec=128, max_prec=2048):
+    r"""Certified sign of the hyperbolic pair-term difference at every (d, v), v > 0 (python-flint).
+
+    For fixed-angle couplings the pair term is
+    :math:`\frac12(\rho(c) + \rho(-c))` and each :math:`\rho` is enclosed by
+    :func:`theory.certified.conformity_at_angle` (a Taylor ball with a proved
+    remainder).  The precision doubles from ``prec`` to ``max_prec`` while
+    the balls overlap.
+
+    Returns
+    -------
+    list of :class:`theory.certified.Certificate`
+        ``certified`` True when the pair term of ``coupling`` is proved larger
+        than that of ``baseline`` (so ``baseline`` has the smaller hyperbolic MSE),
+        False when proved smaller, None when undecided; ``margins`` holds the
+        ball of the difference.
+    """
+    from . import certified
+
+    for name, value in (("coupling", coupling), ("baseline", baseline)):
+        rec = get_coupling(check_coupling(value, name))
+        if rec.cos_theta is None or rec.norm_pairs is not None:
+            raise MissingHookError(f"{name} must be a coupling with a fixed pair angle and independent norms "
+                                   f"('orthogonal', 'simplex') for a certified hyperbolic ordering, got {value!r}")
+    out = []
+    for d in ds:
+        for v in vs:
+            bits = prec
+            while True:
+                check_time("hyperbolic_ordering")
+                a = _certified_pair(certified, coupling, d, v, bits)
+                b = _certified_pair(certified, baseline, d, v, bits)
+                diff = a - b
+                verdict = True if diff > 0 else False if diff < 0 else None
+                if verdict is not None or bits >= max_prec:
+                    break
+                bits *= 2
+            out.append(certified.Certificate(d, str(v), verdict, bits, (diff,)))
+    return out
+
+
+def _certified_pair(certified, coupling, d, v, bits):
+    """Ball of the hyperbolic pair term of a fixed-angle coupling (cos theta an exact Fraction)."""
+    c = get_coupling(coupling).cos_theta(check_dimension(d, coupling))
+    if c == 0:
+        return certified.conformity_at_angle(d, v, c, bits, 0)
+    return (certified.conformity_at_angle(d, v, c, bits, 0) + certified.conformity_at_angle(d, v, -c, bits, 0)) / 2
