@@ -1,170 +1,157 @@
-r"""SimRF-Performer attention as a torch ``nn.Module`` (Sec. 5.4).
+r"""PRF attention as a torch ``nn.Module``: :class:`PRFAttention` (the SimRFs-Performer of Sec. 5.4).
 
-:class:`PRFAttention` computes FAVOR+-style linear attention with the softmax
-kernel estimated by positive random features of any coupling (the
-SimRFs-Performer of Sec. 5.4 with ``coupling="simplex"``), bidirectional or
-causal, self- or cross-attention, with an optional key-padding mask, with the
-same log-space stabilisation as the numpy reference
-:func:`montecarlo.experiments.attention.prf_attention` (see that module for
-the formulas): per-sequence, per-feature key offsets and per-row query
-offsets that cancel exactly, no global maximum across batch items or heads,
-and no ``eps`` inside the features (see :class:`PRFAttention`, Notes, for what
-an ``eps`` does to the error).  The offsets are detached from the graph;
-since the output does not depend on them, the gradients are unchanged.
+``from montecarlo.nn import PRFAttention``.  FAVOR+-style linear attention:
+the softmax kernel :math:`e^{s\,q^\top k}` is estimated by positive random
+features of any coupling (``coupling="simplex"`` is the SimRFs-Performer) and
+any positive feature kind of :mod:`theory.feature_kinds` (``kind="prf"``,
+``"hyperbolic"``, ``"oprf"`` where registered), bidirectional or causal, self-
+or cross-attention, with key-padding masks.  The log-features come from the
+kind's record (hook ``log_features``: one home of each formula, shared with the
+numpy reference :func:`montecarlo.experiments.attention.prf_attention`).
+
+Numerical stabilisation (no ``eps`` anywhere; every offset cancels exactly,
+and the offsets are detached, so gradients are unchanged):
+
+* bidirectional: per sequence and feature f a key offset
+  :math:`o_f = \max_j \ell_f(k'_j)`, key masses :math:`z_f = \sum_j e^{\ell_f(k'_j) - o_f} \ge 1`,
+  and per query row :math:`r_i = \max_f(\ell_f(q'_i) + o_f + \log z_f)`: no exponent
+  exceeds 0 and every denominator is >= 1;
+* causal: query i's offset is :math:`r_i = \max_f(\ell_f(q'_i) + c_{if})` with
+  :math:`c_{if} = \max_{j \le i}\ell_f(k'_j)` (a running maximum: no future key
+  sets an earlier query's scale), and every group of keys is summarised with
+  the per-feature maximum **of keys that all lie in the query's past**:
+  earlier chunks through a prefix state (a scan over chunks), the chunk itself
+  through a dyadic decomposition (at level s, the second half of every block
+  of 2s positions reads the first half), and the key at the query's own
+  position directly.  Each exponent is then :math:`\le 0` and the denominator
+  is >= 1 for every query that sees a key, **whatever the data**: there is no
+  data-dependent fallback path, hence no host synchronisation.
 
 Precision: the features are computed in float32 (float64 when the inputs or
-the projections are float64) whatever the input dtype, with autocast
-disabled inside; the output comes back in the input dtype.  bfloat16 and
-float16 inputs are therefore welcome, and ``model.to(torch.bfloat16)`` keeps
-the projections in float32 (a bfloat16-rounded matrix would no longer be a
-draw of the coupling).
+the projections are float64) whatever the input dtype, with autocast disabled
+inside; the output comes back in the input dtype.  ``model.to(torch.bfloat16)``
+keeps the projections in float32 (a bfloat16-rounded matrix would no longer be
+a draw of the coupling).
 
-The random projections live in the buffer ``weights`` (m, d), shared by
-queries and keys and saved with the ``state_dict``.  They are drawn by
-:func:`montecarlo.sample_weights` from ``generator`` (a ``torch.Generator``
-the caller owns and seeds) or, without one, from a numpy generator seeded by
-``seed``:
+No host synchronisation in ``forward``: shape, dtype and device checks are
+free; the finiteness of q, k, v is checked only with ``check_inputs=True``
+(one synchronisation per tensor).  With the check off, non-finite inputs give
+NaN in the outputs they reach (a NaN or infinite key: every output of its
+sequence (bidirectional) or from its position on (causal); a NaN query: its
+own row); nothing raises and nothing hangs.
 
-* :meth:`PRFAttention.redraw` draws fresh features explicitly;
-* ``redraw_every=k`` also redraws automatically every k forward passes in
-  training mode (the Performer's feature redrawing);
-* :meth:`PRFAttention.freeze` (or ``eval()``, which never redraws) keeps the
-  features fixed, so that evaluation is deterministic.
+Random features, copies, checkpoints
+------------------------------------
+The projections live in the buffer ``weights`` (width-1 (m, d) matrix shared by
+queries and keys), drawn by :func:`montecarlo.sample_weights` from a
+``torch.Generator`` the caller owns (``generator=``) or from a numpy stream
+seeded by ``seed``.  :meth:`PRFAttention.redraw` draws new ones;
+``redraw_every=k`` redraws every k training-mode forward passes;
+``eval()`` and :meth:`PRFAttention.freeze` never redraw.
 
-``torch.compile`` works (the input checks and the per-sequence choice of the
-causal path are data-dependent and run between compiled graphs);
-``torch.jit.script`` does not (TorchScript is deprecated upstream; use
-``torch.compile``).
+* ``copy.deepcopy`` copies the current projections exactly but **forks** the
+  random stream: the copy's later redraws are independent of the original's
+  (numpy stream: a ``SeedSequence`` spawn, which leaves the original's own
+  stream untouched; torch generator: the copy's generator is seeded by one
+  draw from the original's, which advances it).  Forks are reproducible: the
+  same seeds and the same copies give the same draws.  For *lock-step* copies
+  (identical redraws), load the original's state into the copy
+  (``twin.load_state_dict(orig.state_dict())``, which also copies the stream
+  position) or build each with one shared ``torch.Generator`` passed explicitly
+  and redraw them in the same order.
+* ``state_dict()`` holds the projections, the redraw counter, the frozen flag
+  and the stream position (``get_extra_state``: plain ints, bools, a dict of
+  ints and a uint8 tensor, all loadable with ``torch.load(weights_only=True)``),
+  and the running statistics of kinds with data-driven parameters: a run
+  resumed from a checkpoint redraws exactly as the uninterrupted run.
+  Checkpoint with ``torch.save(model.state_dict(), path)`` and
+  ``model.load_state_dict(torch.load(path))``; ``torch.save(model)`` of the
+  whole module needs ``torch.load(path, weights_only=False)`` (the class is not
+  on torch's allow-list), as for any custom module.
 
-For performer-pytorch's ``FastAttention`` see
-:mod:`montecarlo.experiments.performer`.  This module needs torch; it is not
-imported by :mod:`montecarlo.experiments`.
+References
+----------
+Reid et al., "Simplex Random Features", ICML 2023, Sec. 5.4; Choromanski et al.,
+"Rethinking Attention with Performers", ICLR 2021; Likhosherstov et al., "Chefs'
+Random Tables: Non-Trigonometric Random Features", NeurIPS 2022 (FAVOR++, the
+``oprf`` kind's A).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
+import array_api_compat
 import numpy as np
 import torch
 from torch import nn
 
 import montecarlo as mc
+from montecarlo._checks import check_bool, check_coupling, check_int, check_positive_float, check_rng
+from theory import feature_kinds as kinds
+from theory.validation import check_real, describe
 
-from montecarlo._checks import check_bool
-
-from ._common import check_coupling, check_int, check_positive_float, check_rng
+__all__ = [
+    "DEFAULT_CHUNK",
+    "INPUT_DTYPES",
+    "STORAGE_DTYPES",
+    "PRFAttention",
+    "check_device",
+    "check_generator",
+    "draw_projections",
+    "oprf_a",
+]
 
 #: dtypes of the projections (and of the feature computations); other accepted dtypes store float32.
 STORAGE_DTYPES = (torch.float32, torch.float64)
 #: Input dtypes the module accepts (features computed in float32 for the half types).
 INPUT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+#: Default chunk length of the causal scan per device type (a power of two): long chunks on a GPU keep the
+#: number of kernel launches of the scan over chunks small; on the CPU the within-chunk work dominates.
+DEFAULT_CHUNK = {"cpu": 64, "cuda": 256}
+#: Largest block length whose within-chunk scores are formed directly (s x s); longer blocks are summarised as
+#: an (m, d_v) state (cheaper from about s = m d_v / (m + d_v)).
+DIRECT_BLOCK = 32
+#: Momentum of the running statistics behind a data-driven kind parameter in causal attention.
+RUNNING_MOMENTUM = 0.1
+#: Version of the ``get_extra_state`` record.
+_STATE_VERSION = 1
+#: The array-API namespace of torch tensors handed to the kinds' hooks (looked up once, not per call, so that
+#: torch.compile traces no lookup).
+_XP = array_api_compat.array_namespace(torch.empty(0))
 
 
-def _logits(x, w):
-    """Softmax-kernel PRF log-features (..., L, m)."""
-    m = w.shape[0]
-    return x @ w.transpose(0, 1) - 0.5 * (x * x).sum(-1, keepdim=True) - 0.5 * math.log(m)
+# ---------------------------------------------------------------------------
+# small helpers
 
 
-def _finite_or(x, fallback):
-    """``x`` where finite, else ``fallback`` (offsets of sequences or rows that see no key)."""
-    return torch.where(torch.isfinite(x), x, fallback)
-
-
-def _ratio(num, den, seen):
-    """num / den on rows that see a key, 0 (with zero gradient) on rows that see none.
-
-    A row that sees a key has a denominator >= 1 by construction; if it were 0 anyway (an underflow), the
-    NaN of 0/0 shows it: only the rows known to see nothing are set to 0.
-    """
-    return torch.where(seen, num / torch.where(seen, den, torch.ones_like(den)), torch.zeros_like(num))
-
-
-def _bidirectional(lq, lk, v):
-    """Stabilised bidirectional form; masked keys have ``lk = -inf``."""
-    o = lk.amax(-2, keepdim=True).detach()
-    o = _finite_or(o, torch.zeros_like(o))  # a sequence whose keys are all masked
-    ek = torch.exp(lk - o)
-    S = ek.transpose(-1, -2) @ v
-    z = ek.sum(-2)
-    p = lq + o
-    r = (p + torch.log(z).unsqueeze(-2)).amax(-1, keepdim=True).detach()
-    seen = torch.isfinite(r)  # -inf only when every key of the sequence is masked
-    r = torch.where(seen, r, p.detach().amax(-1, keepdim=True))
-    eq = torch.exp(p - r)
-    return _ratio(eq @ S, eq @ z.unsqueeze(-1), seen)
-
-
-#: Fast-path threshold of the causal scan per compute dtype (see ``attention.CAUSAL_GAP``): exp(gap) must
-#: stay far from overflow and e^-(range - gap) far below the dtype's precision.
-CAUSAL_GAP = {torch.float64: 300.0, torch.float32: 30.0}
-
-
-def _causal(lq, lk, v, chunk):
-    """Chunked causal scan (see :mod:`montecarlo.experiments.attention`); each sequence of the flattened
-    batch chooses the fast or the log-space chunk path on its own.  Masked keys have ``lk = -inf``: they
-    add nothing, and a query that sees no key gets 0."""
-    L, m = lq.shape[-2], lq.shape[-1]
-    lead = tuple(torch.broadcast_shapes(lq.shape[:-2], lk.shape[:-2], v.shape[:-2]))
-    dv = v.shape[-1]
-    n = max(1, math.prod(lead))
-    lq = lq.expand(lead + (L, m)).reshape(n, L, m)
-    lk = lk.expand(lead + (L, m)).reshape(n, L, m)
-    v = v.expand(lead + (L, dv)).reshape(n, L, dv)
-    chunk = max(1, min(chunk, math.isqrt(max(1, (1 << 22) // (m * n)))))
-    gap_max = CAUSAL_GAP[lq.dtype]
-    very_negative = torch.finfo(lq.dtype).min / 4  # finite stand-in for -inf inside a log-sum-exp
-    outs = []
-    o = S = z = None
-    tri = torch.ones(chunk, chunk, dtype=torch.bool, device=lq.device).tril()
-    for lo in range(0, L, chunk):  # loop over chunks of the sequence
-        hi = min(L, lo + chunk)
-        b = hi - lo
-        q, k, vc = lq[:, lo:hi, :], lk[:, lo:hi, :], v[:, lo:hi, :]
-        kmax = k.amax(1).detach()
-        o_new = kmax if o is None else torch.maximum(o, kmax)  # -inf until a sequence sees a key
-        on = _finite_or(o_new, torch.zeros_like(o_new))
-        lmass = torch.cummax(k.detach(), dim=1).values  # largest causal term per feature (see attention.py)
-        if o is not None:
-            lmass = torch.maximum(lmass, (o + torch.log(z.detach())).unsqueeze(1))
-        seen = torch.isfinite(lmass[..., :1])  # (n, b, 1): the query sees at least one key
-        qd = q.detach()
-        r = torch.where(seen, (qd + lmass).amax(-1, keepdim=True), (qd + on.unsqueeze(1)).amax(-1, keepdim=True))
-        gap = torch.where(seen, on.unsqueeze(1) - lmass, torch.full_like(lmass, -math.inf))
-        slow = torch.nonzero(gap.amax(dim=(1, 2)) > gap_max).flatten()
-        ek = torch.exp(k - on.unsqueeze(1))
-        eq = torch.exp(torch.clamp(q + on.unsqueeze(1) - r, max=gap_max))  # clamp touches slow rows only
-        a = (eq @ ek.transpose(1, 2)).masked_fill(~tri[:b, :b], 0.0)
-        num, den = a @ vc, a.sum(-1, keepdim=True)
-        if o is not None:
-            shrink = torch.exp(o - on)  # <= 1; 0 while nothing was seen (o = -inf)
-            S_new, z_new = S * shrink.unsqueeze(-1), z * shrink
-            num = num + eq @ S_new
-            den = den + eq @ z_new.unsqueeze(-1)
-        if slow.numel():  # a later key dominates an earlier query's features: log-space scores
-            qs, ks, rs = q[slow], k[slow], r[slow]
-            ks = _finite_or(ks, torch.full_like(ks, very_negative))  # masked keys: no NaN gradient
-            la = torch.logsumexp(qs.unsqueeze(2) + ks.unsqueeze(1), dim=-1)
-            a_s = torch.exp(la.masked_fill(~tri[:b, :b], float("-inf")) - rs)
-            num_s, den_s = a_s @ vc[slow], a_s.sum(-1, keepdim=True)
-            if o is not None:
-                eq_s = torch.exp(qs + o[slow].unsqueeze(1) - rs)
-                num_s = num_s + eq_s @ S[slow]
-                den_s = den_s + eq_s @ z[slow].unsqueeze(-1)
-            num = num.index_copy(0, slow, num_s)
-            den = den.index_copy(0, slow, den_s)
-        outs.append(_ratio(num, den, seen))
-        S_add, z_add = ek.transpose(1, 2) @ vc, ek.sum(1)
-        S, z = (S_add, z_add) if o is None else (S_new + S_add, z_new + z_add)
-        o = o_new
-    return torch.cat(outs, dim=1).reshape(lead + (L, dv))
-
-
-def _check_generator(generator):
+def check_generator(generator, name="generator"):
+    """``generator`` if it is None or a ``torch.Generator``; TypeError otherwise."""
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be None or a torch.Generator, got {type(generator).__name__}")
+        raise TypeError(f"{name} must be None or a torch.Generator, got {type(generator).__name__}")
     return generator
+
+
+def check_device(device, name="device"):
+    """A ``torch.device`` (or None) that exists here: ValueError naming ``name`` for a malformed string or a
+    CUDA device when CUDA is not available."""
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{name} must be None, a string such as 'cpu' or 'cuda:0', or a torch.device, "
+                        f"got {describe(device)}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"{name} must name a torch device such as 'cpu' or 'cuda:0', got {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={str(device)!r} asks for CUDA, but CUDA is not available here "
+                             "(torch.cuda.is_available() is False)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{name}={str(device)!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return dev
 
 
 def _storage_dtype(dtype, name="dtype"):
@@ -174,8 +161,33 @@ def _storage_dtype(dtype, name="dtype"):
     return dtype if dtype in STORAGE_DTYPES else torch.float32
 
 
+def _very_negative(dtype):
+    """A finite stand-in for -inf in offsets (a few of them still add up without overflow)."""
+    return torch.finfo(dtype).min / 8
+
+
+def oprf_a(rho):
+    r"""FAVOR++'s variance-minimising A of optimised PRFs for a mean :math:`\rho = \overline{\|x+y\|^2}/d`.
+
+    :math:`A^* = \big(1 - 2\rho - \sqrt{(2\rho+1)^2 + 8\rho}\big)/16` (Likhosherstov et al. 2022,
+    Thm. 3.2): the root of :math:`\partial_A` of the log second moment
+    :math:`d\log(1-4A) - \tfrac d2\log(1-8A) + \|x+y\|^2/(1-8A)` averaged over the pairs.
+    :math:`A^* \le 0` for :math:`\rho \ge 0`, 0 at :math:`\rho = 0` (plain PRFs).  Works elementwise on
+    floats, numpy arrays and torch tensors.
+    """
+    if isinstance(rho, torch.Tensor):
+        return (1.0 - 2.0 * rho - torch.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0
+    rho = np.asarray(rho, dtype=float)
+    out = (1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0
+    return float(out) if out.ndim == 0 else out
+
+
+#: Kind parameters the module can choose from the data when they are not given: (kind, parameter) -> rule.
+DATA_DRIVEN = {("oprf", "A"): "FAVOR++ (oprf_a of the mean |q' + k'|^2 / d)"}
+
+
 def draw_projections(coupling, d, m, *, generator=None, rng=None, device=None, dtype=torch.float32):
-    """(m, d) projections of a coupling as a torch tensor, drawn from a torch or numpy generator.
+    r"""(m, d) projections of a coupling as a torch tensor, drawn from a torch or numpy generator.
 
     Parameters
     ----------
@@ -195,69 +207,241 @@ def draw_projections(coupling, d, m, *, generator=None, rng=None, device=None, d
     Returns
     -------
     torch.Tensor of shape (m, d)
-        Rows exactly :math:`\\mathcal N(0, I_d)` for the exact couplings.
+        Rows exactly :math:`\mathcal N(0, I_d)` for the exact couplings.
     """
-    _check_generator(generator)
+    check_generator(generator)
+    device = check_device(device)
     if generator is not None:
         w = mc.sample_weights(coupling, d, m, rng=generator, xp="torch", device=generator.device, dtype=dtype)
         return w if device is None else w.to(device)
     return mc.sample_weights(coupling, d, m, rng=rng, xp="torch", device=device, dtype=dtype)
 
 
+# ---------------------------------------------------------------------------
+# the attention computations (functions of log-features; no host synchronisation)
+
+
+def _log_features(x, w, w_sq, rec, scale, params):
+    r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's record (softmax kernel)."""
+    m = w.shape[0]
+    proj = x @ (w * math.sqrt(scale)).transpose(0, 1)  # w.(s^1/2 x), a fresh tensor the hook may overwrite
+    sq = (x * x).sum(-1, keepdim=True) * scale
+    log_map = kinds.hook(rec.name, "log_features")
+    return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **params)
+
+
+def _mask_keys(lk, key_padding_mask, lead):
+    """``lk`` with -inf at padded keys, broadcast to ``lead``."""
+    pad = key_padding_mask.unsqueeze(-1)
+    if tuple(lk.shape[:-2]) == tuple(lead):
+        return lk.masked_fill_(pad, -math.inf)
+    return torch.where(pad, torch.tensor(-math.inf, dtype=lk.dtype, device=lk.device), lk)
+
+
+def _ratio(nd, seen):
+    """Split (..., d_v + 1) numerator/denominator; rows that see no key (``seen`` False) get 0, zero gradient."""
+    num, den = nd[..., :-1], nd[..., -1:]
+    if seen is None:
+        return num / den
+    return torch.where(seen, num / torch.where(seen, den, torch.ones_like(den)), torch.zeros_like(num))
+
+
+def _with_ones(v):
+    """[v, 1]: one product then gives the numerator and the denominator (the key mass)."""
+    return torch.cat([v, torch.ones(v.shape[:-1] + (1,), dtype=v.dtype, device=v.device)], dim=-1)
+
+
+def _bidirectional(lq, lk, v, seen=None):
+    """Stabilised bidirectional attention.  ``lq`` and ``lk`` are fresh log-features (overwritten in place);
+    padded keys have ``lk = -inf``; ``seen`` (broadcastable to (..., 1, 1)) is False for sequences whose keys
+    are all padded (None: no mask)."""
+    neg = _very_negative(lk.dtype)
+    o = lk.detach().amax(-2, keepdim=True)  # (..., 1, M): per sequence and feature
+    if seen is not None:
+        o = o.clamp_min(neg)  # a sequence with every key padded
+    ek = lk.sub_(o).exp_()  # padded keys: exp(-inf) = 0
+    S = ek.transpose(-1, -2) @ _with_ones(v)  # (..., M, d_v + 1); last column: z >= 1
+    z = S[..., -1:]
+    if seen is not None:
+        z = z.clamp_min(torch.finfo(z.dtype).tiny)
+    off = o + torch.log(z).transpose(-1, -2)
+    if torch.broadcast_shapes(lq.shape, off.shape) == lq.shape:
+        t = lq.add_(off)  # l(q) + o + log z, in place
+    else:  # keys with more leading axes than the queries
+        t = lq + off
+    r = t.detach().amax(-1, keepdim=True)
+    eq = t.sub_(r).exp_()  # max over features exactly 1
+    return _ratio(eq @ (S / z), seen)  # S / z: key-mass-weighted means of v (last column 1)
+
+
+def _exclusive_cummax(x, dim, fill):
+    """max over the entries before each position along ``dim`` (``fill`` at the first)."""
+    inc = torch.cummax(x, dim=dim).values
+    first = torch.full_like(inc.narrow(dim, 0, 1), fill)
+    return torch.cat([first, inc.narrow(dim, 0, inc.shape[dim] - 1)], dim=dim)
+
+
+def _causal(lq, lk, v, chunk, seen=None):
+    r"""Stabilised causal attention (module docs): prefix states over chunks, dyadic blocks within a chunk,
+    the diagonal directly.  ``lq``, ``lk`` (..., L, M) log-features (padded keys -inf), v (..., L, d_v);
+    ``chunk`` a power of two; ``seen`` (..., L, 1) bool or None.
+
+    Every exponential below has an exponent <= 0 by construction, whatever the data: the offsets of a group
+    of keys are their per-feature maxima, and a query reads only groups that lie wholly in its past, so each
+    offset is at most the query's running maximum c_if, which sets the query's row offset r_i.
+    """
+    L, M = lq.shape[-2], lq.shape[-1]
+    lead = tuple(torch.broadcast_shapes(lq.shape[:-2], lk.shape[:-2], v.shape[:-2]))
+    dv = v.shape[-1]
+    n = max(1, math.prod(lead))
+    neg = _very_negative(lq.dtype)
+    lq = lq.expand(lead + (L, M)).reshape(n, L, M)
+    lk = lk.expand(lead + (L, M)).reshape(n, L, M)
+    ve = _with_ones(v.expand(lead + (L, dv)).reshape(n, L, dv))
+    b = min(chunk, 1 << max(0, (L - 1).bit_length()))  # a power of two, no longer than needed
+    N = -(-L // b)
+    Lp = N * b
+    if Lp != L:  # pad to whole chunks: keys -inf (no mass), queries and values 0 (outputs dropped)
+        pad = Lp - L
+        lq = torch.nn.functional.pad(lq, (0, 0, 0, pad))
+        lk = torch.nn.functional.pad(lk, (0, 0, 0, pad), value=-math.inf)
+        ve = torch.nn.functional.pad(ve, (0, 0, 0, pad))
+    D = dv + 1
+    lq4, lk4, v4 = lq.reshape(n, N, b, M), lk.reshape(n, N, b, M), ve.reshape(n, N, b, D)
+    sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
+
+    def halves(x, s, half):  # the first (0) or second (1) half of every block of 2s positions
+        return x.view(n, N, b // (2 * s), 2, s, x.shape[-1])[:, :, :, half]
+
+    with torch.no_grad():
+        kd = lk4.detach()
+        ochunk = kd.amax(2)  # (n, N, M): each chunk's maximum per feature
+        before = _exclusive_cummax(ochunk, 1, -math.inf)  # maximum over the earlier chunks
+        offsets = [halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]  # maxima of the first halves
+        c = torch.maximum(kd, before.unsqueeze(2))  # c_if = max_{j <= i} l_f(k_j), built over the dyadic blocks
+        for s, oF in zip(sizes, offsets):
+            halves(c, s, 1).clamp_min_(oF)
+        r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
+        del c
+    # the key at the query's own position
+    nd = (lq4 + lk4).sub_(r).exp_().sum(-1, keepdim=True) * v4
+    # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
+    # maxima over all earlier chunks (all in the past of every query that reads them)
+    if N > 1:
+        with torch.no_grad():
+            oc = ochunk.clamp_min(neg)
+            after = torch.cummax(oc, dim=1).values  # offset of the state after chunk c
+            decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
+            gain = torch.exp(oc - after)
+        K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D)
+        K = K * gain.unsqueeze(-1)
+        states = [torch.zeros_like(K[:, 0])]
+        for i in range(N - 1):  # P_{c+1} = P_c e^{O_c - O_{c+1}} + K_c e^{o_c - O_{c+1}}
+            states.append(torch.addcmul(K[:, i], states[-1], decay[:, i].unsqueeze(-1)))
+        P = torch.stack(states, dim=1)  # (n, N, M, D), offsets `before`
+        nd = nd + (lq4 + before.unsqueeze(2)).sub_(r).exp_() @ P
+    # inside the chunk: at level s the second half of each block of 2s positions reads the first half
+    for s, oF in zip(sizes, offsets):
+        qS, kF, vF, rS = halves(lq4, s, 1), halves(lk4, s, 0), halves(v4, s, 0), halves(r, s, 1)
+        if s == 1:  # one key: its own features, elementwise
+            part = (qS + kF).sub_(rS).exp_().sum(-1, keepdim=True) * vF
+        else:
+            eqS = (qS + oF).sub_(rS).exp_()  # <= 1: oF <= c_if for every query of the second half
+            eF = (kF - oF.clamp_min(neg)).exp_()
+            if s <= DIRECT_BLOCK:
+                part = (eqS @ eF.transpose(-1, -2)) @ vF
+            else:
+                part = eqS @ (eF.transpose(-1, -2) @ vF)
+        halves(nd, s, 1).add_(part)
+    out = nd.view(n, Lp, D)[:, :L]
+    if seen is not None:
+        seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
+    return _ratio(out, seen).reshape(lead + (L, dv))
+
+
+# ---------------------------------------------------------------------------
+# the module
+
+
 class PRFAttention(nn.Module):
-    r"""Linear softmax attention with PRFs of a chosen coupling (SimRFs-Performer, Sec. 5.4).
+    r"""Linear softmax attention with positive random features of a chosen coupling and kind.
 
     Parameters
     ----------
     d_head : int
         Query/key dimension d.
     n_features : int
-        Number m of random features (the paper's Performers: 130).
+        Number m of random directions (the paper's Performers: 130); the
+        feature width is ``kind``'s width times m (2m for ``'hyperbolic'``).
     coupling : str
-        One of :data:`montecarlo.COUPLINGS` (default ``'simplex'``), looked up
-        in :mod:`theory.registry`.
+        One of :data:`montecarlo.COUPLINGS` (default ``'simplex'``).
+    kind : str
+        A positive feature kind of :mod:`theory.feature_kinds` (``'prf'``,
+        ``'hyperbolic'``, ``'oprf'`` where registered).
+    kind_params : dict, optional
+        Values of the kind's parameters (``record.parameters``), e.g.
+        ``{"A": -0.1}`` for ``'oprf'``.  A parameter the module can choose from
+        the data (:data:`DATA_DRIVEN`: oprf's A) may be left out: then
+        bidirectional attention takes it per sequence from the current
+        queries and keys (unpadded positions only, so padded content never
+        changes an output), and causal attention from running statistics of
+        earlier training batches (constant within a forward pass, since prefix
+        sums cannot look ahead; buffer ``running_rho``, starting at plain PRFs).
     causal : bool
         Prefix-sum (autoregressive) attention: query i sees keys j <= i
         (needs as many queries as keys).
     scale : float, optional
         s in :math:`e^{s q^\top k}` (default :math:`1/\sqrt d`).
     seed : None, int, numpy.random.Generator or SeedSequence
-        Seed of the feature draws (initial and every redraw) when no
-        ``generator`` is given.
+        Seed of the feature draws when no ``generator`` is given.
     generator : torch.Generator, optional
-        The generator every draw uses (the caller seeds and owns it; each
-        draw advances it).  A CPU generator works for a module on any device.
+        The generator every draw uses (the caller seeds and owns it; each draw
+        advances it).  A CPU generator works for a module on any device.
     redraw_every : int, optional
-        In training mode and unless frozen, redraw the features every this
-        many forward passes.
-    chunk : int
-        Chunk length of the causal prefix sums.
+        In training mode and unless frozen, redraw the features every this many
+        forward passes (default: never; see the Notes).
+    chunk : int, optional
+        Chunk length of the causal scan, a power of two (default
+        :data:`DEFAULT_CHUNK` for the module's device type).
+    check_inputs : bool
+        Also check that q, k and v are finite (a host synchronisation per
+        tensor; default off: non-finite inputs then give NaN outputs, see the
+        module docs).
     dtype : torch dtype
         float32 (default) or float64: the dtype of the projections and of the
         feature computations.  bfloat16 and float16 are accepted and store
-        float32 (features are always computed in at least float32).
+        float32.
     device : torch device, optional
-        Where the projections live (inputs must be on the same device).
+        Where the projections live (inputs must be on the same device); a
+        CUDA device without CUDA is a ValueError.
 
     Notes
     -----
+    **Copies and checkpoints**: see the module docs (a deep copy forks the
+    random stream; ``state_dict`` holds the redraw counter and stream
+    position, so a resumed run is bit-identical to an uninterrupted one).
+
+    **How often to redraw.** Redrawing makes each training step see a fresh
+    estimator of the kernel, which the weights cannot adapt to; with few
+    features (m = 32 for 16 tokens of d = 16) it costs accuracy.  Measured on
+    the digits Performer of :mod:`montecarlo.experiments.performer_train`
+    (see its docs for the table): redrawing every 10 steps lowers test
+    accuracy clearly, every 100 steps or once per epoch less so, never
+    redrawing is best or tied.  Hence the default ``redraw_every=None``: draw
+    once (seeded), train, and evaluate with the same features.
+
     **Why performer-pytorch's FastAttention shows a smaller error.**
     performer-pytorch's ``softmax_kernel`` adds ``eps = 1e-4`` to every
     feature after subtracting a per-row maximum (queries) and one maximum over
     all keys and features of a sequence (keys).  With ``eps = 0`` and the same
-    projection matrix its output equals this module's to float32 rounding
-    (measured: identical relative errors to 3 digits).  The ``eps`` is a
-    data-dependent shrinkage towards uniform attention (the mean of V): the
-    key features are shifted by :math:`\max_{j,f} w_f^\top k'_j` (13.3 at
-    logit std 1, L = 1024, m = 130, :math:`\|k'\|^2 \approx 8.5`) and carry
-    the factor :math:`e^{-\|k'\|^2/2}`, so most of them fall below ``eps``:
-    99.8% of them (median :math:`2.5\cdot 10^{-8}`) at logit std 1, where
-    ``eps`` then carries 98% of the total key mass; 87% (54% of the mass) at
-    0.5; 15% (7%) at 0.25.  Relative output error
+    projection matrix its output equals this module's to float32 rounding.
+    The ``eps`` is a data-dependent shrinkage towards uniform attention (the
+    mean of V): at logit std 1 (L = 1024, m = 130) 99.8% of the key features
+    fall below it and it carries 98% of the key mass.  Relative output error
     against exact softmax attention, L = 1024, d = 64, m = 130, synthetic
     Q, K, V of :func:`~montecarlo.experiments.attention.synthetic_qkv`,
     mean +- standard error over 10 draws of the same matrices in both
-    (:func:`montecarlo.experiments.performer.fast_attention_errors`, defaults):
+    (:func:`montecarlo.performer.fast_attention_errors`, defaults):
 
     =========  ==========  ==============  ==============  ==============  ========
     logit std  coupling    this module     FastAttention   FastAttention   mean(V)
@@ -272,12 +456,9 @@ class PRFAttention(nn.Module):
     =========  ==========  ==============  ==============  ==============  ========
 
     At logit std 1 FastAttention's output is within 5% of the mean of V: its
-    error is that of uniform attention (bias), not of a better estimate; this
-    module's error is the variance of the unbiased PRF estimator (eq.
-    ``def_prf``), which the coupling reduces and which shrinks as m grows,
-    whereas the shrinkage's bias does not.  At logit std 0.25 the shrinkage
-    costs little bias and FastAttention is 6% better; from 0.5 on its error is
-    that of uniform attention.  To compare couplings, use the unbiased form.
+    error is that of uniform attention (bias); this module's error is the
+    variance of the unbiased estimator, which the coupling reduces and which
+    shrinks as m grows.  To compare couplings, use the unbiased form.
 
     Examples
     --------
@@ -289,20 +470,32 @@ class PRFAttention(nn.Module):
     torch.bfloat16
     """
 
-    def __init__(self, d_head, n_features=130, coupling="simplex", *, causal=False, scale=None, seed=None,
-                 generator=None, redraw_every=None, chunk=64, dtype=torch.float32, device=None):
+    def __init__(self, d_head, n_features=130, coupling="simplex", *, kind="prf", kind_params=None, causal=False,
+                 scale=None, seed=None, generator=None, redraw_every=None, chunk=None, check_inputs=False,
+                 dtype=torch.float32, device=None):
         super().__init__()
         self.d_head = check_int(d_head, "d_head", 1)
         self.n_features = check_int(n_features, "n_features", 1)
         self.coupling = check_coupling(coupling)
+        self.kind = kinds.check_kind(kind, "kind", has=("log_features",), positive=True)
+        rec = kinds.get(self.kind)
+        if "softmax" not in rec.kernels:
+            raise ValueError(f"kind must estimate the softmax kernel, got {kind!r} (kernels {rec.kernels})")
+        self.kind_params = self._check_kind_params(rec, kind_params)
         self.causal = check_bool(causal, "causal")
         self.scale = 1.0 / math.sqrt(self.d_head) if scale is None else check_positive_float(scale, "scale")
         self.redraw_every = None if redraw_every is None else check_int(redraw_every, "redraw_every", 1)
-        self.chunk = check_int(chunk, "chunk", 1)
+        if chunk is not None:
+            chunk = check_int(chunk, "chunk", 1)
+            if chunk & (chunk - 1):
+                raise ValueError(f"chunk must be a power of two (1, 2, 4, ..., 64, ...), got {chunk}")
+        self.chunk = chunk
+        self.check_inputs = check_bool(check_inputs, "check_inputs")
         storage = _storage_dtype(dtype)
+        device = check_device(device)
         if generator is not None and seed is not None:
             raise ValueError("give seed or generator, not both")
-        self._generator = _check_generator(generator)
+        self._generator = check_generator(generator)
         self._rng = np.random.default_rng(check_rng(seed, "seed"))
         self._frozen = False
         self._calls = 0
@@ -310,6 +503,34 @@ class PRFAttention(nn.Module):
         self.register_buffer("weights", draw_projections(self.coupling, self.d_head, self.n_features,
                                                          generator=self._generator, rng=self._rng, device=device,
                                                          dtype=storage))
+        self._data_driven = tuple(p for p in rec.parameters if p not in self.kind_params)
+        if self._data_driven:
+            # running mean of |q' + k'|^2 / d for causal attention (0: plain PRFs until the first training batch)
+            self.register_buffer("running_rho", torch.zeros((), dtype=storage, device=device))
+            self.register_buffer("running_steps", torch.zeros((), dtype=torch.long, device=device))
+
+    @staticmethod
+    def _check_kind_params(rec, kind_params):
+        if kind_params is None:
+            kind_params = {}
+        if not isinstance(kind_params, dict):
+            raise TypeError(f"kind_params must be None or a dict of the kind's parameters {rec.parameters}, "
+                            f"got {describe(kind_params)}")
+        unknown = [p for p in kind_params if p not in rec.parameters]
+        if unknown:
+            allowed = ", ".join(repr(p) for p in rec.parameters) or "none"
+            raise ValueError(f"kind_params has {unknown[0]!r}, which kind={rec.name!r} does not take "
+                             f"(its parameters: {allowed})")
+        missing = [p for p in rec.parameters if p not in kind_params and (rec.name, p) not in DATA_DRIVEN]
+        if missing:
+            raise ValueError(f"kind_params must give {missing[0]!r} for kind={rec.name!r} (no data-driven "
+                             "choice is known for it)")
+        out = {}
+        for p, value in kind_params.items():
+            if isinstance(value, torch.Tensor):
+                raise TypeError(f"kind_params[{p!r}] must be a real number, got a tensor")
+            out[p] = float(check_real(value, f"kind_params[{p!r}]"))
+        return out
 
     @classmethod
     def from_weights(cls, weights, **kwargs):
@@ -327,6 +548,8 @@ class PRFAttention(nn.Module):
         mod.freeze()
         return mod
 
+    # -- random features -------------------------------------------------
+
     @torch.no_grad()
     def redraw(self):
         """Draw fresh projections of the module's coupling (in place, on its device and dtype)."""
@@ -335,16 +558,6 @@ class PRFAttention(nn.Module):
         self.weights.copy_(w)
         self._calls = 0
         return self
-
-    def _apply(self, fn, *args, **kwargs):
-        """``.to()``, ``.half()``, ``.cuda()``...: the projections follow the device but never drop below
-        float32 (a bfloat16 copy of a simplex block is not a simplex block)."""
-        before = self.weights
-        out = super()._apply(fn, *args, **kwargs)
-        after = self._buffers["weights"]
-        if after is not None and after.dtype not in STORAGE_DTYPES:
-            self._buffers["weights"] = before.to(device=after.device)
-        return out
 
     def freeze(self):
         """Keep the current features: no automatic redraws (explicit :meth:`redraw` still works)."""
@@ -361,11 +574,70 @@ class PRFAttention(nn.Module):
         """Whether automatic redraws are off."""
         return self._frozen
 
+    @property
+    def calls_since_redraw(self):
+        """Training-mode forward passes since the last redraw (the counter of ``redraw_every``)."""
+        return self._calls
+
+    def _apply(self, fn, *args, **kwargs):
+        """``.to()``, ``.half()``, ``.cuda()``...: the projections follow the device but never drop below
+        float32 (a bfloat16 copy of a simplex block is not a simplex block); so do the running statistics."""
+        before = {k: self._buffers[k] for k in ("weights", "running_rho") if k in self._buffers}
+        out = super()._apply(fn, *args, **kwargs)
+        for k, old in before.items():
+            after = self._buffers[k]
+            if after is not None and after.dtype not in STORAGE_DTYPES:
+                self._buffers[k] = old.to(device=after.device)
+        return out
+
+    def __deepcopy__(self, memo):
+        """An exact copy of the current state whose random stream is forked (module docs)."""
+        cls = self.__class__
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            if key in ("_rng", "_generator"):
+                continue
+            new.__dict__[key] = copy.deepcopy(value, memo)
+        new._rng = self._rng.spawn(1)[0]
+        if self._generator is None:
+            new._generator = None
+        else:
+            g = self._generator
+            seed = int(torch.randint(0, 2**62, (1,), generator=g, device=g.device).item())
+            new._generator = torch.Generator(device=g.device).manual_seed(seed)
+        return new
+
+    def get_extra_state(self):
+        """Redraw counter, frozen flag and the random stream's position (loadable with weights_only=True)."""
+        return {"version": _STATE_VERSION, "calls": int(self._calls), "frozen": bool(self._frozen),
+                "numpy_rng": None if self._generator is not None else self._rng.bit_generator.state,
+                "torch_rng": None if self._generator is None else self._generator.get_state()}
+
+    def set_extra_state(self, state):
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise ValueError(f"PRFAttention extra state must be a dict of version {_STATE_VERSION}, "
+                             f"got {describe(state)}")
+        if (state["torch_rng"] is None) != (self._generator is None):
+            have = "a torch.Generator" if self._generator is not None else "a numpy seed"
+            saved = "a numpy seed" if state["torch_rng"] is None else "a torch.Generator"
+            raise ValueError(f"the state was saved by a module drawing from {saved}, this one draws from {have}: "
+                             "build it the same way (seed= or generator=) before load_state_dict")
+        self._calls = int(state["calls"])
+        self._frozen = bool(state["frozen"])
+        if state["torch_rng"] is None:
+            self._rng.bit_generator.state = state["numpy_rng"]
+        else:
+            self._generator.set_state(state["torch_rng"])
+
     def extra_repr(self):
         return (f"d_head={self.d_head}, n_features={self.n_features}, coupling={self.coupling!r}, "
-                f"causal={self.causal}, redraw_every={self.redraw_every}, frozen={self._frozen}")
+                f"kind={self.kind!r}, causal={self.causal}, redraw_every={self.redraw_every}, "
+                f"frozen={self._frozen}")
 
-    def _check(self, q, k, v, key_padding_mask):
+    # -- input checks ----------------------------------------------------------
+
+    def _check(self, q, k, v, key_padding_mask, query_padding_mask):
         for name, t in (("q", q), ("k", k), ("v", v)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -376,6 +648,8 @@ class PRFAttention(nn.Module):
             if t.device != self.weights.device:
                 raise ValueError(f"{name} is on {t.device} but the module is on {self.weights.device} "
                                  "(move the module with .to(device))")
+            if t.shape[-2] == 0:
+                raise ValueError(f"{name} must hold at least one position (L >= 1), got shape {tuple(t.shape)}")
         if not (q.dtype == k.dtype == v.dtype):
             raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
         if q.shape[-1] != self.d_head or k.shape[-1] != self.d_head:
@@ -386,60 +660,128 @@ class PRFAttention(nn.Module):
         if self.causal and q.shape[-2] != k.shape[-2]:
             raise ValueError(f"causal attention needs as many queries as keys, got {q.shape[-2]} and {k.shape[-2]}")
         shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
-        if key_padding_mask is not None:
-            if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
-                raise TypeError("key_padding_mask must be a bool tensor (..., L_k), True at padded keys, got "
-                                f"{getattr(key_padding_mask, 'dtype', type(key_padding_mask).__name__)}")
-            if key_padding_mask.ndim < 1 or key_padding_mask.shape[-1] != k.shape[-2]:
-                raise ValueError(f"key_padding_mask must have shape (..., L_k) with L_k = {k.shape[-2]}, "
-                                 f"got {tuple(key_padding_mask.shape)}")
-            if key_padding_mask.device != k.device:
-                raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, k on {k.device}")
-            shapes.append(key_padding_mask.shape[:-1])
+        for name, mask, length, of in (("key_padding_mask", key_padding_mask, k.shape[-2], "L_k"),
+                                       ("query_padding_mask", query_padding_mask, q.shape[-2], "L_q")):
+            if mask is None:
+                continue
+            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+                raise TypeError(f"{name} must be a bool tensor (..., {of}), True at padded positions, got "
+                                f"{getattr(mask, 'dtype', type(mask).__name__)}")
+            if mask.ndim < 1 or mask.shape[-1] != length:
+                raise ValueError(f"{name} must have shape (..., {of}) with {of} = {length}, "
+                                 f"got {tuple(mask.shape)}")
+            if mask.device != k.device:
+                raise ValueError(f"{name} is on {mask.device}, k on {k.device}")
+            shapes.append(mask.shape[:-1])
+        if query_padding_mask is not None and not self._data_driven:
+            raise ValueError("query_padding_mask only matters for a kind whose parameters are taken from the data "
+                             f"(kind={self.kind!r} with kind_params={self.kind_params}); drop it")
         try:
-            torch.broadcast_shapes(*shapes)
+            lead = torch.broadcast_shapes(*shapes)
         except RuntimeError:
-            raise ValueError("the leading (batch, head) shapes of q, k, v and key_padding_mask must broadcast, "
+            raise ValueError("the leading (batch, head) shapes of q, k, v and the padding masks must broadcast, "
                              f"got {[tuple(s) for s in shapes]}") from None
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if not torch.isfinite(t).all():
-                raise ValueError(f"{name} must be finite (found NaN or inf)")
+        if self.check_inputs:
+            for name, t in (("q", q), ("k", k), ("v", v)):
+                if not torch.isfinite(t).all():
+                    raise ValueError(f"{name} must be finite (found NaN or inf; check_inputs=True)")
+        return tuple(lead)
 
-    def forward(self, q, k, v, key_padding_mask=None):
+    # -- data-driven kind parameters -----------------------------------------
+
+    def _rho(self, q, k, key_padding_mask, query_padding_mask):
+        r"""Per sequence :math:`\overline{\|q'_i + k'_j\|^2}/d` over the unpadded queries and keys (detached)."""
+        def moments(x, pad):
+            if pad is None:
+                return x.mean(-2), (x * x).sum(-1).mean(-1)
+            keep = (~pad).to(x.dtype).unsqueeze(-1)
+            cnt = keep.sum(-2).clamp_min(1.0)
+            return (x * keep).sum(-2) / cnt, ((x * x).sum(-1, keepdim=True) * keep).sum(-2).squeeze(-1) / cnt[..., 0]
+        with torch.no_grad():
+            s = math.sqrt(self.scale)
+            mq, sq = moments(s * q, query_padding_mask)
+            mk, sk = moments(s * k, key_padding_mask)
+            return (sq + sk + 2.0 * (mq * mk).sum(-1)) / self.d_head
+
+    def _params(self, q, k, key_padding_mask, query_padding_mask):
+        params = dict(self.kind_params)
+        if not self._data_driven:
+            return params
+        if self.causal:
+            if self.training:  # the statistics of this batch serve the next forward passes
+                with torch.no_grad():
+                    rho = self._rho(q, k, key_padding_mask, query_padding_mask).mean().to(self.running_rho.dtype)
+                    mom = torch.clamp(1.0 / (self.running_steps + 1.0), min=RUNNING_MOMENTUM).to(rho.dtype)
+                    current = self.running_rho.clone()
+                    self.running_rho.add_(mom * (rho - self.running_rho))
+                    self.running_steps.add_(1)
+            else:
+                current = self.running_rho
+            rho = current
+        else:
+            rho = self._rho(q, k, key_padding_mask, query_padding_mask)[..., None, None]
+        for p in self._data_driven:
+            if (self.kind, p) == ("oprf", "A"):
+                params[p] = oprf_a(rho)
+        return params
+
+    # -- forward -----------------------------------------------------------------
+
+    def forward(self, q, k, v, key_padding_mask=None, *, query_padding_mask=None):
         """Attention output for queries q (..., L_q, d), keys k (..., L_k, d) and values v (..., L_k, d_v).
 
         Parameters
         ----------
         q, k, v : torch.Tensor
             One dtype (float32, float64, bfloat16 or float16); leading shapes
-            broadcast.  Cross-attention: L_q may differ from L_k
+            broadcast; L_q, L_k >= 1.  Cross-attention: L_q may differ from L_k
             (bidirectional only).
         key_padding_mask : torch.Tensor of bool, optional
-            Shape (..., L_k), broadcasting against k's leading shape; True
+            Shape (..., L_k), broadcasting against the leading shape; True
             marks padded keys, which are ignored (the convention of
             ``torch.nn.MultiheadAttention``).  A query that sees no key (all
             keys masked, or in the causal case all keys up to its position)
-            gets output 0 and zero gradient: it is padding itself.
+            gets output 0 and zero gradient.
+        query_padding_mask : torch.Tensor of bool, optional
+            Shape (..., L_q), True at padded queries: only used by kinds whose
+            parameters come from the data (oprf without A), to leave padded
+            queries out of the statistics (in self-attention pass the key mask).
 
         Returns
         -------
         torch.Tensor (..., L_q, d_v)
             In the input dtype.
         """
-        self._check(q, k, v, key_padding_mask)
+        lead = self._check(q, k, v, key_padding_mask, query_padding_mask)
         if self.training and not self._frozen and self.redraw_every is not None:
             if self._calls >= self.redraw_every:
                 self.redraw()
             self._calls += 1
+        rec = kinds.get(self.kind)
         w = self.weights
         out_dtype = q.dtype
         compute = torch.float64 if torch.float64 in (w.dtype, q.dtype) else torch.float32
         with torch.autocast(device_type=q.device.type, enabled=False):
             w = w.to(compute)
-            s = math.sqrt(self.scale)
             q, k, v = q.to(compute), k.to(compute), v.to(compute)
-            lq, lk = _logits(s * q, w), _logits(s * k, w)
+            params = self._params(q, k, key_padding_mask, query_padding_mask)
+            if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead shape
+                q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
+            w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
+            lq = _log_features(q, w, w_sq, rec, self.scale, params)
+            lk = _log_features(k, w, w_sq, rec, self.scale, params)
+            seen = None
             if key_padding_mask is not None:
-                lk = torch.where(key_padding_mask.unsqueeze(-1), torch.full_like(lk, -math.inf), lk)
-            out = _causal(lq, lk, v, self.chunk) if self.causal else _bidirectional(lq, lk, v)
+                lk = _mask_keys(lk, key_padding_mask, lead)
+                keep = ~key_padding_mask
+                if self.causal:
+                    seen = (torch.cumsum(keep, dim=-1) > 0).unsqueeze(-1)  # (..., L, 1)
+                else:
+                    seen = keep.any(-1)[..., None, None]
+            if self.causal:
+                chunk = self.chunk or DEFAULT_CHUNK.get(q.device.type, DEFAULT_CHUNK["cuda"])
+                out = _causal(lq, lk, v, chunk, seen)
+            else:
+                out = _bidirectional(lq, lk, v, seen)
         return out.to(out_dtype)
+

@@ -16,7 +16,7 @@ chosen coupling too.
 Recipe::
 
     from performer_pytorch import FastAttention
-    from montecarlo.experiments.performer import use_coupling
+    from montecarlo.performer import use_coupling
 
     attn = FastAttention(dim_heads=64, nb_features=130)
     use_coupling(attn, "simplex", seed=0)       # or a whole Performer model
@@ -35,7 +35,7 @@ and passes the RFF check (RFFs are even in w).  See :mod:`montecarlo.audit`.
 The output error of ``FastAttention`` against exact softmax attention is
 smaller than that of the unbiased estimator on the same matrices at large
 logits because of its ``eps``: see
-:class:`~montecarlo.experiments.attention_torch.PRFAttention` (Notes) and
+:class:`~montecarlo.nn.PRFAttention` (Notes) and
 :func:`fast_attention_errors`.
 
 This module needs torch; :func:`fast_attention_errors` also needs
@@ -51,20 +51,9 @@ import numpy as np
 import torch
 
 import montecarlo as mc
-from montecarlo._checks import check_dimension
+from montecarlo._checks import check_coupling, check_couplings, check_dimension, check_int, check_positive_float, check_rng
 
-from ._common import (
-    check_coupling,
-    check_couplings,
-    check_int,
-    check_positive_float,
-    check_rng,
-    child_rng,
-    coupling_key,
-    seed_entropy,
-)
-from .attention import _rel_error, prf_attention, softmax_attention, synthetic_qkv
-from .attention_torch import _check_generator, draw_projections
+from .nn import check_generator, draw_projections
 
 __all__ = ["PerformerProjection", "FastAttentionErrors", "fast_attention_errors", "performer_projection_matrix",
            "use_coupling"]
@@ -134,7 +123,7 @@ class PerformerProjection:
         self.nb_features = check_int(nb_features, "nb_features", 1)
         if generator is not None and seed is not None:
             raise ValueError("give seed or generator, not both")
-        self.generator = _check_generator(generator)
+        self.generator = check_generator(generator)
         seed = check_rng(seed, "seed")
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
@@ -261,7 +250,7 @@ def fast_attention_errors(logit_stds=(0.25, 0.5, 1.0), couplings=("orthogonal", 
     ``FastAttention`` (float32, its ``softmax_kernel`` with ``eps = 1e-4``)
     and :func:`~montecarlo.experiments.attention.prf_attention` (float64, no
     ``eps``).  Reproduces the table of
-    :class:`~montecarlo.experiments.attention_torch.PRFAttention` (Notes) with
+    :class:`~montecarlo.nn.PRFAttention` (Notes) with
     the defaults.
 
     Parameters
@@ -284,6 +273,9 @@ def fast_attention_errors(logit_stds=(0.25, 0.5, 1.0), couplings=("orthogonal", 
     """
     from performer_pytorch import FastAttention
 
+    from .experiments._common import child_rng, coupling_key, seed_entropy
+    from .experiments.attention import prf_attention, rel_error, softmax_attention, synthetic_qkv
+
     logit_stds = tuple(check_positive_float(s, "logit_stds") for s in logit_stds)
     couplings = check_couplings(couplings)
     seq_len = check_int(seq_len, "seq_len", 1)
@@ -298,7 +290,7 @@ def fast_attention_errors(logit_stds=(0.25, 0.5, 1.0), couplings=("orthogonal", 
         Q, K, V = synthetic_qkv(seq_len, d_head, data_rng, logit_std=s)
         exact = softmax_attention(Q, K, V)
         mean_v = np.broadcast_to(V.mean(axis=0), V.shape)
-        uniform[s] = float(_rel_error(mean_v, exact, (-2, -1)))
+        uniform[s] = float(rel_error(mean_v, exact, (-2, -1)))
         q, k, v = (torch.tensor(a, dtype=torch.float32)[None, None] for a in (Q, K, V))
         for c in couplings:
             W = mc.sample_weights(c, d_head, n_features, rng=child_rng(entropy, coupling_key(c)), n_draws=n_draws)
@@ -307,9 +299,9 @@ def fast_attention_errors(logit_stds=(0.25, 0.5, 1.0), couplings=("orthogonal", 
                 with torch.no_grad():
                     fa.projection_matrix.copy_(torch.tensor(W[r], dtype=torch.float32))
                     o = fa(q, k, v)[0, 0].double().numpy()
-                e[0, r] = _rel_error(prf_attention(Q, K, V, W[r]), exact, (-2, -1))
-                e[1, r] = _rel_error(o, exact, (-2, -1))
-                e[2, r] = _rel_error(o, mean_v, (-2, -1))
+                e[0, r] = rel_error(prf_attention(Q, K, V, W[r]), exact, (-2, -1))
+                e[1, r] = rel_error(o, exact, (-2, -1))
+                e[2, r] = rel_error(o, mean_v, (-2, -1))
             for i, name in enumerate(("unbiased", "fast", "fast_vs_mean")):
                 out[name][s, c] = float(e[i].mean())
                 out[name + "_se"][s, c] = float(e[i].std(ddof=1) / math.sqrt(n_draws))

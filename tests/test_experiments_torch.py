@@ -1,5 +1,8 @@
-"""The torch SimRF-Performer attention module (Sec. 5.4) against the numpy implementation, gradients
-against an unstabilised autograd reference, feature redrawing and freezing, and bad input."""
+"""The torch SimRF-Performer attention module (montecarlo.nn, Sec. 5.4) against the numpy implementation,
+gradients against an unstabilised autograd reference, feature redrawing and freezing, and bad input.
+
+The CUDA tests at the end are skipped without a GPU; on one, run them with
+``python -m pytest -q -p no:cacheprovider tests/test_experiments_torch.py tests/test_nn_module.py -k cuda``."""
 
 import math
 
@@ -10,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import montecarlo as mc  # noqa: E402
 from montecarlo.experiments import attention as at  # noqa: E402
-from montecarlo.experiments.attention_torch import PRFAttention  # noqa: E402
+from montecarlo.nn import PRFAttention  # noqa: E402
 
 
 def _t(a, dtype=torch.float64):
@@ -18,32 +21,30 @@ def _t(a, dtype=torch.float64):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_module_equals_numpy_on_the_same_weights(causal, monkeypatch):
+def test_module_equals_numpy_on_the_same_weights(causal):
     Q, K, V = at.synthetic_qkv(130, 16, 1, batch=(2, 3), logit_std=0.5)
     W = mc.sample_weights("simplex", 16, 24, rng=2)
     ref = at.prf_attention(Q, K, V, W, causal=causal)
     mod = PRFAttention.from_weights(_t(W), causal=causal, chunk=32)
     out = mod(_t(Q), _t(K), _t(V)).numpy()
     assert np.max(np.abs(out - ref)) < 1e-12
-    if causal:  # the log-space chunk path of the module
-        import montecarlo.experiments.attention_torch as att
-        monkeypatch.setitem(att.CAUSAL_GAP, torch.float64, -1.0)
-        assert np.max(np.abs(mod(_t(Q), _t(K), _t(V)).numpy() - ref)) < 1e-12
+    if causal:  # every chunk length (one position per chunk: the scan alone; 256: the dyadic blocks alone)
+        for chunk in (1, 2, 8, 64, 256):
+            mod.chunk = chunk
+            assert np.max(np.abs(mod(_t(Q), _t(K), _t(V)).numpy() - ref)) < 1e-12
     mod32 = PRFAttention.from_weights(_t(W, torch.float32), causal=causal)
     out32 = mod32(_t(Q, torch.float32), _t(K, torch.float32), _t(V, torch.float32)).numpy()
     assert np.max(np.abs(out32 - ref)) < 1e-4 * np.max(np.abs(ref))
 
 
-@pytest.mark.parametrize("causal, log_path", [(False, False), (True, False), (True, True)])
-def test_gradients_equal_unstabilised_autograd_reference(causal, log_path, monkeypatch):
+@pytest.mark.parametrize("causal, chunk", [(False, None), (True, 8), (True, 1), (True, 64)])
+def test_gradients_equal_unstabilised_autograd_reference(causal, chunk):
     """The detached offsets cancel, so d(out)/d(q, k, v) equals the gradient of the plain quadratic
-    form exp(.)-features (float64, moderate inputs where nothing overflows)."""
+    form exp(.)-features (float64, moderate inputs where nothing overflows); causal: scan only (chunk 1),
+    dyadic blocks only (64 > L = 20, padded), both (8)."""
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 20, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    mod = PRFAttention(8, 12, "orthogonal", causal=causal, seed=1, dtype=torch.float64, chunk=8)
-    if log_path:  # every chunk through the log-space path
-        import montecarlo.experiments.attention_torch as att
-        monkeypatch.setitem(att.CAUSAL_GAP, torch.float64, -1.0)
+    mod = PRFAttention(8, 12, "orthogonal", causal=causal, seed=1, dtype=torch.float64, chunk=chunk)
     w = mod.weights
     s = 8 ** -0.25
 
@@ -123,10 +124,23 @@ def test_float32_stabilisation_and_batch_independence():
         assert torch.equal(out[1], out2[1])
 
 
-def test_causal_float32_with_dominating_future_keys(monkeypatch):
+def _one_offset_per_chunk(lq, lk, v, chunk):
+    """Causal attention with one per-feature key offset per chunk (the scan without the dyadic blocks):
+    correct in exact arithmetic, the power check of the test below."""
+    out = []
+    for lo in range(0, lq.shape[0], chunk):
+        hi = lo + chunk
+        o = lk[:hi].amax(0)
+        eq, ek = torch.exp(lq[lo:hi] + o - (lq[lo:hi] + o).amax(-1, keepdim=True)), torch.exp(lk[:hi] - o)
+        a = torch.tril(eq @ ek.T, diagonal=lo)
+        out.append((a @ v[:hi]) / a.sum(-1, keepdim=True))
+    return torch.cat(out)
+
+
+def test_causal_float32_with_dominating_future_keys():
     """float32, keys 0..47 scaled by 30 (log-features about -1800, far beyond exp's float32 range
     below the later keys'): finite, causal (positions < 48 ignore the later keys) and equal to float64
-    numpy; power: without the log-space fallback the boundary chunk is not finite."""
+    numpy; power: with one per-feature offset per chunk the boundary chunk is not finite."""
     Q, K, V = at.synthetic_qkv(96, 16, 8, logit_std=1.0)
     W = mc.sample_weights("simplex", 16, 24, rng=9)
     K[:48] *= 30.0
@@ -139,9 +153,13 @@ def test_causal_float32_with_dominating_future_keys(monkeypatch):
     assert torch.allclose(a[:48], b[:48], rtol=1e-5, atol=1e-6)
     ref = at.prf_attention(Q, K, V, W, causal=True)
     assert np.max(np.abs(a.numpy() - ref)) < 1e-3 * np.max(np.abs(ref))
-    import montecarlo.experiments.attention_torch as att
-    monkeypatch.setitem(att.CAUSAL_GAP, torch.float32, 1e30)
-    assert not torch.isfinite(mod(_t(Q, torch.float32), _t(K, torch.float32), _t(V, torch.float32))).all()
+    from montecarlo.nn import _log_features
+    from theory import feature_kinds
+
+    rec = feature_kinds.get("prf")
+    w = mod.weights
+    lq, lk = (_log_features(_t(x, torch.float32), w, None, rec, 16 ** -0.5, {}) for x in (Q, K))
+    assert not torch.isfinite(_one_offset_per_chunk(lq, lk, _t(V, torch.float32), 32)).all()
 
 
 def test_bad_input():
@@ -168,7 +186,7 @@ def test_bad_input():
     bad = x.clone()
     bad[0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="k must be finite"):
-        mod(x, bad, x)
+        PRFAttention(8, 10, seed=0, check_inputs=True)(x, bad, x)
     with pytest.raises(TypeError, match="q must be a torch.Tensor"):
         mod(x.numpy(), x, x)
     with pytest.raises(ValueError, match="coupling must be one of"):
@@ -295,22 +313,19 @@ def test_cross_attention_and_key_padding_mask():
     assert torch.equal(k.grad[0, :, 0], torch.zeros_like(k.grad[0, :, 0]))  # a padded key gets no gradient
 
 
-@pytest.mark.parametrize("log_path", [False, True])
-def test_causal_key_padding_mask(log_path, monkeypatch):
+@pytest.mark.parametrize("chunk", [8, 1, 64])
+def test_causal_key_padding_mask(chunk):
     """Causal, left padding (item 0: first 11 keys padded, longer than a chunk) and random holes (item 1):
-    equal to the dense float64 form on the rows that see a key (fast and log-space chunk paths), rows that
+    equal to the dense float64 form on the rows that see a key (scan, dyadic blocks and both), rows that
     see none get 0, and the gradients are finite and equal to the dense reference's.  Power: ignoring the
     mask changes the output."""
-    if log_path:
-        import montecarlo.experiments.attention_torch as att
-        monkeypatch.setitem(att.CAUSAL_GAP, torch.float64, -1.0)
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(2, 40, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
     pad = torch.zeros(2, 40, dtype=torch.bool)
     pad[0, :11] = True
     pad[1] = torch.rand(40, generator=g) < 0.3
     pad[1, 0] = True
-    mod = PRFAttention(8, 12, "orthogonal", causal=True, seed=4, dtype=torch.float64, chunk=8)
+    mod = PRFAttention(8, 12, "orthogonal", causal=True, seed=4, dtype=torch.float64, chunk=chunk)
     out = mod(q, k, v, key_padding_mask=pad)
     seen = (torch.cumsum((~pad).long(), dim=1) > 0)
     ref = _dense_reference(q, k, v, mod.weights, causal=True, pad=pad)
@@ -328,7 +343,7 @@ def test_causal_key_padding_mask(log_path, monkeypatch):
 def test_redraw_under_a_user_generator():
     """Every draw comes from the caller's torch.Generator (reseeding reproduces the sequence); torch's
     global generator is untouched."""
-    from montecarlo.experiments.attention_torch import draw_projections
+    from montecarlo.nn import draw_projections
 
     state = torch.get_rng_state()
     gen = torch.Generator().manual_seed(5)
@@ -377,7 +392,7 @@ def test_simplex_plus_coupling():
 
 
 # ---------------------------------------------------------------------------
-# CUDA (skipped without a GPU; run on one with `pytest tests/test_experiments_torch.py -k cuda`)
+# CUDA (skipped without a GPU; the command is in the module docs)
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -1,4 +1,4 @@
-"""performer-pytorch as a real client of the toolkit's projection matrices (montecarlo.experiments.performer),
+"""performer-pytorch as a real client of the toolkit's projection matrices (montecarlo.performer),
 the audit of its own sampler, and the cause of its smaller output error (issue 14 item 2)."""
 
 import math
@@ -18,8 +18,8 @@ with warnings.catch_warnings():  # performer-pytorch imports deprecated torch an
 import montecarlo as mc  # noqa: E402
 from montecarlo.audit import audit  # noqa: E402
 from montecarlo.experiments import attention as at  # noqa: E402
-from montecarlo.experiments.attention_torch import PRFAttention  # noqa: E402
-from montecarlo.experiments.performer import (  # noqa: E402
+from montecarlo.nn import PRFAttention  # noqa: E402
+from montecarlo.performer import (  # noqa: E402
     PerformerProjection,
     fast_attention_errors,
     performer_projection_matrix,

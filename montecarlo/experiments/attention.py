@@ -69,6 +69,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import montecarlo as mc
+from theory import feature_kinds as kinds
 
 from ._common import (
     CHUNK_ELEMENTS,
@@ -78,6 +79,7 @@ from ._common import (
     check_couplings,
     check_int,
     check_positive_float,
+    check_real,
     check_rng,
     child_rng,
     chunks,
@@ -152,12 +154,33 @@ def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
     return (out, A) if return_matrix else out
 
 
-def _logits(X, W):
-    """Softmax-kernel PRF log-features (..., L, m) for X (..., L, d), W broadcastable (..., m, d)."""
+def _logits(X, W, kind="prf", params=None):
+    """Softmax-kernel log-features (..., L, width m) of a positive feature kind for X (..., L, d) and W
+    broadcastable (..., m, d), through the kind's record (hook ``log_features``: one home of each formula)."""
+    rec = kinds.get(kind)
     m = W.shape[-2]
-    z = mm(X, np.swapaxes(W, -1, -2))
-    z -= 0.5 * np.sum(X * X, axis=-1, keepdims=True) + 0.5 * math.log(m)
-    return z
+    w_sq = np.sum(W * W, axis=-1)[..., None, :] if rec.needs_w_sq() else None
+    proj = mm(X, np.swapaxes(W, -1, -2))
+    sq = np.sum(X * X, axis=-1, keepdims=True)
+    return kinds.hook(kind, "log_features")(proj, sq, m, 0.5, np, w_sq=w_sq, **(params or {}))
+
+
+def _check_kind(kind, params):
+    """A positive kind estimating the softmax kernel, and its parameters (all given: the numpy reference does
+    not choose them from the data)."""
+    kinds.check_kind(kind, "kind", has=("log_features",), positive=True, kernel="softmax")
+    rec = kinds.get(kind)
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be None or a dict of the kind's parameters {rec.parameters}, "
+                        f"got {describe(params)}")
+    unknown = [p for p in params if p not in rec.parameters]
+    missing = [p for p in rec.parameters if p not in params]
+    if unknown or missing:
+        raise ValueError(f"params must give exactly the parameters of kind={kind!r} "
+                         f"({', '.join(map(repr, rec.parameters)) or 'none'}), got {sorted(params)}")
+    return {p: float(check_real(v, f"params[{p!r}]")) for p, v in params.items()}
 
 
 def _check_w(W, d):
@@ -259,8 +282,8 @@ def _causal(lq, lk, V, chunk):
     return out.reshape(lead + (L, dv))
 
 
-def _scaled_logits(Q, K, W, scale):
-    """PRF log-features of the scaled queries and keys (shared by the attention and its matrix)."""
+def _scaled_logits(Q, K, W, scale, kind="prf", params=None):
+    """Log-features of the scaled queries and keys (shared by the attention and its matrix)."""
     W = _check_w(W, Q.shape[-1])
     try:
         lead = np.broadcast_shapes(Q.shape[:-2], W.shape[:-2])
@@ -270,10 +293,10 @@ def _scaled_logits(Q, K, W, scale):
     check_budget(math.prod(lead) * Q.shape[-2] * W.shape[-2], f"the (..., L, m) PRF log-features (lead {lead}, "
                  f"L = {Q.shape[-2]}, m = {W.shape[-2]})", "lower m, shorten the sequences or split the batch")
     s = math.sqrt(_scale(scale, Q.shape[-1]))
-    return _logits(s * Q, W), _logits(s * K, W)
+    return _logits(s * Q, W, kind, params), _logits(s * K, W, kind, params)
 
 
-def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
+def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK, *, kind="prf", params=None):
     r"""FAVOR+-style linear attention with PRFs of projections W (Sec. 5.4), stabilised (module docs).
 
     Parameters
@@ -292,6 +315,14 @@ def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
     chunk : int
         Largest chunk length of the causal prefix sums; it is lowered so that
         the within-chunk log scores (chunk^2 m per sequence) stay bounded.
+    kind : str
+        A positive feature kind of :mod:`theory.feature_kinds` estimating the
+        softmax kernel (``'prf'``, ``'hyperbolic'``, ...): its log-features
+        (hook ``log_features``) replace the PRFs of the formulas above.
+    params : dict, optional
+        The kind's parameters (``record.parameters``), all of them (e.g.
+        ``{"A": -0.1}`` for ``'oprf'``); :class:`montecarlo.nn.PRFAttention`
+        can choose them from the data.
 
     Returns
     -------
@@ -300,13 +331,14 @@ def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK):
     Q, K, V = _check_qkv(Q, K, V)
     causal = check_bool(causal, "causal")
     chunk = check_int(chunk, "chunk", 1)
-    lq, lk = _scaled_logits(Q, K, W, scale)
+    params = _check_kind(kind, params)
+    lq, lk = _scaled_logits(Q, K, W, scale, kind, params)
     if not causal:
         return _bidirectional(lq, lk, V)
     return _causal(lq, lk, V, chunk)
 
 
-def prf_attention_matrix(Q, K, W, causal=False, scale=None):
+def prf_attention_matrix(Q, K, W, causal=False, scale=None, *, kind="prf", params=None):
     r"""The implicit (..., L, L) attention matrix :math:`\phi(q'_i)^\top\phi(k'_j)/\sum_l\phi(q'_i)^\top\phi(k'_l)`.
 
     O(L^2 m): for measuring approximation error only (the attention itself
@@ -321,6 +353,8 @@ def prf_attention_matrix(Q, K, W, causal=False, scale=None):
     W : array (m, d) or (..., m, d)
     causal : bool
     scale : float, optional
+    kind, params
+        The feature kind and its parameters (:func:`prf_attention`).
 
     Returns
     -------
@@ -328,9 +362,10 @@ def prf_attention_matrix(Q, K, W, causal=False, scale=None):
     """
     Q, K, _ = _check_qkv(Q, K, None)
     causal = check_bool(causal, "causal")
+    params = _check_kind(kind, params)
     check_budget(math.prod(Q.shape[:-1]) * Q.shape[-2], "the (..., L, L) matrix of prf_attention_matrix",
                  "shorten the sequences or split the batch")
-    lq, lk = _scaled_logits(Q, K, W, scale)
+    lq, lk = _scaled_logits(Q, K, W, scale, kind, params)
     o = lk.max(axis=-2, keepdims=True)
     ek = np.exp(lk - o)
     p = lq + o
@@ -401,8 +436,12 @@ def synthetic_qkv(n_seq, d_head=64, rng=0, *, batch=(), logit_std=DEFAULT_LOGIT_
     return a * (h @ wq), a * (h @ wk), h @ wv
 
 
-def _rel_error(approx, exact, axes):
+def rel_error(approx, exact, axes):
+    r"""Relative Frobenius error :math:`\|a - e\|_F / \|e\|_F` over ``axes`` (broadcasting the leading axes)."""
     return np.sqrt(np.sum((approx - exact) ** 2, axis=axes) / np.sum(exact ** 2, axis=axes))
+
+
+_rel_error = rel_error  # the former private name, kept for the experiment modules that still use it
 
 
 @dataclass(frozen=True)
@@ -531,9 +570,9 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
                 per = max(1, (4 if causal else 1) * CHUNK_ELEMENTS // (L * m))
                 for sl in chunks(n_draws, per):  # draws made and used chunk by chunk (bounded memory)
                     W = mc.sample_weights(c, d, m, rng=gen, n_draws=sl.stop - sl.start)
-                    e[sl] = _rel_error(prf_attention(q, k, v, W, causal), exact[None], (-2, -1))
+                    e[sl] = rel_error(prf_attention(q, k, v, W, causal), exact[None], (-2, -1))
                     if want_matrix:  # a loop over draws (L^2 memory each)
-                        em[sl] = [_rel_error(prf_attention_matrix(q, k, w, causal), A, (-2, -1)) for w in W]
+                        em[sl] = [rel_error(prf_attention_matrix(q, k, w, causal), A, (-2, -1)) for w in W]
                 out_mean[c, L, m], out_se[c, L, m] = float(e.mean()), float(e.std(ddof=1) / math.sqrt(n_draws))
                 if want_matrix:
                     mat_mean[c, L, m] = float(em.mean())
