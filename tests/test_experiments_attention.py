@@ -239,3 +239,33 @@ def test_mechanism_at_the_longest_sequence(causal):
     res = at.attention_errors(("iid", "orthogonal", "simplex"), (L,), (130,), 50, rng=3, matrix_max_len=0,
                               logit_std=0.1, causal=causal)
     _assert_ordered(res, L, 130)
+
+
+def test_kind_through_the_record():
+    """prf_attention(kind='hyperbolic') equals the quadratic form of the hyperbolic features written out here
+    (exp(-|x|^2/2)/sqrt(2m) [e^{w.x}, e^{-w.x}], FAVOR+), bidirectional and causal; kind='prf' is the default;
+    a kind that is not positive, an unknown kind and parameters a kind does not take are refused."""
+    Q, K, V = at.synthetic_qkv(40, 8, 4, logit_std=0.5)
+    W = mc.sample_weights("orthogonal", 8, 12, rng=1)
+    s = 8 ** -0.25
+
+    def feats(X):
+        x = s * X
+        p = x @ W.T
+        return np.exp(np.concatenate([p, -p], axis=1) - 0.5 * np.sum(x * x, axis=1, keepdims=True)) / np.sqrt(24)
+
+    for causal in (False, True):
+        A = feats(Q) @ feats(K).T
+        if causal:
+            A = np.tril(A)
+        ref = (A @ V) / A.sum(axis=1, keepdims=True)
+        out = at.prf_attention(Q, K, V, W, causal=causal, kind="hyperbolic")
+        assert np.max(np.abs(out - ref)) < 1e-12
+        assert np.max(np.abs(at.prf_attention(Q, K, V, W, causal=causal) - ref)) > 1e-4  # power
+    assert np.allclose(at.prf_attention_matrix(Q, K, W, kind="hyperbolic").sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        at.prf_attention(Q, K, V, W, kind="rff")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        at.prf_attention(Q, K, V, W, kind="nope")
+    with pytest.raises(ValueError, match="params must give exactly the parameters of kind='prf'"):
+        at.prf_attention(Q, K, V, W, params={"A": 0.1})

@@ -1,0 +1,410 @@
+"""montecarlo.nn.PRFAttention as a module people train with (issue 20): copies fork the random stream,
+checkpoints resume bit-identically, no host synchronisation in forward, every positive feature kind in
+float32/bf16/fp16 with masks (causal or not), oprf's shared A, and bad input.
+
+CUDA tests (skipped without a GPU): ``python -m pytest -q -p no:cacheprovider tests/test_experiments_torch.py
+tests/test_nn_module.py -k cuda``."""
+
+import copy
+import io
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from montecarlo.experiments import attention as at  # noqa: E402
+from montecarlo.nn import PRFAttention, oprf_a  # noqa: E402
+from theory import feature_kinds  # noqa: E402
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+HAS_OPRF = "oprf" in feature_kinds.names()
+needs_oprf = pytest.mark.skipif(not HAS_OPRF, reason="the 'oprf' feature kind is not registered in "
+                                                     "theory.feature_kinds yet (another change adds it)")
+#: Positive kinds estimating the softmax kernel that the module runs (oprf with a fixed A in these tests).
+KINDS = feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
+
+
+def _params(kind):
+    return {"A": -0.05} if kind == "oprf" else None
+
+
+def _dense(q, k, v, w, kind="prf", params=None, causal=False, pad=None):
+    """The plain quadratic form phi(q) phi(k)^T in float64 (no stabilisation), masked and row-normalised, with
+    the kind's features from the numpy log-feature map."""
+    s = q.shape[-1] ** -0.25
+    W = w.double().numpy()
+    fq, fk = (np.exp(at._logits(s * x.double().detach().numpy(), W, kind, params)) for x in (q, k))
+    A = torch.as_tensor(fq @ np.swapaxes(fk, -1, -2))
+    if causal:
+        A = torch.tril(A)
+    if pad is not None:
+        A = A * (~pad).unsqueeze(-2)
+    den = A.sum(-1, keepdim=True)
+    return (A @ v.double()) / torch.where(den > 0, den, 1.0)
+
+
+# ---------------------------------------------------------------------------
+# copies and checkpoints (item 1)
+
+
+@pytest.mark.parametrize("use_generator", [False, True])
+def test_deepcopy_is_exact_but_forks_the_stream(use_generator):
+    """A deep copy holds the same projections; after one redraw each, original and copies all differ; the
+    forks are reproducible (the same seed and the same copies give the same draws).  Power: a copy loaded
+    with the original's state_dict redraws in lock-step (the same comparison then finds equality)."""
+    def build():
+        if use_generator:
+            return PRFAttention(8, 16, generator=torch.Generator().manual_seed(3))
+        return PRFAttention(8, 16, seed=3)
+
+    def draws():
+        orig = build()
+        copies = [copy.deepcopy(orig) for _ in range(2)]
+        for c in copies:
+            assert torch.equal(c.weights, orig.weights)
+        twin = copy.deepcopy(orig)
+        twin.load_state_dict(orig.state_dict())
+        out = [m.redraw().weights.clone() for m in (orig, *copies, twin)]
+        return out
+
+    first, second = draws(), draws()
+    orig, a, b, twin = first
+    assert not torch.equal(orig, a) and not torch.equal(orig, b) and not torch.equal(a, b)
+    assert torch.equal(orig, twin)  # lock-step through load_state_dict
+    for x, y in zip(first, second):
+        assert torch.equal(x, y)  # reproducible
+
+
+def test_deepcopy_of_a_model_unties_its_layers():
+    """Building a model by copying one layer (the usual way) no longer ties the layers' features."""
+    layer = PRFAttention(8, 16, seed=0, redraw_every=1)
+    model = torch.nn.ModuleList([copy.deepcopy(layer) for _ in range(3)])
+    x = torch.randn(1, 10, 8)
+    model.train()
+    for _ in range(2):  # the second call redraws every layer
+        outs = [m(x, x, x) for m in model]
+    ws = [m.weights for m in model]
+    assert not torch.equal(ws[0], ws[1]) and not torch.equal(ws[1], ws[2])
+    assert not torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("use_generator", [False, True])
+def test_checkpoint_resume_is_bit_identical(use_generator):
+    """Train-mode forward passes with redraw_every=3: a run resumed at step 4 from torch.save(state_dict) /
+    torch.load(weights_only=True, the default) gives bit-identical outputs and projections at every later
+    step.  Power: a module of the same seed that did not load the state (counter and stream restart) does
+    not."""
+    def build():
+        if use_generator:
+            return PRFAttention(8, 12, redraw_every=3, generator=torch.Generator().manual_seed(11)).train()
+        return PRFAttention(8, 12, redraw_every=3, seed=11).train()
+
+    xs = [torch.randn(2, 9, 8, generator=torch.Generator().manual_seed(i)) for i in range(10)]
+    full = build()
+    outs = [full(x, x, x) for x in xs]
+    run = build()
+    for x in xs[:4]:
+        run(x, x, x)
+    buf = io.BytesIO()
+    torch.save(run.state_dict(), buf)
+    buf.seek(0)
+    state = torch.load(buf)  # weights_only=True
+    resumed = PRFAttention(8, 12, redraw_every=3, generator=torch.Generator().manual_seed(99) if use_generator
+                           else None, seed=None if use_generator else 99).train()
+    resumed.load_state_dict(state)
+    assert resumed.calls_since_redraw == run.calls_since_redraw == 1
+    for i, x in enumerate(xs[4:], start=4):
+        assert torch.equal(resumed(x, x, x), outs[i])
+    assert torch.equal(resumed.weights, full.weights)
+    restarted = build()
+    restarted.load_state_dict({"weights": state["weights"]}, strict=False)
+    assert not all(torch.equal(restarted(x, x, x), outs[i]) for i, x in enumerate(xs[4:], start=4))
+
+
+def test_whole_module_pickle_needs_weights_only_false():
+    """torch.save(module) loads with weights_only=False (documented); the default weights_only=True refuses the
+    class, which is why the module docs say to checkpoint the state_dict."""
+    mod = PRFAttention(8, 12, seed=0, redraw_every=2)
+    buf = io.BytesIO()
+    torch.save(mod, buf)
+    buf.seek(0)
+    with pytest.raises(Exception, match="weights_only"):
+        torch.load(buf)
+    buf.seek(0)
+    back = torch.load(buf, weights_only=False)
+    assert torch.equal(back.weights, mod.weights) and back.redraw_every == 2
+
+
+# ---------------------------------------------------------------------------
+# no host synchronisation (item 2)
+
+
+class _OpLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+SYNC_OPS = {"aten._local_scalar_dense", "aten.nonzero", "aten.is_nonzero", "aten.item", "aten.masked_select"}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_forward_and_backward_read_nothing_back_to_the_host(causal, masked):
+    """Every aten op of forward and backward (several chunks, padding) is recorded: none reads a value back
+    (item, nonzero, masked_select...).  Power: with check_inputs=True the finiteness check does."""
+    mod = PRFAttention(8, 12, seed=0, causal=causal, chunk=8)
+    q, k, v = (torch.randn(2, 3, 37, 8, requires_grad=True) for _ in range(3))
+    pad = torch.zeros(2, 1, 37, dtype=torch.bool)
+    pad[0, :, :5] = True
+    with _OpLog() as log:
+        out = mod(q, k, v, key_padding_mask=pad if masked else None)
+        out.sum().backward()
+    assert not log.ops & SYNC_OPS, log.ops & SYNC_OPS
+    checking = PRFAttention(8, 12, seed=0, causal=causal, check_inputs=True)
+    with _OpLog() as log:
+        checking(q, k, v)
+    assert log.ops & SYNC_OPS
+
+
+# ---------------------------------------------------------------------------
+# kinds, dtypes and masks (item 3)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_every_kind_dtype_and_mask(kind, causal, dtype):
+    """Each positive kind, float32/bf16/fp16 inputs with a padding mask (left padding, holes, one sequence
+    fully padded): output in the input dtype, finite, equal to the float64 quadratic form of the same
+    kind on the rounded inputs to the dtype's rounding; padded keys get zero gradient.  Power: the same
+    form with the mask ignored is outside that tolerance."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (0.8 * torch.randn(3, 2, 41, 16, generator=g) for _ in range(3))
+    pad = torch.zeros(3, 1, 41, dtype=torch.bool)
+    pad[0, :, :6] = True
+    pad[1, :, ::3] = True
+    pad[2] = True
+    mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=causal, seed=1, chunk=16)
+    qh, kh, vh = (t.to(dtype).requires_grad_() for t in (q, k, v))
+    out = mod(qh, kh, vh, key_padding_mask=pad)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    ref = _dense(qh, kh, vh, mod.weights, kind, _params(kind), causal, pad)
+    tol = max(torch.finfo(dtype).eps, 2e-6)
+    err = (out.double() - ref).abs()
+    assert torch.all(err <= tol * ref.abs() + 1e-5 * ref.abs().max())
+    unmasked = _dense(qh, kh, vh, mod.weights, kind, _params(kind), causal, None)
+    assert not torch.all((out.double() - unmasked).abs() <= tol * ref.abs() + 1e-5 * ref.abs().max())
+    out.float().sum().backward()
+    assert torch.isfinite(kh.grad.float()).all()
+    assert torch.equal(kh.grad[0, :, :6], torch.zeros_like(kh.grad[0, :, :6]))
+    assert torch.equal(out[2], torch.zeros_like(out[2]))
+
+
+def test_hyperbolic_width_and_numpy_agreement():
+    """kind='hyperbolic' has 2m features (the record's width) and equals the numpy reference on the same W."""
+    Q, K, V = at.synthetic_qkv(50, 16, 3, batch=(2,), logit_std=0.5)
+    mod = PRFAttention(16, 20, "orthogonal", kind="hyperbolic", seed=0, dtype=torch.float64)
+    for causal in (False, True):
+        mod.causal = causal
+        ref = at.prf_attention(Q, K, V, mod.weights.numpy(), causal=causal, kind="hyperbolic")
+        out = mod(*(torch.as_tensor(a) for a in (Q, K, V))).numpy()
+        assert np.max(np.abs(out - ref)) < 1e-12
+        plain = at.prf_attention(Q, K, V, mod.weights.numpy(), causal=causal)
+        assert np.max(np.abs(plain - ref)) > 1e-4  # power: a different estimator
+
+
+def test_oprf_a_minimises_the_second_moment():
+    """oprf_a(rho) is the argmin over A < 1/8 of d log(1-4A) - d/2 log(1-8A) + rho d/(1-8A) (the averaged log
+    second moment of optimised PRFs), found on a fine grid; 0 at rho = 0."""
+    d = 16
+    for rho in (0.0, 0.1, 1.0, 4.0):
+        a = np.linspace(-2.0, 0.12, 200001)
+        f = d * np.log(1 - 4 * a) - d / 2 * np.log(1 - 8 * a) + rho * d / (1 - 8 * a)
+        assert abs(a[np.argmin(f)] - oprf_a(rho)) < 2e-5
+    assert oprf_a(0.0) == 0.0
+    assert torch.allclose(oprf_a(torch.tensor([0.1, 1.0])), torch.tensor([oprf_a(0.1), oprf_a(1.0)]))
+
+
+@needs_oprf
+def test_oprf_fixed_a_equals_numpy():
+    """oprf with a given A: the same A for queries and keys, equal to the numpy reference."""
+    Q, K, V = at.synthetic_qkv(40, 16, 2, batch=(2,), logit_std=0.5)
+    for causal in (False, True):
+        mod = PRFAttention(16, 24, kind="oprf", kind_params={"A": -0.1}, causal=causal, seed=0,
+                           dtype=torch.float64)
+        ref = at.prf_attention(Q, K, V, mod.weights.numpy(), causal=causal, kind="oprf", params={"A": -0.1})
+        assert np.max(np.abs(mod(*(torch.as_tensor(a) for a in (Q, K, V))).numpy() - ref)) < 1e-12
+
+
+@needs_oprf
+def test_oprf_data_driven_a_ignores_padded_content_and_other_sequences():
+    """Bidirectional oprf without A: A comes from each sequence's unpadded queries and keys, so changing the
+    padded keys (and, with query_padding_mask, the padded queries) or another batch item leaves a
+    sequence's output unchanged; it equals the fixed-A module at that sequence's oprf_a.  Power: without
+    the query mask, changing padded queries does change the output (they enter A)."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 30, 16, generator=g, dtype=torch.float64) for _ in range(3))
+    pad = torch.zeros(2, 30, dtype=torch.bool)
+    pad[0, 20:] = True
+    mod = PRFAttention(16, 24, kind="oprf", seed=0, dtype=torch.float64)
+    out = mod(q, k, v, key_padding_mask=pad, query_padding_mask=pad)
+    q2, k2, v2 = q.clone(), k.clone(), v.clone()
+    q2[0, 20:] *= 5
+    k2[0, 20:] *= 5
+    v2[0, 20:] += 3
+    q2[1] *= 2  # another batch item
+    out2 = mod(q2, k2, v2, key_padding_mask=pad, query_padding_mask=pad)
+    assert torch.allclose(out[0, :20], out2[0, :20], rtol=1e-12, atol=1e-13)
+    keep = ~pad[0]
+    qs, ks = q[0][keep] * 16 ** -0.25, k[0][keep] * 16 ** -0.25
+    rho = float(((qs[:, None, :] + ks[None, :, :]) ** 2).sum(-1).mean() / 16)
+    fixed = PRFAttention.from_weights(mod.weights, kind="oprf", kind_params={"A": oprf_a(rho)})
+    assert torch.allclose(out[0, :20], fixed(q[0, :20], k[0][keep], v[0][keep]), rtol=1e-10, atol=1e-12)
+    out3 = mod(q2, k2, v2, key_padding_mask=pad)
+    assert not torch.allclose(out[0, :20], out3[0, :20], rtol=1e-6, atol=1e-8)
+
+
+@needs_oprf
+def test_oprf_causal_a_is_fixed_within_a_forward_and_tracked_in_training():
+    """Causal oprf without A: eval uses the running statistic (A = 0, plain PRFs, before any training
+    batch); a training forward uses the statistic of earlier batches and then updates it; outputs of a
+    prefix never depend on later positions."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 32, 16, generator=g, dtype=torch.float64) for _ in range(3))
+    mod = PRFAttention(16, 24, kind="oprf", causal=True, seed=0, dtype=torch.float64).eval()
+    prf = PRFAttention.from_weights(mod.weights, kind="oprf", kind_params={"A": 0.0}, causal=True)
+    assert torch.allclose(mod(q, k, v), prf(q, k, v), rtol=1e-12)
+    mod.train()
+    first = mod(q, k, v)  # uses A = 0, then records this batch
+    assert torch.allclose(first, prf(q, k, v), rtol=1e-12)
+    assert float(mod.running_rho) > 0 and int(mod.running_steps) == 1
+    mod.eval()
+    a = mod(q, k, v)
+    k2 = k.clone()
+    k2[:, 20:] *= 3
+    b = mod(q, k2, v)
+    assert torch.allclose(a[:, :20], b[:, :20], rtol=1e-12, atol=1e-13)
+    assert not torch.allclose(a, prf(q, k, v), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# bad input (item 6)
+
+
+def test_bad_input_names_the_argument():
+    mod = PRFAttention(8, 10, seed=0)
+    x = torch.randn(2, 5, 8)
+    with pytest.raises(ValueError, match=r"q and k must have last dimension d_head = 8"):
+        mod(x, torch.randn(2, 5, 6), x)
+    with pytest.raises(ValueError, match=r"q must hold at least one position \(L >= 1\)"):
+        mod(x[:, :0], x, x)
+    with pytest.raises(ValueError, match=r"k must hold at least one position"):
+        mod(x, x[:, :0], x[:, :0])
+    with pytest.raises(TypeError, match="key_padding_mask must be a bool tensor"):
+        mod(x, x, x, key_padding_mask=torch.zeros(2, 5, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(..., L_k\) with L_k = 5"):
+        mod(x, x, x, key_padding_mask=torch.zeros(5, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="leading .* must broadcast"):
+        mod(x, x, x, key_padding_mask=torch.zeros(3, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="query_padding_mask only matters"):
+        mod(x, x, x, query_padding_mask=torch.zeros(2, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="chunk must be a power of two"):
+        PRFAttention(8, 10, chunk=48)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        PRFAttention(8, 10, kind="rff")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        PRFAttention(8, 10, kind="favor")
+    with pytest.raises(ValueError, match="kind_params has 'A', which kind='prf' does not take"):
+        PRFAttention(8, 10, kind_params={"A": 0.1})
+    with pytest.raises(ValueError, match="device must name a torch device"):
+        PRFAttention(8, 10, device="gpu0")
+    with pytest.raises(TypeError, match="check_inputs must be True or False"):
+        PRFAttention(8, 10, check_inputs="yes")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_device_without_cuda():
+    with pytest.raises(ValueError, match=r"device='cuda' asks for CUDA, but CUDA is not available"):
+        PRFAttention(8, 10, device="cuda")
+    with pytest.raises(ValueError, match=r"device='cuda:1' asks for CUDA"):
+        PRFAttention(8, 10, device=torch.device("cuda:1"))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_non_finite_inputs(causal):
+    """check_inputs=True: a ValueError naming the tensor.  Off (the default, no synchronisation): the
+    documented behaviour, NaN exactly where the bad value reaches: a NaN key makes its sequence's outputs
+    NaN (bidirectional) or those from its position on (causal); a NaN query only its own row; other
+    sequences stay finite."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 20, 8, generator=g) for _ in range(3))
+    for name, bad in (("q", q), ("k", k), ("v", v)):
+        for value in (math.nan, math.inf):
+            t = bad.clone()
+            t[0, 7, 0] = value
+            args = {"q": q, "k": k, "v": v, name: t}
+            with pytest.raises(ValueError, match=f"{name} must be finite"):
+                PRFAttention(8, 12, seed=0, causal=causal, check_inputs=True)(**args)
+    mod = PRFAttention(8, 12, seed=0, causal=causal)
+    kb = k.clone()
+    kb[0, 7, 0] = math.nan
+    out = mod(q, kb, v)
+    assert torch.isfinite(out[1]).all()
+    if causal:
+        assert torch.isfinite(out[0, :7]).all() and torch.isnan(out[0, 7:]).all()
+    else:
+        assert torch.isnan(out[0]).all()
+    qb = q.clone()
+    qb[0, 7, 0] = math.nan
+    out = mod(qb, k, v)
+    assert torch.isnan(out[0, 7]).all()
+    rows = torch.ones(20, dtype=torch.bool)
+    rows[7] = False
+    assert torch.isfinite(out[0, rows]).all() and torch.isfinite(out[1]).all()
+
+
+# ---------------------------------------------------------------------------
+# CUDA
+
+
+@cuda
+@pytest.mark.parametrize("causal", [False, True])
+def test_cuda_forward_backward_without_synchronisation(causal):
+    """torch.cuda.set_sync_debug_mode('error') raises on any synchronising call: forward and backward of the
+    module (bf16, mask, several chunks) run under it."""
+    mod = PRFAttention(64, 128, "simplex", causal=causal, seed=0, device="cuda")
+    q, k, v = (torch.randn(2, 4, 1000, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    pad = torch.zeros(2, 1, 1000, dtype=torch.bool, device="cuda")
+    pad[0, :, :17] = True
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = mod(q, k, v, key_padding_mask=pad)
+        out.float().sum().backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(out).all()
+
+
+@cuda
+@pytest.mark.parametrize("kind", KINDS)
+def test_cuda_kinds_match_cpu(kind):
+    """Each kind on the GPU equals the CPU module on the same weights (float32, causal and not)."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, 300, 32, generator=g) for _ in range(3))
+    for causal in (False, True):
+        cpu = PRFAttention(32, 64, kind=kind, kind_params=_params(kind), causal=causal, seed=0, chunk=64)
+        gpu = PRFAttention.from_weights(cpu.weights.cuda(), kind=kind, kind_params=_params(kind), causal=causal)
+        a = cpu(q, k, v)
+        b = gpu(q.cuda(), k.cuda(), v.cuda()).cpu()
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
