@@ -67,20 +67,22 @@ statistical tests, and each check's share equally over its tests):
     :math:`(w_i^\top u)^2/\|w_i\|^2` (true for any Gaussian row) and, for a
     claimed coupling, that the norms of consecutive rows in a block are
     independent (i.i.d. :math:`\chi_d` norms in all three couplings).
-``prf_unbiased``, ``rff_unbiased``
-    z-tests of the kernel estimates against :math:`e^{-\|x-y\|^2/2}`.  For
-    any pair with :math:`x + y = v` the PRF estimate divided by the kernel is
-    :math:`\frac1m\sum_i e^{w_i^\top v - \|v\|^2/2}` (eq. ``def_prf``), and
-    the RFF estimate depends on :math:`z = x - y` only; so the tests run at
+``prf_unbiased``, ``rff_unbiased``, ``hyperbolic_unbiased``, ... (one per feature kind)
+    z-tests of the kernel estimates of every feature kind of
+    :mod:`theory.feature_kinds` (``kinds=``) against :math:`e^{-\|x-y\|^2/2}`.
+    For any pair with :math:`x + y = v` the estimate of a positive kind divided
+    by the kernel is :math:`\frac1m\sum_i b_ie^{-\|v\|^2/2}` with the kind's
+    per-direction statistic (:math:`b_i = e^{w_i^\top v}` for PRFs, eq.
+    ``def_prf``; :math:`\cosh w_i^\top v` for hyperbolic PRFs), and the RFF
+    estimate depends on :math:`z = x - y` only; so the tests run at
     :math:`v = \|v\|u` and :math:`z = \|z\|u` for u in ``e_1``, ``e_d``,
     ``diagonal``, ``random``.
 ``conformity``
-    z-tests of the empirical RF-conformity
-    :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``;
-    :math:`b_i = e^{w_i^\top v}` and :math:`b_i = \cos w_i^\top z`) against
-    :func:`theory.conformity` / :func:`theory.rff_conformity` for the claimed
-    coupling, through :func:`theory.ensemble_conformity` when m > d (blocks
-    of d rows, the last truncated: the paper's convention).
+    z-tests of the empirical pair term
+    :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``) of
+    every feature kind with a closed form for the claimed coupling against
+    :func:`theory.mean_conformity` (blocks of d rows when m > d, the last
+    truncated: the paper's convention).
 ``structure``
     For a claimed orthogonal or simplex coupling, every within-block angle
     must be exact (:math:`\cos\theta_{ij} = 0` or :math:`-1/(d-1)` to within
@@ -133,20 +135,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special, stats
 
+from theory import feature_kinds as fk
 from theory.registry import get as get_coupling, names as coupling_names
-from theory.validation import renamed_arguments
 
 from ._backend import to_numpy
 from ._checks import check_budget, check_int, check_positive_float, check_rng
 from .estimators import _Progress
 from .diagnostics import standard_directions
 
-#: Couplings a sampler may claim (those with closed-form conformities in :mod:`theory`).
 #: Couplings a sampler may claim: exact (Gaussian rows) with PRF and RFF closed forms (read from the registry).
 CLAIMABLE_COUPLINGS = coupling_names(has=("prf_conformity", "rff_conformity"), exact=True)
 #: The checks, in report order.
-CHECKS = ("marginals", "row_norms", "moments", "norm_independence", "prf_unbiased", "rff_unbiased",
-          "conformity", "structure")
+CHECKS = ("marginals", "row_norms", "moments", "norm_independence",
+          *(f"{rec.name}_unbiased" for rec in fk.RECORDS if not rec.parameters), "conformity", "structure")
 #: Default overall false-alarm probability.
 DEFAULT_ALPHA = 1e-4
 #: Default number of draws.
@@ -161,8 +162,8 @@ _DESCRIPTIONS = {
     "row_norms": "KS of every |w_i|^2 against chi^2_d",
     "moments": "z-tests of mean_i w_i.u = 0 and mean_i (w_i.u)^2 = 1 per direction",
     "norm_independence": "Spearman: |w_i| independent of its direction (and of the next row's norm)",
-    "prf_unbiased": "z-tests of the PRF kernel estimate against exp(-|x-y|^2/2)",
-    "rff_unbiased": "z-tests of the RFF kernel estimate against exp(-|x-y|^2/2)",
+    **{f"{rec.name}_unbiased": f"z-tests of the {rec.label} kernel estimate against exp(-|x-y|^2/2)"
+       for rec in fk.RECORDS},
     "conformity": "z-tests of the empirical RF-conformity against theory",
     "structure": "within-block angles of the claimed coupling",
 }
@@ -681,9 +682,8 @@ class _Draws:
 # The audit
 
 
-@renamed_arguments(n="n_draws")
 def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, call="d,m,rng", alpha=DEFAULT_ALPHA,
-          time_budget=None, v=1.0, z=1.0, max_axes=32, chunk=256, name=None, progress=False):
+          time_budget=None, v=1.0, z=1.0, max_axes=32, chunk=256, name=None, progress=False, kinds=None):
     r"""Test a projection-matrix sampler statistically (see the module docstring for the checks).
 
     Parameters
@@ -742,6 +742,9 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
         Name of the sampler in the report.
     progress : bool or callable
         A progress bar of the draws on stderr, or ``f(done, total)``.
+    kinds : sequence of str, optional
+        Feature kinds whose estimates are tested (default every kind of
+        :mod:`theory.feature_kinds` without parameters: 'prf', 'rff', 'hyperbolic').
 
     Returns
     -------
@@ -785,6 +788,7 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
     z = check_positive_float(z, "z")
     max_axes = check_int(max_axes, "max_axes", 2)
     chunk = check_int(chunk, "chunk", 1)
+    kinds_ = _check_kinds(kinds)
     tokens = _parse_call(call)
     rng = check_rng(rng)
     if isinstance(rng, np.random.Generator):
@@ -832,9 +836,8 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
         _check_row_norms(draws),
         _check_moments(draws, names),
         _check_norm_independence(draws, names, coupling),
-        _check_prf(draws, index, v),
-        _check_rff(draws, index, z),
-        _check_conformity(draws, index, coupling, v, z),
+        *(_check_unbiased(draws, index, kind, v if fk.get(kind).positive else z) for kind in kinds_),
+        _check_conformity(draws, index, coupling, v, z, kinds_),
         _check_structure(draws, coupling, dtype),
     ]
     # Bonferroni over the checks with statistical tests (a deterministic check cannot false-alarm)
@@ -985,22 +988,40 @@ def _check_norm_independence(draws, names, coupling):
     return ("norm_independence", "Spearman rho", tests, note)
 
 
-def _check_prf(draws, index, v):
-    tests = []
-    for nm in _kernel_directions(draws.d):
-        p = draws.proj[:, :, index[nm]] * v
-        ratio = np.exp(p - 0.5 * v * v).mean(axis=1)  # estimate / exp(-|x-y|^2/2) for any x + y = v u
-        tests.append(_ztest(f"v = {v:g} {nm}", ratio, 1.0, what="estimate/kernel"))
-    return ("prf_unbiased", "z", tests, "")
+def _check_kinds(value):
+    """The feature kinds of the audit: every kind without parameters by default, else the checked list."""
+    if value is None:
+        return tuple(rec.name for rec in fk.RECORDS if not rec.parameters)
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not names:
+        raise ValueError("kinds must name at least one feature kind")
+    for k in names:
+        fk.check_kind(k, "kinds")
+        if fk.get(k).parameters:
+            raise ValueError(f"kinds must be kinds without parameters here ({k!r} needs "
+                             f"{', '.join(fk.get(k).parameters)}), got {k!r}")
+    return names
 
 
-def _check_rff(draws, index, z):
-    k = math.exp(-0.5 * z * z)
+def _statistic(draws, proj, kind):
+    """The kind's per-direction statistic b (n, m) of projections ``proj`` (its log-free value)."""
+    rec = fk.get(kind)
+    b = fk.hook(kind, "statistic")(proj, np, w_sq=draws.r2 if rec.needs_w_sq() else None, d=draws.d)
+    return np.exp(b) if rec.positive else b
+
+
+def _check_unbiased(draws, index, kind, t):
+    """z-tests of one kind's estimate: E b = e^{v^2/2} (positive kinds, v = x + y) or e^{-z^2/2} (RFFs)."""
+    rec = fk.get(kind)
     tests = []
     for nm in _kernel_directions(draws.d):
-        est = np.cos(draws.proj[:, :, index[nm]] * z).mean(axis=1)
-        tests.append(_ztest(f"z = {z:g} {nm}", est, k, scale=k, what="estimate/kernel"))
-    return ("rff_unbiased", "z", tests, "")
+        b = _statistic(draws, draws.proj[:, :, index[nm]] * t, kind).mean(axis=1)
+        if rec.positive:  # estimate / kernel for any x + y = v u
+            tests.append(_ztest(f"v = {t:g} {nm}", b * math.exp(-0.5 * t * t), 1.0, what="estimate/kernel"))
+        else:
+            k = math.exp(-0.5 * t * t)
+            tests.append(_ztest(f"z = {t:g} {nm}", b, k, scale=k, what="estimate/kernel"))
+    return (f"{kind}_unbiased", "z", tests, "")
 
 
 def _pair_mean(b):
@@ -1010,32 +1031,38 @@ def _pair_mean(b):
     return (s * s - (b * b).sum(axis=1)) / (m * (m - 1))
 
 
-def _theory_conformity(coupling, d, m, v, z):
-    """Pair-averaged PRF and RFF conformities of the claimed coupling (floats, :func:`theory.mean_conformity`)."""
+def _theory_conformity(coupling, d, m, kind, t):
+    """Pair-averaged pair term of one kind under the claimed coupling (float, :func:`theory.mean_conformity`);
+    None when the kind has no closed form for that coupling."""
     import theory
     from mpmath import mp
 
+    if coupling not in theory.kind_couplings(kind):
+        return None
     with mp.workdps(20):
-        return (float(theory.mean_conformity(coupling, d, v, m=m, kind="prf")),
-                float(theory.mean_conformity(coupling, d, z, m=m, kind="rff")))
+        return float(theory.mean_conformity(coupling, d, t, m=m, kind=kind))
 
 
-def _check_conformity(draws, index, coupling, v, z):
+def _check_conformity(draws, index, coupling, v, z, kinds_):
     if coupling is None:
         return ("conformity", "z", None, "no coupling claimed (pass coupling=)")
     if draws.m < 2:
         return ("conformity", "z", None, "m = 1: no pairs of features")
-    rho, rho_rff = _theory_conformity(coupling, draws.d, draws.m, v, z)
-    tests = []
-    for nm in _kernel_directions(draws.d):
-        p = draws.proj[:, :, index[nm]]
-        tests.append(_ztest(f"PRF v = {v:g} {nm}", _pair_mean(np.exp(p * v)), rho, scale=rho,
-                            what="conformity/theory"))
-    for nm in _kernel_directions(draws.d):
-        p = draws.proj[:, :, index[nm]]
-        tests.append(_ztest(f"RFF z = {z:g} {nm}", _pair_mean(np.cos(p * z)), rho_rff, what="conformity"))
-    note = f"theory: PRF {rho:.6g}, RFF {rho_rff:.6g}" + (" (ensemble of blocks of d rows)" if draws.m > draws.d
-                                                         else "")
+    tests, notes = [], []
+    for kind in kinds_:
+        rec = fk.get(kind)
+        t = v if rec.positive else z
+        rho = _theory_conformity(coupling, draws.d, draws.m, kind, t)
+        if rho is None:
+            notes.append(f"{rec.label}: no closed form")
+            continue
+        arg = "v" if rec.positive else "z"
+        for nm in _kernel_directions(draws.d):
+            b = _statistic(draws, draws.proj[:, :, index[nm]] * t, kind)
+            tests.append(_ztest(f"{rec.label} {arg} = {t:g} {nm}", _pair_mean(b), rho, scale=abs(rho) if rec.positive
+                                else 1.0, what="conformity/theory" if rec.positive else "conformity"))
+        notes.append(f"{rec.label} {rho:.6g}")
+    note = "theory: " + ", ".join(notes) + (" (ensemble of blocks of d rows)" if draws.m > draws.d else "")
     return ("conformity", "z", tests, note)
 
 

@@ -151,7 +151,9 @@ def ks_distance_curve(coupling, d, sizes=(1_000, 10_000, 100_000), rng=0):
 
 
 def kernel_bias(coupling, x, y, m, n_draws, kernel="gaussian", rng=0, **kwargs):
-    r"""Relative bias of the kernel estimate, :math:`(\overline{\hat K} - K)/K`, as (value, stderr)."""
+    r"""Relative bias of the kernel estimate, :math:`(\overline{\hat K} - K)/K`, as (value, stderr).
+
+    ``kwargs`` go to :func:`~montecarlo.kernel_estimate` (``kind=``, ``path=``, ...)."""
     est = kernel_estimate(coupling, x, y, m, n_draws, kernel=kernel, rng=rng, **kwargs)
-    k = exact_kernel(x, y, "softmax" if kernel == "softmax" else "gaussian")
+    k = exact_kernel(x, y, kernel)
     return (est.mean - k) / k, est.stderr / k

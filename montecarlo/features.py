@@ -81,8 +81,11 @@ def _row_jobs(xp, n_rows, width, job):
     parallel threads (matmul + offset + exp per block) uses all cores for the
     whole pipeline.  Other backends parallelise internally: one job.
     """
-    threads = _numpy_threads() if backend_name(xp) == "numpy" else 1
-    if threads == 1 or n_rows * width < _PARALLEL_MIN or n_rows < 2 * threads:
+    if backend_name(xp) != "numpy" or n_rows * width < _PARALLEL_MIN:
+        job(slice(0, n_rows))
+        return
+    threads = _numpy_threads()
+    if threads == 1 or n_rows < 2 * threads:
         job(slice(0, n_rows))
         return
     bounds = [n_rows * i // threads for i in range(threads + 1)]
@@ -96,7 +99,12 @@ _POOL_LOCK = threading.Lock()
 
 
 def _numpy_threads():
-    return max(1, min(os.cpu_count() or 1, 8))
+    """Threads for the row blocks: the smallest limit threadpoolctl reports for the loaded BLAS/OpenMP
+    pools (so ``OMP_NUM_THREADS`` and ``threadpool_limits`` are respected), at most 8."""
+    from threadpoolctl import threadpool_info
+
+    counts = [p["num_threads"] for p in threadpool_info() if p.get("num_threads")]
+    return max(1, min(min(counts) if counts else (os.cpu_count() or 1), 8))
 
 
 def _pool():

@@ -42,6 +42,7 @@ does) is cheap: the names below are loaded from their modules on first use
 
 
 import importlib
+import importlib.util
 
 #: Public name -> the module that defines it (loaded on first access).
 _HOMES = {
@@ -65,7 +66,6 @@ _HOMES = {
                      "rff_conformity", "rff_mse", "rff_mse_ratio", "rff_orf_conformity_series",
                      "rff_orthogonality_gap", "simplex_v2_prefactor", "simplex_v2_prefactor_printed", "z_crit"),
                     "mse"),
-    **dict.fromkeys(("hyperbolic_pair_term", "hyperbolic_ordering"), "hyperbolic"),
     **dict.fromkeys(("exact_objective", "simplex_plus_update", "truncated_objective",
                      "truncated_objective_minimum"), "simplex_plus"),
 }
@@ -76,6 +76,8 @@ __all__ = sorted(_HOMES)
 def __getattr__(name):
     home = _HOMES.get(name, ...)
     if home is ...:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")  # a submodule: theory.hyperbolic, theory.pnc, ...
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if home is None:
         value = importlib.import_module(f"{__name__}.{name}")
