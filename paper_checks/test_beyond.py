@@ -143,3 +143,32 @@ def test_pnc_orthogonal_where_it_wins_and_loses(record):
         assert ratio(rff, "pnc_orthogonal", "simplex", 8, 1) < 0.4
         assert ratio(rff, "pnc_orthogonal", "orthogonal", 3, 3) > 1.1  # loses at large z, small d
         assert ratio(rff, "pnc_orthogonal", "simplex", 3, 3) > 1.2
+
+
+@pytest.mark.claim("beyond.hyperbolic_orthogonal")
+def test_hyperbolic_prfs_prefer_orthogonal_directions(record):
+    """Hyperbolic PRFs (theory.hyperbolic): the SimRF pair term (rho(theta) + rho(pi - theta))/2 against the
+    quadrature route of eq. theta_conformity (25 digits); SimRF/ORF > 1 at every grid point (the theorem), with
+    certified balls where python-flint is present; Monte Carlo of the simplex sampler against the closed form
+    (|z| <= 4.5, false alarm 6.8e-6) with power (the ORF value and the PRF value are rejected)."""
+    with mp.workdps(30):
+        for d, v in ((3, "1"), (16, "2")):
+            c = mp.mpf(-1) / (d - 1)
+            quad = (theory.conformity_at_angle_quad(d, v, c) + theory.conformity_at_angle_quad(d, v, -c)) / 2
+            assert_agree(theory.hyperbolic.hyperbolic_pair_term("simplex", d, v), quad, 25, record)
+    with mp.workdps(15):
+        ratios = [float(theory.kernel_mse_ratio("simplex", "orthogonal", d, v, kind="hyperbolic"))
+                  for d in (2, 3, 8, 64, 512) for v in ("0.01", "0.5", "1", "3")]
+        assert min(ratios) > 1
+        record(min(ratios) - 1, "margin", worst="low")
+    if theory.certified.available():
+        assert all(c.certified is True for c in theory.hyperbolic.hyperbolic_ordering([3, 64], ["0.1", "2"]))
+    d = 6
+    x, y = _pair(d, 9, xn=0.5, dist=0.3)
+    xn, yn, v = (float(np.linalg.norm(a)) for a in (x, y, x + y))
+    est = mc.empirical_mse("simplex", x, y, d, 300_000, kind="hyperbolic", rng=10)
+    with mp.workdps(15):
+        kw = dict(kind="hyperbolic", x_norm=xn, y_norm=yn)
+        assert_mc_agree(est, theory.kernel_mse("simplex", d, v, **kw), record)
+        assert not mc_agrees(est, theory.kernel_mse("orthogonal", d, v, **kw))
+        assert not mc_agrees(est, theory.kernel_mse("simplex", d, v, x_norm=xn, y_norm=yn))
