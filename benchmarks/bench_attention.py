@@ -1,25 +1,29 @@
-"""Speed of the torch PRF attention per input dtype: ratios against float32 in the same process.
+"""Speed and memory of montecarlo.nn.PRFAttention against performer-pytorch's FastAttention and torch SDPA.
 
-Run ``python -m benchmarks.bench_attention --quick`` (one sequence length,
-fewer repeats: well under 2 minutes on one GPU or two CPU cores) or without
-``--quick`` (L = 1024 and 4096, more repeats); ``--device cpu|cuda`` (default:
-every available device), ``--threads N`` (torch intra-op threads on the CPU),
-``--json [PATH]`` (default ``benchmarks/results/bench_attention.json``).
-Nothing here asserts.
+CPU (``python -m benchmarks.bench_attention [--quick]``): (batch, heads) =
+(2, 4), d = 64, m = 64 and 256, coupling ``simplex``, float32, forward
+passes under ``torch.no_grad``, bidirectional and causal, L = 256 ... 16384
+(``--quick``: L = 1024, 4096 and m = 64).  Against performer-pytorch's
+``FastAttention`` with the same m (skipped if performer-pytorch is not
+installed; its causal path without the ``fast_transformers`` CUDA kernel is
+the memory-hungry cumulative-sum form, measured up to L = 4096 with
+``--quick`` and 16384 otherwise) and exact ``scaled_dot_product_attention``.
+Time: CPU time of the process (``time.process_time``) with one torch thread
+by default (``--threads``), the minimum over interleaved repeats, so that
+other jobs on a shared machine change it little.  Memory: the peak resident
+memory added by one forward pass, measured in a fresh subprocess per cell
+(``/proc/self/clear_refs`` resets the high-water mark; Linux only;
+``--no-memory`` skips it).
 
-For each device, mode (bidirectional, causal) and sequence length, with
-(batch, heads) = (2, 4), d = 64, m = 130 (the paper's Performers) and
-coupling ``simplex``, one :class:`~montecarlo.experiments.attention_torch.PRFAttention`
-runs on the same Q, K, V in float32, bfloat16 and float16, and torch's
-``scaled_dot_product_attention`` (exact attention, the baseline a user would
-replace) runs in float32.  Callables are timed round-robin (CUDA synchronised
-after each call); each ratio is the ratio of the minima over repeats (the
-median ratio is stored too).
-
-What to expect: the module computes its features in float32 whatever the
-input dtype (the half types are upcast on entry and the output cast back), so
-bf16/fp16 cost about what float32 costs, plus the two conversions; their gain
-is the memory of the activations around the module, not its speed.
+CUDA (``python -m benchmarks.bench_attention --cuda [--quick]``; skipped
+with a message when CUDA is not available): the issue-20 setting, batch x
+heads = 32 ((4, 8)), d = 64, m = 128, bfloat16 inputs, forward + backward
+(a fixed cotangent), causal and bidirectional, L = 1024 ... 65536
+(``--quick``: 4096, 16384, 65536; under a minute on one H100), timed with
+CUDA synchronisation, peak memory from ``torch.cuda.max_memory_allocated``;
+against SDPA (flash attention) and FastAttention where installed.
+``--json [PATH]`` also writes the rows (default
+``benchmarks/results/bench_attention.json``).  Nothing here asserts.
 """
 
 from __future__ import annotations
@@ -28,113 +32,285 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 
-from benchmarks._timing import interleaved, ratio
-
-DTYPES = ("float32", "bfloat16", "float16")
-
-
-def _devices(choice, torch):
-    if choice is not None:
-        if choice == "cuda" and not torch.cuda.is_available():
-            raise SystemExit("python -m benchmarks.bench_attention: error: --device cuda but CUDA is not available")
-        return [choice]
-    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+PROG = "python -m benchmarks.bench_attention"
+CPU_SHAPE = (2, 4)
+CUDA_SHAPE = (4, 8)
+D_HEAD = 64
 
 
-def bench(device, seq_lens, repeat, torch):
-    """Rows of timings for one device (milliseconds and ratios)."""
-    from montecarlo.experiments.attention_torch import PRFAttention
+def _fast_attention():
+    """performer-pytorch's FastAttention class, or None when it is not installed."""
+    import warnings
 
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from performer_pytorch import FastAttention
+    except ImportError:
+        return None
+    return FastAttention
+
+
+def _build(impl, causal, m, device, torch):
+    """A callable attention(q, k, v) of one implementation."""
+    if impl == "prf":
+        from montecarlo.nn import PRFAttention
+
+        mod = PRFAttention(D_HEAD, m, "simplex", causal=causal, seed=0, device=device)
+        return mod
+    if impl == "fast":
+        import contextlib
+        import io
+
+        FastAttention = _fast_attention()
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints a note when fast_transformers is missing
+            return FastAttention(D_HEAD, m, causal=causal).to(device)
     F = torch.nn.functional
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def _impls(causal, L, cap_fast):
+    out = ["prf", "sdpa"]
+    if _fast_attention() is not None and not (causal and L > cap_fast):
+        out.insert(1, "fast")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# CPU
+
+
+def _rss_kb(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def peak_forward_mb(impl, causal, L, m, threads):
+    """Peak resident memory (MB) added by one forward pass (call in a fresh process)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (0.5 * torch.randn(*CPU_SHAPE, L, D_HEAD, generator=gen) for _ in range(3))
+    fn = _build(impl, causal, m, "cpu", torch)
+    with torch.no_grad():
+        small = tuple(t[..., :16, :].contiguous() for t in (q, k, v))
+        fn(*small)  # lazy initialisation outside the measurement
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # reset the high-water mark VmHWM to the current RSS
+        before = _rss_kb("VmRSS")
+        out = fn(q, k, v)
+        peak = _rss_kb("VmHWM")
+    del out
+    return (peak - before) / 1024.0
+
+
+def _measure_memory(impl, causal, L, m, threads):
+    cmd = [sys.executable, "-m", "benchmarks.bench_attention", "--_peak", impl, str(int(causal)), str(L), str(m),
+           str(threads)]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        return float(res.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def _cpu_time(fns, repeat):
+    """Minimum CPU time (s) of each callable over ``repeat`` interleaved calls (one warm-up each)."""
+    times = {k: [] for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(repeat):
+        for k, f in fns.items():
+            t0 = time.process_time()
+            f()
+            times[k].append(time.process_time() - t0)
+    return {k: min(v) for k, v in times.items()}
+
+
+def cpu_rows(seq_lens, m_values, repeat, threads, memory, cap_fast):
+    import torch
+
+    torch.set_num_threads(threads)
     rows = []
     for causal in (False, True):
-        mod = PRFAttention(64, 130, "simplex", causal=causal, seed=0, device=device).eval()
-        for L in seq_lens:
-            g = torch.Generator(device=device).manual_seed(0)
-            q, k, v = (0.5 * torch.randn(2, 4, L, 64, generator=g, device=device) for _ in range(3))
-            inputs = {name: tuple(t.to(getattr(torch, name)) for t in (q, k, v)) for name in DTYPES}
+        for m in m_values:
+            for L in seq_lens:
+                gen = torch.Generator().manual_seed(0)
+                q, k, v = (0.5 * torch.randn(*CPU_SHAPE, L, D_HEAD, generator=gen) for _ in range(3))
+                impls = _impls(causal, L, cap_fast)
+                fns = {}
+                for impl in impls:
+                    fn = _build(impl, causal, m, "cpu", torch)
 
-            def timed(fn):
-                def call():
-                    with torch.no_grad():
-                        fn()
-                    sync()
-                return call
-
-            fns = {name: timed(lambda x=x: mod(*x)) for name, x in inputs.items()}
-            fns["sdpa_float32"] = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
-            t = interleaved(fns, repeat)
-            for name in DTYPES:
-                rows.append({
-                    "device": device, "causal": causal, "L": L, "dtype": name,
-                    "ms": 1e3 * min(t[name]),
-                    "vs_float32": ratio(t, name, "float32"),
-                    "vs_sdpa_float32": ratio(t, name, "sdpa_float32"),
-                    "sdpa_float32_ms": 1e3 * min(t["sdpa_float32"]),
-                })
-            print(f"  {device:4s} {'causal' if causal else 'bidir ':6s} L={L:5d}: " + "  ".join(
-                f"{n} {1e3 * min(t[n]):7.2f} ms" for n in (*DTYPES, "sdpa_float32")), flush=True)
+                    def call(fn=fn):
+                        with torch.no_grad():
+                            fn(q, k, v)
+                    fns[impl] = call
+                t = _cpu_time(fns, repeat)
+                mem = {impl: _measure_memory(impl, causal, L, m, threads) if memory else None for impl in impls}
+                row = {"device": "cpu", "causal": causal, "L": L, "m": m, "pass": "forward",
+                       "ms": {i: 1e3 * t[i] for i in impls}, "peak_mb": mem}
+                rows.append(row)
+                print("  " + _line(row), flush=True)
     return rows
 
 
+# ---------------------------------------------------------------------------
+# CUDA
+
+
+def cuda_rows(seq_lens, repeat, cap_fast):
+    import torch
+
+    dev = "cuda"
+    rows = []
+    for causal in (True, False):
+        for L in seq_lens:
+            gen = torch.Generator(device=dev).manual_seed(0)
+            q, k, v = (0.5 * torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
+                       for _ in range(3))
+            cot = torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
+            ms, mem = {}, {}
+            for impl in _impls(causal, L, cap_fast):
+                fn = _build(impl, causal, 128, dev, torch)
+                leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+
+                def step(fn=fn, leaves=leaves):
+                    out = fn(*leaves)
+                    out.backward(cot.to(out.dtype))
+                    for t in leaves:
+                        t.grad = None
+                try:
+                    step()
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                    base = torch.cuda.memory_allocated()
+                    times = []
+                    for _ in range(repeat):
+                        torch.cuda.synchronize()
+                        t0 = time.perf_counter()
+                        step()
+                        torch.cuda.synchronize()
+                        times.append(time.perf_counter() - t0)
+                    ms[impl] = 1e3 * min(times)
+                    mem[impl] = (torch.cuda.max_memory_allocated() - base) / 2**20
+                except torch.cuda.OutOfMemoryError:
+                    ms[impl], mem[impl] = None, "OOM"
+                    torch.cuda.empty_cache()
+                del fn
+            row = {"device": torch.cuda.get_device_name(), "causal": causal, "L": L, "m": 128,
+                   "pass": "forward+backward, bf16", "ms": ms, "peak_mb": mem}
+            rows.append(row)
+            print("  " + _line(row), flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# output
+
+
+def _ratio(a, b):
+    return None if a is None or b is None or isinstance(a, str) or isinstance(b, str) or b == 0 else a / b
+
+
+def _line(r):
+    parts = [f"{'causal' if r['causal'] else 'bidir '} L={r['L']:6d} m={r['m']:3d}:"]
+    for impl, t in r["ms"].items():
+        mb = r["peak_mb"].get(impl)
+        parts.append(f"{impl} {t:9.1f} ms" if t is not None else f"{impl} OOM")
+        if isinstance(mb, float):
+            parts[-1] += f" {mb:7.0f} MB"
+    return " ".join(parts)
+
+
 def table(rows):
-    lines = ["device | mode | L | dtype | ms | / float32 (min, median) | / SDPA float32 (min)",
-             "--- | --- | --- | --- | --- | --- | ---"]
+    """One markdown table: times, peak memory and the ratios PRF / FastAttention and PRF / SDPA."""
+    lines = ["device | pass | mode | L | m | PRF ms | FastAttention ms | SDPA ms | PRF / Fast (time) | "
+             "PRF / SDPA (time) | PRF MB | Fast MB | SDPA MB | PRF / Fast (memory)",
+             "--- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | ---"]
+
+    def f(x, fmt):
+        return "-" if x is None else (x if isinstance(x, str) else format(x, fmt))
+
     for r in rows:
-        lines.append(f"{r['device']} | {'causal' if r['causal'] else 'bidirectional'} | {r['L']} | {r['dtype']} | "
-                     f"{r['ms']:.2f} | {r['vs_float32'][0]:.2f}, {r['vs_float32'][1]:.2f} | "
-                     f"{r['vs_sdpa_float32'][0]:.2f}")
+        t, mb = r["ms"], r["peak_mb"]
+        lines.append(" | ".join([r["device"], r["pass"], "causal" if r["causal"] else "bidirectional", str(r["L"]),
+                                 str(r["m"]), f(t.get("prf"), ".1f"), f(t.get("fast"), ".1f"), f(t.get("sdpa"), ".1f"),
+                                 f(_ratio(t.get("prf"), t.get("fast")), ".2f"),
+                                 f(_ratio(t.get("prf"), t.get("sdpa")), ".2f"),
+                                 f(mb.get("prf"), ".0f"), f(mb.get("fast"), ".0f"), f(mb.get("sdpa"), ".0f"),
+                                 f(_ratio(mb.get("prf"), mb.get("fast")), ".2f")]))
     return "\n".join(lines)
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_attention",
-                                description="Speed of the torch PRF attention in bfloat16/float16 vs float32 "
-                                            "(ratios in the same process), on the CPU and on CUDA when available.")
-    p.add_argument("--quick", action="store_true", help="L = 1024 only, 5 repeats (default: L = 1024, 4096; 15)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="one device (default: every available)")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's)")
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="fewer lengths and repeats")
+    p.add_argument("--cuda", action="store_true", help="the CUDA benchmark only (bf16 forward + backward)")
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
+    p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
     p.add_argument("--json", nargs="?", const="benchmarks/results/bench_attention.json", default=None, metavar="PATH",
-                   help="also write the results as JSON (default path: %(const)s)")
+                   help="also write the rows as JSON (default path: %(const)s)")
+    p.add_argument("--_peak", nargs=5, help=argparse.SUPPRESS)
     return p
 
 
 def main(argv=None):
     args = _parser().parse_args(argv)
+    if args._peak:
+        impl, causal, L, m, threads = args._peak
+        print(peak_forward_mb(impl, causal == "1", int(L), int(m), int(threads)))
+        return 0
     try:
         import torch
     except ImportError:
-        print("python -m benchmarks.bench_attention: error: needs torch", file=sys.stderr)
+        print(f"{PROG}: error: needs torch", file=sys.stderr)
         return 2
-    if args.threads is not None:
-        if args.threads < 1:
-            print("python -m benchmarks.bench_attention: error: --threads must be >= 1", file=sys.stderr)
-            return 2
-        torch.set_num_threads(args.threads)
-    seq_lens = (1024,) if args.quick else (1024, 4096)
-    repeat = 5 if args.quick else 15
+    if args.threads < 1:
+        print(f"{PROG}: error: --threads must be >= 1", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
-    rows = []
-    print(f"PRFAttention(64, 130, 'simplex'), (batch, heads) = (2, 4), {repeat} repeats; ratios of minima")
-    for device in _devices(args.device, torch):
-        rows += bench(device, seq_lens, repeat, torch)
+    if args.cuda:
+        if not torch.cuda.is_available():
+            print(f"{PROG}: CUDA is not available here: the CUDA benchmark is skipped", file=sys.stderr)
+            return 0
+        seq_lens = (4096, 16384, 65536) if args.quick else (1024, 4096, 16384, 65536)
+        print(f"CUDA {torch.cuda.get_device_name()}: (batch, heads) = {CUDA_SHAPE}, d = {D_HEAD}, m = 128, "
+              "bf16 forward + backward; minimum over repeats", flush=True)
+        rows = cuda_rows(seq_lens, 3 if args.quick else 5, cap_fast=4096)
+    else:
+        seq_lens = (1024, 4096) if args.quick else (256, 1024, 4096, 16384)
+        m_values = (64,) if args.quick else (64, 256)
+        print(f"CPU: (batch, heads) = {CPU_SHAPE}, d = {D_HEAD}, float32 forward (no_grad), {args.threads} "
+              "thread(s), CPU time, minimum over repeats", flush=True)
+        rows = cpu_rows(seq_lens, m_values, 3 if args.quick else 5, args.threads, not args.no_memory,
+                        cap_fast=4096 if args.quick else 16384)
     print()
     print(table(rows))
-    meta = {"torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
+    meta = {"torch": torch.__version__, "python": platform.python_version(), "threads": args.threads,
             "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "loadavg": os.getloadavg() if hasattr(os, "getloadavg") else None,
             "seconds": time.perf_counter() - t0}
     print(f"\n{meta}")
     if args.json:
+        from theory.cli import atomic_write
+
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump({"meta": meta, "rows": rows}, fh, indent=1)
-        os.replace(tmp, args.json)
+        text = json.dumps({"meta": meta, "rows": rows}, indent=1)
+
+        def write(tmp):
+            with open(tmp, "w") as fh:
+                fh.write(text)
+        atomic_write(args.json, write)
     return 0
 
 
