@@ -54,7 +54,7 @@ def _parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--n-jobs", type=_n_jobs, default=None, metavar="N",
                    help="parallel workers of the sweeps (joblib; None: every core); the numbers do not depend on it")
-    sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention}")
+    sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention,performer}")
     f8 = _sub(sub, "fig8", help="Fig. 8: accuracy against m / d")
     f8.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default=FIG8_EFFORT.protocol,
                     help="paper: the authors' split; resampled: several random splits")
@@ -82,6 +82,9 @@ def _parser():
                     help="sequence lengths")
     at.add_argument("--logit-stds", type=real_arg(0.0, strict=True), nargs="+", default=list(ATT["logit_stds"]),
                     metavar="S", help="logit standard deviations")
+    pf = _sub(sub, "performer", help="Fig. 9 analogue: a small Performer-ViT on scikit-learn's digits")
+    pf.add_argument("--seeds", type=int_arg(2), default=5, help="seeds per arm")
+    pf.add_argument("--epochs", type=int_arg(1), default=10, help="training epochs")
     return p
 
 
@@ -116,6 +119,11 @@ def _main(argv):
         elif args.figure == "fig10":
             downstream.fig10_sigma_search(ctx, {"n_sigmas": args.n_sigmas, "n_draws": args.draws}, args.protocol)
             name = "fig10_sigma_search"
+        elif args.figure == "performer":
+            from .performer import fig9_performer_digits
+
+            fig9_performer_digits(ctx, {"seeds": args.seeds, "epochs": args.epochs})
+            name = "fig9_performer_digits"
         else:
             attention.new_attention_scan(ctx, {"seq_lens": tuple(args.seq_lens),
                                                "logit_stds": tuple(args.logit_stds), "n_draws": args.draws})
