@@ -166,9 +166,10 @@ def _hyp1f1(x, a, b):
     with _Prec(prec + extra):
         total = arb(0)
         term = arb(1)
+        what = f"certified 1F1 series at a = {a.mid().str(8, radius=False)}, b = {b.mid().str(8, radius=False)}"
         for k in range(MAX_TERMS):
             if k % 64 == 0:
-                check_time("certified 1F1 series")
+                check_time(what)
             total += term
             q = abs(x) * (a + k + 1) / ((b + k + 1) * (k + 2))
             nxt = term * x * (a + k) / ((b + k) * (k + 1))
@@ -213,9 +214,10 @@ def _taylor_ball(d, x, c, even_only=False):
     coef_abs = arb(1)  # (|c| |x|)^p/p! (d)_p/(d/2)_p
     r_prev, r_cur = arb(1), r1  # R_p, R_{p+1}
     cabs = abs(c)
+    what = f"certified Taylor series at d = {d}"
     for p in range(MAX_TERMS):
         if p % 16 == 0:
-            check_time("certified Taylor series")
+            check_time(what)
         if not (even_only and p % 2):
             total += coef * _hyp1f1(x, d + p, h + p) * r_prev
         q = cabs * ax / (p + 1) * (arb(d + p) / (h + p))

@@ -14,8 +14,8 @@ last row keeps an independent norm).  Every norm is still :math:`\chi_d` and
 independent of the directions, so every row is exactly :math:`\mathcal N(0, I_d)`
 and the estimators stay unbiased; only the joint law of the pairs changes.
 
-Closed forms (by quadrature)
-----------------------------
+Closed forms (by quadrature, and a series at small arguments)
+-------------------------------------------------------------
 For orthonormal :math:`u_1, u_2` and a uniform random rotation,
 :math:`w_1 + w_2 = w_1u_1 + w_2u_2` has norm :math:`\sqrt{w_1^2+w_2^2}` and a
 uniform direction independent of it, so with :math:`a = d/2`,
@@ -48,18 +48,33 @@ the two kinds).  Small-argument coefficients:
 - \frac14\big)z^4 + O(z^6)` with :math:`M = \mathbb E[w_1^2w_2^2]`
 (:math:`M = d^2` gives the ORF value :math:`-\frac{1}{2(d+2)}`).
 
-Domain: d >= 2 (d = 1 has no pair); v, z >= 0 as far as the quadrature
-reaches its error bound at the working precision (checked: d <= 1024,
-v <= 4, z <= 6 at 30 digits); beyond, :class:`~theory.errors.ConvergenceError`.
+Small arguments: for :math:`t = v^2/2 \le 2^{-17}` (v <= 2^{-8} = 0.0039) the expectation is summed as
+the series in :math:`t`,
+:math:`\mathbb E[{}_0F_1(;a;\pm ts)] = \sum_k (\pm t)^k\,\mathbb E[s^k]/((a)_k\,k!)`,
+:math:`s = x_1 + x_2`, with :math:`\mathbb E[s^0] = 1`, :math:`\mathbb E[s] = d` exact and each
+:math:`\mathbb E[s^k]` by one quadrature at the precision its term needs
+(:func:`_pair_series`): the differences :math:`\rho - e^{v^2}` and
+:math:`\rho^{\mathrm{RFF}} - e^{-z^2}` that :mod:`theory.mse` forms (with about
+:math:`4\log_2(1/v)` extra bits, 4000 at :math:`v = 10^{-300}`) then cost a quadrature at about
+the caller's precision instead of one at thousands of bits.
+
+Domain: d >= 2 (d = 1 has no pair), v, z >= 0: every :math:`v \le 0.0039` (down to
+:math:`10^{-300}` and 0, the MSE forms included) by the series, larger v and z by quadrature as
+far as it reaches its error bound at the working precision (checked: d <= 1024, v <= 4, z <= 6 at
+30 digits); d up to :data:`D_REACH` = 65536 within the default time budget at 15 digits (about
+20 s there).  Beyond, :class:`~theory.errors.ConvergenceError` naming d (the time budget, or
+mpmath's incomplete gamma function, which fails near d = :math:`10^8`) or the quadrature.
 """
 
 from __future__ import annotations
 
 import functools
 
+import mpmath
+
 from ._context import mp
 
-from ._checks import check_dimension, check_nonnegative, guarded
+from ._checks import check_dimension, check_nonnegative, guarded, half_square
 from ._context import check_time
 from ._series import quad_checked
 from .errors import ConvergenceError
@@ -69,6 +84,20 @@ __all__ = ["pair_conformity", "pair_conformity_u", "pair_norm_product_moment", "
 
 #: Newton iterations allowed per incomplete-gamma inversion.
 MAX_NEWTON = 80
+
+#: Largest d checked to finish within the default budget at 15 digits (about 20 s there).
+D_REACH = 65536
+
+
+def _gammainc(a, lo, hi):
+    """The regularised incomplete gamma function of mpmath; its failures (mpmath's series does not
+    converge for a = d/2 beyond about 10^7) as ConvergenceError naming d."""
+    try:
+        return mp.gammainc(a, lo, hi, regularized=True)
+    except (mpmath.libmp.NoConvergence, ValueError) as exc:
+        raise ConvergenceError(
+            f"the incomplete gamma function at a = d/2 = {mp.nstr(a, 10)} is beyond mpmath's reach ({exc}); "
+            f"the PNC closed forms reach d <= {D_REACH} (see theory.pnc)") from exc
 
 
 def _log_gamma_density(a, x):
@@ -92,9 +121,9 @@ def _invert(a, target_log, upper, x0):
         for _ in range(MAX_NEWTON):
             check_time(what)
             if upper:
-                tail = mp.gammainc(a, x, mp.inf, regularized=True)
+                tail = _gammainc(a, x, mp.inf)
             else:
-                tail = mp.gammainc(a, 0, x, regularized=True)
+                tail = _gammainc(a, 0, x)
             g = mp.log(tail) - target_log if tail > 0 else -mp.inf
             # log P increases with x, log Q decreases: is the root above x?
             above = (g < 0) if not upper else (g > 0)
@@ -144,7 +173,7 @@ def _x_upper_from_lower(a, x):
 def _partner_cached(a_mpf, prec, x_mpf):
     with mp.workprec(prec):
         a, x = mp.make_mpf(a_mpf), mp.make_mpf(x_mpf)
-        log_p = mp.log(mp.gammainc(a, 0, x, regularized=True))
+        log_p = mp.log(_gammainc(a, 0, x))
         return _invert(a, log_p, True, _start(a, log_p, True))._mpf_
 
 
@@ -172,15 +201,94 @@ def _lower_half_points(a):
 
 
 def _prf_pair(d, vv):
+    t = half_square(vv)
+    if _series_terms(t) is not None:
+        return _pair_series(d, t, 1)
     return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, vv * vv * s / 2),
                                    f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})")
 
 
 def _rff_pair(d, zz):
+    t = half_square(zz)
+    if _series_terms(t) is not None:
+        return _pair_series(d, t, -1)
     # the result is ~ e^{-z^2} while the integrand is O(1): carry the bits the cancellation costs
     with mp.workprec(mp.prec + _cancellation_bits(zz)):
         return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
                                        f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)})")
+
+
+#: The series in v^2 (:func:`_pair_series`) is used for :math:`t = v^2/2 \le 2^{-17}` (v <= 2^{-8} = 0.0039),
+#: where its moments need at least 32 bits fewer than the quadrature of the whole integrand (they
+#: share one set of incomplete-gamma inversions, so beyond that the quadrature is the cheaper
+#: route), and while it needs at most :data:`SERIES_MAX_TERMS` terms at the working precision.
+SERIES_T_MAX = mp.mpf(2) ** -17
+SERIES_MAX_TERMS = 16
+
+
+def _series_terms(t):
+    r"""K such that the series of :func:`_pair_series` truncated after :math:`t^K` is within
+    :math:`2^{-p-4}` (p the working precision) of its sum; None where the quadrature route is used
+    (:math:`t >` :data:`SERIES_T_MAX`, or K > :data:`SERIES_MAX_TERMS`).
+
+    The bound: :math:`\mathbb E[s^k] \le 2^{k-1}(\mathbb E[x_1^k] + \mathbb E[x_2^k]) = 2^k(a)_k`
+    (convexity; each :math:`x_i \sim \mathrm{Gamma}(a)`), so the k-th term is at most
+    :math:`(2t)^k/k!` and the remainder after K at most :math:`\frac{(2t)^{K+1}}{(K+1)!}\frac{1}{1 - 2t/(K+2)}`.
+    """
+    if not t:
+        return 0
+    if t > SERIES_T_MAX:
+        return None
+    tol = mp.mpf(2) ** (-mp.prec - 4)
+    term = mp.mpf(1)
+    for k in range(SERIES_MAX_TERMS + 1):
+        term = term * 2 * t / (k + 1)  # (2t)^{k+1}/(k+1)!
+        q = 2 * t / (k + 2)
+        if q < 1 and term / (1 - q) <= tol:
+            return k
+    return None
+
+
+def _pair_series(d, t, sign):
+    r""":math:`\mathbb E[{}_0F_1(;a;\pm t s)] = \sum_k \frac{(\pm t)^k\,\mathbb E[s^k]}{(a)_k\,k!}`,
+    :math:`s = x_1 + x_2`, :math:`a = d/2`, for small :math:`t = v^2/2` (or :math:`z^2/2`).
+
+    :math:`\mathbb E[s^0] = 1` and :math:`\mathbb E[s] = 2a = d` are exact; each
+    :math:`\mathbb E[s^k]`, k >= 2, is one quadrature over the antithetic pair
+    (:func:`_pair_sum_moment`, all at one precision, so that they share the incomplete-gamma
+    inversions at the nodes).  The k-th term is at most :math:`(2t)^k/k!` (:func:`_series_terms`),
+    so the moments need :math:`p + \log_2(2t^2)` bits (the k = 2 term, the largest) plus guards to
+    give the sum to :math:`2^{-p}` absolutely.  At :math:`v = 10^{-300}` and p = 4100 bits (what
+    :func:`theory.mse` asks for the difference :math:`\rho - e^{v^2}`) that is about 160 bits and
+    the sum stops after the :math:`t^2` term; the quadrature route would invert the incomplete
+    gamma function at 4100 bits at every node.
+    """
+    K = _series_terms(t)
+    prec = mp.prec
+    a = mp.mpf(d) / 2
+    with mp.workprec(prec + 8):
+        total = 1 + sign * 2 * t  # k = 0, 1: E[s] / a = 2
+        if K >= 2:
+            log2_term2 = 2 * float(mp.log(2 * t, 2)) - 1  # (2t)^2 / 2!
+            bits = max(int(prec + log2_term2) + 24 + (K + 1).bit_length(), 53)
+            bits = 32 * (bits // 32 + 1)  # steps of 32 bits: nearby t share the memoised moments
+        coef = sign * t / a  # (+-t)^k / ((a)_k k!) at k = 1
+        for k in range(2, K + 1):
+            coef = coef * sign * t / ((a + k - 1) * k)
+            total += coef * _pair_sum_moment(d, k, bits)
+    return +total
+
+
+def _pair_sum_moment(d, k, bits):
+    r""":math:`\mathbb E[(x_1 + x_2)^k]` over an antithetic pair, to ``bits`` bits (memoised)."""
+    return mp.make_mpf(_sum_moment_cached(d, k, bits))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sum_moment_cached(d, k, bits):
+    with mp.workprec(bits):
+        return _expect_over_lower_half(d, lambda s: s ** k,
+                                       f"PNC pair moment E[(x1 + x2)^{k}] (d = {d}, {bits} bits)")._mpf_
 
 
 def _cancellation_bits(zz):
