@@ -80,6 +80,7 @@ Random Tables: Non-Trigonometric Random Features", NeurIPS 2022 (FAVOR++, the
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 
 import array_api_compat
@@ -169,17 +170,18 @@ def _very_negative(dtype):
 def oprf_a(rho):
     r"""FAVOR++'s variance-minimising A of optimised PRFs for a mean :math:`\rho = \overline{\|x+y\|^2}/d`.
 
-    :math:`A^* = \big(1 - 2\rho - \sqrt{(2\rho+1)^2 + 8\rho}\big)/16` (Likhosherstov et al. 2022,
-    Thm. 3.2): the root of :math:`\partial_A` of the log second moment
-    :math:`d\log(1-4A) - \tfrac d2\log(1-8A) + \|x+y\|^2/(1-8A)` averaged over the pairs.
-    :math:`A^* \le 0` for :math:`\rho \ge 0`, 0 at :math:`\rho = 0` (plain PRFs).  Works elementwise on
-    floats, numpy arrays and torch tensors.
+    :math:`A^* = \big(1 - 2\rho - \sqrt{(2\rho+1)^2 + 8\rho}\big)/16` (Likhosherstov et al. 2022):
+    the root of :math:`\partial_A` of the log second moment
+    :math:`d\log(1-4A) - \tfrac d2\log(1-8A) + \|x+y\|^2/(1-8A)` averaged over the pairs;
+    :math:`A^* \le 0`, 0 at :math:`\rho = 0` (plain PRFs).  Floats and numpy arrays go to
+    :func:`montecarlo.oprf.optimal_a` (the formula's home); torch tensors are evaluated here with the same
+    stable form :math:`-\rho/(16A_+)`, elementwise and on the tensor's device (no synchronisation).
     """
     if isinstance(rho, torch.Tensor):
-        return (1.0 - 2.0 * rho - torch.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0
-    rho = np.asarray(rho, dtype=float)
-    out = (1.0 - 2.0 * rho - np.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho)) / 16.0
-    return float(out) if out.ndim == 0 else out
+        return -rho / ((1.0 - 2.0 * rho) + torch.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho))
+    from montecarlo.oprf import optimal_a
+
+    return optimal_a(rho)
 
 
 #: Kind parameters the module can choose from the data when they are not given: (kind, parameter) -> rule.
@@ -221,13 +223,27 @@ def draw_projections(coupling, d, m, *, generator=None, rng=None, device=None, d
 # the attention computations (functions of log-features; no host synchronisation)
 
 
+def hook_extras(log_map, d):
+    """Keywords a log-feature hook takes beyond the common contract: ``d`` for maps whose constant depends on
+    it (oprf's :math:`(1-4A)^{d/4}`); looked up once per hook."""
+    takes = _TAKES_D.get(log_map)
+    if takes is None:
+        takes = _TAKES_D[log_map] = "d" in inspect.signature(log_map).parameters
+    return {"d": d} if takes else {}
+
+
+_TAKES_D: dict = {}
+#: Kinds whose log-feature hook refused tensor parameters (then one float per forward: a synchronisation).
+_FLOAT_PARAMETERS_ONLY: set = set()
+
+
 def _log_features(x, w, w_sq, rec, scale, params):
     r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's record (softmax kernel)."""
-    m = w.shape[0]
+    m, d = w.shape
     proj = x @ (w * math.sqrt(scale)).transpose(0, 1)  # w.(s^1/2 x), a fresh tensor the hook may overwrite
     sq = (x * x).sum(-1, keepdim=True) * scale
     log_map = kinds.hook(rec.name, "log_features")
-    return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **params)
+    return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **hook_extras(log_map, d), **params)
 
 
 def _mask_keys(lk, key_padding_mask, lead):
@@ -735,6 +751,26 @@ class PRFAttention(nn.Module):
                 params[p] = oprf_a(rho)
         return params
 
+    def _features(self, q, k, w, w_sq, rec, params):
+        """Log-features of queries and keys with one set of kind parameters.
+
+        Data-driven parameters are tensors (one value per sequence, on the device: no synchronisation).  A
+        kind whose map accepts only floats gets one value per forward instead (the mean over the batch's
+        sequences), which costs one synchronisation; the module remembers the kind and goes there directly.
+        """
+        tensors = [p for p in self._data_driven if isinstance(params.get(p), torch.Tensor)]
+        if tensors and self.kind in _FLOAT_PARAMETERS_ONLY:
+            params = {**params, **{p: float(params[p].mean()) for p in tensors}}
+            tensors = []
+        try:
+            return (_log_features(q, w, w_sq, rec, self.scale, params),
+                    _log_features(k, w, w_sq, rec, self.scale, params))
+        except (TypeError, ValueError):
+            if not tensors:
+                raise
+            _FLOAT_PARAMETERS_ONLY.add(self.kind)
+            return self._features(q, k, w, w_sq, rec, params)
+
     # -- forward -----------------------------------------------------------------
 
     def forward(self, q, k, v, key_padding_mask=None, *, query_padding_mask=None):
@@ -778,8 +814,7 @@ class PRFAttention(nn.Module):
             if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead shape
                 q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
             w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
-            lq = _log_features(q, w, w_sq, rec, self.scale, params)
-            lk = _log_features(k, w, w_sq, rec, self.scale, params)
+            lq, lk = self._features(q, k, w, w_sq, rec, params)
             seen = None
             if key_padding_mask is not None:
                 lk = _mask_keys(lk, key_padding_mask, lead)

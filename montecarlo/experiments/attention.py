@@ -62,6 +62,7 @@ Choromanski et al., "Rethinking Attention with Performers", ICLR 2021.
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from dataclasses import dataclass
@@ -162,7 +163,9 @@ def _logits(X, W, kind="prf", params=None):
     w_sq = np.sum(W * W, axis=-1)[..., None, :] if rec.needs_w_sq() else None
     proj = mm(X, np.swapaxes(W, -1, -2))
     sq = np.sum(X * X, axis=-1, keepdims=True)
-    return kinds.hook(kind, "log_features")(proj, sq, m, 0.5, np, w_sq=w_sq, **(params or {}))
+    log_map = kinds.hook(kind, "log_features")
+    extra = {"d": W.shape[-1]} if "d" in inspect.signature(log_map).parameters else {}  # oprf's (1-4A)^{d/4}
+    return log_map(proj, sq, m, 0.5, np, w_sq=w_sq, **extra, **(params or {}))
 
 
 def _check_kind(kind, params):
