@@ -167,6 +167,11 @@ def __getattr__(name):
         from . import kernel_approximation
 
         return getattr(kernel_approximation, name)
+    if not name.startswith("_"):
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule: montecarlo.oprf, .nn, ...
+            return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

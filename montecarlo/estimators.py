@@ -59,7 +59,7 @@ from ._checks import (
     check_kind,
     check_progress,
 )
-from .features import log_kernel_matrix
+from .features import feature_params, log_kernel_matrix
 from .couplings import (
     _block_rows,
     _warn_if_biased,
@@ -436,13 +436,25 @@ def _finite(est, what, hint):
     return est
 
 
+def _float_params(rec, d, v_norm, given, where):
+    """The kind's parameters for one Monte Carlo call (hook ``float_parameters``: defaults resolved)."""
+    unknown = set(given) - set(rec.parameters)
+    if unknown:
+        raise TypeError(f"{where}: kind={rec.name!r} takes the parameters {', '.join(rec.parameters) or 'none'}, "
+                        f"got {', '.join(sorted(unknown))}")
+    if not rec.parameters:
+        return {}
+    return kinds.hook(rec.name, "float_parameters")(d, v_norm, **given)
+
+
 def _pointwise(stat, coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, dtype, path, progress,
-               haar_route, label):
+               haar_route, label, params):
     rec = kinds.get(check_kind(kind))
     c = kernel_c(kind, kernel)
     xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
     d = xn.shape[0]
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, d))
+    params = _float_params(rec, d, float(np.linalg.norm(xn + yn)), params, label)
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
@@ -468,7 +480,7 @@ def _pointwise(stat, coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, 
             proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
         else:
             proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
-        b = statistic(proj, xpn, w_sq=w_sq, d=d)
+        b = statistic(proj, xpn, w_sq=w_sq, d=d, **params)
         if not rec.positive:
             khat = xpn.mean(b, axis=1)
         elif on_host and float(xpn.max(b)) < 700.0:  # exp cannot overflow: sum directly
@@ -509,26 +521,29 @@ _POINTWISE_DOC = """
         :math:`\\|w_i\\|^2` get it from the same draws on both paths.
     progress : bool or callable
         Progress bar on stderr, or ``f(done, total)``.
+    **params
+        The kind's parameters: ``A`` for 'oprf' (default None: the optimum
+        :math:`A^*(\\|x + y\\|^2/d)` of :func:`montecarlo.oprf.optimal_a` for this pair).
 """
 
 
 def kernel_estimate(coupling, x, y, m, n_draws, kernel="gaussian", rng=None, xp=None, device=None, *,
-                    kind="prf", dtype=None, path="auto", progress=False, haar_route=None):
+                    kind="prf", dtype=None, path="auto", progress=False, haar_route=None, **params):
     r"""Mean of the kernel estimator :math:`\hat K = \phi(x)^\top\phi(y)` over n_draws draws.
     """
     est, _ = _pointwise("kernel", coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, dtype, path,
-                        progress, haar_route, "kernel")
+                        progress, haar_route, "kernel", params)
     return est
 
 
 def empirical_mse(coupling, x, y, m, n_draws, kernel="gaussian", rng=None, xp=None, device=None, *,
-                  kind="prf", dtype=None, path="auto", progress=False, haar_route=None):
+                  kind="prf", dtype=None, path="auto", progress=False, haar_route=None, **params):
     r"""Empirical MSE :math:`\mathbb E[(\hat K - K)^2]` against the exact kernel value.
 
     Compare with :func:`theory.kernel_mse` (``kind=`` the same feature kind).
     """
     est, _ = _pointwise("mse", coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, dtype, path,
-                        progress, haar_route, "mse")
+                        progress, haar_route, "mse", params)
     return est
 
 
@@ -552,13 +567,15 @@ empirical_mse.__doc__ += _POINTWISE_DOC + """
 """
 
 
-def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route, matrix):
+def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route, matrix,
+               params):
     rec = kinds.get(check_kind(kind))
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = check_int(d if m is None else m, "m", 2, "(the conformity averages over pairs of features; default: m = d)")
     n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
     vec = _as_vector(v, d, random, "v")
+    params = _float_params(rec, d, float(xpn.linalg.vector_norm(vec)), params, "conformity")
     extra = m * m * 3 if matrix else 0
     if matrix:
         check_budget(m * m, f"the (m, m) = ({m}, {m}) pair moments", "reduce m")
@@ -574,7 +591,7 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, p
             proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
         else:
             proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
-        b = statistic(proj, xpn, w_sq=w_sq, d=d)
+        b = statistic(proj, xpn, w_sq=w_sq, d=d, **params)
         if rec.positive:
             b = xpn.exp(b)
         if matrix:
@@ -591,7 +608,7 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, p
 
 
 def empirical_conformity(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng=None, xp=None, device=None, *,
-                         dtype=None, path="auto", progress=False, haar_route=None):
+                         dtype=None, path="auto", progress=False, haar_route=None, **params):
     r"""Empirical pair term :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``).
 
     With the per-direction statistic of the feature kind: :math:`b_i = e^{w_i^\top v}`
@@ -612,7 +629,7 @@ def empirical_conformity(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng
     n_draws : int >= 2
     kind : str
         A feature kind of :mod:`theory.feature_kinds`.
-    rng, xp, device, dtype, path, progress, haar_route
+    rng, xp, device, dtype, path, progress, haar_route, **params
         As in :func:`kernel_estimate`.
 
     Returns
@@ -626,11 +643,11 @@ def empirical_conformity(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng
         message names v).
     """
     return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route,
-                      matrix=False)
+                      False, params)
 
 
 def empirical_pair_moments(coupling, d, v, m=None, n_draws=10_000, kind="prf", rng=None, xp=None, device=None, *,
-                           dtype=None, path="auto", progress=False, haar_route=None):
+                           dtype=None, path="auto", progress=False, haar_route=None, **params):
     r"""Empirical :math:`\mathbb E[b_ib_j]` for every pair, an (m, m) Estimate.
 
     Off-diagonal entries within a block estimate the pair term of the
@@ -640,27 +657,27 @@ def empirical_pair_moments(coupling, d, v, m=None, n_draws=10_000, kind="prf", r
     :func:`empirical_conformity`.
     """
     return _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route,
-                      matrix=True)
+                      True, params)
 
 
 # ---------------------------------------------------------------------------
 # Gram matrices
 
 
-def _features_batch(X, w, kind, c, xpn):
+def _features_batch(X, w, kind, c, xpn, params):
     """Per-draw features of any kind for a stack of weights w (k, m, d): (k, N, width m)."""
     rec = kinds.get(kind)
-    m = w.shape[1]
+    m, d = w.shape[1], w.shape[2]
     z = xpn.matmul(X[None, :, :], xpn.matrix_transpose(w))
     sq = xpn.sum(X * X, axis=1)[None, :, None]
     w_sq = xpn.sum(w * w, axis=-1)[:, None, :] if rec.needs_w_sq() else None
     if not rec.positive:
-        return kinds.hook(kind, "features")(z, sq, m, c, xpn, w_sq=w_sq)
-    return xpn.exp(kinds.hook(kind, "log_features")(z, sq, m, c, xpn, w_sq=w_sq))
+        return kinds.hook(kind, "features")(z, sq, m, c, xpn, w_sq=w_sq, d=d, **params)
+    return xpn.exp(kinds.hook(kind, "log_features")(z, sq, m, c, xpn, w_sq=w_sq, d=d, **params))
 
 
 def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, xp=None, device=None, *,
-                  kind="prf", dtype=None, progress=False, haar_route=None):
+                  kind="prf", dtype=None, progress=False, haar_route=None, **params):
     r"""Gram-matrix estimate :math:`\hat K_{ab} = \phi(x_a)^\top\phi(y_b)` averaged over n_draws (Sec. 5.2).
 
     Parameters
@@ -676,7 +693,10 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     rng, xp, device, dtype, haar_route, progress
         As in :func:`kernel_estimate` (the weights are drawn on the full path).
     kind : str, keyword-only
-        The feature kind ('prf', 'rff', 'hyperbolic', ...).
+        The feature kind ('prf', 'rff', 'hyperbolic', 'oprf', ...).
+    **params
+        The kind's parameters, all required (``A`` for 'oprf': e.g.
+        :func:`montecarlo.oprf.data_optimal_a` of X and Y).
 
     Returns
     -------
@@ -690,6 +710,7 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     """
     check_kind(kind)
     c = kernel_c(kind, kernel)
+    params = feature_params(kind, params, "gram_estimate")
     coupling = check_coupling(coupling)
     xpn = namespace(xp)
     dev = resolve_device(xpn, device)
@@ -715,8 +736,8 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     done = 0
     for k in _draw_chunks(n_draws, size, "gram_estimate"):
         w = _weights_batch(coupling, d, m, k, random, route, {})
-        fx = _features_batch(X, w, kind, c, xpn)
-        fy = fx if Y is X else _features_batch(Y, w, kind, c, xpn)
+        fx = _features_batch(X, w, kind, c, xpn, params)
+        fy = fx if Y is X else _features_batch(Y, w, kind, c, xpn, params)
         g = xpn.matmul(fx, xpn.matrix_transpose(fy))
         acc.add(xpn, g)
         err = xpn.linalg.vector_norm(xpn.reshape(g - exact[None], (k, -1)), axis=1) / exact_norm

@@ -138,7 +138,7 @@ if hasattr(os, "register_at_fork"):
 
 
 @kinds.register("prf", "log_features")
-def _prf_log_map(proj, sq, m, c, xp, w_sq=None):
+def _prf_log_map(proj, sq, m, c, xp, w_sq=None, d=None):
     r""":math:`w_i^\top x - c\|x\|^2 - \tfrac12\log m` (overwrites ``proj``)."""
     proj -= c * sq + 0.5 * math.log(m)
     return proj
@@ -151,7 +151,7 @@ def _prf_statistic(proj, xp, w_sq=None, d=None):
 
 
 @kinds.register("rff", "features")
-def _rff_map(proj, sq, m, c, xp, w_sq=None):
+def _rff_map(proj, sq, m, c, xp, w_sq=None, d=None):
     r""":math:`m^{-1/2}(\sin w_1^\top x, \cos w_1^\top x, \ldots)`, interleaved."""
     out = xp.stack([xp.sin(proj), xp.cos(proj)], axis=-1)
     return xp.reshape(out, (*proj.shape[:-1], 2 * proj.shape[-1])) * (1.0 / math.sqrt(m))
@@ -174,11 +174,27 @@ def row_sq_norms(W):
     return xp.sum(W * W, axis=1)
 
 
-def _positive_logits(X, W, kind, kernel, finish=None):
+def feature_params(kind, params, where="random_features"):
+    """The parameters of a kind for a feature map: exactly the record's, none missing (a map of one batch
+    cannot choose a data-driven default: the partner batch is unknown)."""
+    rec = kinds.get(kind)
+    unknown = set(params) - set(rec.parameters)
+    if unknown:
+        raise TypeError(f"{where}: kind={kind!r} takes the parameters {', '.join(rec.parameters) or 'none'}, got "
+                        f"{', '.join(sorted(unknown))}")
+    missing = [p for p in rec.parameters if params.get(p) is None]
+    if missing:
+        hint = " (e.g. A=montecarlo.oprf.data_optimal_a(X, Y), FAVOR++'s choice)" if kind == "oprf" else ""
+        raise ValueError(f"{where}: kind={kind!r} needs {', '.join(f'{p}=' for p in missing)}{hint}")
+    return dict(params)
+
+
+def _positive_logits(X, W, kind, kernel, finish=None, params=None):
     """Validated log-features (N, width m) of a positive kind, with ``finish(z_rows, rows)`` applied per row
     block (in place)."""
     rec = kinds.get(check_kind(kind, positive=True))
     c = kernel_c(kind, kernel)
+    params = feature_params(kind, params or {})
     project, d, m, xp = _as_projection(W)
     X = _check_X(X, W, xp, d)
     n, width = X.shape[0], rec.width * m
@@ -195,9 +211,9 @@ def _positive_logits(X, W, kind, kernel, finish=None):
             zr = z[rows]
             if rec.width == 1:  # project straight into the output (the map works in place)
                 np.matmul(X[rows], wt, out=zr)
-                out = log_map(zr, sq[rows], m, c, xp, w_sq=w_sq)
+                out = log_map(zr, sq[rows], m, c, xp, w_sq=w_sq, d=d, **params)
             else:
-                out = log_map(X[rows] @ wt, sq[rows], m, c, xp, w_sq=w_sq)
+                out = log_map(X[rows] @ wt, sq[rows], m, c, xp, w_sq=w_sq, d=d, **params)
             if out is not zr:
                 zr[...] = out
             if finish is not None:
@@ -205,13 +221,13 @@ def _positive_logits(X, W, kind, kernel, finish=None):
 
         _row_jobs(xp, n, width, job)
         return z, xp
-    z = log_map(project(X), sq, m, c, xp, w_sq=w_sq)
+    z = log_map(project(X), sq, m, c, xp, w_sq=w_sq, d=d, **params)
     if finish is not None:
         finish(z, slice(0, n))
     return z, xp
 
 
-def log_features(X, W, kind="prf", kernel="gaussian"):
+def log_features(X, W, kind="prf", kernel="gaussian", **params):
     r"""Logarithm of the features of a positive kind, shape (N, width m).
 
     Parameters
@@ -222,8 +238,10 @@ def log_features(X, W, kind="prf", kernel="gaussian"):
         A positive feature kind (``theory.feature_kinds.names(positive=True)``: 'prf', 'hyperbolic').
     kernel : {'gaussian', 'softmax'}
         The target kernel: c = 1 in :math:`e^{-c\|x\|^2}` (eq. ``def_prf``) or c = 1/2.
+    **params
+        The kind's parameters (``A`` for 'oprf'), all required.
     """
-    return _positive_logits(X, W, kind, kernel)[0]
+    return _positive_logits(X, W, kind, kernel, params=params)[0]
 
 
 def prf_log_features(X, W, kernel="gaussian"):
@@ -260,7 +278,7 @@ def _check_X(X, W, xp, d):
     return X
 
 
-def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None):
+def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None, **params):
     r"""Random features of a batch for any feature kind, vectorised (numpy, torch or cupy arrays).
 
     Parameters
@@ -281,6 +299,10 @@ def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None):
         :math:`e^{x^\top y}`).
     stabilize : {None, 'row', 'global'}
         Positive kinds only: log-space offset (module docstring).
+    **params
+        The kind's parameters, all required: ``A`` (< 1/8) for ``'oprf'``
+        (:func:`montecarlo.oprf.data_optimal_a` gives FAVOR++'s choice for a pair
+        of batches).
 
     Returns
     -------
@@ -297,14 +319,16 @@ def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None):
             raise ValueError(f"stabilize must be None for kind={kind!r} (its features are not positive), "
                              f"got {describe(stabilize)}")
         c = kernel_c(kind, kernel)
+        params = feature_params(kind, params)
         project, d, m, xp = _as_projection(W)
         X = _check_X(X, W, xp, d)
         check_budget(rec.width * X.shape[0] * m, f"the (N, {rec.width} m) = ({X.shape[0]}, {rec.width * m}) "
                      "features", "pass fewer rows of X at a time or fewer features")
         w_sq = row_sq_norms(W) if rec.needs_w_sq() else None
-        return kinds.hook(kind, "features")(project(X), xp.sum(X * X, axis=1)[:, None], m, c, xp, w_sq=w_sq)
+        return kinds.hook(kind, "features")(project(X), xp.sum(X * X, axis=1)[:, None], m, c, xp, w_sq=w_sq, d=d,
+                                            **params)
     if stabilize is None:
-        return _positive_logits(X, W, kind, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)))[0]
+        return _positive_logits(X, W, kind, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)), params)[0]
     if stabilize == "row":
         offs = {}
 
@@ -315,10 +339,10 @@ def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None):
             exp_inplace(zr, xq)
             offs[rows.start] = o
 
-        z, xp = _positive_logits(X, W, kind, kernel, finish)
+        z, xp = _positive_logits(X, W, kind, kernel, finish, params)
         off = xp.concat([offs[k] for k in sorted(offs)]) if len(offs) > 1 else offs[0]
         return z, off
-    z, xp = _positive_logits(X, W, kind, kernel)
+    z, xp = _positive_logits(X, W, kind, kernel, params=params)
     off = xp.max(z)
     z -= off
     return exp_inplace(z, xp), off

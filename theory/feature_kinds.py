@@ -22,11 +22,14 @@ hook               layer       signature and meaning
                                pair of ``coupling`` (MissingHookError when that coupling
                                has no closed form for this kind)
 ``pair_couplings`` theory      ``f() -> tuple``: couplings with a closed-form pair term
-``small_v``        theory      ``f(coupling, d, **params) -> (order, var_coef, pair_coef)``:
+``small_v``        theory      ``f(coupling, d, **params) -> (var_coef, pair_coef)``:
                                :math:`\mathrm{Var} = c_1v^{k} + \dots`,
                                excess :math:`= c_2 v^{k} + \dots` (the v -> 0 limit of
-                               MSE ratios)
-``log_features``   montecarlo  ``f(proj, sq, m, c, xp, w_sq=None, **params)`` ->
+                               MSE ratios; the values at v = 0 where they do not vanish)
+``parameters``     theory      ``f(coupling, d, v, m, **given) -> dict``: the kind's
+                               parameters validated, defaults resolved (e.g. the
+                               MSE-optimal A of OPRFs); kinds with ``parameters`` only
+``log_features``   montecarlo  ``f(proj, sq, m, c, xp, w_sq=None, d=None, **params)`` ->
                                log-features (..., width m) of a positive kind (may
                                overwrite ``proj``)
 ``features``       montecarlo  same arguments -> features (..., width m) of a kind
@@ -34,13 +37,16 @@ hook               layer       signature and meaning
 ``statistic``      montecarlo  ``f(proj, xp, w_sq=None, d=None, **params)``: the
                                per-direction statistic :math:`b_i` (its logarithm for a
                                positive kind) from :math:`w_i^\top v`
+``float_parameters`` montecarlo ``f(d, v_norm, **given) -> dict``: the parameters for a
+                               Monte Carlo call at one pair (defaults resolved in float64)
 =================  ==========  ==========================================================
 
 Conventions shared by every kind: ``proj`` are the projections
 :math:`w_i^\top x` (last axis: the m directions), ``sq`` is :math:`\|x\|^2`
 broadcastable against ``proj[..., :1]``, ``w_sq`` are the squared norms
 :math:`\|w_i\|^2` (broadcastable against ``proj``; only for kinds whose
-``statistics`` include ``"w_sq"``), and ``c`` is 1 for the Gaussian kernel,
+``statistics`` include ``"w_sq"``), ``d`` the data dimension (needed by kinds
+whose normalisation depends on it), and ``c`` is 1 for the Gaussian kernel,
 1/2 for the softmax kernel (positive kinds only).  The hooks use only array
 arithmetic and ``xp`` (an array-API namespace), so numpy, torch (autograd
 included) and cupy run the same formula.
@@ -112,7 +118,9 @@ HOOKS = {
     "pair_excess": "theory",
     "pair_couplings": "theory",
     "small_v": "theory",
+    "parameters": "theory",
     "log_features": "montecarlo",
+    "float_parameters": "montecarlo",
     "features": "montecarlo",
     "statistic": "montecarlo",
 }
@@ -214,6 +222,14 @@ RECORDS = (
         modules=("theory.hyperbolic", "montecarlo.hyperbolic"),
         reference="Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Lemma 1",
         style={"linestyle": "--"}),
+    FeatureKind(
+        name="oprf", label="OPRFs",
+        description="optimised PRFs (1-4A)^{d/4} exp(A|w|^2 + sqrt(1-4A) w.x - c|x|^2)/sqrt(m), A < 1/8 (FAVOR++)",
+        positive=True, width=1, kernels=("gaussian", "softmax"), argument="v", statistics=("wx", "w_sq"),
+        closed_forms=_THEORY + ("parameters",), maps=("log_features", "statistic", "float_parameters"),
+        modules=("theory.oprf", "montecarlo.oprf"), parameters=("A",),
+        reference="Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, Chefs' Random Tables (NeurIPS 2022)",
+        style={"linestyle": "-."}),
 )
 
 _BY_NAME = {rec.name: rec for rec in RECORDS}

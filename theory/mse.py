@@ -180,23 +180,40 @@ def _kind_log_prefactor(rec, x_norm, y_norm, v, kernel):
     return vv, -2 * mp.mpf(c) * (square(xn) + square(yn))
 
 
-def _kind_inner(kind, coupling, d, m, vv):
+def _kind_params(rec, coupling, d, m, vv, given):
+    """The kind's parameters for this call: validated, defaults resolved (hook ``parameters``); a kind
+    without parameters refuses any."""
+    if not rec.parameters:
+        if given:
+            raise TypeError(f"kind={rec.name!r} takes no parameters, got {', '.join(sorted(given))}")
+        return {}
+    unknown = set(given) - set(rec.parameters)
+    if unknown:
+        raise TypeError(f"kind={rec.name!r} takes the parameters {', '.join(rec.parameters)}, got "
+                        f"{', '.join(sorted(unknown))}")
+    return kinds.hook(rec.name, "parameters")(coupling, d, vv, m, **given)
+
+
+def _kind_inner(kind, coupling, d, m, vv, params=None):
     """m MSE / prefactor^2 = Var[b] + sum over pair kinds of (n / m) (E[b_i b_j] - (E b)^2)."""
+    params = params or {}
     excess = kinds.hook(kind, "pair_excess")
-    return kinds.hook(kind, "variance")(d, vv) + _weighted_pairs(coupling, d, m, lambda c: excess(c, d, vv))
+    return kinds.hook(kind, "variance")(d, vv, **params) + _weighted_pairs(
+        coupling, d, m, lambda c: excess(c, d, vv, **params))
 
 
-def _kind_scaled(kind, coupling, d, m, vv):
-    """:func:`_kind_inner`; at v = 0 the limit of its ratio to the leading power of v."""
+def _kind_scaled(kind, coupling, d, m, vv, params=None):
+    """:func:`_kind_inner`; at v = 0 the limit of its ratio to the leading power of v (hook ``small_v``)."""
+    params = params or {}
     if vv == 0:
         small = kinds.hook(kind, "small_v")
-        var_coef = small("iid", d)[0]
-        return var_coef + _weighted_pairs(coupling, d, m, lambda c: small(c, d)[1])
-    return _kind_inner(kind, coupling, d, m, vv)
+        var_coef = small("iid", d, **params)[0]
+        return var_coef + _weighted_pairs(coupling, d, m, lambda c: small(c, d, **params)[1])
+    return _kind_inner(kind, coupling, d, m, vv, params)
 
 
 @guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
-def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, kernel="gaussian"):
+def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, kernel="gaussian", **params):
     r"""MSE of the kernel estimator of any feature kind under a named coupling.
 
     .. math::
@@ -228,6 +245,10 @@ def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, 
         ``width * m`` for kinds with several features per direction.
     kernel : {'gaussian', 'softmax'}, keyword-only
         The target kernel (RFFs: 'gaussian' only).
+    **params
+        The kind's parameters (``theory.feature_kind(kind).parameters``): ``A``
+        for OPRFs (default None: the A minimising this coupling's MSE at v, see
+        :mod:`theory.oprf`).  Other kinds take none.
 
     Returns
     -------
@@ -238,13 +259,14 @@ def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, 
     d = check_dimension(d, coupling)
     m = _features(m, d)
     vv, log_pref = _kind_log_prefactor(rec, x_norm, y_norm, v, kernel)
+    params = _kind_params(rec, coupling, d, m, vv, params)
     if vv == 0 and not rec.positive:
         return mp.mpf(0)
-    return mp.exp(log_pref) * _kind_inner(kind, coupling, d, m, vv) / m
+    return mp.exp(log_pref) * _kind_inner(kind, coupling, d, m, vv, params) / m
 
 
 @guarded(grid=("d", "v", "m"))
-def kernel_mse_ratio(coupling, baseline, d, v, *, kind="prf", m=None):
+def kernel_mse_ratio(coupling, baseline, d, v, *, kind="prf", m=None, **params):
     r"""Ratio of the MSEs of two couplings for one feature kind, :math:`\mathrm{MSE}_c/\mathrm{MSE}_b`.
 
     The ratio depends on the data only through v (:math:`\|x+y\|`, or
@@ -264,6 +286,9 @@ def kernel_mse_ratio(coupling, baseline, d, v, *, kind="prf", m=None):
     kind : str, keyword-only
     m : int >= 1, optional, keyword-only
         Default d.
+    **params
+        The kind's parameters (``A`` for OPRFs; A=None gives each coupling its own
+        optimal A, so the ratio compares the best OPRFs of the two couplings).
 
     Returns
     -------
@@ -276,11 +301,13 @@ def kernel_mse_ratio(coupling, baseline, d, v, *, kind="prf", m=None):
     d = check_dimension(d, baseline)
     m = _features(m, d)
     vv = check_v(v, rec.argument)
-    return _kind_scaled(kind, coupling, d, m, vv) / _kind_scaled(kind, baseline, d, m, vv)
+    pc = _kind_params(rec, coupling, d, m, vv, params)
+    pb = _kind_params(rec, baseline, d, m, vv, params)
+    return _kind_scaled(kind, coupling, d, m, vv, pc) / _kind_scaled(kind, baseline, d, m, vv, pb)
 
 
 @guarded(grid=("d", "v", "m"))
-def mean_conformity(coupling, d, v, *, m=None, kind="prf"):
+def mean_conformity(coupling, d, v, *, m=None, kind="prf", **params):
     r"""Pair-averaged :math:`\frac{1}{m(m-1)}\sum_{i\ne j}\mathbb E[b_ib_j]` of m directions.
 
     :math:`b_i = e^{w_i^\top v}` (``kind='prf'``, the conformity of eq.
@@ -302,6 +329,8 @@ def mean_conformity(coupling, d, v, *, m=None, kind="prf"):
     m : int >= 2, optional, keyword-only
         Number of directions (default d: one block).
     kind : str, keyword-only
+    **params
+        The kind's parameters (``A`` for OPRFs).
 
     Returns
     -------
@@ -312,10 +341,11 @@ def mean_conformity(coupling, d, v, *, m=None, kind="prf"):
     d = check_dimension(d, coupling)
     m = _features(m, d, 2, "(the conformity averages over pairs of features)")
     vv = check_v(v, rec.argument)
+    params = _kind_params(rec, coupling, d, m, vv, params)
     excess = kinds.hook(kind, "pair_excess")
     # _weighted_pairs sums (n / m) excess over the coupled ordered pairs n; the average is over m (m - 1)
-    return kinds.hook(kind, "mean_square")(d, vv) + _weighted_pairs(coupling, d, m, lambda c: excess(c, d, vv)) / (
-        m - 1)
+    return kinds.hook(kind, "mean_square")(d, vv, **params) + _weighted_pairs(
+        coupling, d, m, lambda c: excess(c, d, vv, **params)) / (m - 1)
 
 
 # ---------------------------------------------------------------------------

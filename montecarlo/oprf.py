@@ -1,0 +1,89 @@
+r"""Optimised positive random features (OPRFs, FAVOR++): the sampling side of the ``"oprf"`` feature kind.
+
+:math:`\phi(x) = (1-4A)^{d/4}m^{-1/2}e^{A\|w_i\|^2 + \sqrt{1-4A}\,w_i^\top x - c\|x\|^2}`, A < 1/8
+(closed forms and the theorem that the pair term does not depend on A: :mod:`theory.oprf`).  The log-feature
+map needs :math:`\|w_i\|^2` (the record's ``statistics``); the estimators draw it with the projections on the
+fast path.  A <= 0 keeps every log-feature below :math:`\|x\|^2(1-4A)/(4|A|)\cdot` ... bounded: the exponent
+:math:`A\|w\|^2 + Bw^\top x` is at most :math:`B^2\|x\|^2/(4|A|)` for A < 0, so no overflow in float32 for
+unit-scale data.
+
+A for a data set (FAVOR++): :func:`data_optimal_a` from the mean statistics of queries and keys,
+:math:`s = (\overline{\|x\|^2} + \overline{\|y\|^2} + 2\bar x^\top\bar y)/d`, the mean of
+:math:`\|x_i + y_j\|^2/d` over all pairs, in O((N + N') d).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from theory.feature_kinds import register
+from theory.validation import ArgumentTypeError, describe
+
+from ._backend import namespace, to_numpy
+from ._checks import check_data
+
+__all__ = ["check_a", "data_optimal_a", "optimal_a"]
+
+
+def check_a(A, name="A"):
+    """A as a float, refused unless a finite real < 1/8."""
+    if isinstance(A, (bool, np.bool_)) or not isinstance(A, (int, float, np.integer, np.floating)):
+        raise ArgumentTypeError(f"{name} must be a real number < 1/8, got {describe(A)}")
+    a = float(A)
+    if not (math.isfinite(a) and a < 0.125):
+        raise ValueError(f"{name} must be a finite real < 1/8 (the OPRF variance is finite only there; A <= 0 "
+                         f"keeps the features bounded), got {describe(A)}")
+    return a
+
+
+def optimal_a(s):
+    r""":math:`A^* = (1 - 2s - \sqrt{(2s+1)^2 + 8s})/16` (float64 twin of :func:`theory.oprf.optimal_a`,
+    evaluated as :math:`-s/(16A_+)` with the other root :math:`A_+`, accurate at tiny s); ``s >= 0`` a float
+    or array."""
+    s = np.asarray(s, dtype=np.float64)
+    if not np.all(np.isfinite(s)) or np.any(s < 0):
+        raise ValueError(f"s must be finite and >= 0 (a mean squared norm over d), got {describe(s)}")
+    big = ((1 - 2 * s) + np.sqrt((2 * s + 1) ** 2 + 8 * s)) / 16
+    out = -s / (16 * big)
+    return float(out) if out.ndim == 0 else out
+
+
+def data_optimal_a(X, Y=None):
+    r"""FAVOR++'s A for queries X (N, d) and keys Y (N', d) (default X): :func:`optimal_a` of
+    :math:`s = \frac1d\overline{\|x_i + y_j\|^2}` over all pairs, computed from the means in O((N + N') d)."""
+    xp = namespace("numpy")
+    X = np.asarray(to_numpy(check_data(X, xp, "X", 2)), dtype=np.float64)
+    Y = X if Y is None else np.asarray(to_numpy(check_data(Y, xp, "Y", 2, X.shape[1])), dtype=np.float64)
+    if X.shape[0] == 0 or Y.shape[0] == 0:
+        raise ValueError("X and Y must hold at least one row each")
+    s = (np.mean(np.sum(X * X, axis=1)) + np.mean(np.sum(Y * Y, axis=1)) + 2 * X.mean(axis=0) @ Y.mean(axis=0))
+    return optimal_a(max(float(s), 0.0) / X.shape[1])
+
+
+@register("oprf", "log_features")
+def _log_features(proj, sq, m, c, xp, w_sq=None, d=None, A=None):
+    r""":math:`\sqrt{1-4A}\,w_i^\top x + A\|w_i\|^2 - c\|x\|^2 - \tfrac12\log m + \tfrac d4\log(1-4A)`
+    (overwrites ``proj``)."""
+    if A is None or w_sq is None or d is None:
+        raise ValueError("the OPRF map needs A, the squared norms w_sq of the directions and d "
+                         "(montecarlo.random_features(kind='oprf', A=...) passes them)")
+    a = check_a(A)
+    proj *= math.sqrt(1 - 4 * a)
+    proj += a * w_sq
+    proj -= c * sq + (0.5 * math.log(m) - 0.25 * d * math.log1p(-4 * a))
+    return proj
+
+
+@register("oprf", "statistic")
+def _statistic(proj, xp, w_sq=None, d=None, A=None):
+    r""":math:`\log b_i = 2A\|w_i\|^2 + \sqrt{1-4A}\,w_i^\top v + \tfrac d2\log(1-4A)`."""
+    a = check_a(A)
+    return math.sqrt(1 - 4 * a) * proj + 2 * a * w_sq + 0.5 * d * math.log1p(-4 * a)
+
+
+@register("oprf", "float_parameters")
+def _float_parameters(d, v_norm, A=None):
+    """{"A": A} checked; None -> the pointwise optimum A*(|v|^2 / d)."""
+    return {"A": optimal_a(v_norm * v_norm / d) if A is None else check_a(A)}

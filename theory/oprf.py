@@ -1,0 +1,308 @@
+r"""Optimised positive random features (OPRFs, FAVOR++) under every coupling (beyond the paper).
+
+Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, *Chefs' Random Tables:
+Non-Trigonometric Random Features* (NeurIPS 2022) tilt the PRF by the norm of
+the direction:
+
+.. math::
+    \phi(x) = \frac{(1-4A)^{d/4}}{\sqrt m}\big[e^{A\|w_i\|^2 + \sqrt{1-4A}\,w_i^\top x - c\|x\|^2}\big]_i,
+    \qquad A < \tfrac18,
+
+c = 1 (Gaussian kernel) or 1/2 (softmax); A = 0 is the PRF of the paper and
+A <= 0 keeps every feature bounded.  With :math:`B = \sqrt{1-4A}` the
+per-direction statistic is :math:`b = (1-4A)^{d/2}e^{2A\|w\|^2 + Bw^\top v}`,
+v = x + y.  For :math:`w \sim \mathcal N(0, I_d)`,
+:math:`\mathbb E e^{2A\|w\|^2 + Bw^\top v} = (1-4A)^{-d/2}e^{B^2v^2/(2(1-4A))}`, so
+:math:`\mathbb E b = e^{v^2/2}` (unbiased), and
+
+.. math::
+    \mathbb E[b^2] = (1-4A)^d(1-8A)^{-d/2}\exp\Big(\frac{2(1-4A)v^2}{1-8A}\Big),\qquad
+    \mathrm{Var}[b] = e^{v^2}\operatorname{expm1}\Big(d\log(1-4A) - \tfrac d2\log(1-8A)
+    + \frac{v^2}{1-8A}\Big)
+
+(the second form is how it is evaluated: no cancellation at small v).  Its
+minimiser over A, where :math:`16A^2 - (2 - 4s)A - s = 0` with
+:math:`s = v^2/d`, is
+
+.. math:: A^* = \frac{1 - 2s - \sqrt{(2s+1)^2 + 8s}}{16} \le 0
+
+(:func:`optimal_a`; for a data set, FAVOR++ takes s from the mean statistics
+of queries and keys, :math:`s = \overline{\|x_i + y_j\|^2}/d`).
+
+Theorem (the OPRF pair term does not depend on A)
+-------------------------------------------------
+For every coupling whose norms are i.i.d. :math:`\chi_d` and independent of the
+directions (iid, orthogonal, simplex), and every A < 1/8,
+:math:`\mathbb E[b_ib_j] = \rho_c(v)`, the PRF pair conformity.  Hence
+:math:`\mathrm{MSE}_{\mathrm{OPRF}}(c) - \mathrm{MSE}_{\mathrm{PRF}}(c) =
+P^2(\mathrm{Var}_A[b] - \mathrm{Var}_0[b])/m` for all such c: coupling gains and the
+OPRF gain add, and the optimal A is :math:`A^*` whatever the coupling.
+
+*Proof.*  Condition on the directions :math:`u_i, u_j`.  Then
+:math:`b_ib_j = (1-4A)^de^{2Ar_i^2}e^{2Ar_j^2}e^{B(r_iu_i + r_ju_j)^\top v}` with
+:math:`r_i, r_j` i.i.d. :math:`\chi_d`.  Tilting the :math:`\chi_d` density
+:math:`\propto r^{d-1}e^{-r^2/2}` by :math:`e^{2Ar^2}` gives
+:math:`\propto r^{d-1}e^{-(1-4A)r^2/2}`, the law of :math:`\chi_d/B`, with mass
+:math:`\mathbb E e^{2Ar^2} = (1-4A)^{-d/2}`.  So
+:math:`\mathbb E[b_ib_j\mid u] = (1-4A)^d(1-4A)^{-d}\,\mathbb E[e^{(\tilde r_iu_i +
+\tilde r_ju_j)^\top v}]` with :math:`\tilde r = B\cdot\chi_d/B` again i.i.d.
+:math:`\chi_d`: the PRF pair term given the directions.  Averaging over the
+directions gives :math:`\rho_c(v)`. ∎  For couplings whose norms are coupled
+(``pnc_orthogonal``) the tilt changes the joint law of the pair and the pair
+term depends on A: it is computed by its own quadrature
+(:func:`pnc_pair_term`), and the optimal A by a secant search on the derivative
+of the MSE; couplings whose directions depend on the norms (``simplex_plus``)
+and the structured ones have no closed form (Monte Carlo,
+:func:`montecarlo.empirical_mse` with ``kind='oprf'``).
+
+Domain: d >= 1, v >= 0 (relative accuracy down to v = 1e-300 and up to the
+reach of :func:`theory.conformity`), A real with A < 1/8; the pnc pair term
+needs its quadrature to converge (A <= 0 always does; 0 < A < 1/8 within the
+time budget or ConvergenceError).
+"""
+
+from __future__ import annotations
+
+from ._checks import check_coupling, check_dimension, guarded, square, to_mpf
+from ._context import check_time, mp
+from .conformities import check_v, coupling_conformity_v2_coefficient
+from .errors import ConvergenceError
+from .feature_kinds import register
+from .mse import _prf_excess, _small_arg_bits, _weighted_pairs
+from .registry import MissingHookError, get as get_coupling, names
+from .validation import ArgumentTypeError, describe
+
+__all__ = ["certified_mse", "check_a", "optimal_a", "pnc_pair_term", "second_moment", "theorem_couplings"]
+
+#: Secant steps allowed when locating the optimal A of a norm-coupled coupling.
+MAX_SECANT = 60
+
+
+def check_a(value, name="A"):
+    """A as an mpf, refused unless real and < 1/8 (the OPRF variance is finite only there)."""
+    if isinstance(value, bool) or value is None:
+        raise ArgumentTypeError(f"{name} must be a real number < 1/8, got {describe(value)}")
+    a = to_mpf(value, name)
+    if not a < mp.mpf(1) / 8:
+        raise ValueError(f"{name} must be < 1/8 (the OPRF second moment (1-8A)^(-d/2) ... is finite only there; "
+                         f"A <= 0 keeps the features bounded), got {describe(value)}")
+    return a
+
+
+def theorem_couplings():
+    """Couplings whose norms are i.i.d. chi_d and independent of the directions, with a PRF closed form
+    (the OPRF pair term is the PRF one): exact, isotropic, no coupled norm pairs."""
+    return tuple(c for c in names(has="prf_conformity", exact=True, isotropic=True)
+                 if get_coupling(c).norm_pairs is None)
+
+
+def _log_excess_moment(d, vv, a):
+    r""":math:`\log\mathbb E[b^2] - v^2 = d\log(1-4A) - \frac d2\log(1-8A) + v^2/(1-8A)`."""
+    return d * mp.log1p(-4 * a) - mp.mpf(d) / 2 * mp.log1p(-8 * a) + square(vv) / (1 - 8 * a)
+
+
+def _variance(d, vv, A):
+    with mp.workprec(mp.prec + 8 + max(0, int(mp.mag(d)))):
+        return mp.exp(square(vv)) * mp.expm1(_log_excess_moment(d, vv, A))
+
+
+@guarded(grid=("d", "v"))
+def second_moment(d, v, A):
+    r"""Per-direction :math:`\mathbb E[b^2] = (1-4A)^d(1-8A)^{-d/2}e^{2(1-4A)v^2/(1-8A)}` (module docstring)."""
+    d = check_dimension(d)
+    vv = check_v(v)
+    a = check_a(A)
+    return mp.exp(square(vv) + _log_excess_moment(d, vv, a))
+
+
+@guarded(grid=("s",))
+def optimal_a(s):
+    r""":math:`A^* = (1 - 2s - \sqrt{(2s+1)^2 + 8s})/16`, the A minimising the OPRF variance at :math:`s = v^2/d`.
+
+    Evaluated through the product of the two roots of :math:`16A^2 - (2-4s)A - s = 0` (:math:`-s/16`) as
+    :math:`A^* = -s/(16A_+)`, :math:`A_+ = (1 - 2s + \sqrt{(2s+1)^2+8s})/16`, so that A* keeps its relative
+    accuracy at tiny s (:math:`A^* \approx -s/2`).
+
+    Parameters
+    ----------
+    s : real >= 0
+        :math:`\|x + y\|^2/d` for one pair, or its mean over queries and keys for a data set.
+    """
+    s = to_mpf(s, "s")
+    if s < 0:
+        raise ValueError(f"s must be >= 0 (a mean squared norm over d), got {describe(s)}")
+    return _optimal_a(s)
+
+
+def _optimal_a(s):
+    # roots of 16 A^2 - (2 - 4s) A - s = 0: A+ A- = -s/16; A+ = ((1 - 2s) + sqrt(...))/16 > 0
+    big = ((1 - 2 * s) + mp.sqrt((2 * s + 1) ** 2 + 8 * s)) / 16
+    return -s / (16 * big)
+
+
+def _pnc_pair_term(d, vv, a):
+    r""":math:`(1-4A)^d\,\mathbb E[e^{4As}{}_0F_1(;\frac d2;\frac{(1-4A)v^2s}{2})]`, s = x_1 + x_2 over an antithetic
+    pair (x = w^2/2), by the quadrature of :mod:`theory.pnc`."""
+    from .pnc import _expect_over_lower_half
+
+    h = mp.mpf(d) / 2
+    t = (1 - 4 * a) * square(vv) / 2
+    scale = d * mp.log1p(-4 * a)
+    return _expect_over_lower_half(
+        d, lambda s: mp.exp(scale + 4 * a * s) * mp.hyp0f1(h, t * s),
+        f"OPRF pair term of pnc_orthogonal (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
+
+
+def _pnc_pair_term_derivative(d, vv, a):
+    r""":math:`\partial_A` of :func:`_pnc_pair_term` (the integrand differentiated under the integral)."""
+    from .pnc import _expect_over_lower_half
+
+    h = mp.mpf(d) / 2
+    v2 = square(vv)
+    t = (1 - 4 * a) * v2 / 2
+    scale = d * mp.log1p(-4 * a)
+
+    def f(s):
+        base = mp.exp(scale + 4 * a * s)
+        f0 = mp.hyp0f1(h, t * s)
+        f1 = mp.hyp0f1(h + 1, t * s) / h  # 0F1'(h; z) = 0F1(h + 1; z) / h
+        return base * ((4 * s - 4 * d / (1 - 4 * a)) * f0 - 2 * v2 * s * f1)
+
+    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {d})")
+
+
+@guarded(grid=("d", "v"))
+def pnc_pair_term(d, v, A):
+    r""":math:`\mathbb E[b_ib_j]` of one norm-coupled orthogonal pair of OPRFs (depends on A, module docstring).
+
+    At A = 0 it is :func:`theory.pnc.pair_conformity`; the tests check it against Monte Carlo and, at A = 0,
+    against that function's second route.
+    """
+    d = check_dimension(d, "pnc_orthogonal")
+    return _pnc_pair_term(d, check_v(v), check_a(A))
+
+
+def _pair_excess(coupling, d, vv, A):
+    if coupling in theorem_couplings():
+        return _prf_excess(coupling, d, vv)  # the theorem: no A
+    if coupling == "pnc_orthogonal":
+        with mp.workprec(mp.prec + _small_arg_bits(vv)):
+            return _pnc_pair_term(d, vv, A) - mp.exp(square(vv))
+    raise MissingHookError(f"coupling must be one of {', '.join(map(repr, _pair_couplings()))} for OPRFs in closed "
+                           f"form (no OPRF pair term for {coupling!r}: use montecarlo.empirical_mse), got "
+                           f"{coupling!r}")
+
+
+def _pair_couplings():
+    return theorem_couplings() + tuple(c for c in ("pnc_orthogonal",) if c in names())
+
+
+def _small_v(coupling, d, A):
+    """v -> 0: with A = 0 the PRF coefficients of v^2; with A != 0 the MSE does not vanish at v = 0: its values."""
+    if A == 0:
+        return mp.mpf(1), coupling_conformity_v2_coefficient(coupling, d) - 1
+    zero = mp.mpf(0)
+    return _variance(d, zero, A), _pair_excess(coupling, d, zero, A)
+
+
+def _parameters(coupling, d, vv, m, A=None):
+    """{"A": A} checked; None -> the A minimising this coupling's MSE at v (closed form under the theorem,
+    a secant search on the derivative for pnc_orthogonal)."""
+    if A is not None:
+        return {"A": check_a(A)}
+    a0 = _optimal_a(square(vv) / d)
+    if coupling != "pnc_orthogonal" or vv == 0:
+        return {"A": a0}
+    return {"A": _pnc_optimal_a(d, vv, m, a0)}
+
+
+def _pnc_optimal_a(d, vv, m, a0):
+    """Root of the derivative of the pnc OPRF MSE in A, by the secant method from the theorem's A*."""
+    n_pnc = _weighted_pairs("pnc_orthogonal", d, m, lambda c: 1 if c == "pnc_orthogonal" else 0)
+
+    def g(a):
+        check_time("OPRF optimal A (pnc_orthogonal)")
+        dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * (
+            -4 * d / (1 - 4 * a) + 4 * d / (1 - 8 * a) + 8 * square(vv) / (1 - 8 * a) ** 2)
+        return dvar + n_pnc * _pnc_pair_term_derivative(d, vv, a)
+
+    tol = mp.mpf(2) ** (-mp.prec // 2)
+    with mp.workprec(max(53, mp.prec // 2)):
+        a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
+        ga, gb = g(a), g(b)
+        for _ in range(MAX_SECANT):
+            if gb == ga:
+                break
+            c = b - gb * (b - a) / (gb - ga)
+            if not c < mp.mpf(1) / 8:
+                c = (b + mp.mpf(1) / 8) / 2
+            a, ga, b, gb = b, gb, c, g(c)
+            if abs(b - a) <= tol * (abs(b) + tol):
+                return +b
+    raise ConvergenceError(f"the optimal OPRF A for pnc_orthogonal at d = {d}, v = {mp.nstr(vv, 6)} was not located "
+                           f"in {MAX_SECANT} secant steps; pass A= explicitly")
+
+
+register("oprf", "variance", _variance)
+register("oprf", "mean_square", lambda d, vv, A: mp.exp(square(vv)))
+register("oprf", "pair_excess", _pair_excess)
+register("oprf", "pair_couplings", _pair_couplings)
+register("oprf", "small_v", _small_v)
+register("oprf", "parameters", _parameters)
+
+
+
+def certified_mse(coupling, d, v, A, *, x_norm, y_norm, m=None, kernel="gaussian", prec=128):
+    r"""A ball (python-flint arb) that contains the OPRF MSE of a theorem coupling (iid, orthogonal, simplex).
+
+    The pair term is the certified PRF conformity (:func:`theory.certified.conformity`, the theorem) and
+    :math:`\mathbb E[b^2]` is evaluated in ball arithmetic from the exact inputs (decimal strings are
+    enclosed exactly).  ``prec`` bits; the ball is valid at any precision, and narrow unless v is tiny
+    (the difference :math:`\mathbb E[b^2] - e^{v^2}` is formed in ball arithmetic).
+
+    Raises
+    ------
+    ImportError
+        Without python-flint.
+    MissingHookError
+        For a coupling outside :func:`theorem_couplings`.
+    """
+    from . import certified
+    from .kernels import coupled_pairs, check_kernel
+
+    certified._require()
+    from flint import arb
+
+    if coupling not in theorem_couplings():
+        raise MissingHookError(f"coupling must be one of {', '.join(map(repr, theorem_couplings()))} for a "
+                               f"certified OPRF MSE (the theorem's couplings), got {coupling!r}")
+    d = check_dimension(d, coupling)
+    m = d if m is None else m
+    check_kernel(kernel)
+    c = 2 if kernel == "gaussian" else 1
+    rho = certified.conformity(coupling, d, v, prec, 0)
+    with certified._Prec(prec):
+        vv, a = certified._to_arb(v, "v"), _arb_real(A)
+        xn, yn = certified._to_arb(x_norm, "x_norm"), certified._to_arb(y_norm, "y_norm")
+        one = arb(1)
+        if not a < one / 8:
+            raise ValueError(f"A must be < 1/8, got {A!r}")
+        v2 = vv * vv
+        second = (one - 4 * a) ** d * (one - 8 * a) ** (-arb(d) / 2) * (2 * (one - 4 * a) * v2 / (one - 8 * a)).exp()
+        var = second - v2.exp()
+        inner = var + arb(coupled_pairs(d, m)) / m * (rho - v2.exp())
+        return (-c * (xn * xn + yn * yn)).exp() * inner / m
+
+
+def _arb_real(value):
+    from fractions import Fraction
+
+    from flint import arb
+
+    if isinstance(value, str):
+        return arb(value.strip())
+    if isinstance(value, Fraction):
+        return arb(value.numerator) / value.denominator
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return arb(value)
+    raise ArgumentTypeError(f"A must be a decimal string, int, float or Fraction here, got {describe(value)}")
