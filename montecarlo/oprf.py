@@ -62,25 +62,35 @@ def data_optimal_a(X, Y=None):
     return optimal_a(max(float(s), 0.0) / X.shape[1])
 
 
+def _a_terms(A, xp):
+    """(A, sqrt(1 - 4A), log(1 - 4A)): a Python number is checked (< 1/8); an array of the backend (e.g. one A
+    per sequence, broadcastable against the projections) is used as given, without reading it back to the host
+    (the caller checks it when it asks for checks)."""
+    if hasattr(A, "shape") and getattr(A, "ndim", 0) > 0 or type(A).__module__.split(".")[0] in ("torch", "cupy"):
+        return A, xp.sqrt(1 - 4 * A), xp.log1p(-4 * A)
+    a = check_a(A)
+    return a, math.sqrt(1 - 4 * a), math.log1p(-4 * a)
+
+
 @register("oprf", "log_features")
 def _log_features(proj, sq, m, c, xp, w_sq=None, d=None, A=None):
     r""":math:`\sqrt{1-4A}\,w_i^\top x + A\|w_i\|^2 - c\|x\|^2 - \tfrac12\log m + \tfrac d4\log(1-4A)`
-    (overwrites ``proj``)."""
+    (overwrites ``proj``; A a number, or an array broadcastable against ``proj``)."""
     if A is None or w_sq is None or d is None:
         raise ValueError("the OPRF map needs A, the squared norms w_sq of the directions and d "
                          "(montecarlo.random_features(kind='oprf', A=...) passes them)")
-    a = check_a(A)
-    proj *= math.sqrt(1 - 4 * a)
+    a, b, log_1m4a = _a_terms(A, xp)
+    proj *= b
     proj += a * w_sq
-    proj -= c * sq + (0.5 * math.log(m) - 0.25 * d * math.log1p(-4 * a))
+    proj -= c * sq + (0.5 * math.log(m) - 0.25 * d * log_1m4a)
     return proj
 
 
 @register("oprf", "statistic")
 def _statistic(proj, xp, w_sq=None, d=None, A=None):
     r""":math:`\log b_i = 2A\|w_i\|^2 + \sqrt{1-4A}\,w_i^\top v + \tfrac d2\log(1-4A)`."""
-    a = check_a(A)
-    return math.sqrt(1 - 4 * a) * proj + 2 * a * w_sq + 0.5 * d * math.log1p(-4 * a)
+    a, b, log_1m4a = _a_terms(A, xp)
+    return b * proj + 2 * a * w_sq + 0.5 * d * log_1m4a
 
 
 @register("oprf", "float_parameters")
