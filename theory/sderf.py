@@ -1,0 +1,576 @@
+r"""Symmetric dense-exponential random features (SDERFs, FAVOR#) in closed form (beyond the paper).
+
+Likhosherstov, Choromanski, Dubey, Liu, Sarlos and Weller, *Dense-Exponential
+Random Features: Sharp Positive Estimators of the Gaussian Kernel* (NeurIPS
+2023; preprint title *FAVOR#: Sharp Attention Kernel Approximations via New
+Classes of Positive Random Features*, arXiv:2302.00787) replace the scalar
+parameter of the optimised PRFs (OPRFs, FAVOR++; *Chefs' Random Tables*,
+NeurIPS 2022) by a symmetric matrix.  This module gives the exact single-direction
+second moment, variance and i.i.d. MSE of the symmetric variant, the pair-averaged
+objective, and its minimiser for a data set, all to the caller's working precision
+(:mod:`theory._context`).  Nothing here is registered as a feature kind yet; the
+sampling half is :mod:`montecarlo.sderf`.
+
+The features
+------------
+For :math:`w \sim \mathcal N(0, I_d)`, a symmetric :math:`\mathbf A` with
+:math:`I - 8\mathbf A \succ 0`, :math:`\mathbf B = (I - 4\mathbf A)^{1/2}`
+(symmetric, commuting with :math:`\mathbf A`) and
+:math:`D = \det(I - 4\mathbf A)^{1/4}`,
+
+.. math::
+    f(w, x) = \frac{D}{\sqrt m}\exp\big(w^\top\mathbf Aw + w^\top\mathbf Bx - c\|x\|^2\big),
+    \qquad \hat K(x, y) = \sum_{i=1}^m f(w_i, x)f(w_i, y) = \frac{P}{m}\sum_i b_i,
+
+with :math:`P = e^{-c(\|x\|^2+\|y\|^2)}`, :math:`v = x + y` and the per-direction statistic
+:math:`b = D^2\exp(2w^\top\mathbf Aw + w^\top\mathbf Bv)`; c = 1 (Gaussian kernel) or
+1/2 (softmax kernel).  Parameterise :math:`\mathbf A = \mathbf Q\,\mathrm{diag}(a_k)\mathbf Q^\top`
+(:math:`\mathbf Q` orthogonal, :math:`a_k < 1/8`); then
+:math:`\mathbf B = \mathbf Q\,\mathrm{diag}(\sqrt{1-4a_k})\mathbf Q^\top`.
+:math:`\mathbf A = a I` is the OPRF of FAVOR++ (:math:`\mathbf B = \sqrt{1-4a}\,I`,
+:math:`D = (1-4a)^{d/4}`), :math:`\mathbf A = 0` the PRF of eq. ``def_prf``.
+All :math:`a_k \le 0` makes every feature bounded in w.
+
+Derivation (the moment generating function of a Gaussian quadratic form)
+-------------------------------------------------------------------------
+For symmetric :math:`\mathbf S` with :math:`I - 2\mathbf S \succ 0` and any vector u,
+
+.. math::
+    \mathbb E\,e^{w^\top\mathbf Sw + u^\top w}
+    = \det(I - 2\mathbf S)^{-1/2}\exp\big(\tfrac12u^\top(I-2\mathbf S)^{-1}u\big)
+
+(complete the square in the Gaussian density).  With :math:`\mathbf S = 2\mathbf A`,
+:math:`u = \mathbf Bv`: :math:`\mathbb E b = D^2\det(I-4\mathbf A)^{-1/2}
+e^{\frac12 v^\top\mathbf B(I-4\mathbf A)^{-1}\mathbf Bv} = e^{\|v\|^2/2}` since
+:math:`\mathbf B^2 = I - 4\mathbf A`, hence
+
+.. math::
+    \mathbb E\,\hat K = e^{\|v\|^2/2 - c(\|x\|^2+\|y\|^2)} = e^{x^\top y}e^{(1/2-c)(\|x\|^2+\|y\|^2)},
+
+the softmax kernel for c = 1/2 and :math:`e^{-\|x-y\|^2/2}` for c = 1 (unbiased for every
+valid :math:`\mathbf A` and every coupling whose rows are :math:`\mathcal N(0, I_d)`).
+With :math:`\mathbf S = 4\mathbf A`, :math:`u = 2\mathbf Bv` (this needs :math:`I - 8\mathbf A \succ 0`):
+
+.. math::
+    \mathbb E[b^2] = \det(I-4\mathbf A)\det(I-8\mathbf A)^{-1/2}
+    e^{2v^\top(I-4\mathbf A)(I-8\mathbf A)^{-1}v}
+    = \prod_{k=1}^d\frac{1-4a_k}{\sqrt{1-8a_k}}\exp\Big(\frac{2(1-4a_k)\tilde v_k^2}{1-8a_k}\Big),
+    \quad \tilde v = \mathbf Q^\top v.
+
+Using :math:`\frac{2(1-4a)}{1-8a} = 1 + \frac1{1-8a}` and :math:`\frac{(1-4a)^2}{1-8a} = 1 + \frac{16a^2}{1-8a}`,
+
+.. math::
+    \log\frac{\mathbb E[b^2]}{(\mathbb Eb)^2} = S(\tilde v, a) := \sum_k\Big(\tfrac12\log\big(1 + \tfrac{16a_k^2}{1-8a_k}\big)
+    + \frac{\tilde v_k^2}{1-8a_k}\Big) \ge 0,
+
+a sum of non-negative terms, so :math:`\mathrm{Var}\,b = e^{\|v\|^2}\,\mathrm{expm1}(S)` is evaluated
+with relative accuracy for every v (no cancellation, also as :math:`v, a \to 0`).  Under
+i.i.d. directions :math:`\mathrm{MSE} = P^2\,\mathrm{Var}\,b/m`, :math:`P^2 = e^{-2c(\|x\|^2+\|y\|^2)}`,
+and the relative MSE is kernel-free: :math:`\mathrm{MSE}/K^2 = \mathrm{expm1}(S)/m`
+(:math:`(e^{\|v\|^2}-1)/m` for PRFs).
+
+The optimum for a data set
+--------------------------
+FAVOR# chooses the parameters minimising the *shifted log-variance*
+:math:`\overline{\mathcal L} = \frac1{LL'}\sum_{i,j}\log\big(\mathrm{Var}\,[f f] + K^2\big)
+= \frac1{LL'}\sum_{i,j}\log\mathbb E[(Pb)^2]` over the queries :math:`x_i` (L of them)
+and keys :math:`y_j` (L').  :math:`\log P^2` does not depend on the parameters, and
+:math:`\log\mathbb E[b^2]` is affine in :math:`vv^\top`:
+
+.. math::
+    \overline{\log\mathbb E[b^2]} = \sum_k\Big(\log(1-4a_k) - \tfrac12\log(1-8a_k)\Big)
+    + \sum_k\frac{2(1-4a_k)}{1-8a_k}\,q_k^\top\mathbf Mq_k,
+    \qquad \mathbf M = \overline{xx^\top} + \overline{yy^\top} + \bar x\bar y^\top + \bar y\bar x^\top,
+
+the average of :math:`(x_i+y_j)(x_i+y_j)^\top` over all L L' pairs, formed in
+O((L + L') d^2) (:func:`sderf_moment_matrix`).  **Theorem.**  With
+:math:`\mathbf M = \mathbf Q\Lambda\mathbf Q^\top` (eigenvalues :math:`\lambda_k \ge 0`),
+the global minimum over all orthogonal :math:`\mathbf Q` and all :math:`a_k < 1/8` is
+attained at the eigenvectors of :math:`\mathbf M` and
+
+.. math::
+    a_k^* = \frac{1 - 2\lambda_k - \sqrt{(2\lambda_k+1)^2 + 8\lambda_k}}{16}
+    = -\frac1{16}\Big(2\lambda_k + \frac{4\lambda_k^2 + 12\lambda_k}{1 + \sqrt{(2\lambda_k+1)^2+8\lambda_k}}\Big) \le 0,
+
+the OPRF optimum of FAVOR++ with :math:`s = \overline{\|x+y\|^2}/d` replaced by :math:`\lambda_k`
+(the second form has no cancellation; it is what is evaluated).
+
+*Proof.*  Write :math:`g_\lambda(a) = \log(1-4a) - \frac12\log(1-8a) + \lambda\,c(a)`,
+:math:`c(a) = \frac{2(1-4a)}{1-8a}`.  :math:`g_\lambda' = 0` reduces to
+:math:`16a^2 - (2 - 4\lambda)a - \lambda = 0`, whose roots are
+:math:`(1 - 2\lambda \pm\sqrt{(2\lambda+1)^2+8\lambda})/16`; the + root is :math:`\ge 1/8`
+(outside the domain), and :math:`g_\lambda \to +\infty` at both ends of
+:math:`(-\infty, 1/8)`, so :math:`a^*(\lambda)` is the unique global minimiser of
+:math:`g_\lambda`.  For fixed :math:`a_k` the objective is
+:math:`\sum_k h(a_k) + \mathrm{tr}(\mathbf M\mathbf Q\,\mathrm{diag}(c(a_k))\mathbf Q^\top)`, and by
+von Neumann's trace inequality the trace is at least
+:math:`\sum_k\lambda_{(k)}c_{[k]}` (eigenvalues decreasing, :math:`c` increasing), so the
+objective is at least :math:`\sum_k g_{\lambda_{\pi(k)}}(a_k) \ge \sum_k g_{\lambda_k}(a^*(\lambda_k))`
+for a permutation π.  Equality holds for :math:`\mathbf Q` the eigenvectors and
+:math:`a_k = a^*(\lambda_k)`, which are paired as the inequality needs: c is increasing
+(:math:`c' = 8/(1-8a)^2`) and :math:`a^*` decreasing in λ.  ∎
+
+This is the form of FAVOR#'s SDERF optimum (per-eigendirection OPRF optimum of the
+eigen-decomposition of the pair statistic :math:`\mathbf M`); the restriction to a
+symmetric :math:`\mathbf B` loses nothing, since any valid :math:`\mathbf B = (I-4\mathbf A)^{1/2}\mathbf U`
+(U orthogonal) gives the objective of :math:`\mathbf U^\top\mathbf Q` in place of
+:math:`\mathbf Q`.  The minimiser is that of the *average log* second moment, not of
+the average MSE (whose minimiser has no closed form); for one pair (L = L' = 1),
+:math:`\mathbf M = vv^\top` and it is the exact MSE minimiser: :math:`a^*(\|v\|^2)` along
+v and 0 across.
+
+Precision and cost
+------------------
+Inputs (vectors, a, Q) are converted exactly (floats are binary rationals) and every
+result is correct to the working precision.  Q is validated to be orthogonal to
+:math:`10^{-6}` (in float64) and then replaced by its Gram-Schmidt orthonormalisation at
+the working precision (QR with a positive diagonal): the closed forms are exact for
+that matrix, which differs from a float64 Q by O(1e-16) per entry and equals a Q that is
+orthogonal to the working precision.  This costs O(d^3) operations on mpf (about 3 s at
+d = 64, 30 digits).  :func:`sderf_optimal_parameters` forms :math:`\mathbf M` from the data
+in float64 (so the parameters are those of the float64 :math:`\mathbf M`: the objective is
+stationary there, so a relative perturbation ε of M changes it by O(ε^2)) and
+eigen-decomposes it with ``mpmath.eigsy`` at the working precision (about 13 s at d = 64,
+30 digits; the call's time budget, :func:`theory.budget`, applies).
+
+Checked in ``tests/test_sderf.py``: the second moment against the dense-matrix route
+(:func:`sderf_second_moment_dense`, matrix square root and determinants, no
+eigen-decomposition) and against quadrature of the Gaussian integral at d = 1, 2; the
+reduction to OPRFs and PRFs; the optimum against scipy minimisation over a and over
+rotations; the i.i.d. MSE and the unbiasedness against Monte Carlo
+(:mod:`montecarlo.sderf`) with asserted power.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from mpmath.matrices.matrices import _matrix
+
+from ._checks import guarded, square, to_mpf
+from ._context import check_time, mp
+from . import feature_kinds as kinds
+from .validation import ArgumentTypeError, check_int, describe
+
+__all__ = [
+    "SDERFParameters",
+    "sderf_log_objective",
+    "sderf_moment_matrix",
+    "sderf_mse",
+    "sderf_optimal_a",
+    "sderf_optimal_parameters",
+    "sderf_relative_mse",
+    "sderf_second_moment",
+    "sderf_second_moment_dense",
+    "sderf_variance",
+]
+
+#: Largest deviation max|Q^T Q - I| accepted for an orthogonal Q (float64 eigenvectors are ~1e-15 off).
+ORTHOGONALITY_TOL = 1e-6
+
+SDERFParameters = namedtuple("SDERFParameters", ["a", "Q", "eigenvalues"])
+SDERFParameters.__doc__ = """The FAVOR# (SDERF) parameters of a data set: ``a`` (list of d mpf, :math:`a_k^*`), ``Q`` (d x d
+mpmath matrix, the eigenvectors of M as columns), ``eigenvalues`` (list of d mpf, :math:`\\lambda_k`, ascending)."""
+
+
+# ---------------------------------------------------------------------------
+# argument conversion (inside the private context)
+
+
+def _sequence(values, name):
+    """A 1-D sequence (list, tuple, numpy array, mpmath column/row matrix) as a list of items."""
+    if isinstance(values, _matrix):
+        if min(values.rows, values.cols) != 1:
+            raise ValueError(f"{name} must be a vector (a 1-D sequence or an mpmath column matrix), got an mpmath "
+                             f"matrix of shape ({values.rows}, {values.cols})")
+        return [values[i] for i in range(max(values.rows, values.cols))]
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D array, got shape {values.shape}")
+        return list(values)
+    if isinstance(values, (list, tuple)):
+        return list(values)
+    raise ArgumentTypeError(f"{name} must be a sequence of real numbers (list, tuple, 1-D numpy array or mpmath "
+                            f"column matrix), got {describe(values)}")
+
+
+def _vector(values, name, d=None):
+    items = _sequence(values, name)
+    if not items:
+        raise ValueError(f"{name} must hold at least one entry, got an empty sequence")
+    if d is not None and len(items) != d:
+        raise ValueError(f"{name} must have length d = {d}, got length {len(items)}")
+    return [to_mpf(x, f"{name}[{i}]") for i, x in enumerate(items)]
+
+
+def _check_a(a, d):
+    """a as d mpf, each < 1/8 (I - 8A positive definite)."""
+    if not isinstance(a, (list, tuple, np.ndarray, _matrix)):
+        raise ArgumentTypeError(f"a must be a sequence of d = {d} reals < 1/8 (the eigenvalues of A; [A] * {d} for "
+                                f"the isotropic OPRF), got {describe(a)}")
+    out = _vector(a, "a", d)
+    for k, ak in enumerate(out):
+        if not ak < mp.mpf(1) / 8:
+            raise ValueError(f"a[{k}] must be < 1/8 (I - 8A must be positive definite for a finite variance), "
+                             f"got {mp.nstr(ak, 10)}")
+    return out
+
+
+def _float_matrix(Q, name, d):
+    """Q as a float64 numpy (d, d) array (for the cheap checks) and its exact entries."""
+    if isinstance(Q, _matrix):
+        if (Q.rows, Q.cols) != (d, d):
+            raise ValueError(f"{name} must be a (d, d) = ({d}, {d}) matrix, got shape ({Q.rows}, {Q.cols})")
+        entries = [[Q[i, j] for j in range(d)] for i in range(d)]
+    else:
+        if isinstance(Q, (str, bytes)) or not isinstance(Q, (list, tuple, np.ndarray)):
+            raise ArgumentTypeError(f"{name} must be a (d, d) orthogonal matrix (numpy array, nested list or mpmath "
+                                    f"matrix) or None (the identity), got {describe(Q)}")
+        arr = np.asarray(Q, dtype=object)
+        if arr.shape != (d, d):
+            raise ValueError(f"{name} must be a (d, d) = ({d}, {d}) matrix, got shape {arr.shape}")
+        entries = arr.tolist()
+    exact = mp.matrix(d, d)
+    for i in range(d):
+        for j in range(d):
+            exact[i, j] = to_mpf(entries[i][j], f"{name}[{i}, {j}]")
+    approx = np.array([[float(exact[i, j]) for j in range(d)] for i in range(d)])
+    return approx, exact
+
+
+def _orthonormal(Q, d, name="Q"):
+    """None (the identity) or Q orthonormalised at the working precision (module docstring)."""
+    if Q is None:
+        return None
+    approx, exact = _float_matrix(Q, name, d)
+    dev = float(np.max(np.abs(approx.T @ approx - np.eye(d))))
+    if not dev <= ORTHOGONALITY_TOL:
+        raise ValueError(f"{name} must be an orthogonal matrix (max |Q^T Q - I| <= {ORTHOGONALITY_TOL:g}), got "
+                         f"max |Q^T Q - I| = {dev:.3g}")
+    check_time("sderf: orthonormalising Q (O(d^3))")
+    q, r = mp.qr(exact)
+    for j in range(d):
+        if r[j, j] < 0:  # keep every column's orientation: Gram-Schmidt, R with a positive diagonal
+            for i in range(d):
+                q[i, j] = -q[i, j]
+    return q
+
+
+def _rotate(v, Q):
+    r""":math:`\tilde v = Q^\top v` (v itself for Q = None)."""
+    if Q is None:
+        return list(v)
+    d = len(v)
+    return [mp.fdot([Q[i, k] for i in range(d)], v) for k in range(d)]
+
+
+def _excess(vt, a):
+    r""":math:`S = \log(\mathbb E[b^2]/(\mathbb Eb)^2) = \sum_k \frac12\log1p(16a_k^2/(1-8a_k)) + \tilde v_k^2/(1-8a_k)`."""
+    terms = []
+    for vk, ak in zip(vt, a):
+        one_8a = 1 - 8 * ak
+        terms.append(mp.log1p(16 * square(ak) / one_8a) / 2 + square(vk) / one_8a)
+    return mp.fsum(terms)
+
+
+def _v_sq(vt):
+    return mp.fsum(square(x) for x in vt)
+
+
+# ---------------------------------------------------------------------------
+# single pairs
+
+
+@guarded()
+def sderf_second_moment(v_vec, a, Q=None):
+    r"""Second moment :math:`\mathbb E[b^2]` of one SDERF direction (module docstring).
+
+    .. math::
+        \mathbb E[b^2] = \prod_k\frac{1-4a_k}{\sqrt{1-8a_k}}\exp\Big(\frac{2(1-4a_k)\tilde v_k^2}{1-8a_k}\Big),
+        \qquad \tilde v = \mathbf Q^\top v,
+
+    evaluated as :math:`e^{\|v\|^2 + S}` with the non-negative excess S.
+
+    Parameters
+    ----------
+    v_vec : sequence of d reals
+        :math:`v = x + y` (list, tuple, 1-D numpy array or mpmath column).
+    a : sequence of d reals < 1/8
+        The eigenvalues :math:`a_k` of :math:`\mathbf A`.
+    Q : (d, d) orthogonal matrix or None
+        Eigenvectors of :math:`\mathbf A` as columns (numpy array, nested list or mpmath
+        matrix); None is the identity.  Orthonormalised at the working precision.
+
+    Returns
+    -------
+    mpf
+    """
+    v = _vector(v_vec, "v_vec")
+    d = len(v)
+    a = _check_a(a, d)
+    vt = _rotate(v, _orthonormal(Q, d))
+    return mp.exp(_v_sq(vt) + _excess(vt, a))
+
+
+@guarded()
+def sderf_variance(v_vec, a, Q=None):
+    r""":math:`\mathrm{Var}\,b = \mathbb E[b^2] - e^{\|v\|^2} = e^{\|v\|^2}\,\mathrm{expm1}(S)`, relative accuracy
+    for every v and a (arguments as in :func:`sderf_second_moment`).  PRFs (a = 0):
+    :math:`e^{v^2}(e^{v^2}-1)`."""
+    v = _vector(v_vec, "v_vec")
+    d = len(v)
+    a = _check_a(a, d)
+    vt = _rotate(v, _orthonormal(Q, d))
+    return mp.exp(_v_sq(vt)) * mp.expm1(_excess(vt, a))
+
+
+def _pair(x, y):
+    xv = _vector(x, "x")
+    yv = _vector(y, "y", len(xv))
+    return xv, yv, [p + q for p, q in zip(xv, yv)]
+
+
+@guarded()
+def sderf_mse(x, y, a, Q=None, *, m, kernel="gaussian"):
+    r"""MSE of the SDERF kernel estimator with m i.i.d. directions.
+
+    .. math::
+        \mathrm{MSE} = \frac{e^{-2c(\|x\|^2+\|y\|^2)}}{m}\,e^{\|x+y\|^2}\,\mathrm{expm1}(S)
+
+    (c = 1 Gaussian, 1/2 softmax).  Couplings of the directions (orthogonal, simplex) add
+    pair terms with no closed form here: estimate them with
+    :func:`montecarlo.sderf.sderf_empirical_mse`.
+
+    Parameters
+    ----------
+    x, y : sequences of d reals
+    a : sequence of d reals < 1/8
+    Q : (d, d) orthogonal matrix or None
+    m : int >= 1, keyword-only
+    kernel : {'gaussian', 'softmax'}, keyword-only
+
+    Returns
+    -------
+    mpf
+    """
+    c = mp.mpf(kinds.kernel_c("prf", kernel))  # the positive kinds' c: 1 (Gaussian) or 1/2 (softmax)
+    m = check_int(m, "m", 1)
+    xv, yv, v = _pair(x, y)
+    d = len(v)
+    a = _check_a(a, d)
+    vt = _rotate(v, _orthonormal(Q, d))
+    log_pref = -2 * c * (_v_sq(xv) + _v_sq(yv)) + _v_sq(vt)
+    return mp.exp(log_pref) * mp.expm1(_excess(vt, a)) / m
+
+
+@guarded()
+def sderf_relative_mse(x, y, a, Q=None, *, m):
+    r"""MSE / K^2 with m i.i.d. directions: :math:`\mathrm{expm1}(S)/m`, the same for both target
+    kernels (PRFs: :math:`(e^{\|x+y\|^2}-1)/m`).  Arguments as in :func:`sderf_mse`."""
+    m = check_int(m, "m", 1)
+    _, _, v = _pair(x, y)
+    d = len(v)
+    a = _check_a(a, d)
+    return mp.expm1(_excess(_rotate(v, _orthonormal(Q, d)), a)) / m
+
+
+@guarded()
+def sderf_second_moment_dense(v_vec, A):
+    r"""Second route for :math:`\mathbb E[b^2]`, from a dense symmetric :math:`\mathbf A` (no eigen-decomposition).
+
+    .. math::
+        \mathbb E[b^2] = \det(I-4\mathbf A)\det(I-8\mathbf A)^{-1/2}
+        \exp\big(2v^\top\mathbf B(I-8\mathbf A)^{-1}\mathbf Bv\big),\qquad \mathbf B = (I-4\mathbf A)^{1/2}
+
+    with the matrix square root by ``mpmath.sqrtm`` and the solve by LU, straight from the
+    moment generating function of a Gaussian quadratic form (module docstring).
+
+    Parameters
+    ----------
+    v_vec : sequence of d reals
+    A : (d, d) symmetric matrix
+        With :math:`I - 8\mathbf A` positive definite (checked by Cholesky); symmetric to
+        :math:`10^{-6}` relative (its symmetric part :math:`(\mathbf A + \mathbf A^\top)/2` is used, so that a
+        product :math:`\mathbf Q\,\mathrm{diag}(a)\mathbf Q^\top` rounded at the working precision is accepted).
+
+    Returns
+    -------
+    mpf
+    """
+    v = _vector(v_vec, "v_vec")
+    d = len(v)
+    approx, Am = _float_matrix(A, "A", d)
+    asym = float(np.max(np.abs(approx - approx.T)))
+    if not asym <= ORTHOGONALITY_TOL * max(1.0, float(np.max(np.abs(approx)))):
+        raise ValueError(f"A must be symmetric (max |A - A^T| <= {ORTHOGONALITY_TOL:g} max(1, max |A|)), got "
+                         f"max |A - A^T| = {asym:.3g}")
+    Am = (Am + Am.T) / 2
+    eye = mp.eye(d)
+    one_8 = eye - 8 * Am
+    try:
+        mp.cholesky(one_8)
+    except ValueError:
+        raise ValueError("A must satisfy I - 8A positive definite (a finite variance), got an A with an "
+                         "eigenvalue >= 1/8") from None
+    one_4 = eye - 4 * Am
+    B = mp.sqrtm(one_4)
+    Bv = B * mp.matrix(v)
+    quad = (Bv.T * mp.lu_solve(one_8, Bv))[0, 0]
+    return mp.det(one_4) / mp.sqrt(mp.det(one_8)) * mp.exp(2 * quad)
+
+
+# ---------------------------------------------------------------------------
+# data sets
+
+
+def _data(X, name, d=None):
+    """A real finite 2-D float64 numpy array (rows: points)."""
+    if isinstance(X, (str, bytes)) or isinstance(X, np.ma.MaskedArray):
+        raise ArgumentTypeError(f"{name} must be a real (N, d) array, got {describe(X)}")
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a real (N, d) array, got {describe(X)}") from exc
+    if arr.dtype.kind not in "fiu":
+        raise ArgumentTypeError(f"{name} must hold real numbers (a float or integer array), got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must be a 2-D array of shape (N, d) with N, d >= 1, got shape {arr.shape}")
+    if d is not None and arr.shape[1] != d:
+        raise ValueError(f"{name} must have d = {d} columns (as X), got shape {arr.shape}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite: found {int(np.sum(~np.isfinite(arr)))} NaN or inf entries")
+    return arr
+
+
+def sderf_moment_matrix(X, Y=None):
+    r"""The pair statistic :math:`\mathbf M = \frac1{LL'}\sum_{i,j}(x_i+y_j)(x_i+y_j)^\top` in float64.
+
+    :math:`\mathbf M = \overline{xx^\top} + \overline{yy^\top} + \bar x\bar y^\top + \bar y\bar x^\top`,
+    O((L + L') d^2) (never the L L' pairs).
+
+    Parameters
+    ----------
+    X : array (L, d)
+        Queries (finite reals).
+    Y : array (L', d), optional
+        Keys; default X (a kernel on one set).
+
+    Returns
+    -------
+    ndarray (d, d), float64, symmetric positive semidefinite up to rounding
+    """
+    X = _data(X, "X")
+    Y = X if Y is None else _data(Y, "Y", X.shape[1])
+    xm, ym = X.mean(axis=0), Y.mean(axis=0)
+    M = X.T @ X / X.shape[0] + Y.T @ Y / Y.shape[0] + np.outer(xm, ym) + np.outer(ym, xm)
+    return (M + M.T) / 2
+
+
+def _optimal_a(lam):
+    r""":math:`a^*(\lambda)` in the cancellation-free form (module docstring), for :math:`\lambda \ge 0`."""
+    u = 4 * square(lam) + 12 * lam
+    return -(2 * lam + u / (1 + mp.sqrt(1 + u))) / 16
+
+
+@guarded()
+def sderf_optimal_a(lam):
+    r"""The minimiser :math:`a^*(\lambda) = (1 - 2\lambda - \sqrt{(2\lambda+1)^2+8\lambda})/16` of
+    :math:`\log(1-4a) - \frac12\log(1-8a) + \frac{2(1-4a)}{1-8a}\lambda` (one eigen-direction; the OPRF
+    optimum at :math:`\lambda = s`).
+
+    Parameters
+    ----------
+    lam : real >= 0
+
+    Returns
+    -------
+    mpf in (-inf, 0], 0 only at lam = 0
+    """
+    lam = to_mpf(lam, "lam")
+    if lam < 0:
+        raise ValueError(f"lam must be >= 0 (an eigenvalue of the positive semidefinite M), got {mp.nstr(lam, 10)}")
+    return _optimal_a(lam)
+
+
+def _eigen(M, d):
+    """Eigenvalues (ascending, clipped at 0 within rounding) and eigenvectors of the float64 M at the working
+    precision."""
+    Mm = mp.matrix(d, d)
+    for i in range(d):
+        for j in range(d):
+            Mm[i, j] = mp.mpf(float(M[i, j]))
+    check_time(f"sderf_optimal_parameters: eigen-decomposition at d = {d} (O(d^3))")
+    E, Q = mp.eigsy(Mm)
+    check_time(f"sderf_optimal_parameters: eigen-decomposition at d = {d} (O(d^3))")
+    # M is positive semidefinite; float64 rounding of M can leave eigenvalues of order eps * tr M below 0
+    tol = mp.mpf(64 * d) * mp.mpf(2) ** -52 * max(mp.mpf(1), mp.fsum(abs(Mm[i, i]) for i in range(d)))
+    lam = []
+    for k in range(d):
+        if E[k] < -tol:
+            raise ValueError(f"X and Y give a pair statistic M with eigenvalue {mp.nstr(E[k], 5)} < 0 beyond "
+                             f"rounding; M must be positive semidefinite")
+        lam.append(E[k] if E[k] > 0 else mp.mpf(0))
+    return lam, Q
+
+
+@guarded()
+def sderf_optimal_parameters(X, Y=None):
+    r"""FAVOR#'s SDERF parameters for queries X and keys Y: the global minimiser of the average log
+    second moment (module docstring, Theorem).
+
+    Parameters
+    ----------
+    X : array (L, d)
+        Queries (finite reals; numpy arrays or nested lists).
+    Y : array (L', d), optional
+        Keys; default X.
+
+    Returns
+    -------
+    SDERFParameters
+        ``(a, Q, eigenvalues)``: :math:`a_k^* = a^*(\lambda_k)` (list of mpf, <= 0), the eigenvectors
+        of :math:`\mathbf M` (:func:`sderf_moment_matrix`, formed in float64) as the columns of an
+        mpmath matrix, and the eigenvalues :math:`\lambda_k` (ascending), at the working precision
+        (``mpmath.eigsy``, O(d^3): about 13 s at d = 64, 30 digits).
+    """
+    M = sderf_moment_matrix(X, Y)
+    d = M.shape[0]
+    lam, Q = _eigen(M, d)
+    return SDERFParameters([_optimal_a(x) for x in lam], Q, lam)
+
+
+@guarded()
+def sderf_log_objective(X, Y, a, Q=None):
+    r"""The pair-averaged log second moment :math:`\frac1{LL'}\sum_{i,j}\log\mathbb E[b^2(x_i+y_j)]`.
+
+    .. math::
+        \sum_k\Big(\log(1-4a_k) - \tfrac12\log(1-8a_k) + \frac{2(1-4a_k)}{1-8a_k}q_k^\top\mathbf Mq_k\Big)
+
+    with :math:`\mathbf M` from :func:`sderf_moment_matrix` (float64).  FAVOR#'s shifted
+    log-variance is this plus :math:`\overline{\log P^2}`, which does not depend on the parameters.
+
+    Parameters
+    ----------
+    X : array (L, d)
+    Y : array (L', d) or None
+        None: Y = X.
+    a : sequence of d reals < 1/8
+    Q : (d, d) orthogonal matrix or None
+
+    Returns
+    -------
+    mpf
+    """
+    M = sderf_moment_matrix(X, Y)
+    d = M.shape[0]
+    a = _check_a(a, d)
+    Qo = _orthonormal(Q, d)
+    Mm = mp.matrix(M.tolist())
+    terms = []
+    for k, ak in enumerate(a):
+        qk = mp.matrix([1 if i == k else 0 for i in range(d)]) if Qo is None else Qo[:, k]
+        quad = (qk.T * Mm * qk)[0, 0]
+        terms.append(mp.log1p(-4 * ak) - mp.log1p(-8 * ak) / 2 + 2 * (1 - 4 * ak) / (1 - 8 * ak) * quad)
+    return mp.fsum(terms)
