@@ -1,8 +1,8 @@
 """Speed of ``montecarlo.experiments``: ratios against baselines timed in the same process.
 
 Run ``python -m benchmarks.bench_experiments`` (``--quick`` for fewer
-repeats, ``--only SECTION...``, ``--table [--protocol paper|resampled]`` to also
-time the full Table 2 run end to end, ``--uci-dir DIR``, ``--json [PATH]``, by default
+repeats, ``--only SECTION...``, ``--table [--protocol paper|resampled] [--n-jobs N]``
+to also time the full Table 2 run end to end, ``--uci-dir DIR``, ``--json [PATH]``, by default
 ``benchmarks/results/bench_experiments.json``).  Each ratio compares two
 callables timed round-robin in the same process (ratio of the minima over
 repeats; the median ratio is stored too).  Nothing here asserts.
@@ -28,6 +28,18 @@ attention       PRF attention (numpy), d = 64, m = 130, L = 1024 and 4096,
                 ``scaled_dot_product_attention`` (float32, CPU).
 gram            Gram-matrix error per draw (N = d = 64, m = 128) vs one bare
                 (N, m) @ (m, N) product.
+parallel        (not in the default set) a Table 2 run (paper protocol,
+                ``--parallel-draws`` draws, 8 datasets, 4 couplings) with
+                ``n_jobs=2`` vs ``n_jobs=1``, both with one BLAS thread per
+                worker (montecarlo.experiments.sweeps), timed round-robin; the
+                two tables must be bit-identical.
+paired          (not in the default set) variance reduction of common random
+                numbers: per dataset (paper protocol, m = d, ``--paired-draws``
+                draws; chess a quarter of them), the standard error of the
+                paired difference SimRF - IID (and SimRF - ORF) over the unpaired
+                one, hypot(se_SimRF, se_IID) of the same draws (what independent
+                draws would give), and the same difference from an independent
+                run for comparison.
 """
 
 from __future__ import annotations
@@ -142,10 +154,69 @@ def bench_gram(repeat):
     return {"per_draw_over_product": per_draw}
 
 
-def bench_table(uci_dir, protocol):
+def _table_numbers(table):
+    out = []
+    for row in table.rows.values():
+        out += [row["exact"]] + [(row[c].mean, row[c].stderr) for c in table.couplings]
+        out += [(e.mean, e.stderr) for e in row["differences"].values()]
+    return out
+
+
+def bench_parallel(repeat, uci_dir, n_draws):
+    """Table 2 with n_jobs = 2 vs n_jobs = 1 (one BLAS thread per worker in both), round-robin."""
+    runs = {}
+
+    def run(n_jobs):
+        table = cl.accuracy_table(cl.TABLE2_COUPLINGS, 1, n_draws, 0, uci_dir=uci_dir, protocol="paper",
+                                  n_jobs=n_jobs)
+        runs[n_jobs] = table
+        return table
+
+    fns = {"n_jobs=2": lambda: run(2), "n_jobs=1": lambda: run(1)}
+    t = interleaved(fns, max(1, repeat // 3))
+    r = ratio(t, "n_jobs=1", "n_jobs=2")
+    identical = _table_numbers(runs[1]) == _table_numbers(runs[2])
+    print(f"parallel: Table 2, paper protocol, {n_draws} draws, 8 datasets x 4 couplings: n_jobs=1 "
+          f"{min(t['n_jobs=1']):.1f} s, n_jobs=2 {min(t['n_jobs=2']):.1f} s: speed-up {r[0]:.2f}x "
+          f"(median {r[1]:.2f}x); bit-identical: {identical}")
+    return {"speedup": r, "n_jobs1_s": min(t["n_jobs=1"]), "n_jobs2_s": min(t["n_jobs=2"]), "n_draws": n_draws,
+            "bit_identical": identical}
+
+
+def bench_paired(uci_dir, n_draws, n_jobs):
+    """s.e. of paired differences / s.e. of unpaired ones, per dataset (paper protocol, m = d)."""
+    out = {}
+    print(f"paired: s.e.(paired difference) / hypot(s.e.) of the same draws, paper protocol, m = d, {n_draws} "
+          "draws (chess a quarter); independent run alongside")
+    for name in uci.DATASETS:
+        draws = max(2, n_draws // 4) if name == "chess" else n_draws
+        kw = dict(n_draws=draws, rng=0, uci_dir=uci_dir, datasets=[name], protocol="paper", n_jobs=n_jobs)
+        try:
+            paired = cl.accuracy_table(cl.FIG8_COUPLINGS, paired=True, **kw)
+            indep = cl.accuracy_table(cl.FIG8_COUPLINGS, paired=False, **kw)
+        except FileNotFoundError as exc:
+            out[name] = {"skipped": str(exc)}
+            continue
+        rp, ri = paired.rows[name], indep.rows[name]
+        cells = {}
+        for a, b in (("simplex", "iid"), ("simplex", "orthogonal"), ("orthogonal", "iid")):
+            e = rp["differences"][a, b]
+            unpaired = float(np.hypot(rp[a].stderr, rp[b].stderr))
+            ei = ri["differences"][a, b]
+            cells[f"{a}-{b}"] = {"paired_se": e.stderr, "unpaired_se": unpaired, "ratio": e.stderr / unpaired,
+                                 "paired_mean": e.mean, "paired_z": e.mean / e.stderr,
+                                 "independent_se": ei.stderr, "independent_mean": ei.mean}
+        out[name] = {"n_draws": draws, **cells}
+        print(f"  {name:9s} ({draws:4d} draws): " + ", ".join(
+            f"{k} {v['ratio']:.2f} (z {v['paired_z']:+.1f}; independent s.e. {v['independent_se']:.4f} vs "
+            f"{v['unpaired_se']:.4f})" for k, v in cells.items()))
+    return out
+
+
+def bench_table(uci_dir, protocol, n_jobs=None):
     t0 = time.perf_counter()
     c0 = time.process_time()
-    table = cl.accuracy_table(cl.TABLE2_COUPLINGS, 1, 100, 0, uci_dir=uci_dir, protocol=protocol)
+    table = cl.accuracy_table(cl.TABLE2_COUPLINGS, 1, 100, 0, uci_dir=uci_dir, protocol=protocol, n_jobs=n_jobs)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(table.format(cl.paper_table(2)))
     n_splits = len(table.settings["split_rng"])
@@ -164,9 +235,14 @@ PROG = "python -m benchmarks.bench_experiments"
 def _main(argv):
     p = make_parser(PROG, __doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="3 repeats instead of 7")
-    p.add_argument("--only", nargs="+", choices=("classification", "attention", "gram"), help="sections to run")
+    p.add_argument("--only", nargs="+", choices=("classification", "attention", "gram", "parallel", "paired"),
+                   help="sections to run (default: classification, attention, gram)")
     p.add_argument("--table", action="store_true", help="also time the full Table 2 run end to end")
     p.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default="paper", help="protocol of --table")
+    p.add_argument("--n-jobs", type=int_arg(1), default=None,
+                   help="workers of --table and the paired section (default: every core)")
+    p.add_argument("--parallel-draws", type=int_arg(2), default=100, help="draws of the parallel section's table")
+    p.add_argument("--paired-draws", type=int_arg(2), default=400, help="draws of the paired section")
     p.add_argument("--uci-dir", default=None, help="UCI data directory (default: the shipped copy)")
     p.add_argument("--threads", type=int_arg(1), default=None, help="torch intra-op threads")
     p.add_argument("--json", nargs="?", const="benchmarks/results/bench_experiments.json", default=None,
@@ -189,8 +265,12 @@ def _main(argv):
         res["attention"] = bench_attention(repeat)
     if "gram" in sections:
         res["gram"] = bench_gram(repeat)
+    if "parallel" in sections:
+        res["parallel"] = bench_parallel(repeat, args.uci_dir, args.parallel_draws)
+    if "paired" in sections:
+        res["paired"] = bench_paired(args.uci_dir, args.paired_draws, args.n_jobs)
     if args.table:
-        res["table"] = bench_table(args.uci_dir, args.protocol)
+        res["table"] = bench_table(args.uci_dir, args.protocol, args.n_jobs)
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
 

@@ -260,3 +260,21 @@ def test_frobenius_curve_is_bit_identical_for_any_n_jobs():
         assert a.mean[k][1] == c.mean[k][0]  # a cell does not depend on the other m
     for k in a.diff_mean:
         assert np.array_equal(a.diff_mean[k], b.diff_mean[k]) and np.array_equal(a.diff_stderr[k], b.diff_stderr[k])
+
+
+def test_lazy_imports_do_not_race_across_worker_threads():
+    """Regression: in a fresh process (torch not imported), SimRFs+ units imported torch lazily in one
+    worker thread (montecarlo.couplings' dtype check) while another thread's check_rng read the
+    half-imported module ('partially initialized module torch has no attribute Generator').  The
+    sweep's warm-up draws every coupling in the calling thread first."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from montecarlo.experiments import classification as cl; "
+            "assert 'torch' not in sys.modules; "
+            "t = cl.accuracy_table(('iid', 'simplex_plus'), n_draws=60, datasets=['banknote', 'wifi', 'cmc'], "
+            "split_rng=(0, 1), n_jobs=2); print(len(t.rows))")
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "3", proc.stderr[-2000:]

@@ -96,7 +96,16 @@ from ._common import (
     projected_features,
     seed_entropy,
 )
-from .sweeps import DRAW_BLOCK, check_n_jobs, coupling_pairs, draw_blocks, paired_weights, run_units, unit_seed
+from .sweeps import (
+    DRAW_BLOCK,
+    check_n_jobs,
+    coupling_pairs,
+    draw_blocks,
+    paired_weights,
+    run_units,
+    unit_seed,
+    warm_up,
+)
 
 #: Couplings of Table 2 / Fig. 8 (m = d): the four exact ones.
 TABLE2_COUPLINGS = ("iid", "orthogonal", "simplex", "simplex_plus")
@@ -518,12 +527,13 @@ def _check_paired(paired, protocol):
 def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind):
     """One unit of a sweep (run by :func:`~montecarlo.experiments.sweeps.run_units`).
 
-    ``task == 'exact'``: the exact-kernel accuracy of the split (a float);
+    ``task == 'exact'``: the exact-kernel accuracy of the split and, when ``m`` is true, the split's
+    mean v (:func:`~montecarlo.experiments.uci.mean_v`, Table 2's column), else None;
     ``task == 'prf'``: per-draw accuracies (len(couplings), n) of one block of n draws at m
     features, the couplings' projections from :func:`~montecarlo.experiments.sweeps.paired_weights`
     (common random numbers when ``paired``)."""
     if task == "exact":
-        return exact_accuracy(split, sigma)
+        return exact_accuracy(split, sigma), (uci.mean_v(split, sigma) if m else None)
     order, present, starts = _groups(split.y_train)
     b, a = sigma * split.X_train[order], sigma * split.X_test
     Ws = paired_weights(couplings, split.d, m, n, seed, paired=paired)
@@ -536,13 +546,13 @@ def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind):
     return out
 
 
-def _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, label):
+def _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, label, mean_v_for=()):
     """Per-draw accuracies of every cell, in parallel units of (cell, block of draws).
 
     ``cells``: list of (keys, split, m, sigma); a cell's units are seeded by
-    ``unit_seed(entropy, *keys, m, block)``.  Returns ([exact accuracy per distinct split],
-    [(len(couplings), n_draws) per cell]); the splits are those of the cells, in first-seen
-    order (``id``), each scored once."""
+    ``unit_seed(entropy, *keys, m, block)``.  Returns ({id(split): (exact accuracy, mean v or None)},
+    [(len(couplings), n_draws) per cell]); the splits are those of the cells, each scored once (in a
+    unit of its own, with its mean v when its ``id`` is in ``mean_v_for``)."""
     blocks = draw_blocks(n_draws)
     width = kind_record(kind).width
     splits, split_index = [], {}
@@ -552,14 +562,19 @@ def _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progres
             splits.append((split, sigma))
     units, costs = [], []
     for split, sigma in splits:
-        units.append(("exact", split, (), 0, 0, sigma, None, False, kind))
-        costs.append(split.X_test.shape[0] * split.X_train.shape[0] * (split.d + 8))
+        with_v = id(split) in mean_v_for
+        units.append(("exact", split, (), int(with_v), 0, sigma, None, False, kind))
+        # measured on one core: ~14 ns per (test, training) pair for the exact classifier, ~10 for mean v,
+        # ~15 per log-feature entry and draw for the PRF classifier
+        costs.append(split.X_test.shape[0] * split.X_train.shape[0] * (24 if with_v else 14))
     for keys, split, m, sigma in cells:
         check_budget(len(couplings) * DRAW_BLOCK * m * split.d, "the projections of one block of draws", "lower m")
         for k, n in blocks:
             units.append(("prf", split, couplings, m, n, sigma, unit_seed(entropy, *keys, m, k), paired, kind))
-            costs.append(n * len(couplings) * (split.X_train.shape[0] + split.X_test.shape[0]) * width * m)
-    res = run_units(_accuracy_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label=label)
+            costs.append(15 * n * len(couplings) * (split.X_train.shape[0] + split.X_test.shape[0]) * width * m)
+    keys, split, m, sigma = cells[0]
+    res = run_units(_accuracy_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label=label,
+                    warm_up=warm_up(couplings, split.d, m, kind, paired))
     exact = {sid: res[i] for sid, i in split_index.items()}
     nb = len(blocks)
     per_cell = [np.concatenate(res[len(splits) + j * nb:len(splits) + (j + 1) * nb], axis=1)
@@ -729,7 +744,7 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     def arr(which, key, attr):
         return np.array([getattr(p[which][key], attr) for p in pooled])
 
-    exact_per_split = tuple(exact[id(sp)] for _, sp in splits)
+    exact_per_split = tuple(exact[id(sp)][0] for _, sp in splits)
     return CurveResult(first.name, first.d, sigma, ms,
                        {c: arr(0, c, "mean") for c in couplings}, {c: arr(0, c, "stderr") for c in couplings},
                        n_draws, float(np.mean(exact_per_split)), first.X_train.shape[0], first.X_test.shape[0],
@@ -1042,15 +1057,17 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
         d = splits[0][1].d
         m = k * d
         rows[name] = {"d": d, "m": m, "sigma": sigma, "n_train": splits[0][1].X_train.shape[0],
-                      "n_test": splits[0][1].X_test.shape[0], "mean_v": uci.mean_v(splits[0][1], sigma),
-                      "splits": splits}
+                      "n_test": splits[0][1].X_test.shape[0], "splits": splits}
         cells.extend(((uci.DATASETS.index(name), s), sp, m, sigma) for s, sp in splits)
-    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, "table")
+    firsts = {id(row["splits"][0][1]) for row in rows.values()}
+    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, "table",
+                                 mean_v_for=firsts)
     pairs = coupling_pairs(couplings)
     j = 0
     for name, row in rows.items():
         splits = row.pop("splits")
-        row["exact_per_split"] = [exact[id(sp)] for _, sp in splits]
+        row["mean_v"] = exact[id(splits[0][1])][1]
+        row["exact_per_split"] = [exact[id(sp)][0] for _, sp in splits]
         row["exact"] = float(np.mean(row["exact_per_split"]))
         est, diffs = _pooled_cells(per_cell[j:j + len(splits)], couplings, pairs)
         j += len(splits)

@@ -47,7 +47,16 @@ from ._common import (
     projected_features,
     seed_entropy,
 )
-from .sweeps import check_n_jobs, coupling_pairs, draw_blocks, paired_estimates, paired_weights, run_units, unit_seed
+from .sweeps import (
+    check_n_jobs,
+    coupling_pairs,
+    draw_blocks,
+    paired_estimates,
+    paired_weights,
+    run_units,
+    unit_seed,
+    warm_up,
+)
 
 
 def exact_gram(X, kernel="gaussian"):
@@ -265,7 +274,8 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
         for k, n in blocks:
             units.append((X, K, couplings, int(m), n, unit_seed(entropy, m, k), paired, kind, c, norm))
             costs.append(n * len(couplings) * X.shape[0] * (X.shape[0] + rec.width * int(m)))
-    res = run_units(_frobenius_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="gram")
+    res = run_units(_frobenius_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="gram",
+                    warm_up=warm_up(couplings, X.shape[1], int(ms.min()), kind, paired))
     nb = len(blocks)
     mean = {cp: np.empty(ms.size) for cp in couplings}
     se = {cp: np.empty(ms.size) for cp in couplings}

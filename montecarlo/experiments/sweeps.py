@@ -64,8 +64,8 @@ import montecarlo as mc
 
 from ._common import check_budget, check_couplings, check_int, check_rng, describe
 
-__all__ = ["DRAW_BLOCK", "check_n_jobs", "draw_blocks", "one_blas_thread", "paired_weights", "run_units",
-           "unit_seed"]
+__all__ = ["DRAW_BLOCK", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread", "paired_estimates",
+           "paired_weights", "run_units", "unit_seed", "warm_up"]
 
 #: Draws per unit of a sweep.  Fixed (never derived from n_jobs), so the seeds and the numbers do not
 #: depend on how the units are scheduled; a run with more draws extends the blocks of a run with fewer.
@@ -166,7 +166,7 @@ def _pinned_call(func, args):
 # Running units
 
 
-def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="units"):
+def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="units", warm_up=None):
     """``[func(*u) for u in units]``, computed in parallel through joblib.
 
     Parameters
@@ -184,6 +184,13 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
     progress : callable, optional
         Called with one line ``'label: k/n units, t s'`` at most once a second and at the end.
     label : str
+    warm_up : callable, optional
+        Called once in this thread before any worker starts (default: the cheapest unit is
+        computed here first).  Lazy imports are not safe to race across threads (a module
+        half-imported by one thread, e.g. ``montecarlo.couplings`` importing torch for a
+        dtype check, is seen by another's ``sys.modules`` lookup in ``check_rng``), so the
+        warm-up should touch every code path of the units (each coupling's sampler, the
+        feature kind's hook).
 
     Returns
     -------
@@ -226,14 +233,18 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
             return out
         from joblib import Parallel, delayed
 
-        # The cheapest unit runs here first: the lazy imports and hook registrations of the code
-        # path happen in this thread, before any worker thread can see a half-imported module
-        # (a lazy ``import torch`` in one thread and a ``sys.modules`` lookup in another race).
-        first = order.pop()
-        out[first] = _pinned_call(func, units[first])
+        # lazy imports and hook registrations happen in this thread, before any worker can see
+        # a half-imported module (see warm_up)
+        start = 1
+        if warm_up is not None:
+            _pinned_call(warm_up, ())
+        else:
+            first = order.pop()
+            out[first] = _pinned_call(func, units[first])
+            start = 2
         results = Parallel(n_jobs=jobs, prefer="threads", return_as="generator")(
             delayed(_pinned_call)(func, units[i]) for i in order)
-        for done, (i, r) in enumerate(zip(order, results), 2):
+        for done, (i, r) in enumerate(zip(order, results), start):
             out[i] = r
             tick(done)
     return out
@@ -328,6 +339,20 @@ def paired_weights(couplings, d, m, n_draws, rng=None, *, paired=True):
             out[c] = mc.sample_weights(c, d, m, rng=np.random.default_rng(ss), n_draws=n_draws,
                                        haar_route=PAIRED_HAAR_ROUTE)
     return out
+
+
+def warm_up(couplings, d, m, kind="prf", paired=True):
+    """A callable for :func:`run_units`' ``warm_up``: draws one (m, d) sample of every coupling (both
+    the paired and the independent route) and resolves the feature kind's map hook, so that their
+    lazy imports happen in the calling thread."""
+    from theory import feature_kinds
+
+    def run():
+        paired_weights(couplings, d, m, 1, 0, paired=paired)
+        rec = feature_kinds.get(kind)
+        feature_kinds.hook(kind, "log_features" if rec.positive else "features")
+
+    return run
 
 
 def paired_estimates(samples, pairs):
