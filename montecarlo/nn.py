@@ -35,7 +35,11 @@ a draw of the coupling).
 
 No host synchronisation in ``forward``: shape, dtype and device checks are
 free; the finiteness of q, k, v is checked only with ``check_inputs=True``
-(one synchronisation per tensor).  With the check off, non-finite inputs give
+(one synchronisation per tensor).  One exception: a kind parameter chosen from
+the data (oprf's A) for a kind whose map takes only a float (the registered
+oprf map, :func:`montecarlo.oprf.check_a`) is one float per forward pass, the
+mean over the batch's sequences, which costs one synchronisation; a map that
+takes arrays gets one A per sequence on the device instead.  With the check off, non-finite inputs give
 NaN in the outputs they reach (a NaN or infinite key: every output of its
 sequence (bidirectional) or from its position on (causal); a NaN query: its
 own row); nothing raises and nothing hangs.
@@ -339,8 +343,9 @@ def _causal(lq, lk, v, chunk, seen=None):
             halves(c, s, 1).clamp_min_(oF)
         r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
         del c
+    qr = lq4 - r  # l_f(q_i) - r_i, shared by every term below
     # the key at the query's own position
-    nd = (lq4 + lk4).sub_(r).exp_().sum(-1, keepdim=True) * v4
+    nd = (qr + lk4).exp_().sum(-1, keepdim=True) * v4
     # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
     # maxima over all earlier chunks (all in the past of every query that reads them)
     if N > 1:
@@ -361,15 +366,15 @@ def _causal(lq, lk, v, chunk, seen=None):
             for i in range(N - 1):
                 torch.addcmul(K[:, i], P[:, i], decay[:, i].unsqueeze(-1), out=P[:, i + 1])
         del K
-        nd.add_((lq4 + before.unsqueeze(2)).sub_(r).exp_() @ P)
+        nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
         del P
     # inside the chunk: at level s the second half of each block of 2s positions reads the first half
     for s, oF in zip(sizes, offsets):
-        qS, kF, vF, rS = halves(lq4, s, 1), halves(lk4, s, 0), halves(v4, s, 0), halves(r, s, 1)
+        qS, kF, vF = halves(qr, s, 1), halves(lk4, s, 0), halves(v4, s, 0)
         if s == 1:  # one key: its own features, elementwise
-            part = (qS + kF).sub_(rS).exp_().sum(-1, keepdim=True) * vF
+            part = (qS + kF).exp_().sum(-1, keepdim=True) * vF
         else:
-            eqS = (qS + oF).sub_(rS).exp_()  # <= 1: oF <= c_if for every query of the second half
+            eqS = (qS + oF).exp_()  # <= 1: oF <= c_if for every query of the second half
             eF = (kF - oF.clamp_min(neg)).exp_()
             if s <= DIRECT_BLOCK:
                 part = (eqS @ eF.transpose(-1, -2)) @ vF
@@ -405,9 +410,10 @@ class PRFAttention(nn.Module):
         Values of the kind's parameters (``record.parameters``), e.g.
         ``{"A": -0.1}`` for ``'oprf'``.  A parameter the module can choose from
         the data (:data:`DATA_DRIVEN`: oprf's A) may be left out: then
-        bidirectional attention takes it per sequence from the current
-        queries and keys (unpadded positions only, so padded content never
-        changes an output), and causal attention from running statistics of
+        bidirectional attention takes it from the current queries and keys
+        (unpadded positions only, so padded content never changes an output;
+        per sequence, or per batch while the kind's map takes only a float:
+        module docs), and causal attention from running statistics of
         earlier training batches (constant within a forward pass, since prefix
         sums cannot look ahead; buffer ``running_rho``, starting at plain PRFs).
     causal : bool

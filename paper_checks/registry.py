@@ -361,9 +361,9 @@ CLAIMS = [
             "figures.reproduce performer): a 2-layer Performer-ViT on scikit-learn's digits (16 tokens of 2 x 2 "
             "pixels, d_model 32, 2 heads, m = 32, batch 32, 10 epochs of 41 steps, 1300/497 split, the same initial "
             "weights for every arm of a seed, no tuning per arm), final test accuracy over 5 seeds: exact "
-            ".892+-.010, PRF ORF .888+-.005, PRF SimRF .897+-.011, hyperbolic ORF .871+-.005, hyperbolic SimRF "
-            ".891+-.011 (the oprf kind was not registered when this ran: hyperbolic PRFs in its place); paired "
-            "SimRF - ORF: PRF +.009+-.013, hyperbolic +.020+-.014 (z 0.7 and 1.4). It shows that PRF attention of "
+            ".892+-.010, PRF ORF .888+-.005, PRF SimRF .897+-.011, OPRF ORF .879+-.008, OPRF SimRF .887+-.007 "
+            "(A from each batch's statistics); paired SimRF - ORF: PRF +.009+-.013, OPRF +.008+-.013 (z 0.7 and "
+            "0.6). It shows that PRF attention of "
             "either coupling trains as well as exact attention at this scale and that SimRFs do not hurt; it does "
             "not resolve the paper's +0.5% (a difference that size needs about 100 times the seeds here) and says "
             "nothing about 12-layer ViTs, 300 epochs or the paper's four data sets."),

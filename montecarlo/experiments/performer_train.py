@@ -30,19 +30,20 @@ Command line (also ``python -m montecarlo.experiments performer-train``)::
 :data:`REDRAW_INTERVALS` (never, every 10 steps, every 100 steps, once per
 epoch) to answer how often a Performer should redraw its features.
 
-Measured (defaults, 5 seeds, 2 x 1 CPU threads; final test accuracy, mean +- s.e.):
+Measured (defaults, 5 seeds, one CPU thread each; final test accuracy, mean +- s.e.; oprf with A chosen
+from each training batch's statistics):
 
 =================  =============  =============  =============  =============  =============
-redraw             exact          prf ORF        prf SimRF      hyp. ORF       hyp. SimRF
+redraw             exact          prf ORF        prf SimRF      oprf ORF       oprf SimRF
 =================  =============  =============  =============  =============  =============
-never              .892 +- .010   .888 +- .005   .897 +- .011   .871 +- .005   .891 +- .011
+never              .892 +- .010   .888 +- .005   .897 +- .011   .879 +- .008   .887 +- .007
 every 10 steps                    .840 +- .017   .848 +- .014
 every 100 steps                   .837 +- .011   .833 +- .021
 once per epoch                    .852 +- .013   .881 +- .013
 =================  =============  =============  =============  =============  =============
 
-(hyperbolic PRFs ran in the oprf arms: the oprf kind was not registered yet.)  Paired over seeds,
-SimRF - ORF at the last epoch is +.009 +- .013 (prf) and +.020 +- .014 (hyperbolic): not resolved.
+Paired over seeds, SimRF - ORF at the last epoch is +.009 +- .013 (prf) and +.008 +- .013 (oprf): not
+resolved (hyperbolic PRFs, run before oprf was registered: ORF .871 +- .005, SimRF .891 +- .011).
 Never redrawing is best, hence :class:`~montecarlo.nn.PRFAttention`'s default ``redraw_every=None``.
 """
 
