@@ -21,7 +21,7 @@ across couplings (the same chi_d norms and Gaussian blocks behind IIDRFs,
 ORFs and SimRFs, :func:`montecarlo.experiments.sweeps.paired_weights`), 150
 draws per cell (16 on chess, whose cells cost 20 times more), run in parallel
 (``Context.n_jobs``).  At this effort SimRF - IID is resolved (paired
-|z| >= 3) at every m/d on nursery and wifi (the JSON's ``differences`` and
+``|z| >= 3``) at every m/d on nursery and wifi (the JSON's ``differences`` and
 ``verdict``).  ``python -m figures.reproduce fig8 --draws 1000`` (any
 protocol, splits and effort; the same draws on every dataset) is the paper's
 effort.  The figure's JSON states the protocol, the split seeds and the
@@ -94,7 +94,7 @@ class Effort:
 FIG8_EFFORT = Effort(n_draws=150, draws=(("chess", 16),))
 #: Fig. 8 with ``--quick``.
 FIG8_QUICK = Effort(n_draws=3, m_multipliers=(1, 10))
-#: |z| at or above which a paired difference counts as resolved in the JSON's verdicts.
+#: The ``|z|`` at or above which a paired difference counts as resolved in the JSON's verdicts.
 RESOLVED_Z = 3.0
 #: Fig. 10: sigma grid size and draws (main job, quick).
 FIG10_EFFORT = {"n_sigmas": 9, "n_draws": 10}
@@ -152,8 +152,7 @@ def _per_dataset(ctx, tag, names, run, parallel=False):
     data_dir = uci_dir(ctx)
     bar = ctx.progress_bar(len(names), tag)
     if parallel:
-        outcomes = ex.sweeps.run_units(_guarded, [(run, ex, name, data_dir) for name in names], n_jobs=ctx.n_jobs,
-                                       progress=lambda _: bar.update(0))
+        outcomes = ex.sweeps.run_units(_guarded, [(run, ex, name, data_dir) for name in names], n_jobs=ctx.n_jobs)
         bar.update(len(names))
     else:
         outcomes = []
