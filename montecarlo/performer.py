@@ -51,7 +51,14 @@ import numpy as np
 import torch
 
 import montecarlo as mc
-from montecarlo._checks import check_coupling, check_couplings, check_dimension, check_int, check_positive_float, check_rng
+from montecarlo._checks import (
+    check_coupling,
+    check_couplings,
+    check_dimension,
+    check_int,
+    check_positive_float,
+    check_rng,
+)
 
 from .nn import check_generator, draw_projections
 
