@@ -373,3 +373,27 @@ def test_the_experiments_hold_no_copy_of_a_feature_or_kernel_formula():
         assert "2 * g" not in src and "logk *= 2.0" not in src, module.__name__
     assert "log_kernel_matrix" in inspect.getsource(cl._exact_class_weights)
     assert "projected_features" in inspect.getsource(cl._flat_logits)
+
+
+def test_a_kind_with_parameters_goes_through_kind_params():
+    """OPRFs (FAVOR++, parameter A, the squared norms |w_i|^2 and d in the map): the classifier equals the
+    formula with montecarlo.random_features(kind='oprf', A=...); a missing or unknown parameter is refused
+    by name.  Power: another A changes the probabilities."""
+    Xtr, ytr, Xte, _ = _toy(d=4, seed=14)
+    sigma, m, A = 0.5, 6, -0.2
+    W = mc.sample_weights("simplex", 4, m, rng=15, n_draws=2)
+    probs = cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind="oprf", kind_params={"A": A})
+    Y = np.eye(3)[ytr]
+    for r in range(2):
+        ft = mc.random_features(sigma * Xtr, W[r], kind="oprf", A=A)
+        fq = mc.random_features(sigma * Xte, W[r], kind="oprf", A=A)
+        num = fq @ (ft.T @ Y)
+        assert np.allclose(probs[r], num / num.sum(axis=1, keepdims=True), rtol=1e-11)
+    other = cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind="oprf", kind_params={"A": 0.05})
+    assert not np.allclose(other, probs, rtol=1e-6)
+    with pytest.raises(ValueError, match="kind='oprf' needs A="):
+        cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind="oprf")
+    with pytest.raises(TypeError, match="kind='prf' takes the parameters none, got A"):
+        cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind_params={"A": A})
+    with pytest.raises(TypeError, match="kind_params must be None or a dict"):
+        cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind="oprf", kind_params=-0.2)

@@ -128,3 +128,19 @@ def test_mean_rff_gram_error_matches_the_rff_mse():
 
     assert abs(est.z(total("orthogonal"))) <= Z_CRIT
     assert abs(est.z(total("iid"))) > Z_CRIT
+
+
+def test_gram_errors_of_a_kind_with_parameters():
+    """OPRFs through kind_params (A, with |w_i|^2 and d passed to the record's map): per draw against
+    montecarlo.random_features(kind='oprf', A=...); A missing is refused by name."""
+    X = np.random.default_rng(3).normal(0, 0.3, (5, 4))
+    W = mc.sample_weights("simplex", 4, 6, rng=4, n_draws=2)
+    K = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))
+    got = gram.gram_errors(X, W, kind="oprf", kind_params={"A": -0.15})
+    for r in range(2):
+        phi = mc.random_features(X, W[r], kind="oprf", A=-0.15)
+        assert got[r] == pytest.approx(float(np.sum((K - phi @ phi.T) ** 2)), rel=1e-11)
+    with pytest.raises(ValueError, match="kind='oprf' needs A="):
+        gram.frobenius_curve(X, m_values=(4,), n_draws=2, kind="oprf")
+    curve = gram.frobenius_curve(X, m_values=(4,), n_draws=4, kind="oprf", kind_params={"A": -0.15}, n_jobs=1)
+    assert curve.kind == "oprf" and np.all(np.isfinite(curve.mean["simplex"]))

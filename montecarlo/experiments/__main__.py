@@ -55,6 +55,10 @@ def _n_jobs(text):
     return value
 
 
+#: Positive feature kinds without parameters (a kind with parameters, e.g. OPRFs' A, is for the Python API).
+_PLAIN_POSITIVE = tuple(k for k in feature_kinds.names(positive=True) if not feature_kinds.get(k).parameters)
+
+
 def _sweep(p, paired=True, kinds=None):
     """Options of the parallel sweeps: workers, common random numbers, feature kind (one of ``kinds``)."""
     p.add_argument("--n-jobs", type=_n_jobs, default=None, metavar="N",
@@ -106,7 +110,7 @@ def _parser():
                    help="couplings to run (default: the table's columns)")
     t.add_argument("--datasets", nargs="+", default=None, metavar="NAME", choices=uci.DATASETS,
                    help="datasets to run (default all eight; a requested file that is missing is an error)")
-    _sweep(t, kinds=feature_kinds.names(positive=True))
+    _sweep(t, kinds=_PLAIN_POSITIVE)
     _common(t, splits=True)
 
     c = _sub(sub, "curve", help="Fig. 8's numbers: accuracy against m / d (Sec. 5.3)",
@@ -119,7 +123,7 @@ def _parser():
                    help="m = K d for each K")
     c.add_argument("--couplings", nargs="+", default=list(classification.FIG8_COUPLINGS), metavar="COUPLING",
                    help="couplings to run")
-    _sweep(c, kinds=feature_kinds.names(positive=True))
+    _sweep(c, kinds=_PLAIN_POSITIVE)
     _common(c, splits=True)
 
     s = _sub(sub, "sigma", help="sigma search on a validation split (App. C.1)",
@@ -144,7 +148,7 @@ def _parser():
                    help="numbers of features")
     g.add_argument("--independent", action="store_true",
                    help="an independent stream per coupling (default: common random numbers across couplings)")
-    _sweep(g, paired=False, kinds=feature_kinds.names())
+    _sweep(g, paired=False, kinds=tuple(k for k in feature_kinds.names() if not feature_kinds.get(k).parameters))
     _common(g, data=False)
 
     a = _sub(sub, "attention", help="Sec. 5.4: PRF attention error vs exact softmax attention",

@@ -86,6 +86,7 @@ from ._common import (
     check_coupling,
     check_couplings,
     check_int,
+    check_kind_params,
     check_labels,
     check_positive_float,
     child_rng,
@@ -221,29 +222,30 @@ def _exact_class_weights(b, starts, a):
     return out
 
 
-def _flat_logits(X, W, kind):
+def _flat_logits(X, W, kind, params=None):
     """Log-features of a positive kind (Gaussian kernel) laid out (N, R, width m), from the record's hook
     (:func:`~montecarlo.experiments._common.projected_features`: one product X (N, d) @ (d, R m))."""
-    z = np.moveaxis(projected_features(X, W, kind, 1.0), -2, 0)
+    z = np.moveaxis(projected_features(X, W, kind, 1.0, params=params), -2, 0)
     return z if z.flags.c_contiguous else np.ascontiguousarray(z)
 
 
-def _prf_numerators(b, starts, a, W, kind="prf"):
+def _prf_numerators(b, starts, a, W, kind="prf", params=None):
     """Stabilised numerators (R, N', K) over the K classes present (module docs).
 
     ``b``: scaled training rows sorted by class (runs starting at ``starts``);
-    ``a``: scaled test rows; ``W`` (R, m, d); ``kind`` a positive feature kind.  The projections of
+    ``a``: scaled test rows; ``W`` (R, m, d); ``kind`` a positive feature kind (``params`` its
+    parameters).  The projections of
     all R draws are one matrix product (N, d) @ (d, R m), which BLAS runs far faster than
     R small batched products when d and m are small."""
     R = W.shape[0]
-    lt = _flat_logits(b, W, kind)  # (N, R, width m)
+    lt = _flat_logits(b, W, kind, params)  # (N, R, width m)
     wm = lt.shape[2]
     o = lt.max(axis=0)  # (R, wm)
     lt -= o
     np.exp(lt, out=lt)
     A = np.add.reduceat(lt.reshape(lt.shape[0], R * wm), starts, axis=0).reshape(-1, R, wm)  # (K, R, wm)
     logz = np.log(A.sum(axis=0))  # (R, wm), >= 0
-    lq = _flat_logits(a, W, kind)  # (N', R, wm)
+    lq = _flat_logits(a, W, kind, params)  # (N', R, wm)
     lq += o
     r = (lq + logz).max(axis=2, keepdims=True)
     lq -= r
@@ -258,7 +260,7 @@ def _reps_per_chunk(n_train, n_test, m):
     return max(1, CHUNK_ELEMENTS // ((n_train + n_test) * m))
 
 
-def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None, *, kind="prf"):
+def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None, *, kind="prf", kind_params=None):
     r"""Kernel-regression class probabilities with the Gaussian kernel estimated by PRFs (Sec. 5.3).
 
     Parameters
@@ -273,6 +275,9 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
         ``theory.feature_kinds.names(positive=True)``): the features come from the record's
         ``log_features`` hook.  Kinds that are not positive (RFFs) are refused: their kernel
         estimates can be negative, so the ratio below can change sign or divide by zero.
+    kind_params : dict, keyword-only
+        The kind's parameters, all of them (``theory.feature_kinds.get(kind).parameters``, e.g.
+        ``{'A': -0.1}`` for OPRFs); None for the paper's kinds.
 
     Returns
     -------
@@ -287,7 +292,7 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
     sigma = check_positive_float(sigma, "sigma")
-    rec = kind_record(kind, positive=True)
+    rec, params = check_kind_params(kind, kind_params, "kernel_regression_prf", positive=True)
     single = np.ndim(W) == 2
     if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
         W = (W if hasattr(W, "shape") else np.asarray(W))[None]
@@ -299,12 +304,12 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     out = np.zeros((Wa.shape[0], X_test.shape[0], n_classes))
     step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], rec.width * Wa.shape[1])
     for sl in chunks(Wa.shape[0], step):
-        num = _prf_numerators(b, starts, a, Wa[sl], kind)
+        num = _prf_numerators(b, starts, a, Wa[sl], kind, params)
         out[sl][:, :, present] = num / num.sum(axis=2, keepdims=True)
     return out[0] if single else out
 
 
-def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None, kind="prf"):
+def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None, kind="prf", params=None):
     """Per-draw accuracies (R,) (inputs validated by the caller).
 
     ``W`` is either an (R, m, d) array of draws, or, with ``draw = (coupling, m, gen)``, the number
@@ -321,7 +326,7 @@ def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None, kind=
             w = W[sl]
         else:
             w = mc.sample_weights(draw[0], X_train.shape[1], m, rng=draw[2], n_draws=sl.stop - sl.start)
-        pred = present[_prf_numerators(b, starts, a, w, kind).argmax(axis=2)]
+        pred = present[_prf_numerators(b, starts, a, w, kind, params).argmax(axis=2)]
         acc[sl] = np.mean(pred == y_test[None, :], axis=1)
     return acc
 
@@ -444,7 +449,7 @@ def exact_accuracy(split, sigma=None, on="test"):
 
 
 def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", return_samples=False, *,
-                 kind="prf"):
+                 kind="prf", kind_params=None):
     """Mean PRF kernel-regression accuracy over ``n_draws`` independent feature draws.
 
     Parameters
@@ -461,8 +466,8 @@ def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", r
     on : {'test', 'validation'}
     return_samples : bool
         Also return the per-draw accuracies (n_draws,).
-    kind : str, keyword-only
-        A positive feature kind (:func:`kernel_regression_prf`).
+    kind, kind_params : keyword-only
+        A positive feature kind and its parameters (:func:`kernel_regression_prf`).
 
     Returns
     -------
@@ -471,14 +476,14 @@ def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", r
     """
     split = _check_split(split)
     coupling = check_coupling(coupling)
-    kind_record(kind, positive=True)
+    _, params = check_kind_params(kind, kind_params, "prf_accuracy", positive=True)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     sigma = _sigma_for(split, sigma)
     return_samples = check_bool(return_samples, "return_samples")
     X, y = _eval_arrays(split, on)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(seed_entropy(rng))
-    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_draws, sigma, (coupling, m, gen), kind)
+    acc = _prf_accuracies(split.X_train, split.y_train, X, y, n_draws, sigma, (coupling, m, gen), kind, params)
     est = _estimate(acc)
     return (est, acc) if return_samples else est
 
@@ -524,7 +529,7 @@ def _check_paired(paired, protocol):
     return check_bool(paired, "paired")
 
 
-def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind):
+def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind, params):
     """One unit of a sweep (run by :func:`~montecarlo.experiments.sweeps.run_units`).
 
     ``task == 'exact'``: the exact-kernel accuracy of the split and, when ``m`` is true, the split's
@@ -541,12 +546,12 @@ def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind):
     out = np.empty((len(couplings), n))
     for i, c in enumerate(couplings):
         for sl in chunks(n, step):
-            pred = present[_prf_numerators(b, starts, a, Ws[c][sl], kind).argmax(axis=2)]
+            pred = present[_prf_numerators(b, starts, a, Ws[c][sl], kind, params).argmax(axis=2)]
             out[i, sl] = np.mean(pred == split.y_test[None, :], axis=1)
     return out
 
 
-def _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, label, mean_v_for=()):
+def _run_cells(cells, couplings, n_draws, entropy, paired, kind, params, n_jobs, progress, label, mean_v_for=()):
     """Per-draw accuracies of every cell, in parallel units of (cell, block of draws).
 
     ``cells``: list of (keys, split, m, sigma); a cell's units are seeded by
@@ -563,14 +568,15 @@ def _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progres
     units, costs = [], []
     for split, sigma in splits:
         with_v = id(split) in mean_v_for
-        units.append(("exact", split, (), int(with_v), 0, sigma, None, False, kind))
+        units.append(("exact", split, (), int(with_v), 0, sigma, None, False, kind, params))
         # measured on one core: ~14 ns per (test, training) pair for the exact classifier, ~10 for mean v,
         # ~15 per log-feature entry and draw for the PRF classifier
         costs.append(split.X_test.shape[0] * split.X_train.shape[0] * (24 if with_v else 14))
     for keys, split, m, sigma in cells:
         check_budget(len(couplings) * DRAW_BLOCK * m * split.d, "the projections of one block of draws", "lower m")
         for k, n in blocks:
-            units.append(("prf", split, couplings, m, n, sigma, unit_seed(entropy, *keys, m, k), paired, kind))
+            units.append(("prf", split, couplings, m, n, sigma, unit_seed(entropy, *keys, m, k), paired, kind,
+                          params))
             costs.append(15 * n * len(couplings) * (split.X_train.shape[0] + split.X_test.shape[0]) * width * m)
     keys, split, m, sigma = cells[0]
     res = run_units(_accuracy_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label=label,
@@ -671,7 +677,7 @@ class CurveResult:
 
 def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(1, 11), n_draws=50, rng=0, *,
                          sigma=None, protocol=uci.DEFAULT_PROTOCOL, split_rng=None, uci_dir=None, pad_pow2=False,
-                         progress=None, kind="prf", paired=None, n_jobs=None):
+                         progress=None, kind="prf", kind_params=None, paired=None, n_jobs=None):
     """Fig. 8: kernel-regression accuracy vs m / d for several couplings, with standard errors.
 
     Parameters
@@ -700,8 +706,8 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
         Zero-pad the inputs to the next power of two (App. B.2; d becomes p).
     progress : callable, optional
         Called with one-line progress messages (units done, seconds).
-    kind : str
-        A positive feature kind (:func:`kernel_regression_prf`).
+    kind, kind_params
+        A positive feature kind and its parameters (:func:`kernel_regression_prf`).
     paired : bool, optional
         Common random numbers across couplings (the same chi_d norms and Gaussian blocks behind
         every coupling, :func:`~montecarlo.experiments.sweeps.paired_weights`), which makes the
@@ -724,7 +730,7 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     draw_blocks(n_draws)  # the budget of the per-draw results, before any data is read
     pad_pow2 = check_bool(pad_pow2, "pad_pow2")
     progress = _progress(progress)
-    kind_record(kind, positive=True)
+    _, params = check_kind_params(kind, kind_params, "classification_curve", positive=True)
     n_jobs = check_n_jobs(n_jobs)
     splits = _splits(dataset, protocol, split_rng, uci_dir)
     if pad_pow2:
@@ -735,7 +741,8 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     entropy = seed_entropy(rng)
     ms = np.array([k * first.d for k in mults])
     cells = [((_CALLER_SPLIT if seed is None else seed,), split, int(m), sigma) for seed, split in splits for m in ms]
-    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, first.name)
+    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, params, n_jobs, progress,
+                                 first.name)
     pairs = coupling_pairs(couplings)
     pooled = []
     for j in range(ms.size):  # cells are split-major: cell (s, j) is per_cell[s * len(ms) + j]
@@ -795,7 +802,8 @@ class SigmaSearch:
 
 
 def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10, n_draws=10, rng=0, *,
-                 protocol=uci.DEFAULT_PROTOCOL, split_rng=None, restrict=True, uci_dir=None, kind="prf"):
+                 protocol=uci.DEFAULT_PROTOCOL, split_rng=None, restrict=True, uci_dir=None, kind="prf",
+                 kind_params=None):
     """App. C.1: coarse search of sigma on a validation split (Fig. 10).
 
     The data are split into train / validation / test (the test part is not
@@ -826,8 +834,8 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     restrict : bool
         App. C.1's restriction of the search to 1000 training and 100
         validation records for nursery and chess.
-    kind : str
-        A positive feature kind (:func:`kernel_regression_prf`).
+    kind, kind_params
+        A positive feature kind and its parameters (:func:`kernel_regression_prf`).
 
     Returns
     -------
@@ -842,7 +850,7 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     k = check_int(m_multiplier, "m_multiplier", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     restrict = check_bool(restrict, "restrict")
-    kind_record(kind, positive=True)
+    _, params = check_kind_params(kind, kind_params, "sigma_search", positive=True)
     if not isinstance(dataset, uci.Split):
         split_rng = (uci.get_protocol(protocol).default_seeds[0] if split_rng is None
                      else check_int(split_rng, "split_rng", 0),)
@@ -855,7 +863,8 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     se = np.empty(sig.size)
     for j, s in enumerate(sig):  # a loop over the sigma grid
         exact[j] = exact_accuracy(split, s, on="validation")
-        est = _estimate(_prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s, kind=kind))
+        est = _estimate(_prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s, kind=kind,
+                                        params=params))
         mean[j], se[j] = est.mean, est.stderr
     return SigmaSearch(split.name, sig, exact, mean, se, coupling, m, n_draws, float(sig[np.argmax(mean)]),
                        float(sig[np.argmax(exact)]), split.protocol, seed, split.X_train.shape[0],
@@ -971,7 +980,7 @@ class AccuracyTable:
 
 def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=0, *, uci_dir=None, datasets=None,
                    pad_pow2=False, protocol=uci.DEFAULT_PROTOCOL, split_rng=None, sigmas=None, require=False,
-                   progress=None, kind="prf", paired=None, n_jobs=None):
+                   progress=None, kind="prf", kind_params=None, paired=None, n_jobs=None):
     """Tables 2 and 3: accuracy of each coupling on each dataset at m = m_multiplier * d.
 
     Parameters
@@ -1003,8 +1012,8 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
         Raise FileNotFoundError when a requested file is missing.
     progress : callable, optional
         Called with one-line messages (units done; each dataset's cells at the end).
-    kind : str
-        A positive feature kind (:func:`kernel_regression_prf`).
+    kind, kind_params
+        A positive feature kind and its parameters (:func:`kernel_regression_prf`).
     paired : bool, optional
         Common random numbers across couplings (:func:`classification_curve`); default: paired
         except under the ``'paper'`` protocol (the authors' independent draws).
@@ -1029,7 +1038,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     proto = uci.get_protocol(protocol)
     seeds = uci.split_seeds(protocol, split_rng)
     progress = _progress(progress)
-    kind_record(kind, positive=True)
+    _, params = check_kind_params(kind, kind_params, "accuracy_table", positive=True)
     paired = _check_paired(paired, proto.name)
     n_jobs = check_n_jobs(n_jobs)
     if sigmas is not None and not isinstance(sigmas, dict):
@@ -1060,8 +1069,8 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
                       "n_test": splits[0][1].X_test.shape[0], "splits": splits}
         cells.extend(((uci.DATASETS.index(name), s), sp, m, sigma) for s, sp in splits)
     firsts = {id(row["splits"][0][1]) for row in rows.values()}
-    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, n_jobs, progress, "table",
-                                 mean_v_for=firsts)
+    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, params, n_jobs, progress,
+                                 "table", mean_v_for=firsts)
     pairs = coupling_pairs(couplings)
     j = 0
     for name, row in rows.items():
@@ -1078,7 +1087,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     return AccuracyTable(couplings, rows, missing, n_draws, time.perf_counter() - t0,
                          {"m_multiplier": k, "pad_pow2": pad_pow2, "protocol": proto.name, "split_rng": list(seeds),
                           "rng": rng if isinstance(rng, int) or rng is None else "generator", "paired": paired,
-                          "kind": kind})
+                          "kind": kind, "kind_params": params})
 
 
 def paper_table(which):

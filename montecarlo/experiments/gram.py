@@ -40,6 +40,7 @@ from ._common import (
     check_coupling,
     check_couplings,
     check_int,
+    check_kind_params,
     check_positive_float,
     check_rng,
     chunks,
@@ -75,7 +76,7 @@ def _check_weights_stack(W, d):
     return check_array(W, "W", 3, d, "X's width"), single
 
 
-def _gram_errors(X, W, K, rec, c):
+def _gram_errors(X, W, K, rec, c, params=None):
     """Per-draw squared Frobenius errors of a validated stack W (R, m, d) against K (N, N)."""
     n = X.shape[0]
     width = rec.width * W.shape[1]
@@ -83,7 +84,7 @@ def _gram_errors(X, W, K, rec, c):
     sq = np.einsum("nd,nd->n", X, X)
     step = max(1, CHUNK_ELEMENTS // (n * (n + width)))
     for sl in chunks(W.shape[0], step):
-        phi = projected_features(X, W[sl], rec.name, c, sq)
+        phi = projected_features(X, W[sl], rec.name, c, sq, params)
         if rec.positive:
             phi = np.exp(phi)
         G = np.matmul(phi, np.swapaxes(phi, 1, 2))
@@ -92,7 +93,7 @@ def _gram_errors(X, W, K, rec, c):
     return out
 
 
-def gram_errors(X, W, kernel="gaussian", relative=False, *, kind="prf"):
+def gram_errors(X, W, kernel="gaussian", relative=False, *, kind="prf", kind_params=None):
     r"""Squared Frobenius error of the Gram estimate for each draw in W.
 
     Parameters
@@ -107,6 +108,8 @@ def gram_errors(X, W, kernel="gaussian", relative=False, *, kind="prf"):
     kind : str, keyword-only
         A feature kind of :mod:`theory.feature_kinds` (``'prf'``, ``'rff'``, ``'hyperbolic'``, ...);
         its features come from the record's hook.
+    kind_params : dict, keyword-only
+        The kind's parameters, all of them (e.g. ``{'A': -0.1}`` for OPRFs); None for the paper's kinds.
 
     Returns
     -------
@@ -114,13 +117,13 @@ def gram_errors(X, W, kernel="gaussian", relative=False, *, kind="prf"):
         :math:`\sum_{ab}(\mathbf K_{ab} - \phi(x_a)^\top\phi(x_b))^2` per draw.
     """
     X = check_array(X, "X", 2)
-    rec = kind_record(kind)
+    rec, params = check_kind_params(kind, kind_params, "gram_errors")
     c = kernel_c(kind, check_kernel(kernel))
     relative = check_bool(relative, "relative")
     W, single = _check_weights_stack(W, X.shape[1])
     K = exact_gram(X, kernel)
     check_budget(X.shape[0] * rec.width * W.shape[1], "the (N, width m) features of one draw", "lower m")
-    out = _gram_errors(X, W, K, rec, c)
+    out = _gram_errors(X, W, K, rec, c, params)
     if relative:
         out /= np.sum(K * K)
     return float(out[0]) if single else out
@@ -132,7 +135,7 @@ def _estimate(err):
 
 
 def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", relative=False,
-                         return_samples=False, *, kind="prf"):
+                         return_samples=False, *, kind="prf", kind_params=None):
     """Mean squared Frobenius error of the Gram estimate over ``n_draws`` draws (Sec. 5.2).
 
     Parameters
@@ -147,8 +150,8 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     relative : bool
         Divide by :math:`\\|\\mathbf K\\|_F^2`.
     return_samples : bool
-    kind : str, keyword-only
-        The feature kind (:func:`gram_errors`).
+    kind, kind_params : keyword-only
+        The feature kind and its parameters (:func:`gram_errors`).
 
     Returns
     -------
@@ -160,10 +163,10 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     return_samples = check_bool(return_samples, "return_samples")
-    kind_record(kind)
+    check_kind_params(kind, kind_params, "gram_frobenius_error")
     kernel_c(kind, check_kernel(kernel))
     W = mc.sample_weights(coupling, X.shape[1], m, rng=rng, n_draws=n_draws)
-    err = gram_errors(X, W, kernel, relative, kind=kind)
+    err = gram_errors(X, W, kernel, relative, kind=kind, kind_params=kind_params)
     est = _estimate(err)
     return (est, err) if return_samples else est
 
@@ -205,19 +208,19 @@ class FrobeniusCurve:
         return -self.diff_mean[b, a] / self.diff_stderr[b, a]
 
 
-def _frobenius_unit(X, K, couplings, m, n, seed, paired, kind, c, relative_norm):
+def _frobenius_unit(X, K, couplings, m, n, seed, paired, kind, params, c, relative_norm):
     """One unit of :func:`frobenius_curve`: per-draw errors (len(couplings), n) of one block at one m."""
     Ws = paired_weights(couplings, X.shape[1], m, n, seed, paired=paired)
     rec = kind_record(kind)
-    out = np.stack([_gram_errors(X, Ws[cp], K, rec, c) for cp in couplings])
+    out = np.stack([_gram_errors(X, Ws[cp], K, rec, c, params) for cp in couplings])
     if relative_norm is not None:
         out /= relative_norm
     return out
 
 
 def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16, 32, 64, 128, 256), n_draws=100,
-                    rng=0, kernel="gaussian", relative=False, *, kind="prf", paired=True, n_jobs=None,
-                    progress=None):
+                    rng=0, kernel="gaussian", relative=False, *, kind="prf", kind_params=None, paired=True,
+                    n_jobs=None, progress=None):
     """Gram-matrix error for several couplings and numbers of features (Fig. 7).
 
     The draws are cut into units of one m and one block of
@@ -235,8 +238,8 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
     rng : None, int >= 0, Generator or SeedSequence
     kernel : {'gaussian', 'softmax'}
     relative : bool
-    kind : str, keyword-only
-        The feature kind (:func:`gram_errors`).
+    kind, kind_params : keyword-only
+        The feature kind and its parameters (:func:`gram_errors`).
     paired : bool, keyword-only
         Common random numbers across couplings (default; :func:`~montecarlo.experiments.sweeps.paired_weights`)
         or an independent stream per coupling.
@@ -258,7 +261,7 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
         raise ValueError("m_values must not be empty")
     n_draws = check_int(n_draws, "n_draws", 2)
     blocks = draw_blocks(n_draws)
-    rec = kind_record(kind)
+    rec, params = check_kind_params(kind, kind_params, "frobenius_curve")
     c = kernel_c(kind, check_kernel(kernel))
     relative = check_bool(relative, "relative")
     paired = check_bool(paired, "paired")
@@ -272,7 +275,7 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
     units, costs = [], []
     for m in ms:
         for k, n in blocks:
-            units.append((X, K, couplings, int(m), n, unit_seed(entropy, m, k), paired, kind, c, norm))
+            units.append((X, K, couplings, int(m), n, unit_seed(entropy, m, k), paired, kind, params, c, norm))
             costs.append(n * len(couplings) * X.shape[0] * (X.shape[0] + rec.width * int(m)))
     res = run_units(_frobenius_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="gram",
                     warm_up=warm_up(couplings, X.shape[1], int(ms.min()), kind, paired))
@@ -303,7 +306,7 @@ def paper_gram_data(rng=0, n_points=64, d=64, scale=0.1):
 
 
 def fig7_frobenius(couplings=("iid", "orthogonal", "simplex"), m_values=(16, 32, 64, 128, 256), n_draws=100, rng=0,
-                   data_rng=0, *, kind="prf", paired=True, n_jobs=None, progress=None):
+                   data_rng=0, *, kind="prf", kind_params=None, paired=True, n_jobs=None, progress=None):
     """Fig. 7: squared Frobenius Gram error, N = 64, d = 64, x ~ N(0, 0.1^2 I), for each coupling and m
     (:func:`frobenius_curve`; paired draws by default).
 
@@ -312,4 +315,4 @@ def fig7_frobenius(couplings=("iid", "orthogonal", "simplex"), m_values=(16, 32,
     FrobeniusCurve
     """
     return frobenius_curve(paper_gram_data(check_rng(data_rng, "data_rng")), couplings, m_values, n_draws, rng,
-                           kind=kind, paired=paired, n_jobs=n_jobs, progress=progress)
+                           kind=kind, kind_params=kind_params, paired=paired, n_jobs=n_jobs, progress=progress)
