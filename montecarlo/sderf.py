@@ -42,7 +42,7 @@ import numpy as np
 from theory.feature_kinds import kernel_c
 from theory.validation import describe
 
-from ._backend import backend_name, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
+from ._backend import exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 from ._checks import (
     ArgumentTypeError,
     check_budget,
@@ -56,8 +56,9 @@ from ._checks import (
     check_work,
 )
 from .couplings import RandomProjection, sample_weights
-from .estimators import CHUNK_ELEMENTS, Estimate, _draw_chunks, _finite, _log_kernel_value, _Moments, _Progress
+from .estimators import CHUNK_ELEMENTS, _draw_chunks, _finite, _log_kernel_value, _Moments, _Progress
 from .features import _check_stabilize
+from .oprf import optimal_a
 
 __all__ = [
     "ORTHOGONALITY_TOL",
@@ -138,9 +139,7 @@ def sderf_parameters(X, Y=None):
     lam, Q = np.linalg.eigh(M)
     # M is positive semidefinite: eigenvalues of order eps * tr M below 0 are rounding
     lam = np.maximum(lam, 0.0)
-    u = 4.0 * lam * lam + 12.0 * lam
-    a = -(2.0 * lam + u / (1.0 + np.sqrt(1.0 + u))) / 16.0  # (1 - 2 lam - sqrt((2 lam + 1)^2 + 8 lam)) / 16
-    return a, Q
+    return np.asarray(optimal_a(lam), dtype=np.float64), Q  # the OPRF optimum at s = lambda_k, per direction
 
 
 def _check_params(a, Q, d):

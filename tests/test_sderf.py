@@ -259,11 +259,12 @@ def test_log_objective_against_the_pairs():
 
 @pytest.mark.parametrize("lam", ["0", "1e-25", "0.01", "0.7", "30"])
 def test_optimal_a_is_the_stationary_point(lam):
-    """a*(lam) zeroes d/da [log(1-4a) - log(1-8a)/2 + 2(1-4a)/(1-8a) lam] (mpmath.diff, 40 digits) and equals the
-    printed (1 - 2 lam - sqrt((2 lam + 1)^2 + 8 lam))/16 where that has no cancellation; it is <= 0."""
+    """The per-eigendirection minimiser used by sderf_optimal_parameters, theory.oprf.optimal_a at s = lam, zeroes
+    d/da [log(1-4a) - log(1-8a)/2 + 2(1-4a)/(1-8a) lam] (mpmath.diff, 40 digits) and equals the printed
+    (1 - 2 lam - sqrt((2 lam + 1)^2 + 8 lam))/16 where that has no cancellation; it is <= 0."""
     with mp.workdps(60):
         lam_ = mp.mpf(lam)
-        a = ts.sderf_optimal_a(lam)
+        a = theory.oprf.optimal_a(lam)
 
         def g(x):
             return mp.log(1 - 4 * x) - mp.log(1 - 8 * x) / 2 + 2 * (1 - 4 * x) / (1 - 8 * x) * lam_
@@ -328,7 +329,7 @@ def test_optimum_against_scipy_over_every_symmetric_a():
     assert abs(top.fun - best) < 1e-8
     np.testing.assert_allclose(A, A_opt, atol=1e-4)
     s = np.trace(ts.sderf_moment_matrix(X, Y)) / d
-    a_iso = float(ts.sderf_optimal_a(s))
+    a_iso = float(theory.oprf.optimal_a(s))
     assert _dense_objective(a_iso * np.eye(d), X, Y) > best + 1e-2
 
 
@@ -363,19 +364,19 @@ def test_optimum_over_rotations_for_fixed_eigenvalues():
 
 
 def test_isotropic_data_give_the_favor_plus_plus_optimum():
-    """M = s I (points +-r e_k): every a_k is FAVOR++'s A*(s), s = mean |x+y|^2 / d, as montecarlo.nn.oprf_a
-    (an independent implementation) computes it."""
-    pytest.importorskip("torch")
-    from montecarlo.nn import oprf_a
+    """M = s I (points +-r e_k): every a_k is FAVOR++'s data-driven A (montecarlo.oprf.data_optimal_a, from the
+    mean statistics: s = mean |x+y|^2 / d, no eigen-decomposition); power: anisotropic data give spread a_k."""
+    from montecarlo.oprf import data_optimal_a
 
     d, r = 4, 0.75  # binary-exact: M = 2 r^2 / d I exactly in float64
     X = np.concatenate([r * np.eye(d), -r * np.eye(d)])
-    s = 2 * r * r / d
     a, Q = ms.sderf_parameters(X)
-    np.testing.assert_allclose(a, oprf_a(s), rtol=1e-13)
+    np.testing.assert_allclose(a, data_optimal_a(X), rtol=1e-13)
+    Xa, Ya = _anisotropic_data(d, 30, 1)
+    assert np.ptp(ms.sderf_parameters(Xa, Ya)[0]) > abs(data_optimal_a(Xa, Ya))  # 0.53 vs 0.19
     with mp.workdps(30):
         p = ts.sderf_optimal_parameters(X)
-        assert all(agrees(x, ts.sderf_optimal_a(mp.mpf(2) * mp.mpf(r) ** 2 / d), 25) for x in p.a)
+        assert all(agrees(x, theory.oprf.optimal_a(mp.mpf(2) * mp.mpf(r) ** 2 / d), 25) for x in p.a)
 
 
 def test_both_layers_give_the_same_parameters():
@@ -415,8 +416,6 @@ def test_bad_input_is_loud():
         ts.sderf_mse([0.1], [0.2], [0], m=1, kernel="rff")
     with pytest.raises(ValueError, match="Y must have d = 3 columns"):
         ts.sderf_optimal_parameters(X, Y[:, :2])
-    with pytest.raises(ValueError, match="lam must be >= 0"):
-        ts.sderf_optimal_a(-1)
     with pytest.raises(ValueError, match="I - 8A positive definite"):
         ts.sderf_second_moment_dense([0.1, 0.2], np.diag([0.2, 0.0]))
     W = np.random.default_rng(0).standard_normal((4, 3))
@@ -566,8 +565,9 @@ def test_iid_mse_against_the_closed_form():
     with mp.workdps(20):
         exact = float(ts.sderf_mse(x, y, a, Q, m=8))
         prf = float(ts.sderf_mse(x, y, np.zeros(8), None, m=8))
-        s = np.trace(ms.sderf_moment_matrix(X, Y)) / 8
-        oprf = float(ts.sderf_mse(x, y, [ts.sderf_optimal_a(s)] * 8, None, m=8))
+        from montecarlo.oprf import data_optimal_a
+
+        oprf = float(ts.sderf_mse(x, y, [data_optimal_a(X, Y)] * 8, None, m=8))
     assert abs(est.z(exact)) <= Z_CRIT, (est, exact)
     assert abs(est.z(prf)) > Z_CRIT and abs(est.z(oprf)) > Z_CRIT, (est, prf, oprf)
     assert exact < oprf < prf

@@ -60,8 +60,8 @@ With :math:`\mathbf S = 4\mathbf A`, :math:`u = 2\mathbf Bv` (this needs :math:`
 Using :math:`\frac{2(1-4a)}{1-8a} = 1 + \frac1{1-8a}` and :math:`\frac{(1-4a)^2}{1-8a} = 1 + \frac{16a^2}{1-8a}`,
 
 .. math::
-    \log\frac{\mathbb E[b^2]}{(\mathbb Eb)^2} = S(\tilde v, a) := \sum_k\Big(\tfrac12\log\big(1 + \tfrac{16a_k^2}{1-8a_k}\big)
-    + \frac{\tilde v_k^2}{1-8a_k}\Big) \ge 0,
+    \log\frac{\mathbb E[b^2]}{(\mathbb Eb)^2} = S(\tilde v, a)
+    := \sum_k\Big(\tfrac12\log\big(1 + \tfrac{16a_k^2}{1-8a_k}\big) + \frac{\tilde v_k^2}{1-8a_k}\Big) \ge 0,
 
 a sum of non-negative terms, so :math:`\mathrm{Var}\,b = e^{\|v\|^2}\,\mathrm{expm1}(S)` is evaluated
 with relative accuracy for every v (no cancellation, also as :math:`v, a \to 0`).  Under
@@ -89,11 +89,11 @@ the global minimum over all orthogonal :math:`\mathbf Q` and all :math:`a_k < 1/
 attained at the eigenvectors of :math:`\mathbf M` and
 
 .. math::
-    a_k^* = \frac{1 - 2\lambda_k - \sqrt{(2\lambda_k+1)^2 + 8\lambda_k}}{16}
-    = -\frac1{16}\Big(2\lambda_k + \frac{4\lambda_k^2 + 12\lambda_k}{1 + \sqrt{(2\lambda_k+1)^2+8\lambda_k}}\Big) \le 0,
+    a_k^* = \frac{1 - 2\lambda_k - \sqrt{(2\lambda_k+1)^2 + 8\lambda_k}}{16} \le 0,
 
 the OPRF optimum of FAVOR++ with :math:`s = \overline{\|x+y\|^2}/d` replaced by :math:`\lambda_k`
-(the second form has no cancellation; it is what is evaluated).
+(evaluated by :func:`theory.oprf.optimal_a`'s cancellation-free form, accurate also at tiny
+:math:`\lambda_k`).
 
 *Proof.*  Write :math:`g_\lambda(a) = \log(1-4a) - \frac12\log(1-8a) + \lambda\,c(a)`,
 :math:`c(a) = \frac{2(1-4a)}{1-8a}`.  :math:`g_\lambda' = 0` reduces to
@@ -151,6 +151,7 @@ from mpmath.matrices.matrices import _matrix
 from ._checks import guarded, square, to_mpf
 from ._context import check_time, mp
 from . import feature_kinds as kinds
+from .oprf import _optimal_a
 from .validation import ArgumentTypeError, check_int, describe
 
 __all__ = [
@@ -158,7 +159,6 @@ __all__ = [
     "sderf_log_objective",
     "sderf_moment_matrix",
     "sderf_mse",
-    "sderf_optimal_a",
     "sderf_optimal_parameters",
     "sderf_relative_mse",
     "sderf_second_moment",
@@ -170,8 +170,9 @@ __all__ = [
 ORTHOGONALITY_TOL = 1e-6
 
 SDERFParameters = namedtuple("SDERFParameters", ["a", "Q", "eigenvalues"])
-SDERFParameters.__doc__ = """The FAVOR# (SDERF) parameters of a data set: ``a`` (list of d mpf, :math:`a_k^*`), ``Q`` (d x d
-mpmath matrix, the eigenvectors of M as columns), ``eigenvalues`` (list of d mpf, :math:`\\lambda_k`, ascending)."""
+SDERFParameters.__doc__ = """The FAVOR# (SDERF) parameters of a data set: ``a`` (list of d mpf, :math:`a_k^*`),
+``Q`` (d x d mpmath matrix, the eigenvectors of M as columns), ``eigenvalues`` (list of d mpf, :math:`\\lambda_k`,
+ascending)."""
 
 
 # ---------------------------------------------------------------------------
@@ -266,7 +267,8 @@ def _rotate(v, Q):
 
 
 def _excess(vt, a):
-    r""":math:`S = \log(\mathbb E[b^2]/(\mathbb Eb)^2) = \sum_k \frac12\log1p(16a_k^2/(1-8a_k)) + \tilde v_k^2/(1-8a_k)`."""
+    r""":math:`S = \log(\mathbb E[b^2]/(\mathbb Eb)^2)
+    = \sum_k \frac12\mathrm{log1p}(16a_k^2/(1-8a_k)) + \tilde v_k^2/(1-8a_k)`."""
     terms = []
     for vk, ak in zip(vt, a):
         one_8a = 1 - 8 * ak
@@ -466,32 +468,6 @@ def sderf_moment_matrix(X, Y=None):
     xm, ym = X.mean(axis=0), Y.mean(axis=0)
     M = X.T @ X / X.shape[0] + Y.T @ Y / Y.shape[0] + np.outer(xm, ym) + np.outer(ym, xm)
     return (M + M.T) / 2
-
-
-def _optimal_a(lam):
-    r""":math:`a^*(\lambda)` in the cancellation-free form (module docstring), for :math:`\lambda \ge 0`."""
-    u = 4 * square(lam) + 12 * lam
-    return -(2 * lam + u / (1 + mp.sqrt(1 + u))) / 16
-
-
-@guarded()
-def sderf_optimal_a(lam):
-    r"""The minimiser :math:`a^*(\lambda) = (1 - 2\lambda - \sqrt{(2\lambda+1)^2+8\lambda})/16` of
-    :math:`\log(1-4a) - \frac12\log(1-8a) + \frac{2(1-4a)}{1-8a}\lambda` (one eigen-direction; the OPRF
-    optimum at :math:`\lambda = s`).
-
-    Parameters
-    ----------
-    lam : real >= 0
-
-    Returns
-    -------
-    mpf in (-inf, 0], 0 only at lam = 0
-    """
-    lam = to_mpf(lam, "lam")
-    if lam < 0:
-        raise ValueError(f"lam must be >= 0 (an eigenvalue of the positive semidefinite M), got {mp.nstr(lam, 10)}")
-    return _optimal_a(lam)
 
 
 def _eigen(M, d):
