@@ -147,7 +147,8 @@ from .diagnostics import standard_directions
 CLAIMABLE_COUPLINGS = coupling_names(has=("prf_conformity", "rff_conformity"), exact=True)
 #: The checks, in report order.
 CHECKS = ("marginals", "row_norms", "moments", "norm_independence",
-          *(f"{rec.name}_unbiased" for rec in fk.RECORDS if not rec.parameters), "conformity", "structure")
+          *(f"{rec.name}_unbiased" for rec in fk.RECORDS if not rec.parameters), "conformity", "structure",
+          "fixed_norm")
 #: Default overall false-alarm probability.
 DEFAULT_ALPHA = 1e-4
 #: Default number of draws.
@@ -165,6 +166,7 @@ _DESCRIPTIONS = {
     **{f"{rec.name}_unbiased": f"z-tests of the {rec.label} kernel estimate against exp(-|x-y|^2/2)"
        for rec in fk.RECORDS},
     "conformity": "z-tests of the empirical RF-conformity against theory",
+    "fixed_norm": "rows of one norm sqrt(d): PRF/RFF bias against theory.fixed_norm's closed form",
     "structure": "within-block angles of the claimed coupling",
 }
 
@@ -403,24 +405,27 @@ class AuditReport:
         lines.append(f"           max |Spearman rho| norm-direction {s.norm_direction_rho:.3g}, "
                      f"norm-norm {s.norm_norm_rho:.3g}")
         lines.append("")
-        head = f"{'check':<18} {'result':<6} {'tests':>5}  {'worst test':<30} {'statistic':>16} {'p-value':>9} " \
+        wn = max([18] + [len(c.name) for c in self.checks])
+        head = f"{'check':<{wn}} {'result':<6} {'tests':>5}  {'worst test':<30} {'statistic':>16} {'p-value':>9} " \
                f"{'threshold':>9}"
         lines += [head, "-" * len(head)]
         for c in self.checks:
             if c.passed is None:
-                lines.append(f"{c.name:<18} {'skip':<6} {'':>5}  {c.note}")
+                lines.append(f"{c.name:<{wn}} {'skip':<6} {'':>5}  {c.note}")
                 continue
             w = c.worst
             stat = f"{c.statistic} {w.statistic:.3g}" if w is not None else ""
             p = _fmt_p(w.pvalue) if w is not None and w.pvalue is not None else "exact"
             thr = f"{c.threshold:.2g}" if c.n_statistical else f"tol {w.tolerance:.1g}"
             label = w.label if w is not None else ""
-            lines.append(f"{c.name:<18} {'PASS' if c.passed else 'FAIL':<6} {len(c.tests):>5}  {label:<30.30} "
+            lines.append(f"{c.name:<{wn}} {'PASS' if c.passed else 'FAIL':<6} {len(c.tests):>5}  {label:<30.30} "
                          f"{stat:>16} {p:>9} {thr:>9}")
+            if c.name == "fixed_norm" and c.note:
+                lines.append(f"{'':<{wn + 2}}{c.note}")
             if verbose and not c.passed:
                 for t in c.failures[:5]:
                     pp = _fmt_p(t.pvalue) if t.pvalue is not None else "exact"
-                    lines.append(f"{'':<27}{t.label:<30.30} {c.statistic} {t.statistic:.4g}  p {pp}  {t.detail}")
+                    lines.append(f"{'':<{wn + 9}}{t.label:<30.30} {c.statistic} {t.statistic:.4g}  p {pp}  {t.detail}")
         for note in self.notes:
             lines.append(f"note: {note}")
         lines.append("")
@@ -839,6 +844,7 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
         *(_check_unbiased(draws, index, kind, v if fk.get(kind).positive else z) for kind in kinds_),
         _check_conformity(draws, index, coupling, v, z, kinds_),
         _check_structure(draws, coupling, dtype),
+        _check_fixed_norm(draws, index, v, z),
     ]
     # Bonferroni over the checks with statistical tests (a deterministic check cannot false-alarm)
     ran = sum(tests is not None and any(t.pvalue is not None for t in tests) for _, _, tests, _ in checks)
@@ -1064,6 +1070,33 @@ def _check_conformity(draws, index, coupling, v, z, kinds_):
         notes.append(f"{rec.label} {rho:.6g}")
     note = "theory: " + ", ".join(notes) + (" (ensemble of blocks of d rows)" if draws.m > draws.d else "")
     return ("conformity", "z", tests, note)
+
+
+def _check_fixed_norm(draws, index, v, z):
+    """For a sampler whose rows all have norm sqrt(d) (performer-pytorch's scaling=1): the measured PRF and RFF
+    estimates against the biased means of :mod:`theory.fixed_norm` (passing means "biased exactly as a fixed-norm
+    orthogonal sampler is"); the note states the predicted relative bias."""
+    r2 = draws.r2
+    d = draws.d
+    if not np.allclose(r2, d, rtol=1e-6, atol=0):
+        return ("fixed_norm", "z", None, "rows do not all have norm sqrt(d)")
+    import theory
+    from mpmath import mp
+
+    with mp.workdps(20):
+        bias_prf = float(theory.fixed_norm.fixed_norm_bias(d, v))
+        bias_rff = float(theory.fixed_norm.fixed_norm_bias(d, z, kind="rff"))
+    tests = []
+    for nm in _kernel_directions(d):
+        p = draws.proj[:, :, index[nm]]
+        tests.append(_ztest(f"PRF v = {v:g} {nm}", np.exp(p * v - 0.5 * v * v).mean(axis=1), 1 + bias_prf,
+                            what="estimate/kernel vs fixed-norm theory"))
+        k = math.exp(-0.5 * z * z)
+        tests.append(_ztest(f"RFF z = {z:g} {nm}", np.cos(p * z).mean(axis=1), k * (1 + bias_rff), scale=k,
+                            what="estimate vs fixed-norm theory"))
+    note = (f"fixed-norm rows: predicted relative bias {bias_prf:+.4g} (PRF, v = {v:g}), {bias_rff:+.4g} (RFF, "
+            f"z = {z:g}) (theory.fixed_norm.fixed_norm_bias); the unbiasedness checks above fail accordingly")
+    return ("fixed_norm", "z", tests, note)
 
 
 def _beta_cos_cdf(d):

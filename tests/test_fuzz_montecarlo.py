@@ -211,7 +211,8 @@ def build_cases():
     W = mc.sample_weights("simplex", 4, 6, rng=0)
     X = np.random.default_rng(1).standard_normal((3, 4)) * 0.3
     for fname, func in (("prf_features", mc.prf_features), ("prf_log_features", mc.prf_log_features),
-                        ("rff_features", mc.rff_features)):
+                        ("rff_features", mc.rff_features), ("random_features", mc.random_features),
+                        ("log_features", mc.log_features)):
         array_cases(fname, func, (X, W), {}, 0, "X", X)
         wn = W.copy()
         wn[0, 0] = np.nan
@@ -227,6 +228,18 @@ def build_cases():
         choice_cases(fname, func, (X, W), {}, "kernel", bad=("rff", "Gaussian", None, 3))
     choice_cases("prf_features", mc.prf_features, (X, W), {}, "stabilize", bad=("max", "", 1, True))
     add("prf_features[stabilize=row]", mc.prf_features, (X, W), {"stabilize": "row"}, "ok")
+    for fname, func in (("random_features", mc.random_features), ("log_features", mc.log_features)):
+        for bad in ("favor", None, 3, "PRF"):
+            add(f"{fname}[kind={bad!r}]", func, (X, W), {"kind": bad}, "error", ("kind",))
+        add(f"{fname}[kind=oprf, no A]", func, (X, W), {"kind": "oprf"}, "error", ("A",))
+        add(f"{fname}[kind=oprf, A=0.2]", func, (X, W), {"kind": "oprf", "A": 0.2}, "error", ("A",))
+        add(f"{fname}[kind=oprf, A=nan]", func, (X, W), {"kind": "oprf", "A": float("nan")}, "error", ("A",))
+        add(f"{fname}[kind=prf, A=-0.1]", func, (X, W), {"kind": "prf", "A": -0.1}, "error", ("A",))
+        add(f"{fname}[kind=hyperbolic]", func, (X, W), {"kind": "hyperbolic"}, "ok")
+        add(f"{fname}[kind=oprf, A=-0.1]", func, (X, W), {"kind": "oprf", "A": -0.1}, "ok")
+    add("log_features[kind=rff]", mc.log_features, (X, W), {"kind": "rff"}, "error", ("kind",))
+    add("random_features[kind=rff, stabilize=row]", mc.random_features, (X, W), {"kind": "rff", "stabilize": "row"},
+        "error", ("stabilize",))
 
     # -- estimators -------------------------------------------------------------
     x, y = np.full(4, 0.2), np.full(4, -0.1)
@@ -275,7 +288,8 @@ def build_cases():
     add("pair_projections[v=-1 with d]", mc.pair_projections, ("simplex", -1.0, 4, 10), {"rng": 0, "d": 4},
         "error", ("v",))
     int_cases("pair_projections", mc.pair_projections, base, {"rng": 0}, 3, 1, name="n_draws")
-    add("pair_projections[n=5 (deprecated name)]", mc.pair_projections, ("simplex", x, 4), {"n": 5, "rng": 0}, "ok")
+    add("pair_projections[n=5 (removed name)]", mc.pair_projections, ("simplex", x, 4), {"n": 5, "rng": 0}, "error",
+        ("n",))
 
     # -- diagnostics --------------------------------------------------------------
     int_cases("standard_directions", dg.standard_directions, (4,), {}, 0, 1, name="d")
@@ -361,6 +375,16 @@ def build_cases():
         add(f"figures.lookup[{value!r}]", figures.lookup, (value,), {}, "error", ("figure",))
     for func in (style, marker_style, label):
         add(f"figures.{func.__name__}[orf]", func, ("orf",), {}, "error", ("coupling",))
+    # montecarlo.budget: the time budget of the Monte Carlo calls (a context manager)
+    def enter_budget(seconds):
+        with mc.budget(seconds):
+            pass
+
+    add("budget[ok]", enter_budget, (5.0,))
+    add("budget[None]", enter_budget, (None,))
+    add("budget[-1]", enter_budget, (-1.0,), expected="error", names=("seconds",))
+    add("budget[str]", enter_budget, ("5",), expected="error", names=("seconds",))
+    add("budget[nan]", enter_budget, (float("nan"),), expected="error", names=("seconds",))
     return cases
 
 
