@@ -1,0 +1,72 @@
+"""Issue 22 findings in montecarlo kept as regression tests: Monte Carlo has a work limit and a time budget, and a
+non-finite estimate is an error naming the cause (no silent NaN).  No wall clock is asserted: the budget test uses
+a budget that has expired before the first chunk (certain expiry), and the work limit is checked before any draw."""
+
+import math
+
+import numpy as np
+import pytest
+
+import montecarlo as mc
+from montecarlo import _checks
+
+
+@pytest.mark.parametrize("call", [
+    lambda n: mc.kernel_estimate("simplex", np.full(8, 0.1), np.full(8, -0.1), 8, n, rng=0),
+    lambda n: mc.empirical_mse("orthogonal", np.full(8, 0.1), np.full(8, -0.1), 8, n, rng=0),
+    lambda n: mc.empirical_conformity("simplex", 8, 1.0, m=8, n_draws=n, rng=0),
+    lambda n: mc.empirical_pair_moments("simplex", 8, 1.0, m=8, n_draws=n, rng=0),
+    lambda n: mc.gram_estimate("iid", np.ones((3, 4)) * 0.1, 4, n, rng=0),
+], ids=["kernel_estimate", "empirical_mse", "empirical_conformity", "empirical_pair_moments", "gram_estimate"])
+def test_n_draws_2_pow_63_is_refused_before_any_work(call):
+    """n_draws = 2**63 ran forever (issue 22); now a WorkLimitError (a ValueError) naming n_draws and MAX_WORK."""
+    with pytest.raises(mc.WorkLimitError, match=r"n_draws = 9223372036854775808.*MAX_WORK") as info:
+        call(2**63)
+    assert isinstance(info.value, ValueError)
+    assert call(50) is not None  # power: the same call with a small n_draws runs
+
+
+def test_the_work_limit_is_read_at_call_time(monkeypatch):
+    monkeypatch.setattr(_checks, "MAX_WORK", 1000)
+    with pytest.raises(mc.WorkLimitError, match="raise MAX_WORK"):
+        mc.empirical_mse("iid", np.full(4, 0.1), np.full(4, 0.1), 4, 10_000, rng=0)
+
+
+def test_budget_expiry_is_certain_and_loud():
+    """A budget that expired before the call: BudgetExceededError before the first chunk (no timing asserted)."""
+    with mc.budget(1e-9):
+        t0 = 0
+        while t0 < 1000:  # let the (tiny) deadline pass without sleeping: a few thousand operations
+            t0 += 1
+        with pytest.raises(mc.BudgetExceededError, match="budget"):
+            mc.empirical_mse("simplex", np.full(8, 0.1), np.full(8, -0.1), 8, 10_000, rng=0)
+    # outside the block the deadline is gone
+    assert math.isfinite(mc.empirical_mse("simplex", np.full(8, 0.1), np.full(8, -0.1), 8, 100, rng=0).mean)
+    with pytest.raises(ValueError, match="seconds"):
+        with mc.budget(-1):
+            pass
+
+
+def test_nested_budgets_keep_the_earlier_deadline():
+    with mc.budget(1e-9):
+        with mc.budget(3600):
+            with pytest.raises(mc.BudgetExceededError):
+                mc.kernel_estimate("iid", np.full(4, 0.1), np.full(4, 0.1), 4, 10_000, rng=0)
+
+
+def test_non_finite_conformity_names_v():
+    """empirical_conformity('simplex', 8, v=1e3, ...) returned Estimate(nan, nan) (issue 22): e^{w.v} overflows."""
+    with pytest.raises(ValueError, match=r"\|v\| = 1000.*v is too large"):
+        mc.empirical_conformity("simplex", 8, 1e3, m=8, n_draws=200, rng=0)
+    with pytest.raises(ValueError, match="v is too large"):
+        mc.empirical_pair_moments("simplex", 8, 1e3, m=8, n_draws=200, rng=0)
+    est = mc.empirical_conformity("simplex", 8, 1.0, m=8, n_draws=200, rng=0)  # power: a moderate v is finite
+    assert math.isfinite(est.mean) and math.isfinite(est.stderr)
+
+
+def test_non_finite_mse_names_the_points():
+    """The softmax kernel e^{x.y} = e^1600 overflows float64: the MSE is an error naming the points' size."""
+    x = np.full(4, 20.0)
+    with pytest.raises(ValueError, match=r"\|x\| = 40.*too large"):
+        mc.empirical_mse("iid", x, x, 4, 100, kernel="softmax", rng=0)
+    assert math.isfinite(mc.empirical_mse("iid", x / 40, x / 40, 4, 100, kernel="softmax", rng=0).mean)
