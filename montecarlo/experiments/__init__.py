@@ -24,8 +24,15 @@ random features, seeded, and returning means with standard errors
     Sec. 5.4 (one default logit scale, :data:`~montecarlo.experiments.attention.DEFAULT_LOGIT_STD`,
     for the Python API and the command line; :func:`~montecarlo.experiments.attention.attention_scan`
     over sequence length and logit scale).
-:mod:`~montecarlo.experiments.attention_torch`
-    The same attention as a torch ``nn.Module`` (imported on demand: needs torch).
+:mod:`~montecarlo.experiments.performer_train`
+    The Fig. 9 analogue: a small Performer-ViT on scikit-learn's digits
+    (``python -m montecarlo.experiments performer-train``; needs torch, imported
+    when it runs).
+
+The production torch module is :class:`montecarlo.nn.PRFAttention` and the
+performer-pytorch adapter :mod:`montecarlo.performer` (the old paths
+``montecarlo.experiments.attention_torch`` / ``.performer`` warn and are removed
+in 0.3); the scikit-learn transformers live in :mod:`montecarlo.kernel_approximation`.
 :mod:`~montecarlo.experiments.sweeps`
     The sweeps' engine: independent units on joblib (``n_jobs``; threads by
     default, processes or a Dask cluster through ``joblib.parallel_config``),

@@ -1,4 +1,5 @@
-"""Command line: ``python -m montecarlo.experiments {table,curve,sigma,gram,attention,split-spread} [options]``.
+"""Command line: ``python -m montecarlo.experiments {table,curve,sigma,gram,attention,split-spread,performer-train}
+[options]``.
 
 * ``table``: Table 2 (``--table 2``, the exact couplings at m = d) or Table 3
   (``--table 3``, fast variants on zero-padded data), each cell next to the
@@ -10,7 +11,9 @@
 * ``gram``: Fig. 7's Frobenius errors;
 * ``attention``: the attention-approximation errors of Sec. 5.4;
 * ``split-spread``: Table 2's cells over forty other seeds of the paper's split
-  procedure, and where the printed values fall among them.
+  procedure, and where the printed values fall among them;
+* ``performer-train``: the Fig. 9 analogue, a small Performer-ViT on
+  scikit-learn's digits (:mod:`montecarlo.experiments.performer_train`; needs torch).
 
 ``table``, ``curve``, ``gram`` and ``split-spread`` run their units in parallel
 (``--n-jobs``, default every core; the numbers do not depend on it) with
@@ -95,7 +98,8 @@ def _common(p, data=True, splits=False):
 
 def _parser():
     p = make_parser(PROG, __doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True, metavar="{table,curve,sigma,gram,attention,split-spread}")
+    sub = p.add_subparsers(dest="command", required=True,
+                           metavar="{table,curve,sigma,gram,attention,split-spread,performer-train}")
 
     t = _sub(sub, "table", help="Tables 2 and 3 next to the paper's values (Sec. 5.3.1, App. B.2)",
              description="Tables 2 and 3: accuracy per coupling and dataset at m = d (Table 3: data "
@@ -188,6 +192,9 @@ def _parser():
                          "package)")
     ss.add_argument("--seed", type=_SEED, default=0, help="seed of the random-feature draws (an integer >= 0)")
     ss.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    from . import performer_train  # its parser only; torch is imported when the command runs
+
+    performer_train.add_parser(sub)
     return p
 
 
@@ -224,6 +231,10 @@ def _stderr_progress(message):
 
 
 def _run(args, progress):
+    if args.command == "performer-train":
+        from . import performer_train
+
+        return performer_train.run(args)
     if args.command == "table":
         couplings = args.couplings or (classification.TABLE2_COUPLINGS if args.table == 2
                                        else classification.TABLE3_COUPLINGS)
