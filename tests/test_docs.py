@@ -38,9 +38,9 @@ PACKAGES = ("theory", "montecarlo", "figures")
 #: Single modules documented from packages that are otherwise not API (the claim registry).
 EXTRA_MODULES = ("paper_checks.registry",)
 #: Modules whose ``__all__`` names must each have an entry in the built reference.
-ALL_NAMESPACES = ("theory", "theory.registry", "theory.validation", "theory.errors", "montecarlo",
-                  "montecarlo.experiments", "montecarlo.kernel_approximation", "montecarlo.experiments.performer",
-                  "figures")
+ALL_NAMESPACES = ("theory", "theory.registry", "theory.feature_kinds", "theory.validation", "theory.errors",
+                  "montecarlo", "montecarlo.experiments", "montecarlo.kernel_approximation", "montecarlo.performer",
+                  "montecarlo.nn", "figures")
 
 BUILD_TIMEOUT = 300  # seconds; the build takes about 25 s on 2 busy cores
 

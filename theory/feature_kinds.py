@@ -8,38 +8,38 @@ has exactly one :class:`FeatureKind` record here, looked up by name
 (:func:`get`, also ``theory.feature_kind``), and every layer attaches its
 code to that record as a named *hook*:
 
-=================  ==========  ==========================================================
-hook               layer       signature and meaning
-=================  ==========  ==========================================================
-``variance``       theory      ``f(d, v, **params) -> mpf``: :math:`\mathrm{Var}[b]` of one
-                               direction, with :math:`\hat K = \frac{P}{m}\sum_i b_i`
-                               (P the kernel prefactor, see below), relative accuracy
-                               also at tiny v
-``mean_square``    theory      ``f(d, v, **params) -> mpf``: :math:`(\mathbb E b)^2`, the
-                               pair term of two independent directions
-``pair_excess``    theory      ``f(coupling, d, v, **params) -> mpf``:
-                               :math:`\mathbb E[b_ib_j] - (\mathbb E b)^2` for one coupled
-                               pair of ``coupling`` (MissingHookError when that coupling
-                               has no closed form for this kind)
-``pair_couplings`` theory      ``f() -> tuple``: couplings with a closed-form pair term
-``small_v``        theory      ``f(coupling, d, **params) -> (var_coef, pair_coef)``:
-                               :math:`\mathrm{Var} = c_1v^{k} + \dots`,
-                               excess :math:`= c_2 v^{k} + \dots` (the v -> 0 limit of
-                               MSE ratios; the values at v = 0 where they do not vanish)
-``parameters``     theory      ``f(coupling, d, v, m, **given) -> dict``: the kind's
-                               parameters validated, defaults resolved (e.g. the
-                               MSE-optimal A of OPRFs); kinds with ``parameters`` only
-``log_features``   montecarlo  ``f(proj, sq, m, c, xp, w_sq=None, d=None, **params)`` ->
-                               log-features (..., width m) of a positive kind (may
-                               overwrite ``proj``)
-``features``       montecarlo  same arguments -> features (..., width m) of a kind
-                               that is not positive
-``statistic``      montecarlo  ``f(proj, xp, w_sq=None, d=None, **params)``: the
-                               per-direction statistic :math:`b_i` (its logarithm for a
-                               positive kind) from :math:`w_i^\top v`
-``float_parameters`` montecarlo ``f(d, v_norm, **given) -> dict``: the parameters for a
-                               Monte Carlo call at one pair (defaults resolved in float64)
-=================  ==========  ==========================================================
+======================  ==========  ==========================================================
+hook                    layer       signature and meaning
+======================  ==========  ==========================================================
+``variance``            theory      ``f(d, v, **params) -> mpf``: :math:`\mathrm{Var}[b]` of one
+                                    direction, with :math:`\hat K = \frac{P}{m}\sum_i b_i`
+                                    (P the kernel prefactor, see below), relative accuracy
+                                    also at tiny v
+``mean_square``         theory      ``f(d, v, **params) -> mpf``: :math:`(\mathbb E b)^2`, the
+                                    pair term of two independent directions
+``pair_excess``         theory      ``f(coupling, d, v, **params) -> mpf``:
+                                    :math:`\mathbb E[b_ib_j] - (\mathbb E b)^2` for one coupled
+                                    pair of ``coupling`` (MissingHookError when that coupling
+                                    has no closed form for this kind)
+``pair_couplings``      theory      ``f() -> tuple``: couplings with a closed-form pair term
+``small_v``             theory      ``f(coupling, d, **params) -> (var_coef, pair_coef)``:
+                                    :math:`\mathrm{Var} = c_1v^{k} + \dots`,
+                                    excess :math:`= c_2 v^{k} + \dots` (the v -> 0 limit of
+                                    MSE ratios; the values at v = 0 where they do not vanish)
+``parameters``          theory      ``f(coupling, d, v, m, **given) -> dict``: the kind's
+                                    parameters validated, defaults resolved (e.g. the
+                                    MSE-optimal A of OPRFs); kinds with ``parameters`` only
+``log_features``        montecarlo  ``f(proj, sq, m, c, xp, w_sq=None, d=None, **params)`` ->
+                                    log-features (..., width m) of a positive kind (may
+                                    overwrite ``proj``)
+``features``            montecarlo  same arguments -> features (..., width m) of a kind
+                                    that is not positive
+``statistic``           montecarlo  ``f(proj, xp, w_sq=None, d=None, **params)``: the
+                                    per-direction statistic :math:`b_i` (its logarithm for a
+                                    positive kind) from :math:`w_i^\top v`
+``float_parameters``    montecarlo  ``f(d, v_norm, **given) -> dict``: the parameters for a
+                                    Monte Carlo call at one pair (defaults resolved in float64)
+======================  ==========  ==========================================================
 
 Conventions shared by every kind: ``proj`` are the projections
 :math:`w_i^\top x` (last axis: the m directions), ``sq`` is :math:`\|x\|^2`
@@ -243,7 +243,7 @@ def names(*, has=(), positive=None, kernel=None):
     of the given positivity, or estimating ``kernel``.
 
     >>> names(positive=True)
-    ('prf', 'hyperbolic')
+    ('prf', 'hyperbolic', 'oprf')
     """
     has = (has,) if isinstance(has, str) else tuple(has)
     for h in has:

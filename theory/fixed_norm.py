@@ -71,8 +71,8 @@ def _kind(kind):
 
 @guarded(grid=("d", "v"))
 def fixed_norm_mean(d, v, *, kind="prf"):
-    r"""Mean of one direction's statistic, :math:`{}_0F_1(;\frac d2;\pm\frac{dv^2}{4})` (PRF: +, v = |x + y|; RFF:
-    -, v = |x - y|), against :math:`e^{\pm v^2/2}` for Gaussian rows."""
+    r"""Mean of one direction's statistic, :math:`{}_0F_1(;\frac d2;\pm\frac{dv^2}{4})` (PRF: +,
+    :math:`v = \|x + y\|`; RFF: -, :math:`v = \|x - y\|`), against :math:`e^{\pm v^2/2}` for Gaussian rows."""
     kind = _kind(kind)
     d = check_dimension(d)
     vv = check_v(v, "v" if kind == "prf" else "z")

@@ -28,11 +28,6 @@ random features, seeded, and returning means with standard errors
     The Fig. 9 analogue: a small Performer-ViT on scikit-learn's digits
     (``python -m montecarlo.experiments performer-train``; needs torch, imported
     when it runs).
-
-The production torch module is :class:`montecarlo.nn.PRFAttention` and the
-performer-pytorch adapter :mod:`montecarlo.performer` (the old paths
-``montecarlo.experiments.attention_torch`` / ``.performer`` warn and are removed
-in 0.3); the scikit-learn transformers live in :mod:`montecarlo.kernel_approximation`.
 :mod:`~montecarlo.experiments.sweeps`
     The sweeps' engine: independent units on joblib (``n_jobs``; threads by
     default, processes or a Dask cluster through ``joblib.parallel_config``),
@@ -42,6 +37,11 @@ in 0.3); the scikit-learn transformers live in :mod:`montecarlo.kernel_approxima
 :mod:`~montecarlo.experiments.spread`
     Table 2's cells over many split seeds of the paper's protocol
     (``python -m montecarlo.experiments split-spread cmc wifi``).
+
+The production torch module is :class:`montecarlo.nn.PRFAttention` and the
+performer-pytorch adapter :mod:`montecarlo.performer` (the old paths
+``montecarlo.experiments.attention_torch`` / ``.performer`` warn and are removed
+in 0.3); the scikit-learn transformers live in :mod:`montecarlo.kernel_approximation`.
 
 Every function takes ``rng`` (None, an int >= 0, a ``numpy.random.Generator``
 or ``SeedSequence``; checked, never passed raw to numpy);
