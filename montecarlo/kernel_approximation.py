@@ -138,6 +138,7 @@ from ._checks import (
     check_positive_float,
     check_rng,
 )
+from . import oprf as _oprf
 from .couplings import sample_weights
 from .features import row_sq_norms
 
@@ -219,10 +220,14 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         kind = self._kind()
         rec = _kinds.get(kind)
         c = _kinds.kernel_c(kind, self._kernel())
-        if rec.parameters:  # e.g. OPRFs' A: chosen from the data by a rule this class does not have yet
-            usable = [k for k in _kinds.names(positive=rec.positive) if not _kinds.get(k).parameters]
+        unsupported = [p for p in rec.parameters if p != "A"]
+        if unsupported:  # a kind whose parameters this class has no rule for
+            usable = [k for k in _kinds.names(positive=rec.positive) if set(_kinds.get(k).parameters) <= {"A"}]
             raise ValueError(f"kind={kind!r} has the parameter(s) {rec.parameters}, which {type(self).__name__} "
-                             f"cannot choose yet; use one of {_names(usable)}")
+                             f"cannot choose; use one of {_names(usable)}")
+        A = getattr(self, "A", None)
+        if A is not None and "A" not in rec.parameters:
+            raise ValueError(f"A must be None for kind={kind!r} (only 'oprf' takes A), got {A!r}")
         coupling = check_coupling(self.coupling)
         m = check_int(self.n_components, "n_components", 1)
         if isinstance(self.gamma, str):
@@ -274,6 +279,8 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             var = float(X.multiply(X).mean() - X.mean() ** 2) if _sparse.issparse(X) else float(X.var())
             gamma = 1.0 / (d * var) if var > 0 else 1.0
         self.gamma_ = float(gamma)
+        if "A" in rec.parameters:
+            self.A_ = self._fit_a(X, d)
         try:
             weights = sample_weights(coupling, d, m, rng=rng)
         except MemoryError as exc:
@@ -286,6 +293,16 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.weights_ = weights
         self._n_features_out = rec.width * m
         return self
+
+    def _fit_a(self, X, d):
+        """OPRFs' A: the given one, or FAVOR++'s choice from the training data's mean statistics (of the scaled
+        rows z = sqrt(2 gamma) x, queries and keys alike)."""
+        if self.A is not None:
+            return _oprf.check_a(self.A)
+        scale2 = 2.0 * self.gamma_
+        mean_sq = float(np.mean(_sq_norms(X))) * scale2
+        mean = np.asarray(X.mean(axis=0), dtype=np.float64).ravel() * math.sqrt(scale2)
+        return _oprf.moments_optimal_a(mean_sq, mean, mean_sq, mean)
 
     def _map(self, X, log=False):
         """The features (or, ``log=True``, the log-features of a positive kind) of validated X: one product
@@ -313,8 +330,10 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         exp = rec.positive and not log
         zero_rows = []
 
+        params = {"A": self.A_} if "A" in rec.parameters else {}
+
         def job(rows):
-            res = hook(proj[rows], sq[rows], m, c, xp, w_sq=w_sq)
+            res = hook(proj[rows], sq[rows], m, c, xp, w_sq=w_sq, d=W.shape[1], **params)
             block = out[rows]
             if res is not block:
                 block[...] = res
@@ -419,6 +438,12 @@ class PositiveRandomFeatures(_RandomFeatures):
     gamma : float > 0 or 'scale', default 0.5
         Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`
         (module docstring); 0.5 is the paper's kernel.
+    A : float < 1/8 or None, default None
+        Only for ``kind='oprf'`` (optimised PRFs, FAVOR++): the tilt of
+        :math:`e^{A\|w\|^2 + \sqrt{1-4A}\,w^\top z}`.  None chooses it in ``fit``
+        from the training data as FAVOR++ does
+        (:func:`montecarlo.oprf.moments_optimal_a` of the scaled rows: :math:`A \le 0`,
+        bounded features, stable in float32).
     random_state : None, int >= 0, numpy.random.Generator, SeedSequence or RandomState
         Seed of the projections (module docstring).
 
@@ -428,6 +453,8 @@ class PositiveRandomFeatures(_RandomFeatures):
         The projections :math:`w_i` (rows), float64.
     gamma_ : float
         The bandwidth used (``gamma``, or its value for ``'scale'``).
+    A_ : float
+        Only for ``kind='oprf'``: the A used.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``fit`` saw a DataFrame with string column names.
@@ -463,12 +490,13 @@ class PositiveRandomFeatures(_RandomFeatures):
     """
 
     def __init__(self, n_components=100, *, coupling="simplex", kind="prf", kernel="gaussian", gamma=0.5,
-                 random_state=None):
+                 A=None, random_state=None):
         self.n_components = n_components
         self.coupling = coupling
         self.kind = kind
         self.kernel = kernel
         self.gamma = gamma
+        self.A = A
         self.random_state = random_state
 
     def _kind(self):

@@ -24,7 +24,7 @@ from theory.validation import ArgumentTypeError, describe
 from ._backend import namespace, to_numpy
 from ._checks import check_data
 
-__all__ = ["check_a", "data_optimal_a", "optimal_a"]
+__all__ = ["check_a", "data_optimal_a", "moments_optimal_a", "optimal_a"]
 
 
 def check_a(A, name="A"):
@@ -58,8 +58,18 @@ def data_optimal_a(X, Y=None):
     Y = X if Y is None else np.asarray(to_numpy(check_data(Y, xp, "Y", 2, X.shape[1])), dtype=np.float64)
     if X.shape[0] == 0 or Y.shape[0] == 0:
         raise ValueError("X and Y must hold at least one row each")
-    s = (np.mean(np.sum(X * X, axis=1)) + np.mean(np.sum(Y * Y, axis=1)) + 2 * X.mean(axis=0) @ Y.mean(axis=0))
-    return optimal_a(max(float(s), 0.0) / X.shape[1])
+    return moments_optimal_a(np.mean(np.sum(X * X, axis=1)), X.mean(axis=0), np.mean(np.sum(Y * Y, axis=1)),
+                             Y.mean(axis=0))
+
+
+def moments_optimal_a(mean_sq_x, mean_x, mean_sq_y, mean_y):
+    r"""FAVOR++'s A from the mean statistics: :math:`s = (\overline{\|x\|^2} + \overline{\|y\|^2}
+    + 2\bar x^\top\bar y)/d` (the mean of :math:`\|x_i + y_j\|^2/d` over all pairs), then :func:`optimal_a`.
+    For callers that hold the moments already (sparse data, running statistics)."""
+    mean_x = np.asarray(mean_x, dtype=np.float64).ravel()
+    mean_y = np.asarray(mean_y, dtype=np.float64).ravel()
+    s = float(mean_sq_x) + float(mean_sq_y) + 2 * float(mean_x @ mean_y)
+    return optimal_a(max(s, 0.0) / mean_x.shape[0])
 
 
 def _a_terms(A, xp):

@@ -32,8 +32,8 @@ from theory import feature_kinds, registry  # noqa: E402
 
 #: Every positive kind of the registry (derived, so a new kind is checked as soon as it is registered).
 POSITIVE_KINDS = feature_kinds.names(positive=True)
-#: Kinds with parameters the transformer does not choose yet (issue 19: OPRFs' A from the data in fit).
-UNFITTED_PARAMETER_KINDS = tuple(k for k in POSITIVE_KINDS if feature_kinds.get(k).parameters)
+#: Kinds with parameters the transformer has no rule for (OPRFs' A is chosen in fit, FAVOR++'s rule).
+UNFITTED_PARAMETER_KINDS = tuple(k for k in POSITIVE_KINDS if set(feature_kinds.get(k).parameters) - {"A"})
 
 ESTIMATORS = [
     PositiveRandomFeatures(),
@@ -105,12 +105,43 @@ def test_every_positive_kind_through_the_record(kind, kernel):
     W = mc.sample_weights("simplex", 3, 7, rng=3)
     Z = np.sqrt(2 * gamma) * X
     phi = est.transform(X)
+    params = {"A": est.A_} if "A" in rec.parameters else {}
     assert phi.shape == (6, rec.width * 7) == (6, est._n_features_out)
-    assert np.allclose(phi, mc.random_features(Z, W, kind, kernel), rtol=1e-13, atol=0)
-    assert np.allclose(est.log_transform(X), mc.log_features(Z, W, kind, kernel), rtol=1e-13, atol=1e-14)
+    assert np.allclose(phi, mc.random_features(Z, W, kind, kernel, **params), rtol=1e-13, atol=0)
+    assert np.allclose(est.log_transform(X), mc.log_features(Z, W, kind, kernel, **params), rtol=1e-13,
+                       atol=1e-14)
     assert list(est.get_feature_names_out()) == [f"positiverandomfeatures{i}" for i in range(rec.width * 7)]
     assert not np.allclose(phi[:, :7], mc.random_features(Z, W, "hyperbolic" if kind == "prf" else "prf",
                                                           kernel)[:, :7], rtol=1e-3)
+
+
+def test_oprf_chooses_a_from_the_training_data():
+    """kind='oprf': A_ is FAVOR++'s choice from the scaled training rows (montecarlo.oprf.data_optimal_a of
+    sqrt(2 gamma) X with itself), a given A is kept, and A for another kind (or A >= 1/8) is refused."""
+    X = _data(50, 4, seed=2) + 0.1
+    est = PositiveRandomFeatures(n_components=8, kind="oprf", gamma=1.3, random_state=0).fit(X)
+    assert est.A_ < 0 and abs(est.A_ - mc.oprf.data_optimal_a(np.sqrt(2.6) * X)) < 1e-15
+    assert PositiveRandomFeatures(n_components=8, kind="oprf", A=-0.05).fit(X).A_ == -0.05
+    with pytest.raises(ValueError, match="A must be None for kind='prf'"):
+        PositiveRandomFeatures(A=-0.1).fit(X)
+    with pytest.raises(ValueError, match="A must be a finite real < 1/8"):
+        PositiveRandomFeatures(kind="oprf", A=0.2).fit(X)
+
+
+def test_oprf_estimates_the_kernel():
+    """OPRFs through the transformer (A from the data, orthogonal, 400 fits of m = 4, gamma = 2) are unbiased
+    for exp(-gamma |x - y|^2) within 4.5 s.e.; power: the Gaussian kernel at gamma = 1 is rejected."""
+    x = np.array([0.3, -0.2, 0.1, 0.25])
+    y = np.array([-0.1, 0.3, 0.2, -0.2])
+    est = np.empty(400)
+    for s in range(est.size):
+        p = PositiveRandomFeatures(n_components=4, kind="oprf", coupling="orthogonal", gamma=2.0,
+                                   random_state=s).fit(np.stack([x, y])).transform(np.stack([x, y]))
+        est[s] = p[0] @ p[1]
+    se = est.std(ddof=1) / np.sqrt(est.size)
+    r2 = np.sum((x - y) ** 2)
+    assert abs(est.mean() - np.exp(-2.0 * r2)) < 4.5 * se
+    assert abs(est.mean() - np.exp(-1.0 * r2)) > 4.5 * se
 
 
 def test_hyperbolic_estimates_the_kernel():
