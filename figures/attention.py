@@ -1,91 +1,145 @@
-r"""New figure: PRF attention error against sequence length and logit scale (Sec. 5.4 mechanism).
+r"""New figure: random-feature attention error against logit scale, per feature kind, coupling and m (Sec. 5.4).
 
 Sec. 5.4 replaces the ORFs of Performers by SimRFs; the mechanism is the
 kernel MSE: lower MSE, more accurate attention.  This figure measures how
-far that carries: the relative error
+far that carries, and against what: the relative error
 :math:`\|\widehat{\mathrm{Att}} - \mathrm{Att}\|_F / \|\mathrm{Att}\|_F` of
-PRF attention against exact softmax attention (m = 130 features, head
-dimension 64, the paper's Performer setting) on the synthetic
-transformer-like data of :func:`montecarlo.experiments.attention.synthetic_qkv`,
-against the standard deviation of the logits (``logit_std``) for several
-sequence lengths, for IIDRFs, ORFs and SimRFs.  The lower row shows the
-one-sided z-scores of ORF < IID and SimRF < ORF with the line z = 3.09
-(false alarm 0.001 per cell): the couplings are distinguishable at small
-logit scales (errors of a few percent) and stop being so once the errors
-approach 1 (about logit std 0.5).
+random-feature attention against exact softmax attention (head dimension 64,
+L = 1024 tokens of the synthetic transformer-like data of
+:func:`montecarlo.experiments.attention.synthetic_qkv`), against the
+standard deviation of the logits, for PRFs (FAVOR+), optimised PRFs
+(FAVOR++, A from each batch's query/key statistics) and FAVOR#'s SDERFs
+(their anisotropic optimum from the same batch), each under IIDRFs, ORFs and
+SimRFs, at m = 64, 130 (the paper's Performers) and 512 features, next to
+**uniform attention** (every row the mean of V), the estimate a noisy
+random-feature attention degenerates to.  A kind and coupling beats uniform
+attention where its line lies below the dashed one (resolved where the
+JSON's ``beats_uniform`` is +1).  The bottom row shows the paired z-scores of
+SimRF - ORF for each kind (common random numbers: every coupling's draws
+from one seed, every kind on the same draws), with the lines z = -+3.09.
 
-Computed by :func:`montecarlo.experiments.attention.attention_scan`; no
-closed form exists for attention errors.
+Computed by :func:`montecarlo.experiments.attention.attention_scan` (parallel
+units, ``ctx.n_jobs``; bit-identical for any number of workers); no closed form
+exists for attention errors.  ``python -m figures.reproduce attention --draws 50``
+draws it at a higher effort.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .style import PAGE_WIDTH, label, marker_style, style
+from .style import PAGE_WIDTH, label, style
 
-#: Couplings, worst first (each is compared with the next).
+#: Couplings, worst first.
 COUPLINGS = ("iid", "orthogonal", "simplex")
-#: Main job and quick settings: sequence lengths, logit scales, draws per cell.
-EFFORT = {"seq_lens": (64, 256, 1024), "logit_stds": (0.05, 0.1, 0.25, 0.5, 1.0, 2.0), "n_draws": 12}
-QUICK = {"seq_lens": (64, 256), "logit_stds": (0.1, 0.5, 2.0), "n_draws": 4}
+#: Feature kinds: PRFs, optimised PRFs (FAVOR++), SDERFs (FAVOR#).
+KINDS = ("prf", "oprf", "sderf")
+#: Main job and quick settings: sequence lengths (the figure draws the longest; the JSON holds all), logit
+#: scales, numbers of features, draws per cell.
+EFFORT = {"seq_lens": (1024,), "logit_stds": (0.05, 0.1, 0.25, 0.5, 1.0, 2.0), "m_values": (64, 130, 512),
+          "n_draws": 12}
+QUICK = {"seq_lens": (256,), "logit_stds": (0.1, 0.5, 2.0), "m_values": (64, 130), "n_draws": 4}
+#: Display names of the kinds.
+KIND_LABEL = {"prf": "PRF (FAVOR+)", "oprf": "OPRF (FAVOR++)", "sderf": "SDERF (FAVOR#)",
+              "hyperbolic": "hyperbolic PRF"}
+KIND_MARKER = {"prf": "o", "oprf": "s", "sderf": "^", "hyperbolic": "v"}
 
 
-def _line(coupling):
-    """The coupling's line style with its (hollow) markers."""
-    mk = marker_style(coupling)
-    return {**style(coupling), "marker": mk["marker"], "markersize": 3, "markerfacecolor": "white"}
+def _key(name):
+    """``'prf/simplex'`` for the (kind, coupling) pair."""
+    return "/".join(name)
+
+
+def scan_json(res):
+    """The JSON record of an :class:`~montecarlo.experiments.attention.AttentionScan` (arrays indexed
+    [logit std, L, m]; paired differences keyed ``'prf/simplex - prf/orthogonal'``)."""
+    from montecarlo.experiments import attention
+
+    names = list(res.mean)
+    return {
+        "kinds": res.kinds, "couplings": res.couplings, "seq_lens": res.seq_lens, "logit_stds": res.logit_stds,
+        "m_values": res.m_values, "d_head": res.d_head, "n_draws": res.n_draws, "causal": res.causal,
+        "paired": res.paired, "distinguishable_z": attention.DISTINGUISHABLE_Z,
+        "default_logit_std": attention.DEFAULT_LOGIT_STD,
+        "uniform": res.uniform,
+        "mean": {_key(n): res.mean[n] for n in names}, "stderr": {_key(n): res.stderr[n] for n in names},
+        "beats_uniform": {_key(n): res.beats_uniform(*n) for n in names},
+        "uniform_z": {_key(n): res.uniform_z(*n) for n in names},
+        "paired_diff_mean": {f"{_key(a)} - {_key(b)}": v for (a, b), v in res.diff_mean.items()},
+        "paired_diff_stderr": {f"{_key(a)} - {_key(b)}": v for (a, b), v in res.diff_stderr.items()},
+        "paired_z": {f"{_key(a)} - {_key(b)}": res.z(a, b) for (a, b) in res.diff_mean},
+        "data_params": res.data_params,
+        "data_rules": {k: attention.DATA_DRIVEN[k] for k in res.kinds if k in attention.DATA_DRIVEN},
+    }
 
 
 def new_attention_scan(ctx, effort=None):
-    """PRF attention error vs logit scale and sequence length, and where the couplings separate.
+    """Random-feature attention error vs logit scale: kinds x couplings x m, with uniform attention.
 
     Parameters
     ----------
     ctx : figures._context.Context
     effort : dict, optional
-        ``seq_lens``, ``logit_stds``, ``n_draws`` (default :data:`EFFORT`,
-        :data:`QUICK` with ``--quick``).
+        Any of ``seq_lens``, ``logit_stds``, ``m_values``, ``n_draws`` (the rest from
+        :data:`EFFORT`, :data:`QUICK` with ``--quick``).
     """
     import matplotlib.pyplot as plt
 
     from montecarlo.experiments import attention
 
-    eff = dict(effort or (QUICK if ctx.quick else EFFORT))
-    bar = ctx.progress_bar(len(eff["logit_stds"]) * len(eff["seq_lens"]) * len(COUPLINGS), "attention scan")
-    res = attention.attention_scan(COUPLINGS, eff["seq_lens"], eff["logit_stds"], 130, eff["n_draws"],
-                                   ctx.rng("new_attention_scan"), data_rng=ctx.seed, progress=lambda _: bar.update())
+    eff = {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
+    bar = ctx.progress_bar(1, "attention scan")
+    res = attention.attention_scan(COUPLINGS, eff["seq_lens"], eff["logit_stds"], eff["m_values"], eff["n_draws"],
+                                   ctx.rng("new_attention_scan"), kinds=KINDS, data_rng=ctx.seed,
+                                   n_jobs=ctx.n_jobs)
+    bar.update()
     bar.close()
     x = np.array(res.logit_stds)
-    n_len = len(res.seq_lens)
-    fig, axes = plt.subplots(2, n_len, figsize=(PAGE_WIDTH, 3.6), sharex=True, squeeze=False)
-    for j, L in enumerate(res.seq_lens):
-        ax = axes[0, j]
-        for c in COUPLINGS:
-            ax.errorbar(x, res.mean[c][:, j], yerr=res.stderr[c][:, j], **_line(c), capsize=1.5)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"$L = {L}$")
-        ax.set_ylabel("relative error" if j == 0 else "")
-        ax = axes[1, j]
-        for (better, worse), z in res.z.items():
-            ax.plot(x, z[:, j], **{**_line(better), "label": f"{label(better)} < {label(worse)}"})
-        ax.axhline(attention.DISTINGUISHABLE_Z, color="0.5", lw=0.6, linestyle="--")
+    j = int(np.argmax(res.seq_lens))
+    L = res.seq_lens[j]
+    n_m = len(res.m_values)
+    fig, axes = plt.subplots(len(KINDS) + 1, n_m, figsize=(PAGE_WIDTH, 1.55 * (len(KINDS) + 1)), sharex=True,
+                             sharey="row", squeeze=False)
+    for r, kind in enumerate(KINDS):
+        for l, m in enumerate(res.m_values):
+            ax = axes[r, l]
+            ax.plot(x, res.uniform[:, j], color="0.2", linestyle="--", lw=0.9, label="uniform attention")
+            for c in COUPLINGS:
+                st = style(c)
+                ax.errorbar(x, res.mean[kind, c][:, j, l], yerr=res.stderr[kind, c][:, j, l], color=st["color"],
+                            linestyle=st["linestyle"], label=st["label"], marker=KIND_MARKER.get(kind, "o"),
+                            markersize=2.5, markerfacecolor="white", capsize=1.2, lw=0.9)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            if r == 0:
+                ax.set_title(f"$m = {m}$, $L = {L}$")
+            if l == 0:
+                ax.set_ylabel(f"{KIND_LABEL.get(kind, kind)}\nrelative error")
+    zrow = axes[len(KINDS)]
+    for l, m in enumerate(res.m_values):
+        ax = zrow[l]
+        for kind in KINDS:
+            z = res.z((kind, "simplex"), (kind, "orthogonal"))[:, j, l]
+            ax.plot(x, z, color="0.2", marker=KIND_MARKER.get(kind, "o"), markersize=3, markerfacecolor="white",
+                    lw=0.8, label=KIND_LABEL.get(kind, kind))
+        for zc in (-attention.DISTINGUISHABLE_Z, attention.DISTINGUISHABLE_Z):
+            ax.axhline(zc, color="0.5", lw=0.6, linestyle="--")
         ax.axhline(0.0, color="0.8", lw=0.5)
         ax.set_xlabel("logit std")
-        ax.set_ylabel("z" if j == 0 else "")
+        if l == 0:
+            ax.set_ylabel(f"paired z\n{label('simplex')} $-$ {label('orthogonal')}")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    handles2, labels2 = axes[1, 0].get_legend_handles_labels()
-    fig.legend(handles + handles2, labels + labels2, loc="outside lower center", ncol=len(handles) + len(handles2))
+    handles2, labels2 = zrow[0].get_legend_handles_labels()
+    fig.legend(handles + handles2, labels + labels2, loc="outside lower center", ncol=4)
     ctx.save(fig, "new_attention_scan", {
         "name": "new_attention_scan", "paper_label": None,
-        "caption": ("PRF attention (m = 130, d = 64, synthetic transformer-like queries and keys) against exact "
-                    "softmax attention: relative output error (mean +- 1 s.e. over "
-                    f"{res.n_draws} draws) against the logit std for each sequence length L (top), and one-sided "
-                    f"z-scores of ORF < IID and SimRF < ORF (bottom; dashed: z = {attention.DISTINGUISHABLE_Z}, "
-                    "false alarm 0.001 per cell) (montecarlo.experiments.attention.attention_scan)."),
-        "m": res.m, "d_head": 64, "n_draws": res.n_draws, "causal": res.causal,
-        "seq_lens": res.seq_lens, "logit_stds": res.logit_stds, "distinguishable_z": attention.DISTINGUISHABLE_Z,
-        "mean": res.mean, "stderr": res.stderr, "z": {f"{a}<{b}": z for (a, b), z in res.z.items()},
-        "distinguishable": {f"{a}<{b}": d for (a, b), d in res.distinguishable.items()},
-        "default_logit_std": attention.DEFAULT_LOGIT_STD})
+        "caption": (f"Random-feature attention (d = {res.d_head}, L = {L}, synthetic transformer-like queries and "
+                    "keys) "
+                    "against exact softmax attention: relative output error (mean +- 1 s.e. over "
+                    f"{res.n_draws} draws) against the logit std, for PRFs, OPRFs (FAVOR++, A from the batch) and "
+                    "SDERFs (FAVOR#, (a, Q) from the batch) under IID, ORF and SimRF couplings at each m, next to "
+                    "uniform attention (dashed; the mean of V); bottom: paired z of SimRF - ORF per kind "
+                    f"(dashed: |z| = {attention.DISTINGUISHABLE_Z}, false alarm 0.001 per cell) "
+                    "(montecarlo.experiments.attention.attention_scan; common random numbers across couplings "
+                    "and kinds)."),
+        **scan_json(res)})

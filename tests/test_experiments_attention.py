@@ -269,3 +269,250 @@ def test_kind_through_the_record():
         at.prf_attention(Q, K, V, W, kind="nope")
     with pytest.raises(ValueError, match="params must give exactly the parameters of kind='prf'"):
         at.prf_attention(Q, K, V, W, params={"A": 0.1})
+
+
+# ---------------------------------------------------------------------------
+# The scan: OPRF (FAVOR++) and SDERF (FAVOR#) attention, uniform attention, common random numbers
+
+
+def _oprf_features(X, W, A):
+    """(1-4A)^{d/4} m^{-1/2} exp(A|w|^2 + sqrt(1-4A) w.x - |x|^2/2), written out (softmax kernel)."""
+    m, d = W.shape
+    return ((1 - 4 * A) ** (d / 4) / math.sqrt(m)
+            * np.exp(A * np.sum(W * W, axis=1) + math.sqrt(1 - 4 * A) * X @ W.T - 0.5 * np.sum(X * X, axis=1)[:, None]))
+
+
+def _sderf_features(X, W, a, R):
+    """det(I - 4A)^{1/4} m^{-1/2} exp(w^T A w + w^T B x - |x|^2/2), A = R diag(a) R^T, B = (I - 4A)^{1/2},
+    written out with dense matrices."""
+    m, d = W.shape
+    A = R @ np.diag(a) @ R.T
+    B = R @ np.diag(np.sqrt(1 - 4 * a)) @ R.T
+    D = np.prod(1 - 4 * a) ** 0.25
+    quad = np.einsum("id,de,ie->i", W, A, W)
+    return D / math.sqrt(m) * np.exp(quad[None, :] + X @ (W @ B).T - 0.5 * np.sum(X * X, axis=1)[:, None])
+
+
+def _quadratic(fq, fk, V, causal):
+    A = fq @ fk.T
+    if causal:
+        A = np.tril(A)
+    return (A @ V) / A.sum(axis=1, keepdims=True)
+
+
+def _pair_statistics(q, k):
+    """Brute-force FAVOR++ / FAVOR# statistics over all L^2 pairs: s = mean |q_i + k_j|^2 / d and
+    M = mean (q_i + k_j)(q_i + k_j)^T."""
+    v = (q[:, None, :] + k[None, :, :]).reshape(-1, q.shape[1])
+    return np.mean(np.sum(v * v, axis=1)) / q.shape[1], v.T @ v / v.shape[0]
+
+
+def _a_star(s):
+    """The issue's closed form A* = (1 - 2s - sqrt((2s+1)^2 + 8s))/16."""
+    return (1 - 2 * s - np.sqrt((2 * s + 1) ** 2 + 8 * s)) / 16
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_oprf_and_sderf_attention_equal_the_features_written_out(causal):
+    """prf_attention(kind='oprf') and sderf_attention (bidirectional; causal with several chunk lengths) equal
+    the quadratic form of the features written out here in float64 (1e-12), at the batch's own parameters;
+    power: OPRF at A = 0 (plain PRFs) and SDERF with Q_rot = identity differ by more than 1e-4."""
+    Q, K, V = at.synthetic_qkv(90, 8, 21, logit_std=1.0)
+    W = mc.sample_weights("simplex", 8, 20, rng=22)
+    s = 8 ** -0.25
+    A = at.data_parameters("oprf", Q, K)["A"]
+    p = at.data_parameters("sderf", Q, K)
+    a, R = p["a"], p["Q"]
+    assert A < 0 and np.all(a < 0)
+    ref_o = _quadratic(_oprf_features(s * Q, W, A), _oprf_features(s * K, W, A), V, causal)
+    ref_s = _quadratic(_sderf_features(s * Q, W, a, R), _sderf_features(s * K, W, a, R), V, causal)
+    for chunk in ((1, 16, 64) if causal else (64,)):
+        out_o = at.prf_attention(Q, K, V, W, causal, chunk=chunk, kind="oprf", params={"A": A})
+        out_s = at.sderf_attention(Q, K, V, W, a, R, causal, chunk=chunk)
+        assert np.max(np.abs(out_o - ref_o)) < 1e-12
+        assert np.max(np.abs(out_s - ref_s)) < 1e-12
+    assert np.max(np.abs(at.prf_attention(Q, K, V, W, causal, kind="oprf", params={"A": 0.0}) - ref_o)) > 1e-4
+    assert np.max(np.abs(at.sderf_attention(Q, K, V, W, a, None, causal) - ref_s)) > 1e-4
+    # leading axes: one W shared by every sequence
+    Qb, Kb, Vb = at.synthetic_qkv(30, 8, 23, batch=(2,), logit_std=1.0)
+    outb = at.sderf_attention(Qb, Kb, Vb, W, a, R, causal)
+    for b in range(2):
+        assert np.array_equal(outb[b], at.sderf_attention(Qb[b], Kb[b], Vb[b], W, a, R, causal))
+
+
+def test_uniform_attention_is_softmax_attention_at_scale_zero():
+    """uniform_attention is the limit of exact softmax attention as the scale goes to 0 (scale 1e-12:
+    every weight equal to 1e-10 relative), bidirectional and causal; power: at the default scale the two
+    differ."""
+    Q, K, V = at.synthetic_qkv(40, 8, 24, batch=(2,), logit_std=1.0)
+    for causal in (False, True):
+        u = at.uniform_attention(V, causal)
+        assert np.max(np.abs(u - at.softmax_attention(Q, K, V, causal, scale=1e-12))) < 1e-10
+        assert np.max(np.abs(u - at.softmax_attention(Q, K, V, causal))) > 1e-2
+    with pytest.raises(ValueError, match="V must be finite"):
+        at.uniform_attention(np.full((3, 2), np.nan))
+
+
+def _scan_reference(res, rng, data_rng, kinds_, couplings, wrong=None):
+    """Every cell of a bidirectional scan recomputed in float64 from the features written out: the data of
+    synthetic_qkv, exact attention from scipy's softmax, the data-driven parameters from brute-force pair
+    statistics (FAVOR++: A*(s); FAVOR#: the eigen-decomposition of M, a_k = A*(lambda_k)), and the draws of
+    sweeps.paired_weights under the scan's per-cell seed.  ``wrong`` perturbs one ingredient (power)."""
+    from scipy.special import softmax
+
+    from montecarlo.experiments import sweeps
+
+    d = res.d_head
+    s4 = d ** -0.25
+    out = {}
+    for i, std in enumerate(res.logit_stds):
+        Q, K, V = at.synthetic_qkv(max(res.seq_lens), d, data_rng, logit_std=std)
+        for j, L in enumerate(res.seq_lens):
+            q, k, v = s4 * Q[:L], s4 * K[:L], V[:L]
+            exact = softmax(q @ k.T, axis=1) @ v
+            if wrong == "unscaled":  # the parameters from the unscaled queries and keys
+                sA, M = _pair_statistics(Q[:L], K[:L])
+            else:
+                sA, M = _pair_statistics(q, k)
+            lam, R = np.linalg.eigh(M)
+            A, a = _a_star(sA), _a_star(np.maximum(lam, 0.0))
+            if wrong == "A0":
+                A, a = 0.0, np.zeros(d)
+            uni = np.linalg.norm(v.mean(axis=0)[None, :] - exact) / np.linalg.norm(exact)
+            out["uniform", i, j] = uni
+            for l, m in enumerate(res.m_values):
+                errs = {}
+                for blk, n in sweeps.draw_blocks(res.n_draws):
+                    seed = sweeps.unit_seed(rng, L, m, int(np.float64(std).view(np.uint64)), blk)
+                    Ws = sweeps.paired_weights(couplings, d, m, n, seed)
+                    for c in couplings:
+                        for W in Ws[c]:
+                            feats = {"prf": lambda X: _oprf_features(X, W, 0.0),
+                                     "oprf": lambda X: _oprf_features(X, W, A),
+                                     "sderf": lambda X: _sderf_features(X, W, a, R)}
+                            for kind in kinds_:
+                                f = feats[kind]
+                                e = np.linalg.norm(_quadratic(f(q), f(k), v, False) - exact) / np.linalg.norm(exact)
+                                errs.setdefault((kind, c), []).append(e)
+                for key, e in errs.items():
+                    out[key + (i, j, l)] = np.array(e)
+    return out
+
+
+def test_scan_errors_of_every_kind_against_a_float64_reference():
+    """The scan's per-cell means, standard errors, paired differences and uniform errors (two logit scales,
+    two lengths, two m, 30 draws = two blocks, PRF / OPRF / SDERF x ORF / SimRF) equal the float64 reference
+    built from the features written out (relative 1e-9).  Power: the reference with A = a = 0 (PRFs in
+    place of the data-driven kinds) and with the parameters from the unscaled queries and keys each
+    disagree by more than 1e-3 somewhere."""
+    kinds_, cs = ("prf", "oprf", "sderf"), ("orthogonal", "simplex")
+    res = at.attention_scan(cs, (24, 40), (0.3, 1.0), (6, 12), 30, rng=5, kinds=kinds_, d_head=6, data_rng=7,
+                            n_jobs=1)
+    ref = _scan_reference(res, 5, 7, kinds_, cs)
+    assert np.allclose(res.uniform, [[ref["uniform", i, j] for j in range(2)] for i in range(2)], rtol=1e-10)
+    for kind in kinds_:
+        for c in cs:
+            for idx in np.ndindex(res.mean[kind, c].shape):
+                e = ref[(kind, c) + idx]
+                assert res.mean[kind, c][idx] == pytest.approx(e.mean(), rel=1e-9)
+                assert res.stderr[kind, c][idx] == pytest.approx(e.std(ddof=1) / math.sqrt(e.size), rel=1e-9)
+        for idx in np.ndindex(res.mean[kind, "simplex"].shape):
+            diff = ref[(kind, "simplex") + idx] - ref[(kind, "orthogonal") + idx]
+            key = ((kind, "simplex"), (kind, "orthogonal"))
+            assert res.diff_mean[key][idx] == pytest.approx(diff.mean(), rel=1e-9, abs=1e-15)
+            assert res.diff_stderr[key][idx] == pytest.approx(diff.std(ddof=1) / math.sqrt(diff.size), rel=1e-9)
+    for idx in np.ndindex(res.mean["oprf", "simplex"].shape):
+        diff = ref[("sderf", "simplex") + idx] - ref[("prf", "simplex") + idx]
+        assert res.diff_mean[("sderf", "simplex"), ("prf", "simplex")][idx] == pytest.approx(diff.mean(), rel=1e-9)
+    for wrong in ("A0", "unscaled"):
+        bad = _scan_reference(res, 5, 7, kinds_, cs, wrong=wrong)
+        worst = max(abs(res.mean[kind, c][idx] - bad[(kind, c) + idx].mean())
+                    for kind in ("oprf", "sderf") for c in cs for idx in np.ndindex(res.mean[kind, c].shape))
+        assert worst > 1e-3, wrong
+
+
+def test_scan_paired_standard_error_matches_repetitions():
+    """The paired design's error bars are the spread of its estimates: over 120 independent repetitions of a
+    30-draw cell (d = 8, L = 32, m = 8, logit std 0.1), the mean squared reported standard error of
+    SimRF - ORF (PRFs) and of OPRF - PRF (SimRFs, the same draws) matches the variance of the 120 estimates
+    (ratio in [0.6, 1.6]; the ratio's own s.d. is about 0.13; measured 1.17 and 1.23).  Power: for OPRF - PRF
+    the unpaired formula hypot(se_OPRF, se_PRF)^2 overstates that variance by more than 2.5 times (measured
+    4.7), so it fails the same check, and the paired s.e. is below the unpaired one.  (Across couplings the
+    gain is smaller, measured 1.4x in variance: their directions differ, only the norms and the Haar frame
+    are shared.)"""
+    est = {"c": [], "k": []}
+    se = {"c": [], "k": []}
+    unpaired = []
+    kc = (("prf", "simplex"), ("prf", "orthogonal"))
+    kk = (("oprf", "simplex"), ("prf", "simplex"))
+    for rep in range(120):
+        r = at.attention_scan(("orthogonal", "simplex"), (32,), (0.1,), (8,), 30, rng=rep, kinds=("prf", "oprf"),
+                              d_head=8, n_jobs=1)
+        for name, key in (("c", kc), ("k", kk)):
+            est[name].append(r.diff_mean[key][0, 0, 0])
+            se[name].append(r.diff_stderr[key][0, 0, 0])
+        unpaired.append(math.hypot(r.stderr[kk[0]][0, 0, 0], r.stderr[kk[1]][0, 0, 0]))
+    for name in ("c", "k"):
+        ratio = np.mean(np.square(se[name])) / np.var(est[name], ddof=1)
+        assert 0.6 <= ratio <= 1.6, (name, ratio)
+    assert np.mean(np.square(unpaired)) / np.var(est["k"], ddof=1) > 2.5  # power
+    assert np.mean(se["k"]) < np.mean(unpaired)
+
+
+def test_scan_is_bit_identical_for_any_n_jobs_and_cells_do_not_depend_on_the_others():
+    """n_jobs = 1 and 2 give the same numbers bit for bit (two logit scales, two lengths, two m, two
+    blocks of draws); a cell's numbers do not depend on which other scales, lengths and m are run (its seed
+    keys the scale's value, not its position); a different rng changes them (power)."""
+    kw = dict(kinds=("prf", "oprf", "sderf"), d_head=8, data_rng=3)
+    args = (("iid", "orthogonal", "simplex"), (16, 32), (0.2, 0.8), (4, 9), 27, 11)
+    one = at.attention_scan(*args, n_jobs=1, **kw)
+    two = at.attention_scan(*args, n_jobs=2, **kw)
+    for name in one.mean:
+        assert np.array_equal(one.mean[name], two.mean[name]) and np.array_equal(one.stderr[name], two.stderr[name])
+    for p in one.diff_mean:
+        assert np.array_equal(one.diff_mean[p], two.diff_mean[p])
+        assert np.array_equal(one.diff_stderr[p], two.diff_stderr[p])
+    assert np.array_equal(one.uniform, two.uniform)
+    sub = at.attention_scan(("iid", "orthogonal", "simplex"), (32,), (0.8,), (9,), 27, 11, n_jobs=1, **kw)
+    for name in one.mean:
+        assert sub.mean[name][0, 0, 0] == one.mean[name][1, 1, 1]
+    other = at.attention_scan(("iid", "orthogonal", "simplex"), (32,), (0.8,), (9,), 27, 12, n_jobs=1, **kw)
+    assert other.mean["prf", "simplex"][0, 0, 0] != one.mean["prf", "simplex"][1, 1, 1]
+
+
+def test_scan_result_methods_and_table():
+    res = at.attention_scan(("orthogonal", "simplex"), (24,), (0.1, 2.0), (6,), 4, rng=1, kinds=("prf", "sderf"),
+                            d_head=6)
+    a, b = ("prf", "simplex"), ("prf", "orthogonal")
+    assert np.array_equal(res.z(b, a), -res.z(a, b))
+    assert np.array_equal(res.z(a, b), res.diff_mean[a, b] / res.diff_stderr[a, b])
+    with pytest.raises(ValueError, match="no paired difference"):
+        res.z(("prf", "simplex"), ("sderf", "orthogonal"))
+    zu = res.uniform_z("sderf", "simplex")
+    assert np.array_equal(zu, (res.uniform[:, :, None] - res.mean["sderf", "simplex"]) / res.stderr["sderf", "simplex"])
+    bu = res.beats_uniform("sderf", "simplex")
+    assert np.array_equal(bu, np.where(zu > at.DISTINGUISHABLE_Z, 1, np.where(zu < -at.DISTINGUISHABLE_Z, -1, 0)))
+    assert set(res.data_params) == {"sderf a min", "sderf a max"}
+    table = res.format()
+    assert "uniform" in table and "simplex - orthogonal (z)" in table and "| sderf |" in table
+    assert len(table.splitlines()) == 2 + 2 * 1 * 1 * 2
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(kinds=("rff",)), ValueError, "kinds must be feature kinds from"),
+    (dict(kinds=("nope",)), ValueError, "kinds must be feature kinds from"),
+    (dict(kinds="prf"), TypeError, "kinds must be a sequence"),
+    (dict(kinds=("prf", "prf")), ValueError, "without repeats"),
+    (dict(m_values=130), TypeError, "m_values must be a sequence"),
+    (dict(logit_stds=(0.0,)), ValueError, "logit_stds must be a finite real > 0"),
+    (dict(n_jobs=0), ValueError, "n_jobs must be None or a nonzero integer"),
+    (dict(n_draws=1), ValueError, "n_draws must be an integer >= 2"),
+    (dict(paired="yes"), TypeError, "paired must be"),
+    (dict(couplings=("favor",)), ValueError, "couplings must be one of"),
+])
+def test_scan_bad_input(kwargs, exc, match):
+    args = dict(seq_lens=(8,), logit_stds=(0.5,), m_values=(4,), n_draws=2, d_head=4)
+    with pytest.raises(exc, match=match):
+        at.attention_scan(**{**args, **kwargs})
+    with pytest.raises(ValueError, match="kinds must be feature kinds from"):
+        at.data_parameters("rff", np.ones((3, 2)), np.ones((3, 2)))

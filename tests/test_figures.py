@@ -559,3 +559,55 @@ def test_fig7_statistic_is_the_squared_frobenius_error():
         phi = mc.prf_features(X, w)
         direct.append(np.sum((phi @ phi.T - K) ** 2))
     assert_close(F, direct, 1e-12, "F")
+
+
+# ---------------------------------------------------------------------------
+# The attention scan (new_attention_scan)
+
+
+def test_new_attention_scan(figure):
+    """Uniform attention's error and the data-driven parameters against independent computations from the
+    figure's data (synthetic_qkv at data seed 0; exact attention from scipy's softmax; FAVOR++'s A and
+    FAVOR#'s a from brute-force pair statistics and the closed form A*(s) = (1 - 2s - sqrt((2s+1)^2 + 8s))/16),
+    relative 1e-10; every paired difference is over the draws of its two means (mean of a - b = mean_a -
+    mean_b to rounding; power: the reversed orientation fails where the means differ) and its z is the ratio
+    written; beats_uniform is +1 / -1 / 0 exactly where (uniform - mean) / se is above 3.09, below -3.09,
+    between."""
+    from scipy.special import softmax
+
+    from montecarlo.experiments.attention import synthetic_qkv
+
+    data = figure("new_attention_scan")
+    assert data["paired"] is True and set(data["kinds"]) == {"prf", "oprf", "sderf"}
+    d, zc = data["d_head"], data["distinguishable_z"]
+    uniform = np.array(data["uniform"])
+    for i, std in enumerate(data["logit_stds"]):
+        Q, K, V = synthetic_qkv(max(data["seq_lens"]), d, data["settings"]["seed"], logit_std=std)
+        for j, L in enumerate(data["seq_lens"]):
+            q, k, v = Q[:L] * d ** -0.25, K[:L] * d ** -0.25, V[:L]
+            exact = softmax(q @ k.T, axis=1) @ v
+            want = np.linalg.norm(v.mean(axis=0) - exact) / np.linalg.norm(exact)
+            assert_close(uniform[i, j], want, 1e-10, "uniform")
+            pairs = (q[:, None, :] + k[None, :, :]).reshape(-1, d)
+            s = np.mean(np.sum(pairs * pairs, axis=1)) / d
+            lam = np.linalg.eigvalsh(pairs.T @ pairs / pairs.shape[0])
+            a = (1 - 2 * lam - np.sqrt((2 * lam + 1) ** 2 + 8 * lam)) / 16
+            assert_close(data["data_params"]["oprf A"][i][j], (1 - 2 * s - np.sqrt((2 * s + 1) ** 2 + 8 * s)) / 16,
+                         1e-10, "oprf A")
+            assert_close(data["data_params"]["sderf a min"][i][j], a.min(), 1e-10, "sderf a min")
+            assert_close(data["data_params"]["sderf a max"][i][j], a.max(), 1e-10, "sderf a max")
+    mean = {k: np.array(v) for k, v in data["mean"].items()}
+    reversed_fails = 0
+    for key, dm in data["paired_diff_mean"].items():
+        a, b = key.split(" - ")
+        dm = np.array(dm)
+        assert np.allclose(dm, mean[a] - mean[b], rtol=1e-9, atol=1e-13)
+        big = np.abs(mean[a] - mean[b]) > 1e-6
+        reversed_fails += bool(np.any(big) and not np.allclose(-dm[big], (mean[a] - mean[b])[big], rtol=1e-9))
+        assert np.allclose(data["paired_z"][key], dm / np.array(data["paired_diff_stderr"][key]), rtol=1e-12)
+    assert reversed_fails == len(data["paired_diff_mean"])  # power
+    assert len(data["paired_diff_mean"]) == 3 * 3 + 3 * 3  # coupling pairs per kind, kind pairs per coupling
+    for key, m_ in mean.items():
+        z = (uniform[:, :, None] - m_) / np.array(data["stderr"][key])
+        want = np.where(z > zc, 1, np.where(z < -zc, -1, 0))
+        assert np.array_equal(np.array(data["beats_uniform"][key]), want), key

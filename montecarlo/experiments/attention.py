@@ -62,6 +62,7 @@ Choromanski et al., "Rethinking Attention with Performers", ICLR 2021.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import time
@@ -89,6 +90,8 @@ from ._common import (
     mm,
     seed_entropy,
 )
+from .sweeps import check_n_jobs, coupling_pairs, draw_blocks, paired_estimates, paired_weights, run_units, unit_seed
+from .sweeps import warm_up as sweep_warm_up
 
 #: Default chunk length of the causal prefix sums.
 CAUSAL_CHUNK = 64
@@ -155,6 +158,12 @@ def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
     return (out, A) if return_matrix else out
 
 
+@functools.lru_cache(maxsize=64)
+def _takes_d(log_map):
+    """Whether a kind's log-feature hook takes the dimension d (read once per hook)."""
+    return "d" in inspect.signature(log_map).parameters
+
+
 def _logits(X, W, kind="prf", params=None):
     """Softmax-kernel log-features (..., L, width m) of a positive feature kind for X (..., L, d) and W
     broadcastable (..., m, d), through the kind's record (hook ``log_features``: one home of each formula)."""
@@ -164,7 +173,7 @@ def _logits(X, W, kind="prf", params=None):
     proj = mm(X, np.swapaxes(W, -1, -2))
     sq = np.sum(X * X, axis=-1, keepdims=True)
     log_map = kinds.hook(kind, "log_features")
-    extra = {"d": W.shape[-1]} if "d" in inspect.signature(log_map).parameters else {}  # oprf's (1-4A)^{d/4}
+    extra = {"d": W.shape[-1]} if _takes_d(log_map) else {}  # oprf's (1-4A)^{d/4}
     return log_map(proj, sq, m, 0.5, np, w_sq=w_sq, **extra, **(params or {}))
 
 
@@ -586,104 +595,388 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
                            float(logit_std))
 
 
-#: One-sided z above which two couplings' mean errors count as distinguishable in :func:`attention_scan`
-#: (false-alarm probability 0.001 per comparison when the means are equal).
+# ---------------------------------------------------------------------------
+# Uniform attention and FAVOR# (SDERF) attention: the scan's baseline and its anisotropic kind
+
+
+def uniform_attention(V, causal=False):
+    r"""Uniform attention, every query's weights equal: each output row is the mean of V
+    (causal: the mean of :math:`v_1, \dots, v_i`).
+
+    The baseline that a random-feature attention has to beat: it is exact softmax attention at
+    logit scale 0, and what a PRF estimate degenerates to when its features are dominated by
+    noise.
+
+    Parameters
+    ----------
+    V : array (..., L, d_v)
+    causal : bool
+
+    Returns
+    -------
+    ndarray (..., L, d_v)
+    """
+    nd = np.ndim(V)
+    V = check_array(V, "V", nd if nd >= 2 else 2)
+    causal = check_bool(causal, "causal")
+    if not causal:
+        return np.broadcast_to(V.mean(axis=-2, keepdims=True), V.shape).copy()
+    L = V.shape[-2]
+    return np.cumsum(V, axis=-2) / np.arange(1, L + 1)[:, None]
+
+
+def sderf_attention(Q, K, V, W, a, Q_rot=None, causal=False, scale=None, chunk=CAUSAL_CHUNK):
+    r"""Linear attention with FAVOR#'s symmetric dense-exponential features (SDERFs), stabilised.
+
+    The features are those of :func:`montecarlo.sderf.sderf_log_features` (softmax kernel,
+    :math:`c = 1/2`) of the scaled queries :math:`q' = s^{1/2}q` and keys :math:`k' = s^{1/2}k`;
+    the attention is formed exactly as in :func:`prf_attention` (same offsets, same causal scan).
+
+    Parameters
+    ----------
+    Q, K : array (..., L, d)
+    V : array (..., L, d_v)
+    W : array (m, d)
+        One draw of projections (any exact coupling), shared by every sequence.
+    a : array (d,)
+        Eigenvalues of the SDERF matrix A, each < 1/8 (FAVOR#: :func:`montecarlo.sderf.sderf_parameters`
+        of the scaled queries and keys).
+    Q_rot : array (d, d), optional
+        Orthogonal eigenvectors of A (columns); None is the identity.
+    causal : bool
+    scale : float, optional
+        s (default :math:`1/\sqrt d`).
+    chunk : int
+        Largest chunk of the causal prefix sums (:func:`prf_attention`).
+
+    Returns
+    -------
+    ndarray (..., L, d_v)
+    """
+    from montecarlo.sderf import sderf_log_features
+
+    Q, K, V = _check_qkv(Q, K, V)
+    causal = check_bool(causal, "causal")
+    chunk = check_int(chunk, "chunk", 1)
+    W = _check_w(W, Q.shape[-1])
+    if W.ndim != 2:
+        raise ValueError(f"W must be one (m, d) draw of projections for sderf_attention, got shape {W.shape}")
+    d = Q.shape[-1]
+    check_budget(math.prod(Q.shape[:-1]) * W.shape[0], f"the (..., L, m) SDERF log-features (m = {W.shape[0]})",
+                 "lower m, shorten the sequences or split the batch")
+    s = math.sqrt(_scale(scale, d))
+
+    def logits(X):
+        return sderf_log_features((s * X).reshape(-1, d), W, a, Q_rot, kernel="softmax").reshape(
+            X.shape[:-1] + (W.shape[0],))
+
+    lq, lk = logits(Q), logits(K)
+    return _causal(lq, lk, V, chunk) if causal else _bidirectional(lq, lk, V)
+
+
+# ---------------------------------------------------------------------------
+# The scan over logit scale, sequence length and m: feature kinds, couplings, uniform attention
+
+
+#: One-sided z above which a difference of mean errors counts as resolved in :func:`attention_scan`
+#: (a paired difference of two kinds or couplings, or a kind against uniform attention; false-alarm
+#: probability 0.001 per comparison when the means are equal).
 DISTINGUISHABLE_Z = 3.09
+
+#: The scan's name of FAVOR#'s symmetric dense-exponential features (:mod:`montecarlo.sderf`): not a
+#: registered feature kind (their map needs W B and per-direction offsets, not the projections w.x).
+SDERF = "sderf"
+
+#: Parameters :func:`attention_scan` chooses from each batch's scaled queries q' and keys k' (the rule of
+#: each kind's authors), kind -> description; a registered kind with parameters not listed here is refused.
+DATA_DRIVEN = {
+    "oprf": "A = montecarlo.oprf.data_optimal_a(q', k'), FAVOR++'s optimum at the mean |q' + k'|^2 / d",
+    SDERF: "(a, Q) = montecarlo.sderf.sderf_parameters(q', k'), FAVOR#'s optimum from the eigen-decomposition of "
+           "the mean (q' + k')(q' + k')^T",
+}
+
+
+def scan_kinds():
+    """The kinds :func:`attention_scan` accepts: the registered positive softmax kinds whose parameters it can
+    choose from the data (:data:`DATA_DRIVEN`), and ``'sderf'``."""
+    ok = tuple(k for k in kinds.names(positive=True, kernel="softmax")
+               if all(k in DATA_DRIVEN for _ in kinds.get(k).parameters))
+    return ok + (SDERF,)
+
+
+def _check_scan_kinds(values):
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"kinds must be a sequence of feature kinds from {scan_kinds()}, got {describe(values)}")
+    values = tuple(values)
+    allowed = scan_kinds()
+    for k in values:
+        if k not in allowed:
+            raise ValueError(f"kinds must be feature kinds from {allowed} (positive softmax kinds whose "
+                             f"parameters the scan chooses from the data, and FAVOR#'s 'sderf'), got {k!r}")
+    if not values or len(set(values)) != len(values):
+        raise ValueError(f"kinds must be a non-empty sequence without repeats, got {values}")
+    return values
+
+
+def data_parameters(kind, Q, K, scale=None):
+    """The parameters of ``kind`` chosen from queries Q (L, d) and keys K (L, d), scaled by
+    :math:`s^{1/2}` (:data:`DATA_DRIVEN`): ``{}`` for a kind without parameters, ``{'A': A}`` for OPRFs,
+    ``{'a': a, 'Q': Q}`` for SDERFs."""
+    from montecarlo.oprf import data_optimal_a
+    from montecarlo.sderf import sderf_parameters
+
+    kind = _check_scan_kinds((kind,))[0]
+    Q, K, _ = _check_qkv(Q, K, None)
+    if Q.ndim != 2:
+        raise ValueError(f"Q and K must be one sequence (L, d) each, got shape {Q.shape}")
+    s = math.sqrt(_scale(scale, Q.shape[-1]))
+    if kind == SDERF:
+        a, rot = sderf_parameters(s * Q, s * K)
+        return {"a": a, "Q": rot}
+    if kind == "oprf":
+        return {"A": float(data_optimal_a(s * Q, s * K))}
+    return {}
+
+
+def _attend(q, k, v, w, kind, params, causal):
+    """The attention output of one kind for one draw w (m, d) of checked data and parameters."""
+    if kind == SDERF:
+        return sderf_attention(q, k, v, w, params["a"], params["Q"], causal)
+    lq, lk = _scaled_logits(q, k, w, None, kind, params)
+    return _causal(lq, lk, v, CAUSAL_CHUNK) if causal else _bidirectional(lq, lk, v)
+
+
+def _scan_unit(q, k, v, exact, couplings, kinds_, params, m, n, seed, paired, causal):
+    """One unit of :func:`attention_scan`: per-draw relative output errors (len(kinds), len(couplings), n) of one
+    block of draws in one (logit std, L, m) cell.  Every coupling's draws come from the unit's one seed
+    (:func:`~montecarlo.experiments.sweeps.paired_weights`), and every kind uses the same draws."""
+    Ws = paired_weights(couplings, q.shape[-1], m, n, seed, paired=paired)
+    out = np.empty((len(kinds_), len(couplings), n))
+    for ic, c in enumerate(couplings):
+        for r in range(n):  # one draw at a time: (L, m) arrays, faster than broadcasting draws through BLAS
+            for ik, kind in enumerate(kinds_):
+                out[ik, ic, r] = rel_error(_attend(q, k, v, Ws[c][r], kind, params[kind], causal), exact, (-2, -1))
+    return out
+
+
+def _float_key(x):
+    """A float's IEEE bits as an int >= 0 (a seed key that does not depend on the float's position in a list)."""
+    return int(np.float64(x).view(np.uint64))
 
 
 @dataclass(frozen=True)
 class AttentionScan:
-    r"""Attention error over sequence length and logit scale (:func:`attention_scan`).
+    r"""Attention error over logit scale, sequence length and m, per feature kind and coupling
+    (:func:`attention_scan`).
 
     Attributes
     ----------
-    couplings : tuple of str
+    kinds, couplings : tuple of str
     seq_lens : tuple of int
     logit_stds : tuple of float
-    m : int
+    m_values : tuple of int
     mean, stderr : dict
-        coupling -> ndarray (len(logit_stds), len(seq_lens)) of the relative
-        output error and its standard error over draws.
-    z : dict
-        (better, worse) coupling pair -> ndarray of the z-score
-        (worse - better) / hypot(se) of the mean errors.
-    distinguishable : dict
-        The same keys -> bool arrays ``z > DISTINGUISHABLE_Z``.
+        (kind, coupling) -> ndarray (len(logit_stds), len(seq_lens), len(m_values)) of the
+        relative output error :math:`\|\widehat{\mathrm{Att}} - \mathrm{Att}\|_F/\|\mathrm{Att}\|_F`
+        (mean over draws) and its standard error.
+    uniform : ndarray (len(logit_stds), len(seq_lens))
+        The relative error of uniform attention (:func:`uniform_attention`), deterministic.
+    diff_mean, diff_stderr : dict
+        ((kind, coupling), (kind', coupling')) -> ndarray like ``mean``: the mean of the per-draw
+        difference of the two errors and its standard error.  Couplings within a kind (every later
+        coupling minus every earlier one: SimRF - IID, SimRF - ORF, ...) and kinds within a coupling
+        (oprf - prf, sderf - prf, ...).  With ``paired`` draws these are common random numbers, and
+        this standard error is the one to judge an ordering by.
+    data_params : dict
+        name -> ndarray (len(logit_stds), len(seq_lens)): the data-driven parameters per cell
+        (``'oprf A'``; ``'sderf a min'`` and ``'sderf a max'``, the extreme eigenvalues of A).
     n_draws : int
-    causal : bool
+    causal, paired : bool
+    d_head : int
     """
 
+    kinds: tuple
     couplings: tuple
     seq_lens: tuple
     logit_stds: tuple
-    m: int
+    m_values: tuple
     mean: dict
     stderr: dict
-    z: dict
-    distinguishable: dict
+    uniform: np.ndarray
+    diff_mean: dict
+    diff_stderr: dict
+    data_params: dict
     n_draws: int
     causal: bool
+    paired: bool
+    d_head: int
+
+    def z(self, a, b):
+        """Paired z-scores of error(a) - error(b), a and b (kind, coupling) pairs (negative: a is more
+        accurate); the pair may be given in either order."""
+        if (a, b) in self.diff_mean:
+            return self.diff_mean[a, b] / self.diff_stderr[a, b]
+        if (b, a) in self.diff_mean:
+            return -self.diff_mean[b, a] / self.diff_stderr[b, a]
+        raise ValueError(f"no paired difference of {a} and {b}: pairs are couplings within one kind and kinds "
+                         f"within one coupling, of kinds {self.kinds} and couplings {self.couplings}")
+
+    def uniform_z(self, kind, coupling):
+        """z-scores of (uniform error - error) / s.e. (positive: the kind beats uniform attention), shaped like
+        ``mean``; the uniform error is exact, so the s.e. is the kind's."""
+        return (self.uniform[:, :, None] - self.mean[kind, coupling]) / self.stderr[kind, coupling]
+
+    def beats_uniform(self, kind, coupling):
+        """Bool array like ``mean``: +1 where the kind's error is below uniform attention's
+        (:meth:`uniform_z` > :data:`DISTINGUISHABLE_Z`), -1 where above (< -z), 0 where not resolved."""
+        zz = self.uniform_z(kind, coupling)
+        return np.where(zz > DISTINGUISHABLE_Z, 1, np.where(zz < -DISTINGUISHABLE_Z, -1, 0))
 
     def format(self):
-        pairs = list(self.z)
-        lines = ["logit std | L | " + " | ".join(self.couplings) + " | "
-                 + " | ".join(f"z {a}<{b}" for a, b in pairs)]
+        """Plain-text table, one row per (logit std, L, m, kind): uniform attention's error, each coupling's
+        error (``<`` / ``>``: resolved below / above uniform), and the paired coupling differences with z."""
+        pairs = [(a, b) for a, b in coupling_pairs(self.couplings)]
+        lines = [f"{'causal' if self.causal else 'bidirectional'}, d = {self.d_head}, {self.n_draws} draws per cell "
+                 f"({'paired' if self.paired else 'independent'} draws across couplings; mean +- s.e.; "
+                 f"< / >: below / above uniform attention at |z| > {DISTINGUISHABLE_Z})",
+                 "logit std | L | m | kind | uniform | " + " | ".join(self.couplings) + " | "
+                 + " | ".join(f"{a} - {b} (z)" for a, b in pairs)]
+        mark = {1: "<", -1: ">", 0: " "}
         for i, s in enumerate(self.logit_stds):
             for j, L in enumerate(self.seq_lens):
-                cells = [f"{self.mean[c][i, j]:.4f}+-{self.stderr[c][i, j]:.4f}" for c in self.couplings]
-                cells += [f"{self.z[p][i, j]:+.1f}" for p in pairs]
-                lines.append(f"{s:g} | {L} | " + " | ".join(cells))
+                for l, m in enumerate(self.m_values):
+                    for kind in self.kinds:
+                        cells = [f"{self.mean[kind, c][i, j, l]:.4f}+-{self.stderr[kind, c][i, j, l]:.4f}"
+                                 f"{mark[int(self.beats_uniform(kind, c)[i, j, l])]}" for c in self.couplings]
+                        cells += [f"{self.diff_mean[(kind, a), (kind, b)][i, j, l]:+.4f} "
+                                  f"({self.z((kind, a), (kind, b))[i, j, l]:+.1f})" for a, b in pairs]
+                        lines.append(f"{s:g} | {L} | {m} | {kind} | {self.uniform[i, j]:.4f} | " + " | ".join(cells))
         return "\n".join(lines)
 
 
 def attention_scan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256, 1024),
-                   logit_stds=(0.1, 0.25, 0.5, 1.0, 2.0), m=130, n_draws=20, rng=0, *, d_head=64, causal=False,
-                   data_rng=0, progress=None):
-    r"""Attention error against sequence length and logit scale, and where the couplings separate (Sec. 5.4).
+                   logit_stds=(0.1, 0.25, 0.5, 1.0, 2.0), m_values=(64, 130, 512), n_draws=20, rng=0, *,
+                   kinds=("prf",), d_head=64, causal=False, data_rng=0, paired=True, n_jobs=None, progress=None):
+    r"""Attention error against logit scale, sequence length and m, per feature kind and coupling, next to
+    uniform attention (Sec. 5.4; issue "Attention, honestly").
 
-    For each logit scale one :func:`synthetic_qkv` draw (``data_rng``) is
-    cut to each length; each (coupling, L, scale) cell sees ``n_draws``
-    independent draws of m features.  Consecutive couplings in ``couplings``
-    (expected order: worst first, e.g. IID, ORF, SimRF) are compared with the
-    one-sided z-score of their mean errors; a pair counts as distinguishable
-    where ``z > DISTINGUISHABLE_Z`` (3.09, false alarm 0.001 per cell).
+    For each logit scale one :func:`synthetic_qkv` draw (``data_rng``) is cut to each length L;
+    the data-driven parameters of each kind (:data:`DATA_DRIVEN`: FAVOR++'s A, FAVOR#'s (a, Q))
+    come from the scaled queries and keys of that batch.  Each (logit std, L, m) cell sees
+    ``n_draws`` draws of m projections; every coupling's draws come from one seed per block
+    of draws (common random numbers, :func:`~montecarlo.experiments.sweeps.paired_weights`)
+    and every kind uses the same projections, so differences between couplings and between
+    kinds are paired.  The cells run as units of (logit std, L, m, block of
+    :data:`~montecarlo.experiments.sweeps.DRAW_BLOCK` draws), each seeded by
+    :func:`~montecarlo.experiments.sweeps.unit_seed` of ``rng``, L, m, the logit std's
+    value and the block, through :func:`~montecarlo.experiments.sweeps.run_units`: the
+    numbers are bit-identical for any ``n_jobs`` and do not depend on which other cells run.
 
     Parameters
     ----------
     couplings : sequence of str
+        Couplings of :data:`montecarlo.COUPLINGS` (expected order: worst first, e.g. IID, ORF, SimRF).
     seq_lens : sequence of int >= 1
     logit_stds : sequence of float > 0
-    m : int >= 1
+    m_values : sequence of int >= 1
+        Numbers of features (the paper's Performers: m = 130).
     n_draws : int >= 2
     rng, data_rng : seeds (feature draws; data)
+    kinds : sequence of str, keyword-only
+        Feature kinds (:func:`scan_kinds`: e.g. ``'prf'``, ``'oprf'``, ``'sderf'``).
     d_head : int
     causal : bool
+    paired : bool
+        Common random numbers across couplings (default) or an independent stream per coupling
+        (the kinds always share a coupling's draws).
+    n_jobs : None or nonzero int
+        Parallel workers (None: the machine's cores).
     progress : callable, optional
+        Called with one-line progress messages.
 
     Returns
     -------
     AttentionScan
     """
     couplings = check_couplings(couplings)
+    kinds_ = _check_scan_kinds(kinds)
     if isinstance(logit_stds, (str, bytes)) or not hasattr(logit_stds, "__iter__"):
         raise TypeError(f"logit_stds must be a sequence of reals > 0, got {describe(logit_stds)}")
     stds = tuple(check_positive_float(s, "logit_stds") for s in logit_stds)
-    if not stds:
-        raise ValueError("logit_stds must not be empty")
-    m = check_int(m, "m", 1)
     seq_lens = tuple(check_int(L, "seq_lens", 1) for L in _iterable(seq_lens, "seq_lens"))
+    m_values = tuple(check_int(m, "m_values", 1) for m in _iterable(m_values, "m_values"))
+    if not stds or not seq_lens or not m_values:
+        raise ValueError("logit_stds, seq_lens and m_values must not be empty")
+    n_draws = check_int(n_draws, "n_draws", 2)
+    blocks = draw_blocks(n_draws)
+    d_head = check_int(d_head, "d_head", 1)
+    causal = check_bool(causal, "causal")
+    paired = check_bool(paired, "paired")
+    n_jobs = check_n_jobs(n_jobs)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable taking one string, got {describe(progress)}")
     entropy = seed_entropy(rng)
     data_rng = check_rng(data_rng, "data_rng")
-    runs = []
+    check_budget(max(seq_lens) * max(seq_lens), "the (L, L) exact attention of the longest sequence",
+                 "shorten the sequences")
+    shape = (len(stds), len(seq_lens))
+    uniform = np.empty(shape)
+    data_params = {}
+    if "oprf" in kinds_:
+        data_params["oprf A"] = np.empty(shape)
+    if SDERF in kinds_:
+        data_params["sderf a min"], data_params["sderf a max"] = np.empty(shape), np.empty(shape)
+    units, costs, cells = [], [], []
     for i, s in enumerate(stds):
-        runs.append(attention_errors(couplings, seq_lens, (m,), n_draws, np.random.SeedSequence([entropy, i]),
-                                     d_head=d_head, causal=causal,
-                                     logit_std=s, data_rng=data_rng, matrix_max_len=0, progress=progress))
-    mean = {c: np.array([[r.output_mean[c, L, m] for L in seq_lens] for r in runs]) for c in couplings}
-    se = {c: np.array([[r.output_se[c, L, m] for L in seq_lens] for r in runs]) for c in couplings}
-    z, dist = {}, {}
-    for worse, better in zip(couplings[:-1], couplings[1:]):
-        zz = (mean[worse] - mean[better]) / np.hypot(se[worse], se[better])
-        z[better, worse] = zz
-        dist[better, worse] = zz > DISTINGUISHABLE_Z
-    return AttentionScan(couplings, seq_lens, stds, m, mean, se, z, dist, runs[0].n_draws, runs[0].causal)
+        Q, K, V = synthetic_qkv(max(seq_lens), d_head, data_rng, logit_std=s)
+        for j, L in enumerate(seq_lens):
+            q, k, v = Q[:L], K[:L], V[:L]
+            exact = softmax_attention(q, k, v, causal)
+            uniform[i, j] = float(rel_error(uniform_attention(v, causal), exact, (-2, -1)))
+            params = {kind: data_parameters(kind, q, k) for kind in kinds_}
+            if "oprf" in kinds_:
+                data_params["oprf A"][i, j] = params["oprf"]["A"]
+            if SDERF in kinds_:
+                data_params["sderf a min"][i, j] = params[SDERF]["a"].min()
+                data_params["sderf a max"][i, j] = params[SDERF]["a"].max()
+            for l, m in enumerate(m_values):
+                for b, n in blocks:
+                    units.append((q, k, v, exact, couplings, kinds_, params, m, n,
+                                  unit_seed(entropy, L, m, _float_key(s), b), paired, causal))
+                    costs.append(n * len(couplings) * len(kinds_) * L * m * (2 * d_head + 2 * v.shape[-1]))
+                    cells.append((i, j, l))
+    warm = sweep_warm_up(couplings, d_head, min(m_values), "prf", paired)
+
+    def warm_all():  # every kind's hook and the SDERF module, imported in this thread before the workers start
+        from theory import feature_kinds
+
+        warm()
+        for kind in kinds_:
+            if kind != SDERF:
+                feature_kinds.hook(kind, "log_features")
+        import montecarlo.oprf  # noqa: F401
+        import montecarlo.sderf  # noqa: F401
+
+    res = run_units(_scan_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="attention scan",
+                    warm_up=warm_all)
+    full = shape + (len(m_values),)
+    per_cell = {}
+    for cell, r in zip(cells, res):
+        per_cell.setdefault(cell, []).append(r)
+    names = [(kind, c) for kind in kinds_ for c in couplings]
+    pairs = [((kind, a), (kind, b)) for kind in kinds_ for a, b in coupling_pairs(couplings)]
+    pairs += [((ka, c), (kb, c)) for c in couplings for ka, kb in coupling_pairs(kinds_)]
+    mean = {nm: np.empty(full) for nm in names}
+    se = {nm: np.empty(full) for nm in names}
+    dmean = {p: np.empty(full) for p in pairs}
+    dse = {p: np.empty(full) for p in pairs}
+    for cell, parts in per_cell.items():
+        errs = np.concatenate(parts, axis=-1)  # (kinds, couplings, n_draws)
+        samples = {(kind, c): errs[ik, ic] for ik, kind in enumerate(kinds_) for ic, c in enumerate(couplings)}
+        for nm in names:
+            x = samples[nm]
+            mean[nm][cell], se[nm][cell] = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+        for p, est in paired_estimates(samples, pairs).items():
+            dmean[p][cell], dse[p][cell] = est.mean, est.stderr
+    return AttentionScan(kinds_, couplings, seq_lens, stds, m_values, mean, se, uniform, dmean, dse, data_params,
+                         n_draws, causal, paired, d_head)
