@@ -84,7 +84,7 @@ Threads and memory
 BLAS, whose threads follow ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``
 and :func:`threadpoolctl.threadpool_limits`), then the map and ``exp`` in
 row blocks, on as many threads as the smallest limit that
-:func:`threadpoolctl.threadpool_info` reports (one thread under
+the loaded BLAS/OpenMP pools report (:func:`montecarlo.features.thread_limit`; one thread under
 ``threadpool_limits(1)`` or ``OMP_NUM_THREADS=1``; the calling thread alone
 for small batches).  Memory is O(N d + d m + N w m): the data, the
 projections and the (N, w m) result, plus, for w > 1, the (N, m)
@@ -120,7 +120,6 @@ try:
     import scipy.sparse as _sparse
     from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
     from sklearn.utils.validation import check_is_fitted, validate_data
-    from threadpoolctl import threadpool_info
 except ImportError as exc:  # missing, or older than 1.6 (no validate_data / __sklearn_tags__)
     raise ImportError("montecarlo.kernel_approximation needs scikit-learn >= 1.6 "
                       "(pip install 'simplex-rf[sklearn]'); the plain feature maps montecarlo.prf_features and "
@@ -140,7 +139,7 @@ from ._checks import (
 )
 from . import oprf as _oprf
 from .couplings import sample_weights
-from .features import row_sq_norms
+from .features import row_sq_norms, thread_limit
 
 __all__ = ["FeatureUnderflowWarning", "PositiveRandomFeatures", "RandomFourierFeatures"]
 
@@ -156,20 +155,13 @@ class FeatureUnderflowWarning(RuntimeWarning):
     """Every feature of some rows underflowed to 0: the data is too large for the bandwidth."""
 
 
-def _thread_limit():
-    """Threads for the elementwise work: the smallest ``num_threads`` of the thread pools that
-    threadpoolctl sees (BLAS, OpenMP), which follows OMP_NUM_THREADS / OPENBLAS_NUM_THREADS and an
-    active ``threadpool_limits``; 1 when none is loaded."""
-    counts = [p["num_threads"] for p in threadpool_info() if p.get("num_threads")]
-    return max(1, min(counts)) if counts else 1
-
-
 def _row_blocks(n, width, job):
     """Run ``job(rows)`` over row blocks of about :data:`_BLOCK` entries; on several threads (per
-    :func:`_thread_limit`) when the work is large.  Results do not depend on the number of threads."""
+    :func:`montecarlo.features.thread_limit`, which follows OMP_NUM_THREADS and ``threadpool_limits``) when
+    the work is large.  Results do not depend on the number of threads."""
     step = max(1, _BLOCK // max(width, 1))
     blocks = [slice(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    threads = min(_thread_limit(), len(blocks)) if n * width >= _PARALLEL_MIN else 1
+    threads = min(thread_limit(), len(blocks)) if n * width >= _PARALLEL_MIN else 1
     if threads <= 1:
         for rows in blocks:
             job(rows)

@@ -62,7 +62,7 @@ def _run_forked(target):
 
 def test_prf_features_in_a_child_forked_after_the_parent_used_the_pool():
     X, W = _data()
-    if features._numpy_threads() == 1:  # pragma: no cover (one core: no pool to inherit)
+    if features.thread_limit() == 1:  # pragma: no cover (one core: no pool to inherit)
         pytest.skip("one CPU: prf_features does not use its thread pool")
     expected = float(mc.prf_features(X, W).sum())
     assert features._POOL is not None, "the parent must have used the pool for this test to mean anything"

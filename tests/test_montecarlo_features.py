@@ -135,3 +135,33 @@ def test_prf_bad_kernel_and_stabilize():
         mc.prf_features(np.ones((2, 4)), w, kernel="laplace")
     with pytest.raises(ValueError, match="stabilize must be None, .row. or .global."):
         mc.prf_features(np.ones((2, 4)), w, stabilize="max")
+
+
+def test_row_blocks_respect_threadpool_limits(monkeypatch):
+    """Issue 22: the feature maps' row blocks follow threadpoolctl's limit (OMP_NUM_THREADS, threadpool_limits):
+    under threadpool_limits(1) no pool thread is used; power: with two threads allowed (and at least two cores)
+    the pool is used for a large batch."""
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    from montecarlo import features
+
+    used = []
+    real_pool = features._pool
+
+    def spy():
+        used.append(True)
+        return real_pool()
+
+    monkeypatch.setattr(features, "_pool", spy)
+    X = np.random.default_rng(0).standard_normal((2048, 16)) * 0.1
+    W = mc.sample_weights("orthogonal", 16, 64, rng=1)
+    with threadpool_limits(1):
+        assert features.thread_limit() == 1
+        ref = mc.prf_features(X, W)
+    assert not used
+    if (os.cpu_count() or 1) >= 2:
+        with threadpool_limits(2):
+            out = mc.prf_features(X, W)
+        assert used and np.array_equal(out, ref)

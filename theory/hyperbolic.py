@@ -68,6 +68,8 @@ Checked in ``tests/test_hyperbolic.py``: the closed forms against Monte Carlo
 
 from __future__ import annotations
 
+import functools
+
 from ._checks import check_coupling, check_dimension, guarded, half_square, square
 from ._context import check_time, mp
 from .conformities import _prf_at_angle, check_v
@@ -79,6 +81,7 @@ from .registry import MissingHookError, get as get_coupling, hook as coupling_ho
 __all__ = ["hyperbolic_ordering", "hyperbolic_pair_term"]
 
 
+@functools.lru_cache(maxsize=None)
 def _pair_couplings():
     """Couplings with a closed-form hyperbolic pair term: a PRF closed form and either no pair angle with
     independent rows (IID) or a fixed pair angle (with independent norms, or norm-coupled at angle pi/2)."""

@@ -63,6 +63,8 @@ time budget or ConvergenceError).
 
 from __future__ import annotations
 
+import functools
+
 from ._checks import check_coupling, check_dimension, guarded, square, to_mpf
 from ._context import check_time, mp
 from .conformities import check_v, coupling_conformity_v2_coefficient
@@ -89,6 +91,7 @@ def check_a(value, name="A"):
     return a
 
 
+@functools.lru_cache(maxsize=None)
 def theorem_couplings():
     """Couplings whose norms are i.i.d. chi_d and independent of the directions, with a PRF closed form
     (the OPRF pair term is the PRF one): exact, isotropic, no coupled norm pairs."""
@@ -193,6 +196,7 @@ def _pair_excess(coupling, d, vv, A):
                            f"{coupling!r}")
 
 
+@functools.lru_cache(maxsize=None)
 def _pair_couplings():
     return theorem_couplings() + tuple(c for c in ("pnc_orthogonal",) if c in names())
 

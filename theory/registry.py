@@ -55,6 +55,7 @@ estimators) reads the registry.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 from dataclasses import dataclass, field
@@ -246,9 +247,14 @@ def names(*, has=(), exact=None, isotropic=None):
     """Names of the couplings (registry order), optionally only those with every hook in ``has``.
 
     >>> names(has=("prf_conformity",))
-    ('iid', 'orthogonal', 'simplex')
+    ('iid', 'orthogonal', 'simplex', 'pnc_orthogonal')
     """
     has = (has,) if isinstance(has, str) else tuple(has)
+    return _names(has, exact, isotropic)
+
+
+@functools.lru_cache(maxsize=None)
+def _names(has, exact, isotropic):  # RECORDS is a tuple of frozen records: the answer never changes
     for h in has:
         _check_hook_name(h)
     out = []
