@@ -422,6 +422,9 @@ def log_kernel_matrix(X, Y=None, kernel="gaussian"):
     g *= 2.0
     g -= xp.sum(X * X, axis=1)[:, None]
     g -= xp.sum(Y * Y, axis=1)[None, :]
-    g = xp.minimum(g, xp.zeros_like(g[:1, :1]))
+    if isinstance(g, np.ndarray):
+        np.minimum(g, 0.0, out=g)  # in place: no second (N, N') array
+    else:
+        g = xp.minimum(g, xp.zeros_like(g[:1, :1]))
     g *= 0.5
     return g
