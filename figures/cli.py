@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from theory.cli import atomic_write, check_output_dir, int_arg, make_parser
+from theory.cli import atomic_write, check_output_dir, int_arg, make_parser, n_jobs_arg
 
 from . import registry
 from ._context import BACKENDS, DPS_RANGE, UCI_ENV, Context, _write_text
@@ -42,6 +42,9 @@ def _parser():
     p.add_argument("--uci-dir", default=None,
                    help=f"UCI data directory for Figs. 8 and 10 (None: ${UCI_ENV}, else the copy shipped with "
                         "montecarlo.experiments); must exist")
+    p.add_argument("--n-jobs", type=n_jobs_arg, default=None, metavar="N",
+                   help="parallel workers of the figures' sweeps (joblib; default every core, -1 too); the numbers do "
+                        "not depend on it")
     p.add_argument("--no-progress", action="store_true", help="no progress lines and bars on stderr")
     p.add_argument("--traceback", action="store_true", help="print the full traceback of a failed figure")
     p.add_argument("--list", action="store_true", help="list the figures and exit")
@@ -87,7 +90,7 @@ def main(argv=None):
     if args.uci_dir is not None and not os.path.isdir(args.uci_dir):
         parser.error(f"--uci-dir {args.uci_dir!r} does not exist or is not a directory")
     ctx = Context(out=args.out, quick=args.quick, seed=args.seed, dps=args.dps, backend=args.backend,
-                  progress=not args.no_progress, uci_dir=args.uci_dir)
+                  progress=not args.no_progress, uci_dir=args.uci_dir, n_jobs=args.n_jobs)
     use_paper_style()
     try:
         os.makedirs(ctx.out, exist_ok=True)

@@ -23,17 +23,10 @@ import sys
 
 import numpy as np
 
-from theory.cli import check_output_dir, int_arg, main_runner, make_parser, real_arg
+from theory.cli import check_output_dir, int_arg, main_runner, make_parser, n_jobs_arg, real_arg
 
 
 PROG = "python -m figures.reproduce"
-
-
-def _n_jobs(text):
-    value = int_arg()(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core), got 0")
-    return value
 
 
 def _sub(sub, name, **kwargs):
@@ -52,7 +45,7 @@ def _parser():
     p.add_argument("--uci-dir", default=None, metavar="DIR",
                    help=f"UCI data directory (default: ${uci.ENV_VAR}, else the copy shipped with the package)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--n-jobs", type=_n_jobs, default=None, metavar="N",
+    p.add_argument("--n-jobs", type=n_jobs_arg, default=None, metavar="N",
                    help="parallel workers of the sweeps (joblib; None: every core); the numbers do not depend on it")
     sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention,performer}")
     f8 = _sub(sub, "fig8", help="Fig. 8: accuracy against m / d")

@@ -46,7 +46,6 @@ from theory.validation import describe
 from ._backend import Random, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 
 from ._checks import (
-    ArgumentTypeError,
     check_budget,
     check_deadline,
     check_work,

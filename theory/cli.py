@@ -35,6 +35,14 @@ def make_parser(prog, description, epilog=None):
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 
 
+def n_jobs_arg(text):
+    """argparse ``type=`` of ``--n-jobs``: a nonzero integer (joblib's convention: -1 every core, -2 all but one)."""
+    value = int_arg()(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core), got 0")
+    return value
+
+
 def int_arg(minimum=None, maximum=None):
     """argparse ``type=``: an integer in [minimum, maximum] (the message names the bounds)."""
 

@@ -31,7 +31,6 @@ from ._context import mp
 from .errors import ConvergenceError
 from ._checks import (
     PRF_COUPLINGS,
-    RFF_COUPLINGS,
     call_hook,
     check_coupling,
     check_dimension,
@@ -53,7 +52,7 @@ from .conformities import (
 from ._hypergeometric import hyp1f1_neg, laguerre_scan
 from .distributions import coupling_cos, simplex_cos
 from . import feature_kinds as kinds
-from .kernels import check_kernel, coupled_pairs
+from .kernels import coupled_pairs
 from .registry import MissingHookError, block_pair_split, get as get_coupling, names, register
 
 

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import functools
 
-from ._checks import check_coupling, check_dimension, guarded, square, to_mpf
+from ._checks import check_dimension, guarded, square, to_mpf
 from ._context import check_time, mp
 from .conformities import check_v, coupling_conformity_v2_coefficient
 from .errors import ConvergenceError

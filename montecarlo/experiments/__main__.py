@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 from theory import feature_kinds
-from theory.cli import int_arg, main_runner, make_parser, real_arg
+from theory.cli import int_arg, main_runner, make_parser, n_jobs_arg, real_arg
 
 from . import attention, classification, gram, spread, uci
 
@@ -50,21 +50,13 @@ _DRAWS = int_arg(2)
 _POSITIVE = real_arg(0.0, strict=True)
 
 
-def _n_jobs(text):
-    """argparse ``type=`` of --n-jobs: a nonzero integer (-1: every core)."""
-    value = int_arg()(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core), got 0")
-    return value
-
-
 #: Positive feature kinds without parameters (a kind with parameters, e.g. OPRFs' A, is for the Python API).
 _PLAIN_POSITIVE = tuple(k for k in feature_kinds.names(positive=True) if not feature_kinds.get(k).parameters)
 
 
 def _sweep(p, paired=True, kinds=None):
     """Options of the parallel sweeps: workers, common random numbers, feature kind (one of ``kinds``)."""
-    p.add_argument("--n-jobs", type=_n_jobs, default=None, metavar="N",
+    p.add_argument("--n-jobs", type=n_jobs_arg, default=None, metavar="N",
                    help="parallel workers (joblib; None: every core, -1 likewise); the numbers do not depend on it")
     if paired:
         p.add_argument("--paired", action=argparse.BooleanOptionalAction, default=None,
