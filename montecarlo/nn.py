@@ -35,11 +35,10 @@ a draw of the coupling).
 
 No host synchronisation in ``forward``: shape, dtype and device checks are
 free; the finiteness of q, k, v is checked only with ``check_inputs=True``
-(one synchronisation per tensor).  One exception: a kind parameter chosen from
-the data (oprf's A) for a kind whose map takes only a float (the registered
-oprf map, :func:`montecarlo.oprf.check_a`) is one float per forward pass, the
-mean over the batch's sequences, which costs one synchronisation; a map that
-takes arrays gets one A per sequence on the device instead.  With the check off, non-finite inputs give
+(one synchronisation per tensor).  A kind parameter chosen from the data (oprf's
+A) is one tensor per sequence on the device (the registered oprf map takes
+arrays); only a kind whose map took nothing but floats would cost one
+synchronisation per forward (one value per batch).  With the check off, non-finite inputs give
 NaN in the outputs they reach (a NaN or infinite key: every output of its
 sequence (bidirectional) or from its position on (causal); a NaN query: its
 own row); nothing raises and nothing hangs.
