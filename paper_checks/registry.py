@@ -345,11 +345,20 @@ CLAIMS = [
       ("relative error of the PRF attention output vs exact softmax attention, 100 draws (L = 256, m = 64, 130)",),
       notes="Holds where PRF attention is accurate (e.g. L = 4096, m = 130: .100/.081/.058 IID/ORF/SimRF at "
             "logit std 0.1, the default of the API and the command line, DEFAULT_LOGIT_STD). Where the couplings "
-            "stop being distinguishable (attention_scan, figure new_attention_scan; m = 130, 20 draws, L = 64, "
+            "stop being distinguishable (attention_scan before it took kinds; m = 130, 20 draws, L = 64, "
             "256, 1024): at logit std 0.1 IID/ORF/SimRF .10/.08/.06, z(ORF < IID) 4.1-5.5, z(SimRF < ORF) 4.3-8.5; "
             "at 0.25 errors .22-.30, z <= 2.0; from 0.5 on errors 0.55-1.24 and |z| <= 2.7 with no consistent "
             "sign. At 0.05 (12 draws) SimRF stays far ahead (z(SimRF < ORF) 7.7-11.8) while ORF ~ IID (z 0.9-1.4): "
-            "the ORF gain vanishes faster as v -> 0 than the simplex gain."),
+            "the ORF gain vanishes faster as v -> 0 than the simplex gain. Against uniform attention (figure "
+            "new_attention_scan; python -m figures.reproduce attention --draws 50: L = 1024, paired draws, PRF / "
+            "OPRF (FAVOR++ A from the batch) / SDERF (FAVOR#)): uniform .039/.078/.193/.368/.613/.805 at logit std "
+            ".05/.1/.25/.5/1/2; SimRF beats it at .05 for every kind and m = 64, 130, 512 (.017-.027 at m <= 130), "
+            "IID and ORF only at m = 512; at .1 SimRF from m = 64 (OPRF .068, SDERF .063; PRF .076 tied) and every "
+            "coupling at m = 512; at .25 nothing at m = 64, only SDERF-SimRF at m = 130 (.182), everything at "
+            "m = 512 (.100-.169); at .5 only SDERF at m = 512 (.30-.32); at 1 and 2 nothing (.72-1.33). Paired "
+            "z(SimRF - ORF) -6.8 to -17.7 at logit std <= .1, only SDERF resolved at .25 (-4.1 to -6.2), |z| <= 2.6 "
+            "from .5 on. SDERF < PRF (paired) at logit std <= .25 everywhere; at 2 OPRF is worse than PRF in every "
+            "cell (z +4.4 to +9.5), SDERF at m = 64, 130 (z +2.6 to +6.5)."),
     C("fig9.performer", "Fig. 9 (performer_fig), Sec. 5.4",
       "SimRF-Performers match or beat ORF-Performers on ImageNet2012 (+0.5%), Fashion-MNIST, iNaturalist2021, "
       "Places365 (ViT, 12 layers, 300 epochs, TPU).", (),
