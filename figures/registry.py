@@ -49,7 +49,8 @@ FIGURES = (
     Figure("new_mse_ratio_vs_d", None, "PRF MSE ratios against v for d = 4 ... 256", mse.new_mse_ratio_vs_d),
     Figure("new_rff_mse_ratio", None, "RFF MSE ratios against z for d = 4, 16, 64", mse.new_rff_mse_ratio),
     Figure("new_rff_simplex_map", None, "RFF MSE ratio SimRF/ORF over d and z", mse.new_rff_simplex_map),
-    Figure("new_attention_scan", None, "PRF attention error vs logit scale and sequence length",
+    Figure("new_attention_scan", None,
+           "random-feature attention error (PRF/OPRF/SDERF x couplings x m) vs logit scale, with uniform attention",
            attention.new_attention_scan),
 )
 

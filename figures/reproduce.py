@@ -69,7 +69,7 @@ def _parser():
     f10.add_argument("--draws", type=int_arg(2), default=FIG10_EFFORT["n_draws"], help="feature draws")
     f10.add_argument("--n-sigmas", type=int_arg(2), default=FIG10_EFFORT["n_sigmas"],
                      help="points of the sigma grid (0.05 ... 2, log-spaced)")
-    at = _sub(sub, "attention", help="PRF attention error vs logit scale and sequence length")
+    at = _sub(sub, "attention", help="random-feature attention error (PRF/OPRF/SDERF x couplings x m) vs logit scale")
     at.add_argument("--draws", type=int_arg(2), default=ATT["n_draws"], help="feature draws per cell")
     at.add_argument("--seq-lens", type=int_arg(1), nargs="+", default=list(ATT["seq_lens"]), metavar="L",
                     help="sequence lengths")
