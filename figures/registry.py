@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import attention, distributions, downstream, geometry, gram, mse, optimality
+from . import attention, distributions, downstream, geometry, gram, mse, optimality, winners
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ FIGURES = (
     Figure("new_attention_scan", None,
            "random-feature attention error (PRF/OPRF/SDERF x couplings x m) vs logit scale, with uniform attention",
            attention.new_attention_scan),
+    Figure("new_winners_map", None, "best feature kind x coupling over d and v, MSE vs SimRF-PRF",
+           winners.new_winners_map),
 )
 
 FIGURES_BY_NAME = {f.name: f for f in FIGURES}

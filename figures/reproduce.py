@@ -9,6 +9,7 @@ noise::
     python -m figures.reproduce fig8 --protocol resampled --splits 5 --draws 100
     python -m figures.reproduce fig8 --protocol paper --draws 200 --datasets banknote wifi --independent
     python -m figures.reproduce attention --draws 50 --logit-stds 0.05 0.1 0.2 0.5 1
+    python -m figures.reproduce winners --full                      # every PNC closed form, OPRF's included
 
 The figure's JSON records the protocol, the split seeds and the draws.
 Progress bars go to stderr; errors are one line on stderr with a non-zero
@@ -47,7 +48,7 @@ def _parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--n-jobs", type=n_jobs_arg, default=None, metavar="N",
                    help="parallel workers of the sweeps (joblib; None: every core); the numbers do not depend on it")
-    sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention,performer}")
+    sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention,performer,winners}")
     f8 = _sub(sub, "fig8", help="Fig. 8: accuracy against m / d")
     f8.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default=FIG8_EFFORT.protocol,
                     help="paper: the authors' split; resampled: several random splits")
@@ -78,6 +79,15 @@ def _parser():
     pf = _sub(sub, "performer", help="Fig. 9 analogue: a small Performer-ViT on scikit-learn's digits")
     pf.add_argument("--seeds", type=int_arg(2), default=5, help="seeds per arm")
     pf.add_argument("--epochs", type=int_arg(1), default=10, help="training epochs")
+    wn = _sub(sub, "winners", help="who wins where: every (kind x coupling) closed form over (d, v)")
+    wn.add_argument("--full", action="store_true",
+                    help="evaluate every pnc_orthogonal contestant exactly, OPRF x PNC included (minutes)")
+    wn.add_argument("--ds", type=int_arg(2), nargs="+", default=None, metavar="D",
+                    help="dimensions (None: the main job's, 2 ... 1024)")
+    wn.add_argument("--vs", type=real_arg(0.0, strict=True), nargs="+", default=None, metavar="V",
+                    help="values of v = |x + y| (None: the main job's, 0.05 ... 5)")
+    wn.add_argument("--draws", type=int_arg(2), default=None,
+                    help="Monte Carlo draws per simplex_plus point (None: the main job's, 20000)")
     return p
 
 
@@ -112,6 +122,18 @@ def _main(argv):
         elif args.figure == "fig10":
             downstream.fig10_sigma_search(ctx, {"n_sigmas": args.n_sigmas, "n_draws": args.draws}, args.protocol)
             name = "fig10_sigma_search"
+        elif args.figure == "winners":
+            from .winners import new_winners_map
+
+            effort = {"full": args.full}
+            if args.ds is not None:
+                effort["ds"] = tuple(args.ds)
+            if args.vs is not None:
+                effort["vs"] = tuple(repr(v) for v in args.vs)
+            if args.draws is not None:
+                effort["mc_draws"] = args.draws
+            new_winners_map(ctx, effort)
+            name = "new_winners_map"
         elif args.figure == "performer":
             from .performer import fig9_performer_digits
 
