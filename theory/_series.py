@@ -180,3 +180,86 @@ def quad_checked(f, points, *, what, maxdegree=None):
             f"{maxdegree or 'default'}) or lower the working precision"
         )
     return total
+
+
+def peak_in_log(lam, u_hi, what, fine=False, scan=None):
+    r"""(u*, lambda(u*)): the maximum of a unimodal log-integrand ``lam(u)`` over :math:`u \le u_{hi}`.
+
+    A scan of u (uniform in :math:`e^u` just below :math:`e^{u_{hi}}`, then steps growing by 1.25
+    towards :math:`-\infty`) until lambda has dropped far below its best sample, then golden
+    section between the best sample's neighbours (they bracket the maximum of a unimodal function).
+    The section stops once the bracket is below :math:`10^{-3}(1 + |u|)` (the breakpoints of a
+    quadrature need the peak's place, not its digits); with ``fine=True`` it goes on until lambda is
+    within 1/20 of its maximum across the bracket, i.e. the bracket is well inside a peak of any
+    width (:math:`10^{-10}` in u for :func:`theory.pdf_wij` at :math:`d = 2^{63}`), and also returns
+    the bracket's final width (a lower bound of the peak's scale, a start for :func:`drop_scale`).
+    With ``scan`` (a list of u, e.g. uniform over a finite interval) those samples replace the scan.
+    """
+    us = [u_hi + mp.log(mp.mpf(1) - mp.mpf(j) / 40) for j in range(0, 36)] if scan is None else list(scan)
+    u = us[-1]
+    step = mp.mpf(1) / 2
+    best_u, best = max(((t, lam(t)) for t in us), key=lambda p: p[1])
+    floor_gap = 4 * mp.prec + 200
+    values = {t: None for t in us}
+    while scan is None:
+        check_time(what)
+        u -= step
+        val = lam(u)
+        values[u] = val
+        if val > best:
+            best_u, best = u, val
+        elif val < best - floor_gap:
+            break
+        step *= mp.mpf("1.25")
+        if u < -10 ** 7:
+            raise ConvergenceError(f"{what}: the integrand's peak could not be located")
+    cand = sorted(values)
+    j = cand.index(best_u)
+    lo = cand[max(j - 1, 0)]
+    hi = cand[min(j + 1, len(cand) - 1)]
+    g = (mp.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    fa, fb = (lam(a), lam(b)) if fine else (None, None)
+    c1, c2 = b - g * (b - a), a + g * (b - a)
+    f1, f2 = lam(c1), lam(c2)
+    for _ in range(2 * mp.prec + 100 if fine else 60):  # fine: down to the resolution of u
+        if fine:
+            if max(f1, f2) - min(fa, fb) < mp.mpf(1) / 20 or b - a <= mp.eps * (1 + abs(a)):
+                break
+        elif b - a < mp.mpf(10) ** -3 * (1 + abs(a)):
+            break
+        if f1 < f2:
+            a, fa, c1, f1 = c1, f1, c2, f2
+            c2 = a + g * (b - a)
+            f2 = lam(c2)
+        else:
+            b, fb, c2, f2 = c2, f2, c1, f1
+            c1 = b - g * (b - a)
+            f1 = lam(c1)
+    u_star, val = (c1, f1) if f1 > f2 else (c2, f2)
+    if best > val:
+        u_star, val = best_u, best
+    if fine:
+        return min(u_star, u_hi), val, b - a
+    return min(u_star, u_hi), val
+
+
+def drop_scale(lam, u0, l0, side, u_hi, start=None):
+    """Distance in u from the peak u0 (value l0) to where lambda has dropped by 2 on ``side``
+    (-1 left, +1 right): doubling from ``start`` (default 1/64), then four bisections."""
+    w = mp.mpf(1) / 64 if start is None else start
+    for _ in range(60 if start is None else 2 * mp.prec + 100):  # from start ~ eps up to O(1)
+        u = u0 + side * w
+        if side > 0 and u >= u_hi:
+            return u_hi - u0
+        if lam(u) < l0 - 2:
+            break
+        w *= 2
+    lo, hi = w / 2, w
+    for _ in range(4):
+        mid = (lo + hi) / 2
+        if lam(u0 + side * mid) < l0 - 2:
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -56,7 +56,7 @@ from ._checks import (
 )
 from ._context import check_time
 from ._hypergeometric import hyp1f1_neg, hyp1f1_pos
-from ._series import log2abs, quad_checked, sum_ratio_series, sum_series
+from ._series import drop_scale, log2abs, peak_in_log, quad_checked, sum_ratio_series, sum_series
 from .distributions import _wij_moment, coupling_cos, simplex_cos
 from .registry import hook, register
 
@@ -676,14 +676,14 @@ def _sine_weighted_average(d, log_f, what, maxdegree=None, offset=0):
     def lam(u):
         return lam_phi(mp.exp(u))[0]
 
-    peak_u, peak = _peak_in_log_phi(lam, u_hi, what)
+    peak_u, peak = peak_in_log(lam, u_hi, what)
     if peak == -mp.inf:
         return mp.mpf(0)
     points = {mp.mpf(0), half_pi}
     for side in (-1, 1):
         if side == 1 and peak_u >= u_hi:
             continue
-        w = _drop_scale(lam, peak_u, peak, side, u_hi)
+        w = drop_scale(lam, peak_u, peak, side, u_hi)
         for k in (-1, 1, 3, 5, 7):
             u = peak_u + side * w * mp.mpf(2) ** k
             if u < u_hi:
@@ -699,73 +699,6 @@ def _sine_weighted_average(d, log_f, what, maxdegree=None, offset=0):
     # offset (exact, possibly huge) is exponentiated on its own: adding it to the O(d) rest first
     # would round away its fraction
     return 2 * mp.exp(offset) * mp.exp(log_norm + peak) * total
-
-
-def _peak_in_log_phi(lam, u_hi, what):
-    """(u*, lambda(u*)): a scan of u = log(phi) down to where phi^(d-1) is negligible, then golden section."""
-    # scan: uniform in phi near pi/2 (large d concentrates there), geometric towards 0
-    us = [u_hi + mp.log(mp.mpf(1) - mp.mpf(j) / 40) for j in range(0, 36)]
-    u = us[-1]
-    step = mp.mpf(1) / 2
-    best_u, best = max(((t, lam(t)) for t in us), key=lambda p: p[1])
-    floor_gap = 4 * mp.prec + 200
-    values = {}
-    while True:
-        check_time(what)
-        u -= step
-        val = lam(u)
-        values[u] = val
-        if val > best:
-            best_u, best = u, val
-        elif val < best - floor_gap:
-            break
-        step *= mp.mpf("1.25")
-        if u < -10 ** 7:
-            raise ConvergenceError(f"{what}: the integrand's peak could not be located")
-    # golden section around the best sample (the neighbours of best_u bracket the maximum)
-    cand = sorted(set(us) | set(values))
-    j = cand.index(best_u)
-    lo = cand[max(j - 1, 0)]
-    hi = cand[min(j + 1, len(cand) - 1)]
-    g = (mp.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c1, c2 = b - g * (b - a), a + g * (b - a)
-    f1, f2 = lam(c1), lam(c2)
-    for _ in range(60):
-        if b - a < mp.mpf(10) ** -3 * (1 + abs(a)):  # breakpoints need the peak's place, not its digits
-            break
-        if f1 < f2:
-            a, c1, f1 = c1, c2, f2
-            c2 = a + g * (b - a)
-            f2 = lam(c2)
-        else:
-            b, c2, f2 = c2, c1, f1
-            c1 = b - g * (b - a)
-            f1 = lam(c1)
-    u_star, val = (c1, f1) if f1 > f2 else (c2, f2)
-    if best > val:
-        u_star, val = best_u, best
-    return min(u_star, u_hi), val
-
-
-def _drop_scale(lam, u0, l0, side, u_hi):
-    """Distance in u from the peak u0 to where lambda has dropped by 2 on ``side`` (-1 left, +1 right)."""
-    w = mp.mpf(1) / 64
-    for _ in range(60):
-        u = u0 + side * w
-        if side > 0 and u >= u_hi:
-            return u_hi - u0
-        if lam(u) < l0 - 2:
-            break
-        w *= 2
-    lo, hi = w / 2, w
-    for _ in range(4):
-        mid = (lo + hi) / 2
-        if lam(u0 + side * mid) < l0 - 2:
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 @guarded(grid=("d", "v", "cos_theta"))

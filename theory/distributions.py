@@ -13,6 +13,8 @@ Moments used by the checks and by the footnote of Sec. 3.2 are exact:
 
 from __future__ import annotations
 
+import math
+
 from ._context import mp
 
 from ._checks import (
@@ -24,7 +26,7 @@ from ._checks import (
     check_nonnegative,
     guarded,
 )
-from ._series import quad_checked
+from ._series import drop_scale, peak_in_log, quad_checked
 from ._context import check_time
 from .errors import ConvergenceError
 from .registry import RECORDS, get as get_coupling, register
@@ -47,6 +49,13 @@ def coupling_cos(coupling, d):
     return mp.mpf(c.numerator) / c.denominator
 
 
+def _log_density_bits(k, r):
+    """Working precision for the logarithm of a density with k degrees of freedom at r: its terms
+    are of size k log k and r^2, so that many more bits give it to the working precision in absolute
+    terms (and its exponential relatively); without them pdf_chi(2**32, 2**64) was 0.2% off."""
+    return mp.prec + int(k).bit_length() + max(0, 2 * int(mp.mag(r))) + 16
+
+
 def _log_chi_pdf(r, k):
     return (k - 1) * mp.log(r) - r * r / 2 - (mp.mpf(k) / 2 - 1) * mp.log(2) - mp.loggamma(mp.mpf(k) / 2)
 
@@ -59,7 +68,8 @@ def pdf_chi(r, k):
     r = check_nonnegative(r, "r")
     if r == 0:
         return mp.mpf(1) / mp.sqrt(mp.pi / 2) if k == 1 else mp.mpf(0)
-    return mp.exp(_log_chi_pdf(r, k))
+    with mp.workprec(_log_density_bits(k, r)):
+        return mp.exp(_log_chi_pdf(r, k))
 
 
 @guarded(grid=("n", "k"))
@@ -80,7 +90,12 @@ def pdf_wij_iid(w, d):
     w = check_nonnegative(w, "w")
     if w == 0:
         return mp.mpf(1) / mp.sqrt(mp.pi) if d == 1 else mp.mpf(0)
-    return mp.exp((d - 1) * mp.log(w) - w * w / 4 - (d - 1) * mp.log(2) - mp.loggamma(mp.mpf(d) / 2))
+    with mp.workprec(_log_density_bits(d, w)):
+        return mp.exp((d - 1) * mp.log(w) - w * w / 4 - (d - 1) * mp.log(2) - mp.loggamma(mp.mpf(d) / 2))
+
+
+#: Largest w that :func:`pdf_wij` is known to reach within the default time budget (every d and angle).
+W_REACH = mp.mpf("1e100")
 
 
 @guarded(grid=("w", "d", "cos_theta"))
@@ -103,14 +118,29 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
 
     Notes
     -----
-    The integrand is symmetric under :math:`\phi\to\pi/2-\phi`; the integral is
-    evaluated in :math:`\delta = \pi/4-\phi \in [0,\pi/4]` and doubled, which
-    puts the only delicate point (:math:`\phi=\pi/4` when :math:`\cos\theta=-1`)
-    at an endpoint of the tanh-sinh rule, where
-    :math:`1+\sin2\phi\cos\theta = (1+\cos\theta)-2\cos\theta\sin^2\delta` is
-    evaluated without cancellation.  At :math:`\cos\theta=-1` (e.g. the simplex with d = 2)
-    :math:`w_{ij} = |w_i - w_j|` and :math:`p(0) = 2\int p_{\chi_d}^2 =
-    \Gamma(d-\frac12)/(2^{d-2}\Gamma(\frac d2)^2)` is returned as the limit.
+    The integrand is symmetric under :math:`\phi\to\pi/2-\phi`; the integral over
+    :math:`[0, \pi/4]` is doubled, split at :math:`\pi/8`, and each half is integrated in
+    the logarithm of the distance to its own end: :math:`\log\phi` near 0 (where the mass
+    sits for large w, at :math:`\phi \approx d/(w^2|\cos\theta|)`), :math:`\log\delta`,
+    :math:`\delta = \pi/4-\phi`, near :math:`\pi/4` (where
+    :math:`1+\sin2\phi\cos\theta = (1+\cos\theta)-2\cos\theta\sin^2\delta` is evaluated
+    without cancellation, and where the mass sits at :math:`\cos\theta = -1`:
+    :math:`\delta \approx w/(2\sqrt d)`, with a width :math:`1/(2\sqrt d)` in
+    :math:`\log\delta`).  In either variable the integrand is one peak, which is located to
+    within a fraction of its width and broken around on its own scale
+    (:func:`theory._series.peak_in_log`), so that no peak is missed whatever d, w and
+    :math:`\cos\theta` (a fixed partition missed the peak at :math:`\cos\theta = -1` and
+    :math:`d \ge 10^5`, returning values off by a factor up to :math:`10^{28}`).  The
+    log-integrand, of size :math:`d + w^2`, is formed with that many more bits.  At
+    :math:`\cos\theta=-1` (e.g. the simplex with d = 2) :math:`w_{ij} = |w_i - w_j|` and
+    :math:`p(0) = 2\int p_{\chi_d}^2 = \Gamma(d-\frac12)/(2^{d-2}\Gamma(\frac d2)^2)` is
+    returned as the limit.
+
+    Domain: every d (checked up to :math:`2^{63}` against the closed form at
+    :math:`\cos\theta = 0` and the convolution at :math:`\cos\theta = \pm1`), every
+    :math:`\cos\theta`, and :math:`0 \le w \le 10^{100}` within the default time budget (a
+    few seconds; :math:`w = 10^{300}` needs 2000-bit arithmetic and 5 to 30 s).  Beyond,
+    :class:`~theory.errors.ConvergenceError` naming w, d and :math:`\cos\theta`.
     """
     d = check_dimension(d)
     w = check_nonnegative(w, "w")
@@ -119,49 +149,147 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
         if c == -1:
             return mp.gamma(d - mp.mpf(1) / 2) / (mp.mpf(2) ** (d - 2) * mp.gamma(mp.mpf(d) / 2) ** 2)
         return mp.mpf(0)
-    w2 = w * w
+    what = f"pdf_wij (Lemma 4.2) at w = {mp.nstr(w, 8)}, d = {d}, cos_theta = {mp.nstr(c, 17)}"
+    if w > W_REACH:
+        what += (f" (w > {mp.nstr(W_REACH, 3)} needs {2 * int(mp.mag(w))}-bit arithmetic; the reachable domain "
+                 f"within the default budget is w <= {mp.nstr(W_REACH, 3)})")
+    # the log-integrand is of size d + w^2 (and its prefactor d log d): carry that many more bits, so
+    # that it is known to the working precision in absolute terms and its exponential relatively
+    # (the quadratures themselves run at the working precision: only the log-integrand needs the bits)
+    hi = _log_density_bits(d, w)
+    with mp.workprec(hi):
+        w2 = w * w
+        log_pref = (2 * d - 1) * mp.log(w) - (d - 2) * mp.log(2) - 2 * mp.loggamma(mp.mpf(d) / 2)
+    top, integral = _pdf_wij_integral(w2, d, c, hi, maxdegree, what)
+    with mp.workprec(hi):
+        return mp.exp(log_pref + top) * integral
 
-    def log_integrand(delta):
-        # phi = pi/4 - delta: sin(2 phi) = cos(2 delta) and
-        # 1 + cos(theta) sin(2 phi) = (1 + c) - 2 c sin(delta)^2, free of cancellation at c = -1
-        s = mp.cos(2 * delta)
-        t = (1 + c) - 2 * c * mp.sin(delta) ** 2
+
+def _pdf_wij_integral(w2, d, c, hi, maxdegree, what):
+    """(P, I): the integral of eq. theta_proby_dist over phi is e^P I (P at ``hi`` bits, I at the working precision)."""
+
+    # s and t at hi bits (w^2 / (2 t) needs t to that relative precision), the logarithms, of
+    # size d, at the working precision plus log2(d) bits
+    mid = mp.prec + int(d).bit_length() + 16
+
+    def log_f(s, t):
         if s <= 0 or t <= 0:
             return None
-        return (d - 1) * mp.log(s / 2) - w2 / (2 * t) - d * mp.log(t)
+        with mp.workprec(mid):
+            logs = (d - 1) * mp.log(s / 2) - d * mp.log(t)
+        with mp.workprec(hi):
+            return logs - w2 / (2 * t)
 
-    # factor out the largest value on a grid, so that the quadrature's error
-    # estimate (absolute, of order 2**-prec) is compared with an O(1) integral
-    # and break the interval around the peak of the integrand
-    # (a uniform grid plus points clustering geometrically at both ends, where
-    # the peak sits for large w or for cos_theta near -1)
-    quarter = mp.pi / 4
-    uniform = [quarter * j / 32 for j in range(33)]
-    near_0 = [quarter * mp.mpf(2) ** -j for j in range(6, 60, 2)]
-    near_end = [quarter * (1 - mp.mpf(2) ** -j) for j in range(6, 60, 2)]
-    grid = sorted(set(uniform) | set(near_0) | set(near_end))
-    samples = [log_integrand(phi) for phi in grid]
-    j_best = max((j for j in range(len(grid)) if samples[j] is not None), key=lambda j: samples[j])
-    shift = samples[j_best]
-    phi_best = grid[j_best]
-    # breakpoints: a coarse uniform partition, the peak and its neighbours, and
-    # the geometric points when the peak lies within the first or last uniform
-    # cell (a log-spaced partition keeps the variation bounded on each piece)
-    points = set(uniform[::4]) | {grid[max(j_best - 1, 0)], phi_best, grid[min(j_best + 1, len(grid) - 1)]}
-    if phi_best < uniform[1] or (c < 0 and phi_best < quarter / 2):
-        # for cos_theta < 0 the peak approaches delta = 0 as w -> 0, ever sharper
-        points |= {t for t in near_0 if t < uniform[1]}
-    if phi_best > uniform[-2]:
-        points |= {t for t in near_end if t > uniform[-2]}
-    points = sorted(points)
+    def log_near_phi_0(phi):
+        # phi in (0, pi/8]: 1 + cos(theta) sin(2 phi) >= 1 - sin(pi/4), no cancellation
+        with mp.workprec(hi):
+            s = mp.sin(2 * phi)
+            return log_f(s, 1 + c * s)
 
-    def integrand(phi):
-        t = log_integrand(phi)
-        return mp.mpf(0) if t is None else mp.exp(t - shift)
+    def log_near_phi_quarter(delta):
+        # phi = pi/4 - delta, delta in (0, pi/8]: sin(2 phi) = cos(2 delta) and
+        # 1 + cos(theta) sin(2 phi) = (1 + c) - 2 c sin(delta)^2, free of cancellation at c = -1
+        with mp.workprec(hi):
+            return log_f(mp.cos(2 * delta), (1 + c) - 2 * c * mp.sin(delta) ** 2)
 
-    integral = 2 * quad_checked(integrand, points, what="pdf_wij (Lemma 4.2)", maxdegree=maxdegree)
-    log_pref = (2 * d - 1) * mp.log(w) - (d - 2) * mp.log(2) - 2 * mp.loggamma(mp.mpf(d) / 2)
-    return mp.exp(log_pref + shift) * integral
+    # the integrand is symmetric about phi = pi/4: twice the integral over [0, pi/4], split at pi/8
+    # and each half integrated in the logarithm of the distance to its own end (so that a peak at
+    # either end is resolved in absolute terms: phi ~ d / w^2 for large w, delta ~ w / (2 sqrt(d))
+    # at cos_theta = -1)
+    halves = [_half_in_log(log_near_phi_0, hi, what), _half_in_log(log_near_phi_quarter, hi, what)]
+    top, total = _combine_peaks(halves, hi, maxdegree)
+    if top == -mp.inf:
+        raise ConvergenceError(f"{what}: the integrand vanishes at every sample; outside the reachable domain")
+    return top, 2 * total
+
+
+def _combine_peaks(parts, hi, maxdegree=None):
+    """(P, I) with sum_i e^{P_i} I_i = e^P I for parts (P_i, integrate_i): a part whose peak lies more
+    than the working precision (and e^64 for its width) below the largest holds less than 2^-p of the
+    sum and is not integrated (e.g. the half of pdf_wij near phi = pi/8 when the mass sits at
+    phi ~ d / w^2, whose own quadrature would have to resolve a peak 1e-20 wide for nothing)."""
+    top = max(p for p, _ in parts)
+    total = mp.mpf(0)
+    if top == -mp.inf:
+        return top, total
+    for peak, integrate in parts:
+        with mp.workprec(hi):
+            gap = peak - top
+        if gap > -(mp.prec * mp.ln2 + 104):
+            total += mp.exp(gap) * integrate(maxdegree)
+    return top, total
+
+
+def _half_in_log(log_f, hi, what):
+    r"""Locate the peak of :math:`\int_0^{\pi/8} e^{\log f(x)}dx` in :math:`u = \log x`.
+
+    Returns ``(peak, integrate)``: the maximum P of :math:`\lambda(u) = \log f(e^u) + u` (at ``hi``
+    bits) and a function ``integrate(maxdegree)`` giving I with integral :math:`= e^PI`.
+
+    In u the integrand :math:`e^{\lambda(u)}` is one smooth peak (width :math:`1/(2\sqrt d)` in u at
+    :math:`\cos\theta = -1`, :math:`10^{-10}` at :math:`d = 2^{63}`), or rises to the end
+    :math:`x = \pi/8`.  The peak is located to within a fraction of its width
+    (:func:`theory._series.peak_in_log`), its width measured on each side, and the interval broken
+    at :math:`u^* \mp \mathrm{width}\cdot2^k`, so that every piece holds a smooth part of the
+    integrand whatever the scale of the peak; the quadrature variable is :math:`y = u - u^*`, so that
+    its nodes resolve a narrow peak far from u = 0; below the last left breakpoint, where the
+    integrand is negligible, x itself is the variable down to 0.
+    """
+
+    def lam(u):  # at hi bits (its values are of size d + w^2; their differences matter)
+        with mp.workprec(hi):
+            val = log_f(mp.exp(u))
+            return -mp.inf if val is None else val + u
+
+    negligible = mp.prec * mp.ln2 + 40  # below the peak by this much: beyond the working precision
+    with mp.workprec(hi):  # the search compares values of lambda: at the bits they are known to
+        u_hi = mp.log(mp.pi / 8)
+        peak_u, peak, bracket = peak_in_log(lam, u_hi, what, fine=True)
+    if peak == -mp.inf:
+        return peak, lambda maxdegree: mp.mpf(0)
+
+    def integrate(maxdegree):
+        with mp.workprec(hi):
+            floor = peak - negligible
+            start = max(bracket / 4, mp.eps * (1 + abs(peak_u)) * 16)
+            points = {mp.mpf(0), u_hi - peak_u}  # in y = u - u*
+            if peak_u < u_hi:
+                width = drop_scale(lam, peak_u, peak, 1, u_hi, start=start)
+                for k in range(-1, 2 * mp.prec):
+                    y = width * mp.mpf(2) ** k
+                    if peak_u + y >= u_hi:
+                        break
+                    points.add(y)
+            width = drop_scale(lam, peak_u, peak, -1, u_hi, start=start)
+            for k in range(-1, 2 * mp.prec):
+                y_left = -width * mp.mpf(2) ** k
+                points.add(y_left)
+                if lam(peak_u + y_left) < floor:
+                    break
+            else:
+                raise ConvergenceError(f"{what}: the integrand's left tail does not fall off; outside the "
+                                       "reachable domain")
+            # below y_left: x in [0, e^{u* + y_left}] as the piece y in [y_left - 1, y_left], x linear in y
+            e_left = mp.exp(peak_u + y_left)
+        points = sorted(+p for p in points)
+        y_left = points[0]
+        points.insert(0, y_left - 1)
+
+        def integrand(y):
+            with mp.workprec(hi):
+                if y >= y_left:
+                    val = lam(peak_u + y)
+                else:
+                    val = log_f(e_left * (y - y_left + 1))
+                    val = -mp.inf if val is None else val + peak_u + y_left
+                if val == -mp.inf:
+                    return mp.mpf(0)
+                gap = val - peak
+            return mp.exp(gap)
+
+        return quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+
+    return peak, integrate
 
 
 @guarded(grid=("w", "d", "cos_theta"))
@@ -181,43 +309,124 @@ def pdf_wij_convolution(w, d, cos_theta):
     root;
     over the :math:`w_i` where :math:`w_j^\pm \ge 0` (the minus branch exists
     only for c < 0, at :math:`w_i \ge w`).  At c = -1,
-    :math:`p(w) = 2\int_0^\infty p_{\chi_d}(r)p_{\chi_d}(r+w)dr`.
+    :math:`p(w) = 2\int_0^\infty p_{\chi_d}(r)p_{\chi_d}(r+w)dr`; at c = 1,
+    :math:`p(w) = \int_0^w p_{\chi_d}(r)p_{\chi_d}(w-r)dr`.  Each integrand is one peak (of width
+    about 1 in :math:`w_i` whatever d), located and broken around on its own scale
+    (:func:`_unimodal_peak`; fixed breakpoints missed it at d >= 1024 and c = -1, silently: 0.98
+    instead of 0.259 at d = 10^5, w = 1.5).
+
+    Domain (a check route): d up to :math:`2^{63}` at moderate w; w up to :math:`10^{10}` at
+    :math:`\cos\theta = \pm1`; beyond (e.g. w = :math:`10^{10}`, :math:`\cos\theta = -0.5`)
+    the time budget runs out (ConvergenceError naming w, d and :math:`\cos\theta`).
     """
     d = check_dimension(d)
     w = check_nonnegative(w, "w")
     c = check_cos_theta(cos_theta)
+    what = f"pdf_wij_convolution at w = {mp.nstr(w, 8)}, d = {d}, cos_theta = {mp.nstr(c, 17)}"
+    if w == 0 and c != -1:
+        return mp.mpf(0)
+    s = mp.sqrt(1 - c * c)
+    reach = max(w, mp.sqrt(d)) if c in (-1, 1) else max(w / s, mp.sqrt(d))
+    hi = _log_density_bits(d, reach)
+    with mp.workprec(hi):
+        log_chi_zero = mp.log(mp.sqrt(2 / mp.pi)) if d == 1 else -mp.inf
 
-    def chi(r):
-        return mp.exp(_log_chi_pdf(r, d)) if r > 0 else (mp.mpf(0) if d > 1 else mp.sqrt(2 / mp.pi))
+    def log_chi(r):
+        with mp.workprec(hi):
+            return _log_chi_pdf(r, d) if r > 0 else log_chi_zero
 
     if c == -1:
-        return 2 * quad_checked(lambda r: chi(r) * chi(r + w), [0, w + 1, w + 4, w + 12, mp.inf],
-                                what="pdf_wij_convolution")
-    if w == 0:
+        # r (r + w) = d - 1 at the peak; the integrand is log-concave: go out until it is negligible
+        with mp.workprec(hi):
+            r0 = 2 * mp.mpf(d - 1) / (w + mp.sqrt(w * w + 4 * (d - 1))) if d > 1 else mp.mpf(0)
+            top_value = log_chi(r0) + log_chi(r0 + w)
+            far = r0 + 8
+            while log_chi(far) + log_chi(far + w) > top_value - (mp.prec * mp.ln2 + 80):
+                far = r0 + 2 * (far - r0)
+        parts = [_unimodal_peak(lambda r: log_chi(r) + log_chi(r + w), mp.mpf(0), far, hi, what)]
+        factor = 2
+    elif c == 1:
+        parts = [_unimodal_peak(lambda r: log_chi(r) + log_chi(w - r), mp.mpf(0), w, hi, what)]
+        factor = 1
+    else:
+        parts = _convolution_branches(w, c, s, log_chi, hi, what)
+        factor = 1
+    top, integral = _combine_peaks(parts, hi)
+    if top == -mp.inf:
         return mp.mpf(0)
-    if c == 1:
-        return quad_checked(lambda r: chi(r) * chi(w - r), [0, w / 2, w], what="pdf_wij_convolution")
+    with mp.workprec(hi):
+        return factor * mp.exp(top) * integral
+
+
+def _convolution_branches(w, c, s, log_chi, hi, what):
+    """The plus (and for c < 0 the minus) branch of pdf_wij_convolution, as parts for _combine_peaks."""
     # substitute w_i = (w/s) sin(u): sqrt(w^2 - s^2 w_i^2) = w cos(u) and the
     # Jacobian cancels the inverse square root, leaving a smooth integrand
-    s = mp.sqrt(1 - c * c)
     top = w / s
 
     def branch(sign):
-        def f(u):
-            r = top * mp.sin(u)
-            rj = -c * r + sign * w * mp.cos(u)
-            if rj <= 0:
-                return mp.mpf(0)
-            return chi(r) * chi(rj) * top
-        return f
+        def log_g(u):
+            with mp.workprec(hi):
+                r = top * mp.sin(u)
+                rj = -c * r + sign * w * mp.cos(u)
+                if rj <= 0:
+                    return -mp.inf
+                return log_chi(r) + log_chi(rj) + mp.log(top)
+        return log_g
 
     # for c > 0 the plus branch reaches w_j = 0 at tan(u) = s/c
     u1 = mp.atan2(s, c) if c > 0 else mp.pi / 2
-    total = quad_checked(branch(+1), [0, u1 / 2, u1], what="pdf_wij_convolution")
+    parts = [_unimodal_peak(branch(+1), mp.mpf(0), u1, hi, what)]
     if c < 0:
         u0 = mp.atan2(s, -c)  # the minus branch needs w_i >= w, i.e. tan(u) >= s/|c|
-        total += quad_checked(branch(-1), [u0, (u0 + mp.pi / 2) / 2, mp.pi / 2], what="pdf_wij_convolution")
-    return total
+        parts.append(_unimodal_peak(branch(-1), u0, mp.pi / 2, hi, what))
+    return parts
+
+
+def _unimodal_peak(log_g, a, b, hi, what, n_scan=64):
+    r""":math:`\int_a^b e^{g(x)}dx = e^PI` for a unimodal g (``log_g``, -inf where the integrand
+    vanishes, evaluated at ``hi`` bits): returns ``(P, integrate)``, P at ``hi`` bits and
+    ``integrate(maxdegree)`` giving I to the working precision (see :func:`_combine_peaks`).
+
+    The peak is located (a uniform scan, then golden section until g is flat across the bracket,
+    :func:`theory._series.peak_in_log`), its width measured on each side
+    (:func:`theory._series.drop_scale`), and [a, b] broken at :math:`x^* \mp \mathrm{width}\cdot2^k`,
+    so that a peak of any width is resolved; the quadrature variable is :math:`x - x^*`.
+    """
+
+    def lam(x):
+        return log_g(x) if a <= x <= b else -mp.inf
+
+    with mp.workprec(hi):
+        scan = [a + (b - a) * mp.mpf(j) / n_scan for j in range(n_scan + 1)]
+        x_star, peak, bracket = peak_in_log(lam, b, what, fine=True, scan=scan)
+    if peak == -mp.inf:
+        return peak, lambda maxdegree: mp.mpf(0)
+
+    def integrate(maxdegree):
+        with mp.workprec(hi):
+            start = max(bracket / 4, mp.eps * (1 + abs(x_star)) * 16)
+            points = {mp.mpf(0), a - x_star, b - x_star}
+            for side in (1, -1):
+                width = drop_scale(lam, x_star, peak, side, b, start=start)
+                for k in range(-1, 2 * mp.prec):
+                    y = side * width * mp.mpf(2) ** k
+                    if not a < x_star + y < b:
+                        break
+                    points.add(y)
+        points = sorted(+p for p in points)
+
+        def integrand(y):
+            with mp.workprec(hi):
+                val = lam(x_star + y)
+                if val == -mp.inf:
+                    return mp.mpf(0)
+                gap = val - peak
+            return mp.exp(gap)
+
+        return quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+
+    return peak, integrate
 
 
 def pdf_wij_float(w, d, cos_theta):
@@ -337,11 +546,12 @@ def _wij_moment(n, d, c):
             total = mp.mpf(0)
             absum = mp.mpf(0)
             # (A + B)^n with A = w_i^2 + w_j^2, B = 2c w_i w_j; A^a = sum_r C(a,r) w_i^{2r} w_j^{2(a-r)}
-            for b in range(n + 1):
+            # (binomials as exact integers; at c = 0 only b = 0 contributes)
+            for b in range(n + 1 if c else 1):
                 check_time(what)
                 a = n - b
-                coef = mp.binomial(n, b) * (2 * c) ** b
-                inner = mp.fsum(mp.binomial(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b]
+                coef = math.comb(n, b) * (2 * c) ** b
+                inner = mp.fsum(math.comb(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b]
                                 for r in checked(range(a + 1)))
                 total += coef * inner
                 absum += abs(coef * inner)
