@@ -223,6 +223,7 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     c1, c2 = b - g * (b - a), a + g * (b - a)
     f1, f2 = lam(c1), lam(c2)
     for _ in range(2 * mp.prec + 100 if fine else 60):  # fine: down to the resolution of u
+        check_time(what)
         if fine:
             if max(f1, f2) - min(fa, fb) < mp.mpf(1) / 20 or b - a <= mp.eps * (1 + abs(a)):
                 break
@@ -244,11 +245,12 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     return min(u_star, u_hi), val
 
 
-def drop_scale(lam, u0, l0, side, u_hi, start=None):
+def drop_scale(lam, u0, l0, side, u_hi, start=None, what="the width of an integrand's peak"):
     """Distance in u from the peak u0 (value l0) to where lambda has dropped by 2 on ``side``
     (-1 left, +1 right): doubling from ``start`` (default 1/64), then four bisections."""
     w = mp.mpf(1) / 64 if start is None else start
     for _ in range(60 if start is None else 2 * mp.prec + 100):  # from start ~ eps up to O(1)
+        check_time(what)
         u = u0 + side * w
         if side > 0 and u >= u_hi:
             return u_hi - u0

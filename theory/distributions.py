@@ -254,14 +254,16 @@ def _half_in_log(log_f, hi, what):
             start = max(bracket / 4, mp.eps * (1 + abs(peak_u)) * 16)
             points = {mp.mpf(0), u_hi - peak_u}  # in y = u - u*
             if peak_u < u_hi:
-                width = drop_scale(lam, peak_u, peak, 1, u_hi, start=start)
+                width = drop_scale(lam, peak_u, peak, 1, u_hi, start=start, what=what)
                 for k in range(-1, 2 * mp.prec):
+                    check_time(what)
                     y = width * mp.mpf(2) ** k
                     if peak_u + y >= u_hi:
                         break
                     points.add(y)
-            width = drop_scale(lam, peak_u, peak, -1, u_hi, start=start)
+            width = drop_scale(lam, peak_u, peak, -1, u_hi, start=start, what=what)
             for k in range(-1, 2 * mp.prec):
+                check_time(what)
                 y_left = -width * mp.mpf(2) ** k
                 points.add(y_left)
                 if lam(peak_u + y_left) < floor:
@@ -408,8 +410,9 @@ def _unimodal_peak(log_g, a, b, hi, what, n_scan=64):
             start = max(bracket / 4, mp.eps * (1 + abs(x_star)) * 16)
             points = {mp.mpf(0), a - x_star, b - x_star}
             for side in (1, -1):
-                width = drop_scale(lam, x_star, peak, side, b, start=start)
+                width = drop_scale(lam, x_star, peak, side, b, start=start, what=what)
                 for k in range(-1, 2 * mp.prec):
+                    check_time(what)
                     y = side * width * mp.mpf(2) ** k
                     if not a < x_star + y < b:
                         break
