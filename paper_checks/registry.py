@@ -441,6 +441,91 @@ CLAIMS = [
               "prf_variance_2 labels both the PRF MSE (App. A.1) and the RFF MSE (App. A.5)",
       corrected="distinct labels; Sec. 5.3.1 should reference the accuracy table",
       evidence="each label occurs twice in simplex_random_features.tex"),
+    # ------------------------------------------------- who wins where (issue 19, item 4)
+    C("beyond.winners_small_v", "Beyond the paper: who wins where, small v (figure new_winners_map)",
+      "Among {PRF, hyperbolic PRF, OPRF at each coupling's optimal A} x {IID, ORF, SimRF, PNC} (Gaussian kernel, "
+      "m = d and m = 4d: the same map, P/m = d - 1 coupled pairs per feature), the hyperbolic PRF with "
+      "pnc_orthogonal norms has the lowest MSE for v <= 0.75 at every d = 2 ... 1024, up to v = 1 at d = 16, "
+      "1.5 at d = 32, 2 at d = 64, 128 and 3 at d >= 256; its MSE is 0.0034 (d = 2) to 0.0049 (d = 1024) of "
+      "SimRF-PRF's at v = 0.05 (the hyperbolic variance is O(v^4), the PRF one O(v^2)), 0.277-0.288 at v = 0.75 "
+      "(d = 2 ... 8) and about 1/2 at the crossing for large d (0.450 at d = 64, v = 2; 0.498 at d = 1024, v = 3).",
+      ("closed forms (theory.kernel_mse, 20 digits); PNC by the convex-order / Jensen bracket and by quadrature",
+       "certified balls (python-flint): hyperbolic ORF, an upper bound of hyperbolic PNC, below every OPRF and "
+       "PRF coupling with i.i.d. norms and below PRF PNC's lower bound; theory.hyperbolic_ordering, "
+       "certify_ordering", "power: the ordering is refuted at an OPRF cell"), beyond=True,
+      notes="Figure: python -m figures (new_winners_map; main job 5.2 s of CPU, the pnc contestants bracketed: "
+            "pnc pair conformity in [0F1(d/2; d v^2/2), rho_ORF] by convex order of the countermonotone norm sum "
+            "and Jensen; the lower end is within 1% of the quadrature for d >= 32, 15% at d = 2). Proven "
+            "orderings used: kind-PNC < kind-ORF (convex order), PRF(c) >= OPRF(c) (A = 0 is an OPRF), OPRF "
+            "SimRF < ORF < IID (the OPRF pair term is the PRF one). OPRF x PNC has no ball: checked by "
+            "quadrature (beyond.winners_large_v). Ratios to SimRF-PRF at the crossing, hyperbolic PNC / "
+            "OPRF-SimRF: d = 8, v = 0.75: 0.284 / 0.390; d = 16, v = 1: 0.311 / 0.442; d = 64, v = 2: 0.450 / "
+            "0.584; d = 1024, v = 3: 0.498 / 0.857."),
+    C("beyond.winners_large_v", "Beyond the paper: who wins where, large v (figure new_winners_map)",
+      "OPRF-SimRF (optimised PRFs with simplex directions) has the lowest MSE from v = 1 at d <= 8, v = 1.5 at "
+      "d = 16, 2 at d = 32, 3 at d = 64, 128 and v = 5 at d >= 256 (grid v = 0.05 ... 5): 0.244 / 0.257 / 0.325 of "
+      "SimRF-PRF's MSE at v = 1 (d = 2 / 4 / 8), 0.231 at d = 16, v = 2, 0.180 at d = 64, v = 3, 6.7e-4 at "
+      "d = 2, v = 3, 2.3e-10 at d = 2, v = 5 and 0.328 at d = 1024, v = 5; OPRF with PNC norms (its own optimal "
+      "A) never wins on the grid.",
+      ("closed forms (theory.kernel_mse, 20 digits); certified balls: OPRF-SimRF (theory.oprf.certified_mse) "
+       "below the proven lower bound of hyperbolic and PRF PNC and below the OPRF/PRF balls of ORF, IID and "
+       "PRF-SimRF", "OPRF x PNC by quadrature with its optimal A (secant search): above OPRF-SimRF",
+       "power: the ordering is refuted at a hyperbolic cell"), beyond=True,
+      notes="OPRF-PNC / OPRF-SimRF (theory.kernel_mse, A=None): 1.24 at d = 8, v = 2; 1.003 at d = 64, v = 3; "
+            "OPRF-PNC is within 1% of OPRF-ORF everywhere on the grid and worse than it at d = 2, v >= 1.5 (the "
+            "tilt e^{2A|w|^2} makes the norm-coupled pair term depend on A). At v = 5 every OPRF coupling is "
+            "within 1e-5 of OPRF-SimRF (the variance dominates). python -m figures.reproduce winners --full "
+            "evaluates every PNC contestant at every cell (minutes)."),
+    C("beyond.winners_simplex_plus", "Beyond the paper: SimRF+ under the winning kinds (figure new_winners_map)",
+      "SimRFs+ (no closed form) do not win where tested: with hyperbolic PRFs at d = 4, v = 0.5 and with OPRFs "
+      "at d = 4, v = 1.5 and d = 8, v = 1 their Monte Carlo MSE lies above the cell's winner.",
+      ("Monte Carlo MSE of the simplex_plus sampler against the winner's closed form (one-sided z > 3.09)",
+       "power: the winner's own sampler agrees with its closed form and fails the same test"), beyond=True,
+      notes="Main-job figure, 20 000 draws (z against the winner's upper bound): hyperbolic d = 4, v = 0.5: "
+            "SimRF+ 0.00851 vs PNC <= 0.00418 (z 25.7); OPRF d = 8, v = 1: 0.0351 vs SimRF 0.0261 (z 19.1); OPRF "
+            "d = 4, v = 1.5: 0.366 vs 0.255 (z 23.7). With OPRFs the SimRF+ geometry (optimised for the untilted "
+            "chi_d norms) is worse than SimRF's: the OPRF tilt reweights the norms it was chosen for. At d = 16, "
+            "v = 2 (OPRF) 20 000 draws do not resolve it (z 0.7)."),
+    # ------------------------------------- Chefs' Random Tables (Likhosherstov et al., NeurIPS 2022): OPRFs
+    C("chefs.oprf_variance", "Likhosherstov et al. 2022 (Chefs' Random Tables), OPRF variance (as quoted in issue 19)",
+      "For OPRFs phi(x) = (1-4A)^{d/4} exp(A|w|^2 + sqrt(1-4A) w.x - |x|^2)/sqrt(m), A < 1/8, the per-direction "
+      "second moment is E[b^2] = (1-4A)^d (1-8A)^{-d/2} exp(2(1-4A)v^2/(1-8A)) times the prefactor "
+      "e^{-2|x|^2-2|y|^2} (v = |x + y|), and E[b] = e^{v^2/2} (unbiased).",
+      ("quadrature over the chi_d norm of (1-4A)^d e^{4Ar^2} 0F1(d/2; (1-4A) r^2 v^2) (25 digits) and "
+       "theory.oprf.second_moment", "Monte Carlo of b^2 (400 000 directions)",
+       "power: the form without the factor 2 in the exponent is rejected"),
+      notes="Checked at (d, v, A) = (2, 1, -0.3), (8, 0.5, -0.01), (64, 2, 0.1), (1024, 3, -0.002). The paper "
+            "states it for the softmax kernel (C = -1/2, prefactor e^{-|x|^2-|y|^2}); the Gaussian-kernel form "
+            "differs by the prefactor only."),
+    C("chefs.oprf_optimal_a", "Likhosherstov et al. 2022, optimal A of OPRFs",
+      "The variance is minimised at A* = (1 - 2s - sqrt((2s + 1)^2 + 8s))/16 <= 0 with s = v^2/d (pointwise; "
+      "FAVOR++ takes s from the mean statistics of queries and keys).",
+      ("numerical minimiser (secant on the numerical derivative of log E[b^2]) vs the printed form (20 digits) "
+       "and theory.oprf.optimal_a; the quadrature route larger on both sides",
+       "Monte Carlo with common random numbers: E[b^2(A)] - E[b^2(A*)] > 0 at A = 0, A* +- 0.05",
+       "power: the reversed claim (A = 0 optimal) fails"),
+      notes="Checked at (d, v) = (1, 0.3), (8, 1), (64, 0.5), (2, 5), (1024, 3). The data-set form (s from mean "
+            "statistics) minimises the paper's averaged objective, not a pointwise MSE; it is not checked here."),
+    C("chefs.orf_any_d", "Likhosherstov et al. 2022: orthogonal random features in OPRFs",
+      "Orthogonal random features applied in OPRFs give variance reduction for any dimensionality d (not only "
+      "asymptotically for large d).",
+      ("closed forms: OPRF MSE ratio ORF/IID < 1 on d = 2 ... 1024, v = 0.05 ... 5, A in {-0.05, A*, 0.01} "
+       "(the OPRF pair term is the PRF one, theory.oprf's theorem)",
+       "certified: rho_ORF < rho_IID (theory.certified.certify_ordering) and OPRF MSE balls at d = 2, 3",
+       "Monte Carlo at d = 2 (400 000 draws), power: the ORF estimate rejects the IID value"),
+      notes="Verified for every d >= 2, every A < 1/8 and v > 0: the OPRF pair term does not depend on A "
+            "(theory.oprf), so the reduction is the PRF one, (P/m)(rho_ORF - e^{v^2}) < 0. At d = 1 there is no "
+            "pair to orthogonalise and the two couplings coincide (checked), so 'any d' means d >= 2. OPRF "
+            "ORF/IID at A*: 0.891 / 0.844 / 0.771 / 0.718 at v = 1 and d = 2 / 3 / 8 / 64; the gain can be "
+            "negligible away from A* (1 - 1.6e-12 at d = 2, v = 5, A = 0.01, where the variance dominates)."),
+    # ------------------------------------------ FAVOR+ (Choromanski et al., ICLR 2021): hyperbolic features
+    C("favorplus.hyperbolic_variance", "Choromanski et al. 2021 (Performers), hyperbolic positive features",
+      "For hyperbolic features [e^{w.x}, e^{-w.x}] e^{-|x|^2}/sqrt(2m) the per-direction statistic cosh(w.v) has "
+      "variance (e^{v^2} - 1)^2/2, i.e. (1 - e^{-v^2})/2 of the PRF's e^{v^2}(e^{v^2} - 1) (same m).",
+      ("quadrature over w.v ~ N(0, v^2) (25 digits) vs the printed form, the PRF relation and theory.kernel_mse "
+       "(kind='hyperbolic', iid, m = 1)", "Monte Carlo variance (400 000 directions)",
+       "power: the PRF variance is rejected"),
+      notes="beyond.hyperbolic_orthogonal covers the couplings; this row is the single-direction variance."),
 ]
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
