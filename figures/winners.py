@@ -81,7 +81,7 @@ RESOLVED_Z = 4.5
 EFFORT = {"ds": (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
           "vs": ("0.05", "0.1", "0.2", "0.35", "0.5", "0.75", "1", "1.5", "2", "3", "5"),
           "m_over_d": (1, 4), "full": False,
-          "mc_points": ((4, "0.5"), (8, "1"), (4, "1.5")), "mc_draws": 20_000}
+          "mc_points": ((8, "0.5"), (8, "1"), (4, "1.5")), "mc_draws": 10_000}
 QUICK = {"ds": (2, 8, 64), "vs": ("0.1", "1", "3"), "m_over_d": (1, 4), "full": False,
          "mc_points": ((8, "1"),), "mc_draws": 4000}
 #: Display names of the kinds.
@@ -151,7 +151,8 @@ def cell(d, v, m, full=False):
         ``winner``, ``decided`` (no evaluated contestant's bracket reaches below the winner's upper
         bound), ``ratio`` (winner / SimRF-PRF, None unless exact), ``ratio_bounds``, ``runner_up`` and
         ``margin`` (the runner-up's lower bound over the winner's upper bound, minus 1: a guaranteed
-        margin; when kind/pnc_orthogonal wins, kind/orthogonal, proven worse, is left out), ``A_star`` (FAVOR++'s :math:`A^*(v^2/d)`, the optimal A of the theorem couplings).
+        margin; when kind/pnc_orthogonal wins, kind/orthogonal, proven worse, is left out), ``A_star``
+        (FAVOR++'s :math:`A^*(v^2/d)`, the optimal A of the theorem couplings).
     """
     lower, upper, status = {}, {}, {}
 

@@ -471,21 +471,24 @@ CLAIMS = [
        "below the proven lower bound of hyperbolic and PRF PNC and below the OPRF/PRF balls of ORF, IID and "
        "PRF-SimRF", "OPRF x PNC by quadrature with its optimal A (secant search): above OPRF-SimRF",
        "power: the ordering is refuted at a hyperbolic cell"), beyond=True,
-      notes="OPRF-PNC / OPRF-SimRF (theory.kernel_mse, A=None): 1.24 at d = 8, v = 2; 1.003 at d = 64, v = 3; "
-            "OPRF-PNC is within 1% of OPRF-ORF everywhere on the grid and worse than it at d = 2, v >= 1.5 (the "
-            "tilt e^{2A|w|^2} makes the norm-coupled pair term depend on A). At v = 5 every OPRF coupling is "
-            "within 1e-5 of OPRF-SimRF (the variance dominates). python -m figures.reproduce winners --full "
-            "evaluates every PNC contestant at every cell (minutes)."),
+      notes="OPRF-PNC / OPRF-SimRF (theory.kernel_mse, A=None): 1.24 at d = 8, v = 2; 1.003 at d = 64, v = 3. "
+            "python -m figures.reproduce winners --full (every PNC contestant by quadrature at every cell of the "
+            "10 x 11 grid, no failure at 20 digits; about 5 min of CPU) gives the same winners everywhere: OPRF-PNC "
+            "never wins; it is 0.93-1.00 of OPRF-ORF (0.929 at d = 4, v = 0.35) and worse than OPRF-ORF at d = 2, "
+            "v = 1.5 ... 3 (1.017 at v = 1.5: the tilt e^{2A|w|^2} makes the norm-coupled pair term depend on A); "
+            "at v = 5 every OPRF coupling ties (OPRF-PNC / OPRF-SimRF - 1 = 2.9e-6 at d = 2, 7.6e-10 at "
+            "d = 1024; the variance dominates)."),
     C("beyond.winners_simplex_plus", "Beyond the paper: SimRF+ under the winning kinds (figure new_winners_map)",
-      "SimRFs+ (no closed form) do not win where tested: with hyperbolic PRFs at d = 4, v = 0.5 and with OPRFs "
-      "at d = 4, v = 1.5 and d = 8, v = 1 their Monte Carlo MSE lies above the cell's winner.",
+      "SimRFs+ (no closed form) do not win where tested: with hyperbolic PRFs at d = 4 and 8, v = 0.5 and with "
+      "OPRFs at d = 4, v = 1.5 and d = 8, v = 1 their Monte Carlo MSE lies above the cell's winner.",
       ("Monte Carlo MSE of the simplex_plus sampler against the winner's closed form (one-sided z > 3.09)",
        "power: the winner's own sampler agrees with its closed form and fails the same test"), beyond=True,
-      notes="Main-job figure, 20 000 draws (z against the winner's upper bound): hyperbolic d = 4, v = 0.5: "
-            "SimRF+ 0.00851 vs PNC <= 0.00418 (z 25.7); OPRF d = 8, v = 1: 0.0351 vs SimRF 0.0261 (z 19.1); OPRF "
-            "d = 4, v = 1.5: 0.366 vs 0.255 (z 23.7). With OPRFs the SimRF+ geometry (optimised for the untilted "
-            "chi_d norms) is worse than SimRF's: the OPRF tilt reweights the norms it was chosen for. At d = 16, "
-            "v = 2 (OPRF) 20 000 draws do not resolve it (z 0.7)."),
+      notes="Main-job figure, 10 000 draws (z against the winner's upper bound): hyperbolic d = 8, v = 0.5: "
+            "SimRF+ 0.00217 vs PNC <= 0.00130 (z 19.3); OPRF d = 8, v = 1: 0.0344 vs SimRF 0.0261 (z 12.8); OPRF "
+            "d = 4, v = 1.5: 0.373 vs 0.255 (z 17.6); the claim check adds hyperbolic d = 4, v = 0.5 (40 000 "
+            "draws). With OPRFs the SimRF+ geometry (chosen for the untilted chi_d norms) is worse than SimRF's: "
+            "the OPRF tilt e^{2A|w|^2} reweights the norms it was chosen for. At d = 16, v = 2 (OPRF) 20 000 "
+            "draws do not resolve it (z 0.7)."),
     # ------------------------------------- Chefs' Random Tables (Likhosherstov et al., NeurIPS 2022): OPRFs
     C("chefs.oprf_variance", "Likhosherstov et al. 2022 (Chefs' Random Tables), OPRF variance (as quoted in issue 19)",
       "For OPRFs phi(x) = (1-4A)^{d/4} exp(A|w|^2 + sqrt(1-4A) w.x - |x|^2)/sqrt(m), A < 1/8, the per-direction "

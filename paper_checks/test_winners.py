@@ -144,8 +144,9 @@ def test_oprf_pnc_does_not_win(d, v, above, record):
 
 
 @pytest.mark.claim("beyond.winners_simplex_plus")
-@pytest.mark.parametrize("d, v, kind, winner", [(4, "0.5", "hyperbolic", "orthogonal"), (4, "1.5", "oprf", "simplex"),
-                                                 (8, "1", "oprf", "simplex")])
+@pytest.mark.parametrize("d, v, kind, winner", [(4, "0.5", "hyperbolic", "orthogonal"),
+                                                 (8, "0.5", "hyperbolic", "orthogonal"),
+                                                 (4, "1.5", "oprf", "simplex"), (8, "1", "oprf", "simplex")])
 def test_simplex_plus_loses(d, v, kind, winner, record):
     """SimRF+ (no closed form) with the kind that wins the cell: its Monte Carlo MSE lies above the winner's
     (for hyperbolic cells, above hyperbolic ORF, an upper bound of the winner) at z > 3.09 (false alarm 1e-3).
@@ -223,8 +224,8 @@ def test_oprf_second_moment_monte_carlo(record):
 def test_optimal_a(d, v, record):
     """The printed A* against the numerical minimiser of log E[b^2] (the printed second moment, checked
     against the quadrature over chi_d in test_oprf_second_moment): the root of its numerical derivative in a
-    bracket [1.5 A* - 0.001, A*/2 + 0.001] (Anderson-Bjorck; 20 digits), and against theory.oprf.optimal_a; the quadrature route is larger
-    on both sides (a minimum); A* <= 0 (bounded features)."""
+    bracket [1.5 A* - 0.001, A*/2 + 0.001] (Anderson-Bjorck; 20 digits), and against theory.oprf.optimal_a;
+    the quadrature route is larger on both sides (a minimum); A* <= 0 (bounded features)."""
     with mp.workdps(30):
         printed = mp.mpf(_a_star(d, v))
         f = lambda a: mp.log(_printed_second_moment(d, v, a))
