@@ -19,6 +19,7 @@ import numpy as np
 
 import montecarlo as mc
 import theory
+from theory import feature_kinds as theory_kinds
 
 from .style import COLUMN_WIDTH, DIMENSION_CMAP, PAGE_WIDTH, label, marker_style, mc_legend_handle, style
 
@@ -37,15 +38,17 @@ def _ratio_with_error(num, den):
     return r, abs(r) * np.hypot(num.stderr / num.mean, den.stderr / den.mean)
 
 
-def _mc_ratios(ctx, tag, d, points, couplings, n_draws, kernel, bar):
-    """Monte Carlo MSEs of every coupling at every point, and ratios to IID (delta-method errors)."""
+def _mc_ratios(ctx, tag, d, points, couplings, n_draws, kind, bar):
+    """Monte Carlo MSEs of every coupling at every point (t = |x + y| for the positive kinds, |x - y| for
+    RFFs), and ratios to IID (delta-method errors)."""
     raw = {c: [] for c in ("iid",) + tuple(couplings)}
+    positive = theory_kinds.get(kind).positive
     for t in points:
         x = np.zeros(d)
         x[0] = t / 2
-        y = x if kernel == "gaussian" else -x
+        y = x if positive else -x
         for c in raw:
-            est = mc.empirical_mse(c, x, y, d, n_draws, kernel=kernel, rng=ctx.rng(f"{tag}/{c}/{d}/{t}"),
+            est = mc.empirical_mse(c, x, y, d, n_draws, kind=kind, rng=ctx.rng(f"{tag}/{c}/{d}/{t}"),
                                    xp=ctx.backend)
             raw[c].append(est)
             bar.update()
@@ -76,7 +79,7 @@ def fig6_mse_ratio(ctx):
                      for c in ("iid", "orthogonal", "simplex")}
     n_draws = ctx.n(200_000, 20_000)
     bar = ctx.progress_bar(len(PRF_MC_V) * 3, "fig6 MSE")
-    mcs = _mc_ratios(ctx, "fig6", d, PRF_MC_V, ("orthogonal", "simplex"), n_draws, "gaussian", bar)
+    mcs = _mc_ratios(ctx, "fig6", d, PRF_MC_V, ("orthogonal", "simplex"), n_draws, "prf", bar)
     bar.close()
     for s in mcs:
         s["theory_mse"] = exact_mse[s["coupling"]]

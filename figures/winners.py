@@ -10,7 +10,7 @@ paper's SimRF-PRF (``prf/simplex``); contours follow that ratio.
 
 What is compared.  Every positive kind here has the same squared prefactor
 :math:`P^2 = e^{-2c(\|x\|^2+\|y\|^2)}` (:func:`theory.kernel_mse`), so at fixed
-(d, v = |x + y|, m) the orderings and ratios do not depend on the norms of x
+(d, :math:`v = \|x + y\|`, m) the orderings and ratios do not depend on the norms of x
 and y.  The figure compares :math:`m P^{-2}\,\mathrm{MSE}` (``scaled_mse``: the
 per-direction variance plus the weighted pair terms, the quantity
 ``theory.mse._kind_inner`` returns), evaluated through the public
@@ -73,9 +73,9 @@ COUPLINGS = ("iid", "orthogonal", "simplex", "pnc_orthogonal")
 CHEAP = ("iid", "orthogonal", "simplex")
 #: The paper's estimator: every ratio is to it.
 BASELINE = "prf/simplex"
-#: |z| above which a Monte Carlo comparison counts as resolved (paper_checks._compare.Z_CRIT).
+#: ``|z|`` above which a Monte Carlo comparison counts as resolved (paper_checks._compare.Z_CRIT).
 RESOLVED_Z = 4.5
-#: Main job and quick settings: dimensions, v = |x + y| (decimal strings, exact in mpmath), the multiples of d
+#: Main job and quick settings: dimensions, ``v = |x + y|`` (decimal strings, exact in mpmath), the multiples of d
 #: for m, whether every pnc_orthogonal contestant is evaluated exactly (``full``), the simplex_plus Monte Carlo
 #: points (d, v) and draws.
 EFFORT = {"ds": (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),

@@ -48,7 +48,7 @@ def test_ensembles_with_partial_block(coupling, kind, record):
     d = 6
     m = 2 * d + 3
     x, y = _pair(d, 7, xn=0.3, dist=0.8)
-    est = mc.empirical_mse(coupling, x, y, m, 200_000, kernel="gaussian" if kind == "prf" else "rff", rng=8)
+    est = mc.empirical_mse(coupling, x, y, m, 200_000, kind=kind, rng=8)
     with mp.workdps(20):
         xn, yn = float(np.linalg.norm(x)), float(np.linalg.norm(y))
         if kind == "prf":

@@ -14,7 +14,7 @@ from montecarlo.experiments import attention, classification, uci
 
 ROOT = Path(__file__).resolve().parents[1]
 UCI_DIR = uci.resolve_uci_dir()
-SUBCOMMANDS = ("table", "curve", "sigma", "gram", "attention", "split-spread")
+SUBCOMMANDS = ("table", "curve", "sigma", "gram", "attention", "split-spread", "performer-train")
 
 
 def _run(*args, timeout=120):
@@ -52,7 +52,8 @@ def test_help_of_each_subcommand(sub, capsys):
 
 def test_help_and_a_bad_argument_in_a_process():
     proc = _run("--help")
-    assert proc.returncode == 0 and proc.stderr == "" and "{table,curve,sigma,gram,attention,split-spread}" in proc.stdout
+    subs = "{table,curve,sigma,gram,attention,split-spread,performer-train}"
+    assert proc.returncode == 0 and proc.stderr == "" and subs in proc.stdout
     proc = _run("table", "--seed", "-1")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("python -m montecarlo.experiments table: error: argument --seed: must be an integer "

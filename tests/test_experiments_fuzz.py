@@ -145,6 +145,11 @@ SPECS = [
      {"Q": "qkv", "V": "qkv", "W": "attn_w", "causal": "bool", "scale": "real", "chunk": "int"}),
     ("prf_attention_matrix", at.prf_attention_matrix, {"Q": QKV[0], "K": QKV[1], "W": W4},
      {"K": "qkv", "W": "attn_w", "causal": "bool", "scale": "real"}),
+    ("uniform_attention", at.uniform_attention, {"V": QKV[2]}, {"V": "qkv", "causal": "bool"}),
+    ("sderf_attention", at.sderf_attention, {"Q": QKV[0], "K": QKV[1], "V": QKV[2], "W": W4, "a": np.zeros(4)},
+     {"Q": "qkv", "V": "qkv", "W": "attn_w", "causal": "bool", "scale": "real", "chunk": "int"}),
+    ("data_parameters", at.data_parameters, {"kind": "oprf", "Q": QKV[0], "K": QKV[1]},
+     {"Q": "qkv", "K": "qkv", "scale": "real"}),
     ("synthetic_qkv", at.synthetic_qkv, {"n_seq": 5, "d_head": 4},
      {"n_seq": "int", "d_head": "int", "rng": "rng", "batch": "batch", "logit_std": "real", "n_clusters": "int",
       "d_model": "int"}),
@@ -152,9 +157,9 @@ SPECS = [
      {"couplings": "couplings", "seq_lens": "ints", "m_values": "ints", "n_draws": "draws", "rng": "rng",
       "d_head": "int", "causal": "bool", "logit_std": "real", "matrix_max_len": "int0", "data": "data",
       "progress": "progress", "data_rng": "rng"}),
-    ("attention_scan", at.attention_scan, {"seq_lens": (8,), "logit_stds": (0.1,), "m": 4, "n_draws": 2,
-                                           "d_head": 4},
-     {"couplings": "couplings", "seq_lens": "ints", "logit_stds": "reals", "m": "int", "n_draws": "draws",
+    ("attention_scan", at.attention_scan, {"seq_lens": (8,), "logit_stds": (0.1,), "m_values": (4,),
+                                           "n_draws": 2, "d_head": 4},
+     {"couplings": "couplings", "seq_lens": "ints", "logit_stds": "reals", "m_values": "ints", "n_draws": "draws",
       "rng": "rng", "data_rng": "rng"}),
 ]
 
@@ -164,7 +169,8 @@ _OPTIONAL_NONE_OK = {("synthetic_qkv", "rng"), ("prf_accuracy", "rng"), ("gram_f
                      ("frobenius_curve", "rng"), ("Split.padded", "width"), ("kernel_regression_exact", "n_classes"),
                      ("kernel_regression_prf", "n_classes"), ("uci.mean_v", "sigma"), ("exact_accuracy", "sigma"),
                      ("prf_accuracy", "sigma"), ("classification_curve", "sigma"), ("softmax_attention", "scale"),
-                     ("prf_attention", "scale"), ("prf_attention_matrix", "scale")}
+                     ("prf_attention", "scale"), ("prf_attention_matrix", "scale"), ("sderf_attention", "scale"),
+                     ("data_parameters", "scale")}
 # arguments whose allowed minimum is not 1 (the generic int kind tests -1 and 0)
 _ZERO_OK = {("Split.padded", "width"), ("uci.mean_v", "block")}
 
@@ -258,7 +264,8 @@ def test_the_table_covers_every_public_function():
         for fn in module.__dict__.values():
             if callable(fn) and getattr(fn, "__module__", "") == module.__name__ and not fn.__name__.startswith("_") \
                     and isinstance(fn, type(run_case)) and fn.__name__ not in ("add_table_arguments", "run_table",
-                                                                              "causal_chunk", "with_effort"):
+                                                                              "causal_chunk", "with_effort",
+                                                                              "rel_error", "scan_kinds"):
                 assert prefix + fn.__name__ in names, fn.__name__
     assert len(CASES) > 300
 

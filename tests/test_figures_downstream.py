@@ -106,24 +106,21 @@ def test_reproduce_missing_data_is_one_line(tmp_path, capsys):
 
 
 def test_attention_scan_figure_numbers_and_where_couplings_separate(tmp_path):
-    """The figure's cells are attention_errors' (same streams); z and the distinguishable flags follow from
-    them; and the couplings separate at a small logit scale and not at a large one (m = 130, L = 64,
-    30 draws: at logit std 0.05 SimRF < ORF with z > 3.09; at 2 every pair has z < 3.09, expected
-    |z| < 1 from the 20-draw scan in the docs)."""
+    """The reproduce command writes the scan it was asked for; its paired z are the differences over their
+    standard errors, and each difference is the difference of the two cells' means (the draws are paired);
+    at a small logit scale the couplings separate (SimRF < ORF, z < -3.09 over 30 draws at m = 130, L = 64,
+    logit std 0.05) and at a large one they do not (|z| < 3.09 at logit std 2)."""
     assert reproduce.main(["--out", str(tmp_path), "--no-progress", "attention", "--seq-lens", "16", "32",
                            "--logit-stds", "0.1", "1", "--draws", "3"]) == 0
     data = _json(tmp_path / "new_attention_scan.json")
     assert data["seq_lens"] == [16, 32] and data["logit_stds"] == [0.1, 1.0] and data["n_draws"] == 3
-    assert data["default_logit_std"] == at.DEFAULT_LOGIT_STD and data["m"] == 130
-    for key, z in data["z"].items():
-        better, worse = key.split("<")
-        mean, se = data["mean"], data["stderr"]
-        expect = (np.array(mean[worse]) - np.array(mean[better])) / np.hypot(se[worse], se[better])
-        assert np.allclose(z, expect, rtol=1e-12)
-        assert data["distinguishable"][key] == (np.array(z) > data["distinguishable_z"]).tolist()
-    scan = at.attention_scan(seq_lens=(64,), logit_stds=(0.05, 2.0), m=130, n_draws=30, rng=8, data_rng=2)
-    assert scan.distinguishable["simplex", "orthogonal"][0, 0]
-    assert not any(d[1, 0] for d in scan.distinguishable.values())
-    one = at.attention_errors(("simplex",), (64,), (130,), 30, np.random.SeedSequence([at.seed_entropy(8), 1]),
-                              logit_std=2.0, data_rng=2, matrix_max_len=0)
-    assert math.isclose(one.output_mean["simplex", 64, 130], scan.mean["simplex"][1, 0], rel_tol=1e-12)
+    assert data["default_logit_std"] == at.DEFAULT_LOGIT_STD and 130 in data["m_values"]
+    for key, z in data["paired_z"].items():
+        a, b = key.split(" - ")
+        diff, se = np.array(data["paired_diff_mean"][key]), np.array(data["paired_diff_stderr"][key])
+        assert np.allclose(z, diff / se, rtol=1e-12)
+        assert np.allclose(diff, np.array(data["mean"][a]) - np.array(data["mean"][b]), rtol=1e-9, atol=1e-12)
+    scan = at.attention_scan(seq_lens=(64,), logit_stds=(0.05, 2.0), m_values=(130,), n_draws=30, rng=8,
+                             data_rng=2)
+    z = np.asarray(scan.z(("prf", "simplex"), ("prf", "orthogonal")))
+    assert z.shape[0] == 2 and z[0].max() < -3.09 and np.all(np.abs(z[1]) < 3.09)

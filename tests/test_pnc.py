@@ -129,7 +129,7 @@ def test_monte_carlo_mse(kernel):
     x *= 0.45 / np.linalg.norm(x)
     y = rng.normal(size=d)
     y *= 0.35 / np.linalg.norm(y)
-    est = mc.empirical_mse(C, x, y, m, 300_000, kernel=kernel, rng=6)
+    est = mc.empirical_mse(C, x, y, m, 300_000, kind="rff" if kernel == "rff" else "prf", rng=6)
     with mp.workdps(15):
         if kernel == "rff":
             z = float(np.linalg.norm(x - y))
