@@ -370,3 +370,22 @@ def test_value_following_remainder_survives_an_exact_zero_of_a_term():
         taylor = theory.rff_conformity("simplex", 2, "4")
         quad = theory.rff_conformity_at_angle_quad(2, "4", -1)
     assert abs(taylor - quad) <= mp.mpf(10) ** -18 * abs(quad)
+
+
+@pytest.mark.parametrize("v,c,dps", [("43.79", "0.134", 120), ("20", "-0.7", 30), ("12", "-1", 30)])
+def test_quadrature_route_at_d_1_against_the_closed_form_of_its_1f1(v, c, dps):
+    """Found by the accuracy suite: at d = 1 the sine weight sin^0 is flat, the log-integrand levels off
+    towards phi -> 0 instead of dropping, and the peak scan ran to u < -10^7 ('the integrand's peak
+    could not be located').  Oracle: rho = (1/pi) int_0^pi M(1, 1/2, x(1 + c sin phi)) dphi with
+    M(1, 1/2, t) = 1 + sqrt(pi t) e^t erf(sqrt t), by mpmath's quad (no theory code)."""
+    with mp.workdps(dps):
+        got = theory.conformity_at_angle(1, v, c)
+    with mp.workdps(dps + 20):
+        x = mp.mpf(v) ** 2 / 2
+        cc = mp.mpf(c)
+
+        def m(t):
+            return 1 + mp.sqrt(mp.pi * t) * mp.exp(t) * mp.erf(mp.sqrt(t)) if t > 0 else mp.mpf(1)
+
+        ref = 2 / mp.pi * mp.quad(lambda phi: m(x * (1 + cc * mp.sin(phi))), [0, mp.pi / 4, mp.pi / 2])
+        assert abs(got / ref - 1) < mp.mpf(10) ** (1 - dps)

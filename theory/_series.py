@@ -186,7 +186,8 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     r"""(u*, lambda(u*)): the maximum of a unimodal log-integrand ``lam(u)`` over :math:`u \le u_{hi}`.
 
     A scan of u (uniform in :math:`e^u` just below :math:`e^{u_{hi}}`, then steps growing by 1.25
-    towards :math:`-\infty`) until lambda has dropped far below its best sample, then golden
+    towards :math:`-\infty`) until lambda has dropped far below its best sample (or levels off far
+    out: a plateau, as for the sine-weighted average at d = 1, holds no peak), then golden
     section between the best sample's neighbours (they bracket the maximum of a unimodal function).
     The section stops once the bracket is below :math:`10^{-3}(1 + |u|)` (the breakpoints of a
     quadrature need the peak's place, not its digits); with ``fine=True`` it goes on until lambda is
@@ -201,11 +202,15 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     best_u, best = max(((t, lam(t)) for t in us), key=lambda p: p[1])
     floor_gap = 4 * mp.prec + 200
     values = {t: None for t in us}
+    prev = None
     while scan is None:
         check_time(what)
         u -= step
         val = lam(u)
         values[u] = val
+        if prev is not None and abs(val - prev) < mp.mpf(1) / 1000 and u < u_hi - 100:
+            break  # a plateau towards e^u -> 0 (no peak there: the integrand is flat in e^u), e.g. d = 1
+        prev = val
         if val > best:
             best_u, best = u, val
         elif val < best - floor_gap:
