@@ -24,7 +24,10 @@ from montecarlo.experiments import attention as at
 from montecarlo.experiments import classification as cl
 from montecarlo.experiments import gram, uci
 
+#: CPU seconds of the process per case (ITIMER_PROF: a loaded machine does not trip it), and a wall-clock guard
+#: against a hang that burns no CPU.
 TIME_LIMIT = 10.0
+WALL_LIMIT = 300.0
 MEMORY_LIMIT = 64 * 2**20
 
 _g = np.random.default_rng(0)
@@ -210,7 +213,9 @@ def _alarm(signum, frame):
 def run_case(fn, kwargs):
     """('raised', exception, seconds, peak bytes) or ('returned', value, ...) or ('timeout', ...)."""
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
+    old_prof = signal.signal(signal.SIGPROF, _alarm)
+    signal.setitimer(signal.ITIMER_PROF, TIME_LIMIT)
+    signal.setitimer(signal.ITIMER_REAL, WALL_LIMIT)
     tracemalloc.start()
     t0 = time.perf_counter()
     try:
@@ -220,8 +225,10 @@ def run_case(fn, kwargs):
     except BaseException as exc:  # noqa: BLE001 (classified by the caller)
         result = ("raised", exc)
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old_prof)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     return result + (time.perf_counter() - t0, peak)

@@ -227,7 +227,7 @@ def test_table_is_bit_identical_on_loky_processes_and_the_processes_end(referenc
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.splitlines()[-1])
     assert [tuple(x) if isinstance(x, list) else x for x in out["numbers"]] == _numbers(reference_table)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # loky's workers end on their own schedule: wait, but not forever
     alive = out["children"]
     while alive and time.monotonic() < deadline:
         alive = [pid for pid in alive if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]

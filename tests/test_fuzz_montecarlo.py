@@ -9,7 +9,9 @@ terabytes) next to valid edge values.  Each case must
 * end in a :class:`ValueError` or :class:`TypeError` whose message names the
   argument (and, by the project's convention, the allowed values), or return
   (for the valid edge values);
-* finish within :data:`CASE_SECONDS` seconds (a SIGALRM per case);
+* finish within :data:`CASE_SECONDS` seconds of the process's CPU time (``ITIMER_PROF``, so that a loaded
+  machine does not trip it), and within :data:`CASE_WALL_SECONDS` of wall time (a generous guard against a
+  hang that waits without computing: a deadlock);
 * keep numpy's traced peak allocation within :data:`CASE_BYTES` (the
   arguments are small; the sizes that would need more must be refused before
   anything is allocated; the few cases whose output is big say what their
@@ -40,6 +42,8 @@ import pytest
 
 #: Seconds one case may take.
 CASE_SECONDS = 20
+#: Wall-clock guard per case (a blocked hang burns no CPU time); far above any case's time on a loaded machine.
+CASE_WALL_SECONDS = 300
 #: numpy's traced peak allocation allowed per case (tracemalloc).
 CASE_BYTES = 64 << 20
 #: Address-space limit of the child process (RLIMIT_AS).
@@ -393,7 +397,7 @@ def build_cases():
 
 
 class CaseTimeout(BaseException):
-    """Raised by SIGALRM in a case that runs too long (BaseException: library code cannot swallow it)."""
+    """Raised by SIGPROF/SIGALRM in a case that runs too long (BaseException: library code cannot swallow it)."""
 
 
 def _alarm(signum, frame):
@@ -408,13 +412,15 @@ def run_cases(out_path):
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
     warnings.simplefilter("ignore")
     signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGPROF, _alarm)
     results = []
     for fid, func, args, kwargs, expected, names, max_bytes in build_cases():
         if expected == "skip":
             continue
         tracemalloc.start()
         t0 = time.perf_counter()
-        signal.alarm(CASE_SECONDS)
+        signal.setitimer(signal.ITIMER_PROF, CASE_SECONDS)
+        signal.alarm(CASE_WALL_SECONDS)
         error, message = None, ""
         try:
             func(*args, **kwargs)
@@ -430,6 +436,7 @@ def run_cases(out_path):
             error = f"other:{type(exc).__name__}"
             message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
             signal.alarm(0)
             seconds = time.perf_counter() - t0
             peak = tracemalloc.get_traced_memory()[1]
