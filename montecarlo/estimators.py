@@ -67,7 +67,7 @@ from .couplings import (
     _hd_apply,
     _weights_batch,
     next_power_of_two,
-    simplex_apply,
+    _simplex_apply,
     simplex_plus_vectors,
 )
 
@@ -314,7 +314,7 @@ def _fast_projections(simplex):
         vp = vec if p == d else xp.concat([vec, xp.zeros((p - d,), dtype=vec.dtype, device=random.device)])
         y = _hd_apply(vp[None, :], signs)
         if simplex:
-            y = simplex_apply(y, axis=-1)
+            y = _simplex_apply(y, -1, xp)  # y is ours and finite: the unchecked core
         proj = _blockwise(y * norms, k, m)
         return (proj, _blockwise(norms * norms, k, m)) if with_sq else proj  # unit rows times the chi_p norms
 
