@@ -65,7 +65,7 @@ import numpy as np
 
 from ._backend import Random, backend_name, device_kind, namespace, resolve_device, resolve_dtype, to_numpy
 from theory.errors import IterationError
-from theory.validation import describe, renamed_arguments
+from theory.validation import describe
 from theory.registry import get as get_coupling, has_hook, hook, register as register_hook
 
 from ._checks import (
@@ -909,7 +909,6 @@ def _weights_batch(coupling, d, m, n, random, route, info):
     return xp.concat(parts, axis=1) if len(parts) > 1 else parts[0]
 
 
-@renamed_arguments(n="n_draws")
 def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n_draws=None, dtype=None,
                    haar_route=None, return_info=False):
     r"""Draw the (m, d) random projection matrix of a coupling.

@@ -174,7 +174,7 @@ def build_cases():
         add(f"sample_weights[{c}, n_draws=10**7]", mc.sample_weights, (c, 8, 8), {"rng": 0, "n_draws": 10**7},
             "error", ("n_draws",))
         add(f"sample_weights[{c}, m < d, every route]", mc.sample_weights, (c, 7, 3), {"rng": 0, "n_draws": 2}, "ok")
-    add("sample_weights[n=3 (deprecated name)]", mc.sample_weights, sw, {"rng": 0, "n": 3}, "ok")
+    add("sample_weights[n=3 (removed name)]", mc.sample_weights, sw, {"rng": 0, "n": 3}, "error", ("n",))
     add("sample_weights[n and n_draws]", mc.sample_weights, sw, {"rng": 0, "n": 3, "n_draws": 3}, "error",
         ("n_draws",))
     coupling_cases("sample_projection", mc.sample_projection, sw, {"rng": 0})

@@ -3,9 +3,8 @@
 Argument checks common to every package (integers, choices, couplings,
 dimensions) live in :mod:`theory.validation` and :mod:`theory.registry`;
 this module adds what needs mpmath: conversion of real inputs to mpf at the
-working precision, the :func:`guarded` decorator that every public function
-of :mod:`theory` wears, and the shim that keeps an old positional argument
-order working with a ``DeprecationWarning``.
+working precision and the :func:`guarded` decorator that every public
+function of :mod:`theory` wears.
 
 :func:`guarded` reads the caller's precision once, computes in the private
 context of :mod:`theory._context` at that precision plus guard bits (under
@@ -21,7 +20,6 @@ import contextlib
 import functools
 import inspect
 import numbers
-import warnings
 
 import mpmath
 from mpmath.ctx_mp_python import _mpf
@@ -48,7 +46,7 @@ RFF_COUPLINGS = names(has=("rff_conformity",))
 GUARD_BITS = 24
 
 __all__ = ["GUARD_BITS", "PRF_COUPLINGS", "RFF_COUPLINGS", "call_hook", "check_coupling", "check_dimension",
-           "check_int", "guarded", "mp", "old_positional_order", "to_mpf"]
+           "check_int", "guarded", "mp", "to_mpf"]
 
 
 def to_mpf(value, name):
@@ -279,40 +277,3 @@ def call_hook(coupling, hook_name, *args):
         with legacy():
             return func(*args)
     return func(*args)
-
-
-def old_positional_order(old, new_positional, since="0.2"):
-    """Decorator: keep an old positional argument order working, with a DeprecationWarning.
-
-    Parameters
-    ----------
-    old : tuple of str
-        The parameter names in the old positional order.
-    new_positional : int
-        How many positional arguments the new signature takes; a call with more
-        is read in the old order (its extra positions become keywords).
-    """
-
-    def decorate(func):
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            if len(args) > new_positional:
-                if len(args) > len(old):
-                    raise ArgumentTypeError(f"{func.__name__}() takes at most {len(old)} positional arguments "
-                                            f"in its old order, got {len(args)}")
-                new_pos = [p.name for p in list(inspect.signature(func).parameters.values())[:new_positional]]
-                new = new_pos + [f"{n}=..." for n in old[:len(args)] if n not in new_pos]
-                warnings.warn(
-                    f"{func.__name__}({', '.join(old[:len(args)])}) with these arguments in positional order is "
-                    f"deprecated (since {since}); call {func.__name__}({', '.join(new)})",
-                    DeprecationWarning, stacklevel=2)
-                for name, value in zip(old, args):
-                    if name in kwargs:
-                        raise ArgumentTypeError(f"{func.__name__}() got multiple values for argument {name!r}")
-                    kwargs[name] = value
-                args = ()
-            return func(*args, **kwargs)
-
-        return wrapper
-
-    return decorate

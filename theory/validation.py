@@ -39,7 +39,6 @@ __all__ = [
     "check_real",
     "check_rng",
     "describe",
-    "renamed_arguments",
 ]
 
 
@@ -152,29 +151,3 @@ def check_rng(rng, name="rng", extra_types=()):
         return int(rng)
     hint = " (legacy RandomState: use numpy.random.default_rng)" if isinstance(rng, np.random.RandomState) else ""
     raise ArgumentTypeError(f"{name} must be {allowed}{hint}, got {describe(rng)}")
-
-
-def renamed_arguments(**old_to_new):
-    """Decorator: accept the old keyword names of renamed arguments, with a DeprecationWarning.
-
-    ``@renamed_arguments(n_draws="n_draws")`` lets ``f(n_draws=5)`` call
-    ``f(n_draws=5)``; giving both names raises TypeError.
-    """
-    import functools
-    import warnings
-
-    def decorate(func):
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            for old, new in old_to_new.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise ArgumentTypeError(f"{func.__name__}() got both {old!r} (deprecated) and {new!r}")
-                    warnings.warn(f"{func.__name__}(): argument {old!r} is deprecated, use {new!r}",
-                                  DeprecationWarning, stacklevel=2)
-                    kwargs[new] = kwargs.pop(old)
-            return func(*args, **kwargs)
-
-        return wrapper
-
-    return decorate
