@@ -176,7 +176,7 @@ def build_cases():
         add(f"sample_weights[{c}, m < d, every route]", mc.sample_weights, (c, 7, 3), {"rng": 0, "n_draws": 2}, "ok")
     add("sample_weights[n=3 (removed name)]", mc.sample_weights, sw, {"rng": 0, "n": 3}, "error", ("n",))
     add("sample_weights[n and n_draws]", mc.sample_weights, sw, {"rng": 0, "n": 3, "n_draws": 3}, "error",
-        ("n_draws",))
+        ("n",))
     coupling_cases("sample_projection", mc.sample_projection, sw, {"rng": 0})
     int_cases("sample_projection", mc.sample_projection, sw, {"rng": 0}, 2, 1, name="m")
     rng_cases("sample_projection", mc.sample_projection, sw, {})
