@@ -85,14 +85,18 @@ def tight(compute, dps, start=None, top=1 << 16):
 def call(func, *args, in_domain=True, **kwargs):
     """Run a theory call under the test budget; None if it (legitimately) raised NoConvergence.
 
-    No clock is read here: the budget is what bounds the call (past it the call raises
-    ConvergenceError, which inside the claimed domain fails the test); that every loop reaches a
-    budget check is tested in test_hardening_budget.py with budgets whose expiry is certain."""
+    This suite checks the values returned, not how fast they come: a call that runs out of the (wall-clock)
+    time budget is inconclusive and its example is rejected, whatever the machine's load (the reach in time
+    is measured by ``python -m benchmarks.bench_theory --domain``; that every loop reaches a budget check is
+    tested in test_hardening_budget.py with budgets whose expiry is certain).  Any other NoConvergence inside
+    the claimed domain (a term limit, a precision retry, an unconfirmed bracket) fails the test."""
     try:
         with theory.budget(seconds=BUDGET):
             return func(*args, **kwargs)
     except mpmath.libmp.NoConvergence as exc:
         assert isinstance(exc, theory.ConvergenceError)
+        if "time budget" in str(exc):
+            assume(False)  # inconclusive: the machine's speed, not the function, decided
         assert not in_domain, f"NoConvergence inside the claimed domain: {exc}"
         return None
 
