@@ -213,6 +213,101 @@ def cuda_rows(seq_lens, repeat, cap_fast):
     return rows
 
 
+def _cuda_step(fn, q, k, v, cot):
+    import torch
+
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+
+    def step():
+        out = fn(*leaves)
+        out.backward(cot.to(out.dtype))
+        for t in leaves:
+            t.grad = None
+    return step
+
+
+def _cuda_time(step, repeat):
+    """(first call's seconds, the minimum over ``repeat`` timed calls in ms, peak MB of one call)."""
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    step()  # warm-up (a compile, for a compiled module)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    times = []
+    for _ in range(repeat):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return first, 1e3 * min(times), (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
+    """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
+    log-depth scan over chunks at chunk 64/128/256, eager with the loop over chunks (chunk 256), and
+    ``torch.compile`` (inductor, static shapes) at chunk 64 and 256; compiled forms are skipped once
+    ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager default at the first L."""
+    import functools
+
+    import torch
+
+    import montecarlo.nn as mnn
+
+    dev, t_start, rows = device, time.perf_counter(), []
+    plain = mnn._causal
+    for L in seq_lens:
+        gen = torch.Generator(device=dev).manual_seed(0)
+        q, k, v = (0.5 * torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
+                   for _ in range(3))
+        cot = torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
+        forms = [("sdpa", None, False, None), ("scan_c64", 64, False, True), ("scan_c128", 128, False, True),
+                 ("scan_c256", 256, False, True), ("loop_c256", 256, False, False),
+                 ("compiled_c256", 256, True, None), ("compiled_c64", 64, True, None)]
+        for name, chunk, comp, scan in forms:
+            if comp and time.perf_counter() - t_start > budget_s:
+                print(f"  L={L} {name}: skipped (budget)", flush=True)
+                continue
+            try:
+                if name == "sdpa":
+                    fn = _build("sdpa", True, 128, dev, torch)
+                else:
+                    mnn._causal = plain if scan is None else functools.partial(plain, scan=scan)
+                    fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev, chunk=chunk)
+                    if comp:
+                        torch._dynamo.reset()
+                        fn = torch.compile(fn, dynamic=False)
+                first, ms, mb = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
+                row = {"device": torch.cuda.get_device_name(), "L": L, "form": name, "ms": ms, "peak_mb": mb,
+                       "first_s": first}
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                row = {"device": torch.cuda.get_device_name(), "L": L, "form": name, "ms": None, "peak_mb": "OOM"}
+            except Exception as exc:  # a compile failure is a result of this benchmark, not its end
+                row = {"device": torch.cuda.get_device_name(), "L": L, "form": name, "ms": None,
+                       "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            finally:
+                mnn._causal = plain
+            rows.append(row)
+            print(f"  L={L} {name}: " + (f"{row['ms']:.2f} ms, {row['peak_mb']:.0f} MB, first call "
+                                         f"{row['first_s']:.1f} s" if row.get("ms") is not None else
+                                         str(row.get("error", row.get("peak_mb")))), flush=True)
+        if L == seq_lens[0]:
+            fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev)
+            step = _cuda_step(fn, q, k, v, cot)
+            step()
+            act = torch.profiler.ProfilerActivity.CUDA if dev == "cuda" else torch.profiler.ProfilerActivity.CPU
+            with torch.profiler.profile(activities=[act]) as prof:
+                step()
+                torch.cuda.synchronize()
+            print(prof.key_averages().table(sort_by=f"{dev}_time_total", row_limit=15), flush=True)
+    return rows
+
+
 # ---------------------------------------------------------------------------
 # output
 
@@ -256,6 +351,11 @@ def _parser():
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--quick", action="store_true", help="fewer lengths and repeats")
     p.add_argument("--cuda", action="store_true", help="the CUDA benchmark only (bf16 forward + backward)")
+    p.add_argument("--variants", action="store_true",
+                   help="with --cuda: causal PRFAttention in several forms (scan/loop, chunk, torch.compile) "
+                        "against SDPA instead of the standard table")
+    p.add_argument("--budget", type=float, default=300.0, metavar="S",
+                   help="with --variants: no compiled form is started after this many seconds")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
     p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
     p.add_argument("--json", nargs="?", const="benchmarks/results/bench_attention.json", default=None, metavar="PATH",
@@ -284,6 +384,11 @@ def main(argv=None):
             print(f"{PROG}: CUDA is not available here: the CUDA benchmark is skipped", file=sys.stderr)
             return 0
         seq_lens = (4096, 16384, 65536) if args.quick else (1024, 4096, 16384, 65536)
+        if args.variants:
+            rows = cuda_causal_variants((4096, 65536, 16384), 3 if args.quick else 5, args.budget)
+            if args.json:
+                _write_json(args.json, {"rows": rows, "torch": torch.__version__})
+            return 0
         print(f"CUDA {torch.cuda.get_device_name()}: (batch, heads) = {CUDA_SHAPE}, d = {D_HEAD}, m = 128, "
               "bf16 forward + backward; minimum over repeats", flush=True)
         rows = cuda_rows(seq_lens, 3 if args.quick else 5, cap_fast=4096)
@@ -302,16 +407,20 @@ def main(argv=None):
             "seconds": time.perf_counter() - t0}
     print(f"\n{meta}")
     if args.json:
-        from theory.cli import atomic_write
-
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        text = json.dumps({"meta": meta, "rows": rows}, indent=1)
-
-        def write(tmp):
-            with open(tmp, "w") as fh:
-                fh.write(text)
-        atomic_write(args.json, write)
+        _write_json(args.json, {"meta": meta, "rows": rows})
     return 0
+
+
+def _write_json(path, obj):
+    from theory.cli import atomic_write
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    text = json.dumps(obj, indent=1)
+
+    def write(tmp):
+        with open(tmp, "w") as fh:
+            fh.write(text)
+    atomic_write(path, write)
 
 
 if __name__ == "__main__":

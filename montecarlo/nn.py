@@ -117,6 +117,9 @@ DEFAULT_CHUNK = {"cpu": 64, "cuda": 256}
 #: Largest block length whose within-chunk scores are formed directly (s x s); longer blocks are summarised as
 #: an (m, d_v) state (cheaper from about s = m d_v / (m + d_v)).
 DIRECT_BLOCK = 32
+#: Inference on the CPU works through the chunks in groups of about this many log-feature entries (the
+#: temporaries of the within-chunk levels are a few times a group; the result is the same for any group).
+GROUP_ENTRIES = 1 << 22
 #: Momentum of the running statistics behind a data-driven kind parameter in causal attention.
 RUNNING_MOMENTUM = 0.1
 #: Version of the ``get_extra_state`` record.
@@ -300,33 +303,59 @@ def _exclusive_cummax(x, dim, fill):
     return torch.cat([first, inc.narrow(dim, 0, inc.shape[dim] - 1)], dim=dim)
 
 
-def _causal(lq, lk, v, chunk, seen=None):
-    r"""Stabilised causal attention (module docs): prefix states over chunks, dyadic blocks within a chunk,
-    the diagonal directly.  ``lq``, ``lk`` (..., L, M) log-features (padded keys -inf), v (..., L, d_v);
-    ``chunk`` a power of two; ``seen`` (..., L, 1) bool or None.
+def _scan_states(K, oc):
+    r"""Exclusive prefix states of the chunk summaries by a log-depth scan (no loop over the chunks).
 
-    Every exponential below has an exponent <= 0 by construction, whatever the data: the offsets of a group
-    of keys are their per-feature maxima, and a query reads only groups that lie wholly in its past, so each
-    offset is at most the query's running maximum c_if, which sets the query's row offset r_i.
-    """
-    L, M = lq.shape[-2], lq.shape[-1]
-    lead = tuple(torch.broadcast_shapes(lq.shape[:-2], lk.shape[:-2], v.shape[:-2]))
-    dv = v.shape[-1]
-    n = max(1, math.prod(lead))
-    neg = _very_negative(lq.dtype)
-    lq = lq.expand(lead + (L, M)).reshape(n, L, M)
-    lk = lk.expand(lead + (L, M)).reshape(n, L, M)
-    ve = _with_ones(v.expand(lead + (L, dv)).reshape(n, L, dv))
-    b = min(chunk, 1 << max(0, (L - 1).bit_length()))  # a power of two, no longer than needed
-    N = -(-L // b)
-    Lp = N * b
-    if Lp != L:  # pad to whole chunks: keys -inf (no mass), queries and values 0 (outputs dropped)
-        pad = Lp - L
-        lq = torch.nn.functional.pad(lq, (0, 0, 0, pad))
-        lk = torch.nn.functional.pad(lk, (0, 0, 0, pad), value=-math.inf)
-        ve = torch.nn.functional.pad(ve, (0, 0, 0, pad))
-    D = dv + 1
-    lq4, lk4, v4 = lq.reshape(n, N, b, M), lk.reshape(n, N, b, M), ve.reshape(n, N, b, D)
+    ``K`` (n, N, M, D) holds each chunk's keys summarised with the chunk's own per-feature offset ``oc``
+    (n, N, M).  The pairs (offset O, state P) combine associatively as
+    :math:`(O_1, P_1)\oplus(O_2, P_2) = (O, P_1 e^{O_1 - O} + P_2 e^{O_2 - O})`, :math:`O = \max(O_1, O_2)`
+    (every factor <= 1); ceil(log2 N) Hillis-Steele steps give the inclusive states, shifted by one chunk to
+    the exclusive ones, whose offsets are the maxima over the earlier chunks (``before``).  Offsets are
+    detached constants; the states carry the gradient.  Used on accelerators and under ``torch.compile``:
+    a handful of launches per step instead of one per chunk."""
+    N = K.shape[1]
+    O, P = oc, K
+    s = 1
+    while s < N:
+        with torch.no_grad():
+            Onew = torch.maximum(O[:, :-s], O[:, s:])
+            fa = torch.exp(O[:, :-s] - Onew).unsqueeze(-1)
+            fb = torch.exp(O[:, s:] - Onew).unsqueeze(-1)
+            O = torch.cat([O[:, :s], Onew], 1)
+        P = torch.cat([P[:, :s], P[:, :-s] * fa + P[:, s:] * fb], 1)
+        s *= 2
+    return torch.cat([torch.zeros_like(P[:, :1]), P[:, :-1]], 1)
+
+
+def _loop_states(K, decay):
+    """The same exclusive prefix states by the recursion over chunks, P_{c+1} = P_c decay_c + K_c: one
+    step per chunk (autograd on the CPU: a stack of new states)."""
+    states = [torch.zeros_like(K[:, 0])]
+    for i in range(K.shape[1] - 1):
+        states.append(torch.addcmul(K[:, i], states[-1], decay[:, i].unsqueeze(-1)))
+    return torch.stack(states, dim=1)
+
+
+def _loop_in_place(qr, lk4, v4, nd, oc, before, decay, gain, run):
+    """Inference on the CPU: the recursion over chunks with each chunk's summary formed inside the loop, so
+    that only one (n, m, d_v + 1) state is held (not the states of all chunks); ``qr`` and ``lk4`` are
+    overwritten chunk by chunk, ``nd`` receives the earlier chunks' contributions; ``run`` is the state
+    before the first of these chunks (None: none yet), and the state after the last is returned."""
+    for i in range(qr.shape[1]):
+        if run is not None:
+            nd[:, i].add_(qr[:, i].add_(before[:, i].unsqueeze(1)).exp_() @ run)
+        Ki = lk4[:, i].sub_(oc[:, i].unsqueeze(1)).exp_().transpose(-1, -2) @ v4[:, i]
+        Ki.mul_(gain[:, i].unsqueeze(-1))
+        run = Ki if run is None else Ki.addcmul_(run, decay[:, i].unsqueeze(-1))
+    return run
+
+
+def _within_chunks(lq4, lk4, v4, before, neg, grad):
+    r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
+    ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
+    ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
+    autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk."""
+    n, N, b, M = lq4.shape
     sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
 
     def halves(x, s, half):  # the first (0) or second (1) half of every block of 2s positions
@@ -334,39 +363,16 @@ def _causal(lq, lk, v, chunk, seen=None):
 
     with torch.no_grad():
         kd = lk4.detach()
-        ochunk = kd.amax(2)  # (n, N, M): each chunk's maximum per feature
-        before = _exclusive_cummax(ochunk, 1, -math.inf)  # maximum over the earlier chunks
-        offsets = [halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]  # maxima of the first halves
+        # maxima of the first halves (a single key at s = 1: a view, no copy)
+        offsets = [halves(kd, s, 0) if s == 1 else halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
         c = torch.maximum(kd, before.unsqueeze(2))  # c_if = max_{j <= i} l_f(k_j), built over the dyadic blocks
         for s, oF in zip(sizes, offsets):
             halves(c, s, 1).clamp_min_(oF)
         r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
         del c
-    qr = lq4 - r  # l_f(q_i) - r_i, shared by every term below
+    qr = lq4 - r if grad else lq4.sub_(r)  # l_f(q_i) - r_i, shared by every term below
     # the key at the query's own position
     nd = (qr + lk4).exp_().sum(-1, keepdim=True) * v4
-    # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
-    # maxima over all earlier chunks (all in the past of every query that reads them)
-    if N > 1:
-        with torch.no_grad():
-            oc = ochunk.clamp_min(neg)
-            after = torch.cummax(oc, dim=1).values  # offset of the state after chunk c
-            decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
-            gain = torch.exp(oc - after)
-        K = ((lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4).mul_(gain.unsqueeze(-1))  # (n, N, M, D)
-        if torch.is_grad_enabled() and (K.requires_grad or nd.requires_grad):
-            states = [torch.zeros_like(K[:, 0])]
-            for i in range(N - 1):  # P_{c+1} = P_c e^{O_c - O_{c+1}} + K_c e^{o_c - O_{c+1}}
-                states.append(torch.addcmul(K[:, i], states[-1], decay[:, i].unsqueeze(-1)))
-            P = torch.stack(states, dim=1)  # (n, N, M, D), offsets `before`
-            del states
-        else:  # inference: the same recursion written in place
-            P = torch.zeros_like(K)
-            for i in range(N - 1):
-                torch.addcmul(K[:, i], P[:, i], decay[:, i].unsqueeze(-1), out=P[:, i + 1])
-        del K
-        nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
-        del P
     # inside the chunk: at level s the second half of each block of 2s positions reads the first half
     for s, oF in zip(sizes, offsets):
         qS, kF, vF = halves(qr, s, 1), halves(lk4, s, 0), halves(v4, s, 0)
@@ -380,6 +386,79 @@ def _causal(lq, lk, v, chunk, seen=None):
             else:
                 part = eqS @ (eF.transpose(-1, -2) @ vF)
         halves(nd, s, 1).add_(part)
+    return qr, nd
+
+
+def _causal(lq, lk, v, chunk, seen=None, scan=None):
+    r"""Stabilised causal attention (module docs): prefix states over chunks, dyadic blocks within a chunk,
+    the diagonal directly.  ``lq``, ``lk`` (..., L, M) fresh log-features (padded keys -inf; overwritten in
+    place where no gradient needs them), v (..., L, d_v); ``chunk`` a power of two; ``seen`` (..., L, 1)
+    bool or None; ``scan``: combine the chunks by the log-depth scan (True), the loop over chunks (False),
+    or by device (None: the scan off the CPU and under ``torch.compile``, the loop on the CPU, where it
+    runs in place and holds the least memory).
+
+    Every exponential below has an exponent <= 0 by construction, whatever the data: the offsets of a group
+    of keys are their per-feature maxima, and a query reads only groups that lie wholly in its past, so each
+    offset is at most the query's running maximum c_if, which sets the query's row offset r_i.
+    """
+    L, M = lq.shape[-2], lq.shape[-1]
+    lead = tuple(torch.broadcast_shapes(lq.shape[:-2], lk.shape[:-2], v.shape[:-2]))
+    dv = v.shape[-1]
+    n = max(1, math.prod(lead))
+    neg = _very_negative(lq.dtype)
+    grad = torch.is_grad_enabled() and (lq.requires_grad or lk.requires_grad or v.requires_grad)
+    if scan is None:
+        scan = lq.device.type != "cpu" or torch.compiler.is_compiling()
+    lq = lq.expand(lead + (L, M)).reshape(n, L, M)
+    lk = lk.expand(lead + (L, M)).reshape(n, L, M)
+    if not grad:  # written in place below: no broadcast (stride-0) views
+        lq, lk = lq.contiguous(), lk.contiguous()
+    ve = _with_ones(v.expand(lead + (L, dv)).reshape(n, L, dv))
+    b = min(chunk, 1 << max(0, (L - 1).bit_length()))  # a power of two, no longer than needed
+    N = -(-L // b)
+    Lp = N * b
+    if Lp != L:  # pad to whole chunks: keys -inf (no mass), queries and values 0 (outputs dropped)
+        pad = Lp - L
+        lq = torch.nn.functional.pad(lq, (0, 0, 0, pad))
+        lk = torch.nn.functional.pad(lk, (0, 0, 0, pad), value=-math.inf)
+        ve = torch.nn.functional.pad(ve, (0, 0, 0, pad))
+    D = dv + 1
+    lq4, lk4, v4 = lq.reshape(n, N, b, M), lk.reshape(n, N, b, M), ve.reshape(n, N, b, D)
+    with torch.no_grad():
+        ochunk = lk4.detach().amax(2)  # (n, N, M): each chunk's maximum per feature
+        before = _exclusive_cummax(ochunk, 1, -math.inf)  # maximum over the earlier chunks
+        oc = ochunk.clamp_min(neg)
+    # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
+    # maxima over all earlier chunks (all in the past of every query that reads them)
+    if grad or scan:
+        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad)
+        if N > 1:
+            with torch.no_grad():
+                if not scan:
+                    after = torch.cummax(oc, dim=1).values  # offset of the state after chunk c
+                    decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
+                    gain = torch.exp(oc - after)
+            K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D), offsets oc
+            # states with offsets `before`
+            P = _scan_states(K, oc) if scan else _loop_states(K * gain.unsqueeze(-1), decay)
+            del K
+            nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
+            del P
+    else:  # inference on the CPU: groups of chunks, in place, one state carried along
+        with torch.no_grad():
+            after = torch.cummax(oc, dim=1).values
+            decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
+            gain = torch.exp(oc - after)
+        nd = torch.empty((n, N, b, D), dtype=ve.dtype, device=ve.device)
+        group = max(1, GROUP_ENTRIES // (n * b * M))
+        run = None
+        for g in range(0, N, group):
+            sl = slice(g, g + group)
+            qr, nd_g = _within_chunks(lq4[:, sl], lk4[:, sl], v4[:, sl], before[:, sl], neg, False)
+            run = _loop_in_place(qr, lk4[:, sl], v4[:, sl], nd_g, oc[:, sl], before[:, sl], decay[:, sl],
+                                 gain[:, sl], run)
+            nd[:, sl] = nd_g
+            del qr, nd_g
     out = nd.view(n, Lp, D)[:, :L]
     if seen is not None:
         seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)

@@ -426,3 +426,105 @@ def test_cuda_kinds_match_cpu(kind):
         a = cpu(q, k, v)
         b = gpu(q.cuda(), k.cuda(), v.cuda()).cpu()
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# the two ways of combining the chunks of the causal scan
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_causal_scan_and_loop_agree_and_are_exact(grad):
+    """The log-depth scan over chunks (accelerators, torch.compile) and the loop over chunks (CPU; in place
+    without autograd) give the same outputs and gradients, equal to the unstabilised float64 quadratic form,
+    on keys whose log-features span far more than float32's exp range (keys of the first chunks x 30) and
+    with a padded tail (L not a multiple of the chunk).  Power: a scan whose combine drops the earlier
+    state's decay (P_1 instead of P_1 e^{O_1 - O}) is off by more than 10% of the output's scale."""
+    from montecarlo import nn as mnn
+
+    g = torch.Generator().manual_seed(3)
+    d, L, b = 8, 75, 8
+    q, k, v = (torch.randn(2, L, d, generator=g, dtype=torch.float64) for _ in range(3))
+    k[:, :20] *= 30.0
+    w = torch.randn(12, d, generator=g, dtype=torch.float64)
+    rec = feature_kinds.get("prf")
+    scale = d ** -0.5
+    outs, grads = [], []
+    for scan in (False, True):
+        leaves = [x.detach().clone().requires_grad_(grad) for x in (q, k, v)]
+        with torch.set_grad_enabled(grad):
+            lq, lk = (mnn._log_features(x, w, None, rec, scale, {}) for x in leaves[:2])
+            out = mnn._causal(lq, lk, leaves[2], b, scan=scan)
+        assert torch.isfinite(out).all()
+        outs.append(out.detach())
+        if grad:
+            grads.append(torch.autograd.grad((out * torch.linspace(-1, 1, d, dtype=out.dtype)).sum(), leaves))
+    assert torch.allclose(outs[0], outs[1], rtol=1e-10, atol=1e-12)
+    for ga, gb in zip(*grads):
+        assert torch.allclose(ga, gb, rtol=1e-8, atol=1e-10)
+    with torch.no_grad():  # the exact quadratic form, in log space (float64 overflows on these keys)
+        lq, lk = (mnn._log_features(x, w, None, rec, scale, {}) for x in (q, k))
+        s = torch.logsumexp(lq.unsqueeze(-2) + lk.unsqueeze(-3), -1)
+        s = s.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), -math.inf)
+        ref = torch.softmax(s, -1) @ v
+    assert torch.allclose(outs[0], ref, rtol=1e-9, atol=1e-11)
+
+    real = mnn._scan_states
+
+    def no_decay(K, oc):  # the earlier state added without its rescaling: overflows
+        N, P, s = K.shape[1], K, 1
+        while s < N:
+            P = torch.cat([P[:, :s], P[:, :-s] + P[:, s:]], 1)
+            s *= 2
+        return torch.cat([torch.zeros_like(P[:, :1]), P[:, :-1]], 1)
+
+    try:
+        mnn._scan_states = no_decay
+        with torch.no_grad():
+            lq, lk = (mnn._log_features(x.float(), w.float(), None, rec, scale, {}) for x in (q, k))
+            bad = mnn._causal(lq, lk, v.float(), b, scan=True)
+    finally:
+        mnn._scan_states = real
+    assert (bad.double() - ref).abs().max() > 0.1 * ref.abs().max()
+
+
+def test_causal_inference_overwrites_only_its_own_buffers():
+    """Without autograd the causal path works in place on the log-features it is handed, never on a
+    broadcast (stride-0) view of them, and never on v: keys broadcast over heads give the same output as
+    keys repeated per head, and v is unchanged."""
+    g = torch.Generator().manual_seed(4)
+    mod = PRFAttention(8, 12, seed=0, causal=True, chunk=4)
+    q = torch.randn(2, 3, 21, 8, generator=g)
+    k = torch.randn(2, 1, 21, 8, generator=g)
+    v = torch.randn(2, 3, 21, 8, generator=g)
+    v0 = v.clone()
+    with torch.no_grad():
+        a = mod(q, k, v)
+        b = mod(q, k.expand(2, 3, 21, 8).contiguous(), v)
+    assert torch.equal(v, v0)
+    assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("group_chunks", [1, 3])
+def test_causal_inference_by_groups_of_chunks(monkeypatch, group_chunks):
+    """CPU inference works through the chunks in groups (GROUP_ENTRIES) carrying one state: groups of one
+    chunk and of three (the last group shorter) give the outputs of the autograd path, with a padded key
+    mask and broadcast keys.  Power: dropping the carried state between groups changes the outputs."""
+    from montecarlo import nn as mnn
+
+    g = torch.Generator().manual_seed(5)
+    mod = PRFAttention(8, 12, seed=0, causal=True, chunk=4)
+    q, v = torch.randn(2, 3, 37, 8, generator=g), torch.randn(2, 3, 37, 8, generator=g)
+    k = torch.randn(2, 1, 37, 8, generator=g)
+    pad = torch.zeros(2, 1, 37, dtype=torch.bool)
+    pad[0, 0, 5:9] = True
+    qg = q.clone().requires_grad_(True)
+    ref = mod(qg, k, v, pad).detach()  # autograd path (the stack of states)
+    monkeypatch.setattr(mnn, "GROUP_ENTRIES", group_chunks * 6 * 4 * 12)  # n b M = 6 * 4 * 12
+    with torch.no_grad():
+        out = mod(q, k, v, pad)
+    assert torch.allclose(out, ref, rtol=1e-5, atol=1e-6)
+    real = mnn._loop_in_place
+    monkeypatch.setattr(mnn, "_loop_in_place", lambda *a: real(*a[:-1], None))
+    with torch.no_grad():
+        broken = mod(q, k, v, pad)
+    assert not torch.allclose(broken, ref, rtol=1e-2, atol=1e-2)
