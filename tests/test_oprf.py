@@ -88,6 +88,53 @@ def test_pnc_optimal_a_is_a_minimum():
             assert best < theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", A=a_theorem + mp.mpf(delta), **kw)
 
 
+@pytest.mark.parametrize("d", [3, 16, 64])
+def test_pnc_optimal_a_at_small_v(d):
+    """Regression (issue 22, found by the mutation work): the default A=None at v = 1e-3 raised ConvergenceError
+    for d = 3, 16, 64 (the derivative's quadrature nearly cancels near A = 0).  Now a value, and a minimum: below
+    the MSE at the theorem's A* and at the located A moved by +-0.1%.  Second route: the located A agrees with
+    the small-v series A = -(v^2/2d)(1 + nC/d)/(1 + 2nC/d) to its O(d v^2) error (measured 1.4 d v^2)."""
+    from theory import oprf
+    from theory.mse import _weighted_pairs
+
+    v, kw = mp.mpf("1e-3"), dict(x_norm="5e-4", y_norm="5e-4")
+    a = oprf._parameters("pnc_orthogonal", d, v, d)["A"]
+    n = _weighted_pairs("pnc_orthogonal", d, d, lambda c: 1 if c == "pnc_orthogonal" else 0)
+    series = oprf._pnc_small_v_a(d, v, n)
+    assert abs(a / series - 1) < 2 * d * v ** 2
+    assert abs(a / optimal_a(v ** 2 / d) - 1) > 0.3  # the pnc optimum is not the theorem's
+    best = theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", **kw)
+    assert best == theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", A=a, **kw)
+    for other in (optimal_a(v ** 2 / d), a * (1 + mp.mpf("1e-3")), a * (1 - mp.mpf("1e-3"))):
+        assert best < theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", A=other, **kw)
+
+
+def test_pnc_optimal_a_golden_fallback_and_tiny_v(monkeypatch):
+    """When the derivative's quadrature fails, a golden-section search on the MSE in a bracket around the series'
+    A finds the secant's root (d = 8, v = 0.01: to the search tolerance 2^-26); power: a bracket that misses
+    the minimum returns None (never an end of the bracket).  At v = 1e-30 the series' A is used (the MSE at it
+    is the minimum to the working precision): the MSE is a value, equal to the PRF one to O(v^2)."""
+    from theory import oprf
+    from theory.errors import ConvergenceError
+    from theory.mse import _weighted_pairs
+
+    d, v = 8, mp.mpf("0.01")
+    n = _weighted_pairs("pnc_orthogonal", d, d, lambda c: 1 if c == "pnc_orthogonal" else 0)
+    secant = oprf._pnc_optimal_a(d, v, d, optimal_a(v ** 2 / d))
+
+    def broken(*args):
+        raise ConvergenceError("quadrature failed (test)")
+
+    monkeypatch.setattr(oprf, "_pnc_pair_term_derivative", broken)
+    golden = oprf._pnc_optimal_a(d, v, d, optimal_a(v ** 2 / d))
+    assert abs(golden / secant - 1) < mp.mpf(2) ** -20
+    tol = mp.mpf(2) ** -26
+    assert oprf._pnc_golden_a(d, v, n, secant * 2, mp.mpf("0.1"), tol) is None
+    tiny = theory.kernel_mse("pnc_orthogonal", 8, "1e-30", kind="oprf", x_norm="5e-31", y_norm="5e-31")
+    prf = theory.kernel_mse("pnc_orthogonal", 8, "1e-30", x_norm="5e-31", y_norm="5e-31")
+    assert tiny > 0 and agrees(tiny, prf, 12)
+
+
 def _points(d, seed, xn=0.5, dist=0.3):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(d)

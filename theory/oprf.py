@@ -58,7 +58,18 @@ and the structured ones have no closed form (Monte Carlo,
 Domain: d >= 1, v >= 0 (relative accuracy down to v = 1e-300 and up to the
 reach of :func:`theory.conformity`), A real with A < 1/8; the pnc pair term
 needs its quadrature to converge (A <= 0 always does; 0 < A < 1/8 within the
-time budget or ConvergenceError).
+time budget or ConvergenceError).  pnc_orthogonal with ``A=None``: the optimum
+is the small-v series (:func:`_pnc_small_v_a`) where the MSE at the series' A
+is the minimum to the working precision (4 d^2 v^6 < 2^-(prec+8)), else a
+secant search on the derivative, else (its quadrature failing near A = 0) a
+golden-section search on the MSE around the series' A.  Its pair term at tiny
+v carries 4 log2(1/v) extra bits (the cancellation against e^{v^2}), so the
+time budget bounds the reach: measured at 15 and 30 digits (2 busy cores),
+d = 3: v = 1e-8 .. 1e-2 in 7-27 s, v = 1e-30 exceeds the 30 s budget
+(ConvergenceError); d = 64 and 256: v = 1e-30 .. 1e-2 in 2-23 s except
+d = 256, v = 1e-5 at 15 digits (ConvergenceError); v = 1e-300 exceeds the
+budget for every d (pass a larger ``theory.budget``, or A= explicitly for
+the theorem couplings, whose pair term has no quadrature).
 """
 
 from __future__ import annotations
@@ -220,31 +231,107 @@ def _parameters(coupling, d, vv, m, A=None):
     return {"A": _pnc_optimal_a(d, vv, m, a0)}
 
 
+def _pnc_pair_covariance(d):
+    r""":math:`\mathrm{Cov}(x_1, x_2)` of the two halves :math:`x = w^2/2` of a norm-coupled antithetic pair
+    (Gamma(d/2) marginals), from :math:`\mathbb E[(x_1 + x_2)^2] = d^2 + d + 2\,\mathrm{Cov}` by the quadrature
+    of :mod:`theory.pnc` (a few extra bits for the d^2 that cancels)."""
+    from .pnc import _expect_over_lower_half
+
+    with mp.workprec(mp.prec + 2 * max(0, int(mp.mag(d))) + 8):
+        es2 = _expect_over_lower_half(d, lambda s: s * s, f"second moment of the pnc pair sum (d = {d})")
+        return (es2 - mp.mpf(d) * d - d) / 2
+
+
+def _pnc_small_v_a(d, vv, n_pnc):
+    r"""Leading term of the pnc OPRF optimum as v -> 0.
+
+    Near (A, v^2) = (0, 0) the derivative of the MSE in A is, to first order,
+    :math:`g \approx (16d + 32nC)A + (8 + 8nC/d)v^2` (n the weighted number of norm-coupled pairs, C the
+    covariance of the pair's halves, :func:`_pnc_pair_covariance`): from the variance, :math:`16Ad + 8v^2`;
+    from the pair term, :math:`\partial_A^2[(1-4A)^d\mathbb E e^{4As}]_{0} = 16(\mathrm{Var}\,s - d) = 32C`
+    and :math:`\partial_{v^2}\partial_A = (4/d)\mathrm{Var}\,s - 4 = 8C/d`.  Hence
+    :math:`A^* = -\frac{v^2}{2d}\,\frac{1 + nC/d}{1 + 2nC/d}\,(1 + O(v^2))` (n = 0 gives the theorem's
+    :math:`-s/2`)."""
+    y = n_pnc * _pnc_pair_covariance(d) / d
+    return -square(vv) / (2 * d) * (1 + y) / (1 + 2 * y)
+
+
 def _pnc_optimal_a(d, vv, m, a0):
-    """Root of the derivative of the pnc OPRF MSE in A, by the secant method from the theorem's A*."""
+    """Root of the derivative of the pnc OPRF MSE in A: the series of :func:`_pnc_small_v_a` where the MSE at
+    its A equals the minimum to the working precision, else the secant method from the theorem's A*."""
     n_pnc = _weighted_pairs("pnc_orthogonal", d, m, lambda c: 1 if c == "pnc_orthogonal" else 0)
+    tol = mp.mpf(2) ** (-mp.prec // 2)
+    if 4 * d * d * square(vv) ** 3 < mp.mpf(2) ** -(mp.prec + 8):
+        # the series' A is off by a relative O(d v^2) (measured 1.4 d v^2), which moves the MSE at that A
+        # from the minimum by a relative O(d^2 v^6) (measured <= 1.2 d^2 v^6 for d = 2..256): below the
+        # working precision here, so the value returned by kernel_mse is the minimum's
+        return _pnc_small_v_a(d, vv, n_pnc)
+    # near A = 0 both terms of the derivative are sums that nearly cancel: the variance's
+    # -4d/(1-4A) + 4d/(1-8A) is written as 16 A d/((1-4A)(1-8A)), and the pair term's integrand
+    # (4s - 4d/(1-4A)) has mean ~ 0 over the pair, so its quadrature gets the bits it loses, about
+    # log2(d / v^2)
+    extra = _small_arg_bits(vv) + max(0, int(mp.mag(d)))
 
     def g(a):
         check_time("OPRF optimal A (pnc_orthogonal)")
         dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * (
-            -4 * d / (1 - 4 * a) + 4 * d / (1 - 8 * a) + 8 * square(vv) / (1 - 8 * a) ** 2)
-        return dvar + n_pnc * _pnc_pair_term_derivative(d, vv, a)
+            16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2)
+        with mp.workprec(mp.prec + extra):
+            pair = _pnc_pair_term_derivative(d, vv, a)
+        return dvar + n_pnc * pair
 
-    tol = mp.mpf(2) ** (-mp.prec // 2)
-    with mp.workprec(max(53, mp.prec // 2)):
-        a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
-        ga, gb = g(a), g(b)
-        for _ in range(MAX_SECANT):
-            if gb == ga:
-                break
-            c = b - gb * (b - a) / (gb - ga)
-            if not c < mp.mpf(1) / 8:
-                c = (b + mp.mpf(1) / 8) / 2
-            a, ga, b, gb = b, gb, c, g(c)
-            if abs(b - a) <= tol * (abs(b) + tol):
-                return +b
-    raise ConvergenceError(f"the optimal OPRF A for pnc_orthogonal at d = {d}, v = {mp.nstr(vv, 6)} was not located "
-                           f"in {MAX_SECANT} secant steps; pass A= explicitly")
+    try:
+        with mp.workprec(max(53, mp.prec // 2)):
+            a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
+            ga, gb = g(a), g(b)
+            for _ in range(MAX_SECANT):
+                if gb == ga:
+                    break
+                c = b - gb * (b - a) / (gb - ga)
+                if not c < mp.mpf(1) / 8:
+                    c = (b + mp.mpf(1) / 8) / 2
+                a, ga, b, gb = b, gb, c, g(c)
+                if abs(b - a) <= tol * (abs(b) + tol):
+                    return +b
+        cause = f"was not located in {MAX_SECANT} secant steps"
+    except ConvergenceError as exc:  # the derivative's quadrature: a nearly cancelling integral
+        cause = f"was not located by the secant search ({exc})"
+    # fallback at small v: a golden-section search on the MSE itself (whose terms are evaluated without
+    # cancellation) in a bracket around the series' A, whose relative error is about 1.4 d v^2
+    width = 6 * d * square(vv)
+    if width < mp.mpf(1) / 2:
+        a = _pnc_golden_a(d, vv, n_pnc, _pnc_small_v_a(d, vv, n_pnc), width, tol)
+        if a is not None:
+            return a
+    raise ConvergenceError(f"the optimal OPRF A for pnc_orthogonal at d = {d}, v = {mp.nstr(vv, 6)} {cause}; "
+                           f"pass A= explicitly")
+
+
+def _pnc_golden_a(d, vv, n_pnc, a_s, width, tol):
+    """Minimiser of Var + n * (pnc pair excess) over A in a_s (1 +- width) by golden sections, to a relative
+    ``tol`` (None if the minimum is at an end of the bracket: the bracket missed it)."""
+    def f(a):
+        check_time("OPRF optimal A (pnc_orthogonal)")
+        return _variance(d, vv, a) + n_pnc * _pair_excess("pnc_orthogonal", d, vv, a)
+
+    lo, hi = a_s * (1 + width), a_s * (1 - width)  # a_s < 0: lo < hi
+    r = (mp.sqrt(5) - 1) / 2
+    x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
+    f1, f2 = f(x1), f(x2)
+    ends = (lo, hi)
+    while hi - lo > tol * abs(a_s):
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - r * (hi - lo)
+            f1 = f(x1)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + r * (hi - lo)
+            f2 = f(x2)
+    a = (lo + hi) / 2
+    if min(abs(a - e) for e in ends) <= 2 * tol * abs(a_s):
+        return None
+    return a
 
 
 register("oprf", "variance", _variance)
