@@ -354,6 +354,8 @@ def _parser():
     p.add_argument("--variants", action="store_true",
                    help="with --cuda: causal PRFAttention in several forms (scan/loop, chunk, torch.compile) "
                         "against SDPA instead of the standard table")
+    p.add_argument("--lengths", type=int, nargs="+", default=None, metavar="L",
+                   help="with --variants: the sequence lengths (default 4096 65536 16384)")
     p.add_argument("--budget", type=float, default=300.0, metavar="S",
                    help="with --variants: no compiled form is started after this many seconds")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
@@ -385,7 +387,8 @@ def main(argv=None):
             return 0
         seq_lens = (4096, 16384, 65536) if args.quick else (1024, 4096, 16384, 65536)
         if args.variants:
-            rows = cuda_causal_variants((4096, 65536, 16384), 3 if args.quick else 5, args.budget)
+            rows = cuda_causal_variants(tuple(args.lengths or (4096, 65536, 16384)), 3 if args.quick else 5,
+                                        args.budget)
             if args.json:
                 _write_json(args.json, {"rows": rows, "torch": torch.__version__})
             return 0
