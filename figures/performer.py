@@ -46,10 +46,7 @@ def fig9_performer_digits(ctx, effort=None):
     epochs = np.arange(1, cfg.epochs + 1)
     fig, ax = plt.subplots(figsize=(PAGE_WIDTH / 2, 2.6), layout="constrained")
     for arm in res.arms:
-        st = _arm_style(arm)
-        if arm in res.substitutions:
-            st["label"] = st["label"].replace("oprf", res.substitutions[arm].split("-")[0])
-        ax.errorbar(epochs, res.mean(arm), yerr=res.stderr(arm), capsize=1.5, lw=1, **st)
+        ax.errorbar(epochs, res.mean(arm), yerr=res.stderr(arm), capsize=1.5, lw=1, **_arm_style(arm))
     ax.set_xlabel("epoch")
     ax.set_ylabel("test accuracy")
     ax.legend(fontsize="x-small")
@@ -62,6 +59,6 @@ def fig9_performer_digits(ctx, effort=None):
                     f"of 2 x 2 pixels, m = {cfg.n_features}) after each epoch, mean +- 1 s.e. over "
                     f"{len(res.seeds)} seeds, exact attention and PRFAttention of each kind and coupling "
                     "(montecarlo.experiments.performer_train; no tuning per arm)."),
-        "arms": res.arms, "substitutions": res.substitutions, "config": res.config, "seeds": res.seeds,
+        "arms": res.arms, "config": res.config, "seeds": res.seeds,
         "accuracy": res.accuracy, "mean": {a: res.mean(a) for a in res.arms},
         "stderr": {a: res.stderr(a) for a in res.arms}, "final_paired_differences": paired})

@@ -11,8 +11,7 @@ kind of model at the scale of a laptop, on data a package ships
   MLP of width 2 ``d_model``), mean pooling, a linear head;
 * attention: exact softmax (``torch`` SDPA) or :class:`montecarlo.nn.PRFAttention`
   with a feature kind and a coupling; the five arms of :data:`ARMS` are exact
-  and {prf, oprf} x {orthogonal, simplex} (``hyperbolic`` stands in for
-  ``oprf`` while the oprf kind is not registered in :mod:`theory.feature_kinds`);
+  and {prf, oprf} x {orthogonal, simplex};
 * one fixed stratified split (:data:`TEST_SIZE` test images), AdamW, the test
   accuracy after every epoch (features fixed in evaluation), for several seeds;
   a seed fixes the initial weights (the same for every arm: arms are paired),
@@ -55,13 +54,13 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from theory.cli import atomic_write, int_arg, main_runner, make_parser, real_arg
 
-from ._common import check_int, check_positive_float, check_rng, describe
+from ._common import check_int, check_rng, describe
 
 __all__ = [
     "ARMS",
@@ -115,8 +114,6 @@ class TrainResult:
     accuracy : dict
         arm -> ndarray (n_seeds, epochs) of test accuracies.
     config : dict
-    substitutions : dict
-        arm name requested -> arm run instead (e.g. oprf -> hyperbolic while oprf is not registered).
     seconds : float
     """
 
@@ -124,7 +121,6 @@ class TrainResult:
     seeds: tuple
     accuracy: dict
     config: dict
-    substitutions: dict = field(default_factory=dict)
     seconds: float = 0.0
 
     def mean(self, arm):
@@ -153,35 +149,25 @@ class TrainResult:
             if a in self.arms and b in self.arms and len(self.seeds) > 1:
                 d, se = self.paired(a, b)
                 lines.append(f"final {a} - {b}: {d:+.4f} +- {se:.4f} (paired over seeds)")
-        for k, v in self.substitutions.items():
-            lines.append(f"note: {k} ran as {v} (the oprf kind is not registered yet)")
         return "\n".join(lines)
 
     def as_dict(self):
         return {"arms": list(self.arms), "seeds": list(self.seeds), "config": self.config,
-                "substitutions": self.substitutions, "seconds": self.seconds,
+                "seconds": self.seconds,
                 "accuracy": {a: self.accuracy[a].tolist() for a in self.arms},
                 "mean": {a: self.mean(a).tolist() for a in self.arms},
                 "stderr": {a: [None if not np.isfinite(x) else float(x) for x in self.stderr(a)] for a in self.arms}}
 
 
 def arms_available(arms=None):
-    """The requested arms as (name, kind, coupling, ran_as) with ``ran_as`` the arm actually run: an oprf arm
-    runs as the matching hyperbolic arm while 'oprf' is not a registered feature kind."""
-    from theory import feature_kinds
-
+    """The requested arms as (name, kind, coupling) (kind None: exact attention)."""
     by_name = {a[0]: a for a in ARMS}
     names = [a[0] for a in ARMS] if arms is None else list(arms)
     out = []
     for name in names:
         if name not in by_name:
             raise ValueError(f"arms must be among {', '.join(by_name)}, got {describe(name)}")
-        _, kind, coupling = by_name[name]
-        ran_as = name
-        if kind is not None and kind not in feature_kinds.names():
-            kind = "hyperbolic"
-            ran_as = f"hyperbolic-{coupling}"
-        out.append((name, kind, coupling, ran_as))
+        out.append(by_name[name])
     return out
 
 
@@ -315,18 +301,17 @@ def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None):
     data = digits_tokens(cfg.train_size)
     t0 = time.perf_counter()
     acc = {}
-    for name, kind, coupling, ran_as in todo:
+    for name, kind, coupling in todo:
         runs = []
         for s in range(seed, seed + seeds):
             t = time.perf_counter()
             runs.append(train_one(kind, coupling, s, cfg, data))
             if progress:
-                progress(f"{name}{'' if ran_as == name else ' (as ' + ran_as + ')'} seed {s}: "
+                progress(f"{name} seed {s}: "
                          f"final test accuracy {runs[-1][-1]:.4f} ({time.perf_counter() - t:.1f} s)")
         acc[name] = np.array(runs)
     return TrainResult(tuple(a[0] for a in todo), tuple(range(seed, seed + seeds)), acc,
-                       _config_dict(cfg, len(data[0])), {a[0]: a[3] for a in todo if a[3] != a[0]},
-                       time.perf_counter() - t0)
+                       _config_dict(cfg, len(data[0])), time.perf_counter() - t0)
 
 
 def redraw_study(seeds=5, cfg=TrainConfig(), *, arms=("prf-orthogonal", "prf-simplex"), intervals=REDRAW_INTERVALS,
