@@ -61,7 +61,7 @@ class TestHyperbolicMap:
 
 
 class TestOprfMap:
-    """montecarlo/oprf.py: FAVOR++'s data A against the pairs it averages over."""
+    """montecarlo/oprf.py: FAVOR++'s data A against the pairs it averages over; A* of a number or an array."""
 
     @pytest.mark.parametrize("n_x,n_y", [(1, 3), (4, 2), (3, None)])
     def test_data_optimal_a_against_the_pairs(self, n_x, n_y):
@@ -105,6 +105,21 @@ class TestOprfMap:
             got = hook(X @ W.T, np.sum(X * X, axis=1)[:, None], 6, 1.0, np, w_sq=w_sq, d=5, A=a)
             assert np.allclose(got, formula(a), rtol=1e-13, atol=1e-13)
         assert not np.allclose(formula(a_rows), formula(-0.2))  # power: the rows' A matter
+
+    def test_optimal_a_of_a_number_and_of_an_array(self):
+        """montecarlo.oprf.optimal_a takes s as a float or an array (its docstring): a number (Python or numpy
+        scalar, or a 0-d array) gives a Python float, an array an array of its shape, each entry theory.oprf's
+        optimal_a (30 digits) to 1e-14 relative, s = 0 included (A* = 0)."""
+        s = np.array([0.0, 1e-12, 0.3, 5.0])
+        with mp.workdps(30):
+            ref = [float(theory.oprf.optimal_a(mp.mpf(float(t)))) for t in s]
+        for one in (0.3, np.float64(0.3), np.array(0.3)):
+            got = mc.oprf.optimal_a(one)
+            assert type(got) is float and math.isclose(got, ref[2], rel_tol=1e-14)
+        for arr, want in ((s, ref), (s.reshape(2, 2), ref), (s[2:3], ref[2:3])):
+            got = mc.oprf.optimal_a(arr)
+            assert isinstance(got, np.ndarray) and got.shape == arr.shape
+            assert np.allclose(got.ravel(), want, rtol=1e-14, atol=0)
 
 
 class TestHyperbolicTheory:
@@ -205,7 +220,7 @@ class TestOprfTheory:
 
 
 class TestKernelMse:
-    """The kind hooks of theory/mse.py: RFFs are exact at z = 0."""
+    """The kind hooks of theory/mse.py: RFFs are exact at z = 0; the mean conformity of two features."""
 
     def test_rff_mse_vanishes_at_z_zero(self):
         """cos(w.0) = 1 = K(x, x) in every draw: the RFF MSE at z = 0 is exactly 0 for every coupling and m (the
@@ -219,3 +234,17 @@ class TestKernelMse:
         with mp.workdps(20):
             small = theory.kernel_mse("orthogonal", 8, "1e-3", kind="rff")
             assert 0 < small < mp.mpf("1e-12")
+
+    def test_mean_conformity_of_two_features(self):
+        """m >= 2 (documented: the conformity averages over pairs): with m = 2 < d both features lie in one block
+        and form one coupled pair, so the mean conformity is the block's pair term theory.conformity(coupling, d,
+        v) for the couplings whose in-block pairs share one law (iid, orthogonal, simplex), 25 digits; m = 1 is
+        refused by name."""
+        with mp.workdps(30):
+            for coupling in ("iid", "orthogonal", "simplex"):
+                two = theory.mean_conformity(coupling, 5, "0.7", m=2)
+                assert agrees(two, theory.conformity(coupling, 5, "0.7"), 25), coupling
+            simplex = theory.mean_conformity("simplex", 5, "0.7", m=2)
+            assert not agrees(simplex, theory.conformity("iid", 5, "0.7"), 2)  # power: another coupling's value
+        with pytest.raises(ValueError, match=r"m must be an integer >= 2 \(the conformity averages over pairs"):
+            theory.mean_conformity("simplex", 5, "0.7", m=1)

@@ -28,7 +28,8 @@ def _cos_rows(w):
 
 
 class TestCouplings:
-    """montecarlo/couplings.py: the SimRFs+ pass count, sample_projection = sample_weights, the torch paths."""
+    """montecarlo/couplings.py: the SimRFs+ pass count, sample_projection = sample_weights, the torch paths, the
+    Householder route's law, the SimRFs+ norms' domain."""
 
     def test_simplex_plus_start_is_the_fixed_point_in_one_pass(self):
         """The simplex start is already a fixed point of the update when d = 2 (two antiparallel vectors, any
@@ -89,10 +90,38 @@ class TestCouplings:
         assert tuple(w.shape) == (6, 4)
         assert tuple(info["passes"].shape) == (2,) and bool(info["converged"].all())
 
+    @pytest.mark.parametrize("cols", [None, 2])
+    def test_householder_route_has_the_haar_law(self, cols):
+        """route='householder' (d - 1 reflections, or the first cols of them): every entry of a Haar matrix (or of
+        its first columns) has E[Q_ij^2] = 1/d.  d = 4, 20000 matrices, 16 (or 8) z-tests at Z_CRIT (family
+        1.1e-4).  The route's geometry tests hold for any product of reflections; this is its law.  Power: one
+        uniformly random reflection I - 2uu^T (orthogonal, not Haar: E[H_11^2] = 1/2) is rejected."""
+        d, n = 4, 20_000
+        q = mc.haar_orthogonal(n, d, rng=3, route="householder", cols=cols)
+        assert q.shape == (n, d, d if cols is None else cols)
+        sq = q * q
+        z = (sq.mean(axis=0) - 1 / d) / (sq.std(axis=0, ddof=1) / math.sqrt(n))
+        assert np.max(np.abs(z)) < Z_CRIT, z
+        u = np.random.default_rng(4).standard_normal((n, d))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        h = np.eye(d) - 2 * u[:, :, None] * u[:, None, :]
+        hs = h[:, :, :q.shape[2]] ** 2
+        zh = (hs.mean(axis=0) - 1 / d) / (hs.std(axis=0, ddof=1) / math.sqrt(n))
+        assert np.max(np.abs(zh)) > Z_CRIT
+
+    def test_simplex_plus_refuses_a_zero_norm(self):
+        """Documented: norms are an (n, d) array with entries > 0.  A zero or a negative norm is refused by name;
+        the smallest positive double is accepted."""
+        for bad in (0.0, -1.0):
+            with pytest.raises(ValueError, match="norms must be > 0"):
+                mc.simplex_plus_vectors(np.array([[1.0, bad, 2.0]]))
+        vec, passes, conv = mc.simplex_plus_vectors(np.array([[1.0, 5e-324, 1.5]]), on_unconverged="ignore")
+        assert vec.shape == (1, 3, 3)
+
 
 class TestEstimators:
     """montecarlo/estimators.py: boundaries of n_draws, the Gram estimator of every kind, the SimRFs+ fast path,
-    the Gram budget, the progress bar's redraw rate."""
+    the Gram budget, the progress bar's redraw rate, the iid fast path's row norms, the default n_draws."""
 
     def test_pair_projections_single_draw_and_two_draw_estimates(self):
         """n_draws >= 1 for projections, >= 2 for an estimate (documented): one draw of m projections has shape
@@ -192,9 +221,34 @@ class TestEstimators:
         assert [s.split("]")[1].split()[0] for s in err.split("\r")[1:]] == ["2/5", "4/5", "5/5"]
         assert err.endswith("\n")
 
+    @pytest.mark.parametrize("d", [2, 3])
+    def test_iid_fast_path_row_norms_for_oprfs(self, d):
+        """The iid fast path draws |v| g and |w|^2 = g^2 + chi^2_{d-1} (its docstring); OPRFs need |w|^2.  Their
+        kernel estimate on that path is unbiased for e^{-|x-y|^2/2} at d = 2 and 3, A = -0.2 (z-test at Z_CRIT);
+        power: at d = 2, |w|^2 = g^2 alone (no chi^2_1 part) would multiply the mean by E[e^{2A chi^2_1}]^{-1} =
+        sqrt(1 - 4A) = 1.34; that value is rejected at both d."""
+        rng = np.random.default_rng(d)
+        x, y = rng.standard_normal(d) * 0.3, rng.standard_normal(d) * 0.3
+        exact = math.exp(-0.5 * float(np.sum((x - y) ** 2)))
+        a = -0.2
+        est = mc.kernel_estimate("iid", x, y, 4, 20_000, kind="oprf", A=a, rng=1, path="fast")
+        assert abs(est.mean - exact) < Z_CRIT * est.stderr, (est, exact)
+        assert abs(est.mean - exact * math.sqrt(1 - 4 * a)) > Z_CRIT * est.stderr
+
+    def test_pair_term_default_n_draws(self):
+        """empirical_conformity and empirical_pair_moments draw n_draws = 10_000 by default (the signature):
+        the estimate without n_draws has n = 10_000 and is the estimate with n_draws=10_000 for the same seed (the
+        pair moments: a (3, 3) matrix)."""
+        for f in (mc.empirical_conformity, mc.empirical_pair_moments):
+            got = f("orthogonal", 3, 0.5, rng=0)
+            same = f("orthogonal", 3, 0.5, n_draws=10_000, rng=0)
+            assert got.n == 10_000
+            assert np.array_equal(got.mean, same.mean) and np.array_equal(got.stderr, same.stderr)
+
 
 class TestFeatures:
-    """montecarlo/features.py: the threaded row blocks and the RFF map on data with zero entries."""
+    """montecarlo/features.py: the threaded row blocks, the RFF map on data with zero entries and its budget, the
+    exact log-kernel matrix."""
 
     def test_threaded_row_blocks_equal_the_formula(self, monkeypatch):
         """Above 2^16 entries numpy rows are split across threads (3 here, uneven blocks): every row equals
@@ -223,6 +277,41 @@ class TestFeatures:
         p = X @ W.T
         ref = np.stack([np.sin(p), np.cos(p)], axis=-1).reshape(3, 10) / math.sqrt(5)
         assert np.allclose(phi, ref, rtol=1e-14, atol=1e-15)
+
+    def test_log_kernel_matrix_against_the_pairs(self):
+        """log_kernel_matrix (the one home of the exact kernels): -|x_a - y_b|^2 / 2 and x_a.y_b over every pair
+        (brute force here), with Y given (N' != N) and defaulting to X, on data with exact zeros (no warning); the
+        Gaussian one is <= 0 everywhere (clipped at 0 against rounding), its diagonal with Y = X 0 to rounding."""
+        from montecarlo.features import log_kernel_matrix
+
+        rng = np.random.default_rng(6)
+        X = rng.standard_normal((5, 3)) * 0.7
+        X[1] = 0.0
+        X[3, 0] = 0.0
+        Y = rng.standard_normal((4, 3)) * 0.7
+        Y[2, 1:] = 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for B in (Y, X):
+                diff = X[:, None, :] - B[None, :, :]
+                gauss = log_kernel_matrix(X, None if B is X else B)
+                assert gauss.shape == (5, B.shape[0])
+                assert np.allclose(gauss, -0.5 * np.sum(diff * diff, axis=-1), rtol=1e-13, atol=1e-14)
+                soft = log_kernel_matrix(X, None if B is X else B, kernel="softmax")
+                assert np.allclose(soft, X @ B.T, rtol=1e-13, atol=1e-14)
+        gauss = log_kernel_matrix(X)
+        assert np.all(gauss <= 0) and np.max(np.abs(np.diag(gauss))) < 1e-15
+
+    def test_rff_budget_counts_the_rows(self, monkeypatch):
+        """The RFF output is (N, 2m): the budget check refuses it, by name, when 2 N m exceeds MAX_ELEMENTS
+        (N = 40 rows, d = 3, m = 5: 400 entries) and lets it through at exactly 2 N m."""
+        X = np.random.default_rng(0).standard_normal((40, 3)) * 0.1
+        W = mc.sample_weights("orthogonal", 3, 5, rng=1)
+        monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 2 * 40 * 5 - 1)
+        with pytest.raises(AllocationError, match=r"the \(N, 2 m\) = \(40, 10\) features"):
+            mc.random_features(X, W, kind="rff")
+        monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 2 * 40 * 5)
+        assert mc.random_features(X, W, kind="rff").shape == (40, 10)
 
 
 class TestPnc:
@@ -256,7 +345,7 @@ class TestPnc:
 
 class TestNormCoupling:
     """montecarlo/norm_coupling.py: the default grid of the table and of the command line holds the README's
-    quoted points, and the values there are the README's."""
+    quoted points, and the values there are the README's; antithetic couples and their conformity at small d."""
 
     def test_default_grid_holds_the_readme_points(self, monkeypatch):
         """README: "equal norms give 0.28 x SimRF's MSE at d = 4, v = 0.25 yet 4.4 x at d = 64, v = 0.5;
@@ -274,3 +363,31 @@ class TestNormCoupling:
         seen.clear()
         assert nc.main(["--no-progress"]) == 0
         assert sorted(set(seen)) == grid  # the command line's default grid is the function's
+
+    @pytest.mark.parametrize("d", [2, 5, 6])
+    def test_antithetic_norms_are_couples(self, d):
+        """Antithetic norms: rows (0, 1), (2, 3), ... are couples F(w_{2k}) + F(w_{2k+1}) = 1 for every even d
+        (d = 2 and 6 are 2 mod 4); an odd d's last norm is independent of the others (no couple: its F is not
+        1 - F of any other norm)."""
+        w = nc.coupled_norms(d, 500, "antithetic", rng=8)
+        u = stats.chi.cdf(w, d)
+        half = d // 2
+        assert np.allclose(u[:, 0:2 * half:2] + u[:, 1:2 * half:2], 1, rtol=0, atol=1e-12)
+        if d % 2:
+            assert np.all(np.abs(u[:, -1:] + u[:, :-1] - 1) > 1e-9)
+
+    def test_antithetic_conformity_at_small_d(self):
+        """conformity(d, v, 'antithetic') mixes the antithetic couples (2 floor(d/2) of the d(d-1) ordered pairs)
+        with independent pairs: against Monte Carlo over the sampler's simplex blocks (the pair statistic of
+        test_norm_coupling) at d = 2 (every pair a couple), v = 1 and d = 3 (one couple, one independent norm),
+        v = 1.5, 200000 blocks, z at Z_CRIT (family 1.4e-5); power at d = 2: the iid value (1.256 against 1.563)
+        is rejected."""
+        for d, v, seed in ((2, 1.0, 3), (3, 1.5, 4)):
+            W = nc.sample_norm_coupled_weights(d, d, "antithetic", rng=seed, n_draws=200_000)
+            b = np.exp(v * W[..., 0])
+            s = b.sum(axis=1)
+            per = (s * s - np.sum(b * b, axis=1)) / (d * (d - 1))
+            se = per.std(ddof=1) / math.sqrt(per.size)
+            assert abs(per.mean() - nc.conformity(d, v, "antithetic")) < Z_CRIT * se, (d, v)
+            if d == 2:
+                assert abs(per.mean() - nc.conformity(d, v, "iid")) > Z_CRIT * se
