@@ -101,12 +101,12 @@ def sderf_moment_matrix(X, Y=None):
     Returns
     -------
     ndarray (d, d), float64
+        :func:`theory.sderf.sderf_moment_matrix` of the host (numpy) copies.
     """
+    from theory.sderf import sderf_moment_matrix as on_host  # the formula's one home
+
     X = _host(X, "X")
-    Y = X if Y is None else _host(Y, "Y", X.shape[1])
-    xm, ym = X.mean(axis=0), Y.mean(axis=0)
-    M = X.T @ X / X.shape[0] + Y.T @ Y / Y.shape[0] + np.outer(xm, ym) + np.outer(ym, xm)
-    return (M + M.T) / 2
+    return on_host(X, None if Y is None else _host(Y, "Y", X.shape[1]))
 
 
 def sderf_parameters(X, Y=None):
