@@ -135,6 +135,44 @@ def test_pnc_optimal_a_golden_fallback_and_tiny_v(monkeypatch):
     assert tiny > 0 and agrees(tiny, prf, 12)
 
 
+@pytest.mark.parametrize("d,v,a", [(3, "0.1", "-0.001"), (3, "1e-3", "-2e-7"), (64, "0.1", "-0.001"),
+                                   (2, "1e-2", "0.001"), (5, "1e-5", "-3e-11"), (8, "1e-3", "0")])
+def test_pnc_pair_excess_two_routes(monkeypatch, d, v, a):
+    """The pnc OPRF pair excess by its two routes, through kernel_mse at 20 digits: the quadrature of the pair
+    term minus e^{v^2} (with 4 log2(1/v) extra bits) and the small-(A, v) route (the i.i.d.-norm law's
+    expectation subtracted pointwise beyond the linear part, plus the orthogonal PRF excess): equal to 1e-18.
+    Power: the second route with the 0F1 tail of h + 1 instead of h is off by more than 1e-15 (1e-11 at the
+    smallest v, where the variance dominates the MSE)."""
+    from theory import oprf
+
+    def mse():
+        vv = mp.mpf(v)
+        return theory.kernel_mse("pnc_orthogonal", d, vv, kind="oprf", A=a, x_norm=vv / 2, y_norm=vv / 2)
+
+    with mp.workdps(20):
+        assert oprf._pnc_small_excess_applies(d, mp.mpf(v), mp.mpf(a))
+        small = mse()
+        monkeypatch.setattr(oprf, "_pnc_small_excess_applies", lambda *args: False)
+        quad = mse()
+        assert abs(small / quad - 1) < mp.mpf("1e-18")
+        monkeypatch.undo()
+        real = oprf._tail_0f1
+        monkeypatch.setattr(oprf, "_tail_0f1", lambda h, z: real(h + 1, z))
+        assert abs(mse() / quad - 1) > mp.mpf("1e-15")
+
+
+@pytest.mark.parametrize("d", [3, 8])
+def test_pnc_oprf_at_v_1e_300(d):
+    """README domain: pnc_orthogonal OPRFs at v = 1e-300 (before: the pair term's quadrature needed 4000 extra
+    bits and ran out of the 30 s budget).  Independent route: as v -> 0 the optimal A -> 0 and the OPRF MSE equals
+    the PRF one (theory.pnc's small-v moment series) to O(v^2)."""
+    with mp.workdps(15):
+        kw = dict(x_norm="5e-301", y_norm="5e-301")
+        oprf_mse = theory.kernel_mse("pnc_orthogonal", d, "1e-300", kind="oprf", **kw)
+        prf_mse = theory.kernel_mse("pnc_orthogonal", d, "1e-300", **kw)
+        assert oprf_mse > 0 and agrees(oprf_mse, prf_mse, 14)
+
+
 def _points(d, seed, xn=0.5, dist=0.3):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(d)

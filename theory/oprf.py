@@ -60,16 +60,17 @@ reach of :func:`theory.conformity`), A real with A < 1/8; the pnc pair term
 needs its quadrature to converge (A <= 0 always does; 0 < A < 1/8 within the
 time budget or ConvergenceError).  pnc_orthogonal with ``A=None``: the optimum
 is the small-v series (:func:`_pnc_small_v_a`) where the MSE at the series' A
-is the minimum to the working precision (4 d^2 v^6 < 2^-(prec+8)), else a
-secant search on the derivative, else (its quadrature failing near A = 0) a
-golden-section search on the MSE around the series' A.  Its pair term at tiny
-v carries 4 log2(1/v) extra bits (the cancellation against e^{v^2}), so the
-time budget bounds the reach: measured at 15 and 30 digits (2 busy cores),
-d = 3: v = 1e-8 .. 1e-2 in 7-27 s, v = 1e-30 exceeds the 30 s budget
-(ConvergenceError); d = 64 and 256: v = 1e-30 .. 1e-2 in 2-23 s except
-d = 256, v = 1e-5 at 15 digits (ConvergenceError); v = 1e-300 exceeds the
-budget for every d (pass a larger ``theory.budget``, or A= explicitly for
-the theorem couplings, whose pair term has no quadrature).
+is the minimum to 8 bits below the caller's precision (4 d^2 v^6 <
+2^-(prec+8)), else a secant search on the derivative, else (its quadrature
+failing near A = 0) a golden-section search on the MSE around the series' A.
+The pnc pair excess at small A and v comes from :func:`_pnc_excess_small`
+(no cancellation against e^{v^2}, so no extra bits growing with log(1/v)),
+elsewhere from the pair term's quadrature.  Measured (2 busy cores, 30 s
+budget): at 15 digits every point of d in {2, 3, 5, 8, 64, 256} x v in
+{1e-300, 1e-30, 1e-8, 1e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 1e-2, 0.1} returns a
+value (0.1-3 s); at 30 digits all but five (d = 5, v = 0.01 and 0.1; d = 64,
+v = 0.1; d = 256, v = 1e-4 and 3e-4: the secant's derivative quadrature,
+then ConvergenceError), some in 15-29 s.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ from __future__ import annotations
 import functools
 
 from ._checks import check_dimension, guarded, square, to_mpf
-from ._context import check_time, mp
+from ._context import caller_prec, check_time, mp
 from .conformities import check_v, coupling_conformity_v2_coefficient
 from .errors import ConvergenceError
 from .feature_kinds import register
@@ -196,10 +197,95 @@ def pnc_pair_term(d, v, A):
     return _pnc_pair_term(d, check_v(v), check_a(A))
 
 
+def _tail_exp(x):
+    """e^x - 1 - x without cancellation."""
+    if abs(x) < mp.mpf(1) / 2:
+        term, total, k = x * x / 2, mp.mpf(0), 2
+        while True:
+            total += term
+            if abs(term) <= mp.eps * abs(total):
+                return total
+            k += 1
+            term = term * x / k
+    with mp.workprec(mp.prec + 4):
+        return mp.expm1(x) - x
+
+
+def _tail_0f1(h, z):
+    """0F1(; h; z) - 1 - z/h (z >= 0) without cancellation."""
+    if z < mp.mpf(1) / 2:
+        term, total, k = z * z / (2 * h * (h + 1)), mp.mpf(0), 2
+        while True:
+            total += term
+            if term <= mp.eps * total:
+                return total
+            term = term * z / ((h + k) * (k + 1))
+            k += 1
+    with mp.workprec(mp.prec + 4):
+        return mp.hyp0f1(h, z) - 1 - z / h
+
+
+def _pnc_small_excess_applies(d, vv, a):
+    """Whether the second route of the pnc pair excess (:func:`_pnc_excess_small`) converges fast here."""
+    t = (1 - 4 * a) * square(vv) / 2
+    return 8 * abs(a) * (d + 1) <= 1 and 2 * t * (d + 1) / d <= mp.mpf(1) / 2
+
+
+def _pnc_excess_small(d, vv, a):
+    r"""The pnc OPRF pair excess :math:`\mathbb E[b_ib_j] - e^{v^2}` at small A and v without the cancellation
+    against :math:`e^{v^2}` (so without extra bits growing like log(1/v)).
+
+    With :math:`f(s) = (1-4A)^de^{4As}{}_0F_1(;h;ts)`, h = d/2, t = (1-4A)v^2/2, the pair term is
+    :math:`\mathbb E_{pnc}f(s)` over the antithetic pair's sum s, and the same expectation over s ~ Gamma(d)
+    (i.i.d. norms) is the orthogonal PRF conformity :math:`\rho_{orth}(v)` (the theorem).  Both laws of s have
+    mass 1 and mean d, so the linear part :math:`(1-4A)^d(1 + (4A + t/h)s)` of f drops out of their difference:
+
+    .. math:: \mathbb E b_ib_j - e^{v^2} = \big(\mathbb E_{pnc}\tilde f - \mathbb E_{\Gamma(d)}\tilde f\big)
+              + (\rho_{orth}(v) - e^{v^2}),\qquad \tilde f = f - (1-4A)^d(1 + (4A + t/h)s),
+
+    :math:`\tilde f/(1-4A)^d = (e^x-1-x)F + (1+x)(F-1-z/h) + xz/h` (x = 4As, z = ts, F = 0F1(;h;z)) evaluated
+    from its tails; :math:`\mathbb E_{pnc}\tilde f` by the quadrature of :mod:`theory.pnc`,
+    :math:`\mathbb E_{\Gamma(d)}\tilde f = (1-4A)^d\sum_{n\ge2}(d)_n\sum_{j+k=n}\frac{(4A)^j}{j!}\frac{t^k}
+    {(h)_kk!}` (the moments of Gamma(d) are rising factorials); the last term as for the theorem couplings.
+    The difference of the two expectations loses about log2(d) bits (their relative gap is the pair's
+    covariance over d^2), which the working precision is raised by.  Used where
+    :func:`_pnc_small_excess_applies` (8|A|(d+1) <= 1, 2t(d+1)/d <= 1/2: both series shrink by half a term)."""
+    from .pnc import _expect_over_lower_half
+
+    h = mp.mpf(d) / 2
+    with mp.workprec(mp.prec + 2 * max(0, int(mp.mag(d))) + 16):
+        t = (1 - 4 * a) * square(vv) / 2
+        scale = mp.exp(d * mp.log1p(-4 * a))
+
+        def ftilde(s):
+            x, z = 4 * a * s, t * s
+            tz = _tail_0f1(h, z)
+            return scale * (_tail_exp(x) * (1 + z / h + tz) + (1 + x) * tz + x * z / h)
+
+        e_pnc = _expect_over_lower_half(
+            d, ftilde, f"OPRF pnc pair excess (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
+        # E over Gamma(d): sum over n >= 2 of (d)_n c_n, c_n the coefficient of s^n in e^{4As} 0F1(;h;ts)
+        e_gamma, n, rising = mp.mpf(0), 2, mp.mpf(d) * (d + 1)
+        while True:
+            check_time("OPRF pnc pair excess (Gamma(d) series)")
+            c = mp.fsum(mp.power(4 * a, n - k) / mp.factorial(n - k) * mp.power(t, k) / (mp.rf(h, k) * mp.factorial(k))
+                        for k in range(n + 1))
+            term = rising * c
+            e_gamma += term
+            if n > 3 and abs(term) <= mp.eps * abs(e_gamma) / 4:
+                break
+            rising *= d + n
+            n += 1
+        result = (e_pnc - scale * e_gamma) + _prf_excess("orthogonal", d, vv)
+    return +result
+
+
 def _pair_excess(coupling, d, vv, A):
     if coupling in theorem_couplings():
         return _prf_excess(coupling, d, vv)  # the theorem: no A
     if coupling == "pnc_orthogonal":
+        if _pnc_small_excess_applies(d, vv, A):
+            return _pnc_excess_small(d, vv, A)
         with mp.workprec(mp.prec + _small_arg_bits(vv)):
             return _pnc_pair_term(d, vv, A) - mp.exp(square(vv))
     raise MissingHookError(f"coupling must be one of {', '.join(map(repr, _pair_couplings()))} for OPRFs in closed "
@@ -261,10 +347,10 @@ def _pnc_optimal_a(d, vv, m, a0):
     its A equals the minimum to the working precision, else the secant method from the theorem's A*."""
     n_pnc = _weighted_pairs("pnc_orthogonal", d, m, lambda c: 1 if c == "pnc_orthogonal" else 0)
     tol = mp.mpf(2) ** (-mp.prec // 2)
-    if 4 * d * d * square(vv) ** 3 < mp.mpf(2) ** -(mp.prec + 8):
+    if 4 * d * d * square(vv) ** 3 < mp.mpf(2) ** -(min(mp.prec, caller_prec()) + 8):
         # the series' A is off by a relative O(d v^2) (measured 1.4 d v^2), which moves the MSE at that A
-        # from the minimum by a relative O(d^2 v^6) (measured <= 1.2 d^2 v^6 for d = 2..256): below the
-        # working precision here, so the value returned by kernel_mse is the minimum's
+        # from the minimum by a relative O(d^2 v^6) (measured <= 1.2 d^2 v^6 for d = 2..256): 8 bits below the
+        # caller's precision here, so the value kernel_mse returns is the minimum's
         return _pnc_small_v_a(d, vv, n_pnc)
     # near A = 0 both terms of the derivative are sums that nearly cancel: the variance's
     # -4d/(1-4A) + 4d/(1-8A) is written as 16 A d/((1-4A)(1-8A)), and the pair term's integrand
