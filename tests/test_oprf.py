@@ -161,6 +161,37 @@ def test_pnc_pair_excess_two_routes(monkeypatch, d, v, a):
         assert abs(mse() / quad - 1) > mp.mpf("1e-15")
 
 
+def test_pnc_pair_derivative_two_routes_and_secant_at_30_digits():
+    """The A-derivative of the pnc OPRF pair term by the small-(A, v) route equals the derivative under the
+    integral (with its extra bits) and a central difference of the small-(A, v) excess, at 30 digits (run
+    inside a guarded call, as the library runs them).  Regression: at 30 digits the secant for d = 64, v = 0.1
+    wandered for 60 steps (g carried no bits beyond the step tolerance); now a minimum."""
+    from theory import oprf
+    from theory._checks import guarded
+    from theory._context import mp as pmp
+
+    @guarded()
+    def routes(d, v, a):
+        vv, aa = pmp.mpf(v), pmp.mpf(a)
+        small = oprf._pnc_excess_small_derivative(d, vv, aa)
+        with pmp.workprec(pmp.prec + oprf._small_arg_bits(vv) + 10):
+            quad = oprf._pnc_pair_term_derivative(d, vv, aa)
+        h = pmp.mpf("1e-12") * abs(aa)
+        diff = (oprf._pnc_excess_small(d, vv, aa + h) - oprf._pnc_excess_small(d, vv, aa - h)) / (2 * h)
+        return small, quad, diff
+
+    with mp.workdps(30):
+        for d, v, a in ((3, "0.1", "-0.001"), (64, "0.1", "-0.0005"), (2, "1e-2", "0.001")):
+            small, quad, diff = routes(d, v, a)
+            assert abs(small / quad - 1) < mp.mpf("1e-26")
+            assert abs(diff / small - 1) < mp.mpf("1e-20")
+        d, v, kw = 64, mp.mpf("0.1"), dict(x_norm="0.05", y_norm="0.05")
+        best = theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", **kw)
+        a = oprf._parameters("pnc_orthogonal", d, v, d)["A"]
+        for other in (a * (1 + mp.mpf("1e-4")), a * (1 - mp.mpf("1e-4"))):
+            assert best < theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", A=other, **kw)
+
+
 @pytest.mark.parametrize("d", [3, 8])
 def test_pnc_oprf_at_v_1e_300(d):
     """README domain: pnc_orthogonal OPRFs at v = 1e-300 (before: the pair term's quadrature needed 4000 extra

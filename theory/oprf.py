@@ -264,19 +264,68 @@ def _pnc_excess_small(d, vv, a):
 
         e_pnc = _expect_over_lower_half(
             d, ftilde, f"OPRF pnc pair excess (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
-        # E over Gamma(d): sum over n >= 2 of (d)_n c_n, c_n the coefficient of s^n in e^{4As} 0F1(;h;ts)
-        e_gamma, n, rising = mp.mpf(0), 2, mp.mpf(d) * (d + 1)
-        while True:
-            check_time("OPRF pnc pair excess (Gamma(d) series)")
-            c = mp.fsum(mp.power(4 * a, n - k) / mp.factorial(n - k) * mp.power(t, k) / (mp.rf(h, k) * mp.factorial(k))
-                        for k in range(n + 1))
-            term = rising * c
-            e_gamma += term
-            if n > 3 and abs(term) <= mp.eps * abs(e_gamma) / 4:
-                break
-            rising *= d + n
-            n += 1
+        e_gamma = _gamma_series(d, h, a, t, square(vv), False)
         result = (e_pnc - scale * e_gamma) + _prf_excess("orthogonal", d, vv)
+    return +result
+
+
+def _gamma_series(d, h, a, t, v2, derivative):
+    r""":math:`\sum_{n\ge2}(d)_nc_n` with :math:`c_n = \sum_{j+k=n}\frac{(4A)^j}{j!}\frac{t^k}{(h)_kk!}` (t =
+    (1-4A)v^2/2), or its derivative in A (t' = -2v^2): the expectation over Gamma(d) of the part of
+    :math:`e^{4As}{}_0F_1(;h;ts)` beyond the linear one (:func:`_pnc_excess_small`)."""
+    total, n, rising = mp.mpf(0), 2, mp.mpf(d) * (d + 1)
+    while True:
+        check_time("OPRF pnc pair excess (Gamma(d) series)")
+        c = mp.mpf(0)
+        for k in range(n + 1):
+            j = n - k
+            a_part = mp.power(4 * a, j) / mp.factorial(j)
+            t_part = mp.power(t, k) / (mp.rf(h, k) * mp.factorial(k))
+            if derivative:
+                da = 4 * mp.power(4 * a, j - 1) / mp.factorial(j - 1) if j else mp.mpf(0)
+                dt = k * mp.power(t, k - 1) * (-2 * v2) / (mp.rf(h, k) * mp.factorial(k)) if k else mp.mpf(0)
+                c += da * t_part + a_part * dt
+            else:
+                c += a_part * t_part
+        term = rising * c
+        total += term
+        if n > 3 and abs(term) <= mp.eps * abs(total) / 4:
+            return total
+        rising *= d + n
+        n += 1
+
+
+def _pnc_excess_small_derivative(d, vv, a):
+    r""":math:`\partial_A` of the pnc OPRF pair term at small A and v, without the cancellation of the
+    integrand's near-zero mean: the theorem makes :math:`\partial_A\mathbb E_{\Gamma(d)}f = 0`, and the linear part
+    of f has equal expectations under both laws, so
+    :math:`\partial_A\mathbb E_{pnc}f = \mathbb E_{pnc}\partial_A\tilde f - \partial_A\mathbb E_{\Gamma(d)}\tilde f`
+    (notation of :func:`_pnc_excess_small`), with :math:`\partial_A\tilde f` from the tails' derivatives."""
+    from .pnc import _expect_over_lower_half
+
+    h = mp.mpf(d) / 2
+    with mp.workprec(mp.prec + 2 * max(0, int(mp.mag(d))) + 16):
+        v2 = square(vv)
+        t = (1 - 4 * a) * v2 / 2
+        scale = mp.exp(d * mp.log1p(-4 * a))
+        dscale = -4 * d * scale / (1 - 4 * a)
+
+        def dftilde(s):
+            x, z = 4 * a * s, t * s
+            dx, dz = 4 * s, -2 * v2 * s
+            tz = _tail_0f1(h, z)
+            te = _tail_exp(x)
+            big_f = 1 + z / h + tz
+            f1 = (_tail_0f1(h + 1, z) + z / (h + 1)) / h  # (0F1(;h+1;z) - 1)/h = d/dz of the tail
+            inner = te * big_f + (1 + x) * tz + x * z / h
+            dinner = (mp.expm1(x) * dx * big_f + te * (1 / h + f1) * dz + dx * tz + (1 + x) * f1 * dz
+                      + (dx * z + x * dz) / h)
+            return dscale * inner + scale * dinner
+
+        e_pnc = _expect_over_lower_half(
+            d, dftilde, f"derivative of the OPRF pnc pair term (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
+        e_gamma = dscale * _gamma_series(d, h, a, t, v2, False) + scale * _gamma_series(d, h, a, t, v2, True)
+        result = e_pnc - e_gamma
     return +result
 
 
@@ -362,12 +411,17 @@ def _pnc_optimal_a(d, vv, m, a0):
         check_time("OPRF optimal A (pnc_orthogonal)")
         dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * (
             16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2)
-        with mp.workprec(mp.prec + extra):
-            pair = _pnc_pair_term_derivative(d, vv, a)
+        if _pnc_small_excess_applies(d, vv, a):
+            pair = _pnc_excess_small_derivative(d, vv, a)
+        else:
+            with mp.workprec(mp.prec + extra):
+                pair = _pnc_pair_term_derivative(d, vv, a)
         return dvar + n_pnc * pair
 
     try:
-        with mp.workprec(max(53, mp.prec // 2)):
+        # the search stops at a relative step of tol = 2^(-prec/2): g carries 24 bits beyond that (near the root
+        # dvar and the pair term cancel), or the steps wander at g's rounding level
+        with mp.workprec(max(53, mp.prec // 2) + 24):
             a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
             ga, gb = g(a), g(b)
             for _ in range(MAX_SECANT):
