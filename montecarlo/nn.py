@@ -311,6 +311,12 @@ def _exclusive_cummax(x, dim, fill):
     return torch.cat([first, inc.narrow(dim, 0, inc.shape[dim] - 1)], dim=dim)
 
 
+def _compiling():
+    """Whether torch.compile is tracing (``torch.compiler.is_compiling``, torch >= 2.3; False before)."""
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(fn()) if fn is not None else False
+
+
 def _scan_states(K, oc):
     r"""Exclusive prefix states of the chunk summaries by a log-depth scan (no loop over the chunks).
 
@@ -416,7 +422,7 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None):
     neg = _very_negative(lq.dtype)
     grad = torch.is_grad_enabled() and (lq.requires_grad or lk.requires_grad or v.requires_grad)
     if scan is None:
-        scan = lq.device.type != "cpu" or torch.compiler.is_compiling()
+        scan = lq.device.type != "cpu" or _compiling()
     lq = lq.expand(lead + (L, M)).reshape(n, L, M)
     lk = lk.expand(lead + (L, M)).reshape(n, L, M)
     if not grad:  # written in place below: no broadcast (stride-0) views
