@@ -364,32 +364,19 @@ def _loop_in_place(qr, lk4, v4, nd, oc, before, decay, gain, run):
     return run
 
 
-def _within_chunks(lq4, lk4, v4, before, neg, grad):
-    r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
-    ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
-    ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
-    autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk."""
-    n, N, b, M = lq4.shape
-    sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
+def _halves(x, s, half):
+    """The first (0) or second (1) half of every block of 2s positions along dim 2 of x (n, N, b, C)."""
+    n, N, b, C = x.shape
+    return x.view(n, N, b // (2 * s), 2, s, C)[:, :, :, half]
 
-    def halves(x, s, half):  # the first (0) or second (1) half of every block of 2s positions
-        return x.view(n, N, b // (2 * s), 2, s, x.shape[-1])[:, :, :, half]
 
-    with torch.no_grad():
-        kd = lk4.detach()
-        # maxima of the first halves (a single key at s = 1: a view, no copy)
-        offsets = [halves(kd, s, 0) if s == 1 else halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
-        c = torch.maximum(kd, before.unsqueeze(2))  # c_if = max_{j <= i} l_f(k_j), built over the dyadic blocks
-        for s, oF in zip(sizes, offsets):
-            halves(c, s, 1).clamp_min_(oF)
-        r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
-        del c
-    qr = lq4 - r if grad else lq4.sub_(r)  # l_f(q_i) - r_i, shared by every term below
-    # the key at the query's own position
+def _levels(qr, lk4, v4, offsets, neg):
+    """Numerators and key masses (n, N, b, D) of the keys of each query's own chunk: the key at the query's
+    position, then at level s the second half of each block of 2s positions reading the first half."""
     nd = (qr + lk4).exp_().sum(-1, keepdim=True) * v4
-    # inside the chunk: at level s the second half of each block of 2s positions reads the first half
-    for s, oF in zip(sizes, offsets):
-        qS, kF, vF = halves(qr, s, 1), halves(lk4, s, 0), halves(v4, s, 0)
+    for oF in offsets:
+        s = _level_size(oF, qr)
+        qS, kF, vF = _halves(qr, s, 1), _halves(lk4, s, 0), _halves(v4, s, 0)
         if s == 1:  # one key: its own features, elementwise
             part = (qS + kF).exp_().sum(-1, keepdim=True) * vF
         else:
@@ -399,8 +386,88 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad):
                 part = (eqS @ eF.transpose(-1, -2)) @ vF
             else:
                 part = eqS @ (eF.transpose(-1, -2) @ vF)
-        halves(nd, s, 1).add_(part)
-    return qr, nd
+        _halves(nd, s, 1).add_(part)
+    return nd
+
+
+def _level_size(oF, x):
+    """The block length s of a level from its offsets (n, N, b / 2s, 1 or s, M)."""
+    return x.shape[2] // (2 * oF.shape[2])
+
+
+class _Levels(torch.autograd.Function):
+    """:func:`_levels` with a hand-written backward: the exponentials are recomputed level by level and the
+    gradients accumulated in place into one buffer per input (autograd would zero-fill a full-size gradient
+    for every half-block view, several per level).  The offsets are constants (detached), as in the
+    forward's construction."""
+
+    @staticmethod
+    def forward(ctx, qr, lk4, v4, offsets, neg):
+        ctx.save_for_backward(qr, lk4, v4)
+        ctx.offsets, ctx.neg = offsets, neg
+        with torch.no_grad():
+            return _levels(qr, lk4, v4, offsets, neg)
+
+    @staticmethod
+    def backward(ctx, G):
+        qr, lk4, v4 = ctx.saved_tensors
+        gq, gk = torch.zeros_like(qr), torch.zeros_like(lk4)
+        e = (qr + lk4).exp_()
+        w = e.sum(-1, keepdim=True)
+        gv = w * G
+        e.mul_((G * v4).sum(-1, keepdim=True))
+        gq.add_(e)
+        gk.add_(e)
+        del e
+        for oF in ctx.offsets:
+            s = _level_size(oF, qr)
+            qS, kF, vF, GS = _halves(qr, s, 1), _halves(lk4, s, 0), _halves(v4, s, 0), _halves(G, s, 1)
+            if s == 1:
+                e = (qS + kF).exp_()
+                _halves(gv, s, 0).addcmul_(e.sum(-1, keepdim=True), GS)
+                e.mul_((GS * vF).sum(-1, keepdim=True))
+                _halves(gq, s, 1).add_(e)
+                _halves(gk, s, 0).add_(e)
+                continue
+            eqS = (qS + oF).exp_()
+            eF = (kF - oF.clamp_min(ctx.neg)).exp_()
+            if s <= DIRECT_BLOCK:
+                A = eqS @ eF.transpose(-1, -2)  # (.., s, s)
+                dA = GS @ vF.transpose(-1, -2)
+                _halves(gv, s, 0).add_(A.transpose(-1, -2) @ GS)
+                d_eq, d_ef = dA @ eF, dA.transpose(-1, -2) @ eqS
+            else:
+                S = eF.transpose(-1, -2) @ vF  # (.., M, D)
+                dS = eqS.transpose(-1, -2) @ GS
+                _halves(gv, s, 0).add_(eF @ dS)
+                d_eq, d_ef = GS @ S.transpose(-1, -2), vF @ dS.transpose(-1, -2)
+            _halves(gq, s, 1).addcmul_(d_eq, eqS)
+            _halves(gk, s, 0).addcmul_(d_ef, eF)
+        return gq, gk, gv, None, None
+
+
+def _within_chunks(lq4, lk4, v4, before, neg, grad):
+    r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
+    ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
+    ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
+    autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk
+    (with autograd through :class:`_Levels`)."""
+    b = lq4.shape[2]
+    sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
+    with torch.no_grad():
+        kd = lk4.detach()
+        # maxima of the first halves (a single key at s = 1: a view, no copy)
+        offsets = [_halves(kd, s, 0) if s == 1 else _halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
+        c = torch.maximum(kd, before.unsqueeze(2))  # c_if = max_{j <= i} l_f(k_j), built over the dyadic blocks
+        for s, oF in zip(sizes, offsets):
+            _halves(c, s, 1).clamp_min_(oF)
+        r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
+        del c
+    if not grad:
+        qr = lq4.sub_(r)  # l_f(q_i) - r_i, shared by every term
+        return qr, _levels(qr, lk4, v4, offsets, neg)
+    qr = lq4 - r
+    return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
 
 
 def _causal(lq, lk, v, chunk, seen=None, scan=None):

@@ -528,3 +528,45 @@ def test_causal_inference_by_groups_of_chunks(monkeypatch, group_chunks):
     with torch.no_grad():
         broken = mod(q, k, v, pad)
     assert not torch.allclose(broken, ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("direct_block", [32, 2])
+def test_within_chunk_levels_backward_is_the_gradient(monkeypatch, direct_block):
+    """The hand-written backward of the within-chunk levels (_Levels: exponentials recomputed per level,
+    gradients accumulated in place) is the gradient: torch.autograd.gradcheck (finite differences, float64)
+    and equal to autograd through the plain computation, for the direct (s x s) and the state (m x d_v) form
+    of the levels (DIRECT_BLOCK 32 and 2).  Power: a backward that drops the levels' key gradients fails."""
+    from montecarlo import nn as mnn
+
+    monkeypatch.setattr(mnn, "DIRECT_BLOCK", direct_block)
+    g = torch.Generator().manual_seed(6)
+    n, N, b, M, D = 2, 3, 8, 5, 4
+    lq = torch.randn(n, N, b, M, generator=g, dtype=torch.float64)
+    lk = torch.randn(n, N, b, M, generator=g, dtype=torch.float64)
+    v = torch.randn(n, N, b, D, generator=g, dtype=torch.float64)
+    neg = mnn._very_negative(torch.float64)
+    sizes = [1, 2, 4]
+    offsets = [mnn._halves(lk, 1, 0)] + [mnn._halves(lk, s, 0).amax(-2, keepdim=True) for s in sizes[1:]]
+    leaves = [x.clone().requires_grad_(True) for x in (lq - 3.0, lk, v)]
+
+    def levels(q, k, vv):
+        return mnn._Levels.apply(q, k, vv, offsets, neg)
+
+    assert torch.autograd.gradcheck(levels, leaves, eps=1e-6, atol=1e-8, rtol=1e-6)
+    out = levels(*leaves)
+    cot = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    ga = torch.autograd.grad((out * cot).sum(), leaves)
+    plain = [x.detach().clone().requires_grad_(True) for x in leaves]
+    gb = torch.autograd.grad((mnn._levels(*plain, offsets, neg) * cot).sum(), plain)
+    for a, b_ in zip(ga, gb):
+        assert torch.allclose(a, b_, rtol=1e-10, atol=1e-12)
+    real = mnn._Levels.backward
+
+    def no_key_grad(ctx, G):
+        gq, gk, gv, *_ = real(ctx, G)
+        return gq, torch.zeros_like(gk), gv, None, None
+
+    monkeypatch.setattr(mnn._Levels, "backward", staticmethod(no_key_grad))
+    out = levels(*leaves)
+    gc = torch.autograd.grad((out * cot).sum(), leaves)
+    assert not torch.allclose(gc[1], gb[1], rtol=1e-3, atol=1e-6)
