@@ -48,8 +48,8 @@ Speed
 The causal scan combines its chunks by a loop on the CPU (in place, one carried state, groups of chunks:
 the least memory) and by a log-depth scan on accelerators and under ``torch.compile``.  On a GPU the
 eager causal pass is a sequence of elementwise kernels; compile the model (``torch.compile(model)``) for
-long causal sequences: on an H100 (bf16, forward + backward, batch x heads 32, m = 128) 0.68 x SDPA's time
-at L = 65536 compiled against 1.48 x eager, but still 8 x SDPA at L = 4096 (``benchmarks/README.md``).
+long causal sequences: on an H100 (bf16, forward + backward, batch x heads 32, m = 128) 0.68-0.70 x SDPA's
+time at L = 65536 compiled against 1.27 x eager, but still 8 x SDPA at L = 4096 (``benchmarks/README.md``).
 
 Random features, copies, checkpoints
 ------------------------------------
