@@ -167,55 +167,18 @@ def cpu_rows(seq_lens, m_values, repeat, threads, memory, cap_fast):
 # CUDA
 
 
-def cuda_rows(seq_lens, repeat, cap_fast):
+def _cuda_inputs(L, dev):
+    """q, k, v (bf16, 0.5 N(0, 1)) and a fixed cotangent of the issue-20 shape, seeded."""
     import torch
 
-    dev = "cuda"
-    rows = []
-    for causal in (True, False):
-        for L in seq_lens:
-            gen = torch.Generator(device=dev).manual_seed(0)
-            q, k, v = (0.5 * torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
-                       for _ in range(3))
-            cot = torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
-            ms, mem = {}, {}
-            for impl in _impls(causal, L, cap_fast):
-                fn = _build(impl, causal, 128, dev, torch)
-                leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-
-                def step(fn=fn, leaves=leaves):
-                    out = fn(*leaves)
-                    out.backward(cot.to(out.dtype))
-                    for t in leaves:
-                        t.grad = None
-                try:
-                    step()
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
-                    base = torch.cuda.memory_allocated()
-                    times = []
-                    for _ in range(repeat):
-                        torch.cuda.synchronize()
-                        t0 = time.perf_counter()
-                        step()
-                        torch.cuda.synchronize()
-                        times.append(time.perf_counter() - t0)
-                    ms[impl] = 1e3 * min(times)
-                    mem[impl] = (torch.cuda.max_memory_allocated() - base) / 2**20
-                except torch.cuda.OutOfMemoryError:
-                    ms[impl], mem[impl] = None, "OOM"
-                    torch.cuda.empty_cache()
-                del fn
-            row = {"device": torch.cuda.get_device_name(), "causal": causal, "L": L, "m": 128,
-                   "pass": "forward+backward, bf16", "ms": ms, "peak_mb": mem}
-            rows.append(row)
-            print("  " + _line(row), flush=True)
-    return rows
+    gen = torch.Generator(device=dev).manual_seed(0)
+    q, k, v = (0.5 * torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
+               for _ in range(3))
+    cot = torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
+    return q, k, v, cot
 
 
 def _cuda_step(fn, q, k, v, cot):
-    import torch
-
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
 
     def step():
@@ -247,6 +210,30 @@ def _cuda_time(step, repeat):
     return first, 1e3 * min(times), (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
+def cuda_rows(seq_lens, repeat, cap_fast):
+    import torch
+
+    dev = "cuda"
+    rows = []
+    for causal in (True, False):
+        for L in seq_lens:
+            q, k, v, cot = _cuda_inputs(L, dev)
+            ms, mem = {}, {}
+            for impl in _impls(causal, L, cap_fast):
+                fn = _build(impl, causal, 128, dev, torch)
+                try:
+                    _, ms[impl], mem[impl] = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
+                except torch.cuda.OutOfMemoryError:
+                    ms[impl], mem[impl] = None, "OOM"
+                    torch.cuda.empty_cache()
+                del fn
+            row = {"device": torch.cuda.get_device_name(), "causal": causal, "L": L, "m": 128,
+                   "pass": "forward+backward, bf16", "ms": ms, "peak_mb": mem}
+            rows.append(row)
+            print("  " + _line(row), flush=True)
+    return rows
+
+
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     log-depth scan over chunks at chunk 64/128/256, eager with the loop over chunks (chunk 256), and
@@ -261,10 +248,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     dev, t_start, rows = device, time.perf_counter(), []
     plain = mnn._causal
     for L in seq_lens:
-        gen = torch.Generator(device=dev).manual_seed(0)
-        q, k, v = (0.5 * torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
-                   for _ in range(3))
-        cot = torch.randn(*CUDA_SHAPE, L, D_HEAD, generator=gen, device=dev, dtype=torch.bfloat16)
+        q, k, v, cot = _cuda_inputs(L, dev)
         forms = [("sdpa", None, False, None), ("scan_c64", 64, False, True), ("scan_c128", 128, False, True),
                  ("scan_c256", 256, False, True), ("loop_c256", 256, False, False),
                  ("compiled_c256", 256, True, None), ("compiled_c64", 64, True, None)]
