@@ -124,15 +124,9 @@ def _measure_memory(impl, causal, L, m, threads):
 
 def _cpu_time(fns, repeat):
     """Minimum CPU time (s) of each callable over ``repeat`` interleaved calls (one warm-up each)."""
-    times = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t0 = time.process_time()
-            f()
-            times[k].append(time.process_time() - t0)
-    return {k: min(v) for k, v in times.items()}
+    from benchmarks._timing import interleaved
+
+    return {k: min(v) for k, v in interleaved(fns, repeat, clock=time.process_time).items()}
 
 
 def cpu_rows(seq_lens, m_values, repeat, threads, memory, cap_fast):

@@ -26,25 +26,14 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._timing import interleaved, ratio  # noqa: E402
 from theory.cli import atomic_write, main_runner, make_parser  # noqa: E402
 
 SECTIONS = ("map", "theory", "estimators")
 
 
 def _cpu_interleaved(fns, repeat):
-    times = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t0 = time.process_time()
-            f()
-            times[k].append(time.process_time() - t0)
-    return times
-
-
-def _ratio(t, a, b):
-    return min(t[a]) / min(t[b]), float(np.median(t[a]) / np.median(t[b]))
+    return interleaved(fns, repeat, clock=time.process_time)
 
 
 def bench_map(quick):
@@ -69,8 +58,8 @@ def bench_map(quick):
                "hyperbolic": lambda: mc.random_features(X, W, "hyperbolic")}
         t = _cpu_interleaved(fns, 5 if quick else 15)
         rows.append({"dtype": np.dtype(dtype).name, "ms": {k: 1e3 * min(v) for k, v in t.items()},
-                     "prf_vs_inline": _ratio(t, "prf", "inline"), "oprf_vs_prf": _ratio(t, "oprf", "prf"),
-                     "hyperbolic_vs_prf": _ratio(t, "hyperbolic", "prf")})
+                     "prf_vs_inline": ratio(t, "prf", "inline"), "oprf_vs_prf": ratio(t, "oprf", "prf"),
+                     "hyperbolic_vs_prf": ratio(t, "hyperbolic", "prf")})
     print(f"\n## feature maps, N = {n}, d = {d}, m = {m} (one thread, CPU time)")
     print(f"{'dtype':<8} {'inline ms':>9} {'prf ms':>7} {'prf/inline (<=1.05)':>20} {'oprf/prf (<=1.2)':>17} "
           f"{'hyperbolic/prf':>15}")
@@ -96,7 +85,7 @@ def bench_theory(quick):
                        "hyperbolic": lambda: theory.kernel_mse(coupling, 64, v, kind="hyperbolic", **kw)}
                 t = _cpu_interleaved(fns, 3 if quick else 7)
             rows.append({"coupling": coupling, "v": v, "prf_ms": 1e3 * min(t["prf"]),
-                         "oprf_vs_prf": _ratio(t, "oprf", "prf"), "hyperbolic_vs_prf": _ratio(t, "hyperbolic", "prf")})
+                         "oprf_vs_prf": ratio(t, "oprf", "prf"), "hyperbolic_vs_prf": ratio(t, "hyperbolic", "prf")})
     print("\n## theory.kernel_mse at d = 64, 30 digits (CPU time)")
     print(f"{'coupling':<11} {'v':>4} {'prf ms':>8} {'oprf/prf (<=1.5)':>17} {'hyperbolic/prf':>15}")
     for r in rows:
@@ -115,7 +104,7 @@ def bench_estimators(quick):
     y = x + 0.3 * rng.standard_normal(d) / math.sqrt(d)
     fns = {k: (lambda k=k: mc.empirical_mse("simplex", x, y, d, n, rng=1, kind=k)) for k in mc.KINDS}
     t = _cpu_interleaved(fns, 3 if quick else 5)
-    rows = [{"kind": k, "ms": 1e3 * min(t[k]), "vs_prf": _ratio(t, k, "prf")} for k in mc.KINDS]
+    rows = [{"kind": k, "ms": 1e3 * min(t[k]), "vs_prf": ratio(t, k, "prf")} for k in mc.KINDS]
     print(f"\n## empirical_mse('simplex', d = {d}, m = d, n_draws = {n}), fast path (CPU time)")
     for r in rows:
         print(f"{r['kind']:<11} {r['ms']:>9.1f} ms  {r['vs_prf'][0]:.3f}x PRF ({r['vs_prf'][1]:.3f})")
