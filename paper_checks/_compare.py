@@ -74,6 +74,15 @@ class SampleEstimate:
         self.stderr = samples.std(ddof=1) / np.sqrt(samples.size)
 
 
+def point_pair(d, seed, xn, dist):
+    """x with |x| = xn in a random direction and y = x + a random step of length dist (seeded)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(d)
+    x *= xn / np.linalg.norm(x)
+    e = rng.standard_normal(d)
+    return x, x + dist * e / np.linalg.norm(e)
+
+
 def pair_with_norms(d, xn, yn, v, seed=0):
     """Vectors x, y in R^d with |x| = xn, |y| = yn and |x + y| = v (a random plane)."""
     rng = np.random.default_rng(seed)

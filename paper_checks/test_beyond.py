@@ -7,15 +7,11 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
-from paper_checks._compare import assert_agree, assert_mc_agree, mc_agrees
+from paper_checks._compare import assert_agree, assert_mc_agree, mc_agrees, point_pair
 
 
 def _pair(d, seed, xn=0.4, dist=1.0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(d)
-    x *= xn / np.linalg.norm(x)
-    e = rng.standard_normal(d)
-    return x, x + dist * e / np.linalg.norm(e)
+    return point_pair(d, seed, xn, dist)
 
 
 @pytest.mark.claim("beyond.rff_simplex")

@@ -9,7 +9,7 @@ from mpmath import mp
 import montecarlo as mc
 import theory
 from montecarlo.audit import audit
-from paper_checks._compare import Z_CRIT, agrees
+from paper_checks._compare import Z_CRIT, agrees, point_pair
 
 
 def test_the_issue_numbers_and_the_bessel_route():
@@ -26,11 +26,7 @@ def test_the_issue_numbers_and_the_bessel_route():
 
 
 def _points(d, seed, xn=0.5, dist=0.5):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(d)
-    x *= xn / np.linalg.norm(x)
-    e = rng.standard_normal(d)
-    return x, x + dist * e / np.linalg.norm(e)
+    return point_pair(d, seed, xn, dist)
 
 
 @pytest.mark.parametrize("kind", ["prf", "rff"])

@@ -13,7 +13,7 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
-from paper_checks._compare import Z_CRIT, agrees
+from paper_checks._compare import Z_CRIT, agrees, point_pair
 from theory.hyperbolic import hyperbolic_ordering, hyperbolic_pair_term
 from theory.registry import MissingHookError
 
@@ -111,11 +111,7 @@ def test_certified_ordering():
 
 
 def _points(d, seed, xn=0.5, dist=0.3):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(d)
-    x *= xn / np.linalg.norm(x)
-    e = rng.standard_normal(d)
-    return x, x + dist * e / np.linalg.norm(e)
+    return point_pair(d, seed, xn, dist)
 
 
 @pytest.mark.parametrize("coupling", ["iid", "orthogonal", "simplex", "pnc_orthogonal"])

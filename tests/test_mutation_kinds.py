@@ -21,14 +21,6 @@ from paper_checks._compare import agrees
 from theory import feature_kinds as fk
 
 
-def _points(d, seed, xn=0.5, dist=0.3):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(d)
-    x *= xn / np.linalg.norm(x)
-    e = rng.standard_normal(d)
-    return x, x + dist * e / np.linalg.norm(e)
-
-
 class TestRegistry:
     """theory/feature_kinds.py: each record's width and kernels are what its map produces and estimates."""
 

@@ -10,7 +10,7 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
-from paper_checks._compare import Z_CRIT, agrees
+from paper_checks._compare import Z_CRIT, agrees, point_pair
 from theory.oprf import optimal_a, second_moment
 from theory.registry import MissingHookError
 
@@ -205,11 +205,7 @@ def test_pnc_oprf_at_v_1e_300(d):
 
 
 def _points(d, seed, xn=0.5, dist=0.3):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(d)
-    x *= xn / np.linalg.norm(x)
-    e = rng.standard_normal(d)
-    return x, x + dist * e / np.linalg.norm(e)
+    return point_pair(d, seed, xn, dist)
 
 
 @pytest.mark.parametrize("coupling", ["iid", "orthogonal", "simplex", "pnc_orthogonal"])
