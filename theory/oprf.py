@@ -197,7 +197,12 @@ def pnc_pair_term(d, v, A):
 
 
 def _tail_exp(x):
-    """e^x - 1 - x without cancellation."""
+    """e^x - 1 - x without cancellation.
+
+    For |x| < 1/2 the term ratios x/k (k >= 3) are at most 1/6, so stopping at a term below eps |sum| leaves
+    a remainder below eps |sum| / 5.  (Written out rather than through :func:`theory._series.sum_ratio_series`:
+    it runs at every quadrature node of the pnc routes, where that general summation measured 1.4-2x slower
+    for the whole call.)"""
     if abs(x) < mp.mpf(1) / 2:
         term, total, k = x * x / 2, mp.mpf(0), 2
         while True:
@@ -211,7 +216,8 @@ def _tail_exp(x):
 
 
 def _tail_0f1(h, z):
-    """0F1(; h; z) - 1 - z/h (z >= 0) without cancellation."""
+    """0F1(; h; z) - 1 - z/h (z >= 0) without cancellation (for z < 1/2 the term ratios z/((h+k)(k+1)) are below
+    1/6, so the stopping rule bounds the remainder as in :func:`_tail_exp`)."""
     if z < mp.mpf(1) / 2:
         term, total, k = z * z / (2 * h * (h + 1)), mp.mpf(0), 2
         while True:
