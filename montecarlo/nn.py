@@ -509,16 +509,15 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None):
         ochunk = lk4.detach().amax(2)  # (n, N, M): each chunk's maximum per feature
         before = _exclusive_cummax(ochunk, 1, -math.inf)  # maximum over the earlier chunks
         oc = ochunk.clamp_min(neg)
+        if not scan:  # the recursion over chunks: P_{c+1} = P_c decay_c + K_c gain_c
+            after = torch.cummax(oc, dim=1).values  # offset of the state after chunk c
+            decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
+            gain = torch.exp(oc - after)
     # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
     # maxima over all earlier chunks (all in the past of every query that reads them)
     if grad or scan:
         qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad)
         if N > 1:
-            with torch.no_grad():
-                if not scan:
-                    after = torch.cummax(oc, dim=1).values  # offset of the state after chunk c
-                    decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
-                    gain = torch.exp(oc - after)
             K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D), offsets oc
             # states with offsets `before`
             P = _scan_states(K, oc) if scan else _loop_states(K * gain.unsqueeze(-1), decay)
@@ -526,10 +525,6 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None):
             nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
             del P
     else:  # inference on the CPU: groups of chunks, in place, one state carried along
-        with torch.no_grad():
-            after = torch.cummax(oc, dim=1).values
-            decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
-            gain = torch.exp(oc - after)
         nd = torch.empty((n, N, b, D), dtype=ve.dtype, device=ve.device)
         group = max(1, GROUP_ENTRIES // (n * b * M))
         run = None
