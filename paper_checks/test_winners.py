@@ -143,6 +143,27 @@ def test_oprf_pnc_does_not_win(d, v, above, record):
     assert r > 1 + above
 
 
+@pytest.mark.claim("beyond.winners_small_v", "beyond.winners_large_v")
+@pytest.mark.parametrize("d, v", [(2, "0.05"), (2, "0.2"), (8, "0.1"), (64, "0.05")])
+def test_oprf_pnc_pair_excess_two_routes(d, v, monkeypatch, record):
+    """The OPRF-PNC contestant at small v (its own optimal A) by the two routes of its pair excess, at 20 digits:
+    the quadrature of the pair term minus e^{v^2}, and the i.i.d.-norm law subtracted beyond the linear part
+    (theory.oprf._pnc_excess_small, used by default there); they agree to 18 digits."""
+    from theory import oprf
+
+    with mp.workdps(20):
+        vv = mp.mpf(v)
+        a = oprf._parameters("pnc_orthogonal", d, vv, d)["A"]
+        assert oprf._pnc_small_excess_applies(d, vv, a)
+
+        def mse():
+            return theory.kernel_mse("pnc_orthogonal", d, vv, kind="oprf", A=a, x_norm=vv / 2, y_norm=vv / 2)
+
+        small = mse()
+        monkeypatch.setattr(oprf, "_pnc_small_excess_applies", lambda *args: False)
+        assert_agree(small, mse(), 18, record, f"OPRF-PNC MSE at d = {d}, v = {v}")
+
+
 @pytest.mark.claim("beyond.winners_simplex_plus")
 @pytest.mark.parametrize("d, v, kind, winner", [(4, "0.5", "hyperbolic", "orthogonal"),
                                                  (8, "0.5", "hyperbolic", "orthogonal"),
