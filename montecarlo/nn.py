@@ -125,6 +125,10 @@ DEFAULT_CHUNK = {"cpu": 64, "cuda": 256}
 #: Largest block length whose within-chunk scores are formed directly (s x s); longer blocks are summarised as
 #: an (m, d_v) state (cheaper from about s = m d_v / (m + d_v)).
 DIRECT_BLOCK = 32
+#: The within-chunk part of the causal scan on CUDA float32 features by fused Triton kernels
+#: (:mod:`montecarlo._fused`) where Triton is importable; False: always the torch levels.
+FUSED = True
+_TRITON = None
 #: Inference on the CPU works through the chunks in groups of about this many log-feature entries (the
 #: temporaries of the within-chunk levels are a few times a group; the result is the same for any group).
 GROUP_ENTRIES = 1 << 22
@@ -446,37 +450,67 @@ class _Levels(torch.autograd.Function):
         return gq, gk, gv, None, None
 
 
-def _within_chunks(lq4, lk4, v4, before, neg, grad):
+def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False):
     r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
     ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
     ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
     autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk
-    (with autograd through :class:`_Levels`)."""
+    (with autograd through :class:`_Levels`, or the fused Triton kernels of :mod:`montecarlo._fused` when
+    ``fused``)."""
     b = lq4.shape[2]
     sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
     with torch.no_grad():
         kd = lk4.detach()
-        # maxima of the first halves (a single key at s = 1: a view, no copy)
-        offsets = [_halves(kd, s, 0) if s == 1 else _halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
-        c = torch.maximum(kd, before.unsqueeze(2))  # c_if = max_{j <= i} l_f(k_j), built over the dyadic blocks
-        for s, oF in zip(sizes, offsets):
-            _halves(c, s, 1).clamp_min_(oF)
+        if fused:  # c_if = max_{j <= i} l_f(k_j) by one scan (the kernels find their own tile offsets)
+            c = torch.maximum(torch.cummax(kd, 2).values, before.unsqueeze(2))
+        else:
+            # maxima of the first halves (a single key at s = 1: a view, no copy)
+            offsets = [_halves(kd, s, 0) if s == 1 else _halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
+            c = torch.maximum(kd, before.unsqueeze(2))  # c_if, built over the dyadic blocks
+            for s, oF in zip(sizes, offsets):
+                _halves(c, s, 1).clamp_min_(oF)
         r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
         del c
+    qr = lq4 - r if grad else lq4.sub_(r)  # l_f(q_i) - r_i, shared by every term
+    if fused:
+        from montecarlo import _fused
+
+        return qr, _fused.within(qr, lk4, v4)
     if not grad:
-        qr = lq4.sub_(r)  # l_f(q_i) - r_i, shared by every term
         return qr, _levels(qr, lk4, v4, offsets, neg)
-    qr = lq4 - r
     return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
 
 
-def _causal(lq, lk, v, chunk, seen=None, scan=None):
+def _fused_applies(x, b):
+    """Whether the within-chunk part runs in the fused Triton kernels: :data:`FUSED`, a CUDA float32 tensor,
+    chunks of at least 16 positions, Triton importable, and not under ``torch.compile`` (which fuses the
+    torch path itself)."""
+    if not (FUSED and x.device.type == "cuda" and x.dtype == torch.float32 and b >= 16 and b % 16 == 0):
+        return False
+    return not _compiling() and _triton_available()
+
+
+def _triton_available():
+    global _TRITON
+    if _TRITON is None:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            _TRITON = False
+        else:
+            _TRITON = True
+    return _TRITON
+
+
+def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None):
     r"""Stabilised causal attention (module docs): prefix states over chunks, dyadic blocks within a chunk,
     the diagonal directly.  ``lq``, ``lk`` (..., L, M) fresh log-features (padded keys -inf; overwritten in
     place where no gradient needs them), v (..., L, d_v); ``chunk`` a power of two; ``seen`` (..., L, 1)
     bool or None; ``scan``: combine the chunks by the log-depth scan (True), the loop over chunks (False),
     or by device (None: the scan off the CPU and under ``torch.compile``, the loop on the CPU, where it
-    runs in place and holds the least memory).
+    runs in place and holds the least memory); ``fused``: the within-chunk part by the Triton kernels of
+    :mod:`montecarlo._fused` (True), the torch levels (False), or where they apply (None:
+    :func:`_fused_applies`).
 
     Every exponential below has an exponent <= 0 by construction, whatever the data: the offsets of a group
     of keys are their per-feature maxima, and a query reads only groups that lie wholly in its past, so each
@@ -515,8 +549,10 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None):
             gain = torch.exp(oc - after)
     # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
     # maxima over all earlier chunks (all in the past of every query that reads them)
-    if grad or scan:
-        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad)
+    if fused is None:
+        fused = _fused_applies(lq4, b)
+    if grad or scan or fused:
+        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused)
         if N > 1:
             K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D), offsets oc
             # states with offsets `before`

@@ -1,0 +1,217 @@
+r"""Fused Triton kernels for the within-chunk part of causal PRF attention (:mod:`montecarlo.nn`).
+
+Private: :func:`montecarlo.nn._within_chunks` calls :func:`within` on CUDA float32 inputs when Triton is
+importable (``montecarlo.nn.FUSED`` turns it off), instead of the dyadic levels (a sequence of elementwise
+kernels over (n, L, m) tensors, most of the eager GPU time).
+
+For each chunk of b positions (one (n, c) pair) the kernels form
+
+.. math:: \mathrm{nd}_i = \sum_{j \le i} \sum_f e^{\tilde\ell_f(q_i) + \ell_f(k_j)}\, v_j ,
+
+where :math:`\tilde\ell_f(q_i) = \ell_f(q_i) - r_i` already carries the query's row offset (so
+:math:`\tilde\ell_f(q_i) + c_{if} \le 0` with :math:`c_{if}` the running maximum of the keys' log-features),
+``v`` has the ones column (last entry of nd: the key mass).  The chunk is cut into tiles of T positions:
+
+* a key tile J wholly before the query tile I: per feature the tile's maximum :math:`o_f = \max_{j \in J}
+  \ell_f(k_j)` (at most :math:`c_{if}` for every query of I, since J lies in its past) splits every
+  exponential into two factors :math:`e^{\tilde\ell_f(q_i) + o_f} \le 1` and :math:`e^{\ell_f(k_j) - o_f}
+  \le 1`, whose product is a matrix product (T x F by F x T);
+* the diagonal tile elementwise, the exponent masked to ``-inf`` above the diagonal
+  (:math:`\ell_f(k_j) \le c_{if}` for j <= i: every exponent <= 0).
+
+No exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
+the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``), not TF32.
+
+Backward (the offsets recomputed, nothing saved but the inputs): with :math:`A_{ij} = \sum_f E_{ijf}`,
+:math:`E_{ijf} = e^{\tilde\ell_f(q_i)+\ell_f(k_j)}` and :math:`dA_{ij} = G_i \cdot v_j`,
+:math:`\partial\tilde\ell_f(q_i) = \sum_{j \le i} dA_{ij} E_{ijf}`, :math:`\partial\ell_f(k_j) = \sum_{i \ge j}
+dA_{ij} E_{ijf}` (both per feature block: one program per tile and feature block) and
+:math:`\partial v_j = \sum_{i \ge j} A_{ij} G_i` (one program per key tile).
+
+Tests run the kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton
+is imported), against the torch path and by ``torch.autograd.gradcheck`` in float64.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+#: Tile length T (positions) and feature block F of the kernels; T x T x F exponentials live in registers
+#: in the diagonal tiles.
+TILE = 16
+FEATURE_BLOCK = 32
+#: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
+_FLOOR = -1.0e30
+
+
+@triton.jit
+def _tile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
+    """Rows r0 .. r0 + T, features f0 .. f0 + F of a (b, M) block at ``P + base`` (-inf beyond M)."""
+    rows = tl.arange(0, T)
+    fs = f0 + tl.arange(0, F)
+    return tl.load(P + base + (r0 + rows)[:, None] * M + fs[None, :], mask=(fs < M)[None, :],
+                   other=float("-inf"))
+
+
+@triton.jit
+def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr):
+    """Rows r0 .. r0 + T of a (b, D) block at ``V + base`` (0 beyond D)."""
+    rows = tl.arange(0, T)
+    ds = tl.arange(0, BD)
+    return tl.load(V + base + (r0 + rows)[:, None] * D + ds[None, :], mask=(ds < D)[None, :], other=0.0)
+
+
+@triton.jit
+def _factors(q, k):
+    """The two factors e^{q + o} and e^{k - max(o, floor)} of a key tile (offset o: its per-feature max)."""
+    o = tl.max(k, 0)
+    return tl.exp(q + o[None, :]), tl.exp(k - tl.maximum(o, _FLOOR)[None, :])
+
+
+@triton.jit
+def _diagonal(q, k, T: tl.constexpr):
+    """E_ijf = e^{q_if + k_jf} for j <= i (0 above the diagonal), (T, T, F)."""
+    rows = tl.arange(0, T)
+    causal = rows[:, None] >= rows[None, :]
+    x = q[:, None, :] + k[None, :, :]
+    return tl.exp(tl.where(causal[:, :, None], x, float("-inf")))
+
+
+@triton.jit
+def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr):
+    c = tl.program_id(0).to(tl.int64)
+    i0 = tl.program_id(1) * T
+    bqk, bv = c * B * M, c * B * D
+    ty = Q.dtype.element_ty
+    acc = tl.zeros((T, BD), ty)
+    for j0 in range(0, i0, T):
+        s = tl.zeros((T, T), ty)
+        for f0 in range(0, M, F):
+            eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
+            s += tl.dot(eq, tl.trans(ek), input_precision="ieee")
+        acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD), input_precision="ieee")
+    s = tl.zeros((T, T), ty)
+    for f0 in range(0, M, F):
+        s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T), 2)
+    acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD), input_precision="ieee")
+    rows = tl.arange(0, T)
+    ds = tl.arange(0, BD)
+    tl.store(O + bv + (i0 + rows)[:, None] * D + ds[None, :], acc, mask=(ds < D)[None, :])
+
+
+@triton.jit
+def _query_grad_kernel(Q, K, V, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                       BD: tl.constexpr):
+    c = tl.program_id(0).to(tl.int64)
+    i0 = tl.program_id(1) * T
+    f0 = tl.program_id(2) * F
+    bqk, bv = c * B * M, c * B * D
+    q = _tile(Q, bqk, i0, f0, M, T, F)
+    g = _vtile(G, bv, i0, D, T, BD)
+    acc = tl.zeros((T, F), Q.dtype.element_ty)
+    for j0 in range(0, i0, T):
+        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD)), input_precision="ieee")
+        eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
+        acc += eq * tl.dot(dA, ek, input_precision="ieee")
+    dA = tl.dot(g, tl.trans(_vtile(V, bv, i0, D, T, BD)), input_precision="ieee")
+    acc += tl.sum(dA[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T), 1)
+    rows = tl.arange(0, T)
+    fs = f0 + tl.arange(0, F)
+    tl.store(GQ + bqk + (i0 + rows)[:, None] * M + fs[None, :], acc, mask=(fs < M)[None, :])
+
+
+@triton.jit
+def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                     BD: tl.constexpr):
+    c = tl.program_id(0).to(tl.int64)
+    j0 = tl.program_id(1) * T
+    f0 = tl.program_id(2) * F
+    bqk, bv = c * B * M, c * B * D
+    k = _tile(K, bqk, j0, f0, M, T, F)
+    vj = _vtile(V, bv, j0, D, T, BD)
+    o = tl.max(k, 0)
+    ek = tl.exp(k - tl.maximum(o, _FLOOR)[None, :])
+    acc = tl.zeros((T, F), Q.dtype.element_ty)
+    for i0 in range(j0 + T, B, T):
+        dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD)), input_precision="ieee")  # (j, i)
+        eq = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + o[None, :])
+        acc += tl.dot(dAt, eq, input_precision="ieee")
+    acc = acc * ek
+    dA = tl.dot(_vtile(G, bv, j0, D, T, BD), tl.trans(vj), input_precision="ieee")  # (i, j)
+    acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T), 0)
+    rows = tl.arange(0, T)
+    fs = f0 + tl.arange(0, F)
+    tl.store(GK + bqk + (j0 + rows)[:, None] * M + fs[None, :], acc, mask=(fs < M)[None, :])
+
+
+@triton.jit
+def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                       BD: tl.constexpr):
+    c = tl.program_id(0).to(tl.int64)
+    j0 = tl.program_id(1) * T
+    bqk, bv = c * B * M, c * B * D
+    ty = Q.dtype.element_ty
+    s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
+    for f0 in range(0, M, F):
+        s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T), 2)
+    acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD), input_precision="ieee")
+    for i0 in range(j0 + T, B, T):
+        s = tl.zeros((T, T), ty)
+        for f0 in range(0, M, F):
+            eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
+            s += tl.dot(eq, tl.trans(ek), input_precision="ieee")
+        acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD), input_precision="ieee")
+    rows = tl.arange(0, T)
+    ds = tl.arange(0, BD)
+    tl.store(GV + bv + (j0 + rows)[:, None] * D + ds[None, :], acc, mask=(ds < D)[None, :])
+
+
+def _sizes(b, M, D):
+    T = min(TILE, b)
+    F = max(16, min(FEATURE_BLOCK, triton.next_power_of_2(M)))
+    BD = max(16, triton.next_power_of_2(D))
+    return T, F, BD
+
+
+def applies(b):
+    """Whether the kernels take chunks of ``b`` positions (matrix tiles need at least 16)."""
+    return b >= 16 and b % 16 == 0
+
+
+class _Within(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, qr, lk4, v4):
+        qr, lk4, v4 = qr.contiguous(), lk4.contiguous(), v4.contiguous()
+        ctx.save_for_backward(qr, lk4, v4)
+        n, N, b, M = qr.shape
+        D = v4.shape[-1]
+        T, F, BD = _sizes(b, M, D)
+        out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
+        _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD)
+        return out
+
+    @staticmethod
+    def backward(ctx, G):
+        qr, lk4, v4 = ctx.saved_tensors
+        G = G.contiguous()
+        n, N, b, M = qr.shape
+        D = v4.shape[-1]
+        T, F, BD = _sizes(b, M, D)
+        gq, gk, gv = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4)
+        nf = triton.cdiv(M, F)
+        if ctx.needs_input_grad[0]:
+            _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gq, M, D, B=b, T=T, F=F, BD=BD)
+        if ctx.needs_input_grad[1]:
+            _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, B=b, T=T, F=F, BD=BD)
+        if ctx.needs_input_grad[2]:
+            _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, B=b, T=T, F=F, BD=BD)
+        return gq, gk, gv
+
+
+def within(qr, lk4, v4):
+    """Numerators and key masses (n, N, b, D) of the keys of each query's own chunk (the result of
+    ``montecarlo.nn._levels``), from ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D) with
+    the ones column; differentiable in all three."""
+    return _Within.apply(qr, lk4, v4)

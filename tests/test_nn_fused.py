@@ -1,0 +1,238 @@
+"""The fused Triton kernels of the causal within-chunk part (montecarlo._fused, issue 20): run on the CPU
+through Triton's interpreter (TRITON_INTERPRET=1, set by the root conftest where there is no NVIDIA device), against the masked
+quadratic form, by gradcheck, and inside the causal scan and the module against the torch levels; on a GPU
+(skipped here) the compiled kernels against the torch path.  Skipped where Triton is not installed."""
+
+import math
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from montecarlo import nn as mnn  # noqa: E402
+from montecarlo.nn import PRFAttention  # noqa: E402
+from theory import feature_kinds  # noqa: E402
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+KINDS = feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
+
+
+@pytest.fixture
+def fused():
+    """montecarlo._fused with its kernels interpreted on the CPU (the root conftest sets TRITON_INTERPRET=1
+    before Triton is imported where there is no NVIDIA device)."""
+    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("Triton's interpreter is off here (on a GPU the compiled kernels are tested: test_cuda_*)")
+    from montecarlo import _fused
+
+    return _fused
+
+
+def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0):
+    """Log-features with the query offsets of the causal scan (qr + running max of the keys <= 0)."""
+    lk = spread * torch.randn(n, N, b, M, generator=g, dtype=dtype)
+    qr = torch.randn(n, N, b, M, generator=g, dtype=dtype)
+    qr = qr - (qr + torch.cummax(lk, 2).values).amax(-1, keepdim=True)
+    v = torch.randn(n, N, b, D, generator=g, dtype=dtype)
+    return qr, lk, v
+
+
+def _dense(qr, lk, v, strict=False):
+    """sum_{j <= i} sum_f e^{qr_if + lk_jf} v_j by the plain (b, b, M) tensor (j < i with ``strict``)."""
+    b = qr.shape[2]
+    keep = torch.ones(b, b, dtype=torch.bool).tril(-1 if strict else 0).unsqueeze(-1)
+    A = torch.exp(torch.where(keep, qr.unsqueeze(-2) + lk.unsqueeze(-3), -math.inf)).sum(-1)
+    return A @ v
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 32, 20, 5), (1, 3, 64, 33, 17)])
+def test_kernels_equal_the_masked_quadratic_form(fused, shape):
+    """Forward and the three gradients of the kernels equal the plain masked (b, b, M) computation and its
+    autograd gradients in float64 (tiles of 16, feature blocks of 32 with a ragged last block, D not a power
+    of two).  Power: the same comparison against the form without the diagonal fails."""
+    g = torch.Generator().manual_seed(1)
+    leaves = [x.requires_grad_(True) for x in _inputs(g, *shape)]
+    out = fused.within(*leaves)
+    cot = torch.randn(out.shape, generator=g, dtype=out.dtype)
+    ga = torch.autograd.grad((out * cot).sum(), leaves)
+    plain = [x.detach().clone().requires_grad_(True) for x in leaves]
+    ref = _dense(*plain)
+    gb = torch.autograd.grad((ref * cot).sum(), plain)
+    assert torch.allclose(out, ref, rtol=1e-12, atol=1e-13)
+    for a, b_ in zip(ga, gb):
+        assert torch.allclose(a, b_, rtol=1e-12, atol=1e-13)
+    strict = _dense(*[x.detach() for x in leaves], strict=True)
+    assert not torch.allclose(out, strict, rtol=1e-3, atol=1e-3)
+
+
+def test_kernels_backward_is_the_gradient(fused, monkeypatch):
+    """torch.autograd.gradcheck (finite differences, float64, fast mode: random
+    projections of the Jacobian; the full Jacobians against autograd are in the test above) of the kernels on
+    two tiles of 8 positions (so both the tile-pair and the diagonal parts are differentiated).  Power: a
+    backward whose key gradient drops the tile pairs fails the fast mode's directional check."""
+    monkeypatch.setattr(fused, "TILE", 8)
+    g = torch.Generator().manual_seed(2)
+    leaves = [x.requires_grad_(True) for x in _inputs(g, 1, 1, 16, 2, 2)]
+    assert torch.autograd.gradcheck(fused.within, leaves, eps=1e-6, atol=1e-8, rtol=1e-6, fast_mode=True)
+    assert _directional_derivative_agrees(fused.within, leaves, g)
+    real = fused._Within.backward
+
+    def diagonal_keys_only(ctx, G):
+        gq, gk, gv = real(ctx, G)
+        qr, lk4, v4 = ctx.saved_tensors
+        mask = torch.ones(16, 16, dtype=qr.dtype).tril()
+        mask[8:, :8] = 0  # the pair (second tile, first tile) dropped
+        E = torch.exp(qr.unsqueeze(-2) + lk4.unsqueeze(-3))  # bounded inputs: no overflow above the diagonal
+        dA = (G @ v4.transpose(-1, -2)) * mask
+        return gq, (dA.unsqueeze(-1) * E).sum(-3), gv
+
+    monkeypatch.setattr(fused._Within, "backward", staticmethod(diagonal_keys_only))
+    assert not _directional_derivative_agrees(fused.within, leaves, g)
+
+
+def _directional_derivative_agrees(fn, leaves, g, eps=1e-6, rtol=1e-6):
+    """w . (f(x + eps u) - f(x - eps u)) / 2 eps against the backward's (w J) . u, u and w random: the core of
+    gradcheck's fast mode, without its slow-mode rerun on failure."""
+    u = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in leaves]
+    with torch.no_grad():
+        up = fn(*[x + eps * d for x, d in zip(leaves, u)])
+        down = fn(*[x - eps * d for x, d in zip(leaves, u)])
+    w = torch.randn(up.shape, generator=g, dtype=up.dtype)
+    numeric = ((up - down) * w).sum() / (2 * eps)
+    grads = torch.autograd.grad((fn(*leaves) * w).sum(), leaves)
+    analytic = sum((gr * d).sum() for gr, d in zip(grads, u))
+    return bool(abs(numeric - analytic) <= rtol * abs(analytic) + 1e-8)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_causal_scan_with_fused_kernels_equals_the_levels(fused, grad, dtype):
+    """_causal with the fused within-chunk part equals the torch levels (outputs and gradients), on keys
+    whose log-features span far beyond float32's exp range (the first keys x 30), with padded keys (-inf;
+    a whole tile of them, and the first keys of one sequence, whose queries see nothing) and a padded tail;
+    both equal the exact log-space form.  Power: the kernels with the diagonal tile dropped differ."""
+    g = torch.Generator().manual_seed(3)
+    d, L, b, m = 8, 75, 32, 12
+    q, k, v = (torch.randn(2, L, d, generator=g, dtype=dtype) for _ in range(3))
+    k[:, :20] *= 30.0
+    w = torch.randn(m, d, generator=g, dtype=dtype)
+    rec = feature_kinds.get("prf")
+    pad = torch.zeros(2, L, dtype=torch.bool)
+    pad[0, :3] = True
+    pad[1, 32:48] = True
+    seen = (~pad).cumsum(-1).gt(0).unsqueeze(-1)
+
+    def run(flag, hook=None):
+        leaves = [x.detach().clone().requires_grad_(grad) for x in (q, k, v)]
+        with torch.set_grad_enabled(grad):
+            lq, lk = (mnn._log_features(x, w, None, rec, d ** -0.5, {}) for x in leaves[:2])
+            lk = mnn._mask_keys(lk, pad, lk.shape[:-2])
+            out = mnn._causal(lq, lk, leaves[2], b, seen=seen, fused=flag)
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, d, dtype=dtype)).sum(), leaves) if grad else ()
+        return out.detach(), grads
+
+    a, ga = run(True)
+    b_, gb = run(False)
+    assert torch.isfinite(a).all() and all(torch.isfinite(x).all() for x in ga)
+    rtol, atol = (1e-5, 1e-6) if dtype == torch.float32 else (1e-11, 1e-12)
+    assert torch.allclose(a, b_, rtol=rtol, atol=atol)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=10 * rtol, atol=10 * atol)
+    with torch.no_grad():
+        lq, lk = (mnn._log_features(x.double(), w.double(), None, rec, d ** -0.5, {}) for x in (q, k))
+        s = torch.logsumexp(lq.unsqueeze(-2) + lk.unsqueeze(-3), -1)
+        s = s.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1) | pad.unsqueeze(-2), -math.inf)
+        ref = torch.nan_to_num(torch.softmax(s, -1)) @ v.double()
+    assert torch.allclose(a.double(), ref, rtol=100 * rtol, atol=100 * atol)
+    real = fused._forward_kernel
+
+    class NoDiagonal:  # the real kernel, then the diagonal tiles' contributions taken out again
+        def __getitem__(self, grid):
+            def launch(Q, K, V, O, M, D, **kw):
+                real[grid](Q, K, V, O, M, D, **kw)
+                O.sub_(_diagonal_part(Q, K, V))
+            return launch
+
+    if not grad:
+        fused._forward_kernel = NoDiagonal()
+        try:
+            bad, _ = run(True)
+        finally:
+            fused._forward_kernel = real
+        assert not torch.allclose(bad, b_, rtol=1e-2, atol=1e-2)
+
+
+def _diagonal_part(Q, K, V, T=16):
+    """The contributions of the diagonal tiles (tile length T) of the within-chunk form."""
+    n, N, b, M = Q.shape
+    t = lambda x: x.reshape(n, N * (b // T), T, x.shape[-1])  # noqa: E731
+    return _dense(t(Q), t(K), t(V)).reshape(V.shape)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kind, dtype):
+    """PRFAttention (causal, chunks of 32, a key padding mask with a fully padded sequence) gives the same
+    outputs and gradients with the fused kernels (forced on the CPU) as with the torch levels, for every
+    positive kind, float32 and bf16 inputs."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (0.8 * torch.randn(3, 2, 70, 16, generator=g) for _ in range(3))
+    pad = torch.zeros(3, 1, 70, dtype=torch.bool)
+    pad[0, :, :6] = True
+    pad[1, :, ::3] = True
+    pad[2] = True
+    params = {"A": -0.05} if kind == "oprf" else None
+    mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=params, causal=True, seed=1, chunk=32)
+    results = []
+    for on in (True, False):
+        monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
+        leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+        out = mod(*leaves, key_padding_mask=pad)
+        out.float().sum().backward()
+        results.append((out.detach().float(), [x.grad.float() for x in leaves]))
+    (a, ga), (b_, gb) = results
+    tol = 1e-5 if dtype == torch.float32 else 1e-2  # bf16: results rounded to 8 bits
+    assert torch.allclose(a, b_, rtol=tol, atol=tol * a.abs().max())
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=10 * tol, atol=10 * tol * y.abs().max())
+
+
+def test_dispatch():
+    """The kernels are chosen only for CUDA float32 features, chunks of at least 16, outside torch.compile,
+    and not with montecarlo.nn.FUSED off."""
+    x = torch.zeros(1, 1, 32, 4)
+    assert not mnn._fused_applies(x, 32)  # CPU
+    if torch.cuda.is_available():
+        xc = x.cuda()
+        assert mnn._fused_applies(xc, 32)
+        assert not mnn._fused_applies(xc, 8)
+        assert not mnn._fused_applies(xc.double(), 32)
+
+
+@cuda
+@pytest.mark.parametrize("grad", [False, True])
+def test_cuda_fused_equals_the_torch_path(grad):
+    """On a GPU the compiled kernels (the default there) equal the torch levels: outputs and gradients of
+    the causal module, float32, chunks of 256, L = 1000 with a padding mask."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 4, 1000, 64, generator=g).cuda() for _ in range(3))
+    pad = torch.zeros(2, 1, 1000, dtype=torch.bool, device="cuda")
+    pad[0, :, :17] = True
+    mod = PRFAttention(64, 128, "simplex", causal=True, seed=0, device="cuda")
+    results = []
+    for flag in (True, False):
+        mnn.FUSED = flag
+        try:
+            leaves = [x.clone().requires_grad_(grad) for x in (q, k, v)]
+            with torch.set_grad_enabled(grad):
+                out = mod(*leaves, key_padding_mask=pad)
+                grads = torch.autograd.grad(out.sum(), leaves) if grad else ()
+        finally:
+            mnn.FUSED = True
+        results.append((out.detach(), grads))
+    (a, ga), (b_, gb) = results
+    assert torch.allclose(a, b_, rtol=1e-4, atol=1e-5)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-3, atol=1e-4)
