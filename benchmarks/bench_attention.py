@@ -230,8 +230,9 @@ def cuda_rows(seq_lens, repeat, cap_fast):
 
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
-    log-depth scan over chunks at chunk 64/128/256, eager with the loop over chunks (chunk 256), and
-    ``torch.compile`` (inductor, static shapes) at chunk 64 and 256; compiled forms are skipped once
+    within-chunk part in the fused Triton kernels (the default where Triton is importable) at chunk
+    64/128/256, eager with the torch levels (``fused=False``) at chunk 256, and ``torch.compile``
+    (inductor, static shapes; the torch levels) at chunk 64 and 256; compiled forms are skipped once
     ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager default at the first L."""
     import functools
 
@@ -243,10 +244,13 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     plain = mnn._causal
     for L in seq_lens:
         q, k, v, cot = _cuda_inputs(L, dev)
-        forms = [("sdpa", None, False, None), ("scan_c64", 64, False, True), ("scan_c128", 128, False, True),
-                 ("scan_c256", 256, False, True), ("loop_c256", 256, False, False),
-                 ("compiled_c256", 256, True, None), ("compiled_c64", 64, True, None)]
-        for name, chunk, comp, scan in forms:
+        forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
+                 ("fused_c128", 128, False, {"fused": True}), ("fused_c64", 64, False, {"fused": True}),
+                 ("levels_c256", 256, False, {"fused": False}),
+                 ("compiled_c256", 256, True, {}), ("compiled_c64", 64, True, {})]
+        if not mnn._triton_available():
+            forms = [f for f in forms if not f[0].startswith("fused")]
+        for name, chunk, comp, kw in forms:
             if comp and time.perf_counter() - t_start > budget_s:
                 print(f"  L={L} {name}: skipped (budget)", flush=True)
                 continue
@@ -254,7 +258,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                 if name == "sdpa":
                     fn = _build("sdpa", True, 128, dev, torch)
                 else:
-                    mnn._causal = plain if scan is None else functools.partial(plain, scan=scan)
+                    mnn._causal = functools.partial(plain, **kw)
                     fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev, chunk=chunk)
                     if comp:
                         torch._dynamo.reset()

@@ -43,7 +43,7 @@ import triton.language as tl
 TILE = 16
 FEATURE_BLOCK = 32
 #: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
-_FLOOR = -1.0e30
+_FLOOR = tl.constexpr(-1.0e30)
 
 
 @triton.jit

@@ -21,13 +21,14 @@ import inspect
 import os
 import pkgutil
 import re
-import signal
 import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
+
+from _procs import run_group
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -54,15 +55,10 @@ def _run_sphinx(srcdir, outdir, timeout=BUILD_TIMEOUT):
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-j", "1", "-b", "html", "-q",
            "-d", str(outdir / "doctrees"), str(srcdir), str(outdir / "html")]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
-    proc = subprocess.Popen(cmd, cwd=outdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        return run_group(cmd, timeout, cwd=outdir, env=env)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
         pytest.fail(f"the Sphinx build did not finish within {timeout} s (killed)")
-    return proc.returncode, out
 
 
 # ---------------------------------------------------------------------------

@@ -5,6 +5,9 @@ quadratic form, by gradcheck, and inside the causal scan and the module against 
 
 import math
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -14,6 +17,8 @@ pytest.importorskip("triton")
 from montecarlo import nn as mnn  # noqa: E402
 from montecarlo.nn import PRFAttention  # noqa: E402
 from theory import feature_kinds  # noqa: E402
+
+from _procs import run_group  # noqa: E402
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 KINDS = feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
@@ -209,6 +214,43 @@ def test_dispatch():
         assert mnn._fused_applies(xc, 32)
         assert not mnn._fused_applies(xc, 8)
         assert not mnn._fused_applies(xc.double(), 32)
+
+
+COMPILE = textwrap.dedent("""
+    import sys
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, compile
+    from montecarlo import _fused
+
+    arch = int(sys.argv[1])
+    consts = dict(B=256, T=_fused.TILE, F=_fused.FEATURE_BLOCK, BD=128)
+    for name, ptrs in (("_forward_kernel", "Q K V O"), ("_query_grad_kernel", "Q K V G GQ"),
+                       ("_key_grad_kernel", "Q K V G GK"), ("_value_grad_kernel", "Q K G GV")):
+        sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
+        src = ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts)
+        kernel = compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4})
+        assert kernel.asm["cubin"], name
+        print(name, "compiled for sm", arch)
+""")
+
+
+@pytest.mark.parametrize("arch", [80, 90])
+def test_kernels_compile_for_the_gpu(tmp_path, arch):
+    """The four kernels compile to a cubin for Ampere (sm 80) and Hopper (sm 90) with Triton's own ptxas, no
+    GPU needed (what the interpreter does not check: the kernels' globals are constexpr, the dot shapes are
+    legal).  In a process of its own without TRITON_INTERPRET, its cache in the test's temporary folder."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(mnn.__file__)),
+                                           env.get("PYTHONPATH", "")]))
+    try:
+        code, out = run_group([sys.executable, "-c", COMPILE, str(arch)], 300, env=env, cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        pytest.fail("compiling the kernels took more than 300 s (killed)")
+    if code != 0 and "ptxas" in out and "not found" in out:
+        pytest.skip("Triton's bundled ptxas is missing here")
+    assert code == 0, out[-3000:]
+    assert out.count("compiled for sm") == 4
 
 
 @cuda
