@@ -232,7 +232,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable) at chunk
     64/128/256, eager with the torch levels (``fused=False``) at chunk 256, and ``torch.compile``
-    (inductor, static shapes; the torch levels) at chunk 64 and 256; compiled forms are skipped once
+    (inductor, static shapes) with the kernels as custom operators at chunk 256 and 128 and with the torch
+    levels at chunk 64 (the fastest compiled form before the kernels); compiled forms are skipped once
     ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager default at the first L."""
     import functools
 
@@ -247,9 +248,11 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
         forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c64", 64, False, {"fused": True}),
                  ("levels_c256", 256, False, {"fused": False}),
-                 ("compiled_c256", 256, True, {}), ("compiled_c64", 64, True, {})]
+                 ("compiled_fused_c256", 256, True, {"fused": True}),
+                 ("compiled_levels_c64", 64, True, {"fused": False}),
+                 ("compiled_fused_c128", 128, True, {"fused": True})]
         if not mnn._triton_available():
-            forms = [f for f in forms if not f[0].startswith("fused")]
+            forms = [f for f in forms if f[3].get("fused") is not True]
         for name, chunk, comp, kw in forms:
             if comp and time.perf_counter() - t_start > budget_s:
                 print(f"  L={L} {name}: skipped (budget)", flush=True)

@@ -1,8 +1,10 @@
 r"""Fused Triton kernels for the within-chunk part of causal PRF attention (:mod:`montecarlo.nn`).
 
 Private: :func:`montecarlo.nn._within_chunks` calls :func:`within` on CUDA float32 inputs when Triton is
-importable (``montecarlo.nn.FUSED`` turns it off), instead of the dyadic levels (a sequence of elementwise
-kernels over (n, L, m) tensors, most of the eager GPU time).
+importable (``montecarlo.nn.FUSED = False`` turns it off), instead of the dyadic levels (a sequence of
+elementwise kernels over (n, L, m) tensors, most of the eager GPU time).  The forward and the backward are
+torch custom operators (``simplex_rf::causal_within``, ``simplex_rf::causal_within_backward``), so that
+``torch.compile`` calls them as opaque operators and fuses the work around them.
 
 For each chunk of b positions (one (n, c) pair) the kernels form
 
@@ -31,8 +33,6 @@ dA_{ij} E_{ijf}` (both per feature block: one program per tile and feature block
 Tests run the kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton
 is imported), against the torch path and by ``torch.autograd.gradcheck`` in float64.
 """
-
-from __future__ import annotations
 
 import torch
 import triton
@@ -175,43 +175,67 @@ def _sizes(b, M, D):
     return T, F, BD
 
 
-def applies(b):
-    """Whether the kernels take chunks of ``b`` positions (matrix tiles need at least 16)."""
-    return b >= 16 and b % 16 == 0
+def _launch_forward(qr, lk4, v4):
+    qr, lk4, v4 = qr.contiguous(), lk4.contiguous(), v4.contiguous()
+    n, N, b, M = qr.shape
+    D = v4.shape[-1]
+    T, F, BD = _sizes(b, M, D)
+    out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
+    _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD)
+    return out
 
 
-class _Within(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, qr, lk4, v4):
-        qr, lk4, v4 = qr.contiguous(), lk4.contiguous(), v4.contiguous()
-        ctx.save_for_backward(qr, lk4, v4)
-        n, N, b, M = qr.shape
-        D = v4.shape[-1]
-        T, F, BD = _sizes(b, M, D)
-        out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-        _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD)
-        return out
+def _launch_backward(qr, lk4, v4, G):
+    qr, lk4, v4, G = qr.contiguous(), lk4.contiguous(), v4.contiguous(), G.contiguous()
+    n, N, b, M = qr.shape
+    D = v4.shape[-1]
+    T, F, BD = _sizes(b, M, D)
+    gq, gk, gv = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4)
+    nf = triton.cdiv(M, F)
+    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gq, M, D, B=b, T=T, F=F, BD=BD)
+    _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, B=b, T=T, F=F, BD=BD)
+    _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, B=b, T=T, F=F, BD=BD)
+    return gq, gk, gv
 
-    @staticmethod
-    def backward(ctx, G):
-        qr, lk4, v4 = ctx.saved_tensors
-        G = G.contiguous()
-        n, N, b, M = qr.shape
-        D = v4.shape[-1]
-        T, F, BD = _sizes(b, M, D)
-        gq, gk, gv = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4)
-        nf = triton.cdiv(M, F)
-        if ctx.needs_input_grad[0]:
-            _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gq, M, D, B=b, T=T, F=F, BD=BD)
-        if ctx.needs_input_grad[1]:
-            _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, B=b, T=T, F=F, BD=BD)
-        if ctx.needs_input_grad[2]:
-            _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, B=b, T=T, F=F, BD=BD)
-        return gq, gk, gv
+
+# Registered as torch custom operators, so that torch.compile calls the kernels as opaque operators (and fuses
+# the elementwise work around them) instead of tracing into Triton's launcher.
+@torch.library.custom_op("simplex_rf::causal_within", mutates_args=())
+def _within_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor) -> torch.Tensor:
+    return _launch_forward(qr, lk4, v4)
+
+
+@_within_op.register_fake
+def _(qr, lk4, v4):
+    return torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
+
+
+@torch.library.custom_op("simplex_rf::causal_within_backward", mutates_args=())
+def _within_backward_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor,
+                        G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _launch_backward(qr, lk4, v4, G)
+
+
+@_within_backward_op.register_fake
+def _(qr, lk4, v4, G):
+    return (torch.empty(qr.shape, dtype=qr.dtype, device=qr.device),
+            torch.empty(lk4.shape, dtype=lk4.dtype, device=lk4.device),
+            torch.empty(v4.shape, dtype=v4.dtype, device=v4.device))
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _backward(ctx, G):
+    return _within_backward_op(*ctx.saved_tensors, G)
+
+
+_within_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def within(qr, lk4, v4):
     """Numerators and key masses (n, N, b, D) of the keys of each query's own chunk (the result of
     ``montecarlo.nn._levels``), from ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D) with
-    the ones column; differentiable in all three."""
-    return _Within.apply(qr, lk4, v4)
+    the ones column; differentiable in all three (the backward computes all three gradients)."""
+    return _within_op(qr, lk4, v4)

@@ -46,10 +46,14 @@ own row); nothing raises and nothing hangs.
 Speed
 -----
 The causal scan combines its chunks by a loop on the CPU (in place, one carried state, groups of chunks:
-the least memory) and by a log-depth scan on accelerators and under ``torch.compile``.  On a GPU the
-eager causal pass is a sequence of elementwise kernels; compile the model (``torch.compile(model)``) for
-long causal sequences: on an H100 (bf16, forward + backward, batch x heads 32, m = 128) 0.68-0.70 x SDPA's
-time at L = 65536 compiled against 1.27 x eager, but still 8 x SDPA at L = 4096 (``benchmarks/README.md``).
+the least memory) and by a log-depth scan on accelerators and under ``torch.compile``.  The part inside each
+chunk runs, on CUDA float32 features where Triton is importable, in fused Triton kernels
+(:mod:`montecarlo._fused`: tile pairs as matrix products with per-tile key maxima, the diagonal tile
+elementwise; custom operators, also under ``torch.compile``; ``montecarlo.nn.FUSED = False`` turns them
+off), elsewhere as dyadic levels of torch operations.  Measured before the kernels, on an H100 (bf16,
+forward + backward, batch x heads 32, m = 128): eager 1.27 x SDPA's time at L = 65536 and 15.4 x at
+L = 4096; compiled 0.68-0.70 x and 8 x (``benchmarks/README.md``; the kernels' own timings are pending a GPU
+session: ``python -m benchmarks.bench_attention --cuda --variants``).
 
 Random features, copies, checkpoints
 ------------------------------------
@@ -483,11 +487,11 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False):
 
 def _fused_applies(x, b):
     """Whether the within-chunk part runs in the fused Triton kernels: :data:`FUSED`, a CUDA float32 tensor,
-    chunks of at least 16 positions, Triton importable, and not under ``torch.compile`` (which fuses the
-    torch path itself)."""
+    chunks of a multiple of 16 positions, and Triton importable (eager or under ``torch.compile``, which
+    calls them as custom operators)."""
     if not (FUSED and x.device.type == "cuda" and x.dtype == torch.float32 and b >= 16 and b % 16 == 0):
         return False
-    return not _compiling() and _triton_available()
+    return _triton_available()
 
 
 def _triton_available():

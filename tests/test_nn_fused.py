@@ -1,7 +1,8 @@
 """The fused Triton kernels of the causal within-chunk part (montecarlo._fused, issue 20): run on the CPU
-through Triton's interpreter (TRITON_INTERPRET=1, set by the root conftest where there is no NVIDIA device), against the masked
-quadratic form, by gradcheck, and inside the causal scan and the module against the torch levels; on a GPU
-(skipped here) the compiled kernels against the torch path.  Skipped where Triton is not installed."""
+through Triton's interpreter (TRITON_INTERPRET=1, set by the root conftest where there is no NVIDIA
+device), against the masked quadratic form, by gradcheck, and inside the causal scan, the module and
+torch.compile against the torch levels; compiled to cubins for sm 80/90 without a GPU; on a GPU (skipped
+here) the compiled kernels against the torch path.  Skipped where Triton is not installed."""
 
 import math
 import os
@@ -82,18 +83,17 @@ def test_kernels_backward_is_the_gradient(fused, monkeypatch):
     leaves = [x.requires_grad_(True) for x in _inputs(g, 1, 1, 16, 2, 2)]
     assert torch.autograd.gradcheck(fused.within, leaves, eps=1e-6, atol=1e-8, rtol=1e-6, fast_mode=True)
     assert _directional_derivative_agrees(fused.within, leaves, g)
-    real = fused._Within.backward
+    real = fused._launch_backward
 
-    def diagonal_keys_only(ctx, G):
-        gq, gk, gv = real(ctx, G)
-        qr, lk4, v4 = ctx.saved_tensors
+    def diagonal_keys_only(qr, lk4, v4, G):
+        gq, gk, gv = real(qr, lk4, v4, G)
         mask = torch.ones(16, 16, dtype=qr.dtype).tril()
         mask[8:, :8] = 0  # the pair (second tile, first tile) dropped
         E = torch.exp(qr.unsqueeze(-2) + lk4.unsqueeze(-3))  # bounded inputs: no overflow above the diagonal
         dA = (G @ v4.transpose(-1, -2)) * mask
         return gq, (dA.unsqueeze(-1) * E).sum(-3), gv
 
-    monkeypatch.setattr(fused._Within, "backward", staticmethod(diagonal_keys_only))
+    monkeypatch.setattr(fused, "_launch_backward", diagonal_keys_only)
     assert not _directional_derivative_agrees(fused.within, leaves, g)
 
 
@@ -204,9 +204,37 @@ def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kin
         assert torch.allclose(x, y, rtol=10 * tol, atol=10 * tol * y.abs().max())
 
 
+def test_custom_operator_registration(fused):
+    """torch.library.opcheck of the forward operator (schema, fake tensor, autograd registration, dispatch
+    consistency) on a small input with gradients."""
+    g = torch.Generator().manual_seed(6)
+    args = [x.requires_grad_(True) for x in _inputs(g, 1, 2, 16, 5, 3, dtype=torch.float32)]
+    torch.library.opcheck(fused._within_op, args)
+
+
+def test_compiled_causal_scan_calls_the_kernels(fused):
+    """Under torch.compile the kernels are opaque custom operators: the compiled causal scan (fused, on the
+    CPU through the interpreter) equals eager, outputs and gradients."""
+    g = torch.Generator().manual_seed(7)
+    lq, lk, v = (torch.randn(2, 40, w, generator=g) for w in (6, 6, 3))
+
+    def f(a, b_, c):
+        return mnn._causal(a, b_, c, 16, fused=True)
+
+    results = []
+    for fn in (f, torch.compile(f, dynamic=False)):
+        leaves = [x.clone().requires_grad_(True) for x in (lq, lk, v)]
+        out = fn(*leaves)
+        results.append((out.detach(), torch.autograd.grad(out.square().sum(), leaves)))
+    (a, ga), (b_, gb) = results
+    assert torch.allclose(a, b_, rtol=1e-5, atol=1e-6)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
 def test_dispatch():
-    """The kernels are chosen only for CUDA float32 features, chunks of at least 16, outside torch.compile,
-    and not with montecarlo.nn.FUSED off."""
+    """The kernels are chosen only for CUDA float32 features, chunks of a multiple of 16, and not with
+    montecarlo.nn.FUSED off."""
     x = torch.zeros(1, 1, 32, 4)
     assert not mnn._fused_applies(x, 32)  # CPU
     if torch.cuda.is_available():
@@ -214,6 +242,11 @@ def test_dispatch():
         assert mnn._fused_applies(xc, 32)
         assert not mnn._fused_applies(xc, 8)
         assert not mnn._fused_applies(xc.double(), 32)
+        mnn.FUSED = False
+        try:
+            assert not mnn._fused_applies(xc, 32)
+        finally:
+            mnn.FUSED = True
 
 
 COMPILE = textwrap.dedent("""
