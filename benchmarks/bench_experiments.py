@@ -44,7 +44,6 @@ paired          (not in the default set) variance reduction of common random
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform

@@ -279,7 +279,6 @@ def accuracy(quick):
             print(f"{c:<16} {d:>3} " + " ".join(f"{curve[n]:>10.4f}" for n in sizes))
     d, m = 64, 64
     n = 20_000 if quick else 100_000
-    dirs = mc.diagnostics.standard_directions(d)
     print(f"\n## Relative bias (mean Khat - K)/K of kernel estimates, d = m = {d}, n = {n}")
     print("   PRF: x = y = r u (v = |x + y| = 2r); RFF: x = -y = r u (z = |x - y| = 2r)")
     print(f"{'coupling':<16} {'kernel':<9} {'u':<9} {'2r':>4} {'rel. bias':>10} {'stderr':>9} {'z':>7}")

@@ -31,7 +31,7 @@ from theory.validation import ArgumentTypeError, describe
 from ._backend import namespace
 from ._checks import (FAST_COUPLINGS, check_budget, check_coupling, check_data, check_dimension, check_int, check_rng,
                       check_sequence)
-from .couplings import next_power_of_two, sample_weights
+from .couplings import sample_weights
 from .estimators import exact_kernel, kernel_estimate, pair_projections
 
 

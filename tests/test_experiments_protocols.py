@@ -19,7 +19,6 @@ import pytest
 import montecarlo as mc
 from montecarlo.experiments import __main__ as cli
 from montecarlo.experiments import classification as cl
-from montecarlo.experiments import uci
 
 Z_AGREE = 3.5
 pytestmark = pytest.mark.filterwarnings("ignore:SimRFs\\+ update")

@@ -3,7 +3,6 @@ figure (``new_attention_scan``): what their JSON states, and that the plotted nu
 """
 
 import json
-import math
 
 import numpy as np
 import pytest

@@ -38,7 +38,6 @@ def _mp_orthogonal(d, seed):
 
 
 def _mp_dense_a(a, Q):
-    d = len(a)
     return Q * mp.diag([mp.mpf(x) for x in a]) * Q.T if Q is not None else mp.diag([mp.mpf(x) for x in a])
 
 

@@ -58,7 +58,7 @@ from ._context import check_time
 from ._hypergeometric import hyp1f1_neg, hyp1f1_pos
 from ._series import drop_scale, log2abs, peak_in_log, quad_checked, sum_ratio_series, sum_series
 from .distributions import _wij_moment, coupling_cos, simplex_cos
-from .registry import hook, register
+from .registry import register
 
 # ---------------------------------------------------------------------------
 # helpers
