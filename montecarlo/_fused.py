@@ -38,10 +38,11 @@ import torch
 import triton
 import triton.language as tl
 
-#: Tile length T (positions) and feature block F of the kernels; T x T x F exponentials live in registers
-#: in the diagonal tiles.
+#: Tile length T (positions), feature block F and warps per program of the kernels; T x T x F exponentials
+#: live in registers in the diagonal tiles (``benchmarks.bench_attention --cuda --variants`` times others).
 TILE = 16
 FEATURE_BLOCK = 32
+NUM_WARPS = 4
 #: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
 _FLOOR = tl.constexpr(-1.0e30)
 
@@ -181,7 +182,7 @@ def _launch_forward(qr, lk4, v4):
     D = v4.shape[-1]
     T, F, BD = _sizes(b, M, D)
     out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-    _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD)
+    _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD, num_warps=NUM_WARPS)
     return out
 
 
@@ -192,9 +193,10 @@ def _launch_backward(qr, lk4, v4, G):
     T, F, BD = _sizes(b, M, D)
     gq, gk, gv = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4)
     nf = triton.cdiv(M, F)
-    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gq, M, D, B=b, T=T, F=F, BD=BD)
-    _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, B=b, T=T, F=F, BD=BD)
-    _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, B=b, T=T, F=F, BD=BD)
+    meta = dict(B=b, T=T, F=F, BD=BD, num_warps=NUM_WARPS)
+    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gq, M, D, **meta)
+    _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, **meta)
+    _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, **meta)
     return gq, gk, gv
 
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 20 as one prepared run (about 6-8 minutes on an H100; run from the repository root):
+#   1. the CUDA tests of the attention module and of the fused kernels (their GPU half: compiled kernels
+#      against the torch path, no host synchronisation in forward/backward);
+#   2. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): fused
+#      kernels at three chunk lengths and two other tile shapes, the torch levels, and torch.compile with
+#      the kernels and with the levels (compiled forms stop starting after --budget seconds).
+# Writes device.txt, tests.txt, variants.txt and variants.json under $OUT (default ./gpu_out).
+# Each step has its own time limit, so that a hang in one still leaves the others' results.
+set -uo pipefail
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+} 2>&1 | tee "$OUT/device.txt"
+timeout 180 python3 -m pytest -q -p no:cacheprovider -x tests/test_nn_fused.py tests/test_nn_module.py -k cuda \
+    2>&1 | tail -20 | tee "$OUT/tests.txt"
+timeout 360 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
+    --budget "${BUDGET:-150}" --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"
