@@ -60,8 +60,9 @@ the caller's precision instead of one at thousands of bits.
 
 Domain: d >= 2 (d = 1 has no pair), v, z >= 0: every :math:`v \le 0.0039` (down to
 :math:`10^{-300}` and 0, the MSE forms included) by the series, larger v and z by quadrature as
-far as it reaches its error bound at the working precision (checked: d <= 1024, v <= 4, z <= 6 at
-30 digits); d up to :data:`D_REACH` = 65536 within the default time budget at 15 digits (about
+far as it reaches its error bound at the working precision (checked: d <= 1024, v <= 6, z <= 6 at
+30 digits; d = 2 .. 5 to v = 10 at 15, 20 and 30 digits, the PRF integrand's peak deep in the norms'
+lower tail integrated in -ln x); d up to :data:`D_REACH` = 65536 within the default time budget at 15 digits (about
 20 s there).  Beyond, :class:`~theory.errors.ConvergenceError` naming d (the time budget, or
 mpmath's incomplete gamma function, which fails near d = :math:`10^8`) or the quadrature.
 """
@@ -177,8 +178,16 @@ def _partner_cached(a_mpf, prec, x_mpf):
         return _invert(a, log_p, True, _start(a, log_p, True))._mpf_
 
 
-def _expect_over_lower_half(d, f, what):
-    r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair, by quadrature over the lower half in x."""
+def _expect_over_lower_half(d, f, what, peak=None):
+    r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair, by quadrature over the lower half in x.
+
+    ``peak``: None, or (y*, w) where the integrand in :math:`y = -\ln x` has its small-x peak at y* with
+    width w (large v: y* = v^2/d, w = 2v/d for the PRF conformity, the maximum of
+    :math:`-a y + v\sqrt{2ay}`, the integrand's logarithm as x -> 0).  A peak beyond the 0.05 quantile of
+    the norms and beyond y = 4 (x < 0.018; d = 2: v > 2.8, d = 64: v > 16) spreads over orders of
+    magnitude of x, where the split points of the x axis do not resolve it (d = 2 at 20 digits: v >= 5
+    failed, and v = 6 at 15 digits was 3.7e-14 off); that tail is then integrated in y, split at
+    y* + k w (k = -4, 0, 4, 12)."""
     a = mp.mpf(d) / 2
 
     def integrand(x):
@@ -186,7 +195,19 @@ def _expect_over_lower_half(d, f, what):
             return mp.mpf(0)
         return mp.exp(_log_gamma_density(a, x)) * f(x + _x_upper_from_lower(a, x))
 
-    return 2 * quad_checked(integrand, _lower_half_points(a), what=what)
+    pts = _lower_half_points(a)
+    yc = -mp.log(pts[4])  # the 0.05 quantile
+    if peak is None or peak[0] <= max(yc, 4):
+        return 2 * quad_checked(integrand, pts, what=what)
+    ystar, w = peak
+    ys = sorted({yc, *(ystar + k * w for k in (-4, 0, 4, 12))})
+    ys = [y for y in ys if y >= yc] + [mp.inf]
+
+    def in_y(y):
+        x = mp.exp(-y)
+        return integrand(x) * x
+
+    return 2 * (quad_checked(in_y, ys, what=what + ", tail in -ln x") + quad_checked(integrand, pts[4:], what=what))
 
 
 def _lower_half_points(a):
@@ -204,8 +225,10 @@ def _prf_pair(d, vv):
     t = half_square(vv)
     if _series_terms(t) is not None:
         return _pair_series(d, t, 1)
-    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, vv * vv * s / 2),
-                                   f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})")
+    a = mp.mpf(d) / 2
+    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(a, vv * vv * s / 2),
+                                   f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})",
+                                   peak=(vv * vv / (2 * a), vv / a))
 
 
 def _rff_pair(d, zz):
