@@ -65,6 +65,21 @@ def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr):
 
 
 @triton.jit
+def _store(P, base, r0, c0, C, x, T: tl.constexpr, W: tl.constexpr):
+    """Store x (T, W) at rows r0 .. r0 + T, columns c0 .. c0 + W of a (b, C) block at ``P + base``."""
+    rows = tl.arange(0, T)
+    cs = c0 + tl.arange(0, W)
+    tl.store(P + base + (r0 + rows)[:, None] * C + cs[None, :], x, mask=(cs < C)[None, :])
+
+
+@triton.jit
+def _program(B: tl.constexpr, M, D, T: tl.constexpr, F: tl.constexpr):
+    """This program's tile start, feature-block start and the offsets of its chunk in (b, M) and (b, D)."""
+    c = tl.program_id(0).to(tl.int64)
+    return tl.program_id(1) * T, tl.program_id(2) * F, c * B * M, c * B * D
+
+
+@triton.jit
 def _factors(q, k):
     """The two factors e^{q + o} and e^{k - max(o, floor)} of a key tile (offset o: its per-feature max)."""
     o = tl.max(k, 0)
@@ -82,9 +97,7 @@ def _diagonal(q, k, T: tl.constexpr):
 
 @triton.jit
 def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr):
-    c = tl.program_id(0).to(tl.int64)
-    i0 = tl.program_id(1) * T
-    bqk, bv = c * B * M, c * B * D
+    i0, _, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     acc = tl.zeros((T, BD), ty)
     for j0 in range(0, i0, T):
@@ -97,18 +110,13 @@ def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.co
     for f0 in range(0, M, F):
         s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T), 2)
     acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD), input_precision="ieee")
-    rows = tl.arange(0, T)
-    ds = tl.arange(0, BD)
-    tl.store(O + bv + (i0 + rows)[:, None] * D + ds[None, :], acc, mask=(ds < D)[None, :])
+    _store(O, bv, i0, 0, D, acc, T, BD)
 
 
 @triton.jit
 def _query_grad_kernel(Q, K, V, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr):
-    c = tl.program_id(0).to(tl.int64)
-    i0 = tl.program_id(1) * T
-    f0 = tl.program_id(2) * F
-    bqk, bv = c * B * M, c * B * D
+    i0, f0, bqk, bv = _program(B, M, D, T, F)
     q = _tile(Q, bqk, i0, f0, M, T, F)
     g = _vtile(G, bv, i0, D, T, BD)
     acc = tl.zeros((T, F), Q.dtype.element_ty)
@@ -118,18 +126,13 @@ def _query_grad_kernel(Q, K, V, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F
         acc += eq * tl.dot(dA, ek, input_precision="ieee")
     dA = tl.dot(g, tl.trans(_vtile(V, bv, i0, D, T, BD)), input_precision="ieee")
     acc += tl.sum(dA[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T), 1)
-    rows = tl.arange(0, T)
-    fs = f0 + tl.arange(0, F)
-    tl.store(GQ + bqk + (i0 + rows)[:, None] * M + fs[None, :], acc, mask=(fs < M)[None, :])
+    _store(GQ, bqk, i0, f0, M, acc, T, F)
 
 
 @triton.jit
 def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                      BD: tl.constexpr):
-    c = tl.program_id(0).to(tl.int64)
-    j0 = tl.program_id(1) * T
-    f0 = tl.program_id(2) * F
-    bqk, bv = c * B * M, c * B * D
+    j0, f0, bqk, bv = _program(B, M, D, T, F)
     k = _tile(K, bqk, j0, f0, M, T, F)
     vj = _vtile(V, bv, j0, D, T, BD)
     o = tl.max(k, 0)
@@ -142,17 +145,13 @@ def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: 
     acc = acc * ek
     dA = tl.dot(_vtile(G, bv, j0, D, T, BD), tl.trans(vj), input_precision="ieee")  # (i, j)
     acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T), 0)
-    rows = tl.arange(0, T)
-    fs = f0 + tl.arange(0, F)
-    tl.store(GK + bqk + (j0 + rows)[:, None] * M + fs[None, :], acc, mask=(fs < M)[None, :])
+    _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
 def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr):
-    c = tl.program_id(0).to(tl.int64)
-    j0 = tl.program_id(1) * T
-    bqk, bv = c * B * M, c * B * D
+    j0, _, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
     for f0 in range(0, M, F):
@@ -164,9 +163,7 @@ def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: t
             eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
             s += tl.dot(eq, tl.trans(ek), input_precision="ieee")
         acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD), input_precision="ieee")
-    rows = tl.arange(0, T)
-    ds = tl.arange(0, BD)
-    tl.store(GV + bv + (j0 + rows)[:, None] * D + ds[None, :], acc, mask=(ds < D)[None, :])
+    _store(GV, bv, j0, 0, D, acc, T, BD)
 
 
 def _sizes(b, M, D):
