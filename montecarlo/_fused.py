@@ -22,7 +22,7 @@ where :math:`\tilde\ell_f(q_i) = \ell_f(q_i) - r_i` already carries the query's 
   (:math:`\ell_f(k_j) \le c_{if}` for j <= i: every exponent <= 0).
 
 No exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
-the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``), not TF32.
+the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``), not TF32 (:data:`PRECISION`).
 
 Backward (the offsets recomputed, nothing saved but the inputs): with :math:`A_{ij} = \sum_f E_{ijf}`,
 :math:`E_{ijf} = e^{\tilde\ell_f(q_i)+\ell_f(k_j)}` and :math:`dA_{ij} = G_i \cdot v_j`,
@@ -43,6 +43,9 @@ import triton.language as tl
 TILE = 16
 FEATURE_BLOCK = 32
 NUM_WARPS = 4
+#: ``input_precision`` of the kernels' matrix products: "ieee" (float32 FMA, the default: the torch path's
+#: float32 products) or "tf32" (tensor cores, 10-bit mantissas: about 1e-3 relative error in the scores).
+PRECISION = "ieee"
 #: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
 _FLOOR = tl.constexpr(-1.0e30)
 
@@ -96,7 +99,8 @@ def _diagonal(q, k, T: tl.constexpr):
 
 
 @triton.jit
-def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr):
+def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr,
+                    PREC: tl.constexpr):
     i0, _, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     acc = tl.zeros((T, BD), ty)
@@ -104,34 +108,34 @@ def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.co
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
             eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
-            s += tl.dot(eq, tl.trans(ek), input_precision="ieee")
-        acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD), input_precision="ieee")
+            s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
+        acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD), input_precision=PREC)
     s = tl.zeros((T, T), ty)
     for f0 in range(0, M, F):
         s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T), 2)
-    acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD), input_precision="ieee")
+    acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD), input_precision=PREC)
     _store(O, bv, i0, 0, D, acc, T, BD)
 
 
 @triton.jit
 def _query_grad_kernel(Q, K, V, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                       BD: tl.constexpr):
+                       BD: tl.constexpr, PREC: tl.constexpr):
     i0, f0, bqk, bv = _program(B, M, D, T, F)
     q = _tile(Q, bqk, i0, f0, M, T, F)
     g = _vtile(G, bv, i0, D, T, BD)
     acc = tl.zeros((T, F), Q.dtype.element_ty)
     for j0 in range(0, i0, T):
-        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD)), input_precision="ieee")
+        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD)), input_precision=PREC)
         eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
-        acc += eq * tl.dot(dA, ek, input_precision="ieee")
-    dA = tl.dot(g, tl.trans(_vtile(V, bv, i0, D, T, BD)), input_precision="ieee")
+        acc += eq * tl.dot(dA, ek, input_precision=PREC)
+    dA = tl.dot(g, tl.trans(_vtile(V, bv, i0, D, T, BD)), input_precision=PREC)
     acc += tl.sum(dA[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T), 1)
     _store(GQ, bqk, i0, f0, M, acc, T, F)
 
 
 @triton.jit
 def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                     BD: tl.constexpr):
+                     BD: tl.constexpr, PREC: tl.constexpr):
     j0, f0, bqk, bv = _program(B, M, D, T, F)
     k = _tile(K, bqk, j0, f0, M, T, F)
     vj = _vtile(V, bv, j0, D, T, BD)
@@ -139,30 +143,30 @@ def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: 
     ek = tl.exp(k - tl.maximum(o, _FLOOR)[None, :])
     acc = tl.zeros((T, F), Q.dtype.element_ty)
     for i0 in range(j0 + T, B, T):
-        dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD)), input_precision="ieee")  # (j, i)
+        dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD)), input_precision=PREC)  # (j, i)
         eq = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + o[None, :])
-        acc += tl.dot(dAt, eq, input_precision="ieee")
+        acc += tl.dot(dAt, eq, input_precision=PREC)
     acc = acc * ek
-    dA = tl.dot(_vtile(G, bv, j0, D, T, BD), tl.trans(vj), input_precision="ieee")  # (i, j)
+    dA = tl.dot(_vtile(G, bv, j0, D, T, BD), tl.trans(vj), input_precision=PREC)  # (i, j)
     acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T), 0)
     _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
 def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                       BD: tl.constexpr):
+                       BD: tl.constexpr, PREC: tl.constexpr):
     j0, _, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
     for f0 in range(0, M, F):
         s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T), 2)
-    acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD), input_precision="ieee")
+    acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD), input_precision=PREC)
     for i0 in range(j0 + T, B, T):
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
             eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
-            s += tl.dot(eq, tl.trans(ek), input_precision="ieee")
-        acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD), input_precision="ieee")
+            s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
+        acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD), input_precision=PREC)
     _store(GV, bv, j0, 0, D, acc, T, BD)
 
 
@@ -179,7 +183,8 @@ def _launch_forward(qr, lk4, v4):
     D = v4.shape[-1]
     T, F, BD = _sizes(b, M, D)
     out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-    _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD, num_warps=NUM_WARPS)
+    _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD, PREC=PRECISION,
+                                     num_warps=NUM_WARPS)
     return out
 
 
@@ -190,7 +195,7 @@ def _launch_backward(qr, lk4, v4, G):
     T, F, BD = _sizes(b, M, D)
     gq, gk, gv = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4)
     nf = triton.cdiv(M, F)
-    meta = dict(B=b, T=T, F=F, BD=BD, num_warps=NUM_WARPS)
+    meta = dict(B=b, T=T, F=F, BD=BD, PREC=PRECISION, num_warps=NUM_WARPS)
     _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gq, M, D, **meta)
     _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, **meta)
     _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, **meta)

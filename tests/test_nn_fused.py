@@ -255,8 +255,8 @@ COMPILE = textwrap.dedent("""
     from triton.compiler import ASTSource, compile
     from montecarlo import _fused
 
-    arch = int(sys.argv[1])
-    consts = dict(B=256, T=_fused.TILE, F=_fused.FEATURE_BLOCK, BD=128)
+    arch, prec = int(sys.argv[1]), sys.argv[2]
+    consts = dict(B=256, T=_fused.TILE, F=_fused.FEATURE_BLOCK, BD=128, PREC=prec)
     for name, ptrs in (("_forward_kernel", "Q K V O"), ("_query_grad_kernel", "Q K V G GQ"),
                        ("_key_grad_kernel", "Q K V G GK"), ("_value_grad_kernel", "Q K G GV")):
         sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
@@ -267,17 +267,17 @@ COMPILE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("arch", [80, 90])
-def test_kernels_compile_for_the_gpu(tmp_path, arch):
-    """The four kernels compile to a cubin for Ampere (sm 80) and Hopper (sm 90) with Triton's own ptxas, no
-    GPU needed (what the interpreter does not check: the kernels' globals are constexpr, the dot shapes are
+@pytest.mark.parametrize("arch,prec", [(80, "ieee"), (90, "ieee"), (90, "tf32")])
+def test_kernels_compile_for_the_gpu(tmp_path, arch, prec):
+    """The four kernels compile to a cubin for Ampere (sm 80) and Hopper (sm 90, float32 and TF32 products)
+    with Triton's own ptxas, no GPU needed (what the interpreter does not check: the kernels' globals are constexpr, the dot shapes are
     legal).  In a process of its own without TRITON_INTERPRET, its cache in the test's temporary folder."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1",
                PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(mnn.__file__)),
                                            env.get("PYTHONPATH", "")]))
     try:
-        code, out = run_group([sys.executable, "-c", COMPILE, str(arch)], 300, env=env, cwd=tmp_path)
+        code, out = run_group([sys.executable, "-c", COMPILE, str(arch), prec], 300, env=env, cwd=tmp_path)
     except subprocess.TimeoutExpired:
         pytest.fail("compiling the kernels took more than 300 s (killed)")
     if code != 0 and "ptxas" in out and "not found" in out:
