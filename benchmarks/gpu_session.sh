@@ -6,6 +6,13 @@
 #      kernels at three chunk lengths and two other tile shapes, the torch levels, and torch.compile with
 #      the kernels and with the levels (compiled forms stop starting after --budget seconds).
 # Writes device.txt, tests.txt, variants.txt and variants.json under $OUT (default ./gpu_out).
+# The lent machines have torch (with Triton) but not every pure-Python dependency: with the wheels of
+# array-api-compat (and performer-pytorch with its dependencies, for the FastAttention rows) downloaded into
+# an ignored .whl/ folder here, the device command was
+#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+#       .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD && bash benchmarks/gpu_session.sh
+# with carry [".whl"] (pip download --no-deps -d .whl array-api-compat performer-pytorch local-attention
+# axial-positional-embedding hyper-connections torch-einops-utils).
 # Each step has its own time limit, so that a hang in one still leaves the others' results.
 set -uo pipefail
 OUT=${OUT:-gpu_out}
