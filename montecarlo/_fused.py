@@ -61,18 +61,35 @@ def _tile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
 
 @triton.jit
 def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr):
-    """Rows r0 .. r0 + T of a (b, D) block at ``V + base`` (0 beyond D)."""
+    """Rows r0 .. r0 + T, the first D - 1 columns (the values, not the ones column) of a (b, D) block at
+    ``V + base`` (0 beyond)."""
     rows = tl.arange(0, T)
     ds = tl.arange(0, BD)
-    return tl.load(V + base + (r0 + rows)[:, None] * D + ds[None, :], mask=(ds < D)[None, :], other=0.0)
+    return tl.load(V + base + (r0 + rows)[:, None] * D + ds[None, :], mask=(ds < D - 1)[None, :], other=0.0)
+
+
+@triton.jit
+def _last(V, base, r0, D, T: tl.constexpr):
+    """Rows r0 .. r0 + T of the last column of a (b, D) block at ``V + base``."""
+    return tl.load(V + base + (r0 + tl.arange(0, T)) * D + D - 1)
 
 
 @triton.jit
 def _store(P, base, r0, c0, C, x, T: tl.constexpr, W: tl.constexpr):
-    """Store x (T, W) at rows r0 .. r0 + T, columns c0 .. c0 + W of a (b, C) block at ``P + base``."""
+    """Store x (T, W) at rows r0 .. r0 + T, columns c0 .. c0 + W (below C) of a (b, C) block at ``P + base``."""
     rows = tl.arange(0, T)
     cs = c0 + tl.arange(0, W)
     tl.store(P + base + (r0 + rows)[:, None] * C + cs[None, :], x, mask=(cs < C)[None, :])
+
+
+@triton.jit
+def _store_values(P, base, r0, D, x, last, T: tl.constexpr, BD: tl.constexpr):
+    """Store x (T, BD) into the first D - 1 columns and ``last`` (T) into the last column of rows r0 .. r0 + T
+    of a (b, D) block at ``P + base``."""
+    rows = tl.arange(0, T)
+    ds = tl.arange(0, BD)
+    tl.store(P + base + (r0 + rows)[:, None] * D + ds[None, :], x, mask=(ds < D - 1)[None, :])
+    tl.store(P + base + (r0 + rows) * D + D - 1, last)
 
 
 @triton.jit
@@ -104,17 +121,20 @@ def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.co
     i0, _, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     acc = tl.zeros((T, BD), ty)
+    mass = tl.zeros((T,), ty)
     for j0 in range(0, i0, T):
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
             eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
             s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
         acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD), input_precision=PREC)
+        mass += tl.sum(s, 1)
     s = tl.zeros((T, T), ty)
     for f0 in range(0, M, F):
         s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T), 2)
     acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD), input_precision=PREC)
-    _store(O, bv, i0, 0, D, acc, T, BD)
+    mass += tl.sum(s, 1)
+    _store_values(O, bv, i0, D, acc, mass, T, BD)
 
 
 @triton.jit
@@ -123,12 +143,13 @@ def _query_grad_kernel(Q, K, V, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F
     i0, f0, bqk, bv = _program(B, M, D, T, F)
     q = _tile(Q, bqk, i0, f0, M, T, F)
     g = _vtile(G, bv, i0, D, T, BD)
+    gl = _last(G, bv, i0, D, T)[:, None]  # the key mass's cotangent (v's ones column)
     acc = tl.zeros((T, F), Q.dtype.element_ty)
     for j0 in range(0, i0, T):
-        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD)), input_precision=PREC)
+        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD)), input_precision=PREC) + gl
         eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
         acc += eq * tl.dot(dA, ek, input_precision=PREC)
-    dA = tl.dot(g, tl.trans(_vtile(V, bv, i0, D, T, BD)), input_precision=PREC)
+    dA = tl.dot(g, tl.trans(_vtile(V, bv, i0, D, T, BD)), input_precision=PREC) + gl
     acc += tl.sum(dA[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T), 1)
     _store(GQ, bqk, i0, f0, M, acc, T, F)
 
@@ -144,10 +165,12 @@ def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: 
     acc = tl.zeros((T, F), Q.dtype.element_ty)
     for i0 in range(j0 + T, B, T):
         dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD)), input_precision=PREC)  # (j, i)
+        dAt += _last(G, bv, i0, D, T)[None, :]
         eq = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + o[None, :])
         acc += tl.dot(dAt, eq, input_precision=PREC)
     acc = acc * ek
     dA = tl.dot(_vtile(G, bv, j0, D, T, BD), tl.trans(vj), input_precision=PREC)  # (i, j)
+    dA += _last(G, bv, j0, D, T)[:, None]
     acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T), 0)
     _store(GK, bqk, j0, f0, M, acc, T, F)
 
@@ -167,13 +190,13 @@ def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: t
             eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
             s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
         acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD), input_precision=PREC)
-    _store(GV, bv, j0, 0, D, acc, T, BD)
+    _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD)  # the ones column: no gradient
 
 
 def _sizes(b, M, D):
     T = min(TILE, b)
     F = max(16, min(FEATURE_BLOCK, triton.next_power_of_2(M)))
-    BD = max(16, triton.next_power_of_2(D))
+    BD = max(16, triton.next_power_of_2(D - 1))
     return T, F, BD
 
 
@@ -240,6 +263,7 @@ _within_op.register_autograd(_backward, setup_context=_setup_context)
 
 def within(qr, lk4, v4):
     """Numerators and key masses (n, N, b, D) of the keys of each query's own chunk (the result of
-    ``montecarlo.nn._levels``), from ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D) with
-    the ones column; differentiable in all three (the backward computes all three gradients)."""
+    ``montecarlo.nn._levels``), from ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D), whose
+    last column is taken as ones whatever it holds (the key mass: row sums of the scores; that column is not
+    read and gets a zero gradient); differentiable in all three."""
     return _within_op(qr, lk4, v4)

@@ -37,11 +37,13 @@ def fused():
 
 
 def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0):
-    """Log-features with the query offsets of the causal scan (qr + running max of the keys <= 0)."""
+    """Log-features with the query offsets of the causal scan (qr + running max of the keys <= 0), values
+    with the ones column last."""
     lk = spread * torch.randn(n, N, b, M, generator=g, dtype=dtype)
     qr = torch.randn(n, N, b, M, generator=g, dtype=dtype)
     qr = qr - (qr + torch.cummax(lk, 2).values).amax(-1, keepdim=True)
     v = torch.randn(n, N, b, D, generator=g, dtype=dtype)
+    v[..., -1] = 1.0  # the ones column (the key mass), as the causal scan passes it
     return qr, lk, v
 
 
@@ -57,7 +59,7 @@ def _dense(qr, lk, v, strict=False):
 def test_kernels_equal_the_masked_quadratic_form(fused, shape):
     """Forward and the three gradients of the kernels equal the plain masked (b, b, M) computation and its
     autograd gradients in float64 (tiles of 16, feature blocks of 32 with a ragged last block, D not a power
-    of two).  Power: the same comparison against the form without the diagonal fails."""
+    of two; the values' ones column, which the kernels take as ones, has zero gradient).  Power: the same comparison against the form without the diagonal fails."""
     g = torch.Generator().manual_seed(1)
     leaves = [x.requires_grad_(True) for x in _inputs(g, *shape)]
     out = fused.within(*leaves)
@@ -67,7 +69,9 @@ def test_kernels_equal_the_masked_quadratic_form(fused, shape):
     ref = _dense(*plain)
     gb = torch.autograd.grad((ref * cot).sum(), plain)
     assert torch.allclose(out, ref, rtol=1e-12, atol=1e-13)
-    for a, b_ in zip(ga, gb):
+    gb = (gb[0], gb[1], gb[2][..., :-1])  # the ones column is read as ones: no gradient of it
+    assert torch.equal(ga[2][..., -1], torch.zeros_like(ga[2][..., -1]))
+    for a, b_ in zip((ga[0], ga[1], ga[2][..., :-1]), gb):
         assert torch.allclose(a, b_, rtol=1e-12, atol=1e-13)
     strict = _dense(*[x.detach() for x in leaves], strict=True)
     assert not torch.allclose(out, strict, rtol=1e-3, atol=1e-3)
