@@ -211,3 +211,18 @@ def test_large_v_against_closed_partner_route(d, v, dps):
     if old is not None:
         with mp.workdps(dps):
             assert not abs(old / ref - 1) < mp.mpf(10) ** (1 - dps)
+
+
+def test_u_route_is_loud_beyond_its_split_points():
+    """pair_conformity_u (the second route) returned 3.7e-14-off values at d = 2, v = 6 (15 digits) and 1.3e-26
+    off at d = 2, v = 5 (30 digits): its fixed split points in u miss the peak at u ~ e^{-v^2/2}.  Where the
+    gamma route switches to its tail in -ln x, the u route now raises ConvergenceError naming the other route;
+    below that switch (d = 8, v = 5: v^2/d = 3.1) it agrees with the gamma route to 28 of 30 digits."""
+    with mp.workdps(15):
+        for d, v in ((2, 6), (2, 5), (8, 6)):
+            with pytest.raises(theory.ConvergenceError, match="use pair_conformity"):
+                pnc.pair_conformity_u(d, v)
+    with mp.workdps(30):
+        a, b = pnc.pair_conformity(8, 5), pnc.pair_conformity_u(8, 5)
+        assert abs(a / b - 1) < mp.mpf(10) ** -28
+        assert abs(pnc.pair_conformity_u(2, 5, kind="rff") / theory.rff_conformity(C, 2, 5) - 1) < mp.mpf(10) ** -27
