@@ -462,12 +462,12 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False):
     (with autograd through :class:`_Levels`, or the fused Triton kernels of :mod:`montecarlo._fused` when
     ``fused``)."""
     b = lq4.shape[2]
-    sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
     with torch.no_grad():
         kd = lk4.detach()
         if fused:  # c_if = max_{j <= i} l_f(k_j) by one scan (the kernels find their own tile offsets)
             c = torch.maximum(torch.cummax(kd, 2).values, before.unsqueeze(2))
         else:
+            sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
             # maxima of the first halves (a single key at s = 1: a view, no copy)
             offsets = [_halves(kd, s, 0) if s == 1 else _halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
             c = torch.maximum(kd, before.unsqueeze(2))  # c_if, built over the dyadic blocks
@@ -495,11 +495,12 @@ def _fused_applies(x, b):
 
 
 def _triton_available():
+    """Whether Triton imports (checked once; a broken installation counts as none: the torch levels run)."""
     global _TRITON
     if _TRITON is None:
         try:
             import triton  # noqa: F401
-        except ImportError:
+        except Exception:
             _TRITON = False
         else:
             _TRITON = True
