@@ -231,8 +231,8 @@ def cuda_rows(seq_lens, repeat, cap_fast):
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable) at chunk
-    64/128/256 (and at 256 with two other tile shapes, tile 32 x features 16 and 16 x 64 on 8 warps, and with
-    TF32 matrix products), eager
+    64/128/256 (and at 256 with three other tile shapes, tile 32 x features 16, 16 x 64 on 8 warps and the
+    default 16 x 32 on 8 warps, and with TF32 matrix products), eager
     with the torch levels (``fused=False``) at chunk 256, and ``torch.compile``
     (inductor, static shapes) with the kernels as custom operators at chunk 256 and 128 and with the torch
     levels at chunk 64 (the fastest compiled form before the kernels); compiled forms are skipped once
@@ -251,6 +251,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c64", 64, False, {"fused": True}),
                  ("fused_c256_t32f16", 256, False, {"fused": True, "tiles": (32, 16, 4)}),
                  ("fused_c256_t16f64w8", 256, False, {"fused": True, "tiles": (16, 64, 8)}),
+                 ("fused_c256_w8", 256, False, {"fused": True, "tiles": (16, 32, 8)}),
                  ("fused_c256_tf32", 256, False, {"fused": True, "tiles": (16, 32, 4, "tf32")}),
                  ("levels_c256", 256, False, {"fused": False}),
                  ("compiled_fused_c256", 256, True, {"fused": True}),

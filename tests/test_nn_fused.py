@@ -6,6 +6,7 @@ here) the compiled kernels against the torch path.  Skipped where Triton is not 
 
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -288,6 +289,32 @@ def test_kernels_compile_for_the_gpu(tmp_path, arch, prec):
         pytest.skip("Triton's bundled ptxas is missing here")
     assert code == 0, out[-3000:]
     assert out.count("compiled for sm") == 4
+
+
+def test_default_tiles_do_not_spill(tmp_path):
+    """benchmarks.kernel_registers (ptxas -v on the compiled kernels, no GPU) for the default tile shape on
+    sm 90: four kernels, each within the 255 registers a thread can have and with no spill to local memory
+    (a spill would make the kernels slow); a malformed --configs is a one-line usage error."""
+    from montecarlo import _fused as real
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(mnn.__file__)),
+                                           env.get("PYTHONPATH", "")]))
+    root = os.path.dirname(os.path.dirname(mnn.__file__))
+    config = f"{real.TILE},{real.FEATURE_BLOCK},{real.NUM_WARPS}"
+    cmd = [sys.executable, "-m", "benchmarks.kernel_registers", "--precision", real.PRECISION, "--configs", config]
+    try:
+        code, out = run_group(cmd, 300, env=env, cwd=root)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the register report took more than 300 s (killed)")
+    assert code == 0, out[-2000:]
+    cells = re.findall(r"(\w+) (\d+)/(\d+)", out.splitlines()[-1])
+    assert [c[0] for c in cells] == ["forward", "query_grad", "key_grad", "value_grad"], out
+    assert all(int(regs) <= 255 and int(spill) == 0 for _, regs, spill in cells), out
+    code, out = run_group([sys.executable, "-m", "benchmarks.kernel_registers", "--configs", "8,32,4"], 60,
+                          env=env, cwd=root)
+    assert code == 2 and "error: argument --configs" in out.strip().splitlines()[-1]
 
 
 @cuda

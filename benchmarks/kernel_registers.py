@@ -1,0 +1,111 @@
+"""Registers and spills of the fused causal kernels (montecarlo._fused) per tile shape, without a GPU.
+
+Each of the four kernels is compiled by Triton for a CUDA architecture and its PTX assembled by Triton's own
+ptxas with ``-v``, which reports the registers per thread and the bytes spilled to local memory: a static
+proxy for what a GPU run would measure (a spill is slow; registers per thread times threads per program
+bound how many programs share a multiprocessor).  Timings still need a GPU
+(``benchmarks/gpu_session.sh``).
+
+    python -m benchmarks.kernel_registers [--arch 90] [--precision ieee tf32] [--configs 16,32,4 16,32,8]
+
+Run it in an environment without ``TRITON_INTERPRET`` (the tests' conftest sets it on machines without an
+NVIDIA device).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+PROG = "python -m benchmarks.kernel_registers"
+KERNELS = (("_forward_kernel", "Q K V O"), ("_query_grad_kernel", "Q K V G GQ"),
+           ("_key_grad_kernel", "Q K V G GK"), ("_value_grad_kernel", "Q K G GV"))
+DEFAULT_CONFIGS = ("16,32,4", "16,32,8", "16,64,8", "32,16,4")
+
+
+def _config(text):
+    try:
+        t, f, w = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a config is TILE,FEATURE_BLOCK,WARPS (three integers), got {text!r}")
+    if t < 16 or f < 16 or w < 1 or t & (t - 1) or f & (f - 1) or w & (w - 1):
+        raise argparse.ArgumentTypeError(f"tile and feature block are powers of two >= 16, warps a power of two, "
+                                         f"got {text!r}")
+    return t, f, w
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x 10 (default 90: Hopper)")
+    p.add_argument("--precision", nargs="+", choices=("ieee", "tf32"), default=["ieee", "tf32"],
+                   help="input_precision of the matrix products (default: both)")
+    p.add_argument("--configs", nargs="+", type=_config, default=[_config(c) for c in DEFAULT_CONFIGS],
+                   metavar="T,F,W", help=f"tile, feature block, warps (default {' '.join(DEFAULT_CONFIGS)})")
+    p.add_argument("--chunk", type=int, default=256, help="chunk length b (default 256)")
+    p.add_argument("--d-value", type=int, default=64, help="value width d_v (default 64)")
+    return p
+
+
+def registers(arch, prec, T, F, W, chunk=256, d_value=64):
+    """{kernel: (registers per thread, spill-store bytes)} from ptxas -v."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import get_ptxas
+    from triton.compiler import ASTSource, compile
+
+    from montecarlo import _fused
+
+    ptxas = get_ptxas(arch).path
+    BD = max(16, triton.next_power_of_2(d_value))
+    consts = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec)
+    out = {}
+    for name, ptrs in KERNELS:
+        sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
+        kernel = compile(ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts),
+                         target=GPUTarget("cuda", arch, 32), options={"num_warps": W})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "k.ptx")
+            with open(path, "w") as fh:
+                fh.write(kernel.asm["ptx"])
+            suffix = "a" if arch >= 90 else ""
+            r = subprocess.run([ptxas, "-v", "--gpu-name", f"sm_{arch}{suffix}", path, "-o", os.devnull],
+                               capture_output=True, text=True, timeout=300)
+        info = r.stdout + r.stderr
+        regs = re.search(r"Used (\d+) registers", info)
+        spill = re.search(r"(\d+) bytes spill stores", info)
+        if r.returncode or not regs:
+            raise RuntimeError(f"ptxas failed on {name}: {info.strip().splitlines()[-1] if info.strip() else r.returncode}")
+        out[name.strip("_").replace("_kernel", "")] = (int(regs.group(1)), int(spill.group(1)) if spill else 0)
+    return out
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print(f"{PROG}: error: TRITON_INTERPRET=1 is set (the interpreter compiles nothing); unset it",
+              file=sys.stderr)
+        return 2
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        print(f"{PROG}: error: needs Triton (pip install 'simplex-rf[fused]')", file=sys.stderr)
+        return 2
+    print(f"sm_{args.arch}, chunk {args.chunk}, d_v {args.d_value}: registers per thread / spill-store bytes")
+    for prec in args.precision:
+        for T, F, W in args.configs:
+            try:
+                res = registers(args.arch, prec, T, F, W, args.chunk, args.d_value)
+            except Exception as exc:  # one config's failure is a row of the table
+                print(f"  {prec:4s} T={T:2d} F={F:2d} warps={W}: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            cells = "  ".join(f"{k} {r}/{s}" for k, (r, s) in res.items())
+            print(f"  {prec:4s} T={T:2d} F={F:2d} warps={W}: {cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
