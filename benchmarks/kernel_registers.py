@@ -1,6 +1,6 @@
 """Registers and spills of the fused causal kernels (montecarlo._fused) per tile shape, without a GPU.
 
-Each of the four kernels is compiled by Triton for a CUDA architecture and its PTX assembled by Triton's own
+Each of the kernels is compiled by Triton for a CUDA architecture and its PTX assembled by Triton's own
 ptxas with ``-v``, which reports the registers per thread and the bytes spilled to local memory: a static
 proxy for what a GPU run would measure (a spill is slow; registers per thread times threads per program
 bound how many programs share a multiprocessor).  Timings still need a GPU
@@ -22,8 +22,6 @@ import sys
 import tempfile
 
 PROG = "python -m benchmarks.kernel_registers"
-KERNELS = (("_forward_kernel", "Q K V O"), ("_query_grad_kernel", "Q K V G GQ"),
-           ("_key_grad_kernel", "Q K V G GK"), ("_value_grad_kernel", "Q K G GV"))
 DEFAULT_CONFIGS = ("16,32,4", "16,32,8", "16,64,8", "32,16,4")
 
 
@@ -63,7 +61,7 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     BD = max(16, triton.next_power_of_2(d_value))
     consts = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec)
     out = {}
-    for name, ptrs in KERNELS:
+    for name, ptrs in _fused.KERNELS:
         sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
         kernel = compile(ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts),
                          target=GPUTarget("cuda", arch, 32), options={"num_warps": W})

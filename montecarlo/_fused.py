@@ -1,37 +1,47 @@
-r"""Fused Triton kernels for the within-chunk part of causal PRF attention (:mod:`montecarlo.nn`).
+r"""Fused Triton kernels for the per-chunk part of causal PRF attention (:mod:`montecarlo.nn`).
 
 Private: :func:`montecarlo.nn._within_chunks` calls :func:`within` on CUDA float32 inputs when Triton is
 importable (``montecarlo.nn.FUSED = False`` turns it off), instead of the dyadic levels (a sequence of
-elementwise kernels over (n, L, m) tensors, most of the eager GPU time).  The forward and the backward are
-torch custom operators (``simplex_rf::causal_within``, ``simplex_rf::causal_within_backward``), so that
-``torch.compile`` calls them as opaque operators and fuses the work around them.
+elementwise kernels over (n, L, m) tensors, most of the eager GPU time) and the separate pass that reads the
+earlier chunks' prefix states.  The forward and the backward are torch custom operators
+(``simplex_rf::causal_chunk``, ``simplex_rf::causal_chunk_backward``), so that ``torch.compile`` calls them
+as opaque operators and fuses the work around them.
 
-For each chunk of b positions (one (n, c) pair) the kernels form
+For each chunk c of b positions (one (n, c) pair) the kernels form
 
-.. math:: \mathrm{nd}_i = \sum_{j \le i} \sum_f e^{\tilde\ell_f(q_i) + \ell_f(k_j)}\, v_j ,
+.. math:: \mathrm{nd}_i = \sum_{j \le i} \sum_f e^{\tilde\ell_f(q_i) + \ell_f(k_j)}\, v_j
+          + \sum_f e^{\tilde\ell_f(q_i) + o^{<}_f}\, P_{c,f},
 
 where :math:`\tilde\ell_f(q_i) = \ell_f(q_i) - r_i` already carries the query's row offset (so
 :math:`\tilde\ell_f(q_i) + c_{if} \le 0` with :math:`c_{if}` the running maximum of the keys' log-features),
-``v`` has the ones column (last entry of nd: the key mass).  The chunk is cut into tiles of T positions:
+``v`` has the ones column (last entry of nd: the key mass; the kernels take it as ones and form the mass as
+row sums), and :math:`P_c` is the prefix state of the earlier chunks with offsets :math:`o^{<}` (``before``,
+at most :math:`c_{if}`).  The chunk is cut into tiles of T positions:
 
 * a key tile J wholly before the query tile I: per feature the tile's maximum :math:`o_f = \max_{j \in J}
   \ell_f(k_j)` (at most :math:`c_{if}` for every query of I, since J lies in its past) splits every
   exponential into two factors :math:`e^{\tilde\ell_f(q_i) + o_f} \le 1` and :math:`e^{\ell_f(k_j) - o_f}
   \le 1`, whose product is a matrix product (T x F by F x T);
 * the diagonal tile elementwise, the exponent masked to ``-inf`` above the diagonal
-  (:math:`\ell_f(k_j) \le c_{if}` for j <= i: every exponent <= 0).
+  (:math:`\ell_f(k_j) \le c_{if}` for j <= i: every exponent <= 0);
+* the earlier chunks: one more product per feature block, :math:`e^{\tilde\ell_f(q_i) + o^{<}_f} \le 1` by
+  :math:`P_{c,f}`.
 
 No exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
-the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``), not TF32 (:data:`PRECISION`).
+the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``), not TF32
+(:data:`PRECISION`).
 
 Backward (the offsets recomputed, nothing saved but the inputs): with :math:`A_{ij} = \sum_f E_{ijf}`,
 :math:`E_{ijf} = e^{\tilde\ell_f(q_i)+\ell_f(k_j)}` and :math:`dA_{ij} = G_i \cdot v_j`,
-:math:`\partial\tilde\ell_f(q_i) = \sum_{j \le i} dA_{ij} E_{ijf}`, :math:`\partial\ell_f(k_j) = \sum_{i \ge j}
-dA_{ij} E_{ijf}` (both per feature block: one program per tile and feature block) and
-:math:`\partial v_j = \sum_{i \ge j} A_{ij} G_i` (one program per key tile).
+:math:`\partial\tilde\ell_f(q_i) = \sum_{j \le i} dA_{ij} E_{ijf} + e^{\tilde\ell_f(q_i) + o^{<}_f}\,
+G_i \cdot P_{c,f}`, :math:`\partial\ell_f(k_j) = \sum_{i \ge j} dA_{ij} E_{ijf}` (both per feature block: one
+program per tile and feature block), :math:`\partial v_j = \sum_{i \ge j} A_{ij} G_i` (one program per key
+tile) and :math:`\partial P_{c,f} = \sum_i e^{\tilde\ell_f(q_i) + o^{<}_f} G_i` (one program per chunk and
+feature block).
 
 Tests run the kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton
-is imported), against the torch path and by ``torch.autograd.gradcheck`` in float64.
+is imported), against the plain quadratic form, the torch path and by ``torch.autograd.gradcheck`` in
+float64, and compile them to cubins for sm 80/90 without a GPU.
 """
 
 import torch
@@ -93,6 +103,19 @@ def _store_values(P, base, r0, D, x, last, T: tl.constexpr, BD: tl.constexpr):
 
 
 @triton.jit
+def _state(P, BEF, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr):
+    """A feature block of chunk c's prefix state: its values (F, BD), its key masses (F,) and its offsets
+    ``before`` (F,) (-inf beyond M: no contribution)."""
+    fs = f0 + tl.arange(0, F)
+    ds = tl.arange(0, BD)
+    fm = fs < M
+    base = c * M * D
+    values = tl.load(P + base + fs[:, None] * D + ds[None, :], mask=fm[:, None] & (ds < D - 1)[None, :], other=0.0)
+    masses = tl.load(P + base + fs * D + D - 1, mask=fm, other=0.0)
+    return values, masses, tl.load(BEF + c * M + fs, mask=fm, other=float("-inf"))
+
+
+@triton.jit
 def _program(B: tl.constexpr, M, D, T: tl.constexpr, F: tl.constexpr):
     """This program's tile start, feature-block start and the offsets of its chunk in (b, M) and (b, D)."""
     c = tl.program_id(0).to(tl.int64)
@@ -126,9 +149,10 @@ def _diagonal_keys_first(q, k, T: tl.constexpr):
 
 
 @triton.jit
-def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr,
-                    PREC: tl.constexpr):
+def _forward_kernel(Q, K, V, P, BEF, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                    BD: tl.constexpr, PREC: tl.constexpr):
     i0, _, bqk, bv = _program(B, M, D, T, F)
+    c = tl.program_id(0).to(tl.int64)
     ty = Q.dtype.element_ty
     acc = tl.zeros((T, BD), ty)
     mass = tl.zeros((T,), ty)
@@ -144,11 +168,16 @@ def _forward_kernel(Q, K, V, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.co
         s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T), 2)
     acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD), input_precision=PREC)
     mass += tl.sum(s, 1)
+    for f0 in range(0, M, F):  # the earlier chunks, through the prefix state (offsets `before` <= c_if)
+        values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
+        e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
+        acc += tl.dot(e, values, input_precision=PREC)
+        mass += tl.sum(e * masses[None, :], 1)
     _store_values(O, bv, i0, D, acc, mass, T, BD)
 
 
 @triton.jit
-def _query_grad_kernel(Q, K, V, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _query_grad_kernel(Q, K, V, P, BEF, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr, PREC: tl.constexpr):
     i0, f0, bqk, bv = _program(B, M, D, T, F)
     q = _tile(Q, bqk, i0, f0, M, T, F)
@@ -163,6 +192,9 @@ def _query_grad_kernel(Q, K, V, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F
     # gradient's; over the middle axis this kernel needed about twice as many)
     dAt = tl.dot(_vtile(V, bv, i0, D, T, BD), tl.trans(g), input_precision=PREC) + tl.trans(gl)  # (j, i)
     acc += tl.sum(dAt[:, :, None] * _diagonal_keys_first(q, _tile(K, bqk, i0, f0, M, T, F), T), 0)
+    values, masses, bef = _state(P, BEF, tl.program_id(0).to(tl.int64), f0, M, D, F, BD)
+    e = tl.exp(q + bef[None, :])
+    acc += e * (tl.dot(g, tl.trans(values), input_precision=PREC) + gl * masses[None, :])
     _store(GQ, bqk, i0, f0, M, acc, T, F)
 
 
@@ -205,6 +237,36 @@ def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: t
     _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD)  # the ones column: no gradient
 
 
+@triton.jit
+def _state_grad_kernel(Q, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                       BD: tl.constexpr, PREC: tl.constexpr):
+    """Gradient of chunk c's prefix state, feature block f: sum over the chunk's queries of e^{qr + before}
+    times their cotangents."""
+    _, f0, bqk, bv = _program(B, M, D, T, F)
+    c = tl.program_id(0).to(tl.int64)
+    fs = f0 + tl.arange(0, F)
+    fm = fs < M
+    bef = tl.load(BEF + c * M + fs, mask=fm, other=float("-inf"))
+    ty = Q.dtype.element_ty
+    acc = tl.zeros((F, BD), ty)
+    accl = tl.zeros((F,), ty)
+    for i0 in range(0, B, T):
+        e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
+        acc += tl.dot(tl.trans(e), _vtile(G, bv, i0, D, T, BD), input_precision=PREC)
+        accl += tl.sum(e * _last(G, bv, i0, D, T)[:, None], 0)
+    ds = tl.arange(0, BD)
+    base = c * M * D
+    tl.store(GP + base + fs[:, None] * D + ds[None, :], acc, mask=fm[:, None] & (ds < D - 1)[None, :])
+    tl.store(GP + base + fs * D + D - 1, accl, mask=fm)
+
+
+#: The kernels and their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC), for tools
+#: that compile them without launching (tests, ``benchmarks.kernel_registers``).
+KERNELS = (("_forward_kernel", "Q K V P BEF O"), ("_query_grad_kernel", "Q K V P BEF G GQ"),
+           ("_key_grad_kernel", "Q K V G GK"), ("_value_grad_kernel", "Q K G GV"),
+           ("_state_grad_kernel", "Q BEF G GP"))
+
+
 def _sizes(b, M, D):
     T = min(TILE, b)
     F = max(16, min(FEATURE_BLOCK, triton.next_power_of_2(M)))
@@ -212,54 +274,55 @@ def _sizes(b, M, D):
     return T, F, BD
 
 
-def _launch_forward(qr, lk4, v4):
-    qr, lk4, v4 = qr.contiguous(), lk4.contiguous(), v4.contiguous()
+def _launch_forward(qr, lk4, v4, P, before):
+    qr, lk4, v4, P, before = (x.contiguous() for x in (qr, lk4, v4, P, before))
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     T, F, BD = _sizes(b, M, D)
     out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-    _forward_kernel[(n * N, b // T)](qr, lk4, v4, out, M, D, B=b, T=T, F=F, BD=BD, PREC=PRECISION,
+    _forward_kernel[(n * N, b // T)](qr, lk4, v4, P, before, out, M, D, B=b, T=T, F=F, BD=BD, PREC=PRECISION,
                                      num_warps=NUM_WARPS)
     return out
 
 
-def _launch_backward(qr, lk4, v4, G):
-    qr, lk4, v4, G = qr.contiguous(), lk4.contiguous(), v4.contiguous(), G.contiguous()
+def _launch_backward(qr, lk4, v4, P, before, G):
+    qr, lk4, v4, P, before, G = (x.contiguous() for x in (qr, lk4, v4, P, before, G))
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     T, F, BD = _sizes(b, M, D)
-    gq, gk, gv = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4)
+    gq, gk, gv, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4), torch.empty_like(P)
     nf = triton.cdiv(M, F)
     meta = dict(B=b, T=T, F=F, BD=BD, PREC=PRECISION, num_warps=NUM_WARPS)
-    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gq, M, D, **meta)
+    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, P, before, G, gq, M, D, **meta)
     _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, **meta)
     _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, **meta)
-    return gq, gk, gv
+    _state_grad_kernel[(n * N, 1, nf)](qr, before, G, gP, M, D, **meta)
+    return gq, gk, gv, gP
 
 
 # Registered as torch custom operators, so that torch.compile calls the kernels as opaque operators (and fuses
 # the elementwise work around them) instead of tracing into Triton's launcher.
-@torch.library.custom_op("simplex_rf::causal_within", mutates_args=())
-def _within_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor) -> torch.Tensor:
-    return _launch_forward(qr, lk4, v4)
+@torch.library.custom_op("simplex_rf::causal_chunk", mutates_args=())
+def _within_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, P: torch.Tensor,
+               before: torch.Tensor) -> torch.Tensor:
+    return _launch_forward(qr, lk4, v4, P, before)
 
 
 @_within_op.register_fake
-def _(qr, lk4, v4):
+def _(qr, lk4, v4, P, before):
     return torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
 
 
-@torch.library.custom_op("simplex_rf::causal_within_backward", mutates_args=())
-def _within_backward_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor,
-                        G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _launch_backward(qr, lk4, v4, G)
+@torch.library.custom_op("simplex_rf::causal_chunk_backward", mutates_args=())
+def _within_backward_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, P: torch.Tensor,
+                        before: torch.Tensor, G: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _launch_backward(qr, lk4, v4, P, before, G)
 
 
 @_within_backward_op.register_fake
-def _(qr, lk4, v4, G):
-    return (torch.empty(qr.shape, dtype=qr.dtype, device=qr.device),
-            torch.empty(lk4.shape, dtype=lk4.dtype, device=lk4.device),
-            torch.empty(v4.shape, dtype=v4.dtype, device=v4.device))
+def _(qr, lk4, v4, P, before, G):
+    return tuple(torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (qr, lk4, v4, P))
 
 
 def _setup_context(ctx, inputs, output):
@@ -267,15 +330,21 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, G):
-    return _within_backward_op(*ctx.saved_tensors, G)
+    return (*_within_backward_op(*ctx.saved_tensors, G), None)  # the offsets `before` are constants
 
 
 _within_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def within(qr, lk4, v4):
-    """Numerators and key masses (n, N, b, D) of the keys of each query's own chunk (the result of
-    ``montecarlo.nn._levels``), from ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D), whose
-    last column is taken as ones whatever it holds (the key mass: row sums of the scores; that column is not
-    read and gets a zero gradient); differentiable in all three."""
-    return _within_op(qr, lk4, v4)
+def within(qr, lk4, v4, P=None, before=None):
+    """Numerators and key masses (n, N, b, D) of each query's chunk and, with the prefix states ``P``
+    (n, N, M, D; offsets ``before`` (n, N, M), the per-feature maxima over the earlier chunks), of the earlier
+    chunks: ``sum_{j <= i in the chunk} sum_f e^{qr_if + lk_jf} v_j + sum_f e^{qr_if + before_f} P_f``.  From
+    ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D), whose last column is taken as ones
+    whatever it holds (the key mass: row sums of the scores; that column is not read and gets a zero
+    gradient); differentiable in qr, lk4, v4 and P (``before`` is a constant)."""
+    if P is None:  # no earlier chunks: a zero state with offsets -inf
+        n, N, b, M = qr.shape
+        P = torch.zeros((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device)
+        before = torch.full((n, N, M), -torch.inf, dtype=qr.dtype, device=qr.device)
+    return _within_op(qr, lk4, v4, P, before)

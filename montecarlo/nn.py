@@ -49,8 +49,9 @@ The causal scan combines its chunks by a loop on the CPU (in place, one carried 
 the least memory) and by a log-depth scan on accelerators and under ``torch.compile``.  The part inside each
 chunk runs, on CUDA float32 features where Triton is importable, in fused Triton kernels
 (:mod:`montecarlo._fused`: tile pairs as matrix products with per-tile key maxima, the diagonal tile
-elementwise; custom operators, also under ``torch.compile``; ``montecarlo.nn.FUSED = False`` turns them
-off), elsewhere as dyadic levels of torch operations.  Measured before the kernels, on an H100 (bf16,
+elementwise, the earlier chunks' prefix state read in the same kernel; custom operators, also under
+``torch.compile``; ``montecarlo.nn.FUSED = False`` turns them off), elsewhere as dyadic levels of torch
+operations.  Measured before the kernels, on an H100 (bf16,
 forward + backward, batch x heads 32, m = 128): eager 1.27 x SDPA's time at L = 65536 and 15.4 x at
 L = 4096; compiled 0.68-0.70 x and 8 x (``benchmarks/README.md``; the kernels' own timings are pending a GPU
 session: ``python -m benchmarks.bench_attention --cuda --variants``).
@@ -454,13 +455,14 @@ class _Levels(torch.autograd.Function):
         return gq, gk, gv, None, None
 
 
-def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False):
+def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None):
     r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
     ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
     ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
     autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk
     (with autograd through :class:`_Levels`, or the fused Triton kernels of :mod:`montecarlo._fused` when
-    ``fused``)."""
+    ``fused``, which then also add the earlier chunks' contributions from their prefix states ``P`` (n, N, M,
+    D; offsets ``before``) when given)."""
     b = lq4.shape[2]
     with torch.no_grad():
         kd = lk4.detach()
@@ -479,7 +481,7 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False):
     if fused:
         from montecarlo import _fused
 
-        return qr, _fused.within(qr, lk4, v4)
+        return qr, _fused.within(qr, lk4, v4, P, None if P is None else before)
     if not grad:
         return qr, _levels(qr, lk4, v4, offsets, neg)
     return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
@@ -557,14 +559,16 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None):
     if fused is None:
         fused = _fused_applies(lq4, b)
     if grad or scan or fused:
-        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused)
+        P = None
         if N > 1:
             K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D), offsets oc
             # states with offsets `before`
             P = _scan_states(K, oc) if scan else _loop_states(K * gain.unsqueeze(-1), decay)
             del K
+        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused, P)
+        if P is not None and not fused:  # (the kernels add the earlier chunks themselves)
             nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
-            del P
+        del P
     else:  # inference on the CPU: groups of chunks, in place, one state carried along
         nd = torch.empty((n, N, b, D), dtype=ve.dtype, device=ve.device)
         group = max(1, GROUP_ENTRIES // (n * b * M))

@@ -38,68 +38,86 @@ def fused():
 
 
 def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0):
-    """Log-features with the query offsets of the causal scan (qr + running max of the keys <= 0), values
-    with the ones column last."""
+    """Log-features with the query offsets of the causal scan (qr + running max c of the keys <= 0, c also
+    over the earlier chunks' maxima ``before``), values with the ones column last, prefix states P."""
     lk = spread * torch.randn(n, N, b, M, generator=g, dtype=dtype)
+    before = spread * torch.randn(n, N, M, generator=g, dtype=dtype)
+    before[:, 0] = -math.inf  # the first chunk has no earlier keys
     qr = torch.randn(n, N, b, M, generator=g, dtype=dtype)
-    qr = qr - (qr + torch.cummax(lk, 2).values).amax(-1, keepdim=True)
+    c = torch.maximum(torch.cummax(lk, 2).values, before.unsqueeze(2))
+    qr = qr - (qr + c).amax(-1, keepdim=True)
     v = torch.randn(n, N, b, D, generator=g, dtype=dtype)
     v[..., -1] = 1.0  # the ones column (the key mass), as the causal scan passes it
-    return qr, lk, v
+    P = torch.randn(n, N, M, D, generator=g, dtype=dtype)
+    P[:, 0] = 0.0
+    return qr, lk, v, P, before
 
 
-def _dense(qr, lk, v, strict=False):
-    """sum_{j <= i} sum_f e^{qr_if + lk_jf} v_j by the plain (b, b, M) tensor (j < i with ``strict``)."""
+def _dense(qr, lk, v, P=None, before=None, strict=False):
+    """sum_{j <= i} sum_f e^{qr_if + lk_jf} v_j by the plain (b, b, M) tensor (j < i with ``strict``), plus
+    sum_f e^{qr_if + before_f} P_f (the earlier chunks) when P is given."""
     b = qr.shape[2]
     keep = torch.ones(b, b, dtype=torch.bool).tril(-1 if strict else 0).unsqueeze(-1)
     A = torch.exp(torch.where(keep, qr.unsqueeze(-2) + lk.unsqueeze(-3), -math.inf)).sum(-1)
-    return A @ v
+    out = A @ v
+    return out if P is None else out + torch.exp(qr + before.unsqueeze(2)) @ P
 
 
 @pytest.mark.parametrize("shape", [(2, 2, 32, 20, 5), (1, 3, 64, 33, 17)])
 def test_kernels_equal_the_masked_quadratic_form(fused, shape):
-    """Forward and the three gradients of the kernels equal the plain masked (b, b, M) computation and its
-    autograd gradients in float64 (tiles of 16, feature blocks of 32 with a ragged last block, D not a power
-    of two; the values' ones column, which the kernels take as ones, has zero gradient).  Power: the same comparison against the form without the diagonal fails."""
+    """Forward and the four gradients of the kernels (queries, keys, values, prefix states) equal the plain
+    masked (b, b, M) computation plus the earlier chunks' term and their autograd gradients in float64 (tiles
+    of 16, feature blocks of 32 with a ragged last block, D not a power of two; the values' ones column,
+    which the kernels take as ones, has zero gradient).  Power: the same comparison against the form without
+    the diagonal, and against the form without the earlier chunks, fails."""
     g = torch.Generator().manual_seed(1)
-    leaves = [x.requires_grad_(True) for x in _inputs(g, *shape)]
-    out = fused.within(*leaves)
+    *data, before = _inputs(g, *shape)
+    leaves = [x.requires_grad_(True) for x in data]
+    out = fused.within(*leaves, before)
     cot = torch.randn(out.shape, generator=g, dtype=out.dtype)
     ga = torch.autograd.grad((out * cot).sum(), leaves)
     plain = [x.detach().clone().requires_grad_(True) for x in leaves]
-    ref = _dense(*plain)
+    ref = _dense(*plain, before)
     gb = torch.autograd.grad((ref * cot).sum(), plain)
     assert torch.allclose(out, ref, rtol=1e-12, atol=1e-13)
-    gb = (gb[0], gb[1], gb[2][..., :-1])  # the ones column is read as ones: no gradient of it
-    assert torch.equal(ga[2][..., -1], torch.zeros_like(ga[2][..., -1]))
-    for a, b_ in zip((ga[0], ga[1], ga[2][..., :-1]), gb):
+    assert torch.equal(ga[2][..., -1], torch.zeros_like(ga[2][..., -1]))  # the ones column is read as ones
+    ga, gb = (ga[0], ga[1], ga[2][..., :-1], ga[3]), (gb[0], gb[1], gb[2][..., :-1], gb[3])
+    for a, b_ in zip(ga, gb):
         assert torch.allclose(a, b_, rtol=1e-12, atol=1e-13)
-    strict = _dense(*[x.detach() for x in leaves], strict=True)
+    strict = _dense(*[x.detach() for x in leaves], before, strict=True)
     assert not torch.allclose(out, strict, rtol=1e-3, atol=1e-3)
+    alone = _dense(*[x.detach() for x in leaves[:3]])  # without the earlier chunks
+    assert not torch.allclose(out, alone, rtol=1e-3, atol=1e-3)
 
 
 def test_kernels_backward_is_the_gradient(fused, monkeypatch):
     """torch.autograd.gradcheck (finite differences, float64, fast mode: random
     projections of the Jacobian; the full Jacobians against autograd are in the test above) of the kernels on
-    two tiles of 8 positions (so both the tile-pair and the diagonal parts are differentiated).  Power: a
+    two chunks of two tiles of 8 positions (the tile pairs, the diagonal and the earlier chunk's state are
+    all differentiated).  Power: a
     backward whose key gradient drops the tile pairs fails the fast mode's directional check."""
     monkeypatch.setattr(fused, "TILE", 8)
     g = torch.Generator().manual_seed(2)
-    leaves = [x.requires_grad_(True) for x in _inputs(g, 1, 1, 16, 2, 2)]
-    assert torch.autograd.gradcheck(fused.within, leaves, eps=1e-6, atol=1e-8, rtol=1e-6, fast_mode=True)
-    assert _directional_derivative_agrees(fused.within, leaves, g)
+    *data, before = _inputs(g, 1, 2, 16, 2, 2)
+    leaves = [x.requires_grad_(True) for x in data]
+
+    def within(*x):
+        return fused.within(*x, before)
+
+    assert torch.autograd.gradcheck(within, leaves, eps=1e-6, atol=1e-8, rtol=1e-6, fast_mode=True)
+    assert _directional_derivative_agrees(within, leaves, g)
     real = fused._launch_backward
 
-    def diagonal_keys_only(qr, lk4, v4, G):
-        gq, gk, gv = real(qr, lk4, v4, G)
+    def diagonal_keys_only(qr, lk4, v4, P, bef, G):
+        gq, gk, gv, gP = real(qr, lk4, v4, P, bef, G)
         mask = torch.ones(16, 16, dtype=qr.dtype).tril()
         mask[8:, :8] = 0  # the pair (second tile, first tile) dropped
         E = torch.exp(qr.unsqueeze(-2) + lk4.unsqueeze(-3))  # bounded inputs: no overflow above the diagonal
         dA = (G @ v4.transpose(-1, -2)) * mask
-        return gq, (dA.unsqueeze(-1) * E).sum(-3), gv
+        return gq, (dA.unsqueeze(-1) * E).sum(-3), gv, gP
 
     monkeypatch.setattr(fused, "_launch_backward", diagonal_keys_only)
-    assert not _directional_derivative_agrees(fused.within, leaves, g)
+    assert not _directional_derivative_agrees(within, leaves, g)
 
 
 def _directional_derivative_agrees(fn, leaves, g, eps=1e-6, rtol=1e-6):
@@ -160,8 +178,8 @@ def test_causal_scan_with_fused_kernels_equals_the_levels(fused, grad, dtype):
 
     class NoDiagonal:  # the real kernel, then the diagonal tiles' contributions taken out again
         def __getitem__(self, grid):
-            def launch(Q, K, V, O, M, D, **kw):
-                real[grid](Q, K, V, O, M, D, **kw)
+            def launch(Q, K, V, P, BEF, O, M, D, **kw):
+                real[grid](Q, K, V, P, BEF, O, M, D, **kw)
                 O.sub_(_diagonal_part(Q, K, V))
             return launch
 
@@ -213,8 +231,8 @@ def test_custom_operator_registration(fused):
     """torch.library.opcheck of the forward operator (schema, fake tensor, autograd registration, dispatch
     consistency) on a small input with gradients."""
     g = torch.Generator().manual_seed(6)
-    args = [x.requires_grad_(True) for x in _inputs(g, 1, 2, 16, 5, 3, dtype=torch.float32)]
-    torch.library.opcheck(fused._within_op, args)
+    *data, before = _inputs(g, 1, 2, 16, 5, 3, dtype=torch.float32)
+    torch.library.opcheck(fused._within_op, [x.requires_grad_(True) for x in data] + [before])
 
 
 def test_compiled_causal_scan_calls_the_kernels(fused):
@@ -262,8 +280,7 @@ COMPILE = textwrap.dedent("""
 
     arch, prec = int(sys.argv[1]), sys.argv[2]
     consts = dict(B=256, T=_fused.TILE, F=_fused.FEATURE_BLOCK, BD=128, PREC=prec)
-    for name, ptrs in (("_forward_kernel", "Q K V O"), ("_query_grad_kernel", "Q K V G GQ"),
-                       ("_key_grad_kernel", "Q K V G GK"), ("_value_grad_kernel", "Q K G GV")):
+    for name, ptrs in _fused.KERNELS:
         sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
         src = ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts)
         kernel = compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4})
@@ -274,7 +291,7 @@ COMPILE = textwrap.dedent("""
 
 @pytest.mark.parametrize("arch,prec", [(80, "ieee"), (90, "ieee"), (90, "tf32")])
 def test_kernels_compile_for_the_gpu(tmp_path, arch, prec):
-    """The four kernels compile to a cubin for Ampere (sm 80) and Hopper (sm 90, float32 and TF32 products)
+    """The kernels compile to a cubin for Ampere (sm 80) and Hopper (sm 90, float32 and TF32 products)
     with Triton's own ptxas, no GPU needed (what the interpreter does not check: the kernels' globals are constexpr, the dot shapes are
     legal).  In a process of its own without TRITON_INTERPRET, its cache in the test's temporary folder."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -288,7 +305,9 @@ def test_kernels_compile_for_the_gpu(tmp_path, arch, prec):
     if code != 0 and "ptxas" in out and "not found" in out:
         pytest.skip("Triton's bundled ptxas is missing here")
     assert code == 0, out[-3000:]
-    assert out.count("compiled for sm") == 4
+    from montecarlo import _fused as real
+
+    assert out.count("compiled for sm") == len(real.KERNELS) == 5
 
 
 def test_default_tiles_do_not_spill(tmp_path):
@@ -310,7 +329,7 @@ def test_default_tiles_do_not_spill(tmp_path):
         pytest.fail("the register report took more than 300 s (killed)")
     assert code == 0, out[-2000:]
     cells = re.findall(r"(\w+) (\d+)/(\d+)", out.splitlines()[-1])
-    assert [c[0] for c in cells] == ["forward", "query_grad", "key_grad", "value_grad"], out
+    assert [c[0] for c in cells] == ["forward", "query_grad", "key_grad", "value_grad", "state_grad"], out
     assert all(int(regs) <= 255 and int(spill) == 0 for _, regs, spill in cells), out
     code, out = run_group([sys.executable, "-m", "benchmarks.kernel_registers", "--configs", "8,32,4"], 60,
                           env=env, cwd=root)
