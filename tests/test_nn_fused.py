@@ -312,7 +312,7 @@ def test_kernels_compile_for_the_gpu(tmp_path, arch, prec):
 
 def test_default_tiles_do_not_spill(tmp_path):
     """benchmarks.kernel_registers (ptxas -v on the compiled kernels, no GPU) for the default tile shape on
-    sm 90: four kernels, each within the 255 registers a thread can have and with no spill to local memory
+    sm 90: every kernel within the 255 registers a thread can have and with no spill to local memory
     (a spill would make the kernels slow); a malformed --configs is a one-line usage error."""
     from montecarlo import _fused as real
 
