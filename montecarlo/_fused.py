@@ -347,4 +347,12 @@ def within(qr, lk4, v4, P=None, before=None):
         n, N, b, M = qr.shape
         P = torch.zeros((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device)
         before = torch.full((n, N, M), -torch.inf, dtype=qr.dtype, device=qr.device)
+    n, N, b, M = qr.shape
+    D = v4.shape[-1]
+    shapes = {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D)), "P": (P.shape, (n, N, M, D)),
+              "before": (before.shape, (n, N, M))}
+    for name, (got, want) in shapes.items():  # the kernels index raw memory: shapes are checked here
+        if tuple(got) != want:
+            raise ValueError(f"{name} must have shape {want} (qr is {tuple(qr.shape)}, v4 {tuple(v4.shape)}), "
+                             f"got {tuple(got)}")
     return _within_op(qr, lk4, v4, P, before)

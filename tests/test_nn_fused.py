@@ -227,6 +227,22 @@ def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kin
         assert torch.allclose(x, y, rtol=10 * tol, atol=10 * tol * y.abs().max())
 
 
+def test_shapes_are_checked(fused):
+    """The kernels index raw memory, so within() checks every shape against qr's and v4's (a mismatched state
+    would be read out of bounds): ValueError naming the argument; without P a zero state of the right width."""
+    g = torch.Generator().manual_seed(8)
+    qr, lk, v, P, before = _inputs(g, 1, 2, 16, 5, 3)
+    with pytest.raises(ValueError, match=r"P must have shape \(1, 2, 5, 3\)"):
+        fused.within(qr, lk, v, P[..., :2], before)
+    with pytest.raises(ValueError, match="before must have shape"):
+        fused.within(qr, lk, v, P, before[:, :1])
+    with pytest.raises(ValueError, match="lk4 must have shape"):
+        fused.within(qr, lk[..., :4], v, P, before)
+    b = 16
+    qr, lk, v, _, _ = _inputs(g, 1, 1, b, 5, b + 9)  # d_v + 1 > b: a state of the wrong width would be short
+    assert torch.allclose(fused.within(qr, lk, v), _dense(qr, lk, v), rtol=1e-12, atol=1e-13)
+
+
 def test_custom_operator_registration(fused):
     """torch.library.opcheck of the forward operator (schema, fake tensor, autograd registration, dispatch
     consistency) on a small input with gradients."""
