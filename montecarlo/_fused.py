@@ -70,18 +70,20 @@ def _tile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
 
 
 @triton.jit
-def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr):
-    """Rows r0 .. r0 + T, the first D - 1 columns (the values, not the ones column) of a (b, D) block at
-    ``V + base`` (0 beyond)."""
-    rows = tl.arange(0, T)
+def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr, R):
+    """Rows r0 .. r0 + T (those below R), the first D - 1 columns (the values, not the ones column) of an
+    (R, D) block at ``V + base`` (0 elsewhere)."""
+    rows = r0 + tl.arange(0, T)
     ds = tl.arange(0, BD)
-    return tl.load(V + base + (r0 + rows)[:, None] * D + ds[None, :], mask=(ds < D - 1)[None, :], other=0.0)
+    return tl.load(V + base + rows[:, None] * D + ds[None, :], mask=(rows < R)[:, None] & (ds < D - 1)[None, :],
+                   other=0.0)
 
 
 @triton.jit
-def _last(V, base, r0, D, T: tl.constexpr):
-    """Rows r0 .. r0 + T of the last column of a (b, D) block at ``V + base``."""
-    return tl.load(V + base + (r0 + tl.arange(0, T)) * D + D - 1)
+def _last(V, base, r0, D, T: tl.constexpr, R):
+    """Rows r0 .. r0 + T (those below R) of the last column of an (R, D) block at ``V + base`` (0 elsewhere)."""
+    rows = r0 + tl.arange(0, T)
+    return tl.load(V + base + rows * D + D - 1, mask=rows < R, other=0.0)
 
 
 @triton.jit
@@ -93,66 +95,64 @@ def _store(P, base, r0, c0, C, x, T: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
-def _store_values(P, base, r0, D, x, last, T: tl.constexpr, BD: tl.constexpr):
+def _store_values(P, base, r0, D, x, last, T: tl.constexpr, BD: tl.constexpr, R):
     """Store x (T, BD) into the first D - 1 columns and ``last`` (T) into the last column of rows r0 .. r0 + T
-    of a (b, D) block at ``P + base``."""
-    rows = tl.arange(0, T)
+    (those below R) of an (R, D) block at ``P + base``: the layout :func:`_vtile` and :func:`_last` read."""
+    rows = r0 + tl.arange(0, T)
     ds = tl.arange(0, BD)
-    tl.store(P + base + (r0 + rows)[:, None] * D + ds[None, :], x, mask=(ds < D - 1)[None, :])
-    tl.store(P + base + (r0 + rows) * D + D - 1, last)
+    tl.store(P + base + rows[:, None] * D + ds[None, :], x, mask=(rows < R)[:, None] & (ds < D - 1)[None, :])
+    tl.store(P + base + rows * D + D - 1, last, mask=rows < R)
 
 
 @triton.jit
 def _state(P, BEF, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr):
-    """A feature block of chunk c's prefix state: its values (F, BD), its key masses (F,) and its offsets
-    ``before`` (F,) (-inf beyond M: no contribution)."""
+    """A feature block of chunk c's prefix state ((M, D) per chunk): its values (F, BD), its key masses (F,)
+    and its offsets ``before`` (F,) (-inf beyond M: no contribution)."""
     fs = f0 + tl.arange(0, F)
-    ds = tl.arange(0, BD)
-    fm = fs < M
-    base = c * M * D
-    values = tl.load(P + base + fs[:, None] * D + ds[None, :], mask=fm[:, None] & (ds < D - 1)[None, :], other=0.0)
-    masses = tl.load(P + base + fs * D + D - 1, mask=fm, other=0.0)
-    return values, masses, tl.load(BEF + c * M + fs, mask=fm, other=float("-inf"))
+    return (_vtile(P, c * M * D, f0, D, F, BD, M), _last(P, c * M * D, f0, D, F, M),
+            tl.load(BEF + c * M + fs, mask=fs < M, other=float("-inf")))
 
 
 @triton.jit
 def _program(B: tl.constexpr, M, D, T: tl.constexpr, F: tl.constexpr):
-    """This program's tile start, feature-block start and the offsets of its chunk in (b, M) and (b, D)."""
+    """This program's tile start, feature-block start, chunk, and the offsets of its chunk in (b, M) and
+    (b, D)."""
     c = tl.program_id(0).to(tl.int64)
-    return tl.program_id(1) * T, tl.program_id(2) * F, c * B * M, c * B * D
+    return tl.program_id(1) * T, tl.program_id(2) * F, c, c * B * M, c * B * D
+
+
+@triton.jit
+def _key_factor(k):
+    """A key tile's per-feature maximum o and its factor e^{k - max(o, floor)} <= 1."""
+    o = tl.max(k, 0)
+    return o, tl.exp(k - tl.maximum(o, _FLOOR)[None, :])
 
 
 @triton.jit
 def _factors(q, k):
     """The two factors e^{q + o} and e^{k - max(o, floor)} of a key tile (offset o: its per-feature max)."""
-    o = tl.max(k, 0)
-    return tl.exp(q + o[None, :]), tl.exp(k - tl.maximum(o, _FLOOR)[None, :])
+    o, ek = _key_factor(k)
+    return tl.exp(q + o[None, :]), ek
 
 
 @triton.jit
-def _diagonal(q, k, T: tl.constexpr):
-    """E_ijf = e^{q_if + k_jf} for j <= i (0 above the diagonal), (T, T, F)."""
+def _diagonal(q, k, T: tl.constexpr, KEYS_FIRST: tl.constexpr):
+    """E_ijf = e^{q_if + k_jf} for j <= i, 0 above the diagonal: (T, T, F) with queries on the first axis,
+    or (with ``KEYS_FIRST``) keys on the first axis, E_jif."""
     rows = tl.arange(0, T)
-    causal = rows[:, None] >= rows[None, :]
-    x = q[:, None, :] + k[None, :, :]
-    return tl.exp(tl.where(causal[:, :, None], x, float("-inf")))
-
-
-@triton.jit
-def _diagonal_keys_first(q, k, T: tl.constexpr):
-    """E_jif = e^{q_if + k_jf} for j <= i (0 otherwise), (T, T, F): :func:`_diagonal` with the axes of
-    keys and queries swapped."""
-    rows = tl.arange(0, T)
-    causal = rows[:, None] <= rows[None, :]
-    x = k[:, None, :] + q[None, :, :]
-    return tl.exp(tl.where(causal[:, :, None], x, float("-inf")))
+    if KEYS_FIRST:
+        x = k[:, None, :] + q[None, :, :]
+        keep = rows[:, None] <= rows[None, :]
+    else:
+        x = q[:, None, :] + k[None, :, :]
+        keep = rows[:, None] >= rows[None, :]
+    return tl.exp(tl.where(keep[:, :, None], x, float("-inf")))
 
 
 @triton.jit
 def _forward_kernel(Q, K, V, P, BEF, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                     BD: tl.constexpr, PREC: tl.constexpr):
-    i0, _, bqk, bv = _program(B, M, D, T, F)
-    c = tl.program_id(0).to(tl.int64)
+    i0, _, c, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     acc = tl.zeros((T, BD), ty)
     mass = tl.zeros((T,), ty)
@@ -161,38 +161,38 @@ def _forward_kernel(Q, K, V, P, BEF, O, M, D, B: tl.constexpr, T: tl.constexpr, 
         for f0 in range(0, M, F):
             eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
             s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
-        acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD), input_precision=PREC)
+        acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
         mass += tl.sum(s, 1)
     s = tl.zeros((T, T), ty)
     for f0 in range(0, M, F):
-        s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T), 2)
-    acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD), input_precision=PREC)
+        s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
+    acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD, B), input_precision=PREC)
     mass += tl.sum(s, 1)
     for f0 in range(0, M, F):  # the earlier chunks, through the prefix state (offsets `before` <= c_if)
         values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
         e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
         acc += tl.dot(e, values, input_precision=PREC)
         mass += tl.sum(e * masses[None, :], 1)
-    _store_values(O, bv, i0, D, acc, mass, T, BD)
+    _store_values(O, bv, i0, D, acc, mass, T, BD, B)
 
 
 @triton.jit
 def _query_grad_kernel(Q, K, V, P, BEF, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr, PREC: tl.constexpr):
-    i0, f0, bqk, bv = _program(B, M, D, T, F)
+    i0, f0, c, bqk, bv = _program(B, M, D, T, F)
     q = _tile(Q, bqk, i0, f0, M, T, F)
-    g = _vtile(G, bv, i0, D, T, BD)
-    gl = _last(G, bv, i0, D, T)[:, None]  # the key mass's cotangent (v's ones column)
+    g = _vtile(G, bv, i0, D, T, BD, B)
+    gl = _last(G, bv, i0, D, T, B)[:, None]  # the key mass's cotangent (v's ones column)
     acc = tl.zeros((T, F), Q.dtype.element_ty)
     for j0 in range(0, i0, T):
-        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD)), input_precision=PREC) + gl
+        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
         eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
         acc += eq * tl.dot(dA, ek, input_precision=PREC)
     # the diagonal tile with keys on the first axis (a reduction over it keeps the registers of the key
     # gradient's; over the middle axis this kernel needed about twice as many)
-    dAt = tl.dot(_vtile(V, bv, i0, D, T, BD), tl.trans(g), input_precision=PREC) + tl.trans(gl)  # (j, i)
-    acc += tl.sum(dAt[:, :, None] * _diagonal_keys_first(q, _tile(K, bqk, i0, f0, M, T, F), T), 0)
-    values, masses, bef = _state(P, BEF, tl.program_id(0).to(tl.int64), f0, M, D, F, BD)
+    dAt = tl.dot(_vtile(V, bv, i0, D, T, BD, B), tl.trans(g), input_precision=PREC) + tl.trans(gl)  # (j, i)
+    acc += tl.sum(dAt[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T, True), 0)
+    values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
     e = tl.exp(q + bef[None, :])
     acc += e * (tl.dot(g, tl.trans(values), input_precision=PREC) + gl * masses[None, :])
     _store(GQ, bqk, i0, f0, M, acc, T, F)
@@ -201,40 +201,39 @@ def _query_grad_kernel(Q, K, V, P, BEF, G, GQ, M, D, B: tl.constexpr, T: tl.cons
 @triton.jit
 def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                      BD: tl.constexpr, PREC: tl.constexpr):
-    j0, f0, bqk, bv = _program(B, M, D, T, F)
+    j0, f0, _, bqk, bv = _program(B, M, D, T, F)
     k = _tile(K, bqk, j0, f0, M, T, F)
-    vj = _vtile(V, bv, j0, D, T, BD)
-    o = tl.max(k, 0)
-    ek = tl.exp(k - tl.maximum(o, _FLOOR)[None, :])
+    vj = _vtile(V, bv, j0, D, T, BD, B)
+    o, ek = _key_factor(k)
     acc = tl.zeros((T, F), Q.dtype.element_ty)
     for i0 in range(j0 + T, B, T):
-        dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD)), input_precision=PREC)  # (j, i)
-        dAt += _last(G, bv, i0, D, T)[None, :]
+        dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
+        dAt += _last(G, bv, i0, D, T, B)[None, :]
         eq = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + o[None, :])
         acc += tl.dot(dAt, eq, input_precision=PREC)
     acc = acc * ek
-    dA = tl.dot(_vtile(G, bv, j0, D, T, BD), tl.trans(vj), input_precision=PREC)  # (i, j)
-    dA += _last(G, bv, j0, D, T)[:, None]
-    acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T), 0)
+    dA = tl.dot(_vtile(G, bv, j0, D, T, BD, B), tl.trans(vj), input_precision=PREC)  # (i, j)
+    dA += _last(G, bv, j0, D, T, B)[:, None]
+    acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T, False), 0)
     _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
 def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr, PREC: tl.constexpr):
-    j0, _, bqk, bv = _program(B, M, D, T, F)
+    j0, _, _, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
     for f0 in range(0, M, F):
-        s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T), 2)
-    acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD), input_precision=PREC)
+        s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
+    acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), input_precision=PREC)
     for i0 in range(j0 + T, B, T):
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
             eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
             s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
-        acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD), input_precision=PREC)
-    _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD)  # the ones column: no gradient
+        acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+    _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
 
 
 @triton.jit
@@ -242,22 +241,17 @@ def _state_grad_kernel(Q, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F:
                        BD: tl.constexpr, PREC: tl.constexpr):
     """Gradient of chunk c's prefix state, feature block f: sum over the chunk's queries of e^{qr + before}
     times their cotangents."""
-    _, f0, bqk, bv = _program(B, M, D, T, F)
-    c = tl.program_id(0).to(tl.int64)
+    _, f0, c, bqk, bv = _program(B, M, D, T, F)
     fs = f0 + tl.arange(0, F)
-    fm = fs < M
-    bef = tl.load(BEF + c * M + fs, mask=fm, other=float("-inf"))
+    bef = tl.load(BEF + c * M + fs, mask=fs < M, other=float("-inf"))
     ty = Q.dtype.element_ty
     acc = tl.zeros((F, BD), ty)
     accl = tl.zeros((F,), ty)
     for i0 in range(0, B, T):
         e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
-        acc += tl.dot(tl.trans(e), _vtile(G, bv, i0, D, T, BD), input_precision=PREC)
-        accl += tl.sum(e * _last(G, bv, i0, D, T)[:, None], 0)
-    ds = tl.arange(0, BD)
-    base = c * M * D
-    tl.store(GP + base + fs[:, None] * D + ds[None, :], acc, mask=fm[:, None] & (ds < D - 1)[None, :])
-    tl.store(GP + base + fs * D + D - 1, accl, mask=fm)
+        acc += tl.dot(tl.trans(e), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+        accl += tl.sum(e * _last(G, bv, i0, D, T, B)[:, None], 0)
+    _store_values(GP, c * M * D, f0, D, acc, accl, F, BD, M)
 
 
 #: The kernels and their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC), for tools
