@@ -336,13 +336,14 @@ def within(qr, lk4, v4, P=None, before=None):
     chunks: ``sum_{j <= i in the chunk} sum_f e^{qr_if + lk_jf} v_j + sum_f e^{qr_if + before_f} P_f``.  From
     ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D), whose last column is taken as ones
     whatever it holds (the key mass: row sums of the scores; that column is not read and gets a zero
-    gradient); differentiable in qr, lk4, v4 and P (``before`` is a constant)."""
-    if P is None:  # no earlier chunks: a zero state with offsets -inf
-        n, N, b, M = qr.shape
-        P = torch.zeros((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device)
-        before = torch.full((n, N, M), -torch.inf, dtype=qr.dtype, device=qr.device)
+    gradient); differentiable in qr, lk4, v4 and P (``before`` is a constant).  P None: a zero state (no
+    earlier chunks); before None: -inf."""
     n, N, b, M = qr.shape
     D = v4.shape[-1]
+    if P is None:
+        P = torch.zeros((n, N, M, D), dtype=v4.dtype, device=v4.device)
+    if before is None:
+        before = torch.full((n, N, M), -torch.inf, dtype=qr.dtype, device=qr.device)
     shapes = {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D)), "P": (P.shape, (n, N, M, D)),
               "before": (before.shape, (n, N, M))}
     for name, (got, want) in shapes.items():  # the kernels index raw memory: shapes are checked here

@@ -481,7 +481,7 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None):
     if fused:
         from montecarlo import _fused
 
-        return qr, _fused.within(qr, lk4, v4, P, None if P is None else before)
+        return qr, _fused.within(qr, lk4, v4, P, before)
     if not grad:
         return qr, _levels(qr, lk4, v4, offsets, neg)
     return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
