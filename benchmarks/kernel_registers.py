@@ -65,6 +65,8 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
         sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
         kernel = compile(ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts),
                          target=GPUTarget("cuda", arch, 32), options={"num_warps": W})
+        if not kernel.asm.get("cubin"):
+            raise RuntimeError(f"Triton produced no cubin for {name}")
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "k.ptx")
             with open(path, "w") as fh:
@@ -76,7 +78,8 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
         regs = re.search(r"Used (\d+) registers", info)
         spill = re.search(r"(\d+) bytes spill stores", info)
         if r.returncode or not regs:
-            raise RuntimeError(f"ptxas failed on {name}: {info.strip().splitlines()[-1] if info.strip() else r.returncode}")
+            last = info.strip().splitlines()[-1] if info.strip() else f"exit {r.returncode}"
+            raise RuntimeError(f"ptxas failed on {name}: {last}")
         out[name.strip("_").replace("_kernel", "")] = (int(regs.group(1)), int(spill.group(1)) if spill else 0)
     return out
 

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -288,67 +287,40 @@ def test_dispatch():
             mnn.FUSED = True
 
 
-COMPILE = textwrap.dedent("""
-    import sys
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, compile
-    from montecarlo import _fused
-
-    arch, prec = int(sys.argv[1]), sys.argv[2]
-    consts = dict(B=256, T=_fused.TILE, F=_fused.FEATURE_BLOCK, BD=128, PREC=prec)
-    for name, ptrs in _fused.KERNELS:
-        sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
-        src = ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts)
-        kernel = compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4})
-        assert kernel.asm["cubin"], name
-        print(name, "compiled for sm", arch)
-""")
-
-
-@pytest.mark.parametrize("arch,prec", [(80, "ieee"), (90, "tf32")])  # sm 90 ieee: the spill test below
-def test_kernels_compile_for_the_gpu(tmp_path, arch, prec):
-    """The kernels compile to a cubin for Ampere (sm 80) and Hopper (sm 90, float32 and TF32 products)
-    with Triton's own ptxas, no GPU needed (what the interpreter does not check: the kernels' globals are constexpr, the dot shapes are
-    legal).  In a process of its own without TRITON_INTERPRET, its cache in the test's temporary folder."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(mnn.__file__)),
-                                           env.get("PYTHONPATH", "")]))
-    try:
-        code, out = run_group([sys.executable, "-c", COMPILE, str(arch), prec], 300, env=env, cwd=tmp_path)
-    except subprocess.TimeoutExpired:
-        pytest.fail("compiling the kernels took more than 300 s (killed)")
-    if code != 0 and "ptxas" in out and "not found" in out:
-        pytest.skip("Triton's bundled ptxas is missing here")
-    assert code == 0, out[-3000:]
-    from montecarlo import _fused as real
-
-    assert out.count("compiled for sm") == len(real.KERNELS) == 5
-
-
-def test_default_tiles_do_not_spill(tmp_path):
-    """benchmarks.kernel_registers (ptxas -v on the compiled kernels, no GPU) for the default tile shape on
-    sm 90: every kernel within the 255 registers a thread can have and with no spill to local memory
-    (a spill would make the kernels slow); a malformed --configs is a one-line usage error."""
-    from montecarlo import _fused as real
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(mnn.__file__)),
-                                           env.get("PYTHONPATH", "")]))
+def _register_report(tmp_path, *args, timeout=300):
+    """``python -m benchmarks.kernel_registers ARGS`` in a process of its own, without TRITON_INTERPRET (so
+    that Triton compiles), its cache in the test's temporary folder: (exit code, output)."""
     root = os.path.dirname(os.path.dirname(mnn.__file__))
-    config = f"{real.TILE},{real.FEATURE_BLOCK},{real.NUM_WARPS}"
-    cmd = [sys.executable, "-m", "benchmarks.kernel_registers", "--precision", real.PRECISION, "--configs", config]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=os.pathsep.join([root, env.get("PYTHONPATH", "")]))
     try:
-        code, out = run_group(cmd, 300, env=env, cwd=root)
+        return run_group([sys.executable, "-m", "benchmarks.kernel_registers", *args], timeout, env=env, cwd=root)
     except subprocess.TimeoutExpired:
-        pytest.fail("the register report took more than 300 s (killed)")
+        pytest.fail(f"the register report took more than {timeout} s (killed)")
+
+
+@pytest.mark.parametrize("arch,prec", [(80, "ieee"), (90, "ieee"), (90, "tf32")])
+def test_kernels_compile_and_the_default_tiles_do_not_spill(tmp_path, arch, prec):
+    """Every kernel compiles to a cubin for Ampere (sm 80) and Hopper (sm 90, float32 and TF32 products) with
+    Triton's own ptxas, no GPU needed (what the interpreter does not check: the kernels' globals are
+    constexpr, the dot shapes are legal), through benchmarks.kernel_registers, whose ptxas -v report for the
+    default tile shape shows every kernel within the 255 registers a thread can have and with no spill to
+    local memory (a spill would make the kernels slow)."""
+    from montecarlo import _fused as real
+
+    config = f"{real.TILE},{real.FEATURE_BLOCK},{real.NUM_WARPS}"
+    code, out = _register_report(tmp_path, "--arch", str(arch), "--precision", prec, "--configs", config)
     assert code == 0, out[-2000:]
     cells = re.findall(r"(\w+) (\d+)/(\d+)", out.splitlines()[-1])
-    assert [c[0] for c in cells] == ["forward", "query_grad", "key_grad", "value_grad", "state_grad"], out
+    assert [c[0] for c in cells] == [name.strip("_").replace("_kernel", "") for name, _ in real.KERNELS], out
+    assert len(cells) == 5
     assert all(int(regs) <= 255 and int(spill) == 0 for _, regs, spill in cells), out
-    code, out = run_group([sys.executable, "-m", "benchmarks.kernel_registers", "--configs", "8,32,4"], 60,
-                          env=env, cwd=root)
+
+
+def test_register_report_rejects_a_malformed_config(tmp_path):
+    """A malformed --configs of benchmarks.kernel_registers is a one-line usage error with exit code 2."""
+    code, out = _register_report(tmp_path, "--configs", "8,32,4", timeout=60)
     assert code == 2 and "error: argument --configs" in out.strip().splitlines()[-1]
 
 

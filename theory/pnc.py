@@ -210,6 +210,12 @@ def _expect_over_lower_half(d, f, what, peak=None):
     return 2 * (quad_checked(in_y, ys, what=what + ", tail in -ln x") + quad_checked(integrand, pts[4:], what=what))
 
 
+def _prf_peak(a, vv):
+    r"""(y*, w) of the PRF pair integrand's small-x peak in :math:`y = -\ln x`: the maximum of
+    :math:`-a y + v\sqrt{2ay}` (its logarithm as x -> 0), y* = v^2/(2a) = v^2/d, width w = v/a."""
+    return vv * vv / (2 * a), vv / a
+
+
 def _peak_in_tail(ystar, pts):
     """Whether a small-x peak at y* = -ln x lies beyond the 0.05 quantile (``pts[4]``) and beyond y = 4."""
     return ystar > max(-mp.log(pts[4]), 4)
@@ -233,7 +239,7 @@ def _prf_pair(d, vv):
     a = mp.mpf(d) / 2
     return _expect_over_lower_half(d, lambda s: mp.hyp0f1(a, vv * vv * s / 2),
                                    f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})",
-                                   peak=(vv * vv / (2 * a), vv / a))
+                                   peak=_prf_peak(a, vv))
 
 
 def _rff_pair(d, zz):
@@ -395,10 +401,11 @@ def pair_conformity_u(d, v, kind="prf"):
     a = mp.mpf(d) / 2
     sign = 1 if kind == "prf" else -1
 
-    if kind == "prf" and _peak_in_tail(vv * vv / d, _lower_half_points(a)):
+    ystar = _prf_peak(a, vv)[0]
+    if kind == "prf" and _peak_in_tail(ystar, _lower_half_points(a)):
         raise ConvergenceError(
             f"the u route of the PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)}) does not resolve the "
-            f"integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(vv * vv / d, 4)} beyond 4 and the 0.05 quantile); "
+            f"integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(ystar, 4)} beyond 4 and the 0.05 quantile); "
             "use pair_conformity (theory.conformity), which integrates that tail in -ln x")
 
     def integrand(u):
