@@ -20,9 +20,9 @@ from montecarlo.nn import PRFAttention  # noqa: E402
 from theory import feature_kinds  # noqa: E402
 
 from _procs import run_group  # noqa: E402
+from test_nn_module import KINDS, _masked_inputs, _params  # noqa: E402  (one home of the module tests' inputs)
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-KINDS = feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
 
 
 @pytest.fixture
@@ -204,14 +204,8 @@ def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kin
     """PRFAttention (causal, chunks of 32, a key padding mask with a fully padded sequence) gives the same
     outputs and gradients with the fused kernels (forced on the CPU) as with the torch levels, for every
     positive kind, float32 and bf16 inputs."""
-    g = torch.Generator().manual_seed(4)
-    q, k, v = (0.8 * torch.randn(3, 2, 70, 16, generator=g) for _ in range(3))
-    pad = torch.zeros(3, 1, 70, dtype=torch.bool)
-    pad[0, :, :6] = True
-    pad[1, :, ::3] = True
-    pad[2] = True
-    params = {"A": -0.05} if kind == "oprf" else None
-    mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=params, causal=True, seed=1, chunk=32)
+    q, k, v, pad = _masked_inputs(4, 70)
+    mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=True, seed=1, chunk=32)
     results = []
     for on in (True, False):
         monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)

@@ -28,6 +28,18 @@ needs_oprf = pytest.mark.skipif(not HAS_OPRF, reason="the 'oprf' feature kind is
 KINDS = feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
 
 
+def _masked_inputs(seed, L):
+    """q, k, v (3, 2, L, 16), 0.8 N(0, 1), and a key padding mask (3, 1, L): left padding, holes, one
+    sequence fully padded."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (0.8 * torch.randn(3, 2, L, 16, generator=g) for _ in range(3))
+    pad = torch.zeros(3, 1, L, dtype=torch.bool)
+    pad[0, :, :6] = True
+    pad[1, :, ::3] = True
+    pad[2] = True
+    return q, k, v, pad
+
+
 def _params(kind):
     return {"A": -0.05} if kind == "oprf" else None
 
@@ -187,12 +199,7 @@ def test_every_kind_dtype_and_mask(kind, causal, dtype):
     fully padded): output in the input dtype, finite, equal to the float64 quadratic form of the same
     kind on the rounded inputs to the dtype's rounding; padded keys get zero gradient.  Power: the same
     form with the mask ignored is outside that tolerance."""
-    g = torch.Generator().manual_seed(5)
-    q, k, v = (0.8 * torch.randn(3, 2, 41, 16, generator=g) for _ in range(3))
-    pad = torch.zeros(3, 1, 41, dtype=torch.bool)
-    pad[0, :, :6] = True
-    pad[1, :, ::3] = True
-    pad[2] = True
+    q, k, v, pad = _masked_inputs(5, 41)
     mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=causal, seed=1, chunk=16)
     qh, kh, vh = (t.to(dtype).requires_grad_() for t in (q, k, v))
     out = mod(qh, kh, vh, key_padding_mask=pad)
