@@ -29,12 +29,14 @@ against SDPA (flash attention) and FastAttention where installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from unittest import mock
 
 PROG = "python -m benchmarks.bench_attention"
 CPU_SHAPE = (2, 4)
@@ -228,6 +230,28 @@ def cuda_rows(seq_lens, repeat, cap_fast):
     return rows
 
 
+def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
+    """One form of :func:`cuda_causal_variants` timed (SDPA, or PRFAttention with ``_causal``'s keywords
+    ``kw``, compiled or not)."""
+    import functools
+
+    import torch
+
+    import montecarlo.nn as mnn
+
+    if name == "sdpa":
+        fn = _build("sdpa", True, 128, dev, torch)
+    else:
+        mnn._causal = functools.partial(plain, **kw)
+        fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev, chunk=chunk)
+        if comp:
+            torch._dynamo.reset()
+            fn = torch.compile(fn, dynamic=False)
+    first, ms, mb = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
+    return {"device": torch.cuda.get_device_name(), "L": q.shape[-2], "form": name, "ms": ms, "peak_mb": mb,
+            "first_s": first}
+
+
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable) at chunk
@@ -237,8 +261,6 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     (inductor, static shapes) with the kernels as custom operators at chunk 256 and 128 and with the torch
     levels at chunk 64 (the fastest compiled form before the kernels); compiled forms are skipped once
     ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager default at the first L."""
-    import functools
-
     import torch
 
     import montecarlo.nn as mnn
@@ -249,10 +271,12 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
         q, k, v, cot = _cuda_inputs(L, dev)
         forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c64", 64, False, {"fused": True}),
-                 ("fused_c256_t32f16", 256, False, {"fused": True, "tiles": (32, 16, 4)}),
-                 ("fused_c256_t16f64w8", 256, False, {"fused": True, "tiles": (16, 64, 8)}),
-                 ("fused_c256_w8", 256, False, {"fused": True, "tiles": (16, 32, 8)}),
-                 ("fused_c256_tf32", 256, False, {"fused": True, "tiles": (16, 32, 4, "tf32")}),
+                 ("fused_c256_t32f16", 256, False,
+                  {"fused": True, "kernel": {"TILE": 32, "FEATURE_BLOCK": 16}}),
+                 ("fused_c256_t16f64w8", 256, False,
+                  {"fused": True, "kernel": {"FEATURE_BLOCK": 64, "NUM_WARPS": 8}}),
+                 ("fused_c256_w8", 256, False, {"fused": True, "kernel": {"NUM_WARPS": 8}}),
+                 ("fused_c256_tf32", 256, False, {"fused": True, "kernel": {"PRECISION": "tf32"}}),
                  ("levels_c256", 256, False, {"fused": False}),
                  ("compiled_fused_c256", 256, True, {"fused": True}),
                  ("compiled_levels_c64", 64, True, {"fused": False}),
@@ -264,25 +288,15 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                 print(f"  L={L} {name}: skipped (budget)", flush=True)
                 continue
             kw = dict(kw)
-            tiles = kw.pop("tiles", None)
-            saved = None
-            if tiles is not None:  # tile length, feature block, warps (, precision) of the kernels
-                from montecarlo import _fused
-
-                saved = (_fused.TILE, _fused.FEATURE_BLOCK, _fused.NUM_WARPS, _fused.PRECISION)
-                _fused.TILE, _fused.FEATURE_BLOCK, _fused.NUM_WARPS, _fused.PRECISION = tiles + saved[len(tiles):]
+            settings = kw.pop("kernel", {})  # module settings of montecarlo._fused for this form, restored after
             try:
-                if name == "sdpa":
-                    fn = _build("sdpa", True, 128, dev, torch)
-                else:
-                    mnn._causal = functools.partial(plain, **kw)
-                    fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev, chunk=chunk)
-                    if comp:
-                        torch._dynamo.reset()
-                        fn = torch.compile(fn, dynamic=False)
-                first, ms, mb = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
-                row = {"device": torch.cuda.get_device_name(), "L": L, "form": name, "ms": ms, "peak_mb": mb,
-                       "first_s": first}
+                patch = contextlib.nullcontext()
+                if settings:
+                    import montecarlo._fused
+
+                    patch = mock.patch.multiple(montecarlo._fused, **settings)
+                with patch:
+                    row = _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 row = {"device": torch.cuda.get_device_name(), "L": L, "form": name, "ms": None, "peak_mb": "OOM"}
@@ -291,8 +305,6 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                        "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             finally:
                 mnn._causal = plain
-                if saved is not None:
-                    _fused.TILE, _fused.FEATURE_BLOCK, _fused.NUM_WARPS, _fused.PRECISION = saved
             rows.append(row)
             print(f"  L={L} {name}: " + (f"{row['ms']:.2f} ms, {row['peak_mb']:.0f} MB, first call "
                                          f"{row['first_s']:.1f} s" if row.get("ms") is not None else
