@@ -35,6 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/: run as a script or imported by the tests
+from _procs import run_group  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 MUTATE = ROOT.parent / "shared" / "tools" / "mutate.py"
 
@@ -160,11 +163,10 @@ def describe_mutant(tool, src, index):
 def _run(cmd, cwd, timeout):
     t0 = time.time()
     try:
-        r = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, "PYTHONPATH": str(cwd)}, start_new_session=True)
-        status = "killed" if r.returncode != 0 else "survived"
-        tail = (r.stdout + r.stderr).strip().splitlines()[-1:] if r.returncode else []
-    except subprocess.TimeoutExpired:
+        code, out = run_group(cmd, timeout, shell=True, cwd=cwd, env={**os.environ, "PYTHONPATH": str(cwd)})
+        status = "killed" if code != 0 else "survived"
+        tail = out.strip().splitlines()[-1:] if code else []
+    except subprocess.TimeoutExpired:  # the whole process group was killed (pytest's workers too)
         status, tail = "timeout", []
     return status, time.time() - t0, tail
 
