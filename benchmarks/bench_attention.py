@@ -246,7 +246,7 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
         fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev, chunk=chunk)
         if comp:
             torch._dynamo.reset()
-            fn = torch.compile(fn, dynamic=False)
+            fn = torch.compile(fn, dynamic=False, **({"mode": comp} if isinstance(comp, str) else {}))
     first, ms, mb = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
     return {"device": torch.cuda.get_device_name(), "L": q.shape[-2], "form": name, "ms": ms, "peak_mb": mb,
             "first_s": first}
@@ -258,8 +258,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     64/128/256 (and at 256 with three other tile shapes, tile 32 x features 16, 16 x 64 on 8 warps and the
     default 16 x 32 on 8 warps, and with TF32 matrix products), eager
     with the torch levels (``fused=False``) at chunk 256, and ``torch.compile``
-    (inductor, static shapes) with the kernels as custom operators at chunk 256 and 128 and with the torch
-    levels at chunk 64 (the fastest compiled form before the kernels); compiled forms are skipped once
+    (inductor, static shapes) with the kernels as custom operators at chunk 256, and the same with CUDA
+    graphs (``mode="reduce-overhead"``: no launch gaps) at chunk 256 and 128; compiled forms are skipped once
     ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager default at the first L."""
     import torch
 
@@ -279,8 +279,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                  ("fused_c256_tf32", 256, False, {"fused": True, "kernel": {"PRECISION": "tf32"}}),
                  ("levels_c256", 256, False, {"fused": False}),
                  ("compiled_fused_c256", 256, True, {"fused": True}),
-                 ("compiled_levels_c64", 64, True, {"fused": False}),
-                 ("compiled_fused_c128", 128, True, {"fused": True})]
+                 ("compiled_graphs_fused_c256", 256, "reduce-overhead", {"fused": True}),
+                 ("compiled_graphs_fused_c128", 128, "reduce-overhead", {"fused": True})]
         if not mnn._triton_available():
             forms = [f for f in forms if f[3].get("fused") is not True]
         for name, chunk, comp, kw in forms:
