@@ -2,10 +2,12 @@
 # The GPU checks of issue 20 as one prepared run (at most 8 minutes on an H100; run from the repository root):
 #   1. the CUDA tests of the attention module and of the fused kernels (their GPU half: compiled kernels
 #      against the torch path, no host synchronisation in forward/backward);
-#   2. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): fused
+#   2. the standard CUDA table (PRFAttention, SDPA, FastAttention; causal and bidirectional; L = 4096, 16384,
+#      65536);
+#   3. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): fused
 #      kernels at three chunk lengths and two other tile shapes, the torch levels, and torch.compile with
 #      the kernels and with the levels (compiled forms stop starting after --budget seconds).
-# Writes device.txt, tests.txt, variants.txt and variants.json under $OUT (default ./gpu_out).
+# Writes device.txt, tests.txt, table.txt, table.json, variants.txt and variants.json under $OUT (default ./gpu_out).
 # The lent machines have torch (with Triton) but not every pure-Python dependency: with the wheels of
 # array-api-compat (and performer-pytorch with its dependencies, for the FastAttention rows) downloaded into
 # an ignored .whl/ folder here, the device command was
@@ -25,5 +27,6 @@ export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0  # compiled kernels, also where the
 } 2>&1 | tee "$OUT/device.txt"
 timeout 150 python3 -m pytest -q -p no:cacheprovider -x tests/test_nn_fused.py tests/test_nn_module.py -k cuda \
     2>&1 | tail -20 | tee "$OUT/tests.txt"
+timeout 120 python3 -m benchmarks.bench_attention --cuda --quick --json "$OUT/table.json" 2>&1 | tee "$OUT/table.txt"
 timeout 330 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
     --budget "${BUDGET:-200}" --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"

@@ -126,7 +126,7 @@ STORAGE_DTYPES = (torch.float32, torch.float64)
 INPUT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 #: Default chunk length of the causal scan per device type (a power of two): long chunks on a GPU keep the
 #: number of kernel launches of the scan over chunks small; on the CPU the within-chunk work dominates.
-DEFAULT_CHUNK = {"cpu": 64, "cuda": 256}
+DEFAULT_CHUNK = {"cpu": 64, "cuda": 128}
 #: Largest block length whose within-chunk scores are formed directly (s x s); longer blocks are summarised as
 #: an (m, d_v) state (cheaper from about s = m d_v / (m + d_v)).
 DIRECT_BLOCK = 32
@@ -455,14 +455,15 @@ class _Levels(torch.autograd.Function):
         return gq, gk, gv, None, None
 
 
-def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None):
+def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None, precision="ieee"):
     r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
     ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
     ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
     autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk
     (with autograd through :class:`_Levels`, or the fused Triton kernels of :mod:`montecarlo._fused` when
     ``fused``, which then also add the earlier chunks' contributions from their prefix states ``P`` (n, N, M,
-    D; offsets ``before``) when given)."""
+    D; offsets ``before``) when given; their matrix products at ``precision``, as
+    :func:`montecarlo._fused.within`)."""
     b = lq4.shape[2]
     with torch.no_grad():
         kd = lk4.detach()
@@ -481,7 +482,7 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None):
     if fused:
         from montecarlo import _fused
 
-        return qr, _fused.within(qr, lk4, v4, P, before)
+        return qr, _fused.within(qr, lk4, v4, P, before, precision)
     if not grad:
         return qr, _levels(qr, lk4, v4, offsets, neg)
     return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
@@ -509,7 +510,7 @@ def _triton_available():
     return _TRITON
 
 
-def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None):
+def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
     r"""Stabilised causal attention (module docs): prefix states over chunks, dyadic blocks within a chunk,
     the diagonal directly.  ``lq``, ``lk`` (..., L, M) fresh log-features (padded keys -inf; overwritten in
     place where no gradient needs them), v (..., L, d_v); ``chunk`` a power of two; ``seen`` (..., L, 1)
@@ -517,7 +518,8 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None):
     or by device (None: the scan off the CPU and under ``torch.compile``, the loop on the CPU, where it
     runs in place and holds the least memory); ``fused``: the within-chunk part by the Triton kernels of
     :mod:`montecarlo._fused` (True), the torch levels (False), or where they apply (None:
-    :func:`_fused_applies`).
+    :func:`_fused_applies`); ``half``: the module's inputs are bfloat16/float16 (the kernels' products then
+    run in TF32: :func:`montecarlo._fused.products`).
 
     Every exponential below has an exponent <= 0 by construction, whatever the data: the offsets of a group
     of keys are their per-feature maxima, and a query reads only groups that lie wholly in its past, so each
@@ -565,7 +567,12 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None):
             # states with offsets `before`
             P = _scan_states(K, oc) if scan else _loop_states(K * gain.unsqueeze(-1), decay)
             del K
-        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused, P)
+        precision = "ieee"
+        if fused:
+            from montecarlo import _fused
+
+            precision = _fused.products(half)
+        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused, P, precision)
         if P is not None and not fused:  # (the kernels add the earlier chunks themselves)
             nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
         del P
@@ -1030,7 +1037,7 @@ class PRFAttention(nn.Module):
                     seen = keep.any(-1)[..., None, None]
             if self.causal:
                 chunk = self.chunk or DEFAULT_CHUNK.get(q.device.type, DEFAULT_CHUNK["cuda"])
-                out = _causal(lq, lk, v, chunk, seen)
+                out = _causal(lq, lk, v, chunk, seen, half=out_dtype in (torch.bfloat16, torch.float16))
             else:
                 out = _bidirectional(lq, lk, v, seen)
         return out.to(out_dtype)
