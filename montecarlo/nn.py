@@ -126,7 +126,7 @@ STORAGE_DTYPES = (torch.float32, torch.float64)
 INPUT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 #: Default chunk length of the causal scan per device type (a power of two): long chunks on a GPU keep the
 #: number of kernel launches of the scan over chunks small; on the CPU the within-chunk work dominates.
-DEFAULT_CHUNK = {"cpu": 64, "cuda": 128}
+DEFAULT_CHUNK = {"cpu": 64, "cuda": 256}
 #: Largest block length whose within-chunk scores are formed directly (s x s); longer blocks are summarised as
 #: an (m, d_v) state (cheaper from about s = m d_v / (m + d_v)).
 DIRECT_BLOCK = 32

@@ -107,8 +107,8 @@ def test_kernels_backward_is_the_gradient(fused, monkeypatch):
     assert _directional_derivative_agrees(within, leaves, g)
     real = fused._launch_backward
 
-    def diagonal_keys_only(qr, lk4, v4, P, bef, G):
-        gq, gk, gv, gP = real(qr, lk4, v4, P, bef, G)
+    def diagonal_keys_only(qr, lk4, v4, P, bef, G, precision):
+        gq, gk, gv, gP = real(qr, lk4, v4, P, bef, G, precision)
         mask = torch.ones(16, 16, dtype=qr.dtype).tril()
         mask[8:, :8] = 0  # the pair (second tile, first tile) dropped
         E = torch.exp(qr.unsqueeze(-2) + lk4.unsqueeze(-3))  # bounded inputs: no overflow above the diagonal
