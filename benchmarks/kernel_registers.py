@@ -62,7 +62,7 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     consts = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec)
     out = {}
     for name, ptrs in _fused.KERNELS:
-        sig = {p: "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
+        sig = {p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
         kernel = compile(ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts),
                          target=GPUTarget("cuda", arch, 32), options={"num_warps": W})
         if not kernel.asm.get("cubin"):

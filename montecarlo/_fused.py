@@ -27,7 +27,15 @@ at most :math:`c_{if}`).  The chunk is cut into tiles of T positions:
 * the earlier chunks: one more product per feature block, :math:`e^{\tilde\ell_f(q_i) + o^{<}_f} \le 1` by
   :math:`P_{c,f}`.
 
-No exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
+That is the *tile path*.  Most chunks take the *fast path* instead (:data:`GAP`, :func:`fast_chunks`): when the
+chunk's per-feature key maxima :math:`o_f` exceed the running maxima at its first query, :math:`c_{0f}`, by
+at most GAP (then :math:`o_f - c_{if} \le` GAP for every query of the chunk), every exponential is the product
+of two factors computed once per position, :math:`e^{	ilde\ell_f(q_i) + o_f} \le e^{GAP}` and
+:math:`e^{\ell_f(k_j) - o_f} \le 1`, and every tile pair, the diagonal included (masked after the product), is
+matrix products alone: no exponential per tile pair, none per (i, j, f) on the diagonal.  The kernels branch
+per chunk on a flag in device memory (no synchronisation); both paths compute the same function.
+
+On the tile path no exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
 the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``) for float32
 inputs and in TF32 for bfloat16/float16 inputs (:data:`PRECISION`, :func:`products`).
 
@@ -61,6 +69,12 @@ NUM_WARPS = 4
 PRECISION = None
 #: The values ``input_precision`` may take here.
 PRECISIONS = ("ieee", "tf32")
+#: A chunk is *fast* when its keys' per-feature maxima o_f exceed the running maxima c_0f at its first query
+#: by at most GAP (None: no chunk is): then every score is the product of two factors computed once per
+#: position, e^{qr_if + o_f} <= e^GAP and e^{lk_jf - o_f} <= 1, and the kernels run on matrix products
+#: alone; other chunks take the tile path (per-tile maxima, exponentials per tile pair).  Terms lost to
+#: the key factor's underflow (exponent below about -87) are below e^(GAP - 87) relative to the largest.
+GAP = 40.0
 #: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
 _FLOOR = tl.constexpr(-1.0e30)
 
@@ -72,6 +86,35 @@ def _tile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
     fs = f0 + tl.arange(0, F)
     return tl.load(P + base + (r0 + rows)[:, None] * M + fs[None, :], mask=(fs < M)[None, :],
                    other=float("-inf"))
+
+
+@triton.jit
+def _ftile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
+    """As :func:`_tile` for factors (0 beyond M: no contribution)."""
+    rows = tl.arange(0, T)
+    fs = f0 + tl.arange(0, F)
+    return tl.load(P + base + (r0 + rows)[:, None] * M + fs[None, :], mask=(fs < M)[None, :], other=0.0)
+
+
+@triton.jit
+def _causal_mask(x, i0, j0, T: tl.constexpr, KEYS_FIRST: tl.constexpr):
+    """x (T, T) of query tile i0 and key tile j0 (queries first, or keys first), 0 where the key is later."""
+    rows = tl.arange(0, T)
+    if KEYS_FIRST:
+        keep = (j0 + rows)[:, None] <= (i0 + rows)[None, :]
+    else:
+        keep = (i0 + rows)[:, None] >= (j0 + rows)[None, :]
+    return tl.where(keep, x, 0.0)
+
+
+@triton.jit
+def _fast_scores(EQ, EK, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr):
+    """Scores (T, T) of query tile i0 and key tile j0 of a fast chunk, from the factors, masked to j <= i."""
+    s = tl.zeros((T, T), EQ.dtype.element_ty)
+    for f0 in range(0, M, F):
+        s += tl.dot(_ftile(EQ, bqk, i0, f0, M, T, F), tl.trans(_ftile(EK, bqk, j0, f0, M, T, F)),
+                    input_precision=PREC)
+    return _causal_mask(s, i0, j0, T, False)
 
 
 @triton.jit
@@ -155,24 +198,30 @@ def _diagonal(q, k, T: tl.constexpr, KEYS_FIRST: tl.constexpr):
 
 
 @triton.jit
-def _forward_kernel(Q, K, V, P, BEF, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _forward_kernel(Q, K, V, P, BEF, EQ, EK, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                     BD: tl.constexpr, PREC: tl.constexpr):
     i0, _, c, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
     acc = tl.zeros((T, BD), ty)
     mass = tl.zeros((T,), ty)
-    for j0 in range(0, i0, T):
+    if tl.load(FLAG + c) != 0:  # a fast chunk: every score from the chunk's factors, no exponential here
+        for j0 in range(0, i0 + T, T):
+            s = _fast_scores(EQ, EK, bqk, i0, j0, M, T, F, PREC)
+            acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+            mass += tl.sum(s, 1)
+    else:
+        for j0 in range(0, i0, T):
+            s = tl.zeros((T, T), ty)
+            for f0 in range(0, M, F):
+                eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
+                s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
+            acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+            mass += tl.sum(s, 1)
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
-            eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
-            s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
-        acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+            s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
+        acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD, B), input_precision=PREC)
         mass += tl.sum(s, 1)
-    s = tl.zeros((T, T), ty)
-    for f0 in range(0, M, F):
-        s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
-    acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD, B), input_precision=PREC)
-    mass += tl.sum(s, 1)
     for f0 in range(0, M, F):  # the earlier chunks, through the prefix state (offsets `before` <= c_if)
         values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
         e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
@@ -182,21 +231,28 @@ def _forward_kernel(Q, K, V, P, BEF, O, M, D, B: tl.constexpr, T: tl.constexpr, 
 
 
 @triton.jit
-def _query_grad_kernel(Q, K, V, P, BEF, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                       BD: tl.constexpr, PREC: tl.constexpr):
+def _query_grad_kernel(Q, K, V, P, BEF, EQ, EK, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
+                       F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
     i0, f0, c, bqk, bv = _program(B, M, D, T, F)
     q = _tile(Q, bqk, i0, f0, M, T, F)
     g = _vtile(G, bv, i0, D, T, BD, B)
     gl = _last(G, bv, i0, D, T, B)[:, None]  # the key mass's cotangent (v's ones column)
     acc = tl.zeros((T, F), Q.dtype.element_ty)
-    for j0 in range(0, i0, T):
-        dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
-        eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
-        acc += eq * tl.dot(dA, ek, input_precision=PREC)
-    # the diagonal tile with keys on the first axis (a reduction over it keeps the registers of the key
-    # gradient's; over the middle axis this kernel needed about twice as many)
-    dAt = tl.dot(_vtile(V, bv, i0, D, T, BD, B), tl.trans(g), input_precision=PREC) + tl.trans(gl)  # (j, i)
-    acc += tl.sum(dAt[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T, True), 0)
+    if tl.load(FLAG + c) != 0:  # a fast chunk: d eq = dA @ ek over the keys j <= i, times eq (= d qr)
+        for j0 in range(0, i0 + T, T):
+            dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
+            acc += tl.dot(_causal_mask(dA, i0, j0, T, False), _ftile(EK, bqk, j0, f0, M, T, F),
+                          input_precision=PREC)
+        acc = acc * _ftile(EQ, bqk, i0, f0, M, T, F)
+    else:
+        for j0 in range(0, i0, T):
+            dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
+            eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
+            acc += eq * tl.dot(dA, ek, input_precision=PREC)
+        # the diagonal tile with keys on the first axis (a reduction over it keeps the registers of the key
+        # gradient's; over the middle axis this kernel needed about twice as many)
+        dAt = tl.dot(_vtile(V, bv, i0, D, T, BD, B), tl.trans(g), input_precision=PREC) + tl.trans(gl)  # (j, i)
+        acc += tl.sum(dAt[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T, True), 0)
     values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
     e = tl.exp(q + bef[None, :])
     acc += e * (tl.dot(g, tl.trans(values), input_precision=PREC) + gl * masses[None, :])
@@ -204,40 +260,54 @@ def _query_grad_kernel(Q, K, V, P, BEF, G, GQ, M, D, B: tl.constexpr, T: tl.cons
 
 
 @triton.jit
-def _key_grad_kernel(Q, K, V, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _key_grad_kernel(Q, K, V, EQ, EK, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                      BD: tl.constexpr, PREC: tl.constexpr):
-    j0, f0, _, bqk, bv = _program(B, M, D, T, F)
-    k = _tile(K, bqk, j0, f0, M, T, F)
+    j0, f0, c, bqk, bv = _program(B, M, D, T, F)
     vj = _vtile(V, bv, j0, D, T, BD, B)
-    o, ek = _key_factor(k)
     acc = tl.zeros((T, F), Q.dtype.element_ty)
-    for i0 in range(j0 + T, B, T):
-        dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
-        dAt += _last(G, bv, i0, D, T, B)[None, :]
-        eq = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + o[None, :])
-        acc += tl.dot(dAt, eq, input_precision=PREC)
-    acc = acc * ek
-    dA = tl.dot(_vtile(G, bv, j0, D, T, BD, B), tl.trans(vj), input_precision=PREC)  # (i, j)
-    dA += _last(G, bv, j0, D, T, B)[:, None]
-    acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T, False), 0)
+    if tl.load(FLAG + c) != 0:  # a fast chunk: d ek = dA^T @ eq over the queries i >= j, times ek (= d lk)
+        for i0 in range(j0, B, T):
+            dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
+            dAt += _last(G, bv, i0, D, T, B)[None, :]
+            acc += tl.dot(_causal_mask(dAt, i0, j0, T, True), _ftile(EQ, bqk, i0, f0, M, T, F),
+                          input_precision=PREC)
+        acc = acc * _ftile(EK, bqk, j0, f0, M, T, F)
+    else:
+        k = _tile(K, bqk, j0, f0, M, T, F)
+        o, ek = _key_factor(k)
+        for i0 in range(j0 + T, B, T):
+            dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
+            dAt += _last(G, bv, i0, D, T, B)[None, :]
+            eq = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + o[None, :])
+            acc += tl.dot(dAt, eq, input_precision=PREC)
+        acc = acc * ek
+        dA = tl.dot(_vtile(G, bv, j0, D, T, BD, B), tl.trans(vj), input_precision=PREC)  # (i, j)
+        dA += _last(G, bv, j0, D, T, B)[:, None]
+        acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T, False), 0)
     _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
-def _value_grad_kernel(Q, K, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _value_grad_kernel(Q, K, EQ, EK, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr, PREC: tl.constexpr):
-    j0, _, _, bqk, bv = _program(B, M, D, T, F)
+    j0, _, c, bqk, bv = _program(B, M, D, T, F)
     ty = Q.dtype.element_ty
-    s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
-    for f0 in range(0, M, F):
-        s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
-    acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), input_precision=PREC)
-    for i0 in range(j0 + T, B, T):
-        s = tl.zeros((T, T), ty)
+    acc = tl.zeros((T, BD), ty)
+    if tl.load(FLAG + c) != 0:  # a fast chunk: the scores from the factors
+        for i0 in range(j0, B, T):
+            s = _fast_scores(EQ, EK, bqk, i0, j0, M, T, F, PREC)  # (i, j)
+            acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+    else:
+        s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
         for f0 in range(0, M, F):
-            eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
-            s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
-        acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+            s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
+        acc += tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), input_precision=PREC)
+        for i0 in range(j0 + T, B, T):
+            s = tl.zeros((T, T), ty)
+            for f0 in range(0, M, F):
+                eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
+                s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
+            acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
     _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
 
 
@@ -261,8 +331,8 @@ def _state_grad_kernel(Q, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F:
 
 #: The kernels and their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC), for tools
 #: that compile them without launching (tests, ``benchmarks.kernel_registers``).
-KERNELS = (("_forward_kernel", "Q K V P BEF O"), ("_query_grad_kernel", "Q K V P BEF G GQ"),
-           ("_key_grad_kernel", "Q K V G GK"), ("_value_grad_kernel", "Q K G GV"),
+KERNELS = (("_forward_kernel", "Q K V P BEF EQ EK FLAG O"), ("_query_grad_kernel", "Q K V P BEF EQ EK FLAG G GQ"),
+           ("_key_grad_kernel", "Q K V EQ EK FLAG G GK"), ("_value_grad_kernel", "Q K EQ EK FLAG G GV"),
            ("_state_grad_kernel", "Q BEF G GP"))
 
 
@@ -283,14 +353,31 @@ def _sizes(b, M, D):
     return T, F, BD
 
 
+def fast_chunks(qr, lk4, before):
+    """The chunks' factors and which chunks are fast (:data:`GAP`): e^{qr + o}, e^{lk - o} (n, N, b, M; only
+    those of fast chunks are read) and the flags (n, N) int32, o the chunk's per-feature key maximum (at least
+    -1e30: a chunk of padded keys has zero factors).  A chunk whose first query sees no key (running maximum
+    -inf) is never fast; neither is one with a NaN.  Recomputed by the backward (nothing saved)."""
+    with torch.no_grad():
+        o = lk4.amax(2, keepdim=True)
+        c0 = torch.maximum(lk4[:, :, :1], before.unsqueeze(2))
+        if GAP is None:
+            flag = torch.zeros(qr.shape[:2], dtype=torch.int32, device=qr.device)
+        else:
+            flag = ((o - c0) <= GAP).all(-1).squeeze(-1).to(torch.int32)  # NaN compares False
+        o = o.clamp_min(-1.0e30)
+        return torch.exp(qr + o), torch.exp(lk4 - o), flag
+
+
 def _launch_forward(qr, lk4, v4, P, before, precision):
     qr, lk4, v4, P, before = (x.contiguous() for x in (qr, lk4, v4, P, before))
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     T, F, BD = _sizes(b, M, D)
     out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-    _forward_kernel[(n * N, b // T)](qr, lk4, v4, P, before, out, M, D, B=b, T=T, F=F, BD=BD, PREC=precision,
-                                     num_warps=NUM_WARPS)
+    eq, ek, flag = fast_chunks(qr, lk4, before)
+    _forward_kernel[(n * N, b // T)](qr, lk4, v4, P, before, eq, ek, flag, out, M, D, B=b, T=T, F=F, BD=BD,
+                                     PREC=precision, num_warps=NUM_WARPS)
     return out
 
 
@@ -302,9 +389,10 @@ def _launch_backward(qr, lk4, v4, P, before, G, precision):
     gq, gk, gv, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4), torch.empty_like(P)
     nf = triton.cdiv(M, F)
     meta = dict(B=b, T=T, F=F, BD=BD, PREC=precision, num_warps=NUM_WARPS)
-    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, P, before, G, gq, M, D, **meta)
-    _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, G, gk, M, D, **meta)
-    _value_grad_kernel[(n * N, b // T)](qr, lk4, G, gv, M, D, **meta)
+    eq, ek, flag = fast_chunks(qr, lk4, before)
+    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, P, before, eq, ek, flag, G, gq, M, D, **meta)
+    _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, eq, ek, flag, G, gk, M, D, **meta)
+    _value_grad_kernel[(n * N, b // T)](qr, lk4, eq, ek, flag, G, gv, M, D, **meta)
     _state_grad_kernel[(n * N, 1, nf)](qr, before, G, gP, M, D, **meta)
     return gq, gk, gv, gP
 

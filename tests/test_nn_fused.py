@@ -36,10 +36,13 @@ def fused():
     return _fused
 
 
-def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0):
+def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0, wild=False):
     """Log-features with the query offsets of the causal scan (qr + running max c of the keys <= 0, c also
-    over the earlier chunks' maxima ``before``), values with the ones column last, prefix states P."""
+    over the earlier chunks' maxima ``before``), values with the ones column last, prefix states P.
+    ``wild``: the first sequence's last chunk has keys 30 times as spread (no fast chunk)."""
     lk = spread * torch.randn(n, N, b, M, generator=g, dtype=dtype)
+    if wild:
+        lk[0, -1] *= 30.0
     before = spread * torch.randn(n, N, M, generator=g, dtype=dtype)
     before[:, 0] = -math.inf  # the first chunk has no earlier keys
     qr = torch.randn(n, N, b, M, generator=g, dtype=dtype)
@@ -62,15 +65,50 @@ def _dense(qr, lk, v, P=None, before=None, strict=False):
     return out if P is None else out + torch.exp(qr + before.unsqueeze(2)) @ P
 
 
+def _set_path(fused, monkeypatch, path, data, before):
+    """Chunks on the tile path only (``path`` "tile": GAP None), fast only ("fast"), or both ("mixed": inputs
+    made with ``wild``, its last chunk on the tile path); asserts that the flags are so."""
+    monkeypatch.setattr(fused, "GAP", None if path == "tile" else 40.0)
+    flag = fused.fast_chunks(data[0], data[1], before)[2]
+    want = torch.full_like(flag, int(path != "tile"))
+    if path == "mixed":
+        want[0, -1] = 0
+    assert torch.equal(flag, want), flag
+
+
+def test_fast_chunks(fused):
+    """Which chunks are fast: a gap of exactly GAP is, GAP + 0.01 is not; a chunk whose first query sees no
+    key (first key padded, no earlier chunk) is not; a chunk of padded keys after earlier ones is, with zero
+    factors (no NaN); a NaN makes a chunk slow."""
+    z = torch.zeros(1, 5, 16, 3, dtype=torch.float64)
+    lk, qr = z.clone(), z - 1.0
+    before = torch.zeros(1, 5, 3, dtype=torch.float64)
+    before[0, 0] = -math.inf
+    lk[0, 0, 5, 1] = fused.GAP  # chunk 0: gap exactly GAP over the first key
+    lk[0, 1, 5, 2] = fused.GAP + 0.01
+    lk[0, 2, 0] = -math.inf  # first key padded, but the earlier chunks' maxima are finite: fast
+    lk[0, 3] = -math.inf  # every key padded: fast, zero factors
+    lk[0, 4, 3, 0] = math.nan
+    eq, ek, flag = fused.fast_chunks(qr, lk, before)
+    assert flag.tolist() == [[1, 0, 1, 1, 0]]
+    assert torch.equal(ek[0, 3], torch.zeros_like(ek[0, 3])) and torch.isfinite(eq[0, :4]).all()
+    assert torch.allclose(eq[0, 0, :, 1], torch.exp(torch.tensor(fused.GAP - 1.0, dtype=torch.float64)))
+    lk[0, 0, 0] = -math.inf  # the first chunk's first key padded: its first query sees nothing
+    assert fused.fast_chunks(qr, lk, before)[2][0, 0] == 0
+
+
 @pytest.mark.parametrize("shape", [(2, 2, 32, 20, 5), (1, 3, 64, 33, 17)])
-def test_kernels_equal_the_masked_quadratic_form(fused, shape):
+@pytest.mark.parametrize("path", ["tile", "fast", "mixed"])
+def test_kernels_equal_the_masked_quadratic_form(fused, monkeypatch, shape, path):
     """Forward and the four gradients of the kernels (queries, keys, values, prefix states) equal the plain
     masked (b, b, M) computation plus the earlier chunks' term and their autograd gradients in float64 (tiles
     of 16, feature blocks of 32 with a ragged last block, D not a power of two; the values' ones column,
-    which the kernels take as ones, has zero gradient).  Power: the same comparison against the form without
-    the diagonal, and against the form without the earlier chunks, fails."""
+    which the kernels take as ones, has zero gradient), with every chunk on the tile path, every chunk fast,
+    and both in one call.  Power: the same comparison against the form without the diagonal, and against
+    the form without the earlier chunks, fails."""
     g = torch.Generator().manual_seed(1)
-    *data, before = _inputs(g, *shape)
+    *data, before = _inputs(g, *shape, wild=path == "mixed")
+    _set_path(fused, monkeypatch, path, data, before)
     leaves = [x.requires_grad_(True) for x in data]
     out = fused.within(*leaves, before)
     cot = torch.randn(out.shape, generator=g, dtype=out.dtype)
@@ -89,7 +127,8 @@ def test_kernels_equal_the_masked_quadratic_form(fused, shape):
     assert not torch.allclose(out, alone, rtol=1e-3, atol=1e-3)
 
 
-def test_kernels_backward_is_the_gradient(fused, monkeypatch):
+@pytest.mark.parametrize("path", ["tile", "mixed"])
+def test_kernels_backward_is_the_gradient(fused, monkeypatch, path):
     """torch.autograd.gradcheck (finite differences, float64, fast mode: random
     projections of the Jacobian; the full Jacobians against autograd are in the test above) of the kernels on
     two chunks of two tiles of 8 positions (the tile pairs, the diagonal and the earlier chunk's state are
@@ -97,7 +136,8 @@ def test_kernels_backward_is_the_gradient(fused, monkeypatch):
     backward whose key gradient drops the tile pairs fails the fast mode's directional check."""
     monkeypatch.setattr(fused, "TILE", 8)
     g = torch.Generator().manual_seed(2)
-    *data, before = _inputs(g, 1, 2, 16, 2, 2)
+    *data, before = _inputs(g, 1, 2, 16, 2, 2, wild=path == "mixed")
+    _set_path(fused, monkeypatch, path, data, before)
     leaves = [x.requires_grad_(True) for x in data]
 
     def within(*x):
@@ -177,8 +217,8 @@ def test_causal_scan_with_fused_kernels_equals_the_levels(fused, grad, dtype):
 
     class NoDiagonal:  # the real kernel, then the diagonal tiles' contributions taken out again
         def __getitem__(self, grid):
-            def launch(Q, K, V, P, BEF, O, M, D, **kw):
-                real[grid](Q, K, V, P, BEF, O, M, D, **kw)
+            def launch(Q, K, V, P, BEF, EQ, EK, FLAG, O, M, D, **kw):
+                real[grid](Q, K, V, P, BEF, EQ, EK, FLAG, O, M, D, **kw)
                 O.sub_(_diagonal_part(Q, K, V))
             return launch
 
@@ -352,10 +392,15 @@ def test_register_report_rejects_a_malformed_config(tmp_path):
 @cuda
 @pytest.mark.parametrize("grad", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_cuda_fused_equals_the_torch_path(grad, dtype):
+@pytest.mark.parametrize("gap", [40.0, None])
+def test_cuda_fused_equals_the_torch_path(grad, dtype, gap, monkeypatch):
     """On a GPU the compiled kernels (the default there) equal the torch levels: outputs and gradients of
     the causal module, chunks of 256, L = 1000 with a padding mask; float32 inputs (IEEE products, 1e-4)
-    and bf16 inputs (TF32 products, to bf16's rounding)."""
+    and bf16 inputs (TF32 products, to bf16's rounding); fast chunks (GAP 40: all here) and the tile path
+    (GAP None)."""
+    from montecarlo import _fused
+
+    monkeypatch.setattr(_fused, "GAP", gap)
     g = torch.Generator().manual_seed(5)
     q, k, v = (torch.randn(2, 4, 1000, 64, generator=g).to("cuda", dtype) for _ in range(3))
     pad = torch.zeros(2, 1, 1000, dtype=torch.bool, device="cuda")
