@@ -255,12 +255,11 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable; TF32 products for
-    these bf16 inputs; fast chunks by matrix products of per-position factors) at chunk 256/128/64, at 256
-    with every chunk on the tile path (``GAP = None``) and with three other kernel shapes (features 64, tile
-    32, tile 32 x features 16), and ``torch.compile`` (inductor, static shapes) with the kernels as custom
-    operators at chunk 256 and 128, and at 256 with CUDA graphs (``mode="reduce-overhead"``: no launch gaps);
-    compiled forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the
-    eager default at the first L."""
+    these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on
+    the tile path (``GAP = None``) and with two other fast-path shapes (features 64; tile 32 on 4 warps), and
+    ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256; compiled
+    forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager
+    default at the first L."""
     import torch
 
     import montecarlo.nn as mnn
@@ -270,14 +269,12 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     for L in seq_lens:
         q, k, v, cot = _cuda_inputs(L, dev)
         forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
-                 ("fused_c128", 128, False, {"fused": True}), ("fused_c64", 64, False, {"fused": True}),
                  ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
-                 ("fused_c256_f64", 256, False, {"fused": True, "kernel": {"FEATURE_BLOCK": 64}}),
-                 ("fused_c256_t32", 256, False, {"fused": True, "kernel": {"TILE": 32}}),
-                 ("fused_c256_t32f16", 256, False, {"fused": True, "kernel": {"TILE": 32, "FEATURE_BLOCK": 16}}),
-                 ("compiled_fused_c256", 256, True, {"fused": True}),
-                 ("compiled_fused_c128", 128, True, {"fused": True}),
-                 ("compiled_graphs_fused_c256", 256, "reduce-overhead", {"fused": True})]
+                 ("fused_c256_fast64f64", 256, False, {"fused": True, "kernel": {"FAST_FEATURE_BLOCK": 64}}),
+                 ("fused_c256_fast32w4", 256, False,
+                  {"fused": True, "kernel": {"FAST_TILE": 32, "FAST_NUM_WARPS": 4}}),
+                 ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
+                 ("compiled_fused_c256", 256, True, {"fused": True})]
         if not mnn._triton_available():
             forms = [f for f in forms if f[3].get("fused") is not True]
         for name, chunk, comp, kw in forms:

@@ -8,6 +8,9 @@ bound how many programs share a multiprocessor).  Timings still need a GPU
 
     python -m benchmarks.kernel_registers [--arch 90] [--precision ieee tf32] [--configs 16,32,4 16,32,8]
 
+``--configs`` sets the tile path's shape; the fast path's kernels are compiled at the module's
+``FAST_TILE``, ``FAST_FEATURE_BLOCK`` and ``FAST_NUM_WARPS``.
+
 Run it in an environment without ``TRITON_INTERPRET`` (the tests' conftest sets it on machines without an
 NVIDIA device).
 """
@@ -15,6 +18,7 @@ NVIDIA device).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import subprocess
@@ -59,12 +63,17 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
 
     ptxas = get_ptxas(arch).path
     BD = max(16, triton.next_power_of_2(d_value))
-    consts = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec)
     out = {}
-    for name, ptrs in _fused.KERNELS:
-        sig = {p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts}
+    for name, ptrs, path in _fused.KERNELS:
+        if path == "fast":  # the fast path's own tile shape (module settings)
+            consts = dict(B=chunk, T=math.gcd(chunk, _fused.FAST_TILE), F=_fused.FAST_FEATURE_BLOCK, BD=BD, PREC=prec)
+            warps = _fused.FAST_NUM_WARPS
+        else:
+            consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
+        sig = ({p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"}
+               | {c: "constexpr" for c in consts})
         kernel = compile(ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts),
-                         target=GPUTarget("cuda", arch, 32), options={"num_warps": W})
+                         target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
         if not kernel.asm.get("cubin"):
             raise RuntimeError(f"Triton produced no cubin for {name}")
         with tempfile.TemporaryDirectory() as tmp:

@@ -30,10 +30,13 @@ at most :math:`c_{if}`).  The chunk is cut into tiles of T positions:
 That is the *tile path*.  Most chunks take the *fast path* instead (:data:`GAP`, :func:`fast_chunks`): when the
 chunk's per-feature key maxima :math:`o_f` exceed the running maxima at its first query, :math:`c_{0f}`, by
 at most GAP (then :math:`o_f - c_{if} \le` GAP for every query of the chunk), every exponential is the product
-of two factors computed once per position, :math:`e^{	ilde\ell_f(q_i) + o_f} \le e^{GAP}` and
-:math:`e^{\ell_f(k_j) - o_f} \le 1`, and every tile pair, the diagonal included (masked after the product), is
-matrix products alone: no exponential per tile pair, none per (i, j, f) on the diagonal.  The kernels branch
-per chunk on a flag in device memory (no synchronisation); both paths compute the same function.
+of two factors with the chunk's offsets, :math:`e^{\tilde\ell_f(q_i) + o_f} \le e^{GAP}` and
+:math:`e^{\ell_f(k_j) - o_f} \le 1`, so that every tile pair, the diagonal included (masked after its
+product), is matrix products of factors formed per tile: no exponential per (i, j, f) on the diagonal, and
+longer tiles (:data:`FAST_TILE`).  Terms lost to the key factor's underflow (exponent below about -87) are
+below :math:`e^{GAP - 87}` relative to the largest.  Each path has its own kernels, launched over all
+chunks; a program whose chunk belongs to the other path does nothing (a flag per chunk in device memory:
+no synchronisation).  Both paths compute the same function.
 
 On the tile path no exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
 the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``) for float32
@@ -51,6 +54,8 @@ Tests run the kernels on the CPU through Triton's interpreter (``TRITON_INTERPRE
 is imported), against the plain quadratic form, the torch path and by ``torch.autograd.gradcheck`` in
 float64, and compile them to cubins for sm 80/90 without a GPU.
 """
+
+import math
 
 import torch
 import triton
@@ -70,11 +75,16 @@ PRECISION = None
 #: The values ``input_precision`` may take here.
 PRECISIONS = ("ieee", "tf32")
 #: A chunk is *fast* when its keys' per-feature maxima o_f exceed the running maxima c_0f at its first query
-#: by at most GAP (None: no chunk is): then every score is the product of two factors computed once per
-#: position, e^{qr_if + o_f} <= e^GAP and e^{lk_jf - o_f} <= 1, and the kernels run on matrix products
-#: alone; other chunks take the tile path (per-tile maxima, exponentials per tile pair).  Terms lost to
-#: the key factor's underflow (exponent below about -87) are below e^(GAP - 87) relative to the largest.
+#: by at most GAP (None: no chunk is): then every score is the product of two factors with the chunk's
+#: offsets, e^{qr_if + o_f} <= e^GAP and e^{lk_jf - o_f} <= 1, and the fast path's kernels run on matrix
+#: products of factors alone; other chunks take the tile path (per-tile maxima, exponentials per tile pair
+#: and per (i, j, f) on the diagonal).  Terms lost to the key factor's underflow (exponent below about -87)
+#: are below e^(GAP - 87) relative to the largest.
 GAP = 40.0
+#: Tile, feature block and warps of the fast path's kernels (a tile of min(FAST_TILE, b) positions).
+FAST_TILE = 64
+FAST_FEATURE_BLOCK = 32
+FAST_NUM_WARPS = 8
 #: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
 _FLOOR = tl.constexpr(-1.0e30)
 
@@ -86,35 +96,6 @@ def _tile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
     fs = f0 + tl.arange(0, F)
     return tl.load(P + base + (r0 + rows)[:, None] * M + fs[None, :], mask=(fs < M)[None, :],
                    other=float("-inf"))
-
-
-@triton.jit
-def _ftile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
-    """As :func:`_tile` for factors (0 beyond M: no contribution)."""
-    rows = tl.arange(0, T)
-    fs = f0 + tl.arange(0, F)
-    return tl.load(P + base + (r0 + rows)[:, None] * M + fs[None, :], mask=(fs < M)[None, :], other=0.0)
-
-
-@triton.jit
-def _causal_mask(x, i0, j0, T: tl.constexpr, KEYS_FIRST: tl.constexpr):
-    """x (T, T) of query tile i0 and key tile j0 (queries first, or keys first), 0 where the key is later."""
-    rows = tl.arange(0, T)
-    if KEYS_FIRST:
-        keep = (j0 + rows)[:, None] <= (i0 + rows)[None, :]
-    else:
-        keep = (i0 + rows)[:, None] >= (j0 + rows)[None, :]
-    return tl.where(keep, x, 0.0)
-
-
-@triton.jit
-def _fast_scores(EQ, EK, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr):
-    """Scores (T, T) of query tile i0 and key tile j0 of a fast chunk, from the factors, masked to j <= i."""
-    s = tl.zeros((T, T), EQ.dtype.element_ty)
-    for f0 in range(0, M, F):
-        s += tl.dot(_ftile(EQ, bqk, i0, f0, M, T, F), tl.trans(_ftile(EK, bqk, j0, f0, M, T, F)),
-                    input_precision=PREC)
-    return _causal_mask(s, i0, j0, T, False)
 
 
 @triton.jit
@@ -198,18 +179,75 @@ def _diagonal(q, k, T: tl.constexpr, KEYS_FIRST: tl.constexpr):
 
 
 @triton.jit
-def _forward_kernel(Q, K, V, P, BEF, EQ, EK, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _causal_mask(x, i0, j0, T: tl.constexpr, KEYS_FIRST: tl.constexpr):
+    """x (T, T) of query tile i0 and key tile j0 (queries first, or keys first), 0 where the key is later."""
+    rows = tl.arange(0, T)
+    if KEYS_FIRST:
+        keep = (j0 + rows)[:, None] <= (i0 + rows)[None, :]
+    else:
+        keep = (i0 + rows)[:, None] >= (j0 + rows)[None, :]
+    return tl.where(keep, x, 0.0)
+
+
+@triton.jit
+def _offsets(OFF, c, f0, M, F: tl.constexpr):
+    """A feature block of chunk c's key offsets o (the chunk's per-feature key maxima; 0 beyond M)."""
+    fs = f0 + tl.arange(0, F)
+    return tl.load(OFF + c * M + fs, mask=fs < M, other=0.0)
+
+
+@triton.jit
+def _query_factor(Q, OFF, c, bqk, i0, f0, M, T: tl.constexpr, F: tl.constexpr):
+    """e^{qr + o} of a query tile of a fast chunk (<= e^GAP; 0 beyond M)."""
+    return tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + _offsets(OFF, c, f0, M, F)[None, :])
+
+
+@triton.jit
+def _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T: tl.constexpr, F: tl.constexpr):
+    """e^{lk - o} of a key tile of a fast chunk (<= 1; 0 for padded keys and beyond M)."""
+    return tl.exp(_tile(K, bqk, j0, f0, M, T, F) - _offsets(OFF, c, f0, M, F)[None, :])
+
+
+@triton.jit
+def _fast_scores(Q, K, OFF, c, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr):
+    """Scores (T, T) of query tile i0 and key tile j0 of a fast chunk, masked to j <= i: products of factors."""
+    s = tl.zeros((T, T), Q.dtype.element_ty)
+    for f0 in range(0, M, F):
+        s += tl.dot(_query_factor(Q, OFF, c, bqk, i0, f0, M, T, F),
+                    tl.trans(_chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)), input_precision=PREC)
+    return _causal_mask(s, i0, j0, T, False)
+
+
+@triton.jit
+def _earlier(Q, P, BEF, c, bqk, i0, M, D, acc, mass, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr,
+             PREC: tl.constexpr):
+    """acc, mass plus the earlier chunks' term of a query tile, through the prefix state (offsets `before`
+    <= c_if)."""
+    for f0 in range(0, M, F):
+        values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
+        e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
+        acc += tl.dot(e, values, input_precision=PREC)
+        mass += tl.sum(e * masses[None, :], 1)
+    return acc, mass
+
+
+@triton.jit
+def _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+    """The earlier chunks' term's gradient in a query tile's feature block (q: its log-features)."""
+    values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
+    e = tl.exp(q + bef[None, :])
+    return e * (tl.dot(g, tl.trans(values), input_precision=PREC) + gl * masses[None, :])
+
+
+# The tile path: programs of fast chunks (FLAG set) do nothing.
+@triton.jit
+def _forward_kernel(Q, K, V, P, BEF, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                     BD: tl.constexpr, PREC: tl.constexpr):
     i0, _, c, bqk, bv = _program(B, M, D, T, F)
-    ty = Q.dtype.element_ty
-    acc = tl.zeros((T, BD), ty)
-    mass = tl.zeros((T,), ty)
-    if tl.load(FLAG + c) != 0:  # a fast chunk: every score from the chunk's factors, no exponential here
-        for j0 in range(0, i0 + T, T):
-            s = _fast_scores(EQ, EK, bqk, i0, j0, M, T, F, PREC)
-            acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
-            mass += tl.sum(s, 1)
-    else:
+    if tl.load(FLAG + c) == 0:
+        ty = Q.dtype.element_ty
+        acc = tl.zeros((T, BD), ty)
+        mass = tl.zeros((T,), ty)
         for j0 in range(0, i0, T):
             s = tl.zeros((T, T), ty)
             for f0 in range(0, M, F):
@@ -222,29 +260,19 @@ def _forward_kernel(Q, K, V, P, BEF, EQ, EK, FLAG, O, M, D, B: tl.constexpr, T: 
             s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
         acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD, B), input_precision=PREC)
         mass += tl.sum(s, 1)
-    for f0 in range(0, M, F):  # the earlier chunks, through the prefix state (offsets `before` <= c_if)
-        values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
-        e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
-        acc += tl.dot(e, values, input_precision=PREC)
-        mass += tl.sum(e * masses[None, :], 1)
-    _store_values(O, bv, i0, D, acc, mass, T, BD, B)
+        acc, mass = _earlier(Q, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
+        _store_values(O, bv, i0, D, acc, mass, T, BD, B)
 
 
 @triton.jit
-def _query_grad_kernel(Q, K, V, P, BEF, EQ, EK, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
+def _query_grad_kernel(Q, K, V, P, BEF, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
                        F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
     i0, f0, c, bqk, bv = _program(B, M, D, T, F)
-    q = _tile(Q, bqk, i0, f0, M, T, F)
-    g = _vtile(G, bv, i0, D, T, BD, B)
-    gl = _last(G, bv, i0, D, T, B)[:, None]  # the key mass's cotangent (v's ones column)
-    acc = tl.zeros((T, F), Q.dtype.element_ty)
-    if tl.load(FLAG + c) != 0:  # a fast chunk: d eq = dA @ ek over the keys j <= i, times eq (= d qr)
-        for j0 in range(0, i0 + T, T):
-            dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
-            acc += tl.dot(_causal_mask(dA, i0, j0, T, False), _ftile(EK, bqk, j0, f0, M, T, F),
-                          input_precision=PREC)
-        acc = acc * _ftile(EQ, bqk, i0, f0, M, T, F)
-    else:
+    if tl.load(FLAG + c) == 0:
+        q = _tile(Q, bqk, i0, f0, M, T, F)
+        g = _vtile(G, bv, i0, D, T, BD, B)
+        gl = _last(G, bv, i0, D, T, B)[:, None]  # the key mass's cotangent (v's ones column)
+        acc = tl.zeros((T, F), Q.dtype.element_ty)
         for j0 in range(0, i0, T):
             dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
             eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
@@ -253,28 +281,19 @@ def _query_grad_kernel(Q, K, V, P, BEF, EQ, EK, FLAG, G, GQ, M, D, B: tl.constex
         # gradient's; over the middle axis this kernel needed about twice as many)
         dAt = tl.dot(_vtile(V, bv, i0, D, T, BD, B), tl.trans(g), input_precision=PREC) + tl.trans(gl)  # (j, i)
         acc += tl.sum(dAt[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T, True), 0)
-    values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
-    e = tl.exp(q + bef[None, :])
-    acc += e * (tl.dot(g, tl.trans(values), input_precision=PREC) + gl * masses[None, :])
-    _store(GQ, bqk, i0, f0, M, acc, T, F)
+        acc += _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F, BD, PREC)
+        _store(GQ, bqk, i0, f0, M, acc, T, F)
 
 
 @triton.jit
-def _key_grad_kernel(Q, K, V, EQ, EK, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _key_grad_kernel(Q, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                      BD: tl.constexpr, PREC: tl.constexpr):
     j0, f0, c, bqk, bv = _program(B, M, D, T, F)
-    vj = _vtile(V, bv, j0, D, T, BD, B)
-    acc = tl.zeros((T, F), Q.dtype.element_ty)
-    if tl.load(FLAG + c) != 0:  # a fast chunk: d ek = dA^T @ eq over the queries i >= j, times ek (= d lk)
-        for i0 in range(j0, B, T):
-            dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
-            dAt += _last(G, bv, i0, D, T, B)[None, :]
-            acc += tl.dot(_causal_mask(dAt, i0, j0, T, True), _ftile(EQ, bqk, i0, f0, M, T, F),
-                          input_precision=PREC)
-        acc = acc * _ftile(EK, bqk, j0, f0, M, T, F)
-    else:
+    if tl.load(FLAG + c) == 0:
         k = _tile(K, bqk, j0, f0, M, T, F)
+        vj = _vtile(V, bv, j0, D, T, BD, B)
         o, ek = _key_factor(k)
+        acc = tl.zeros((T, F), Q.dtype.element_ty)
         for i0 in range(j0 + T, B, T):
             dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
             dAt += _last(G, bv, i0, D, T, B)[None, :]
@@ -284,31 +303,92 @@ def _key_grad_kernel(Q, K, V, EQ, EK, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.
         dA = tl.dot(_vtile(G, bv, j0, D, T, BD, B), tl.trans(vj), input_precision=PREC)  # (i, j)
         dA += _last(G, bv, j0, D, T, B)[:, None]
         acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T, False), 0)
-    _store(GK, bqk, j0, f0, M, acc, T, F)
+        _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
-def _value_grad_kernel(Q, K, EQ, EK, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _value_grad_kernel(Q, K, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr, PREC: tl.constexpr):
     j0, _, c, bqk, bv = _program(B, M, D, T, F)
-    ty = Q.dtype.element_ty
-    acc = tl.zeros((T, BD), ty)
-    if tl.load(FLAG + c) != 0:  # a fast chunk: the scores from the factors
-        for i0 in range(j0, B, T):
-            s = _fast_scores(EQ, EK, bqk, i0, j0, M, T, F, PREC)  # (i, j)
-            acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
-    else:
+    if tl.load(FLAG + c) == 0:
+        ty = Q.dtype.element_ty
         s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
         for f0 in range(0, M, F):
             s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
-        acc += tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), input_precision=PREC)
+        acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), input_precision=PREC)
         for i0 in range(j0 + T, B, T):
             s = tl.zeros((T, T), ty)
             for f0 in range(0, M, F):
                 eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
                 s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
             acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
-    _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
+        _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
+
+
+# The fast path (chunks with FLAG set; the others' programs do nothing): factors e^{qr + o}, e^{lk - o} with
+# the chunk's offsets o, formed per tile from the log-features; the diagonal tile masked after its product.
+@triton.jit
+def _fast_forward_kernel(Q, K, V, P, BEF, OFF, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr,
+                         F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+    i0, _, c, bqk, bv = _program(B, M, D, T, F)
+    if tl.load(FLAG + c) != 0:
+        ty = Q.dtype.element_ty
+        acc = tl.zeros((T, BD), ty)
+        mass = tl.zeros((T,), ty)
+        for j0 in range(0, i0 + T, T):
+            s = _fast_scores(Q, K, OFF, c, bqk, i0, j0, M, T, F, PREC)
+            acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+            mass += tl.sum(s, 1)
+        acc, mass = _earlier(Q, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
+        _store_values(O, bv, i0, D, acc, mass, T, BD, B)
+
+
+@triton.jit
+def _fast_query_grad_kernel(Q, K, V, P, BEF, OFF, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
+                            F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+    """d qr = e^{qr + o} (dA @ e^{lk - o}) over the keys j <= i, plus the earlier chunks' term."""
+    i0, f0, c, bqk, bv = _program(B, M, D, T, F)
+    if tl.load(FLAG + c) != 0:
+        g = _vtile(G, bv, i0, D, T, BD, B)
+        gl = _last(G, bv, i0, D, T, B)[:, None]
+        acc = tl.zeros((T, F), Q.dtype.element_ty)
+        for j0 in range(0, i0 + T, T):
+            dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
+            acc += tl.dot(_causal_mask(dA, i0, j0, T, False), _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F),
+                          input_precision=PREC)
+        q = _tile(Q, bqk, i0, f0, M, T, F)
+        acc = acc * tl.exp(q + _offsets(OFF, c, f0, M, F)[None, :])
+        acc += _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F, BD, PREC)
+        _store(GQ, bqk, i0, f0, M, acc, T, F)
+
+
+@triton.jit
+def _fast_key_grad_kernel(Q, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                          BD: tl.constexpr, PREC: tl.constexpr):
+    """d lk = e^{lk - o} (dA^T @ e^{qr + o}) over the queries i >= j."""
+    j0, f0, c, bqk, bv = _program(B, M, D, T, F)
+    if tl.load(FLAG + c) != 0:
+        vj = _vtile(V, bv, j0, D, T, BD, B)
+        acc = tl.zeros((T, F), Q.dtype.element_ty)
+        for i0 in range(j0, B, T):
+            dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
+            dAt += _last(G, bv, i0, D, T, B)[None, :]
+            acc += tl.dot(_causal_mask(dAt, i0, j0, T, True), _query_factor(Q, OFF, c, bqk, i0, f0, M, T, F),
+                          input_precision=PREC)
+        acc = acc * _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
+        _store(GK, bqk, j0, f0, M, acc, T, F)
+
+
+@triton.jit
+def _fast_value_grad_kernel(Q, K, OFF, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                            BD: tl.constexpr, PREC: tl.constexpr):
+    j0, _, c, bqk, bv = _program(B, M, D, T, F)
+    if tl.load(FLAG + c) != 0:
+        acc = tl.zeros((T, BD), Q.dtype.element_ty)
+        for i0 in range(j0, B, T):
+            s = _fast_scores(Q, K, OFF, c, bqk, i0, j0, M, T, F, PREC)  # (i, j)
+            acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+        _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
 
 
 @triton.jit
@@ -329,11 +409,16 @@ def _state_grad_kernel(Q, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F:
     _store_values(GP, c * M * D, f0, D, acc, accl, F, BD, M)
 
 
-#: The kernels and their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC), for tools
-#: that compile them without launching (tests, ``benchmarks.kernel_registers``).
-KERNELS = (("_forward_kernel", "Q K V P BEF EQ EK FLAG O"), ("_query_grad_kernel", "Q K V P BEF EQ EK FLAG G GQ"),
-           ("_key_grad_kernel", "Q K V EQ EK FLAG G GK"), ("_value_grad_kernel", "Q K EQ EK FLAG G GV"),
-           ("_state_grad_kernel", "Q BEF G GP"))
+#: The kernels, their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC) and their path
+#: ("tile": TILE, FEATURE_BLOCK; "fast": FAST_TILE, FAST_FEATURE_BLOCK), for tools that compile them without
+#: launching (tests, ``benchmarks.kernel_registers``).
+KERNELS = (("_forward_kernel", "Q K V P BEF FLAG O", "tile"), ("_query_grad_kernel", "Q K V P BEF FLAG G GQ", "tile"),
+           ("_key_grad_kernel", "Q K V FLAG G GK", "tile"), ("_value_grad_kernel", "Q K FLAG G GV", "tile"),
+           ("_state_grad_kernel", "Q BEF G GP", "tile"),
+           ("_fast_forward_kernel", "Q K V P BEF OFF FLAG O", "fast"),
+           ("_fast_query_grad_kernel", "Q K V P BEF OFF FLAG G GQ", "fast"),
+           ("_fast_key_grad_kernel", "Q K V OFF FLAG G GK", "fast"),
+           ("_fast_value_grad_kernel", "Q K OFF FLAG G GV", "fast"))
 
 
 def products(half):
@@ -346,38 +431,52 @@ def products(half):
     return "tf32" if half else "ieee"
 
 
-def _sizes(b, M, D):
-    T = min(TILE, b)
-    F = max(16, min(FEATURE_BLOCK, triton.next_power_of_2(M)))
+def _sizes(b, M, D, fast=False):
+    """Tile, feature block and padded value width of the tile path (or of the fast path: ``fast``) for
+    chunks of b (a multiple of 16) positions."""
+    if fast:
+        T = math.gcd(b, FAST_TILE)
+        F = max(16, min(FAST_FEATURE_BLOCK, triton.next_power_of_2(M)))
+    else:
+        T = min(TILE, b)
+        F = max(16, min(FEATURE_BLOCK, triton.next_power_of_2(M)))
     BD = max(16, triton.next_power_of_2(D - 1))
     return T, F, BD
 
 
 def fast_chunks(qr, lk4, before):
-    """The chunks' factors and which chunks are fast (:data:`GAP`): e^{qr + o}, e^{lk - o} (n, N, b, M; only
-    those of fast chunks are read) and the flags (n, N) int32, o the chunk's per-feature key maximum (at least
-    -1e30: a chunk of padded keys has zero factors).  A chunk whose first query sees no key (running maximum
-    -inf) is never fast; neither is one with a NaN.  Recomputed by the backward (nothing saved)."""
+    """The chunks' key offsets o (n, N, M: per-feature key maxima, at least -1e30, so that a chunk of padded
+    keys has zero factors) and which chunks are fast (:data:`GAP`; flags (n, N) int32).  A chunk whose first
+    query sees no key (running maximum -inf) is never fast; neither is one with a NaN."""
     with torch.no_grad():
-        o = lk4.amax(2, keepdim=True)
-        c0 = torch.maximum(lk4[:, :, :1], before.unsqueeze(2))
+        o = lk4.amax(2)
+        c0 = torch.maximum(lk4[:, :, 0], before)
         if GAP is None:
             flag = torch.zeros(qr.shape[:2], dtype=torch.int32, device=qr.device)
         else:
-            flag = ((o - c0) <= GAP).all(-1).squeeze(-1).to(torch.int32)  # NaN compares False
-        o = o.clamp_min(-1.0e30)
-        return torch.exp(qr + o), torch.exp(lk4 - o), flag
+            flag = ((o - c0) <= GAP).all(-1).to(torch.int32)  # NaN compares False
+        return o.clamp_min(-1.0e30).contiguous(), flag
+
+
+def _grids(n, N, b, M, D):
+    """(grid of one program per tile, grid with feature blocks, meta) of the tile and the fast path."""
+    out = []
+    for fast in (False, True):
+        T, F, BD = _sizes(b, M, D, fast)
+        meta = dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS if fast else NUM_WARPS)
+        out.append(((n * N, b // T), (n * N, b // T, triton.cdiv(M, F)), meta))
+    return out
 
 
 def _launch_forward(qr, lk4, v4, P, before, precision):
     qr, lk4, v4, P, before = (x.contiguous() for x in (qr, lk4, v4, P, before))
     n, N, b, M = qr.shape
     D = v4.shape[-1]
-    T, F, BD = _sizes(b, M, D)
     out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-    eq, ek, flag = fast_chunks(qr, lk4, before)
-    _forward_kernel[(n * N, b // T)](qr, lk4, v4, P, before, eq, ek, flag, out, M, D, B=b, T=T, F=F, BD=BD,
-                                     PREC=precision, num_warps=NUM_WARPS)
+    off, flag = fast_chunks(qr, lk4, before)
+    (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D)
+    _forward_kernel[tiles](qr, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
+    _fast_forward_kernel[ftiles](qr, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
     return out
 
 
@@ -385,15 +484,16 @@ def _launch_backward(qr, lk4, v4, P, before, G, precision):
     qr, lk4, v4, P, before, G = (x.contiguous() for x in (qr, lk4, v4, P, before, G))
     n, N, b, M = qr.shape
     D = v4.shape[-1]
-    T, F, BD = _sizes(b, M, D)
     gq, gk, gv, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4), torch.empty_like(P)
-    nf = triton.cdiv(M, F)
-    meta = dict(B=b, T=T, F=F, BD=BD, PREC=precision, num_warps=NUM_WARPS)
-    eq, ek, flag = fast_chunks(qr, lk4, before)
-    _query_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, P, before, eq, ek, flag, G, gq, M, D, **meta)
-    _key_grad_kernel[(n * N, b // T, nf)](qr, lk4, v4, eq, ek, flag, G, gk, M, D, **meta)
-    _value_grad_kernel[(n * N, b // T)](qr, lk4, eq, ek, flag, G, gv, M, D, **meta)
-    _state_grad_kernel[(n * N, 1, nf)](qr, before, G, gP, M, D, **meta)
+    off, flag = fast_chunks(qr, lk4, before)
+    (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D)
+    _query_grad_kernel[blocks](qr, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
+    _key_grad_kernel[blocks](qr, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
+    _value_grad_kernel[tiles](qr, lk4, flag, G, gv, M, D, PREC=precision, **meta)
+    _fast_query_grad_kernel[fblocks](qr, lk4, v4, P, before, off, flag, G, gq, M, D, PREC=precision, **fmeta)
+    _fast_key_grad_kernel[fblocks](qr, lk4, v4, off, flag, G, gk, M, D, PREC=precision, **fmeta)
+    _fast_value_grad_kernel[ftiles](qr, lk4, off, flag, G, gv, M, D, PREC=precision, **fmeta)
+    _state_grad_kernel[(n * N, 1, blocks[2])](qr, before, G, gP, M, D, PREC=precision, **meta)
     return gq, gk, gv, gP
 
 
