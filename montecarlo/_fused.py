@@ -83,7 +83,7 @@ PRECISIONS = ("ieee", "tf32")
 GAP = 40.0
 #: Tile, feature block and warps of the fast path's kernels (a tile of min(FAST_TILE, b) positions).
 FAST_TILE = 64
-FAST_FEATURE_BLOCK = 32
+FAST_FEATURE_BLOCK = 64
 FAST_NUM_WARPS = 8
 #: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
 _FLOOR = tl.constexpr(-1.0e30)
