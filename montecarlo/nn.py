@@ -48,13 +48,13 @@ Speed
 The causal scan combines its chunks by a loop on the CPU (in place, one carried state, groups of chunks:
 the least memory) and by a log-depth scan on accelerators and under ``torch.compile``.  The part inside each
 chunk runs, on CUDA float32 features where Triton is importable, in fused Triton kernels
-(:mod:`montecarlo._fused`: tile pairs as matrix products with per-tile key maxima, the diagonal tile
-elementwise, the earlier chunks' prefix state read in the same kernel; custom operators, also under
-``torch.compile``; ``montecarlo.nn.FUSED = False`` turns them off), elsewhere as dyadic levels of torch
-operations.  Measured before the kernels, on an H100 (bf16,
-forward + backward, batch x heads 32, m = 128): eager 1.27 x SDPA's time at L = 65536 and 15.4 x at
-L = 4096; compiled 0.68-0.70 x and 8 x (``benchmarks/README.md``; the kernels' own timings are pending a GPU
-session: ``python -m benchmarks.bench_attention --cuda --variants``).
+(:mod:`montecarlo._fused`: most chunks as matrix products of per-position factors with the chunk's key
+offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
+the diagonal tile elementwise; the earlier chunks' prefix state read in the same kernels; TF32 products for
+bfloat16/float16 inputs, IEEE float32 for float32 ones; custom operators, also under ``torch.compile``;
+``montecarlo.nn.FUSED = False`` turns them off), elsewhere as dyadic levels of torch operations.  On an H100
+(bf16, forward + backward, batch x heads 32, m = 128): eager 0.62 x SDPA's time at L = 65536 and 7.1 x at
+L = 4096; compiled 0.35 x and 5.5 x (``benchmarks/README.md``: before the kernels 1.27 x and 15.4 x eager).
 
 Random features, copies, checkpoints
 ------------------------------------
