@@ -65,6 +65,17 @@ def _dense(qr, lk, v, P=None, before=None, strict=False):
     return out if P is None else out + torch.exp(qr + before.unsqueeze(2)) @ P
 
 
+@pytest.mark.parametrize("b,M,D", [(16, 1, 2), (32, 5, 3), (64, 33, 17), (256, 128, 65), (512, 256, 129)])
+def test_tile_shapes_are_legal(fused, b, M, D):
+    """Every tile shape the launches use is one compiled Triton accepts (the interpreter accepts more): powers
+    of two of at least 16 for the products' dimensions, tiles that divide the chunk."""
+    for fast in (False, True):
+        T, F, BD = fused._sizes(b, M, D, fast)
+        for x in (T, F, BD):
+            assert x >= 16 and x & (x - 1) == 0, (fast, T, F, BD)
+        assert b % T == 0 and BD >= D - 1
+
+
 def _set_path(fused, monkeypatch, path, data, before):
     """Chunks on the tile path only (``path`` "tile": GAP None), fast only ("fast"), or both ("mixed": inputs
     made with ``wild``, its last chunk on the tile path); asserts that the flags are so."""
