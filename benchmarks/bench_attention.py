@@ -259,7 +259,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     the tile path (``GAP = None``) and with two other fast-path shapes (features 64; tile 32 on 4 warps), and
     ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256; compiled
     forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager
-    default at the first L."""
+    default at the first L (30 rows: the kernels and the torch work around them)."""
     import torch
 
     import montecarlo.nn as mnn
@@ -311,7 +311,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
             with torch.profiler.profile(activities=[act]) as prof:
                 step()
                 torch.cuda.synchronize()
-            print(prof.key_averages().table(sort_by=f"{dev}_time_total", row_limit=15), flush=True)
+            print(prof.key_averages().table(sort_by=f"{dev}_time_total", row_limit=30), flush=True)
     return rows
 
 
