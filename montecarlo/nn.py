@@ -46,7 +46,9 @@ own row); nothing raises and nothing hangs.
 Speed
 -----
 The causal scan combines its chunks by a loop on the CPU (in place, one carried state, groups of chunks:
-the least memory) and by a log-depth scan on accelerators and under ``torch.compile``.  The part inside each
+the least memory) and, on accelerators and under ``torch.compile``, by one batched product over the chunks
+while there are at most d_v + 1 of them (:data:`PRODUCT_STATES`; not yet timed on a GPU), else by a
+log-depth scan.  The part inside each
 chunk runs, on CUDA float32 features where Triton is importable, in fused Triton kernels
 (:mod:`montecarlo._fused`: most chunks as matrix products of per-position factors with the chunk's key
 offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
@@ -130,6 +132,10 @@ DEFAULT_CHUNK = {"cpu": 64, "cuda": 256}
 #: Largest block length whose within-chunk scores are formed directly (s x s); longer blocks are summarised as
 #: an (m, d_v) state (cheaper from about s = m d_v / (m + d_v)).
 DIRECT_BLOCK = 32
+#: Off the CPU the earlier chunks' prefix states come from one batched product while the number of chunks N is
+#: at most this times d_v + 1 (its (n, m, N, N) factors then hold no more entries than the chunk summaries),
+#: else from the log-depth scan.
+PRODUCT_STATES = 1.0
 #: The within-chunk part of the causal scan on CUDA float32 features by fused Triton kernels
 #: (:mod:`montecarlo._fused`) where Triton is importable; False: always the torch levels.
 FUSED = True
@@ -350,6 +356,20 @@ def _scan_states(K, oc):
     return torch.cat([torch.zeros_like(P[:, :1]), P[:, :-1]], 1)
 
 
+def _product_states(K, oc, before, neg):
+    r"""The same exclusive prefix states as :func:`_scan_states` by one batched matrix product over the chunks:
+    :math:`P_c = \sum_{c' < c} e^{O_{c'} - B_c} K_{c'}` with :math:`O` = ``oc`` and :math:`B_c` = ``before``
+    (the maximum of the earlier chunks' offsets; at least ``neg``, as ``oc``), so every factor is <= 1.  The
+    (n, M, N, N) factors hold N / D times K's entries: used while N <= :data:`PRODUCT_STATES` D (a few launches
+    instead of the scan's dozens of small ones)."""
+    N = K.shape[1]
+    with torch.no_grad():
+        B = before.clamp_min(neg).transpose(1, 2).unsqueeze(-1)  # (n, M, N, 1)
+        earlier = torch.ones(N, N, dtype=torch.bool, device=K.device).tril(-1)  # c' < c
+        W = torch.where(earlier, oc.transpose(1, 2).unsqueeze(-2) - B, -math.inf).exp_()  # (n, M, c, c')
+    return (W.to(K.dtype) @ K.transpose(1, 2)).transpose(1, 2)
+
+
 def _loop_states(K, decay):
     """The same exclusive prefix states by the recursion over chunks, P_{c+1} = P_c decay_c + K_c: one
     step per chunk (autograd on the CPU: a stack of new states)."""
@@ -565,7 +585,12 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
         if N > 1:
             K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D), offsets oc
             # states with offsets `before`
-            P = _scan_states(K, oc) if scan else _loop_states(K * gain.unsqueeze(-1), decay)
+            if not scan:
+                P = _loop_states(K * gain.unsqueeze(-1), decay)
+            elif N <= PRODUCT_STATES * K.shape[-1]:
+                P = _product_states(K, oc, before, neg)
+            else:
+                P = _scan_states(K, oc)
             del K
         precision = "ieee"
         if fused:

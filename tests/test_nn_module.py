@@ -440,13 +440,17 @@ def test_cuda_kinds_match_cpu(kind):
 
 
 @pytest.mark.parametrize("grad", [False, True])
-def test_causal_scan_and_loop_agree_and_are_exact(grad):
-    """The log-depth scan over chunks (accelerators, torch.compile) and the loop over chunks (CPU; in place
-    without autograd) give the same outputs and gradients, equal to the unstabilised float64 quadratic form,
-    on keys whose log-features span far more than float32's exp range (keys of the first chunks x 30) and
-    with a padded tail (L not a multiple of the chunk).  Power: a scan whose combine drops the earlier
-    state's decay (P_1 instead of P_1 e^{O_1 - O}) is off by more than 10% of the output's scale."""
+@pytest.mark.parametrize("route", ["scan", "product"])
+def test_causal_scan_and_loop_agree_and_are_exact(grad, route, monkeypatch):
+    """The prefix states off the CPU (accelerators, torch.compile), by the log-depth scan over chunks or by
+    one batched product (few chunks), and the loop over chunks (CPU; in place without autograd) give the
+    same outputs and gradients, equal to the unstabilised float64 quadratic form, on keys whose log-features
+    span far more than float32's exp range (keys of the first chunks x 30) and with a padded tail (L not a
+    multiple of the chunk).  Power: a scan whose combine drops the earlier state's decay (P_1 instead of
+    P_1 e^{O_1 - O}), or a product without its factors, is off by more than 10% of the output's scale."""
     from montecarlo import nn as mnn
+
+    monkeypatch.setattr(mnn, "PRODUCT_STATES", 0.0 if route == "scan" else 1e9)
 
     g = torch.Generator().manual_seed(3)
     d, L, b = 8, 75, 8
@@ -475,23 +479,40 @@ def test_causal_scan_and_loop_agree_and_are_exact(grad):
         ref = torch.softmax(s, -1) @ v
     assert torch.allclose(outs[0], ref, rtol=1e-9, atol=1e-11)
 
-    real = mnn._scan_states
+    def no_decay(K, *_):  # the earlier states added without their rescaling: overflows
+        return torch.cat([torch.zeros_like(K[:, :1]), K.cumsum(1)[:, :-1]], 1)
 
-    def no_decay(K, oc):  # the earlier state added without its rescaling: overflows
-        N, P, s = K.shape[1], K, 1
-        while s < N:
-            P = torch.cat([P[:, :s], P[:, :-s] + P[:, s:]], 1)
-            s *= 2
-        return torch.cat([torch.zeros_like(P[:, :1]), P[:, :-1]], 1)
-
-    try:
-        mnn._scan_states = no_decay
-        with torch.no_grad():
-            lq, lk = (mnn._log_features(x.float(), w.float(), None, rec, scale, {}) for x in (q, k))
-            bad = mnn._causal(lq, lk, v.float(), b, scan=True)
-    finally:
-        mnn._scan_states = real
+    monkeypatch.setattr(mnn, "_scan_states" if route == "scan" else "_product_states", no_decay)
+    with torch.no_grad():
+        lq, lk = (mnn._log_features(x.float(), w.float(), None, rec, scale, {}) for x in (q, k))
+        bad = mnn._causal(lq, lk, v.float(), b, scan=True)
     assert (bad.double() - ref).abs().max() > 0.1 * ref.abs().max()
+
+
+def test_product_states_equal_the_scan():
+    """The batched-product prefix states equal the log-depth scan's (values and gradients, float64) on
+    offsets spread far beyond float32's exp range, with fully padded chunks (offset clamped to neg, summary
+    0) first and in the middle."""
+    from montecarlo import nn as mnn
+
+    g = torch.Generator().manual_seed(11)
+    n, N, M, D = 2, 13, 5, 4
+    oc = 40.0 * torch.randn(n, N, M, generator=g, dtype=torch.float64)
+    K = torch.rand(n, N, M, D, generator=g, dtype=torch.float64)
+    neg = mnn._very_negative(torch.float64)
+    for c in (0, 6):  # padded chunks: no keys, offset neg
+        oc[0, c], K[0, c] = neg, 0.0
+    raw = oc.masked_fill(oc == neg, -math.inf)
+    before = mnn._exclusive_cummax(raw, 1, -math.inf)
+    K.requires_grad_(True)
+    a = mnn._product_states(K, oc, before, neg)
+    b = mnn._scan_states(K, oc)
+    assert torch.isfinite(a).all() and a.abs().max() > 0.1
+    assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)
+    w = torch.randn(a.shape, generator=g, dtype=a.dtype)
+    ga, = torch.autograd.grad((a * w).sum(), K)
+    gb, = torch.autograd.grad((b * w).sum(), K)
+    assert torch.allclose(ga, gb, rtol=1e-12, atol=1e-14)
 
 
 def test_causal_inference_overwrites_only_its_own_buffers():
