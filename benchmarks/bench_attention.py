@@ -256,7 +256,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable; TF32 products for
     these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on
-    the tile path (``GAP = None``) and with two other fast-path shapes (features 64; tile 32 on 4 warps), and
+    the tile path (``GAP = None``), with two other fast-path shapes (features 32; tile 32 on 4 warps) and with
+    the prefix states by the log-depth scan instead of the batched product (``PRODUCT_STATES = 0``), and
     ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256; compiled
     forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager
     default at the first L (30 rows: the kernels and the torch work around them)."""
@@ -270,9 +271,10 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
         q, k, v, cot = _cuda_inputs(L, dev)
         forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
                  ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
-                 ("fused_c256_fast64f64", 256, False, {"fused": True, "kernel": {"FAST_FEATURE_BLOCK": 64}}),
+                 ("fused_c256_fast64f32", 256, False, {"fused": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
                  ("fused_c256_fast32w4", 256, False,
                   {"fused": True, "kernel": {"FAST_TILE": 32, "FAST_NUM_WARPS": 4}}),
+                 ("fused_c256_scan", 256, False, {"fused": True, "nn": {"PRODUCT_STATES": 0.0}}),
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
                  ("compiled_fused_c256", 256, True, {"fused": True})]
         if not mnn._triton_available():
@@ -283,13 +285,15 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                 continue
             kw = dict(kw)
             settings = kw.pop("kernel", {})  # module settings of montecarlo._fused for this form, restored after
+            nn_settings = kw.pop("nn", {})  # and of montecarlo.nn
             try:
-                patch = contextlib.nullcontext()
-                if settings:
-                    import montecarlo._fused
+                with contextlib.ExitStack() as stack:
+                    if settings:
+                        import montecarlo._fused
 
-                    patch = mock.patch.multiple(montecarlo._fused, **settings)
-                with patch:
+                        stack.enter_context(mock.patch.multiple(montecarlo._fused, **settings))
+                    if nn_settings:
+                        stack.enter_context(mock.patch.multiple(mnn, **nn_settings))
                     row = _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
