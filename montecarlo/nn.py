@@ -367,7 +367,7 @@ def _product_states(K, oc, before, neg):
         B = before.clamp_min(neg).transpose(1, 2).unsqueeze(-1)  # (n, M, N, 1)
         earlier = torch.ones(N, N, dtype=torch.bool, device=K.device).tril(-1)  # c' < c
         W = torch.where(earlier, oc.transpose(1, 2).unsqueeze(-2) - B, -math.inf).exp_()  # (n, M, c, c')
-    return (W.to(K.dtype) @ K.transpose(1, 2)).transpose(1, 2)
+    return (W @ K.transpose(1, 2)).transpose(1, 2)
 
 
 def _loop_states(K, decay):
@@ -475,15 +475,15 @@ class _Levels(torch.autograd.Function):
         return gq, gk, gv, None, None
 
 
-def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None, precision="ieee"):
+def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None, half=False):
     r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
     ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
     ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
     autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk
     (with autograd through :class:`_Levels`, or the fused Triton kernels of :mod:`montecarlo._fused` when
     ``fused``, which then also add the earlier chunks' contributions from their prefix states ``P`` (n, N, M,
-    D; offsets ``before``) when given; their matrix products at ``precision``, as
-    :func:`montecarlo._fused.within`)."""
+    D; offsets ``before``) when given; their matrix products in TF32 for half-precision module inputs,
+    ``half``: :func:`montecarlo._fused.products`)."""
     b = lq4.shape[2]
     with torch.no_grad():
         kd = lk4.detach()
@@ -502,7 +502,7 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None, precisi
     if fused:
         from montecarlo import _fused
 
-        return qr, _fused.within(qr, lk4, v4, P, before, precision)
+        return qr, _fused.within(qr, lk4, v4, P, before, _fused.products(half))
     if not grad:
         return qr, _levels(qr, lk4, v4, offsets, neg)
     return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
@@ -592,12 +592,7 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
             else:
                 P = _scan_states(K, oc)
             del K
-        precision = "ieee"
-        if fused:
-            from montecarlo import _fused
-
-            precision = _fused.products(half)
-        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused, P, precision)
+        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused, P, half)
         if P is not None and not fused:  # (the kernels add the earlier chunks themselves)
             nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
         del P
