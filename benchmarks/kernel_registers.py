@@ -18,7 +18,6 @@ NVIDIA device).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import subprocess
@@ -54,7 +53,6 @@ def _parser():
 
 def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     """{kernel: (registers per thread, spill-store bytes)} from ptxas -v."""
-    import triton
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.compiler import get_ptxas
     from triton.compiler import ASTSource, compile
@@ -62,12 +60,12 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     from montecarlo import _fused
 
     ptxas = get_ptxas(arch).path
-    BD = max(16, triton.next_power_of_2(d_value))
+    # the fast path's shape as the launches size it (module settings; m at least its feature block)
+    fT, fF, BD = _fused._sizes(chunk, _fused.FAST_FEATURE_BLOCK, d_value + 1, fast=True)
     out = {}
     for name, ptrs, path in _fused.KERNELS:
-        if path == "fast":  # the fast path's own tile shape (module settings)
-            consts = dict(B=chunk, T=math.gcd(chunk, _fused.FAST_TILE), F=_fused.FAST_FEATURE_BLOCK, BD=BD, PREC=prec)
-            warps = _fused.FAST_NUM_WARPS
+        if path == "fast":
+            consts, warps = dict(B=chunk, T=fT, F=fF, BD=BD, PREC=prec), _fused.FAST_NUM_WARPS
         else:
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
         sig = ({p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"}
