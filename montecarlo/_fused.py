@@ -141,12 +141,17 @@ def _store_values(P, base, r0, D, x, last, T: tl.constexpr, BD: tl.constexpr, R)
 
 
 @triton.jit
+def _before(BEF, c, f0, M, F: tl.constexpr):
+    """A feature block of chunk c's offsets ``before`` (F,) (-inf beyond M: no contribution)."""
+    fs = f0 + tl.arange(0, F)
+    return tl.load(BEF + c * M + fs, mask=fs < M, other=float("-inf"))
+
+
+@triton.jit
 def _state(P, BEF, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr):
     """A feature block of chunk c's prefix state ((M, D) per chunk): its values (F, BD), its key masses (F,)
-    and its offsets ``before`` (F,) (-inf beyond M: no contribution)."""
-    fs = f0 + tl.arange(0, F)
-    return (_vtile(P, c * M * D, f0, D, F, BD, M), _last(P, c * M * D, f0, D, F, M),
-            tl.load(BEF + c * M + fs, mask=fs < M, other=float("-inf")))
+    and its offsets ``before`` (F,)."""
+    return (_vtile(P, c * M * D, f0, D, F, BD, M), _last(P, c * M * D, f0, D, F, M), _before(BEF, c, f0, M, F))
 
 
 @triton.jit
@@ -404,8 +409,7 @@ def _state_grad_kernel(Q, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F:
     """Gradient of chunk c's prefix state, feature block f: sum over the chunk's queries of e^{qr + before}
     times their cotangents."""
     _, f0, c, bqk, bv = _program(B, M, D, T, F)
-    fs = f0 + tl.arange(0, F)
-    bef = tl.load(BEF + c * M + fs, mask=fs < M, other=float("-inf"))
+    bef = _before(BEF, c, f0, M, F)
     ty = Q.dtype.element_ty
     acc = tl.zeros((F, BD), ty)
     accl = tl.zeros((F,), ty)
