@@ -196,10 +196,10 @@ def _expect_over_lower_half(d, f, what, peak=None):
         return mp.exp(_log_gamma_density(a, x)) * f(x + _x_upper_from_lower(a, x))
 
     pts = _lower_half_points(a)
-    yc = -mp.log(pts[4])  # the 0.05 quantile
     if peak is None or not _peak_in_tail(peak[0], pts):
         return 2 * quad_checked(integrand, pts, what=what)
     ystar, w = peak
+    yc = -mp.log(pts[4])  # the 0.05 quantile
     ys = sorted({yc, *(ystar + k * w for k in (-4, 0, 4, 12))})
     ys = [y for y in ys if y >= yc] + [mp.inf]
 
