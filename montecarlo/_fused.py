@@ -106,6 +106,18 @@ def _tile(P, base, r0, f0, M, T: tl.constexpr, F: tl.constexpr):
 
 
 @triton.jit
+def _rows(R, c, i0, B: tl.constexpr, T: tl.constexpr):
+    """The offsets r (T,) of rows i0 .. i0 + T of chunk c (``R``: (b,) per chunk)."""
+    return tl.load(R + c * B + i0 + tl.arange(0, T))
+
+
+@triton.jit
+def _qtile(Q, r, bqk, i0, f0, M, T: tl.constexpr, F: tl.constexpr):
+    """A query tile's log-features less its rows' offsets r (T,): qr = l(q) - r (T, F)."""
+    return _tile(Q, bqk, i0, f0, M, T, F) - r[:, None]
+
+
+@triton.jit
 def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr, R):
     """Rows r0 .. r0 + T (those below R), the first D - 1 columns (the values, not the ones column) of an
     (R, D) block at ``V + base`` (0 elsewhere)."""
@@ -209,9 +221,9 @@ def _offsets(OFF, c, f0, M, F: tl.constexpr):
 
 
 @triton.jit
-def _query_factor(Q, OFF, c, bqk, i0, f0, M, T: tl.constexpr, F: tl.constexpr):
+def _query_factor(Q, r, OFF, c, bqk, i0, f0, M, T: tl.constexpr, F: tl.constexpr):
     """e^{qr + o} of a query tile of a fast chunk (<= e^GAP; 0 beyond M)."""
-    return tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + _offsets(OFF, c, f0, M, F)[None, :])
+    return tl.exp(_qtile(Q, r, bqk, i0, f0, M, T, F) + _offsets(OFF, c, f0, M, F)[None, :])
 
 
 @triton.jit
@@ -221,23 +233,23 @@ def _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T: tl.constexpr, F: tl.constexp
 
 
 @triton.jit
-def _fast_scores(Q, K, OFF, c, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr):
+def _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr):
     """Scores (T, T) of query tile i0 and key tile j0 of a fast chunk, masked to j <= i: products of factors."""
     s = tl.zeros((T, T), Q.dtype.element_ty)
     for f0 in range(0, M, F):
-        s += tl.dot(_query_factor(Q, OFF, c, bqk, i0, f0, M, T, F),
+        s += tl.dot(_query_factor(Q, r, OFF, c, bqk, i0, f0, M, T, F),
                     tl.trans(_chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)), input_precision=PREC)
     return _causal_mask(s, i0, j0, T, False)
 
 
 @triton.jit
-def _earlier(Q, P, BEF, c, bqk, i0, M, D, acc, mass, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr,
+def _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr,
              PREC: tl.constexpr):
     """acc, mass plus the earlier chunks' term of a query tile, through the prefix state (offsets `before`
     <= c_if)."""
     for f0 in range(0, M, F):
         values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
-        e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
+        e = tl.exp(_qtile(Q, r, bqk, i0, f0, M, T, F) + bef[None, :])
         acc += tl.dot(e, values, input_precision=PREC)
         mass += tl.sum(e * masses[None, :], 1)
     return acc, mass
@@ -253,35 +265,36 @@ def _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F: tl.constexpr, BD: tl.constex
 
 # The tile path: programs of fast chunks (FLAG set) do nothing.
 @triton.jit
-def _forward_kernel(Q, K, V, P, BEF, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _forward_kernel(Q, R, K, V, P, BEF, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                     BD: tl.constexpr, PREC: tl.constexpr):
     i0, _, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) == 0:
         ty = Q.dtype.element_ty
+        r = _rows(R, c, i0, B, T)
         acc = tl.zeros((T, BD), ty)
         mass = tl.zeros((T,), ty)
         for j0 in range(0, i0, T):
             s = tl.zeros((T, T), ty)
             for f0 in range(0, M, F):
-                eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
+                eq, ek = _factors(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
                 s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
             acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
             mass += tl.sum(s, 1)
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
-            s += tl.sum(_diagonal(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
+            s += tl.sum(_diagonal(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
         acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD, B), input_precision=PREC)
         mass += tl.sum(s, 1)
-        acc, mass = _earlier(Q, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
+        acc, mass = _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
         _store_values(O, bv, i0, D, acc, mass, T, BD, B)
 
 
 @triton.jit
-def _query_grad_kernel(Q, K, V, P, BEF, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
+def _query_grad_kernel(Q, R, K, V, P, BEF, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
                        F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
     i0, f0, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) == 0:
-        q = _tile(Q, bqk, i0, f0, M, T, F)
+        q = _qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F)
         g = _vtile(G, bv, i0, D, T, BD, B)
         gl = _last(G, bv, i0, D, T, B)[:, None]  # the key mass's cotangent (v's ones column)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
@@ -298,7 +311,7 @@ def _query_grad_kernel(Q, K, V, P, BEF, FLAG, G, GQ, M, D, B: tl.constexpr, T: t
 
 
 @triton.jit
-def _key_grad_kernel(Q, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _key_grad_kernel(Q, R, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                      BD: tl.constexpr, PREC: tl.constexpr):
     j0, f0, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) == 0:
@@ -309,29 +322,32 @@ def _key_grad_kernel(Q, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexp
         for i0 in range(j0 + T, B, T):
             dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
             dAt += _last(G, bv, i0, D, T, B)[None, :]
-            eq = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + o[None, :])
+            eq = tl.exp(_qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F) + o[None, :])
             acc += tl.dot(dAt, eq, input_precision=PREC)
         acc = acc * ek
         dA = tl.dot(_vtile(G, bv, j0, D, T, BD, B), tl.trans(vj), input_precision=PREC)  # (i, j)
         dA += _last(G, bv, j0, D, T, B)[:, None]
-        acc += tl.sum(dA[:, :, None] * _diagonal(_tile(Q, bqk, j0, f0, M, T, F), k, T, False), 0)
+        qj = _qtile(Q, _rows(R, c, j0, B, T), bqk, j0, f0, M, T, F)  # the queries of the diagonal tile
+        acc += tl.sum(dA[:, :, None] * _diagonal(qj, k, T, False), 0)
         _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
-def _value_grad_kernel(Q, K, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _value_grad_kernel(Q, R, K, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr, PREC: tl.constexpr):
     j0, _, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) == 0:
         ty = Q.dtype.element_ty
         s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
+        rj = _rows(R, c, j0, B, T)
         for f0 in range(0, M, F):
-            s += tl.sum(_diagonal(_tile(Q, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
+            s += tl.sum(_diagonal(_qtile(Q, rj, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
         acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), input_precision=PREC)
         for i0 in range(j0 + T, B, T):
             s = tl.zeros((T, T), ty)
+            r = _rows(R, c, i0, B, T)
             for f0 in range(0, M, F):
-                eq, ek = _factors(_tile(Q, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
+                eq, ek = _factors(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
                 s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
             acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
         _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
@@ -340,23 +356,24 @@ def _value_grad_kernel(Q, K, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr
 # The fast path (chunks with FLAG set; the others' programs do nothing): factors e^{qr + o}, e^{lk - o} with
 # the chunk's offsets o, formed per tile from the log-features; the diagonal tile masked after its product.
 @triton.jit
-def _fast_forward_kernel(Q, K, V, P, BEF, OFF, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr,
+def _fast_forward_kernel(Q, R, K, V, P, BEF, OFF, FLAG, O, M, D, B: tl.constexpr, T: tl.constexpr,
                          F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
     i0, _, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) != 0:
         ty = Q.dtype.element_ty
+        r = _rows(R, c, i0, B, T)
         acc = tl.zeros((T, BD), ty)
         mass = tl.zeros((T,), ty)
         for j0 in range(0, i0 + T, T):
-            s = _fast_scores(Q, K, OFF, c, bqk, i0, j0, M, T, F, PREC)
+            s = _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC)
             acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
             mass += tl.sum(s, 1)
-        acc, mass = _earlier(Q, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
+        acc, mass = _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
         _store_values(O, bv, i0, D, acc, mass, T, BD, B)
 
 
 @triton.jit
-def _fast_query_grad_kernel(Q, K, V, P, BEF, OFF, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
+def _fast_query_grad_kernel(Q, R, K, V, P, BEF, OFF, FLAG, G, GQ, M, D, B: tl.constexpr, T: tl.constexpr,
                             F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
     """d qr = e^{qr + o} (dA @ e^{lk - o}) over the keys j <= i, plus the earlier chunks' term."""
     i0, f0, c, bqk, bv = _program(B, M, D, T, F)
@@ -368,14 +385,14 @@ def _fast_query_grad_kernel(Q, K, V, P, BEF, OFF, FLAG, G, GQ, M, D, B: tl.const
             dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
             acc += tl.dot(_causal_mask(dA, i0, j0, T, False), _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F),
                           input_precision=PREC)
-        q = _tile(Q, bqk, i0, f0, M, T, F)
+        q = _qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F)
         acc = acc * tl.exp(q + _offsets(OFF, c, f0, M, F)[None, :])
         acc += _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F, BD, PREC)
         _store(GQ, bqk, i0, f0, M, acc, T, F)
 
 
 @triton.jit
-def _fast_key_grad_kernel(Q, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _fast_key_grad_kernel(Q, R, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                           BD: tl.constexpr, PREC: tl.constexpr):
     """d lk = e^{lk - o} (dA^T @ e^{qr + o}) over the queries i >= j."""
     j0, f0, c, bqk, bv = _program(B, M, D, T, F)
@@ -385,26 +402,26 @@ def _fast_key_grad_kernel(Q, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T: t
         for i0 in range(j0, B, T):
             dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
             dAt += _last(G, bv, i0, D, T, B)[None, :]
-            acc += tl.dot(_causal_mask(dAt, i0, j0, T, True), _query_factor(Q, OFF, c, bqk, i0, f0, M, T, F),
-                          input_precision=PREC)
+            eq = _query_factor(Q, _rows(R, c, i0, B, T), OFF, c, bqk, i0, f0, M, T, F)
+            acc += tl.dot(_causal_mask(dAt, i0, j0, T, True), eq, input_precision=PREC)
         acc = acc * _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
         _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
-def _fast_value_grad_kernel(Q, K, OFF, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _fast_value_grad_kernel(Q, R, K, OFF, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                             BD: tl.constexpr, PREC: tl.constexpr):
     j0, _, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) != 0:
         acc = tl.zeros((T, BD), Q.dtype.element_ty)
         for i0 in range(j0, B, T):
-            s = _fast_scores(Q, K, OFF, c, bqk, i0, j0, M, T, F, PREC)  # (i, j)
+            s = _fast_scores(Q, _rows(R, c, i0, B, T), K, OFF, c, bqk, i0, j0, M, T, F, PREC)  # (i, j)
             acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
         _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
 
 
 @triton.jit
-def _state_grad_kernel(Q, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+def _state_grad_kernel(Q, R, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
                        BD: tl.constexpr, PREC: tl.constexpr):
     """Gradient of chunk c's prefix state, feature block f: sum over the chunk's queries of e^{qr + before}
     times their cotangents."""
@@ -414,22 +431,80 @@ def _state_grad_kernel(Q, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr, F:
     acc = tl.zeros((F, BD), ty)
     accl = tl.zeros((F,), ty)
     for i0 in range(0, B, T):
-        e = tl.exp(_tile(Q, bqk, i0, f0, M, T, F) + bef[None, :])
+        e = tl.exp(_qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F) + bef[None, :])
         acc += tl.dot(tl.trans(e), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
         accl += tl.sum(e * _last(G, bv, i0, D, T, B)[:, None], 0)
     _store_values(GP, c * M * D, f0, D, acc, accl, F, BD, M)
 
 
+# The chunks' own work around the two paths (:func:`causal`): the rows' offsets r, the chunks' summaries for
+# the prefix states and the summaries' gradient (tiles and feature blocks of the fast path).
+@triton.jit
+def _larger(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def _row_offsets_kernel(Q, K, BEF, R, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                        BD: tl.constexpr, PREC: tl.constexpr):
+    """r_i = max_f (l_f(q_i) + c_if) of a query tile (at least the floor), c_if = max(before_f, max_{j <= i}
+    l_f(k_j)) the running maximum of the keys (the earlier tiles' maxima, then a scan within the tile)."""
+    i0, _, c, bqk, _ = _program(B, M, D, T, F)
+    r = tl.full((T,), -1.0e30, Q.dtype.element_ty)
+    for f0 in range(0, M, F):
+        run = _before(BEF, c, f0, M, F)
+        for j0 in range(0, i0, T):
+            run = tl.maximum(run, tl.max(_tile(K, bqk, j0, f0, M, T, F), 0))
+        ci = tl.maximum(tl.associative_scan(_tile(K, bqk, i0, f0, M, T, F), 0, _larger), run[None, :])
+        r = tl.maximum(r, tl.max(_tile(Q, bqk, i0, f0, M, T, F) + ci, 1))
+    tl.store(R + c * B + i0 + tl.arange(0, T), r)
+
+
+@triton.jit
+def _summary_kernel(K, V, OFF, KS, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr,
+                    PREC: tl.constexpr):
+    """Chunk c's summary, feature block f: sum_j e^{lk_jf - o_f} [v_j, 1] with the chunk's offsets o."""
+    _, f0, c, bqk, bv = _program(B, M, D, T, F)
+    ty = K.dtype.element_ty
+    acc = tl.zeros((F, BD), ty)
+    accl = tl.zeros((F,), ty)
+    for j0 in range(0, B, T):
+        ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
+        acc += tl.dot(tl.trans(ek), _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+        accl += tl.sum(ek, 0)
+    _store_values(KS, c * M * D, f0, D, acc, accl, F, BD, M)
+
+
+@triton.jit
+def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                         BD: tl.constexpr, PREC: tl.constexpr):
+    """Adds the summaries' gradient (GKS: (M, D) per chunk) to a key tile's (every feature block) and its
+    values' gradients: d lk_jf += e^{lk_jf - o_f} ([v_j, 1] . GKS_f), d v_j += sum_f e^{lk_jf - o_f} GKS_f."""
+    j0, _, c, bqk, bv = _program(B, M, D, T, F)
+    vj = _vtile(V, bv, j0, D, T, BD, B)
+    gv = tl.zeros((T, BD), K.dtype.element_ty)
+    for f0 in range(0, M, F):
+        values, masses = _vtile(GKS, c * M * D, f0, D, F, BD, M), _last(GKS, c * M * D, f0, D, F, M)
+        ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
+        gk = ek * (tl.dot(vj, tl.trans(values), input_precision=PREC) + masses[None, :])
+        _store(GK, bqk, j0, f0, M, _tile(GK, bqk, j0, f0, M, T, F) + gk, T, F)
+        gv += tl.dot(ek, values, input_precision=PREC)
+    _store_values(GV, bv, j0, D, _vtile(GV, bv, j0, D, T, BD, B) + gv, tl.zeros((T,), gv.dtype), T, BD, B)
+
+
 #: The kernels, their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC) and their path
-#: ("tile": TILE, FEATURE_BLOCK; "fast": FAST_TILE, FAST_FEATURE_BLOCK), for tools that compile them without
-#: launching (tests, ``benchmarks.kernel_registers``).
-KERNELS = (("_forward_kernel", "Q K V P BEF FLAG O", "tile"), ("_query_grad_kernel", "Q K V P BEF FLAG G GQ", "tile"),
-           ("_key_grad_kernel", "Q K V FLAG G GK", "tile"), ("_value_grad_kernel", "Q K FLAG G GV", "tile"),
-           ("_state_grad_kernel", "Q BEF G GP", "tile"),
-           ("_fast_forward_kernel", "Q K V P BEF OFF FLAG O", "fast"),
-           ("_fast_query_grad_kernel", "Q K V P BEF OFF FLAG G GQ", "fast"),
-           ("_fast_key_grad_kernel", "Q K V OFF FLAG G GK", "fast"),
-           ("_fast_value_grad_kernel", "Q K OFF FLAG G GV", "fast"))
+#: ("tile": TILE, FEATURE_BLOCK; "fast": FAST_TILE, FAST_FEATURE_BLOCK, as the chunks' own kernels), for tools
+#: that compile them without launching (tests, ``benchmarks.kernel_registers``).
+KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
+           ("_query_grad_kernel", "Q R K V P BEF FLAG G GQ", "tile"),
+           ("_key_grad_kernel", "Q R K V FLAG G GK", "tile"), ("_value_grad_kernel", "Q R K FLAG G GV", "tile"),
+           ("_state_grad_kernel", "Q R BEF G GP", "tile"),
+           ("_fast_forward_kernel", "Q R K V P BEF OFF FLAG O", "fast"),
+           ("_fast_query_grad_kernel", "Q R K V P BEF OFF FLAG G GQ", "fast"),
+           ("_fast_key_grad_kernel", "Q R K V OFF FLAG G GK", "fast"),
+           ("_fast_value_grad_kernel", "Q R K OFF FLAG G GV", "fast"),
+           ("_row_offsets_kernel", "Q K BEF R", "fast"), ("_summary_kernel", "K V OFF KS", "fast"),
+           ("_summary_grad_kernel", "K V OFF GKS GK GV", "fast"))
 
 
 def products(half):
@@ -455,15 +530,17 @@ def _sizes(b, M, D, fast=False):
     return T, F, BD
 
 
-def fast_chunks(qr, lk4, before):
+def fast_chunks(qr, lk4, before, o=None):
     """The chunks' key offsets o (n, N, M: per-feature key maxima, at least -1e30, so that a chunk of padded
     keys has zero factors) and which chunks are fast (:data:`GAP`; flags (n, N) int32).  A chunk whose first
-    query sees no key (running maximum -inf) is never fast; neither is one with a NaN."""
+    query sees no key (running maximum -inf) is never fast; neither is one with a NaN.  ``o``: the maxima
+    ``lk4.amax(2)`` where the caller has them (``qr`` is not read)."""
     with torch.no_grad():
-        o = lk4.amax(2)
+        if o is None:
+            o = lk4.amax(2)
         c0 = torch.maximum(lk4[:, :, 0], before)
         if GAP is None:
-            flag = torch.zeros(qr.shape[:2], dtype=torch.int32, device=qr.device)
+            flag = torch.zeros(o.shape[:2], dtype=torch.int32, device=o.device)
         else:
             flag = ((o - c0) <= GAP).all(-1).to(torch.int32)  # NaN compares False
         return o.clamp_min(-1.0e30).contiguous(), flag
@@ -479,33 +556,43 @@ def _grids(n, N, b, M, D):
     return out
 
 
-def _launch_forward(qr, lk4, v4, P, before, precision):
-    qr, lk4, v4, P, before = (x.contiguous() for x in (qr, lk4, v4, P, before))
+def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
+    """The within-chunk part (both paths) from the query log-features ``qr`` less the rows' offsets ``r``."""
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-    off, flag = fast_chunks(qr, lk4, before)
     (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D)
-    _forward_kernel[tiles](qr, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
-    _fast_forward_kernel[ftiles](qr, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
+    _forward_kernel[tiles](qr, r, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
+    _fast_forward_kernel[ftiles](qr, r, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
     return out
 
 
-def _launch_backward(qr, lk4, v4, P, before, G, precision):
-    qr, lk4, v4, P, before, G = (x.contiguous() for x in (qr, lk4, v4, P, before, G))
+def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision):
     n, N, b, M = qr.shape
     D = v4.shape[-1]
+    G = G.contiguous()
     gq, gk, gv, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4), torch.empty_like(P)
-    off, flag = fast_chunks(qr, lk4, before)
     (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D)
-    _query_grad_kernel[blocks](qr, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
-    _key_grad_kernel[blocks](qr, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
-    _value_grad_kernel[tiles](qr, lk4, flag, G, gv, M, D, PREC=precision, **meta)
-    _fast_query_grad_kernel[fblocks](qr, lk4, v4, P, before, off, flag, G, gq, M, D, PREC=precision, **fmeta)
-    _fast_key_grad_kernel[fblocks](qr, lk4, v4, off, flag, G, gk, M, D, PREC=precision, **fmeta)
-    _fast_value_grad_kernel[ftiles](qr, lk4, off, flag, G, gv, M, D, PREC=precision, **fmeta)
-    _state_grad_kernel[(n * N, 1, blocks[2])](qr, before, G, gP, M, D, PREC=precision, **meta)
+    _query_grad_kernel[blocks](qr, r, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
+    _key_grad_kernel[blocks](qr, r, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
+    _value_grad_kernel[tiles](qr, r, lk4, flag, G, gv, M, D, PREC=precision, **meta)
+    _fast_query_grad_kernel[fblocks](qr, r, lk4, v4, P, before, off, flag, G, gq, M, D, PREC=precision, **fmeta)
+    _fast_key_grad_kernel[fblocks](qr, r, lk4, v4, off, flag, G, gk, M, D, PREC=precision, **fmeta)
+    _fast_value_grad_kernel[ftiles](qr, r, lk4, off, flag, G, gv, M, D, PREC=precision, **fmeta)
+    _state_grad_kernel[(n * N, 1, blocks[2])](qr, r, before, G, gP, M, D, PREC=precision, **meta)
     return gq, gk, gv, gP
+
+
+def _contiguous(*xs):
+    return tuple(x.contiguous() for x in xs)
+
+
+def _chunk_grid(lk4, v4, blocks):
+    """(grid of one program per fast-path tile, or per chunk and feature block with ``blocks``, meta)."""
+    n, N, b, M = lk4.shape
+    T, F, BD = _sizes(b, M, v4.shape[-1], True)
+    grid = (n * N, 1, triton.cdiv(M, F)) if blocks else (n * N, b // T)
+    return grid, dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS)
 
 
 # Registered as torch custom operators, so that torch.compile calls the kernels as opaque operators (and fuses
@@ -513,7 +600,10 @@ def _launch_backward(qr, lk4, v4, P, before, G, precision):
 @torch.library.custom_op("simplex_rf::causal_chunk", mutates_args=())
 def _within_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, P: torch.Tensor,
                before: torch.Tensor, precision: str) -> torch.Tensor:
-    return _launch_forward(qr, lk4, v4, P, before, precision)
+    qr, lk4, v4, P, before = _contiguous(qr, lk4, v4, P, before)
+    off, flag = fast_chunks(qr, lk4, before)
+    return _launch_forward(qr, torch.zeros(qr.shape[:3], dtype=qr.dtype, device=qr.device), lk4, v4, P, before,
+                           off, flag, precision)
 
 
 @_within_op.register_fake
@@ -525,7 +615,10 @@ def _(qr, lk4, v4, P, before, precision):
 def _within_backward_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, P: torch.Tensor,
                         before: torch.Tensor, G: torch.Tensor, precision: str
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _launch_backward(qr, lk4, v4, P, before, G, precision)
+    qr, lk4, v4, P, before = _contiguous(qr, lk4, v4, P, before)
+    off, flag = fast_chunks(qr, lk4, before)
+    return _launch_backward(qr, torch.zeros(qr.shape[:3], dtype=qr.dtype, device=qr.device), lk4, v4, P, before,
+                            off, flag, G, precision)
 
 
 @_within_backward_op.register_fake
@@ -546,6 +639,131 @@ def _backward(ctx, G):
 _within_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+@torch.library.custom_op("simplex_rf::row_offsets", mutates_args=())
+def _row_offsets_op(lq4: torch.Tensor, lk4: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    lq4, lk4, before = _contiguous(lq4, lk4, before)
+    n, N, b, M = lq4.shape
+    r = torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device)
+    grid, meta = _chunk_grid(lk4, lk4, False)
+    _row_offsets_kernel[grid](lq4, lk4, before, r, M, 1, PREC="ieee", **meta)
+    return r
+
+
+@_row_offsets_op.register_fake
+def _(lq4, lk4, before):
+    return torch.empty(lq4.shape[:3], dtype=lq4.dtype, device=lq4.device)
+
+
+def _states(lk4, v4, off, before, precision):
+    """The chunks' prefix states (n, N, M, D), offsets ``before`` (at least the floor), from their summaries."""
+    from montecarlo import nn as _nn
+
+    n, N, b, M = lk4.shape
+    K = torch.empty((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device)
+    if N == 1:
+        return K.zero_()
+    grid, meta = _chunk_grid(lk4, v4, True)
+    _summary_kernel[grid](lk4, v4, off, K, M, v4.shape[-1], PREC=precision, **meta)
+    return _nn._prefix_states(K, off, before, -1.0e30).contiguous()  # (the kernels index raw memory)
+
+
+@torch.library.custom_op("simplex_rf::causal", mutates_args=())
+def _causal_op(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor, before: torch.Tensor,
+               off: torch.Tensor, flag: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor]:
+    lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
+    P = _states(lk4, v4, off, before, precision)
+    return _launch_forward(lq4, r, lk4, v4, P, before, off, flag, precision), P
+
+
+@_causal_op.register_fake
+def _(lq4, lk4, v4, r, before, off, flag, precision):
+    n, N, b, M = lq4.shape
+    return (torch.empty(v4.shape, dtype=v4.dtype, device=v4.device),
+            torch.empty((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device))
+
+
+@torch.library.custom_op("simplex_rf::causal_backward", mutates_args=())
+def _causal_backward_op(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor,
+                        before: torch.Tensor, off: torch.Tensor, flag: torch.Tensor, P: torch.Tensor,
+                        G: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    from montecarlo import nn as _nn
+
+    lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
+    gq, gk, gv, gP = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision)
+    if lq4.shape[1] > 1:  # the summaries' gradient (the first chunk's state is zero: its gP is not read)
+        dK = _nn._prefix_states_adjoint(gP, off, before, -1.0e30).contiguous()
+        grid, meta = _chunk_grid(lk4, v4, False)
+        _summary_grad_kernel[grid](lk4, v4, off, dK, gk, gv, lk4.shape[-1], v4.shape[-1], PREC=precision, **meta)
+    return gq, gk, gv
+
+
+@_causal_backward_op.register_fake
+def _(lq4, lk4, v4, r, before, off, flag, P, G, precision):
+    return tuple(torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (lq4, lk4, v4))
+
+
+def _causal_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:7], output[1])
+    ctx.precision = inputs[7]
+    ctx.mark_non_differentiable(output[1])
+
+
+def _causal_backward(ctx, G, _):
+    # r, before, off and flag are constants (the offsets cancel, and r is the caller's: see causal())
+    return (*_causal_backward_op(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
+
+
+_causal_op.register_autograd(_causal_backward, setup_context=_causal_setup_context)
+
+
+def _check_precision(precision):
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+
+
+def _check_shapes(first, v4, shapes):
+    """The kernels index raw memory: every shape is checked against the first log-features' and v4's."""
+    for name, (got, want) in shapes.items():
+        if tuple(got) != want:
+            raise ValueError(f"{name} must have shape {want} ({first[0]} is {tuple(first[1])}, v4 "
+                             f"{tuple(v4.shape)}), got {tuple(got)}")
+
+
+def row_offsets(lq4, lk4, before):
+    """The rows' offsets r (n, N, b) of the causal scan: ``r_i = max_f(lq_if + c_if)``, at least -1e30, with
+    c_if = max(before_f, max_{j <= i} lk_jf) the running maximum of the keys (``before``: the earlier
+    chunks'); so that ``lq - r + lk <= 0`` for every key a query reads.  No gradient."""
+    n, N, b, M = lq4.shape
+    _check_shapes(("lq4", lq4.shape), lk4, {"lk4": (lk4.shape, (n, N, b, M)), "before": (before.shape, (n, N, M))})
+    return _row_offsets_op(lq4.detach(), lk4.detach(), before)
+
+
+def causal(lq4, lk4, v4, precision="ieee"):
+    r"""The unnormalised causal scan in one operator: numerators and key masses (n, N, b, D) of
+    :math:`\sum_{j \le i} \sum_f e^{\ell_f(q_i) - r_i + \ell_f(k_j)} [v_j, 1]` over every key up to the query
+    (earlier chunks through their prefix states), from the log-features ``lq4``, ``lk4`` (n, N, b, M; padded
+    keys -inf) and ``v4`` (n, N, b, D; last column taken as ones), with the rows' offsets r of
+    :func:`row_offsets`.  Inside: the chunks' key maxima, the offsets over the earlier chunks, which chunks
+    are fast (:func:`fast_chunks`) and r (constants: every offset but r cancels, and r cancels in the ratio
+    numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states
+    (:func:`montecarlo.nn._prefix_states`) and the two paths' kernels; the backward the same kernels plus the
+    summaries' gradient, so that no (n, L, m) tensor is formed outside the kernels but the maxima's reads.
+    Differentiable in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
+    from montecarlo import nn as _nn
+
+    _check_precision(precision)
+    n, N, b, M = lq4.shape
+    D = v4.shape[-1]
+    _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D))})
+    with torch.no_grad():
+        kd = lk4.detach()
+        o = kd.amax(2)
+        before = _nn._exclusive_cummax(o, 1, -math.inf)
+        off, flag = fast_chunks(None, kd, before, o)
+        r = _row_offsets_op(lq4.detach(), kd, before)
+    return _causal_op(lq4, lk4, v4, r, before, off, flag, precision)[0]
+
+
 def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
     """Numerators and key masses (n, N, b, D) of each query's chunk and, with the prefix states ``P``
     (n, N, M, D; offsets ``before`` (n, N, M), the per-feature maxima over the earlier chunks), of the earlier
@@ -554,19 +772,14 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
     whatever it holds (the key mass: row sums of the scores; that column is not read and gets a zero
     gradient); differentiable in qr, lk4, v4 and P (``before`` is a constant).  P None: a zero state (no
     earlier chunks); before None: -inf.  ``precision``: the matrix products' ``input_precision``, one of
-    :data:`PRECISIONS`."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    :data:`PRECISIONS`.  The kernels' entry with the states given (tests); :func:`causal` forms them."""
+    _check_precision(precision)
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     if P is None:
         P = torch.zeros((n, N, M, D), dtype=v4.dtype, device=v4.device)
     if before is None:
         before = torch.full((n, N, M), -torch.inf, dtype=qr.dtype, device=qr.device)
-    shapes = {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D)), "P": (P.shape, (n, N, M, D)),
-              "before": (before.shape, (n, N, M))}
-    for name, (got, want) in shapes.items():  # the kernels index raw memory: shapes are checked here
-        if tuple(got) != want:
-            raise ValueError(f"{name} must have shape {want} (qr is {tuple(qr.shape)}, v4 {tuple(v4.shape)}), "
-                             f"got {tuple(got)}")
+    _check_shapes(("qr", qr.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D)),
+                                         "P": (P.shape, (n, N, M, D)), "before": (before.shape, (n, N, M))})
     return _within_op(qr, lk4, v4, P, before, precision)

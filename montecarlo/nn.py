@@ -362,12 +362,39 @@ def _product_states(K, oc, before, neg):
     (the maximum of the earlier chunks' offsets; at least ``neg``, as ``oc``), so every factor is <= 1.  The
     (n, M, N, N) factors hold N / D times K's entries: used while N <= :data:`PRODUCT_STATES` D (a few launches
     instead of the scan's dozens of small ones)."""
-    N = K.shape[1]
+    return (_product_weights(oc, before, neg) @ K.transpose(1, 2)).transpose(1, 2)
+
+
+def _product_weights(oc, before, neg):
+    """The factors (n, M, c, c') of :func:`_product_states`: e^{O_c' - B_c} for c' < c, else 0."""
+    N = oc.shape[1]
     with torch.no_grad():
         B = before.clamp_min(neg).transpose(1, 2).unsqueeze(-1)  # (n, M, N, 1)
-        earlier = torch.ones(N, N, dtype=torch.bool, device=K.device).tril(-1)  # c' < c
-        W = torch.where(earlier, oc.transpose(1, 2).unsqueeze(-2) - B, -math.inf).exp_()  # (n, M, c, c')
-    return (W @ K.transpose(1, 2)).transpose(1, 2)
+        earlier = torch.ones(N, N, dtype=torch.bool, device=oc.device).tril(-1)  # c' < c
+        return torch.where(earlier, oc.transpose(1, 2).unsqueeze(-2) - B, -math.inf).exp_()
+
+
+def _prefix_states(K, oc, before, neg):
+    """The exclusive prefix states of the chunk summaries K (offsets ``oc``) with offsets ``before``: by the
+    product (:func:`_product_states`) while N <= :data:`PRODUCT_STATES` D, else by the scan."""
+    if K.shape[1] <= PRODUCT_STATES * K.shape[-1]:
+        return _product_states(K, oc, before, neg)
+    return _scan_states(K, oc)
+
+
+def _prefix_states_adjoint(dP, oc, before, neg):
+    r"""The gradient of :func:`_prefix_states` (a linear map of K) for the states' cotangent ``dP``:
+    :math:`dK_{c'} = \sum_{c > c'} e^{O_{c'} - B_c} dP_c`.  By the product's transpose, or by the scan run
+    backwards over the chunks with offsets :math:`-B` (non-increasing: the reversed scan's offset over the
+    chunks after c' is :math:`-B_{c'+1}`), scaled by :math:`e^{O_{c'} - B_{c'+1}} \le 1`."""
+    N = dP.shape[1]
+    if N <= PRODUCT_STATES * dP.shape[-1]:
+        return (_product_weights(oc, before, neg).transpose(-1, -2) @ dP.transpose(1, 2)).transpose(1, 2)
+    with torch.no_grad():
+        B = before.clamp_min(neg)
+        S = _scan_states(dP.flip(1), (-B).flip(1)).flip(1)  # sum_{c > c'} e^{B_{c'+1} - B_c} dP_c
+        scale = torch.exp(oc[:, :-1] - B[:, 1:]).unsqueeze(-1)
+        return torch.cat([S[:, :-1] * scale, torch.zeros_like(S[:, -1:])], 1)
 
 
 def _loop_states(K, decay):
@@ -475,34 +502,25 @@ class _Levels(torch.autograd.Function):
         return gq, gk, gv, None, None
 
 
-def _within_chunks(lq4, lk4, v4, before, neg, grad, fused=False, P=None, half=False):
+def _within_chunks(lq4, lk4, v4, before, neg, grad):
     r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
     ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
     ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
     autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk
-    (with autograd through :class:`_Levels`, or the fused Triton kernels of :mod:`montecarlo._fused` when
-    ``fused``, which then also add the earlier chunks' contributions from their prefix states ``P`` (n, N, M,
-    D; offsets ``before``) when given; their matrix products in TF32 for half-precision module inputs,
-    ``half``: :func:`montecarlo._fused.products`)."""
+    (with autograd through :class:`_Levels`).  (The fused kernels do all of it in
+    :func:`montecarlo._fused.causal`.)"""
     b = lq4.shape[2]
     with torch.no_grad():
         kd = lk4.detach()
-        if fused:  # c_if = max_{j <= i} l_f(k_j) by one scan (the kernels find their own tile offsets)
-            c = torch.maximum(torch.cummax(kd, 2).values, before.unsqueeze(2))
-        else:
-            sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
-            # maxima of the first halves (a single key at s = 1: a view, no copy)
-            offsets = [_halves(kd, s, 0) if s == 1 else _halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
-            c = torch.maximum(kd, before.unsqueeze(2))  # c_if, built over the dyadic blocks
-            for s, oF in zip(sizes, offsets):
-                _halves(c, s, 1).clamp_min_(oF)
+        sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
+        # maxima of the first halves (a single key at s = 1: a view, no copy)
+        offsets = [_halves(kd, s, 0) if s == 1 else _halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
+        c = torch.maximum(kd, before.unsqueeze(2))  # c_if, built over the dyadic blocks
+        for s, oF in zip(sizes, offsets):
+            _halves(c, s, 1).clamp_min_(oF)
         r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
         del c
     qr = lq4 - r if grad else lq4.sub_(r)  # l_f(q_i) - r_i, shared by every term
-    if fused:
-        from montecarlo import _fused
-
-        return qr, _fused.within(qr, lk4, v4, P, before, _fused.products(half))
     if not grad:
         return qr, _levels(qr, lk4, v4, offsets, neg)
     return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
@@ -528,6 +546,47 @@ def _triton_available():
         else:
             _TRITON = True
     return _TRITON
+
+
+def _unfused(lq4, lk4, v4, neg, grad, scan):
+    """:func:`_causal`'s numerators and key masses (n, N, b, D) by torch operations: the chunks' prefix states
+    (scan, product or loop), the dyadic levels within each chunk; in place and in groups of chunks for
+    inference on the CPU."""
+    n, N, b, M = lq4.shape
+    D = v4.shape[-1]
+    with torch.no_grad():
+        ochunk = lk4.detach().amax(2)  # (n, N, M): each chunk's maximum per feature
+        before = _exclusive_cummax(ochunk, 1, -math.inf)  # maximum over the earlier chunks
+        oc = ochunk.clamp_min(neg)
+        if not scan:  # the recursion over chunks: P_{c+1} = P_c decay_c + K_c gain_c
+            after = torch.cummax(oc, dim=1).values  # offset of the state after chunk c
+            decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
+            gain = torch.exp(oc - after)
+    # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
+    # maxima over all earlier chunks (all in the past of every query that reads them)
+    if grad or scan:
+        P = None
+        if N > 1:
+            K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D), offsets oc
+            # states with offsets `before`
+            P = _prefix_states(K, oc, before, neg) if scan else _loop_states(K * gain.unsqueeze(-1), decay)
+            del K
+        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad)
+        if P is not None:
+            nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
+        del P
+    else:  # inference on the CPU: groups of chunks, in place, one state carried along
+        nd = torch.empty((n, N, b, D), dtype=v4.dtype, device=v4.device)
+        group = max(1, GROUP_ENTRIES // (n * b * M))
+        run = None
+        for g in range(0, N, group):
+            sl = slice(g, g + group)
+            qr, nd_g = _within_chunks(lq4[:, sl], lk4[:, sl], v4[:, sl], before[:, sl], neg, False)
+            run = _loop_in_place(qr, lk4[:, sl], v4[:, sl], nd_g, oc[:, sl], before[:, sl], decay[:, sl],
+                                 gain[:, sl], run)
+            nd[:, sl] = nd_g
+            del qr, nd_g
+    return nd
 
 
 def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
@@ -568,45 +627,14 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
         ve = torch.nn.functional.pad(ve, (0, 0, 0, pad))
     D = dv + 1
     lq4, lk4, v4 = lq.reshape(n, N, b, M), lk.reshape(n, N, b, M), ve.reshape(n, N, b, D)
-    with torch.no_grad():
-        ochunk = lk4.detach().amax(2)  # (n, N, M): each chunk's maximum per feature
-        before = _exclusive_cummax(ochunk, 1, -math.inf)  # maximum over the earlier chunks
-        oc = ochunk.clamp_min(neg)
-        if not scan:  # the recursion over chunks: P_{c+1} = P_c decay_c + K_c gain_c
-            after = torch.cummax(oc, dim=1).values  # offset of the state after chunk c
-            decay = torch.exp(torch.cat([torch.full_like(after[:, :1], neg), after[:, :-1]], 1) - after)
-            gain = torch.exp(oc - after)
-    # earlier chunks: per-chunk summaries with the chunk's offset, combined by a scan whose offsets are the
-    # maxima over all earlier chunks (all in the past of every query that reads them)
     if fused is None:
         fused = _fused_applies(lq4, b)
-    if grad or scan or fused:
-        P = None
-        if N > 1:
-            K = (lk4 - oc.unsqueeze(2)).exp_().transpose(-1, -2) @ v4  # (n, N, M, D), offsets oc
-            # states with offsets `before`
-            if not scan:
-                P = _loop_states(K * gain.unsqueeze(-1), decay)
-            elif N <= PRODUCT_STATES * K.shape[-1]:
-                P = _product_states(K, oc, before, neg)
-            else:
-                P = _scan_states(K, oc)
-            del K
-        qr, nd = _within_chunks(lq4, lk4, v4, before, neg, grad, fused, P, half)
-        if P is not None and not fused:  # (the kernels add the earlier chunks themselves)
-            nd.add_((qr + before.unsqueeze(2)).exp_() @ P)
-        del P
-    else:  # inference on the CPU: groups of chunks, in place, one state carried along
-        nd = torch.empty((n, N, b, D), dtype=ve.dtype, device=ve.device)
-        group = max(1, GROUP_ENTRIES // (n * b * M))
-        run = None
-        for g in range(0, N, group):
-            sl = slice(g, g + group)
-            qr, nd_g = _within_chunks(lq4[:, sl], lk4[:, sl], v4[:, sl], before[:, sl], neg, False)
-            run = _loop_in_place(qr, lk4[:, sl], v4[:, sl], nd_g, oc[:, sl], before[:, sl], decay[:, sl],
-                                 gain[:, sl], run)
-            nd[:, sl] = nd_g
-            del qr, nd_g
+    if fused:  # the whole scan in the kernels' operator
+        from montecarlo import _fused
+
+        nd = _fused.causal(lq4, lk4, v4, _fused.products(half))
+    else:
+        nd = _unfused(lq4, lk4, v4, neg, grad, scan)
     out = nd.view(n, Lp, D)[:, :L]
     if seen is not None:
         seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
