@@ -706,10 +706,13 @@ def _causal_setup_context(ctx, inputs, output):
     ctx.save_for_backward(*inputs[:7], output[1])
     ctx.precision = inputs[7]
     ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # (no zero-filled cotangent for the states)
 
 
 def _causal_backward(ctx, G, _):
     # r, before, off and flag are constants (the offsets cancel, and r is the caller's: see causal())
+    if G is None:
+        return (None,) * 8
     return (*_causal_backward_op(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
 
 

@@ -153,7 +153,7 @@ if hasattr(os, "register_at_fork"):
 @kinds.register("prf", "log_features")
 def _prf_log_map(proj, sq, m, c, xp, w_sq=None, d=None):
     r""":math:`w_i^\top x - c\|x\|^2 - \tfrac12\log m` (overwrites ``proj``)."""
-    proj -= c * sq + 0.5 * math.log(m)
+    proj += -(c * sq + 0.5 * math.log(m))  # (x - y == x + (-y); autograd then negates only the norms)
     return proj
 
 

@@ -19,7 +19,7 @@ __all__ = []
 def _log_features(proj, sq, m, c, xp, w_sq=None, d=None):
     r""":math:`[w_i^\top x, -w_i^\top x] - c\|x\|^2 - \tfrac12\log(2m)`."""
     out = xp.concat([proj, -proj], axis=-1)
-    out -= c * sq + 0.5 * math.log(2 * m)
+    out += -(c * sq + 0.5 * math.log(2 * m))  # (as the prf map: no full-size negation in a backward)
     return out
 
 

@@ -92,7 +92,7 @@ def _log_features(proj, sq, m, c, xp, w_sq=None, d=None, A=None):
     a, b, log_1m4a = _a_terms(A, xp)
     proj *= b
     proj += a * w_sq
-    proj -= c * sq + (0.5 * math.log(m) - 0.25 * d * log_1m4a)
+    proj += -(c * sq + (0.5 * math.log(m) - 0.25 * d * log_1m4a))  # (as the prf map)
     return proj
 
 

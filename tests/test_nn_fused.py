@@ -320,6 +320,118 @@ def test_shapes_are_checked(fused):
     assert torch.allclose(fused.within(qr, lk, v), _dense(qr, lk, v), rtol=1e-12, atol=1e-13)
 
 
+def _chunked(g, n, N, b, M, D, wild=False, pad=True):
+    """Log-features lq, lk (n, N, b, M) and values with the ones column last, as the causal scan hands them to
+    montecarlo._fused.causal; ``pad``: the first sequence's first 5 keys and a middle tile of the second
+    padded (-inf: its first queries see no key); ``wild``: the first sequence's last chunk's keys x 30."""
+    lq = torch.randn(n, N, b, M, generator=g, dtype=torch.float64)
+    lk = 3.0 * torch.randn(n, N, b, M, generator=g, dtype=torch.float64)
+    if wild:
+        lk[0, -1] *= 30.0
+    if pad:
+        lk[0, 0, :5] = -math.inf
+        lk[-1, N // 2, 8:24] = -math.inf
+    v = torch.randn(n, N, b, D, generator=g, dtype=torch.float64)
+    v[..., -1] = 1.0
+    return lq, lk, v
+
+
+def _reference_offsets(lq, lk):
+    """The rows' offsets by torch: r_i = max_f (lq_if + c_if), c the running maximum over all earlier keys."""
+    n, N, b, M = lk.shape
+    c = torch.cummax(lk.reshape(n, N * b, M), 1).values.reshape(lk.shape)
+    return (lq + c).amax(-1).clamp_min(-1.0e30)
+
+
+def _dense_causal(lq, lk, v, r):
+    """sum_{j <= i} sum_f e^{lq_if - r_i + lk_jf} [v_j, 1] over every earlier position of the sequence."""
+    n, N, b, M = lq.shape
+    L = N * b
+    flat = lambda x: x.reshape(n, L, x.shape[-1])  # noqa: E731
+    keep = torch.ones(L, L, dtype=torch.bool).tril().unsqueeze(-1)
+    E = torch.exp(torch.where(keep, flat(lq).unsqueeze(-2) - r.reshape(n, L, 1, 1) + flat(lk).unsqueeze(-3),
+                              -math.inf))
+    ones = torch.ones_like(v[..., -1:])
+    return (E.sum(-1) @ flat(torch.cat([v[..., :-1], ones], -1))).reshape(v.shape)
+
+
+def test_row_offsets_are_the_running_maxima(fused):
+    """The rows' offsets kernel equals torch's running maxima over all earlier keys (the earlier chunks through
+    ``before``, the tile's own keys by a scan), with padded keys, wild chunks, and rows that see no key (the
+    floor -1e30).  Power: with each chunk's maximum in place of the running maximum the offsets differ."""
+    g = torch.Generator().manual_seed(12)
+    lq, lk, _ = _chunked(g, 2, 3, 32, 20, 2, wild=True)
+    before = mnn._exclusive_cummax(lk.amax(2), 1, -math.inf)
+    r = fused.row_offsets(lq, lk, before)
+    ref = _reference_offsets(lq, lk)
+    assert torch.equal(r, ref)
+    assert r[0, 0, 0] == -1.0e30 and (r[0, 0, 5:] > -1e3).all()
+    whole = (lq + torch.maximum(lk.amax(2, keepdim=True), before.unsqueeze(2))).amax(-1)
+    assert not torch.allclose(whole.clamp_min(-1.0e30), r)
+
+
+@pytest.mark.parametrize("path,states", [("tile", "product"), ("fast", "product"), ("mixed", "product"),
+                                         ("mixed", "scan")])
+def test_causal_operator_equals_the_dense_form(fused, monkeypatch, path, states):
+    """The whole causal scan in one operator (montecarlo._fused.causal: rows' offsets, chunk summaries, prefix
+    states by the product or by the scan, both paths' kernels, and the backward with the summaries' gradient)
+    equals the plain (L, L, M) form with the same offsets r and its autograd gradients in float64, with
+    padded keys (rows that see nothing get 0), with every chunk on the tile path, every chunk fast, and both.
+    Power: without the summaries' gradient kernel the key and value gradients differ."""
+    monkeypatch.setattr(mnn, "PRODUCT_STATES", 0.0 if states == "scan" else 1.0)
+    g = torch.Generator().manual_seed(13)
+    lq, lk, v = _chunked(g, 2, 3, 32, 20, 5, wild=path == "mixed")
+    before = mnn._exclusive_cummax(lk.amax(2), 1, -math.inf)
+    monkeypatch.setattr(fused, "GAP", None if path == "tile" else 40.0)
+    want = {"tile": [[0, 0, 0], [0, 0, 0]], "fast": [[0, 1, 1], [1, 1, 1]], "mixed": [[0, 1, 0], [1, 1, 1]]}
+    assert fused.fast_chunks(None, lk, before)[1].tolist() == want[path]  # (a first query seeing nothing: tile)
+    leaves = [x.clone().requires_grad_(True) for x in (lq, lk, v)]
+    out = fused.causal(*leaves)
+    r = _reference_offsets(lq, lk)
+    plain = [x.clone().requires_grad_(True) for x in (lq, lk, v)]
+    ref = _dense_causal(*plain, r)
+    assert torch.allclose(out, ref, rtol=1e-12, atol=1e-13)
+    assert torch.equal(out[0, 0, :5], torch.zeros_like(out[0, 0, :5]))
+    cot = torch.randn(out.shape, generator=g, dtype=out.dtype)
+    ga = torch.autograd.grad((out * cot).sum(), leaves)
+    gb = torch.autograd.grad((ref * cot).sum(), plain)
+    finite = torch.isfinite(lk)
+    assert torch.equal(ga[1][~finite], torch.zeros_like(ga[1][~finite]))
+    for x, y in ((ga[0], gb[0]), (ga[1][finite], gb[1][finite]), (ga[2][..., :-1], gb[2][..., :-1])):
+        assert torch.allclose(x, y, rtol=1e-10, atol=1e-12)
+    assert torch.equal(ga[2][..., -1], torch.zeros_like(ga[2][..., -1]))
+
+    class Skipped:  # the summaries' gradient kernel not launched
+        def __getitem__(self, grid):
+            return lambda *args, **kw: None
+
+    monkeypatch.setattr(fused, "_summary_grad_kernel", Skipped())
+    gc = torch.autograd.grad((fused.causal(*leaves) * cot).sum(), leaves)
+    assert not torch.allclose(gc[1][finite], gb[1][finite], rtol=1e-3, atol=1e-3)
+    assert not torch.allclose(gc[2][..., :-1], gb[2][..., :-1], rtol=1e-3, atol=1e-3)
+
+
+def test_causal_operator_backward_is_the_gradient(fused):
+    """torch.autograd.gradcheck (fast mode) of the causal operator on three chunks of 16 positions (r held
+    constant: the operator is a function of lq, lk and v for given offsets, which the wrapper fixes from the
+    data), and torch.library.opcheck of its operators (schema, fake tensors, autograd registration)."""
+    g = torch.Generator().manual_seed(14)
+    lq, lk, v = _chunked(g, 1, 3, 16, 3, 3, pad=False)
+    before = mnn._exclusive_cummax(lk.amax(2), 1, -math.inf)
+    r = fused.row_offsets(lq, lk, before)
+    off, flag = fused.fast_chunks(None, lk, before)
+
+    def op(a, b_, c):
+        return fused._causal_op(a, b_, c, r, before, off, flag, "ieee")[0]
+
+    leaves = [x.requires_grad_(True) for x in (lq, lk, v)]
+    assert torch.autograd.gradcheck(op, leaves, eps=1e-6, atol=1e-8, rtol=1e-6, fast_mode=True)
+    assert _directional_derivative_agrees(op, leaves, g)
+    f32 = [x.detach().float() for x in (lq, lk, v, r, before, off)]
+    torch.library.opcheck(fused._causal_op, [x.requires_grad_(True) for x in f32[:3]] + f32[3:] + [flag, "ieee"])
+    torch.library.opcheck(fused._row_offsets_op, [f32[0].detach(), f32[1].detach(), f32[4]])  # no gradient
+
+
 def test_custom_operator_registration(fused):
     """torch.library.opcheck of the forward operator (schema, fake tensor, autograd registration, dispatch
     consistency) on a small input with gradients."""

@@ -489,10 +489,46 @@ def test_causal_scan_and_loop_agree_and_are_exact(grad, route, monkeypatch):
     assert (bad.double() - ref).abs().max() > 0.1 * ref.abs().max()
 
 
-def test_product_states_equal_the_scan():
+def test_ratio_backward_is_the_gradient(monkeypatch):
+    """The ratio's hand-written backward (one cotangent [g / den, -(g / den) . out]) passes gradcheck and
+    gradgradcheck in float64 without a mask, with a per-row mask (rows that see no key: output 0, gradient
+    0) and with a per-sequence mask broadcast over the rows.  Power: a backward without the denominator's
+    term fails gradcheck."""
+    from montecarlo import nn as mnn
+
+    g = torch.Generator().manual_seed(15)
+    nd = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    nd[..., -1] = nd[..., -1].abs() + 0.5
+    rows = torch.ones(2, 5, 1, dtype=torch.bool)
+    rows[0, :2] = False
+    sequences = torch.tensor([True, False]).reshape(2, 1, 1)
+    for seen in (None, rows, sequences):
+        x = nd.masked_fill(~seen, 0.0) if seen is not None else nd.clone()  # (what the scan gives unseen rows)
+        x.requires_grad_(True)
+        out = mnn._ratio(x, seen)
+        if seen is not None:
+            keep = seen.expand(2, 5, 1)
+            assert torch.equal(out[~keep.squeeze(-1)], torch.zeros_like(out[~keep.squeeze(-1)]))
+            gx, = torch.autograd.grad(out.sum(), x)
+            assert torch.equal(gx[~keep.squeeze(-1)], torch.zeros_like(gx[~keep.squeeze(-1)]))
+        assert torch.autograd.gradcheck(lambda y: mnn._ratio(y, seen), (x,))
+        assert torch.autograd.gradgradcheck(lambda y: mnn._ratio(y, seen), (x,))
+
+    def numerator_only(ctx, g):
+        nd, out, seen = ctx.saved_tensors
+        return torch.cat([g / nd[..., -1:], torch.zeros_like(nd[..., -1:])], -1), None
+
+    monkeypatch.setattr(mnn._Ratio, "backward", staticmethod(numerator_only))
+    x = nd.clone().requires_grad_(True)
+    assert not torch.autograd.gradcheck(lambda y: mnn._ratio(y, None), (x,), raise_exception=False)
+
+
+def test_product_states_equal_the_scan(monkeypatch):
     """The batched-product prefix states equal the log-depth scan's (values and gradients, float64) on
     offsets spread far beyond float32's exp range, with fully padded chunks (offset clamped to neg, summary
-    0) first and in the middle."""
+    0) first and in the middle; the states' adjoint (the fused operator's backward) equals that gradient by
+    both routes (the product's transpose, the scan run backwards).  Power: the backward scan without its
+    rescaling by e^(O_c' - B_c'+1) differs."""
     from montecarlo import nn as mnn
 
     g = torch.Generator().manual_seed(11)
@@ -513,6 +549,12 @@ def test_product_states_equal_the_scan():
     ga, = torch.autograd.grad((a * w).sum(), K)
     gb, = torch.autograd.grad((b * w).sum(), K)
     assert torch.allclose(ga, gb, rtol=1e-12, atol=1e-14)
+    for setting in (100.0, 0.0):  # product, scan
+        monkeypatch.setattr(mnn, "PRODUCT_STATES", setting)
+        assert torch.allclose(mnn._prefix_states_adjoint(w, oc, before, neg), ga, rtol=1e-12, atol=1e-14)
+    B = before.clamp_min(neg)
+    unscaled = mnn._scan_states(w.flip(1), (-B).flip(1)).flip(1)
+    assert not torch.allclose(torch.cat([unscaled[:, :-1], 0 * unscaled[:, -1:]], 1), ga, rtol=1e-3, atol=1e-3)
 
 
 def test_causal_inference_overwrites_only_its_own_buffers():
