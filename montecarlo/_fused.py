@@ -1,11 +1,18 @@
-r"""Fused Triton kernels for the per-chunk part of causal PRF attention (:mod:`montecarlo.nn`).
+r"""Fused Triton kernels for causal PRF attention (:mod:`montecarlo.nn`).
 
-Private: :func:`montecarlo.nn._within_chunks` calls :func:`within` on CUDA float32 inputs when Triton is
-importable (``montecarlo.nn.FUSED = False`` turns it off), instead of the dyadic levels (a sequence of
-elementwise kernels over (n, L, m) tensors, most of the eager GPU time) and the separate pass that reads the
-earlier chunks' prefix states.  The forward and the backward are torch custom operators
-(``simplex_rf::causal_chunk``, ``simplex_rf::causal_chunk_backward``), so that ``torch.compile`` calls them
-as opaque operators and fuses the work around them.
+Private: :func:`montecarlo.nn._causal` calls :func:`causal` on CUDA float32 inputs when Triton is importable
+(``montecarlo.nn.FUSED = False`` turns it off), instead of the torch path (dyadic levels within the chunks,
+chunk summaries, offsets: a sequence of elementwise kernels over (n, L, m) tensors, most of the eager GPU
+time).  :func:`causal` computes the chunks' key maxima, the offsets over the earlier chunks and which chunks
+are fast (small (n, N, m) tensors), the rows' offsets r (:func:`row_offsets`, a kernel: the running maxima
+need no (n, L, m) tensor), and calls one operator (``simplex_rf::causal``, backward
+``simplex_rf::causal_backward``) that forms the chunks' summaries (a kernel), their prefix states
+(:func:`montecarlo.nn._prefix_states`: a batched product or a log-depth scan over the chunks) and the
+numerators and key masses below; its backward runs the kernels' gradients, the states' adjoint
+(:func:`montecarlo.nn._prefix_states_adjoint`) and the summaries' gradient (a kernel).  The kernels read
+l(q) and r and subtract on load: no qr = l(q) - r tensor is formed or saved.  :func:`within` is the kernels'
+entry for given prefix states (``simplex_rf::causal_chunk``; tests).  All are torch custom operators, so that
+``torch.compile`` calls them as opaque operators and fuses the work around them.
 
 For each chunk c of b positions (one (n, c) pair) the kernels form
 

@@ -48,15 +48,17 @@ Speed
 The causal scan combines its chunks by a loop on the CPU (in place, one carried state, groups of chunks:
 the least memory) and, on accelerators and under ``torch.compile``, by one batched product over the chunks
 while there are at most d_v + 1 of them (:data:`PRODUCT_STATES`; not yet timed on a GPU), else by a
-log-depth scan.  The part inside each
-chunk runs, on CUDA float32 features where Triton is importable, in fused Triton kernels
-(:mod:`montecarlo._fused`: most chunks as matrix products of per-position factors with the chunk's key
+log-depth scan; the part inside each chunk as dyadic levels of torch operations.  On CUDA float32 features
+where Triton is importable the whole scan is one custom operator (:func:`montecarlo._fused.causal`, also
+under ``torch.compile``; ``montecarlo.nn.FUSED = False`` turns it off): the rows' offsets, the chunks'
+summaries and their gradient in kernels of their own, the prefix states by the product or the scan, and
+fused kernels for the chunks (most chunks as matrix products of per-position factors with the chunk's key
 offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
 the diagonal tile elementwise; the earlier chunks' prefix state read in the same kernels; TF32 products for
-bfloat16/float16 inputs, IEEE float32 for float32 ones; custom operators, also under ``torch.compile``;
-``montecarlo.nn.FUSED = False`` turns them off), elsewhere as dyadic levels of torch operations.  On an H100
-(bf16, forward + backward, batch x heads 32, m = 128): eager 0.62 x SDPA's time at L = 65536 and 7.1 x at
-L = 4096; compiled 0.35 x and 5.5 x (``benchmarks/README.md``: before the kernels 1.27 x and 15.4 x eager).
+bfloat16/float16 inputs, IEEE float32 for float32 ones).  On an H100 (bf16, forward + backward, batch x
+heads 32, m = 128), measured before the operator took the offsets, summaries and ratio work off torch:
+eager 0.62 x SDPA's time at L = 65536 and 7.1 x at L = 4096; compiled 0.35 x and 5.5 x
+(``benchmarks/README.md``: before the kernels 1.27 x and 15.4 x eager).
 
 Random features, copies, checkpoints
 ------------------------------------
@@ -136,8 +138,8 @@ DIRECT_BLOCK = 32
 #: at most this times d_v + 1 (its (n, m, N, N) factors then hold no more entries than the chunk summaries),
 #: else from the log-depth scan.
 PRODUCT_STATES = 1.0
-#: The within-chunk part of the causal scan on CUDA float32 features by fused Triton kernels
-#: (:mod:`montecarlo._fused`) where Triton is importable; False: always the torch levels.
+#: The causal scan on CUDA float32 features by the fused Triton operator (:func:`montecarlo._fused.causal`)
+#: where Triton is importable; False: always the torch levels.
 FUSED = True
 _TRITON = None
 #: Inference on the CPU works through the chunks in groups of about this many log-feature entries (the
@@ -552,7 +554,7 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad):
 
 
 def _fused_applies(x, b):
-    """Whether the within-chunk part runs in the fused Triton kernels: :data:`FUSED`, a CUDA float32 tensor,
+    """Whether the causal scan runs in the fused Triton operator: :data:`FUSED`, a CUDA float32 tensor,
     chunks of a multiple of 16 positions, and Triton importable (eager or under ``torch.compile``, which
     calls them as custom operators)."""
     if not (FUSED and x.device.type == "cuda" and x.dtype == torch.float32 and b >= 16 and b % 16 == 0):
@@ -620,10 +622,10 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
     place where no gradient needs them), v (..., L, d_v); ``chunk`` a power of two; ``seen`` (..., L, 1)
     bool or None; ``scan``: combine the chunks by the log-depth scan (True), the loop over chunks (False),
     or by device (None: the scan off the CPU and under ``torch.compile``, the loop on the CPU, where it
-    runs in place and holds the least memory); ``fused``: the within-chunk part by the Triton kernels of
-    :mod:`montecarlo._fused` (True), the torch levels (False), or where they apply (None:
-    :func:`_fused_applies`); ``half``: the module's inputs are bfloat16/float16 (the kernels' products then
-    run in TF32: :func:`montecarlo._fused.products`).
+    runs in place and holds the least memory); ``fused``: the whole scan by the Triton operator
+    :func:`montecarlo._fused.causal` (True; ``scan`` then does not apply), by torch operations (False), or
+    where the operator applies (None: :func:`_fused_applies`); ``half``: the module's inputs are
+    bfloat16/float16 (the kernels' products then run in TF32: :func:`montecarlo._fused.products`).
 
     Every exponential below has an exponent <= 0 by construction, whatever the data: the offsets of a group
     of keys are their per-feature maxima, and a query reads only groups that lie wholly in its past, so each
