@@ -291,7 +291,7 @@ def _ratio(nd, seen):
 
 
 class _Ratio(torch.autograd.Function):
-    """num / den with a hand-written backward, one (..., d_v + 1) cotangent ``[g / den, -(g / den) . out]``
+    """num / den with a hand-written backward, one (..., d_v + 1) cotangent ``[g / den, -(g / den) . num / den]``
     (autograd's would fill a zero tensor of that shape per slice and add them: about ten passes over the
     outputs instead of four); differentiable again (create_graph) since the backward is torch operations."""
 
@@ -300,7 +300,7 @@ class _Ratio(torch.autograd.Function):
         out = nd[..., :-1] / _Ratio._denominator(nd, seen)
         if seen is not None:
             out.masked_fill_(~seen, 0.0)
-        ctx.save_for_backward(nd, out, seen)  # (the input, not den: a double backward differentiates through it)
+        ctx.save_for_backward(nd, seen)  # (the input alone: no second (n, L, d_v) tensor held for the backward)
         return out
 
     @staticmethod
@@ -310,9 +310,10 @@ class _Ratio(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        nd, out, seen = ctx.saved_tensors
-        gn = g / _Ratio._denominator(nd, seen)
-        G = torch.cat([gn, (gn * out).sum(-1, keepdim=True).neg_()], -1)
+        nd, seen = ctx.saved_tensors
+        den = _Ratio._denominator(nd, seen)
+        gn = g / den
+        G = torch.cat([gn, (gn * nd[..., :-1]).sum(-1, keepdim=True).div_(den).neg_()], -1)  # d/d den: -gn.out
         if seen is not None:
             G = G.masked_fill(~seen, 0.0)
         return G, None
