@@ -272,9 +272,24 @@ def _log_features(x, w, w_sq, rec, scale, params):
     r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's record (softmax kernel)."""
     m, d = w.shape
     proj = x @ (w * math.sqrt(scale)).transpose(0, 1)  # w.(s^1/2 x), a fresh tensor the hook may overwrite
-    sq = (x * x).sum(-1, keepdim=True) * scale
+    sq = _SquaredNorm.apply(x) * scale
     log_map = kinds.hook(rec.name, "log_features")
     return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **hook_extras(log_map, d), **params)
+
+
+class _SquaredNorm(torch.autograd.Function):
+    """|x|^2 over the last axis (keepdim) with the backward 2 x g as one product (autograd's for x * x: two
+    products and a sum over (..., L, d)); differentiable again (create_graph)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x * x).sum(-1, keepdim=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return x * (2.0 * g)
 
 
 def _mask_keys(lk, key_padding_mask, lead):

@@ -489,6 +489,24 @@ def test_causal_scan_and_loop_agree_and_are_exact(grad, route, monkeypatch):
     assert (bad.double() - ref).abs().max() > 0.1 * ref.abs().max()
 
 
+def test_squared_norm_backward_is_the_gradient():
+    """The log-features' squared norm with its one-product backward passes gradcheck and gradgradcheck in
+    float64 (as x * x summed).  Power: half the gradient fails gradcheck."""
+    from montecarlo import nn as mnn
+
+    x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(16), dtype=torch.float64, requires_grad=True)
+    assert torch.equal(mnn._SquaredNorm.apply(x), (x * x).sum(-1, keepdim=True))
+    assert torch.autograd.gradcheck(mnn._SquaredNorm.apply, (x,))
+    assert torch.autograd.gradgradcheck(mnn._SquaredNorm.apply, (x,))
+
+    class Half(mnn._SquaredNorm):
+        @staticmethod
+        def backward(ctx, g):
+            return mnn._SquaredNorm.backward(ctx, g) / 2
+
+    assert not torch.autograd.gradcheck(Half.apply, (x,), raise_exception=False)
+
+
 def test_ratio_backward_is_the_gradient(monkeypatch):
     """The ratio's hand-written backward (one cotangent [g / den, -(g / den) . out]) passes gradcheck and
     gradgradcheck in float64 without a mask, with a per-row mask (rows that see no key: output 0, gradient
