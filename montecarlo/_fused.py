@@ -731,8 +731,13 @@ def _check_precision(precision):
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
 
 
-def _check_shapes(first, v4, shapes):
-    """The kernels index raw memory: every shape is checked against the first log-features' and v4's."""
+def _check_shapes(first, v4, shapes, tensors=()):
+    """The kernels index raw memory: every shape is checked against the first log-features' and v4's, and the
+    ``tensors`` (name, tensor) against v4's dtype and device (one kernel reads them all with one type)."""
+    for name, x in tensors:
+        if x.dtype != v4.dtype or x.device != v4.device:
+            raise ValueError(f"{name} must have v4's dtype and device ({v4.dtype}, {v4.device}), got {x.dtype}, "
+                             f"{x.device}")
     for name, (got, want) in shapes.items():
         if tuple(got) != want:
             raise ValueError(f"{name} must have shape {want} ({first[0]} is {tuple(first[1])}, v4 "
@@ -764,7 +769,8 @@ def causal(lq4, lk4, v4, precision="ieee"):
     _check_precision(precision)
     n, N, b, M = lq4.shape
     D = v4.shape[-1]
-    _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D))})
+    _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D))},
+                  (("lq4", lq4), ("lk4", lk4)))
     with torch.no_grad():
         kd = lk4.detach()
         o = kd.amax(2)
@@ -791,5 +797,6 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
     if before is None:
         before = torch.full((n, N, M), -torch.inf, dtype=qr.dtype, device=qr.device)
     _check_shapes(("qr", qr.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D)),
-                                         "P": (P.shape, (n, N, M, D)), "before": (before.shape, (n, N, M))})
+                                         "P": (P.shape, (n, N, M, D)), "before": (before.shape, (n, N, M))},
+                  (("qr", qr), ("lk4", lk4), ("P", P), ("before", before)))
     return _within_op(qr, lk4, v4, P, before, precision)

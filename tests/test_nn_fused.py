@@ -305,8 +305,9 @@ def test_precision_is_checked(fused, monkeypatch):
 
 
 def test_shapes_are_checked(fused):
-    """The kernels index raw memory, so within() checks every shape against qr's and v4's (a mismatched state
-    would be read out of bounds): ValueError naming the argument; without P a zero state of the right width."""
+    """The kernels index raw memory, so within() and causal() check every shape against the log-features' and
+    v4's (a mismatched state would be read out of bounds) and every dtype and device against v4's: ValueError
+    naming the argument; without P a zero state of the right width."""
     g = torch.Generator().manual_seed(8)
     qr, lk, v, P, before = _inputs(g, 1, 2, 16, 5, 3)
     with pytest.raises(ValueError, match=r"P must have shape \(1, 2, 5, 3\)"):
@@ -315,6 +316,12 @@ def test_shapes_are_checked(fused):
         fused.within(qr, lk, v, P, before[:, :1])
     with pytest.raises(ValueError, match="lk4 must have shape"):
         fused.within(qr, lk[..., :4], v, P, before)
+    with pytest.raises(ValueError, match=r"P must have v4's dtype and device \(torch.float64, cpu\), got t"):
+        fused.within(qr, lk, v, P.float(), before)
+    with pytest.raises(ValueError, match=r"lq4 must have v4's dtype and device"):
+        fused.causal(qr.float(), lk, v)
+    with pytest.raises(ValueError, match=r"lk4 must have shape \(1, 2, 16, 5\)"):
+        fused.causal(qr, lk[..., :4], v)
     b = 16
     qr, lk, v, _, _ = _inputs(g, 1, 1, b, 5, b + 9)  # d_v + 1 > b: a state of the wrong width would be short
     assert torch.allclose(fused.within(qr, lk, v), _dense(qr, lk, v), rtol=1e-12, atol=1e-13)
