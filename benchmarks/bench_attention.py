@@ -257,7 +257,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     within-chunk part in the fused Triton kernels (the default where Triton is importable; TF32 products for
     these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on
     the tile path (``GAP = None``), with two other fast-path shapes (features 32; tile 32 on 4 warps) and with
-    the prefix states by the log-depth scan instead of the batched product (``PRODUCT_STATES = 0``), and
+    the prefix states by the log-depth scan instead of the batched product (``PRODUCT_STATES = 0``), with the
+    prf log-features by torch operations instead of their kernel (``_fused_features_apply`` off), and
     ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256; compiled
     forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager
     default at the first L (30 rows: the kernels and the torch work around them)."""
@@ -275,6 +276,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                  ("fused_c256_fast32w4", 256, False,
                   {"fused": True, "kernel": {"FAST_TILE": 32, "FAST_NUM_WARPS": 4}}),
                  ("fused_c256_scan", 256, False, {"fused": True, "nn": {"PRODUCT_STATES": 0.0}}),
+                 ("fused_c256_torch_features", 256, False,
+                  {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
                  ("compiled_fused_c256", 256, True, {"fused": True})]
         if not mnn._triton_available():

@@ -63,6 +63,7 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     # the fast path's shape as the launches size it (module settings; m at least its feature block)
     fT, fF, BD = _fused._sizes(chunk, _fused.FAST_FEATURE_BLOCK, d_value + 1, fast=True)
     out = {}
+    jobs = []
     for name, ptrs, path in _fused.KERNELS:
         if path == "fast":
             consts, warps = dict(B=chunk, T=fT, F=fF, BD=BD, PREC=prec), _fused.FAST_NUM_WARPS
@@ -70,6 +71,17 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
         sig = ({p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"}
                | {c: "constexpr" for c in consts})
+        jobs.append((name, sig, consts, warps))
+    # the prf features' kernels (bf16 inputs, d = 64, m = 128; their products are IEEE float32 whatever prec)
+    fmeta = _fused._feature_meta(64, 128)
+    fwarps = fmeta.pop("num_warps")
+    fsig = {"X": "*bf16", "W": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32", "HALF_S": "fp32",
+            "LOG_TERM": "fp32"}
+    gsig = {"X": "*bf16", "W": "*fp32", "G": "*fp32", "GX": "*bf16", "R": "i32", "d": "i32", "M": "i32",
+            "S": "fp32"}
+    for name, sig in zip(_fused.FEATURE_KERNELS, (fsig, gsig)):
+        jobs.append((name, sig | {c: "constexpr" for c in fmeta}, fmeta, fwarps))
+    for name, sig, consts, warps in jobs:
         kernel = compile(ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts),
                          target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
         if not kernel.asm.get("cubin"):

@@ -499,6 +499,48 @@ def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.co
     _store_values(GV, bv, j0, D, _vtile(GV, bv, j0, D, T, BD, B) + gv, tl.zeros((T,), gv.dtype), T, BD, B)
 
 
+# The prf kind's log-features l_f(x) = x . w_f' - s |x|^2 / 2 - log(m) / 2 (w' = s^1/2 w) in one pass over x (read in
+# its own dtype: no float32 copy), and their gradient s-free of autograd's intermediate tensors.
+@triton.jit
+def _rows_tile(X, i0, R, d, T: tl.constexpr, BX: tl.constexpr):
+    """Rows i0 .. i0 + T (those below R) of an (R, d) matrix in float32 (0 elsewhere)."""
+    rows = (i0 + tl.arange(0, T)).to(tl.int64)
+    cols = tl.arange(0, BX)
+    return tl.load(X + rows[:, None] * d + cols[None, :], mask=(rows < R)[:, None] & (cols < d)[None, :],
+                   other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _prf_features_kernel(X, W, LF, R, d, M, HALF_S, LOG_TERM, T: tl.constexpr, F: tl.constexpr,
+                         BX: tl.constexpr):
+    i0 = tl.program_id(0) * T
+    f0 = tl.program_id(1) * F
+    x = _rows_tile(X, i0, R, d, T, BX)
+    w = _rows_tile(W, f0, M, d, F, BX)
+    lf = tl.dot(x, tl.trans(w), input_precision="ieee") - (HALF_S * tl.sum(x * x, 1))[:, None] - LOG_TERM
+    rows = (i0 + tl.arange(0, T)).to(tl.int64)
+    fs = f0 + tl.arange(0, F)
+    tl.store(LF + rows[:, None] * M + fs[None, :], lf, mask=(rows < R)[:, None] & (fs < M)[None, :])
+
+
+@triton.jit
+def _prf_features_grad_kernel(X, W, G, GX, R, d, M, S, T: tl.constexpr, F: tl.constexpr, BX: tl.constexpr):
+    """d x = G @ w' - s x sum_f G (in GX's dtype)."""
+    i0 = tl.program_id(0) * T
+    rows = (i0 + tl.arange(0, T)).to(tl.int64)
+    acc = tl.zeros((T, BX), tl.float32)
+    gs = tl.zeros((T,), tl.float32)
+    for f0 in range(0, M, F):
+        fs = f0 + tl.arange(0, F)
+        g = tl.load(G + rows[:, None] * M + fs[None, :], mask=(rows < R)[:, None] & (fs < M)[None, :], other=0.0)
+        acc += tl.dot(g, _rows_tile(W, f0, M, d, F, BX), input_precision="ieee")
+        gs += tl.sum(g, 1)
+    gx = acc - S * _rows_tile(X, i0, R, d, T, BX) * gs[:, None]
+    cols = tl.arange(0, BX)
+    tl.store(GX + rows[:, None] * d + cols[None, :], gx.to(GX.dtype.element_ty),
+             mask=(rows < R)[:, None] & (cols < d)[None, :])
+
+
 #: The kernels, their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC) and their path
 #: ("tile": TILE, FEATURE_BLOCK; "fast": FAST_TILE, FAST_FEATURE_BLOCK, as the chunks' own kernels), for tools
 #: that compile them without launching (tests, ``benchmarks.kernel_registers``).
@@ -512,6 +554,9 @@ KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
            ("_fast_value_grad_kernel", "Q R K OFF FLAG G GV", "fast"),
            ("_row_offsets_kernel", "Q K BEF R", "fast"), ("_summary_kernel", "K V OFF KS", "fast"),
            ("_summary_grad_kernel", "K V OFF GKS GK GV", "fast"))
+#: The prf features' kernels (compiled apart by the tools: their arguments differ) and their tile of rows.
+FEATURE_TILE = 64
+FEATURE_KERNELS = ("_prf_features_kernel", "_prf_features_grad_kernel")
 
 
 def products(half):
@@ -800,3 +845,70 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
                                          "P": (P.shape, (n, N, M, D)), "before": (before.shape, (n, N, M))},
                   (("qr", qr), ("lk4", lk4), ("P", P), ("before", before)))
     return _within_op(qr, lk4, v4, P, before, precision)
+
+
+def _feature_meta(d, M):
+    """Tile, feature block, padded width and warps of the features' kernels (IEEE float32 products: rows 64 x
+    features 32 on 8 warps spill nothing on sm 80/90 at d = 64; features 64 spilled on sm 80, 4 warps on both)."""
+    return dict(T=FEATURE_TILE, F=max(16, min(32, triton.next_power_of_2(M))),
+                BX=max(16, triton.next_power_of_2(d)), num_warps=8)
+
+
+@torch.library.custom_op("simplex_rf::prf_log_features", mutates_args=())
+def _prf_features_op(x: torch.Tensor, w: torch.Tensor, scale: float) -> torch.Tensor:
+    x, w = _contiguous(x, w)
+    R, d = x.shape
+    M = w.shape[0]
+    lf = torch.empty((R, M), dtype=torch.float32, device=x.device)
+    meta = _feature_meta(d, M)
+    grid = (triton.cdiv(R, meta["T"]), triton.cdiv(M, meta["F"]))
+    _prf_features_kernel[grid](x, w, lf, R, d, M, 0.5 * scale, 0.5 * math.log(M), **meta)
+    return lf
+
+
+@_prf_features_op.register_fake
+def _(x, w, scale):
+    return torch.empty((x.shape[0], w.shape[0]), dtype=torch.float32, device=x.device)
+
+
+@torch.library.custom_op("simplex_rf::prf_log_features_backward", mutates_args=())
+def _prf_features_backward_op(x: torch.Tensor, w: torch.Tensor, G: torch.Tensor, scale: float) -> torch.Tensor:
+    x, w, G = _contiguous(x, w, G)
+    R, d = x.shape
+    gx = torch.empty_like(x)
+    meta = _feature_meta(d, w.shape[0])
+    _prf_features_grad_kernel[(triton.cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
+    return gx
+
+
+@_prf_features_backward_op.register_fake
+def _(x, w, G, scale):
+    return torch.empty_like(x)
+
+
+def _prf_features_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.scale = inputs[2]
+
+
+def _prf_features_backward(ctx, G):
+    x, w = ctx.saved_tensors
+    return _prf_features_backward_op(x, w, G, ctx.scale), None, None
+
+
+_prf_features_op.register_autograd(_prf_features_backward, setup_context=_prf_features_setup)
+
+
+def prf_log_features(x, w, scale):
+    r"""The prf kind's log-features of the softmax kernel (the map of ``montecarlo.features``' prf record at
+    :math:`x' = s^{1/2} x`): :math:`\ell_f(x) = s^{1/2} w_f \cdot x - s\|x\|^2/2 - \tfrac12\log m`, float32 (..., L, m),
+    from x (..., L, d) in float32, bfloat16 or float16 (read as it is: no float32 copy) and the projections w
+    (m, d) float32, in one kernel; differentiable in x (the gradient in x's dtype), not in w."""
+    if w.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"w must be float32 and x float32, bfloat16 or float16, got {w.dtype} and {x.dtype}")
+    if x.shape[-1] != w.shape[-1] or x.device != w.device:
+        raise ValueError(f"x (..., d) and w (m, d) must share d and the device, got {tuple(x.shape)} on {x.device} "
+                         f"and {tuple(w.shape)} on {w.device}")
+    lead = x.shape[:-1]
+    ws = (w.detach() * math.sqrt(scale)).contiguous()
+    return _prf_features_op(x.reshape(-1, x.shape[-1]), ws, float(scale)).reshape(*lead, w.shape[0])

@@ -578,6 +578,15 @@ def _fused_applies(x, b):
     return _triton_available()
 
 
+def _fused_features_apply(x, w):
+    """Whether the prf log-features run in montecarlo._fused's kernel: :data:`FUSED`, CUDA inputs in float32,
+    bfloat16 or float16 with float32 projections that need no gradient, d <= 128, Triton importable."""
+    if not (FUSED and x.device.type == "cuda" and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+            and w.dtype == torch.float32 and not w.requires_grad and x.shape[-1] <= 128):
+        return False
+    return _triton_available()
+
+
 def _triton_available():
     """Whether Triton imports (checked once; a broken installation counts as none: the torch levels run)."""
     global _TRITON
@@ -1112,12 +1121,18 @@ class PRFAttention(nn.Module):
         compute = torch.float64 if torch.float64 in (w.dtype, q.dtype) else torch.float32
         with torch.autocast(device_type=q.device.type, enabled=False):
             w = w.to(compute)
-            q, k, v = q.to(compute), k.to(compute), v.to(compute)
-            params = self._params(q, k, key_padding_mask, query_padding_mask)
-            if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead shape
-                q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
-            w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
-            lq, lk = self._features(q, k, w, w_sq, rec, params)
+            if self.kind == "prf" and not self.kind_params and _fused_features_apply(q, w):
+                from montecarlo import _fused  # (one pass over q and k in their own dtype)
+
+                lq, lk = _fused.prf_log_features(q, w, self.scale), _fused.prf_log_features(k, w, self.scale)
+                v = v.to(compute)
+            else:
+                q, k, v = q.to(compute), k.to(compute), v.to(compute)
+                params = self._params(q, k, key_padding_mask, query_padding_mask)
+                if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
+                    q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
+                w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
+                lq, lk = self._features(q, k, w, w_sq, rec, params)
             seen = None
             if key_padding_mask is not None:
                 lk = _mask_keys(lk, key_padding_mask, lead)

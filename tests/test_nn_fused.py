@@ -255,13 +255,14 @@ def _diagonal_part(Q, K, V, T=16):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kind, dtype):
     """PRFAttention (causal, chunks of 32, a key padding mask with a fully padded sequence) gives the same
-    outputs and gradients with the fused kernels (forced on the CPU) as with the torch levels, for every
-    positive kind, float32 and bf16 inputs."""
+    outputs and gradients with the fused kernels (forced on the CPU; for prf also the features' kernel) as
+    with the torch path, for every positive kind, float32 and bf16 inputs."""
     q, k, v, pad = _masked_inputs(4, 70)
     mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=True, seed=1, chunk=32)
     results = []
     for on in (True, False):
         monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
+        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)  # (prf: the features' kernel)
         leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
         out = mod(*leaves, key_padding_mask=pad)
         out.float().sum().backward()
@@ -439,6 +440,49 @@ def test_causal_operator_backward_is_the_gradient(fused):
     torch.library.opcheck(fused._row_offsets_op, [f32[0].detach(), f32[1].detach(), f32[4]])  # no gradient
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_prf_features_kernel_equals_the_torch_map(fused, dtype):
+    """The prf log-features' kernel (one pass over x in its own dtype) equals the torch map of the kind's
+    record on the float32 copy (values and autograd's gradients; d = 20 and m = 70 not powers of two, rows not
+    a multiple of the tile, broadcast leading axes), gradients in x's dtype (the kernel reads float32, bf16 and
+    fp16, not float64: no gradcheck).  Power: without the norm term's gradient (s x sum_f G) the gradients
+    differ; opcheck of the operator."""
+    g = torch.Generator().manual_seed(17)
+    rec = feature_kinds.get("prf")
+    x = torch.randn(2, 1, 45, 20, generator=g).expand(2, 3, 45, 20).to(dtype)
+    w = torch.randn(70, 20, generator=g)
+    s = 20 ** -0.5
+    xa = x.detach().clone().requires_grad_(True)
+    xb = x.detach().clone().requires_grad_(True)
+    a = fused.prf_log_features(xa, w, s)
+    b = mnn._log_features(xb.float(), w, None, rec, s, {})
+    assert a.dtype == torch.float32 and a.shape == b.shape
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-5)
+    cot = torch.randn(a.shape, generator=g)
+    ga, = torch.autograd.grad((a * cot).sum(), xa)
+    gb, = torch.autograd.grad((b * cot).sum(), xb)
+    assert ga.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    assert torch.allclose(ga.float(), gb.float(), rtol=tol, atol=tol * gb.abs().max())
+    real = fused._prf_features_grad_kernel
+
+    class NoNorm:  # the kernel, then s x sum_f G added back: the gradient without the norm term
+        def __getitem__(self, grid):
+            def launch(X, W, G, GX, R, d, M, S, **kw):
+                real[grid](X, W, G, GX, R, d, M, S, **kw)
+                GX.add_((S * X.float() * G.sum(-1, keepdim=True)).to(GX.dtype))
+            return launch
+
+    fused._prf_features_grad_kernel = NoNorm()
+    try:
+        gc, = torch.autograd.grad((fused.prf_log_features(xa, w, s) * cot).sum(), xa)
+    finally:
+        fused._prf_features_grad_kernel = real
+    assert not torch.allclose(gc.float(), gb.float(), rtol=tol, atol=tol * gb.abs().max())
+    if dtype == torch.float32:
+        torch.library.opcheck(fused._prf_features_op, [x[0, 0].clone().requires_grad_(True), w, s])
+
+
 def test_custom_operator_registration(fused):
     """torch.library.opcheck of the forward operator (schema, fake tensor, autograd registration, dispatch
     consistency) on a small input with gradients."""
@@ -510,8 +554,9 @@ def test_kernels_compile_within_the_registers(tmp_path, arch, prec):
     code, out = _register_report(tmp_path, "--arch", str(arch), "--precision", prec, "--configs", config)
     assert code == 0, out[-2000:]
     cells = re.findall(r"(\w+) (\d+)/(\d+)", out.splitlines()[-1])
-    assert [c[0] for c in cells] == [name.strip("_").replace("_kernel", "") for name, *_ in real.KERNELS], out
-    assert len(cells) == len(real.KERNELS) == 12
+    names = [name for name, *_ in real.KERNELS] + list(real.FEATURE_KERNELS)
+    assert [c[0] for c in cells] == [name.strip("_").replace("_kernel", "") for name in names], out
+    assert len(cells) == len(names) == 14
     assert all(int(regs) <= 255 for _, regs, spill in cells), out
     # no spill with TF32 products (bf16/fp16 inputs: the timed setting); with IEEE float32 products (float32
     # inputs) the fast path's 64 x 64 tiles of FMA products spill (sm 90: forward and value gradient, a few
