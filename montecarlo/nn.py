@@ -52,11 +52,12 @@ log-depth scan; the part inside each chunk as dyadic levels of torch operations.
 where Triton is importable the whole scan is one custom operator (:func:`montecarlo._fused.causal`, also
 under ``torch.compile``; ``montecarlo.nn.FUSED = False`` turns it off): the rows' offsets, the chunks'
 summaries and their gradient in kernels of their own, the prefix states by the product or the scan, and
-fused kernels for the chunks (most chunks as matrix products of per-position factors with the chunk's key
+fused kernels for the chunks; the prf kind's log-features there by a kernel of their own too, which reads
+bfloat16/float16 queries and keys as they are (most chunks as matrix products of per-position factors with the chunk's key
 offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
 the diagonal tile elementwise; the earlier chunks' prefix state read in the same kernels; TF32 products for
 bfloat16/float16 inputs, IEEE float32 for float32 ones).  On an H100 (bf16, forward + backward, batch x
-heads 32, m = 128), measured before the operator took the offsets, summaries and ratio work off torch:
+heads 32, m = 128), measured before the operator and the features' kernel took that work off torch:
 eager 0.62 x SDPA's time at L = 65536 and 7.1 x at L = 4096; compiled 0.35 x and 5.5 x
 (``benchmarks/README.md``: before the kernels 1.27 x and 15.4 x eager).
 

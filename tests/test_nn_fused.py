@@ -513,17 +513,25 @@ def test_compiled_causal_scan_calls_the_kernels(fused):
 
 def test_dispatch():
     """The kernels are chosen only for CUDA float32 features, chunks of a multiple of 16, and not with
-    montecarlo.nn.FUSED off."""
+    montecarlo.nn.FUSED off; the prf features' kernel only for CUDA float32/bf16/fp16 inputs with float32
+    projections that need no gradient and d <= 128."""
     x = torch.zeros(1, 1, 32, 4)
+    w = torch.zeros(8, 4)
     assert not mnn._fused_applies(x, 32)  # CPU
+    assert not mnn._fused_features_apply(x, w)
     if torch.cuda.is_available():
-        xc = x.cuda()
+        xc, wc = x.cuda(), w.cuda()
         assert mnn._fused_applies(xc, 32)
         assert not mnn._fused_applies(xc, 8)
         assert not mnn._fused_applies(xc.double(), 32)
+        assert mnn._fused_features_apply(xc, wc) and mnn._fused_features_apply(xc.bfloat16(), wc)
+        assert not mnn._fused_features_apply(xc.double(), wc.double())
+        assert not mnn._fused_features_apply(xc, wc.clone().requires_grad_(True))
+        wide = torch.zeros(1, 1, 32, 129, device="cuda")
+        assert not mnn._fused_features_apply(wide, torch.zeros(8, 129, device="cuda"))
         mnn.FUSED = False
         try:
-            assert not mnn._fused_applies(xc, 32)
+            assert not mnn._fused_applies(xc, 32) and not mnn._fused_features_apply(xc, wc)
         finally:
             mnn.FUSED = True
 
