@@ -860,6 +860,8 @@ def _prf_features_op(x: torch.Tensor, w: torch.Tensor, scale: float) -> torch.Te
     R, d = x.shape
     M = w.shape[0]
     lf = torch.empty((R, M), dtype=torch.float32, device=x.device)
+    if R == 0:  # (no programs to launch)
+        return lf
     meta = _feature_meta(d, M)
     grid = (triton.cdiv(R, meta["T"]), triton.cdiv(M, meta["F"]))
     _prf_features_kernel[grid](x, w, lf, R, d, M, 0.5 * scale, 0.5 * math.log(M), **meta)
@@ -876,6 +878,8 @@ def _prf_features_backward_op(x: torch.Tensor, w: torch.Tensor, G: torch.Tensor,
     x, w, G = _contiguous(x, w, G)
     R, d = x.shape
     gx = torch.empty_like(x)
+    if R == 0:
+        return gx
     meta = _feature_meta(d, w.shape[0])
     _prf_features_grad_kernel[(triton.cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
     return gx

@@ -660,7 +660,9 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
     L, M = lq.shape[-2], lq.shape[-1]
     lead = tuple(torch.broadcast_shapes(lq.shape[:-2], lk.shape[:-2], v.shape[:-2]))
     dv = v.shape[-1]
-    n = max(1, math.prod(lead))
+    if math.prod(lead) == 0:  # an empty batch: an empty output, still connected to the inputs' graph
+        return v.expand(lead + (L, dv)) * 0 + (lq.sum() + lk.sum()) * 0
+    n = math.prod(lead)
     neg = _very_negative(lq.dtype)
     grad = torch.is_grad_enabled() and (lq.requires_grad or lk.requires_grad or v.requires_grad)
     if scan is None:

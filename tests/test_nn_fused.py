@@ -446,7 +446,7 @@ def test_prf_features_kernel_equals_the_torch_map(fused, dtype):
     record on the float32 copy (values and autograd's gradients; d = 20 and m = 70 not powers of two, rows not
     a multiple of the tile, broadcast leading axes), gradients in x's dtype (the kernel reads float32, bf16 and
     fp16, not float64: no gradcheck).  Power: without the norm term's gradient (s x sum_f G) the gradients
-    differ; opcheck of the operator."""
+    differ; opcheck of the operator; no rows give empty results."""
     g = torch.Generator().manual_seed(17)
     rec = feature_kinds.get("prf")
     x = torch.randn(2, 1, 45, 20, generator=g).expand(2, 3, 45, 20).to(dtype)
@@ -481,6 +481,9 @@ def test_prf_features_kernel_equals_the_torch_map(fused, dtype):
     assert not torch.allclose(gc.float(), gb.float(), rtol=tol, atol=tol * gb.abs().max())
     if dtype == torch.float32:
         torch.library.opcheck(fused._prf_features_op, [x[0, 0].clone().requires_grad_(True), w, s])
+        empty = torch.zeros(2, 0, 20, requires_grad=True)  # no rows: no launch, an empty result and gradient
+        out = fused.prf_log_features(empty, w, s)
+        assert out.shape == (2, 0, 70) and torch.autograd.grad(out.sum(), empty)[0].shape == empty.shape
 
 
 def test_custom_operator_registration(fused):

@@ -575,6 +575,19 @@ def test_product_states_equal_the_scan(monkeypatch):
     assert not torch.allclose(torch.cat([unscaled[:, :-1], 0 * unscaled[:, -1:]], 1), ga, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_empty_batch(causal):
+    """A batch of no sequences gives an empty output of the right shape and empty gradients (the causal path
+    raised a reshape error before)."""
+    mod = PRFAttention(8, 16, "simplex", causal=causal, seed=0)
+    q = torch.zeros(0, 5, 8, requires_grad=True)
+    v = torch.zeros(0, 5, 3, requires_grad=True)
+    out = mod(q, q, v)
+    assert out.shape == (0, 5, 3)
+    gq, gv = torch.autograd.grad(out.sum(), (q, v))
+    assert gq.shape == q.shape and gv.shape == v.shape
+
+
 def test_causal_inference_overwrites_only_its_own_buffers():
     """Without autograd the causal path works in place on the log-features it is handed, never on a
     broadcast (stride-0) view of them, and never on v: keys broadcast over heads give the same output as
