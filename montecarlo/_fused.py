@@ -907,7 +907,8 @@ def prf_log_features(x, w, scale):
     r"""The prf kind's log-features of the softmax kernel (the map of ``montecarlo.features``' prf record at
     :math:`x' = s^{1/2} x`): :math:`\ell_f(x) = s^{1/2} w_f \cdot x - s\|x\|^2/2 - \tfrac12\log m`, float32 (..., L, m),
     from x (..., L, d) in float32, bfloat16 or float16 (read as it is: no float32 copy) and the projections w
-    (m, d) float32, in one kernel; differentiable in x (the gradient in x's dtype), not in w."""
+    (m, d) float32, in one kernel; differentiable in x (the gradient in x's dtype), not in w.  The hyperbolic
+    kind's are this map of [w; -w] (2m rows: the log term is then log(2m) / 2, as its record has it)."""
     if w.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"w must be float32 and x float32, bfloat16 or float16, got {w.dtype} and {x.dtype}")
     if x.shape[-1] != w.shape[-1] or x.device != w.device:

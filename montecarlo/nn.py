@@ -52,8 +52,8 @@ log-depth scan; the part inside each chunk as dyadic levels of torch operations.
 where Triton is importable the whole scan is one custom operator (:func:`montecarlo._fused.causal`, also
 under ``torch.compile``; ``montecarlo.nn.FUSED = False`` turns it off): the rows' offsets, the chunks'
 summaries and their gradient in kernels of their own, the prefix states by the product or the scan, and
-fused kernels for the chunks; the prf kind's log-features there by a kernel of their own too, which reads
-bfloat16/float16 queries and keys as they are (most chunks as matrix products of per-position factors with the chunk's key
+fused kernels for the chunks; the prf and hyperbolic kinds' log-features there by a kernel of their own
+too, which reads bfloat16/float16 queries and keys as they are (most chunks as matrix products of per-position factors with the chunk's key
 offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
 the diagonal tile elementwise; the earlier chunks' prefix state read in the same kernels; TF32 products for
 bfloat16/float16 inputs, IEEE float32 for float32 ones).  On an H100 (bf16, forward + backward, batch x
@@ -580,8 +580,9 @@ def _fused_applies(x, b):
 
 
 def _fused_features_apply(x, w):
-    """Whether the prf log-features run in montecarlo._fused's kernel: :data:`FUSED`, CUDA inputs in float32,
-    bfloat16 or float16 with float32 projections that need no gradient, d <= 128, Triton importable."""
+    """Whether the prf (and hyperbolic) log-features run in montecarlo._fused's kernel: :data:`FUSED`, CUDA
+    inputs in float32, bfloat16 or float16 with float32 projections that need no gradient, d <= 128, Triton
+    importable."""
     if not (FUSED and x.device.type == "cuda" and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
             and w.dtype == torch.float32 and not w.requires_grad and x.shape[-1] <= 128):
         return False
@@ -1124,9 +1125,11 @@ class PRFAttention(nn.Module):
         compute = torch.float64 if torch.float64 in (w.dtype, q.dtype) else torch.float32
         with torch.autocast(device_type=q.device.type, enabled=False):
             w = w.to(compute)
-            if self.kind == "prf" and not self.kind_params and _fused_features_apply(q, w):
+            if self.kind in ("prf", "hyperbolic") and not self.kind_params and _fused_features_apply(q, w):
                 from montecarlo import _fused  # (one pass over q and k in their own dtype)
 
+                if self.kind == "hyperbolic":  # [w.x, -w.x] - |x|^2 / 2 - log(2m) / 2: the prf map of [w; -w]
+                    w = torch.cat([w, -w])
                 lq, lk = _fused.prf_log_features(q, w, self.scale), _fused.prf_log_features(k, w, self.scale)
                 v = v.to(compute)
             else:

@@ -255,16 +255,21 @@ def _diagonal_part(Q, K, V, T=16):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kind, dtype):
     """PRFAttention (causal, chunks of 32, a key padding mask with a fully padded sequence) gives the same
-    outputs and gradients with the fused kernels (forced on the CPU; for prf also the features' kernel) as
-    with the torch path, for every positive kind, float32 and bf16 inputs."""
+    outputs and gradients with the fused kernels (forced on the CPU; for prf and hyperbolic also the features'
+    kernel, whose calls are counted) as with the torch path, for every positive kind, float32 and bf16
+    inputs."""
     q, k, v, pad = _masked_inputs(4, 70)
     mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=True, seed=1, chunk=32)
     results = []
+    real, calls = fused.prf_log_features, []
+    monkeypatch.setattr(fused, "prf_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
     for on in (True, False):
         monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
-        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)  # (prf: the features' kernel)
+        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)  # (the features' kernel)
         leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
         out = mod(*leaves, key_padding_mask=pad)
+        if on:  # prf and hyperbolic ([w; -w]: 2m rows) through the features' kernel, oprf not
+            assert calls == {"prf": [24, 24], "hyperbolic": [48, 48]}.get(kind, []), calls
         out.float().sum().backward()
         results.append((out.detach().float(), [x.grad.float() for x in leaves]))
     (a, ga), (b_, gb) = results
