@@ -7,7 +7,8 @@
 #      65536);
 #      (SKIP_TABLE=1 skips it);
 #   3. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
-#      kernels at three chunk lengths, on the tile path only and with other fast-path shapes, and
+#      operator at three chunk lengths, on the tile path only, with other fast-path shapes, with the prefix
+#      states by the scan, with the torch feature maps instead of the features' kernel, and under
 #      torch.compile (compiled forms stop starting after --budget seconds).
 # Writes device.txt, tests.txt, table.txt, table.json, variants.txt and variants.json under $OUT (default ./gpu_out).
 # The lent machines have torch (with Triton) but not every pure-Python dependency: with the wheels of

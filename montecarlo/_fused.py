@@ -11,7 +11,9 @@ need no (n, L, m) tensor), and calls one operator (``simplex_rf::causal``, backw
 numerators and key masses below; its backward runs the kernels' gradients, the states' adjoint
 (:func:`montecarlo.nn._prefix_states_adjoint`) and the summaries' gradient (a kernel).  The kernels read
 l(q) and r and subtract on load: no qr = l(q) - r tensor is formed or saved.  :func:`within` is the kernels'
-entry for given prefix states (``simplex_rf::causal_chunk``; tests).  All are torch custom operators, so that
+entry for given prefix states (``simplex_rf::causal_chunk``; tests).  :func:`prf_log_features` is the prf
+(and hyperbolic) kinds' log-features in one kernel per direction, which :class:`montecarlo.nn.PRFAttention`
+uses on CUDA (``simplex_rf::prf_log_features``).  All are torch custom operators, so that
 ``torch.compile`` calls them as opaque operators and fuses the work around them.
 
 For each chunk c of b positions (one (n, c) pair) the kernels form
