@@ -101,8 +101,10 @@ GAP = 40.0
 FAST_TILE = 64
 FAST_FEATURE_BLOCK = 64
 FAST_NUM_WARPS = 8
-#: Offsets of all-padded key tiles are clamped to this for the keys' factor (as ``_very_negative``).
-_FLOOR = tl.constexpr(-1.0e30)
+#: Offsets of all-padded key tiles and chunks, and the rows' offsets of queries that see no key, are clamped
+#: to this (as ``_very_negative``), so that their factors are 0 and no difference is -inf - (-inf).
+FLOOR = -1.0e30
+_FLOOR = tl.constexpr(FLOOR)
 
 
 @triton.jit
@@ -459,7 +461,7 @@ def _row_offsets_kernel(Q, K, BEF, R, M, D, B: tl.constexpr, T: tl.constexpr, F:
     """r_i = max_f (l_f(q_i) + c_if) of a query tile (at least the floor), c_if = max(before_f, max_{j <= i}
     l_f(k_j)) the running maximum of the keys (the earlier tiles' maxima, then a scan within the tile)."""
     i0, _, c, bqk, _ = _program(B, M, D, T, F)
-    r = tl.full((T,), -1.0e30, Q.dtype.element_ty)
+    r = tl.full((T,), _FLOOR, Q.dtype.element_ty)
     for f0 in range(0, M, F):
         run = _before(BEF, c, f0, M, F)
         for j0 in range(0, i0, T):
@@ -501,8 +503,8 @@ def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.co
     _store_values(GV, bv, j0, D, _vtile(GV, bv, j0, D, T, BD, B) + gv, tl.zeros((T,), gv.dtype), T, BD, B)
 
 
-# The prf kind's log-features l_f(x) = x . w_f' - s |x|^2 / 2 - log(m) / 2 (w' = s^1/2 w) in one pass over x (read in
-# its own dtype: no float32 copy), and their gradient s-free of autograd's intermediate tensors.
+# The prf kind's log-features l_f(x) = x . w_f' - s |x|^2 / 2 - log(m) / 2 (w' = s^1/2 w) in one pass over x
+# (read in its own dtype: no float32 copy), and their gradient in one pass over the cotangent.
 @triton.jit
 def _rows_tile(X, i0, R, d, T: tl.constexpr, BX: tl.constexpr):
     """Rows i0 .. i0 + T (those below R) of an (R, d) matrix in float32 (0 elsewhere)."""
@@ -597,7 +599,7 @@ def fast_chunks(qr, lk4, before, o=None):
             flag = torch.zeros(o.shape[:2], dtype=torch.int32, device=o.device)
         else:
             flag = ((o - c0) <= GAP).all(-1).to(torch.int32)  # NaN compares False
-        return o.clamp_min(-1.0e30).contiguous(), flag
+        return o.clamp_min(FLOOR).contiguous(), flag
 
 
 def _grids(n, N, b, M, D):
@@ -639,14 +641,6 @@ def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision):
 
 def _contiguous(*xs):
     return tuple(x.contiguous() for x in xs)
-
-
-def _chunk_grid(lk4, v4, blocks):
-    """(grid of one program per fast-path tile, or per chunk and feature block with ``blocks``, meta)."""
-    n, N, b, M = lk4.shape
-    T, F, BD = _sizes(b, M, v4.shape[-1], True)
-    grid = (n * N, 1, triton.cdiv(M, F)) if blocks else (n * N, b // T)
-    return grid, dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS)
 
 
 # Registered as torch custom operators, so that torch.compile calls the kernels as opaque operators (and fuses
@@ -698,8 +692,8 @@ def _row_offsets_op(lq4: torch.Tensor, lk4: torch.Tensor, before: torch.Tensor) 
     lq4, lk4, before = _contiguous(lq4, lk4, before)
     n, N, b, M = lq4.shape
     r = torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device)
-    grid, meta = _chunk_grid(lk4, lk4, False)
-    _row_offsets_kernel[grid](lq4, lk4, before, r, M, 1, PREC="ieee", **meta)
+    tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values)
+    _row_offsets_kernel[tiles](lq4, lk4, before, r, M, 1, PREC="ieee", **meta)
     return r
 
 
@@ -716,9 +710,9 @@ def _states(lk4, v4, off, before, precision):
     K = torch.empty((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device)
     if N == 1:
         return K.zero_()
-    grid, meta = _chunk_grid(lk4, v4, True)
-    _summary_kernel[grid](lk4, v4, off, K, M, v4.shape[-1], PREC=precision, **meta)
-    return _nn._prefix_states(K, off, before, -1.0e30).contiguous()  # (the kernels index raw memory)
+    _, blocks, meta = _grids(n, N, b, M, v4.shape[-1])[1]  # (the fast path's shapes, a program per feature block)
+    _summary_kernel[(n * N, 1, blocks[2])](lk4, v4, off, K, M, v4.shape[-1], PREC=precision, **meta)
+    return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
 
 
 @torch.library.custom_op("simplex_rf::causal", mutates_args=())
@@ -745,9 +739,10 @@ def _causal_backward_op(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, 
     lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
     gq, gk, gv, gP = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision)
     if lq4.shape[1] > 1:  # the summaries' gradient (the first chunk's state is zero: its gP is not read)
-        dK = _nn._prefix_states_adjoint(gP, off, before, -1.0e30).contiguous()
-        grid, meta = _chunk_grid(lk4, v4, False)
-        _summary_grad_kernel[grid](lk4, v4, off, dK, gk, gv, lk4.shape[-1], v4.shape[-1], PREC=precision, **meta)
+        dK = _nn._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
+        n, N, b, M = lk4.shape
+        tiles, _, meta = _grids(n, N, b, M, v4.shape[-1])[1]
+        _summary_grad_kernel[tiles](lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
     return gq, gk, gv
 
 

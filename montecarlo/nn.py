@@ -52,12 +52,13 @@ log-depth scan; the part inside each chunk as dyadic levels of torch operations.
 where Triton is importable the whole scan is one custom operator (:func:`montecarlo._fused.causal`, also
 under ``torch.compile``; ``montecarlo.nn.FUSED = False`` turns it off): the rows' offsets, the chunks'
 summaries and their gradient in kernels of their own, the prefix states by the product or the scan, and
-fused kernels for the chunks; the prf and hyperbolic kinds' log-features there by a kernel of their own
-too, which reads bfloat16/float16 queries and keys as they are (most chunks as matrix products of per-position factors with the chunk's key
+fused kernels for the chunks (most chunks as matrix products of per-position factors with the chunk's key
 offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
 the diagonal tile elementwise; the earlier chunks' prefix state read in the same kernels; TF32 products for
-bfloat16/float16 inputs, IEEE float32 for float32 ones).  On an H100 (bf16, forward + backward, batch x
-heads 32, m = 128), measured before the operator and the features' kernel took that work off torch:
+bfloat16/float16 inputs, IEEE float32 for float32 ones); there the prf and hyperbolic kinds' log-features
+are a kernel of their own too, which reads bfloat16/float16 queries and keys as they are.  On an H100
+(bf16, forward + backward, batch x heads 32, m = 128), measured before the operator and the features'
+kernel took that work off torch:
 eager 0.62 x SDPA's time at L = 65536 and 7.1 x at L = 4096; compiled 0.35 x and 5.5 x
 (``benchmarks/README.md``: before the kernels 1.27 x and 15.4 x eager).
 
@@ -418,10 +419,16 @@ def _product_weights(oc, before, neg):
         return torch.where(earlier, oc.transpose(1, 2).unsqueeze(-2) - B, -math.inf).exp_()
 
 
+def _by_product(x):
+    """Whether the prefix states of x's chunks ((n, N, M, D): summaries or their cotangents) are formed by the
+    batched product: N <= :data:`PRODUCT_STATES` D."""
+    return x.shape[1] <= PRODUCT_STATES * x.shape[-1]
+
+
 def _prefix_states(K, oc, before, neg):
     """The exclusive prefix states of the chunk summaries K (offsets ``oc``) with offsets ``before``: by the
-    product (:func:`_product_states`) while N <= :data:`PRODUCT_STATES` D, else by the scan."""
-    if K.shape[1] <= PRODUCT_STATES * K.shape[-1]:
+    product (:func:`_product_states`) while :func:`_by_product`, else by the scan."""
+    if _by_product(K):
         return _product_states(K, oc, before, neg)
     return _scan_states(K, oc)
 
@@ -431,8 +438,7 @@ def _prefix_states_adjoint(dP, oc, before, neg):
     :math:`dK_{c'} = \sum_{c > c'} e^{O_{c'} - B_c} dP_c`.  By the product's transpose, or by the scan run
     backwards over the chunks with offsets :math:`-B` (non-increasing: the reversed scan's offset over the
     chunks after c' is :math:`-B_{c'+1}`), scaled by :math:`e^{O_{c'} - B_{c'+1}} \le 1`."""
-    N = dP.shape[1]
-    if N <= PRODUCT_STATES * dP.shape[-1]:
+    if _by_product(dP):
         return (_product_weights(oc, before, neg).transpose(-1, -2) @ dP.transpose(1, 2)).transpose(1, 2)
     with torch.no_grad():
         B = before.clamp_min(neg)
