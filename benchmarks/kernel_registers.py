@@ -72,11 +72,11 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
         sig = ({p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"}
                | {c: "constexpr" for c in consts})
         jobs.append((name, sig, consts, warps))
-    # the prf features' kernels (bf16 inputs, d = 64, m = 128; their products are IEEE float32 whatever prec)
+    # the features' kernels (bf16 inputs, d = 64, m = 128; their products are IEEE float32 whatever prec)
     fmeta = _fused._feature_meta(64, 128)
     fwarps = fmeta.pop("num_warps")
-    fsig = {"X": "*bf16", "W": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32", "HALF_S": "fp32",
-            "LOG_TERM": "fp32"}
+    fsig = {"X": "*bf16", "W": "*fp32", "BIAS": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32",
+            "HALF_S": "fp32"}
     gsig = {"X": "*bf16", "W": "*fp32", "G": "*fp32", "GX": "*bf16", "R": "i32", "d": "i32", "M": "i32",
             "S": "fp32"}
     for name, sig in zip(_fused.FEATURE_KERNELS, (fsig, gsig)):

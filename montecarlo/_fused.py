@@ -11,9 +11,10 @@ need no (n, L, m) tensor), and calls one operator (``simplex_rf::causal``, backw
 numerators and key masses below; its backward runs the kernels' gradients, the states' adjoint
 (:func:`montecarlo.nn._prefix_states_adjoint`) and the summaries' gradient (a kernel).  The kernels read
 l(q) and r and subtract on load: no qr = l(q) - r tensor is formed or saved.  :func:`within` is the kernels'
-entry for given prefix states (``simplex_rf::causal_chunk``; tests).  :func:`prf_log_features` is the prf
-(and hyperbolic) kinds' log-features in one kernel per direction, which :class:`montecarlo.nn.PRFAttention`
-uses on CUDA (``simplex_rf::prf_log_features``).  All are torch custom operators, so that
+entry for given prefix states (``simplex_rf::causal_chunk``; tests).  :func:`linear_log_features` is a positive
+kind's log-features in their linear form (the kind record's ``linear_log_features`` hook: prf, hyperbolic,
+oprf with one A) in one kernel per direction, which :class:`montecarlo.nn.PRFAttention` uses on CUDA
+(``simplex_rf::linear_log_features``).  All are torch custom operators, so that
 ``torch.compile`` calls them as opaque operators and fuses the work around them.
 
 For each chunk c of b positions (one (n, c) pair) the kernels form
@@ -503,8 +504,9 @@ def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.co
     _store_values(GV, bv, j0, D, _vtile(GV, bv, j0, D, T, BD, B) + gv, tl.zeros((T,), gv.dtype), T, BD, B)
 
 
-# The prf kind's log-features l_f(x) = x . w_f' - s |x|^2 / 2 - log(m) / 2 (w' = s^1/2 w) in one pass over x
-# (read in its own dtype: no float32 copy), and their gradient in one pass over the cotangent.
+# A positive kind's log-features in their linear form (the record's ``linear_log_features``): l_f(x) =
+# x . w_f' + b_f - s |x|^2 / 2 (w' = s^1/2 w) in one pass over x (read in its own dtype: no float32 copy), and
+# their gradient in one pass over the cotangent.
 @triton.jit
 def _rows_tile(X, i0, R, d, T: tl.constexpr, BX: tl.constexpr):
     """Rows i0 .. i0 + T (those below R) of an (R, d) matrix in float32 (0 elsewhere)."""
@@ -515,20 +517,23 @@ def _rows_tile(X, i0, R, d, T: tl.constexpr, BX: tl.constexpr):
 
 
 @triton.jit
-def _prf_features_kernel(X, W, LF, R, d, M, HALF_S, LOG_TERM, T: tl.constexpr, F: tl.constexpr,
-                         BX: tl.constexpr):
+def _linear_features_kernel(X, W, BIAS, LF, R, d, M, HALF_S, T: tl.constexpr, F: tl.constexpr,
+                            BX: tl.constexpr):
+    """One tile of rows, all the features (blocks of F): x and its norm term are read and formed once."""
     i0 = tl.program_id(0) * T
-    f0 = tl.program_id(1) * F
     x = _rows_tile(X, i0, R, d, T, BX)
-    w = _rows_tile(W, f0, M, d, F, BX)
-    lf = tl.dot(x, tl.trans(w), input_precision="ieee") - (HALF_S * tl.sum(x * x, 1))[:, None] - LOG_TERM
+    norm = HALF_S * tl.sum(x * x, 1)
     rows = (i0 + tl.arange(0, T)).to(tl.int64)
-    fs = f0 + tl.arange(0, F)
-    tl.store(LF + rows[:, None] * M + fs[None, :], lf, mask=(rows < R)[:, None] & (fs < M)[None, :])
+    for f0 in range(0, M, F):
+        fs = f0 + tl.arange(0, F)
+        bias = tl.load(BIAS + fs, mask=fs < M, other=0.0)
+        lf = tl.dot(x, tl.trans(_rows_tile(W, f0, M, d, F, BX)), input_precision="ieee") - norm[:, None]
+        tl.store(LF + rows[:, None] * M + fs[None, :], lf + bias[None, :],
+                 mask=(rows < R)[:, None] & (fs < M)[None, :])
 
 
 @triton.jit
-def _prf_features_grad_kernel(X, W, G, GX, R, d, M, S, T: tl.constexpr, F: tl.constexpr, BX: tl.constexpr):
+def _linear_features_grad_kernel(X, W, G, GX, R, d, M, S, T: tl.constexpr, F: tl.constexpr, BX: tl.constexpr):
     """d x = G @ w' - s x sum_f G (in GX's dtype)."""
     i0 = tl.program_id(0) * T
     rows = (i0 + tl.arange(0, T)).to(tl.int64)
@@ -558,9 +563,9 @@ KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
            ("_fast_value_grad_kernel", "Q R K OFF FLAG G GV", "fast"),
            ("_row_offsets_kernel", "Q K BEF R", "fast"), ("_summary_kernel", "K V OFF KS", "fast"),
            ("_summary_grad_kernel", "K V OFF GKS GK GV", "fast"))
-#: The prf features' kernels (compiled apart by the tools: their arguments differ) and their tile of rows.
+#: The features' kernels (compiled apart by the tools: their arguments differ) and their tile of rows.
 FEATURE_TILE = 64
-FEATURE_KERNELS = ("_prf_features_kernel", "_prf_features_grad_kernel")
+FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
 
 
 def products(half):
@@ -851,66 +856,72 @@ def _feature_meta(d, M):
                 BX=max(16, triton.next_power_of_2(d)), num_warps=8)
 
 
-@torch.library.custom_op("simplex_rf::prf_log_features", mutates_args=())
-def _prf_features_op(x: torch.Tensor, w: torch.Tensor, scale: float) -> torch.Tensor:
-    x, w = _contiguous(x, w)
+@torch.library.custom_op("simplex_rf::linear_log_features", mutates_args=())
+def _linear_features_op(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    x, w, bias = _contiguous(x, w, bias)
     R, d = x.shape
     M = w.shape[0]
     lf = torch.empty((R, M), dtype=torch.float32, device=x.device)
     if R == 0:  # (no programs to launch)
         return lf
     meta = _feature_meta(d, M)
-    grid = (triton.cdiv(R, meta["T"]), triton.cdiv(M, meta["F"]))
-    _prf_features_kernel[grid](x, w, lf, R, d, M, 0.5 * scale, 0.5 * math.log(M), **meta)
+    _linear_features_kernel[(triton.cdiv(R, meta["T"]),)](x, w, bias, lf, R, d, M, 0.5 * scale, **meta)
     return lf
 
 
-@_prf_features_op.register_fake
-def _(x, w, scale):
+@_linear_features_op.register_fake
+def _(x, w, bias, scale):
     return torch.empty((x.shape[0], w.shape[0]), dtype=torch.float32, device=x.device)
 
 
-@torch.library.custom_op("simplex_rf::prf_log_features_backward", mutates_args=())
-def _prf_features_backward_op(x: torch.Tensor, w: torch.Tensor, G: torch.Tensor, scale: float) -> torch.Tensor:
+@torch.library.custom_op("simplex_rf::linear_log_features_backward", mutates_args=())
+def _linear_features_backward_op(x: torch.Tensor, w: torch.Tensor, G: torch.Tensor, scale: float) -> torch.Tensor:
     x, w, G = _contiguous(x, w, G)
     R, d = x.shape
     gx = torch.empty_like(x)
     if R == 0:
         return gx
     meta = _feature_meta(d, w.shape[0])
-    _prf_features_grad_kernel[(triton.cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
+    _linear_features_grad_kernel[(triton.cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
     return gx
 
 
-@_prf_features_backward_op.register_fake
+@_linear_features_backward_op.register_fake
 def _(x, w, G, scale):
     return torch.empty_like(x)
 
 
-def _prf_features_setup(ctx, inputs, output):
+def _linear_features_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[0], inputs[1])
-    ctx.scale = inputs[2]
+    ctx.scale = inputs[3]
 
 
-def _prf_features_backward(ctx, G):
+def _linear_features_backward(ctx, G):
     x, w = ctx.saved_tensors
-    return _prf_features_backward_op(x, w, G, ctx.scale), None, None
+    return _linear_features_backward_op(x, w, G, ctx.scale), None, None, None
 
 
-_prf_features_op.register_autograd(_prf_features_backward, setup_context=_prf_features_setup)
+_linear_features_op.register_autograd(_linear_features_backward, setup_context=_linear_features_setup)
 
 
-def prf_log_features(x, w, scale):
-    r"""The prf kind's log-features of the softmax kernel (the map of ``montecarlo.features``' prf record at
-    :math:`x' = s^{1/2} x`): :math:`\ell_f(x) = s^{1/2} w_f \cdot x - s\|x\|^2/2 - \tfrac12\log m`, float32 (..., L, m),
-    from x (..., L, d) in float32, bfloat16 or float16 (read as it is: no float32 copy) and the projections w
-    (m, d) float32, in one kernel; differentiable in x (the gradient in x's dtype), not in w.  The hyperbolic
-    kind's are this map of [w; -w] (2m rows: the log term is then log(2m) / 2, as its record has it)."""
+def linear_log_features(x, w, bias, scale):
+    r"""A positive kind's log-features of the softmax kernel in their linear form (the kind record's
+    ``linear_log_features`` hook gives w and b; the map at :math:`x' = s^{1/2} x`): :math:`\ell_f(x) =
+    s^{1/2} w_f \cdot x + b_f - s\|x\|^2/2`, float32 (..., L, m), from x (..., L, d) in float32, bfloat16 or
+    float16 (read as it is: no float32 copy), the rows w (m, d) float32 and the constants b (a number or float32
+    broadcastable to (m,)), in one kernel; differentiable in x (the gradient in x's dtype), not in w or b."""
     if w.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"w must be float32 and x float32, bfloat16 or float16, got {w.dtype} and {x.dtype}")
-    if x.shape[-1] != w.shape[-1] or x.device != w.device:
+    if x.shape[-1] != w.shape[-1] or x.device != w.device or w.dim() != 2:
         raise ValueError(f"x (..., d) and w (m, d) must share d and the device, got {tuple(x.shape)} on {x.device} "
                          f"and {tuple(w.shape)} on {w.device}")
+    M = w.shape[0]
+    if isinstance(bias, torch.Tensor):
+        if bias.dtype != torch.float32 or bias.device != w.device:
+            raise ValueError(f"bias must be float32 on {w.device}, got {bias.dtype} on {bias.device}")
+        b = torch.broadcast_to(bias.detach(), (M,))
+    else:
+        b = torch.full((M,), float(bias), dtype=torch.float32, device=w.device)
     lead = x.shape[:-1]
-    ws = (w.detach() * math.sqrt(scale)).contiguous()
-    return _prf_features_op(x.reshape(-1, x.shape[-1]), ws, float(scale)).reshape(*lead, w.shape[0])
+    ws = w.detach() * math.sqrt(scale)
+    return _linear_features_op(x.reshape(-1, x.shape[-1]), ws, b, float(scale)).reshape(*lead, M)

@@ -157,6 +157,12 @@ def _prf_log_map(proj, sq, m, c, xp, w_sq=None, d=None):
     return proj
 
 
+@kinds.register("prf", "linear_log_features")
+def _prf_linear_form(w, m, xp, w_sq=None, d=None):
+    r"""Rows :math:`w_i`, constant :math:`-\tfrac12\log m`."""
+    return w, -0.5 * math.log(m)
+
+
 @kinds.register("prf", "statistic")
 def _prf_statistic(proj, xp, w_sq=None, d=None):
     r""":math:`\log b_i = w_i^\top v`."""

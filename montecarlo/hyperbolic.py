@@ -23,6 +23,12 @@ def _log_features(proj, sq, m, c, xp, w_sq=None, d=None):
     return out
 
 
+@register("hyperbolic", "linear_log_features")
+def _linear_form(w, m, xp, w_sq=None, d=None):
+    r"""Rows :math:`[w; -w]` (2m), constant :math:`-\tfrac12\log(2m)`."""
+    return xp.concat([w, -w], axis=0), -0.5 * math.log(2 * m)
+
+
 @register("hyperbolic", "statistic")
 def _log_cosh(proj, xp, w_sq=None, d=None):
     r""":math:`\log\cosh p = |p| + \log(1 + e^{-2|p|}) - \log 2` (no overflow for any finite p)."""

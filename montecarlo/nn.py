@@ -586,7 +586,7 @@ def _fused_applies(x, b):
 
 
 def _fused_features_apply(x, w):
-    """Whether the prf (and hyperbolic) log-features run in montecarlo._fused's kernel: :data:`FUSED`, CUDA
+    """Whether a kind's linear log-features can run in montecarlo._fused's kernel: :data:`FUSED`, CUDA
     inputs in float32, bfloat16 or float16 with float32 projections that need no gradient, d <= 128, Triton
     importable."""
     if not (FUSED and x.device.type == "cuda" and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
@@ -1073,6 +1073,18 @@ class PRFAttention(nn.Module):
                 params[p] = oprf_a(rho)
         return params
 
+    @staticmethod
+    def _linear_form(w, rec, params):
+        """The kind's log-features as rows and constants (its record's ``linear_log_features``) for the
+        features' kernel, float32; None where the parameters are one per sequence."""
+        w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
+        form = kinds.hook(rec.name, "linear_log_features")(w, w.shape[0], _XP, w_sq=w_sq, d=w.shape[1], **params)
+        if form is None:
+            return None
+        rows, bias = form
+        bias = bias.to(torch.float32) if isinstance(bias, torch.Tensor) else float(bias)
+        return rows.to(torch.float32), bias
+
     def _features(self, q, k, w, w_sq, rec, params):
         """Log-features of queries and keys with one set of kind parameters.
 
@@ -1131,20 +1143,22 @@ class PRFAttention(nn.Module):
         compute = torch.float64 if torch.float64 in (w.dtype, q.dtype) else torch.float32
         with torch.autocast(device_type=q.device.type, enabled=False):
             w = w.to(compute)
-            if self.kind in ("prf", "hyperbolic") and not self.kind_params and _fused_features_apply(q, w):
-                from montecarlo import _fused  # (one pass over q and k in their own dtype)
+            fast = rec.has("linear_log_features") and _fused_features_apply(q, w)  # q, k read in their dtype
+            if not fast or self._data_driven:  # (data-driven parameters: statistics in the compute dtype)
+                q, k = q.to(compute), k.to(compute)
+            params = self._params(q, k, key_padding_mask, query_padding_mask)
+            form = self._linear_form(w, rec, params) if fast else None  # None: one A per sequence
+            if form is not None:
+                from montecarlo import _fused  # (one pass over q and k each)
 
-                if self.kind == "hyperbolic":  # [w.x, -w.x] - |x|^2 / 2 - log(2m) / 2: the prf map of [w; -w]
-                    w = torch.cat([w, -w])
-                lq, lk = _fused.prf_log_features(q, w, self.scale), _fused.prf_log_features(k, w, self.scale)
-                v = v.to(compute)
+                lq, lk = (_fused.linear_log_features(x, *form, self.scale) for x in (q, k))
             else:
-                q, k, v = q.to(compute), k.to(compute), v.to(compute)
-                params = self._params(q, k, key_padding_mask, query_padding_mask)
+                q, k = q.to(compute), k.to(compute)
                 if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
                     q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
                 w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
                 lq, lk = self._features(q, k, w, w_sq, rec, params)
+            v = v.to(compute)
             seen = None
             if key_padding_mask is not None:
                 lk = _mask_keys(lk, key_padding_mask, lead)

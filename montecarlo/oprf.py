@@ -86,14 +86,34 @@ def _a_terms(A, xp):
 def _log_features(proj, sq, m, c, xp, w_sq=None, d=None, A=None):
     r""":math:`\sqrt{1-4A}\,w_i^\top x + A\|w_i\|^2 - c\|x\|^2 - \tfrac12\log m + \tfrac d4\log(1-4A)`
     (overwrites ``proj``; A a number, or an array broadcastable against ``proj``)."""
+    a, b, log_1m4a = _map_terms(A, w_sq, d, xp)
+    proj *= b
+    proj += a * w_sq
+    proj += -(c * sq - _constant(m, d, log_1m4a))  # (as the prf map)
+    return proj
+
+
+@register("oprf", "linear_log_features")
+def _linear_form(w, m, xp, w_sq=None, d=None, A=None):
+    r"""Rows :math:`\sqrt{1-4A}\,w_i`, constants :math:`A\|w_i\|^2 - \tfrac12\log m + \tfrac d4\log(1-4A)`
+    for one A (a number or a 0-d array); ``None`` for an array of several values (one A per sequence)."""
+    if getattr(A, "ndim", 0) > 0:
+        return None
+    a, b, log_1m4a = _map_terms(A, w_sq, d, xp)
+    return w * b, a * w_sq + _constant(m, d, log_1m4a)
+
+
+def _map_terms(A, w_sq, d, xp):
+    """_a_terms(A) once the map's arguments are all there."""
     if A is None or w_sq is None or d is None:
         raise ValueError("the OPRF map needs A, the squared norms w_sq of the directions and d "
                          "(montecarlo.random_features(kind='oprf', A=...) passes them)")
-    a, b, log_1m4a = _a_terms(A, xp)
-    proj *= b
-    proj += a * w_sq
-    proj += -(c * sq + (0.5 * math.log(m) - 0.25 * d * log_1m4a))  # (as the prf map)
-    return proj
+    return _a_terms(A, xp)
+
+
+def _constant(m, d, log_1m4a):
+    r""":math:`\tfrac d4\log(1-4A) - \tfrac12\log m`, the map's constant."""
+    return 0.25 * d * log_1m4a - 0.5 * math.log(m)
 
 
 @register("oprf", "statistic")

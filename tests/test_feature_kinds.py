@@ -70,6 +70,40 @@ def test_one_map_for_numpy_and_torch(kind):
     assert xt.grad is not None and torch.isfinite(xt.grad).all()
 
 
+@pytest.mark.parametrize("kind", fk.names(has="linear_log_features"))
+def test_linear_form_is_the_log_feature_map(kind):
+    """``linear_log_features`` (rows, constants) gives x @ rows.T + bias - c|x|^2 equal to the record's
+    ``log_features`` on numpy and torch (a float A, and for oprf a 0-d torch A as the causal module's tracked
+    one); one A per sequence (an array) has no shared rows: None.  Power: another A's rows differ."""
+    torch = pytest.importorskip("torch")
+    import array_api_compat
+
+    rec = fk.get(kind)
+    rng = np.random.default_rng(3)
+    X, W = rng.standard_normal((7, 5)) * 0.4, rng.standard_normal((6, 5))
+    params = {"A": -0.15} if "A" in rec.parameters else {}
+    for x, w, c in ((X, W, 1.0), (torch.tensor(X), torch.tensor(W), 0.5)):
+        xp = array_api_compat.array_namespace(x)
+        w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
+        sq = (x * x).sum(-1, keepdims=True) if xp is not torch else (x * x).sum(-1, keepdim=True)
+        ref = fk.hook(kind, "log_features")(x @ w.T, sq, 6, c, xp, w_sq=w_sq, d=5, **params)
+        rows, bias = fk.hook(kind, "linear_log_features")(w, 6, xp, w_sq=w_sq, d=5, **params)
+        assert tuple(rows.shape) == (6 * rec.width, 5)
+        got = x @ rows.T + bias - c * sq
+        assert np.allclose(np.asarray(got), np.asarray(ref), rtol=1e-13, atol=1e-13)
+    if params:
+        wt = torch.tensor(W)
+        w_sq = (wt * wt).sum(-1)
+        lin = fk.hook(kind, "linear_log_features")
+        xp = array_api_compat.array_namespace(wt)
+        rows, bias = lin(wt, 6, xp, w_sq=w_sq, d=5, A=torch.tensor(-0.15, dtype=torch.float64))
+        rows_f, bias_f = lin(wt, 6, xp, w_sq=w_sq, d=5, **params)
+        assert torch.allclose(rows, rows_f, rtol=1e-15) and torch.allclose(bias, bias_f, rtol=1e-15)
+        assert lin(wt, 6, xp, w_sq=w_sq, d=5, A=torch.full((3, 1, 1), -0.15, dtype=torch.float64)) is None
+        other, _ = lin(wt, 6, xp, w_sq=w_sq, d=5, A=-0.05)
+        assert not torch.allclose(other, rows_f, rtol=1e-3)
+
+
 def test_kernel_mse_of_the_named_forms():
     """prf_mse / mse_ratio / rff_mse / rff_mse_ratio are kernel_mse / kernel_mse_ratio with their kind; the
     arguments each kind needs are checked (RFFs: no norms; positive kinds: both)."""

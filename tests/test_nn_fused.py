@@ -255,21 +255,20 @@ def _diagonal_part(Q, K, V, T=16):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kind, dtype):
     """PRFAttention (causal, chunks of 32, a key padding mask with a fully padded sequence) gives the same
-    outputs and gradients with the fused kernels (forced on the CPU; for prf and hyperbolic also the features'
-    kernel, whose calls are counted) as with the torch path, for every positive kind, float32 and bf16
-    inputs."""
+    outputs and gradients with the fused kernels (forced on the CPU; also the features' kernel, whose calls are
+    counted) as with the torch path, for every positive kind, float32 and bf16 inputs."""
     q, k, v, pad = _masked_inputs(4, 70)
     mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=True, seed=1, chunk=32)
     results = []
-    real, calls = fused.prf_log_features, []
-    monkeypatch.setattr(fused, "prf_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
+    real, calls = fused.linear_log_features, []
+    monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
     for on in (True, False):
         monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
         monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)  # (the features' kernel)
         leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
         out = mod(*leaves, key_padding_mask=pad)
-        if on:  # prf and hyperbolic ([w; -w]: 2m rows) through the features' kernel, oprf not
-            assert calls == {"prf": [24, 24], "hyperbolic": [48, 48]}.get(kind, []), calls
+        if on:  # every kind's linear form through the features' kernel (hyperbolic: [w; -w], 2m rows)
+            assert calls == {"hyperbolic": [48, 48]}.get(kind, [24, 24]), calls
         out.float().sum().backward()
         results.append((out.detach().float(), [x.grad.float() for x in leaves]))
     (a, ga), (b_, gb) = results
@@ -277,6 +276,26 @@ def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kin
     assert torch.allclose(a, b_, rtol=tol, atol=tol * a.abs().max())
     for x, y in zip(ga, gb):
         assert torch.allclose(x, y, rtol=10 * tol, atol=10 * tol * y.abs().max())
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_data_driven_oprf_uses_the_features_kernel_with_one_a(fused, monkeypatch, causal):
+    """oprf without A: causal, one tracked A for the whole batch (a 0-d tensor: shared rows), so the features'
+    kernel runs and equals the torch path; bidirectional, one A per sequence, so it does not (no shared rows)
+    and the torch map runs."""
+    q, k, v, pad = _masked_inputs(5, 40)
+    mod = PRFAttention(16, 24, "simplex", kind="oprf", causal=causal, seed=2, chunk=16)
+    mod(q, k, v, key_padding_mask=pad)  # (training: the causal module's running statistics move off 0)
+    mod.eval()
+    real, calls = fused.linear_log_features, []
+    monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
+    outs = []
+    for on in (True, False):
+        monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
+        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)
+        outs.append(mod(q, k, v, key_padding_mask=pad, query_padding_mask=None if causal else pad))
+    assert calls == ([24, 24] if causal else [])
+    assert torch.allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5 * outs[1].abs().max())
 
 
 @pytest.mark.parametrize("dtype,setting,want", [(torch.float32, None, "ieee"), (torch.bfloat16, None, "tf32"),
@@ -445,23 +464,28 @@ def test_causal_operator_backward_is_the_gradient(fused):
     torch.library.opcheck(fused._row_offsets_op, [f32[0].detach(), f32[1].detach(), f32[4]])  # no gradient
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_prf_features_kernel_equals_the_torch_map(fused, dtype):
-    """The prf log-features' kernel (one pass over x in its own dtype) equals the torch map of the kind's
-    record on the float32 copy (values and autograd's gradients; d = 20 and m = 70 not powers of two, rows not
-    a multiple of the tile, broadcast leading axes), gradients in x's dtype (the kernel reads float32, bf16 and
-    fp16, not float64: no gradcheck).  Power: without the norm term's gradient (s x sum_f G) the gradients
-    differ; opcheck of the operator; no rows give empty results."""
+@pytest.mark.parametrize("kind,dtype", [("prf", torch.float32), ("prf", torch.bfloat16), ("prf", torch.float16),
+                                        ("hyperbolic", torch.float32), ("oprf", torch.float32),
+                                        ("oprf", torch.bfloat16)])
+def test_linear_features_kernel_equals_the_torch_map(fused, kind, dtype):
+    """The features' kernel (one pass over x in its own dtype) on the kind's linear form (its record's
+    ``linear_log_features``: rows and constants) equals the torch map of the record's ``log_features`` on the
+    float32 copy (values and autograd's gradients; d = 20 and m = 70 not powers of two, rows not a multiple of
+    the tile, broadcast leading axes), gradients in x's dtype (the kernel reads float32, bf16 and fp16, not
+    float64: no gradcheck).  Power: without the norm term's gradient (s x sum_f G) the gradients differ;
+    opcheck of the operator; no rows give empty results."""
     g = torch.Generator().manual_seed(17)
-    rec = feature_kinds.get("prf")
+    rec = feature_kinds.get(kind)
     x = torch.randn(2, 1, 45, 20, generator=g).expand(2, 3, 45, 20).to(dtype)
     w = torch.randn(70, 20, generator=g)
     s = 20 ** -0.5
+    params = _params(kind) or {}
+    form = PRFAttention._linear_form(w, rec, params)
     xa = x.detach().clone().requires_grad_(True)
     xb = x.detach().clone().requires_grad_(True)
-    a = fused.prf_log_features(xa, w, s)
-    b = mnn._log_features(xb.float(), w, None, rec, s, {})
-    assert a.dtype == torch.float32 and a.shape == b.shape
+    a = fused.linear_log_features(xa, *form, s)
+    b = mnn._log_features(xb.float(), w, (w * w).sum(-1) if rec.needs_w_sq() else None, rec, s, params)
+    assert a.dtype == torch.float32 and a.shape == b.shape == (2, 3, 45, 70 * rec.width)
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-5)
     cot = torch.randn(a.shape, generator=g)
     ga, = torch.autograd.grad((a * cot).sum(), xa)
@@ -469,7 +493,7 @@ def test_prf_features_kernel_equals_the_torch_map(fused, dtype):
     assert ga.dtype == dtype
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     assert torch.allclose(ga.float(), gb.float(), rtol=tol, atol=tol * gb.abs().max())
-    real = fused._prf_features_grad_kernel
+    real = fused._linear_features_grad_kernel
 
     class NoNorm:  # the kernel, then s x sum_f G added back: the gradient without the norm term
         def __getitem__(self, grid):
@@ -478,17 +502,18 @@ def test_prf_features_kernel_equals_the_torch_map(fused, dtype):
                 GX.add_((S * X.float() * G.sum(-1, keepdim=True)).to(GX.dtype))
             return launch
 
-    fused._prf_features_grad_kernel = NoNorm()
+    fused._linear_features_grad_kernel = NoNorm()
     try:
-        gc, = torch.autograd.grad((fused.prf_log_features(xa, w, s) * cot).sum(), xa)
+        gc, = torch.autograd.grad((fused.linear_log_features(xa, *form, s) * cot).sum(), xa)
     finally:
-        fused._prf_features_grad_kernel = real
+        fused._linear_features_grad_kernel = real
     assert not torch.allclose(gc.float(), gb.float(), rtol=tol, atol=tol * gb.abs().max())
     if dtype == torch.float32:
-        torch.library.opcheck(fused._prf_features_op, [x[0, 0].clone().requires_grad_(True), w, s])
+        bias = torch.broadcast_to(torch.as_tensor(form[1], dtype=torch.float32), form[0].shape[:1])
+        torch.library.opcheck(fused._linear_features_op, [x[0, 0].clone().requires_grad_(True), form[0], bias, s])
         empty = torch.zeros(2, 0, 20, requires_grad=True)  # no rows: no launch, an empty result and gradient
-        out = fused.prf_log_features(empty, w, s)
-        assert out.shape == (2, 0, 70) and torch.autograd.grad(out.sum(), empty)[0].shape == empty.shape
+        out = fused.linear_log_features(empty, *form, s)
+        assert out.shape == (2, 0, 70 * rec.width) and torch.autograd.grad(out.sum(), empty)[0].shape == empty.shape
 
 
 def test_custom_operator_registration(fused):

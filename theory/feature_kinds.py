@@ -8,38 +8,44 @@ has exactly one :class:`FeatureKind` record here, looked up by name
 (:func:`get`, also ``theory.feature_kind``), and every layer attaches its
 code to that record as a named *hook*:
 
-======================  ==========  ==========================================================
-hook                    layer       signature and meaning
-======================  ==========  ==========================================================
-``variance``            theory      ``f(d, v, **params) -> mpf``: :math:`\mathrm{Var}[b]` of one
-                                    direction, with :math:`\hat K = \frac{P}{m}\sum_i b_i`
-                                    (P the kernel prefactor, see below), relative accuracy
-                                    also at tiny v
-``mean_square``         theory      ``f(d, v, **params) -> mpf``: :math:`(\mathbb E b)^2`, the
-                                    pair term of two independent directions
-``pair_excess``         theory      ``f(coupling, d, v, **params) -> mpf``:
-                                    :math:`\mathbb E[b_ib_j] - (\mathbb E b)^2` for one coupled
-                                    pair of ``coupling`` (MissingHookError when that coupling
-                                    has no closed form for this kind)
-``pair_couplings``      theory      ``f() -> tuple``: couplings with a closed-form pair term
-``small_v``             theory      ``f(coupling, d, **params) -> (var_coef, pair_coef)``:
-                                    :math:`\mathrm{Var} = c_1v^{k} + \dots`,
-                                    excess :math:`= c_2 v^{k} + \dots` (the v -> 0 limit of
-                                    MSE ratios; the values at v = 0 where they do not vanish)
-``parameters``          theory      ``f(coupling, d, v, m, **given) -> dict``: the kind's
-                                    parameters validated, defaults resolved (e.g. the
-                                    MSE-optimal A of OPRFs); kinds with ``parameters`` only
-``log_features``        montecarlo  ``f(proj, sq, m, c, xp, w_sq=None, d=None, **params)`` ->
-                                    log-features (..., width m) of a positive kind (may
-                                    overwrite ``proj``)
-``features``            montecarlo  same arguments -> features (..., width m) of a kind
-                                    that is not positive
-``statistic``           montecarlo  ``f(proj, xp, w_sq=None, d=None, **params)``: the
-                                    per-direction statistic :math:`b_i` (its logarithm for a
-                                    positive kind) from :math:`w_i^\top v`
-``float_parameters``    montecarlo  ``f(d, v_norm, **given) -> dict``: the parameters for a
-                                    Monte Carlo call at one pair (defaults resolved in float64)
-======================  ==========  ==========================================================
+========================  ==========  ==========================================================
+hook                      layer       signature and meaning
+========================  ==========  ==========================================================
+``variance``              theory      ``f(d, v, **params) -> mpf``: :math:`\mathrm{Var}[b]` of one
+                                      direction, with :math:`\hat K = \frac{P}{m}\sum_i b_i`
+                                      (P the kernel prefactor, see below), relative accuracy
+                                      also at tiny v
+``mean_square``           theory      ``f(d, v, **params) -> mpf``: :math:`(\mathbb E b)^2`, the
+                                      pair term of two independent directions
+``pair_excess``           theory      ``f(coupling, d, v, **params) -> mpf``:
+                                      :math:`\mathbb E[b_ib_j] - (\mathbb E b)^2` for one coupled
+                                      pair of ``coupling`` (MissingHookError when that coupling
+                                      has no closed form for this kind)
+``pair_couplings``        theory      ``f() -> tuple``: couplings with a closed-form pair term
+``small_v``               theory      ``f(coupling, d, **params) -> (var_coef, pair_coef)``:
+                                      :math:`\mathrm{Var} = c_1v^{k} + \dots`,
+                                      excess :math:`= c_2 v^{k} + \dots` (the v -> 0 limit of
+                                      MSE ratios; the values at v = 0 where they do not vanish)
+``parameters``            theory      ``f(coupling, d, v, m, **given) -> dict``: the kind's
+                                      parameters validated, defaults resolved (e.g. the
+                                      MSE-optimal A of OPRFs); kinds with ``parameters`` only
+``log_features``          montecarlo  ``f(proj, sq, m, c, xp, w_sq=None, d=None, **params)`` ->
+                                      log-features (..., width m) of a positive kind (may
+                                      overwrite ``proj``)
+``features``              montecarlo  same arguments -> features (..., width m) of a kind
+                                      that is not positive
+``statistic``             montecarlo  ``f(proj, xp, w_sq=None, d=None, **params)``: the
+                                      per-direction statistic :math:`b_i` (its logarithm for a
+                                      positive kind) from :math:`w_i^\top v`
+``float_parameters``      montecarlo  ``f(d, v_norm, **given) -> dict``: the parameters for a
+                                      Monte Carlo call at one pair (defaults resolved in float64)
+``linear_log_features``   montecarlo  ``f(w, m, xp, w_sq=None, d=None, **params)`` -> ``(rows,
+                                      bias)``: a positive kind's log-features as one linear map,
+                                      ``log_features(x) = x @ rows.T + bias - c|x|^2`` for every
+                                      x (rows (m', d), bias broadcastable to (m',)), for kernels
+                                      that form them in one pass; ``None`` where the parameters
+                                      are arrays with one value per sequence (no shared rows)
+========================  ==========  ==========================================================
 
 Conventions shared by every kind: ``proj`` are the projections
 :math:`w_i^\top x` (last axis: the m directions), ``sq`` is :math:`\|x\|^2`
@@ -123,6 +129,7 @@ HOOKS = {
     "float_parameters": "montecarlo",
     "features": "montecarlo",
     "statistic": "montecarlo",
+    "linear_log_features": "montecarlo",
 }
 
 
@@ -202,7 +209,7 @@ RECORDS = (
         name="prf", label="PRFs",
         description="positive random features exp(w.x - c|x|^2)/sqrt(m) (eq. def_prf)",
         positive=True, width=1, kernels=("gaussian", "softmax"), argument="v", statistics=("wx",),
-        closed_forms=_THEORY, maps=("log_features", "statistic"),
+        closed_forms=_THEORY, maps=("log_features", "statistic", "linear_log_features"),
         modules=("theory.mse", "montecarlo.features"),
         reference="Sec. 1, eq. def_prf (Choromanski et al. 2021)",
         style={"linestyle": "-"}),
@@ -218,7 +225,7 @@ RECORDS = (
         name="hyperbolic", label="hyperbolic PRFs",
         description="exp(-c|x|^2)/sqrt(2m) [exp(w.x), exp(-w.x)] (FAVOR+ hyperbolic features)",
         positive=True, width=2, kernels=("gaussian", "softmax"), argument="v", statistics=("wx",),
-        closed_forms=_THEORY, maps=("log_features", "statistic"),
+        closed_forms=_THEORY, maps=("log_features", "statistic", "linear_log_features"),
         modules=("theory.hyperbolic", "montecarlo.hyperbolic"),
         reference="Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Lemma 1",
         style={"linestyle": "--"}),
@@ -226,7 +233,8 @@ RECORDS = (
         name="oprf", label="OPRFs",
         description="optimised PRFs (1-4A)^{d/4} exp(A|w|^2 + sqrt(1-4A) w.x - c|x|^2)/sqrt(m), A < 1/8 (FAVOR++)",
         positive=True, width=1, kernels=("gaussian", "softmax"), argument="v", statistics=("wx", "w_sq"),
-        closed_forms=_THEORY + ("parameters",), maps=("log_features", "statistic", "float_parameters"),
+        closed_forms=_THEORY + ("parameters",),
+        maps=("log_features", "statistic", "float_parameters", "linear_log_features"),
         modules=("theory.oprf", "montecarlo.oprf"), parameters=("A",),
         reference="Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, Chefs' Random Tables (NeurIPS 2022)",
         style={"linestyle": "-."}),
