@@ -206,19 +206,13 @@ def oprf_a(rho):
     :math:`A^* = \big(1 - 2\rho - \sqrt{(2\rho+1)^2 + 8\rho}\big)/16` (Likhosherstov et al. 2022):
     the root of :math:`\partial_A` of the log second moment
     :math:`d\log(1-4A) - \tfrac d2\log(1-8A) + \|x+y\|^2/(1-8A)` averaged over the pairs;
-    :math:`A^* \le 0`, 0 at :math:`\rho = 0` (plain PRFs).  Floats and numpy arrays go to
-    :func:`montecarlo.oprf.optimal_a` (the formula's home); torch tensors are evaluated here with the same
-    stable form :math:`-\rho/(16A_+)`, elementwise and on the tensor's device (no synchronisation).
+    :math:`A^* \le 0`, 0 at :math:`\rho = 0` (plain PRFs).  :func:`montecarlo.oprf.optimal_a` (the formula's
+    home, also the oprf record's ``data_parameters`` rule): floats and numpy arrays checked, torch tensors
+    elementwise on their device (no synchronisation).
     """
-    if isinstance(rho, torch.Tensor):
-        return -rho / ((1.0 - 2.0 * rho) + torch.sqrt((2.0 * rho + 1.0) ** 2 + 8.0 * rho))
     from montecarlo.oprf import optimal_a
 
     return optimal_a(rho)
-
-
-#: Kind parameters the module can choose from the data when they are not given: (kind, parameter) -> rule.
-DATA_DRIVEN = {("oprf", "A"): "FAVOR++ (oprf_a of the mean |q' + k'|^2 / d)"}
 
 
 def draw_projections(coupling, d, m, *, generator=None, rng=None, device=None, dtype=torch.float32):
@@ -725,7 +719,7 @@ class PRFAttention(nn.Module):
     kind_params : dict, optional
         Values of the kind's parameters (``record.parameters``), e.g.
         ``{"A": -0.1}`` for ``'oprf'``.  A parameter the module can choose from
-        the data (:data:`DATA_DRIVEN`: oprf's A) may be left out: then
+        the data (the kind record's ``data_parameters`` rule: oprf's A) may be left out: then
         bidirectional attention takes it from the current queries and keys
         (unpadded positions only, so padded content never changes an output;
         per sequence, or per batch while the kind's map takes only a float:
@@ -869,7 +863,7 @@ class PRFAttention(nn.Module):
             allowed = ", ".join(repr(p) for p in rec.parameters) or "none"
             raise ValueError(f"kind_params has {unknown[0]!r}, which kind={rec.name!r} does not take "
                              f"(its parameters: {allowed})")
-        missing = [p for p in rec.parameters if p not in kind_params and (rec.name, p) not in DATA_DRIVEN]
+        missing = [p for p in rec.parameters if p not in kind_params and not rec.has("data_parameters")]
         if missing:
             raise ValueError(f"kind_params must give {missing[0]!r} for kind={rec.name!r} (no data-driven "
                              "choice is known for it)")
@@ -1068,10 +1062,8 @@ class PRFAttention(nn.Module):
             rho = current
         else:
             rho = self._rho(q, k, key_padding_mask, query_padding_mask)[..., None, None]
-        for p in self._data_driven:
-            if (self.kind, p) == ("oprf", "A"):
-                params[p] = oprf_a(rho)
-        return params
+        chosen = kinds.hook(self.kind, "data_parameters")(rho, _XP)  # the kind's rule, on the device
+        return {**params, **{p: chosen[p] for p in self._data_driven}}
 
     @staticmethod
     def _linear_form(w, rec, params):

@@ -41,13 +41,31 @@ def check_a(A, name="A"):
 def optimal_a(s):
     r""":math:`A^* = (1 - 2s - \sqrt{(2s+1)^2 + 8s})/16` (float64 twin of :func:`theory.oprf.optimal_a`,
     evaluated as :math:`-s/(16A_+)` with the other root :math:`A_+`, accurate at tiny s); ``s >= 0`` a float
-    or array."""
+    or numpy array (checked), or a torch / cupy array (elementwise on its device, in its dtype, not read back
+    to the host: the caller checks it)."""
+    if _on_device(s):
+        return _a_star(s, namespace(type(s).__module__.split(".")[0]))
     s = np.asarray(s, dtype=np.float64)
     if not np.all(np.isfinite(s)) or np.any(s < 0):
         raise ValueError(f"s must be finite and >= 0 (a mean squared norm over d), got {describe(s)}")
-    big = ((1 - 2 * s) + np.sqrt((2 * s + 1) ** 2 + 8 * s)) / 16
-    out = -s / (16 * big)
+    out = _a_star(s, np)
     return float(out) if out.ndim == 0 else out
+
+
+def _a_star(s, xp):
+    """-s / (16 A_+), A_+ = ((1 - 2s) + sqrt((2s + 1)^2 + 8s)) / 16 (no cancellation at small s)."""
+    return -s / ((1 - 2 * s) + xp.sqrt((2 * s + 1) ** 2 + 8 * s))
+
+
+def _on_device(x):
+    """Whether x is a torch or cupy array (used as it is, never read back)."""
+    return type(x).__module__.split(".")[0] in ("torch", "cupy")
+
+
+@register("oprf", "data_parameters")
+def _data_parameters(rho, xp):
+    r"""FAVOR++'s rule: :math:`A = A^*(\rho)` (:func:`optimal_a`, elementwise)."""
+    return {"A": _a_star(rho, xp)}
 
 
 def data_optimal_a(X, Y=None):
@@ -76,7 +94,7 @@ def _a_terms(A, xp):
     """(A, sqrt(1 - 4A), log(1 - 4A)): a Python number is checked (< 1/8); an array of the backend (e.g. one A
     per sequence, broadcastable against the projections) is used as given, without reading it back to the host
     (the caller checks it when it asks for checks)."""
-    if hasattr(A, "shape") and getattr(A, "ndim", 0) > 0 or type(A).__module__.split(".")[0] in ("torch", "cupy"):
+    if hasattr(A, "shape") and getattr(A, "ndim", 0) > 0 or _on_device(A):
         return A, xp.sqrt(1 - 4 * A), xp.log1p(-4 * A)
     a = check_a(A)
     return a, math.sqrt(1 - 4 * a), math.log1p(-4 * a)

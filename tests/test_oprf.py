@@ -32,6 +32,28 @@ def test_optimal_a_minimises_the_second_moment():
     assert math.isclose(mc.oprf.optimal_a(1e-300), -5e-301, rel_tol=1e-12)
 
 
+def test_data_parameters_rule_is_the_optimal_a_on_every_backend():
+    """The oprf record's ``data_parameters`` (FAVOR++'s rule, what PRFAttention uses without A) gives A*(rho)
+    elementwise, equal to theory.oprf.optimal_a at 40 digits (mpmath, the independent route) on numpy, and on
+    torch (float64 and float32: no read-back, the tensor's dtype); montecarlo.oprf.optimal_a of a tensor is the
+    same.  Power: the rule at 2 rho differs."""
+    import array_api_compat
+
+    torch = pytest.importorskip("torch")
+    rule = theory.feature_kinds.hook("oprf", "data_parameters")
+    rho = np.array([0.0, 1e-12, 0.3, 2.0, 40.0])
+    with mp.workdps(40):
+        ref = np.array([float(optimal_a(mp.mpf(float(r)))) for r in rho])
+    a_np = rule(rho, array_api_compat.array_namespace(rho))["A"]
+    assert np.allclose(a_np, ref, rtol=1e-14, atol=0)
+    for dtype, tol in ((torch.float64, 1e-14), (torch.float32, 1e-6)):
+        t = torch.tensor(rho, dtype=dtype)
+        a_t = rule(t, array_api_compat.array_namespace(t))["A"]
+        assert a_t.dtype == dtype and np.allclose(a_t.numpy(), ref, rtol=tol, atol=0)
+        assert torch.equal(mc.oprf.optimal_a(t), a_t)
+    assert not np.allclose(rule(2 * rho[1:], np)["A"], ref[1:], rtol=1e-3)
+
+
 def _tilted_pair_term(d, v, c, a):
     r""":math:`(1-4A)^d\mathbb E[e^{2A(r_1^2+r_2^2)}{}_0F_1(;\frac d2;\frac{(1-4A)v^2}{4}\|r_1u_1+r_2u_2\|^2)]` over
     i.i.d. chi_d norms at cos(u_1, u_2) = c: the OPRF pair term computed directly (scipy, double precision)."""

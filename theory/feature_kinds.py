@@ -45,6 +45,11 @@ hook                      layer       signature and meaning
                                       x (rows (m', d), bias broadcastable to (m',)), for kernels
                                       that form them in one pass; ``None`` where the parameters
                                       are arrays with one value per sequence (no shared rows)
+``data_parameters``       montecarlo  ``f(rho, xp) -> dict``: the parameters chosen from the
+                                      data by the kind's authors' rule, from the pairs' mean
+                                      :math:`\rho = \overline{\|x + y\|^2}/d` (an array of
+                                      ``xp``, e.g. one value per sequence: elementwise, nothing
+                                      read back to the host); kinds with ``parameters`` only
 ========================  ==========  ==========================================================
 
 Conventions shared by every kind: ``proj`` are the projections
@@ -130,6 +135,7 @@ HOOKS = {
     "features": "montecarlo",
     "statistic": "montecarlo",
     "linear_log_features": "montecarlo",
+    "data_parameters": "montecarlo",
 }
 
 
@@ -234,7 +240,7 @@ RECORDS = (
         description="optimised PRFs (1-4A)^{d/4} exp(A|w|^2 + sqrt(1-4A) w.x - c|x|^2)/sqrt(m), A < 1/8 (FAVOR++)",
         positive=True, width=1, kernels=("gaussian", "softmax"), argument="v", statistics=("wx", "w_sq"),
         closed_forms=_THEORY + ("parameters",),
-        maps=("log_features", "statistic", "float_parameters", "linear_log_features"),
+        maps=("log_features", "statistic", "float_parameters", "linear_log_features", "data_parameters"),
         modules=("theory.oprf", "montecarlo.oprf"), parameters=("A",),
         reference="Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, Chefs' Random Tables (NeurIPS 2022)",
         style={"linestyle": "-."}),
