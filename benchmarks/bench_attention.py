@@ -258,7 +258,9 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on
     the tile path (``GAP = None``), with two other fast-path shapes (features 32; tile 32 on 4 warps) and with
     the prefix states by the log-depth scan instead of the batched product (``PRODUCT_STATES = 0``), with the
-    prf log-features by torch operations instead of their kernel (``_fused_features_apply`` off), and
+    prf log-features by torch operations instead of their kernel (``_fused_features_apply`` off), with float32
+    inputs at the first length (IEEE products: the fast path's feature block 32, and 64 as before, which
+    spills), and
     ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256; compiled
     forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager
     default at the first L (30 rows: the kernels and the torch work around them)."""
@@ -278,6 +280,9 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                  ("fused_c256_scan", 256, False, {"fused": True, "nn": {"PRODUCT_STATES": 0.0}}),
                  ("fused_c256_torch_features", 256, False,
                   {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
+                 ("fused_c256_float32", 256, False, {"fused": True, "float32": True}),
+                 ("fused_c256_float32_fast64", 256, False,
+                  {"fused": True, "float32": True, "kernel": {"FAST_FEATURE_BLOCK_SPILL_FREE": 64}}),
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
                  ("compiled_fused_c256", 256, True, {"fused": True})]
         if not mnn._triton_available():
@@ -286,9 +291,12 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
             if comp and time.perf_counter() - t_start > budget_s:
                 print(f"  L={L} {name}: skipped (budget)", flush=True)
                 continue
+            if kw.get("float32") and L != seq_lens[0]:  # (the float32 forms at the first length only)
+                continue
             kw = dict(kw)
             settings = kw.pop("kernel", {})  # module settings of montecarlo._fused for this form, restored after
             nn_settings = kw.pop("nn", {})  # and of montecarlo.nn
+            args = [t.float() for t in (q, k, v, cot)] if kw.pop("float32", False) else [q, k, v, cot]
             try:
                 with contextlib.ExitStack() as stack:
                     if settings:
@@ -297,7 +305,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                         stack.enter_context(mock.patch.multiple(montecarlo._fused, **settings))
                     if nn_settings:
                         stack.enter_context(mock.patch.multiple(mnn, **nn_settings))
-                    row = _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev)
+                    row = _variant_row(name, chunk, comp, kw, plain, *args, repeat, dev)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 row = {"device": torch.cuda.get_device_name(), "L": L, "form": name, "ms": None, "peak_mb": "OOM"}

@@ -9,7 +9,8 @@ bound how many programs share a multiprocessor).  Timings still need a GPU
     python -m benchmarks.kernel_registers [--arch 90] [--precision ieee tf32] [--configs 16,32,4 16,32,8]
 
 ``--configs`` sets the tile path's shape; the fast path's kernels are compiled at the module's
-``FAST_TILE``, ``FAST_FEATURE_BLOCK`` and ``FAST_NUM_WARPS``.
+``FAST_TILE``, ``FAST_NUM_WARPS`` and the feature block the launches use for the precision and d_v
+(``FAST_FEATURE_BLOCK``, or ``FAST_FEATURE_BLOCK_SPILL_FREE`` for IEEE products or d_v > 64).
 
 Run it in an environment without ``TRITON_INTERPRET`` (the tests' conftest sets it on machines without an
 NVIDIA device).
@@ -60,13 +61,17 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     from montecarlo import _fused
 
     ptxas = get_ptxas(arch).path
-    # the fast path's shape as the launches size it (module settings; m at least its feature block)
-    fT, fF, BD = _fused._sizes(chunk, _fused.FAST_FEATURE_BLOCK, d_value + 1, fast=True)
+    # the fast path's shape as the launches size it (module settings; m at least its feature block; the row
+    # offsets' kernel, which has no products and no values, at the default sizes of its launch)
+    wide = 2 * max(_fused.FAST_FEATURE_BLOCK, _fused.FAST_FEATURE_BLOCK_SPILL_FREE)
+    fT, fF, BD = _fused._sizes(chunk, wide, d_value + 1, fast=True, precision=prec)
+    rF = _fused._sizes(chunk, wide, 2, fast=True)[1]
     out = {}
     jobs = []
     for name, ptrs, path in _fused.KERNELS:
         if path == "fast":
-            consts, warps = dict(B=chunk, T=fT, F=fF, BD=BD, PREC=prec), _fused.FAST_NUM_WARPS
+            F_ = rF if name == "_row_offsets_kernel" else fF
+            consts, warps = dict(B=chunk, T=fT, F=F_, BD=BD, PREC=prec), _fused.FAST_NUM_WARPS
         else:
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
         sig = ({p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"}

@@ -102,6 +102,11 @@ GAP = 40.0
 FAST_TILE = 64
 FAST_FEATURE_BLOCK = 64
 FAST_NUM_WARPS = 8
+#: The fast path's feature block for IEEE float32 products (float32 inputs) or d_v > 64, where 64 spills
+#: (sm 90, chunk 256, ``benchmarks.kernel_registers``: IEEE d_v 64, bytes spilled by the query, value and
+#: summary gradients 776 / 496 / 948 at 64, 0 / 436 / 0 at 32; TF32 d_v 128, forward and summary gradient
+#: 24 / 64 at 64, none at 32).  Not yet timed on a GPU (``gpu_session.sh`` times both).
+FAST_FEATURE_BLOCK_SPILL_FREE = 32
 #: Offsets of all-padded key tiles and chunks, and the rows' offsets of queries that see no key, are clamped
 #: to this (as ``_very_negative``), so that their factors are 0 and no difference is -inf - (-inf).
 FLOOR = -1.0e30
@@ -578,16 +583,18 @@ def products(half):
     return "tf32" if half else "ieee"
 
 
-def _sizes(b, M, D, fast=False):
+def _sizes(b, M, D, fast=False, precision="tf32"):
     """Tile, feature block and padded value width of the tile path (or of the fast path: ``fast``) for
-    chunks of b (a multiple of 16) positions."""
+    chunks of b (a multiple of 16) positions; the fast path's feature block is :data:`FAST_FEATURE_BLOCK`
+    for TF32 products and d_v <= 64, else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
+    BD = max(16, triton.next_power_of_2(D - 1))
     if fast:
         T = math.gcd(b, FAST_TILE)
-        F = max(16, min(FAST_FEATURE_BLOCK, triton.next_power_of_2(M)))
+        block = FAST_FEATURE_BLOCK if precision == "tf32" and BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE
+        F = max(16, min(block, triton.next_power_of_2(M)))
     else:
         T = min(TILE, b)
         F = max(16, min(FEATURE_BLOCK, triton.next_power_of_2(M)))
-    BD = max(16, triton.next_power_of_2(D - 1))
     return T, F, BD
 
 
@@ -607,11 +614,11 @@ def fast_chunks(qr, lk4, before, o=None):
         return o.clamp_min(FLOOR).contiguous(), flag
 
 
-def _grids(n, N, b, M, D):
+def _grids(n, N, b, M, D, precision="tf32"):
     """(grid of one program per tile, grid with feature blocks, meta) of the tile and the fast path."""
     out = []
     for fast in (False, True):
-        T, F, BD = _sizes(b, M, D, fast)
+        T, F, BD = _sizes(b, M, D, fast, precision)
         meta = dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS if fast else NUM_WARPS)
         out.append(((n * N, b // T), (n * N, b // T, triton.cdiv(M, F)), meta))
     return out
@@ -622,7 +629,7 @@ def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
-    (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D)
+    (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D, precision)
     _forward_kernel[tiles](qr, r, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
     _fast_forward_kernel[ftiles](qr, r, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
     return out
@@ -633,7 +640,7 @@ def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision):
     D = v4.shape[-1]
     G = G.contiguous()
     gq, gk, gv, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4), torch.empty_like(P)
-    (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D)
+    (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D, precision)
     _query_grad_kernel[blocks](qr, r, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
     _key_grad_kernel[blocks](qr, r, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
     _value_grad_kernel[tiles](qr, r, lk4, flag, G, gv, M, D, PREC=precision, **meta)
@@ -697,7 +704,7 @@ def _row_offsets_op(lq4: torch.Tensor, lk4: torch.Tensor, before: torch.Tensor) 
     lq4, lk4, before = _contiguous(lq4, lk4, before)
     n, N, b, M = lq4.shape
     r = torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device)
-    tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values)
+    tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values, no products)
     _row_offsets_kernel[tiles](lq4, lk4, before, r, M, 1, PREC="ieee", **meta)
     return r
 
@@ -715,7 +722,7 @@ def _states(lk4, v4, off, before, precision):
     K = torch.empty((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device)
     if N == 1:
         return K.zero_()
-    _, blocks, meta = _grids(n, N, b, M, v4.shape[-1])[1]  # (the fast path's shapes, a program per feature block)
+    _, blocks, meta = _grids(n, N, b, M, v4.shape[-1], precision)[1]  # (fast path's shapes, by feature block)
     _summary_kernel[(n * N, 1, blocks[2])](lk4, v4, off, K, M, v4.shape[-1], PREC=precision, **meta)
     return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
 
@@ -746,7 +753,7 @@ def _causal_backward_op(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, 
     if lq4.shape[1] > 1:  # the summaries' gradient (the first chunk's state is zero: its gP is not read)
         dK = _nn._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
         n, N, b, M = lk4.shape
-        tiles, _, meta = _grids(n, N, b, M, v4.shape[-1])[1]
+        tiles, _, meta = _grids(n, N, b, M, v4.shape[-1], precision)[1]
         _summary_grad_kernel[tiles](lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
     return gq, gk, gv
 

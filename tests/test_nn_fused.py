@@ -70,10 +70,11 @@ def test_tile_shapes_are_legal(fused, b, M, D):
     """Every tile shape the launches use is one compiled Triton accepts (the interpreter accepts more): powers
     of two of at least 16 for the products' dimensions, tiles that divide the chunk."""
     for fast in (False, True):
-        T, F, BD = fused._sizes(b, M, D, fast)
-        for x in (T, F, BD):
-            assert x >= 16 and x & (x - 1) == 0, (fast, T, F, BD)
-        assert b % T == 0 and BD >= D - 1
+        for precision in fused.PRECISIONS:
+            T, F, BD = fused._sizes(b, M, D, fast, precision)
+            for x in (T, F, BD):
+                assert x >= 16 and x & (x - 1) == 0, (fast, T, F, BD)
+            assert b % T == 0 and BD >= D - 1
 
 
 def _set_path(fused, monkeypatch, path, data, before):
