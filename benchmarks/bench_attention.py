@@ -261,7 +261,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     prf log-features by torch operations instead of their kernel (``_fused_features_apply`` off), with float32
     inputs at the first length (IEEE products: the fast path's feature block 32, and 64 as before, which
     spills), and
-    ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256; compiled
+    ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256 (and, at the
+    first length, with CUDA graphs: ``mode="reduce-overhead"``, no launch overhead left); compiled
     forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager
     default at the first L (30 rows: the kernels and the torch work around them)."""
     import torch
@@ -280,20 +281,23 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                  ("fused_c256_scan", 256, False, {"fused": True, "nn": {"PRODUCT_STATES": 0.0}}),
                  ("fused_c256_torch_features", 256, False,
                   {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
-                 ("fused_c256_float32", 256, False, {"fused": True, "float32": True}),
+                 ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),
                  ("fused_c256_float32_fast64", 256, False,
-                  {"fused": True, "float32": True, "kernel": {"FAST_FEATURE_BLOCK_SPILL_FREE": 64}}),
+                  {"fused": True, "float32": True, "first_only": True,
+                   "kernel": {"FAST_FEATURE_BLOCK_SPILL_FREE": 64}}),
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
-                 ("compiled_fused_c256", 256, True, {"fused": True})]
+                 ("compiled_fused_c256", 256, True, {"fused": True}),
+                 ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True})]
         if not mnn._triton_available():
             forms = [f for f in forms if f[3].get("fused") is not True]
         for name, chunk, comp, kw in forms:
             if comp and time.perf_counter() - t_start > budget_s:
                 print(f"  L={L} {name}: skipped (budget)", flush=True)
                 continue
-            if kw.get("float32") and L != seq_lens[0]:  # (the float32 forms at the first length only)
+            if kw.get("first_only") and L != seq_lens[0]:  # (forms timed at the first length only)
                 continue
             kw = dict(kw)
+            kw.pop("first_only", None)
             settings = kw.pop("kernel", {})  # module settings of montecarlo._fused for this form, restored after
             nn_settings = kw.pop("nn", {})  # and of montecarlo.nn
             args = [t.float() for t in (q, k, v, cot)] if kw.pop("float32", False) else [q, k, v, cot]

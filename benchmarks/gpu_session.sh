@@ -9,8 +9,8 @@
 #   3. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
 #      operator at three chunk lengths, on the tile path only, with other fast-path shapes, with the prefix
 #      states by the scan, with the torch feature maps instead of the features' kernel, with float32 inputs
-#      (IEEE products: two feature blocks of the fast path), and under torch.compile (compiled forms stop
-#      starting after --budget seconds).
+#      (IEEE products: two feature blocks of the fast path), and under torch.compile, also with CUDA graphs
+#      at the first length (compiled forms stop starting after --budget seconds).
 # Writes device.txt, tests.txt, table.txt, table.json, variants.txt and variants.json under $OUT (default ./gpu_out).
 # The lent machines have torch (with Triton) but not every pure-Python dependency: with the wheels of
 # array-api-compat (and performer-pytorch with its dependencies, for the FastAttention rows) downloaded into
