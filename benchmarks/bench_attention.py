@@ -255,15 +255,15 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable; TF32 products for
-    these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on
-    the tile path (``GAP = None``), with two other fast-path shapes (features 32; tile 32 on 4 warps) and with
-    the prefix states by the log-depth scan instead of the batched product (``PRODUCT_STATES = 0``), with the
-    prf log-features by torch operations instead of their kernel (``_fused_features_apply`` off), with float32
-    inputs at the first length (IEEE products: the fast path's feature block 32, and 64 as before, which
-    spills), and
-    ``torch.compile`` (inductor, static shapes) with the kernels as custom operators at chunk 256 (and, at the
-    first length, with CUDA graphs: ``mode="reduce-overhead"``, no launch overhead left); compiled
-    forms are skipped once ``budget_s`` seconds have passed.  Prints the top CUDA kernels of the eager
+    these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on the
+    tile path (``GAP = None``), with the prefix states by the log-depth scan instead of the batched product
+    (``PRODUCT_STATES = 0``), with the log-features by torch operations instead of their kernel
+    (``_fused_features_apply`` off), with float32 inputs at the first length (IEEE products: the fast path's
+    feature block 32, and 64 as before, which spills), and ``torch.compile`` (inductor, static shapes) with the
+    kernels as custom operators at chunk 256 (and, at the first length, with CUDA graphs:
+    ``mode="reduce-overhead"``, no launch overhead left); compiled forms are skipped once ``budget_s`` seconds
+    have passed.  (Two other fast-path shapes, features 32 and tile 32 on 4 warps, took 6.5 ms against 5.4 at
+    L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the top CUDA kernels of the eager
     default at the first L (30 rows: the kernels and the torch work around them)."""
     import torch
 
@@ -275,9 +275,6 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
         q, k, v, cot = _cuda_inputs(L, dev)
         forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
                  ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
-                 ("fused_c256_fast64f32", 256, False, {"fused": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
-                 ("fused_c256_fast32w4", 256, False,
-                  {"fused": True, "kernel": {"FAST_TILE": 32, "FAST_NUM_WARPS": 4}}),
                  ("fused_c256_scan", 256, False, {"fused": True, "nn": {"PRODUCT_STATES": 0.0}}),
                  ("fused_c256_torch_features", 256, False,
                   {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),

@@ -7,7 +7,7 @@
 #      65536);
 #      (SKIP_TABLE=1 skips it);
 #   3. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
-#      operator at three chunk lengths, on the tile path only, with other fast-path shapes, with the prefix
+#      operator at three chunk lengths, on the tile path only, with the prefix
 #      states by the scan, with the torch feature maps instead of the features' kernel, with float32 inputs
 #      (IEEE products: two feature blocks of the fast path), and under torch.compile, also with CUDA graphs
 #      at the first length (compiled forms stop starting after --budget seconds).
