@@ -97,6 +97,10 @@ class TestOprfMap:
             got = hook(X @ W.T, np.sum(X * X, axis=1)[:, None], 6, 1.0, np, w_sq=w_sq, d=5, A=a)
             assert np.allclose(got, formula(a), rtol=1e-13, atol=1e-13)
         assert not np.allclose(formula(a_rows), formula(-0.2))  # power: the rows' A matter
+        # a number is checked, also a numpy scalar (0-d: not one A per row); an array of A is not (no read-back)
+        for bad in (0.2, np.float64(0.2), np.array(0.2)):
+            with pytest.raises(ValueError, match="A"):
+                hook(X @ W.T, np.sum(X * X, axis=1)[:, None], 6, 1.0, np, w_sq=w_sq, d=5, A=bad)
 
     def test_optimal_a_of_a_number_and_of_an_array(self):
         """montecarlo.oprf.optimal_a takes s as a float or an array (its docstring): a number (Python or numpy
