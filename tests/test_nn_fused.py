@@ -545,6 +545,28 @@ def test_compiled_causal_scan_calls_the_kernels(fused):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-5)
 
 
+def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
+    """torch.compile of the module with the features' kernel (oprf with a given A: rows and a constants vector
+    from its record's linear form) and the causal operator, both forced on the CPU: equal to eager, outputs and
+    gradients, and the features' operator is in the compiled graph (its calls are counted while compiling)."""
+    monkeypatch.setattr(mnn, "_fused_applies", lambda x, b: True)
+    monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w: True)
+    real, calls = fused.linear_log_features, []
+    monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
+    q, k, v, _ = _masked_inputs(8, 40)
+    mod = PRFAttention(16, 24, "simplex", kind="oprf", kind_params={"A": -0.1}, causal=True, seed=3, chunk=16)
+    results = []
+    for fn in (mod, torch.compile(mod, dynamic=False)):
+        leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+        out = fn(*leaves)
+        results.append((out.detach(), torch.autograd.grad(out.square().sum(), leaves)))
+    assert len(calls) >= 4 and set(calls) == {24}, calls  # eager's two, then queries and keys while tracing
+    (a, ga), (b_, gb) = results
+    assert torch.allclose(a, b_, rtol=1e-5, atol=1e-6)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * y.abs().max())
+
+
 def test_dispatch():
     """The kernels are chosen only for CUDA float32 features, chunks of a multiple of 16, and not with
     montecarlo.nn.FUSED off; the prf features' kernel only for CUDA float32/bf16/fp16 inputs with float32
