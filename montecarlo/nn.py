@@ -55,8 +55,9 @@ summaries and their gradient in kernels of their own, the prefix states by the p
 fused kernels for the chunks (most chunks as matrix products of per-position factors with the chunk's key
 offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
 the diagonal tile elementwise; the earlier chunks' prefix state read in the same kernels; TF32 products for
-bfloat16/float16 inputs, IEEE float32 for float32 ones); there the prf and hyperbolic kinds' log-features
-are a kernel of their own too, which reads bfloat16/float16 queries and keys as they are.  On an H100
+bfloat16/float16 inputs, IEEE float32 for float32 ones); there the log-features of every kind with a linear
+form in its record (``linear_log_features``: prf, hyperbolic, oprf with one A for the batch) are a kernel of
+their own too, which reads bfloat16/float16 queries and keys as they are.  On an H100
 (bf16, forward + backward, batch x heads 32, m = 128), measured before the operator and the features'
 kernel took that work off torch:
 eager 0.62 x SDPA's time at L = 65536 and 7.1 x at L = 4096; compiled 0.35 x and 5.5 x
