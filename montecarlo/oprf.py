@@ -24,7 +24,7 @@ from theory.validation import ArgumentTypeError, describe
 from ._backend import namespace, to_numpy
 from ._checks import check_data
 
-__all__ = ["check_a", "data_optimal_a", "moments_optimal_a", "optimal_a"]
+__all__ = ["check_a", "data_optimal_a", "moments_optimal_a", "optimal_a", "pair_statistic"]
 
 
 def check_a(A, name="A"):
@@ -70,24 +70,36 @@ def _data_parameters(rho, xp):
 
 def data_optimal_a(X, Y=None):
     r"""FAVOR++'s A for queries X (N, d) and keys Y (N', d) (default X): :func:`optimal_a` of
-    :math:`s = \frac1d\overline{\|x_i + y_j\|^2}` over all pairs, computed from the means in O((N + N') d)."""
+    :func:`pair_statistic` (:math:`s = \frac1d\overline{\|x_i + y_j\|^2}` over all pairs)."""
+    return optimal_a(pair_statistic(X, Y))
+
+
+def pair_statistic(X, Y=None):
+    r""":math:`s = \frac1d\overline{\|x_i + y_j\|^2}` over all pairs of rows of X (N, d) and Y (N', d)
+    (default X), computed from the means in O((N + N') d): the statistic a kind's ``data_parameters`` rule
+    reads."""
     xp = namespace("numpy")
     X = np.asarray(to_numpy(check_data(X, xp, "X", 2)), dtype=np.float64)
     Y = X if Y is None else np.asarray(to_numpy(check_data(Y, xp, "Y", 2, X.shape[1])), dtype=np.float64)
     if X.shape[0] == 0 or Y.shape[0] == 0:
         raise ValueError("X and Y must hold at least one row each")
-    return moments_optimal_a(np.mean(np.sum(X * X, axis=1)), X.mean(axis=0), np.mean(np.sum(Y * Y, axis=1)),
-                             Y.mean(axis=0))
+    return _moments_statistic(np.mean(np.sum(X * X, axis=1)), X.mean(axis=0), np.mean(np.sum(Y * Y, axis=1)),
+                              Y.mean(axis=0))
 
 
 def moments_optimal_a(mean_sq_x, mean_x, mean_sq_y, mean_y):
     r"""FAVOR++'s A from the mean statistics: :math:`s = (\overline{\|x\|^2} + \overline{\|y\|^2}
     + 2\bar x^\top\bar y)/d` (the mean of :math:`\|x_i + y_j\|^2/d` over all pairs), then :func:`optimal_a`.
     For callers that hold the moments already (sparse data, running statistics)."""
+    return optimal_a(_moments_statistic(mean_sq_x, mean_x, mean_sq_y, mean_y))
+
+
+def _moments_statistic(mean_sq_x, mean_x, mean_sq_y, mean_y):
+    """s from the moments (at least 0: rounding can take the sum of a near-cancelling pair below)."""
     mean_x = np.asarray(mean_x, dtype=np.float64).ravel()
     mean_y = np.asarray(mean_y, dtype=np.float64).ravel()
     s = float(mean_sq_x) + float(mean_sq_y) + 2 * float(mean_x @ mean_y)
-    return optimal_a(max(s, 0.0) / mean_x.shape[0])
+    return max(s, 0.0) / mean_x.shape[0]
 
 
 def _a_terms(A, xp):

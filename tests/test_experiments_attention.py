@@ -321,6 +321,7 @@ def test_oprf_and_sderf_attention_equal_the_features_written_out(causal):
     W = mc.sample_weights("simplex", 8, 20, rng=22)
     s = 8 ** -0.25
     A = at.data_parameters("oprf", Q, K)["A"]
+    assert A == mc.oprf.data_optimal_a(s * Q, s * K)  # the oprf record's rule at the scaled pairs' statistic
     p = at.data_parameters("sderf", Q, K)
     a, R = p["a"], p["Q"]
     assert A < 0 and np.all(a < 0)

@@ -71,6 +71,7 @@ class TestOprfMap:
         got = mc.oprf.data_optimal_a(X, Y)
         assert math.isclose(got, ref, rel_tol=1e-12)
         assert not math.isclose(got, wrong, rel_tol=1e-3)
+        assert math.isclose(mc.oprf.pair_statistic(X, Y), s, rel_tol=1e-13)  # the statistic itself
 
 
     def test_data_optimal_a_refuses_empty_batches_by_name(self):

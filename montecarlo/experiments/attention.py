@@ -688,9 +688,11 @@ DISTINGUISHABLE_Z = 3.09
 SDERF = "sderf"
 
 #: Parameters :func:`attention_scan` chooses from each batch's scaled queries q' and keys k' (the rule of
-#: each kind's authors), kind -> description; a registered kind with parameters not listed here is refused.
+#: each kind's authors), kind -> description: a registered kind's is its record's ``data_parameters`` rule at
+#: :func:`montecarlo.oprf.pair_statistic` (a registered kind with parameters and no rule is refused); FAVOR#'s
+#: is :func:`montecarlo.sderf.sderf_parameters`.
 DATA_DRIVEN = {
-    "oprf": "A = montecarlo.oprf.data_optimal_a(q', k'), FAVOR++'s optimum at the mean |q' + k'|^2 / d",
+    "oprf": "A = FAVOR++'s optimum A*(s) at s = the mean |q' + k'|^2 / d (montecarlo.oprf.data_optimal_a(q', k'))",
     SDERF: "(a, Q) = montecarlo.sderf.sderf_parameters(q', k'), FAVOR#'s optimum from the eigen-decomposition of "
            "the mean (q' + k')(q' + k')^T",
 }
@@ -700,7 +702,7 @@ def scan_kinds():
     """The kinds :func:`attention_scan` accepts: the registered positive softmax kinds whose parameters it can
     choose from the data (:data:`DATA_DRIVEN`), and ``'sderf'``."""
     ok = tuple(k for k in kinds.names(positive=True, kernel="softmax")
-               if all(k in DATA_DRIVEN for _ in kinds.get(k).parameters))
+               if not kinds.get(k).parameters or kinds.get(k).has("data_parameters"))
     return ok + (SDERF,)
 
 
@@ -722,7 +724,7 @@ def data_parameters(kind, Q, K, scale=None):
     """The parameters of ``kind`` chosen from queries Q (L, d) and keys K (L, d), scaled by
     :math:`s^{1/2}` (:data:`DATA_DRIVEN`): ``{}`` for a kind without parameters, ``{'A': A}`` for OPRFs,
     ``{'a': a, 'Q': Q}`` for SDERFs."""
-    from montecarlo.oprf import data_optimal_a
+    from montecarlo.oprf import pair_statistic
     from montecarlo.sderf import sderf_parameters
 
     kind = _check_scan_kinds((kind,))[0]
@@ -733,8 +735,9 @@ def data_parameters(kind, Q, K, scale=None):
     if kind == SDERF:
         a, rot = sderf_parameters(s * Q, s * K)
         return {"a": a, "Q": rot}
-    if kind == "oprf":
-        return {"A": float(data_optimal_a(s * Q, s * K))}
+    if kinds.get(kind).has("data_parameters"):  # the kind's rule (oprf: FAVOR++'s A) from the pairs' statistic
+        chosen = kinds.hook(kind, "data_parameters")(np.float64(pair_statistic(s * Q, s * K)), np)
+        return {p: float(value) for p, value in chosen.items()}
     return {}
 
 
