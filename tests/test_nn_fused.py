@@ -253,13 +253,13 @@ def _diagonal_part(Q, K, V, T=16):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kind, dtype):
-    """PRFAttention (causal, chunks of 32, a key padding mask with a fully padded sequence) gives the same
-    outputs and gradients with the fused kernels (forced on the CPU; also the features' kernel, whose calls are
-    counted) as with the torch path, for every positive kind, float32 and bf16 inputs."""
+@pytest.mark.parametrize("dtype,causal", [(torch.float32, True), (torch.bfloat16, True), (torch.bfloat16, False)])
+def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kind, dtype, causal):
+    """PRFAttention (causal, chunks of 32, or bidirectional; a key padding mask with a fully padded sequence)
+    gives the same outputs and gradients with the fused kernels (forced on the CPU; also the features' kernel,
+    whose calls are counted) as with the torch path, for every positive kind, float32 and bf16 inputs."""
     q, k, v, pad = _masked_inputs(4, 70)
-    mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=True, seed=1, chunk=32)
+    mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=causal, seed=1, chunk=32)
     results = []
     real, calls = fused.linear_log_features, []
     monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
