@@ -87,7 +87,10 @@ Adding a feature kind
 2. the theory module registering ``variance``, ``mean_square``,
    ``pair_excess``, ``pair_couplings`` and ``small_v`` with :func:`register`;
 3. the montecarlo module registering ``log_features`` (or ``features``) and
-   ``statistic``.
+   ``statistic``; optionally ``linear_log_features`` (the fused attention
+   kernels then run the kind) and, for a kind with parameters,
+   ``data_parameters`` (then PRFAttention and the attention scan choose them
+   from the data).
 
 Everything else (``theory.kernel_mse``, the feature maps, the estimators, the
 experiments, the scikit-learn transformer, PRFAttention, the audit) reads the
