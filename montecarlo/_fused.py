@@ -250,13 +250,19 @@ def _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T: tl.constexpr, F: tl.constexp
 
 
 @triton.jit
-def _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr):
-    """Scores (T, T) of query tile i0 and key tile j0 of a fast chunk, masked to j <= i: products of factors."""
+def _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr,
+                 KEYS_FIRST: tl.constexpr = False):
+    """Scores (T, T) of query tile i0 and key tile j0 of a fast chunk, masked to j <= i: products of factors
+    (queries on the first axis, or with ``KEYS_FIRST`` keys: the transpose formed as such)."""
     s = tl.zeros((T, T), Q.dtype.element_ty)
     for f0 in range(0, M, F):
-        s += tl.dot(_query_factor(Q, r, OFF, c, bqk, i0, f0, M, T, F),
-                    tl.trans(_chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)), input_precision=PREC)
-    return _causal_mask(s, i0, j0, T, False)
+        eq = _query_factor(Q, r, OFF, c, bqk, i0, f0, M, T, F)
+        ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
+        if KEYS_FIRST:
+            s += tl.dot(ek, tl.trans(eq), input_precision=PREC)
+        else:
+            s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
+    return _causal_mask(s, i0, j0, T, KEYS_FIRST)
 
 
 @triton.jit
@@ -432,8 +438,12 @@ def _fast_value_grad_kernel(Q, R, K, OFF, FLAG, G, GV, M, D, B: tl.constexpr, T:
     if tl.load(FLAG + c) != 0:
         acc = tl.zeros((T, BD), Q.dtype.element_ty)
         for i0 in range(j0, B, T):
-            s = _fast_scores(Q, _rows(R, c, i0, B, T), K, OFF, c, bqk, i0, j0, M, T, F, PREC)  # (i, j)
-            acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+            r = _rows(R, c, i0, B, T)
+            if PREC == "ieee":  # (j, i) formed keys first: the transpose of (i, j) spilled under IEEE products
+                st = _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC, True)
+            else:
+                st = tl.trans(_fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC))
+            acc += tl.dot(st, _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
         _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
 
 
