@@ -104,7 +104,8 @@ FAST_FEATURE_BLOCK = 64
 FAST_NUM_WARPS = 8
 #: The fast path's feature block for IEEE float32 products (float32 inputs) or d_v > 64, where 64 spills
 #: (sm 90, chunk 256, ``benchmarks.kernel_registers``: IEEE d_v 64, bytes spilled by the query, value and
-#: summary gradients 776 / 496 / 948 at 64, 0 / 436 / 0 at 32; TF32 d_v 128, forward and summary gradient
+#: summary gradients 776 / 496 / 948 at 64, 0 / 436 / 0 at 32 (the value gradient 24 once its scores were
+#: formed keys first under IEEE); TF32 d_v 128, forward and summary gradient
 #: 24 / 64 at 64, none at 32).  Not yet timed on a GPU (``gpu_session.sh`` times both).
 FAST_FEATURE_BLOCK_SPILL_FREE = 32
 #: Offsets of all-padded key tiles and chunks, and the rows' offsets of queries that see no key, are clamped
