@@ -43,8 +43,9 @@ def optimal_a(s):
     evaluated as :math:`-s/(16A_+)` with the other root :math:`A_+`, accurate at tiny s); ``s >= 0`` a float
     or numpy array (checked), or a torch / cupy array (elementwise on its device, in its dtype, not read back
     to the host: the caller checks it)."""
-    if _on_device(s):
-        return _a_star(s, namespace(type(s).__module__.split(".")[0]))
+    backend = _device_backend(s)
+    if backend:
+        return _a_star(s, namespace(backend))
     s = np.asarray(s, dtype=np.float64)
     if not np.all(np.isfinite(s)) or np.any(s < 0):
         raise ValueError(f"s must be finite and >= 0 (a mean squared norm over d), got {describe(s)}")
@@ -57,9 +58,10 @@ def _a_star(s, xp):
     return -s / ((1 - 2 * s) + xp.sqrt((2 * s + 1) ** 2 + 8 * s))
 
 
-def _on_device(x):
-    """Whether x is a torch or cupy array (used as it is, never read back)."""
-    return type(x).__module__.split(".")[0] in ("torch", "cupy")
+def _device_backend(x):
+    """"torch" or "cupy" for an array of theirs (used as it is, never read back), else None."""
+    backend = type(x).__module__.split(".")[0]
+    return backend if backend in ("torch", "cupy") else None
 
 
 @register("oprf", "data_parameters")
@@ -106,7 +108,7 @@ def _a_terms(A, xp):
     """(A, sqrt(1 - 4A), log(1 - 4A)): a Python number is checked (< 1/8); an array of the backend (e.g. one A
     per sequence, broadcastable against the projections) is used as given, without reading it back to the host
     (the caller checks it when it asks for checks)."""
-    if hasattr(A, "shape") and getattr(A, "ndim", 0) > 0 or _on_device(A):
+    if hasattr(A, "shape") and getattr(A, "ndim", 0) > 0 or _device_backend(A):
         return A, xp.sqrt(1 - 4 * A), xp.log1p(-4 * A)
     a = check_a(A)
     return a, math.sqrt(1 - 4 * a), math.log1p(-4 * a)

@@ -569,7 +569,7 @@ def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
 
 def test_dispatch():
     """The kernels are chosen only for CUDA float32 features, chunks of a multiple of 16, and not with
-    montecarlo.nn.FUSED off; the prf features' kernel only for CUDA float32/bf16/fp16 inputs with float32
+    montecarlo.nn.FUSED off; the features' kernel only for CUDA float32/bf16/fp16 inputs with float32
     projections that need no gradient and d <= 128."""
     x = torch.zeros(1, 1, 32, 4)
     w = torch.zeros(8, 4)
