@@ -113,6 +113,7 @@ from torch import nn
 
 import montecarlo as mc
 from montecarlo._checks import check_bool, check_coupling, check_int, check_positive_float, check_rng
+from montecarlo.oprf import batch_pair_statistic
 from theory import feature_kinds as kinds
 from theory.validation import check_real, describe
 
@@ -1033,18 +1034,11 @@ class PRFAttention(nn.Module):
     # -- data-driven kind parameters -----------------------------------------
 
     def _rho(self, q, k, key_padding_mask, query_padding_mask):
-        r"""Per sequence :math:`\overline{\|q'_i + k'_j\|^2}/d` over the unpadded queries and keys (detached)."""
-        def moments(x, pad):
-            if pad is None:
-                return x.mean(-2), (x * x).sum(-1).mean(-1)
-            keep = (~pad).to(x.dtype).unsqueeze(-1)
-            cnt = keep.sum(-2).clamp_min(1.0)
-            return (x * keep).sum(-2) / cnt, ((x * x).sum(-1, keepdim=True) * keep).sum(-2).squeeze(-1) / cnt[..., 0]
+        r"""Per sequence :math:`\overline{\|q'_i + k'_j\|^2}/d` over the unpadded queries and keys (detached;
+        :func:`montecarlo.oprf.batch_pair_statistic` of the scaled inputs)."""
         with torch.no_grad():
             s = math.sqrt(self.scale)
-            mq, sq = moments(s * q, query_padding_mask)
-            mk, sk = moments(s * k, key_padding_mask)
-            return (sq + sk + 2.0 * (mq * mk).sum(-1)) / self.d_head
+            return batch_pair_statistic(s * q, s * k, query_padding_mask, key_padding_mask)
 
     def _params(self, q, k, key_padding_mask, query_padding_mask):
         params = dict(self.kind_params)

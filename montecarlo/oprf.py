@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import array_api_compat
 import numpy as np
 
 from theory.feature_kinds import register
@@ -24,7 +25,7 @@ from theory.validation import ArgumentTypeError, describe
 from ._backend import namespace, to_numpy
 from ._checks import check_data
 
-__all__ = ["check_a", "data_optimal_a", "moments_optimal_a", "optimal_a", "pair_statistic"]
+__all__ = ["batch_pair_statistic", "check_a", "data_optimal_a", "moments_optimal_a", "optimal_a", "pair_statistic"]
 
 
 def check_a(A, name="A"):
@@ -79,29 +80,52 @@ def data_optimal_a(X, Y=None):
 def pair_statistic(X, Y=None):
     r""":math:`s = \frac1d\overline{\|x_i + y_j\|^2}` over all pairs of rows of X (N, d) and Y (N', d)
     (default X), computed from the means in O((N + N') d): the statistic a kind's ``data_parameters`` rule
-    reads."""
+    reads.  (:func:`batch_pair_statistic`: per sequence, with padding, on the arrays' device.)"""
     xp = namespace("numpy")
     X = np.asarray(to_numpy(check_data(X, xp, "X", 2)), dtype=np.float64)
     Y = X if Y is None else np.asarray(to_numpy(check_data(Y, xp, "Y", 2, X.shape[1])), dtype=np.float64)
     if X.shape[0] == 0 or Y.shape[0] == 0:
         raise ValueError("X and Y must hold at least one row each")
-    return _moments_statistic(np.mean(np.sum(X * X, axis=1)), X.mean(axis=0), np.mean(np.sum(Y * Y, axis=1)),
-                              Y.mean(axis=0))
+    return float(batch_pair_statistic(X, Y))
+
+
+def batch_pair_statistic(X, Y, x_pad=None, y_pad=None):
+    r""":func:`pair_statistic` per sequence: X (..., N, d), Y (..., N', d) arrays of one backend (numpy, torch,
+    cupy), ``x_pad`` (..., N) / ``y_pad`` (..., N') bool, True at rows left out (padding), or None; returns
+    the statistic (...) over the unpadded pairs (0 for a sequence with no unpadded row), elementwise on the
+    arrays' device, in their dtype, with no check and no read-back (NaN in, NaN out): the form
+    :class:`montecarlo.nn.PRFAttention` reads for a kind's data rule."""
+    xp = array_api_compat.array_namespace(X)
+    mean_sq_x, mean_x = _row_moments(X, x_pad, xp)
+    mean_sq_y, mean_y = _row_moments(Y, y_pad, xp)
+    return _moments_statistic(mean_sq_x, mean_x, mean_sq_y, mean_y, xp)
+
+
+def _row_moments(X, pad, xp):
+    """Mean squared norm (...) and mean row (..., d) over the rows of X (..., N, d) not marked in ``pad``."""
+    sq = xp.sum(X * X, axis=-1)
+    if pad is None:
+        return xp.mean(sq, axis=-1), xp.mean(X, axis=-2)
+    keep = xp.astype(xp.logical_not(pad), X.dtype)
+    count = xp.sum(keep, axis=-1)
+    count = xp.where(count > 0, count, xp.ones_like(count))
+    return xp.sum(sq * keep, axis=-1) / count, xp.sum(X * keep[..., None], axis=-2) / count[..., None]
 
 
 def moments_optimal_a(mean_sq_x, mean_x, mean_sq_y, mean_y):
     r"""FAVOR++'s A from the mean statistics: :math:`s = (\overline{\|x\|^2} + \overline{\|y\|^2}
     + 2\bar x^\top\bar y)/d` (the mean of :math:`\|x_i + y_j\|^2/d` over all pairs), then :func:`optimal_a`.
     For callers that hold the moments already (sparse data, running statistics)."""
-    return optimal_a(_moments_statistic(mean_sq_x, mean_x, mean_sq_y, mean_y))
-
-
-def _moments_statistic(mean_sq_x, mean_x, mean_sq_y, mean_y):
-    """s from the moments (at least 0: rounding can take the sum of a near-cancelling pair below)."""
     mean_x = np.asarray(mean_x, dtype=np.float64).ravel()
     mean_y = np.asarray(mean_y, dtype=np.float64).ravel()
-    s = float(mean_sq_x) + float(mean_sq_y) + 2 * float(mean_x @ mean_y)
-    return max(s, 0.0) / mean_x.shape[0]
+    return optimal_a(float(_moments_statistic(np.float64(mean_sq_x), mean_x, np.float64(mean_sq_y), mean_y, np)))
+
+
+def _moments_statistic(mean_sq_x, mean_x, mean_sq_y, mean_y, xp):
+    """s from the moments, elementwise over leading axes (at least 0: rounding can take the sum of a
+    near-cancelling pair below; NaN stays NaN)."""
+    s = mean_sq_x + mean_sq_y + 2 * xp.sum(mean_x * mean_y, axis=-1)
+    return xp.maximum(s, xp.zeros_like(s)) / mean_x.shape[-1]
 
 
 def _a_terms(A, xp):

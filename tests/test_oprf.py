@@ -54,6 +54,46 @@ def test_data_parameters_rule_is_the_optimal_a_on_every_backend():
     assert not np.allclose(rule(2 * rho[1:], np)["A"], ref[1:], rtol=1e-3)
 
 
+def _pairs_written_out(X, Y):
+    """The mean of |x_i + y_j|^2 / d over all pairs, formed pair by pair (float64)."""
+    X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+    return float(np.mean(np.sum((X[:, None, :] + Y[None, :, :]) ** 2, axis=-1))) / X.shape[1]
+
+
+def test_batch_pair_statistic_is_the_mean_over_unpadded_pairs():
+    """batch_pair_statistic (what PRFAttention's data rule reads) per sequence, with padding, against the pairs
+    written out over the unpadded rows (numpy float64 to 1e-13; torch float64 and float32 on its device and in
+    its dtype); a sequence with every row padded gives 0, NaN stays NaN, pair_statistic is the unpadded case.
+    Power: ignoring one mask changes the value."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    X, Y = rng.normal(size=(2, 3, 9, 5)) + 0.3, rng.normal(size=(1, 3, 6, 5)) - 0.2  # broadcasting leads
+    x_pad, y_pad = rng.random((2, 3, 9)) < 0.4, rng.random((2, 1, 6)) < 0.4
+    x_pad[0, 0], y_pad[1, 0] = False, False
+    x_pad[0, 0, 0] = True
+    ref = np.empty((2, 3))
+    for i in range(2):
+        for j in range(3):
+            ref[i, j] = _pairs_written_out(X[i, j][~x_pad[i, j]], Y[0, j][~y_pad[i, 0]])
+    got = mc.oprf.batch_pair_statistic(X, Y, x_pad, y_pad)
+    assert got.shape == (2, 3) and np.allclose(got, ref, rtol=1e-13, atol=0)
+    for dtype, tol in ((torch.float64, 1e-13), (torch.float32, 1e-5)):
+        t = mc.oprf.batch_pair_statistic(*(torch.tensor(a, dtype=dtype) for a in (X, Y)), torch.tensor(x_pad),
+                                         torch.tensor(y_pad))
+        assert t.dtype == dtype and np.allclose(t.numpy(), ref, rtol=tol, atol=0)
+    assert not np.allclose(mc.oprf.batch_pair_statistic(X, Y, None, y_pad), ref, rtol=1e-3)
+    assert not np.allclose(mc.oprf.batch_pair_statistic(X, Y, x_pad, None), ref, rtol=1e-3)
+    every = np.ones((9,), dtype=bool)
+    assert mc.oprf.batch_pair_statistic(X[0, 0], Y[0, 0], every, None) == pytest.approx(
+        np.mean(np.sum(Y[0, 0] ** 2, axis=-1)) / 5, rel=1e-13)  # no query row: their moments are 0
+    assert mc.oprf.batch_pair_statistic(X[0, 0], Y[0, 0], every, np.ones((6,), dtype=bool)) == 0.0  # no row
+    nan = X[0, 0].copy()
+    nan[3, 1] = np.nan
+    assert np.isnan(mc.oprf.batch_pair_statistic(nan, Y[0, 0]))
+    assert mc.oprf.pair_statistic(X[0, 0], Y[0, 0]) == pytest.approx(_pairs_written_out(X[0, 0], Y[0, 0]),
+                                                                      rel=1e-13)
+
+
 def _tilted_pair_term(d, v, c, a):
     r""":math:`(1-4A)^d\mathbb E[e^{2A(r_1^2+r_2^2)}{}_0F_1(;\frac d2;\frac{(1-4A)v^2}{4}\|r_1u_1+r_2u_2\|^2)]` over
     i.i.d. chi_d norms at cos(u_1, u_2) = c: the OPRF pair term computed directly (scipy, double precision)."""
