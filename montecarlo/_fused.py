@@ -584,6 +584,17 @@ FEATURE_TILE = 64
 FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
 
 
+def _pow2(x):
+    """The least power of two >= x (x >= 1), in Python ints: ``triton.next_power_of_2`` is a constexpr function
+    that costs microseconds per host call, dozens of which a training step made."""
+    return 1 << (int(x) - 1).bit_length()
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for positive ints (``triton.cdiv`` without its constexpr wrapper)."""
+    return -(-int(a) // int(b))
+
+
 def products(half):
     """The precision of the matrix products for the module's inputs: :data:`PRECISION` where set, else "tf32"
     for half-precision inputs (``half``: bfloat16 or float16) and "ieee" for float32 ones."""
@@ -598,14 +609,14 @@ def _sizes(b, M, D, fast=False, precision="tf32"):
     """Tile, feature block and padded value width of the tile path (or of the fast path: ``fast``) for
     chunks of b (a multiple of 16) positions; the fast path's feature block is :data:`FAST_FEATURE_BLOCK`
     for TF32 products and d_v <= 64, else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
-    BD = max(16, triton.next_power_of_2(D - 1))
+    BD = max(16, _pow2(D - 1))
     if fast:
         T = math.gcd(b, FAST_TILE)
         block = FAST_FEATURE_BLOCK if precision == "tf32" and BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE
-        F = max(16, min(block, triton.next_power_of_2(M)))
+        F = max(16, min(block, _pow2(M)))
     else:
         T = min(TILE, b)
-        F = max(16, min(FEATURE_BLOCK, triton.next_power_of_2(M)))
+        F = max(16, min(FEATURE_BLOCK, _pow2(M)))
     return T, F, BD
 
 
@@ -631,7 +642,7 @@ def _grids(n, N, b, M, D, precision="tf32"):
     for fast in (False, True):
         T, F, BD = _sizes(b, M, D, fast, precision)
         meta = dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS if fast else NUM_WARPS)
-        out.append(((n * N, b // T), (n * N, b // T, triton.cdiv(M, F)), meta))
+        out.append(((n * N, b // T), (n * N, b // T, _cdiv(M, F)), meta))
     return out
 
 
@@ -870,8 +881,8 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
 def _feature_meta(d, M):
     """Tile, feature block, padded width and warps of the features' kernels (IEEE float32 products: rows 64 x
     features 32 on 8 warps spill nothing on sm 80/90 at d = 64; features 64 spilled on sm 80, 4 warps on both)."""
-    return dict(T=FEATURE_TILE, F=max(16, min(32, triton.next_power_of_2(M))),
-                BX=max(16, triton.next_power_of_2(d)), num_warps=8)
+    return dict(T=FEATURE_TILE, F=max(16, min(32, _pow2(M))),
+                BX=max(16, _pow2(d)), num_warps=8)
 
 
 @torch.library.custom_op("simplex_rf::linear_log_features", mutates_args=())
@@ -883,7 +894,7 @@ def _linear_features_op(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, sc
     if R == 0:  # (no programs to launch)
         return lf
     meta = _feature_meta(d, M)
-    _linear_features_kernel[(triton.cdiv(R, meta["T"]),)](x, w, bias, lf, R, d, M, 0.5 * scale, **meta)
+    _linear_features_kernel[(_cdiv(R, meta["T"]),)](x, w, bias, lf, R, d, M, 0.5 * scale, **meta)
     return lf
 
 
@@ -900,7 +911,7 @@ def _linear_features_backward_op(x: torch.Tensor, w: torch.Tensor, G: torch.Tens
     if R == 0:
         return gx
     meta = _feature_meta(d, w.shape[0])
-    _linear_features_grad_kernel[(triton.cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
+    _linear_features_grad_kernel[(_cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
     return gx
 
 

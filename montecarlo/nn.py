@@ -145,6 +145,9 @@ PRODUCT_STATES = 1.0
 #: The causal scan on CUDA float32 features by the fused Triton operator (:func:`montecarlo._fused.causal`)
 #: where Triton is importable; False: always the torch levels.
 FUSED = True
+# The device type whose tensors the fused operators take (the tests set it to "cpu", where Triton's
+# interpreter runs the kernels, to check the other conditions of :func:`_fused_applies` without a GPU).
+_FUSED_DEVICE = "cuda"
 _TRITON = None
 #: Inference on the CPU works through the chunks in groups of about this many log-feature entries (the
 #: temporaries of the within-chunk levels are a few times a group; the result is the same for any group).
@@ -576,7 +579,7 @@ def _fused_applies(x, b):
     """Whether the causal scan runs in the fused Triton operator: :data:`FUSED`, a CUDA float32 tensor,
     chunks of a multiple of 16 positions, and Triton importable (eager or under ``torch.compile``, which
     calls them as custom operators)."""
-    if not (FUSED and x.device.type == "cuda" and x.dtype == torch.float32 and b >= 16 and b % 16 == 0):
+    if not (FUSED and x.device.type == _FUSED_DEVICE and x.dtype == torch.float32 and b >= 16 and b % 16 == 0):
         return False
     return _triton_available()
 
@@ -585,7 +588,7 @@ def _fused_features_apply(x, w):
     """Whether a kind's linear log-features can run in montecarlo._fused's kernel: :data:`FUSED`, CUDA
     inputs in float32, bfloat16 or float16 with float32 projections that need no gradient, d <= 128, Triton
     importable."""
-    if not (FUSED and x.device.type == "cuda" and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+    if not (FUSED and x.device.type == _FUSED_DEVICE and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
             and w.dtype == torch.float32 and not w.requires_grad and x.shape[-1] <= 128):
         return False
     return _triton_available()

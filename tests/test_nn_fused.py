@@ -65,6 +65,19 @@ def _dense(qr, lk, v, P=None, before=None, strict=False):
     return out if P is None else out + torch.exp(qr + before.unsqueeze(2)) @ P
 
 
+def test_host_integer_helpers_equal_tritons():
+    """The launches' sizes in Python ints (_pow2, _cdiv: no constexpr-function call per launch) equal
+    triton.next_power_of_2 and triton.cdiv over the sizes that occur."""
+    import triton
+
+    from montecarlo import _fused
+
+    for x in range(1, 1100):
+        assert _fused._pow2(x) == triton.next_power_of_2(x), x
+        for b in (1, 16, 32, 64, 100):
+            assert _fused._cdiv(x, b) == triton.cdiv(x, b), (x, b)
+
+
 @pytest.mark.parametrize("b,M,D", [(16, 1, 2), (32, 5, 3), (64, 33, 17), (256, 128, 65), (512, 256, 129)])
 def test_tile_shapes_are_legal(fused, b, M, D):
     """Every tile shape the launches use is one compiled Triton accepts (the interpreter accepts more): powers
@@ -567,29 +580,35 @@ def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * y.abs().max())
 
 
-def test_dispatch():
-    """The kernels are chosen only for CUDA float32 features, chunks of a multiple of 16, and not with
-    montecarlo.nn.FUSED off; the features' kernel only for CUDA float32/bf16/fp16 inputs with float32
-    projections that need no gradient and d <= 128."""
+def test_dispatch(monkeypatch):
+    """The kernels are chosen only for CUDA float32 features, chunks of a multiple of 16 (at least 16), and
+    not with montecarlo.nn.FUSED off; the features' kernel only for CUDA float32/bf16/fp16 inputs with float32
+    projections that need no gradient and d <= 128.  The conditions other than the device are checked here on
+    the CPU (the device seam set to "cpu"), and on a GPU with CUDA tensors."""
     x = torch.zeros(1, 1, 32, 4)
     w = torch.zeros(8, 4)
     assert not mnn._fused_applies(x, 32)  # CPU
     assert not mnn._fused_features_apply(x, w)
-    if torch.cuda.is_available():
-        xc, wc = x.cuda(), w.cuda()
-        assert mnn._fused_applies(xc, 32)
-        assert not mnn._fused_applies(xc, 8)
-        assert not mnn._fused_applies(xc.double(), 32)
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        monkeypatch.setattr(mnn, "_FUSED_DEVICE", device)
+        xc, wc = x.to(device), w.to(device)
+        assert mnn._fused_applies(xc, 32) and mnn._fused_applies(xc, 16) and mnn._fused_applies(xc, 256)
+        assert not mnn._fused_applies(xc, 8) and not mnn._fused_applies(xc, 24)
+        assert not mnn._fused_applies(xc.double(), 32) and not mnn._fused_applies(xc.bfloat16(), 32)
         assert mnn._fused_features_apply(xc, wc) and mnn._fused_features_apply(xc.bfloat16(), wc)
+        assert mnn._fused_features_apply(xc.half(), wc)
         assert not mnn._fused_features_apply(xc.double(), wc.double())
+        assert not mnn._fused_features_apply(xc.bfloat16(), wc.double())
         assert not mnn._fused_features_apply(xc, wc.clone().requires_grad_(True))
-        wide = torch.zeros(1, 1, 32, 129, device="cuda")
-        assert not mnn._fused_features_apply(wide, torch.zeros(8, 129, device="cuda"))
-        mnn.FUSED = False
-        try:
-            assert not mnn._fused_applies(xc, 32) and not mnn._fused_features_apply(xc, wc)
-        finally:
-            mnn.FUSED = True
+        wide, edge = torch.zeros(1, 1, 32, 129, device=device), torch.zeros(1, 1, 32, 128, device=device)
+        assert not mnn._fused_features_apply(wide, torch.zeros(8, 129, device=device))
+        assert mnn._fused_features_apply(edge, torch.zeros(8, 128, device=device))
+        monkeypatch.setattr(mnn, "FUSED", False)
+        assert not mnn._fused_applies(xc, 32) and not mnn._fused_features_apply(xc, wc)
+        monkeypatch.setattr(mnn, "FUSED", True)
+        monkeypatch.setattr(mnn, "_TRITON", False)  # (Triton not importable: the torch levels)
+        assert not mnn._fused_applies(xc, 32) and not mnn._fused_features_apply(xc, wc)
+        monkeypatch.setattr(mnn, "_TRITON", None)
 
 
 def _register_report(tmp_path, *args, timeout=300):
