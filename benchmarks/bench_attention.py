@@ -22,6 +22,10 @@ heads = 32 ((4, 8)), d = 64, m = 128, bfloat16 inputs, forward + backward
 (``--quick``: 4096, 16384, 65536; under a minute on one H100), timed with
 CUDA synchronisation, peak memory from ``torch.cuda.max_memory_allocated``;
 against SDPA (flash attention) and FastAttention where installed.
+Host (``python -m benchmarks.bench_attention --host``; no GPU needed): the CPU work of one eager causal
+training step of the fused CUDA path (Python, dispatch, the custom operators' wrappers), measured on tiny
+CPU tensors with the kernels' launches as no-ops, against SDPA's on the same tensors; with the numbers of
+kernel launches, custom-operator calls and torch operators outside them per step.
 ``--json [PATH]`` also writes the rows (default
 ``benchmarks/results/bench_attention.json``).  Nothing here asserts.
 """
@@ -331,6 +335,62 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     return rows
 
 
+def host_overhead(repeat, L=64, d=16, m=16):
+    """The CPU work that eager mode puts on the host for one causal training step (forward + backward, bf16
+    inputs) of the fused CUDA path, without a GPU: the module on tiny CPU tensors, the fused path switched
+    on for the CPU, every Triton launch replaced by a no-op, so that what is timed is Python, the torch
+    operators' dispatch and the custom operators' wrappers (not CUDA's own launch cost, about 2-4 us per
+    kernel on top).  Against SDPA's causal forward + backward on the same tensors, interleaved.  Also counts
+    per step the kernel launches, the custom-operator calls and the torch operators outside them (views
+    included).  Returns a dict (times in ms: minimum and median over ``repeat`` steps)."""
+    import collections
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import montecarlo._fused as fused
+    import montecarlo.nn as mnn
+    from benchmarks._timing import interleaved
+
+    launches = collections.Counter()
+
+    class NoLaunch:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *a, **kw: launches.update([self.name])
+
+    kernels = {name: NoLaunch(name) for name in dir(fused) if name.endswith("_kernel")}
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, L, d, generator=gen).bfloat16().requires_grad_() for _ in range(3))
+    cot = torch.randn(1, L, d, generator=gen).bfloat16()
+    F = torch.nn.functional
+    with mock.patch.multiple(fused, **kernels), mock.patch.object(mnn, "_FUSED_DEVICE", "cpu"):
+        att = mnn.PRFAttention(d, m, "simplex", causal=True, seed=0, chunk=32)  # (two chunks)
+
+        def prf():
+            att(q, k, v).backward(cot)
+
+        def sdpa():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(cot)
+
+        times = interleaved({"prf": prf, "sdpa": sdpa}, repeat)
+        ops = collections.Counter()
+
+        class Count(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                ops["custom" if func.namespace == "simplex_rf" else "aten"] += 1
+                return func(*args, **(kwargs or {}))
+
+        launches.clear()
+        with Count():
+            prf()
+    ms = {k: (1e3 * min(t), 1e3 * sorted(t)[len(t) // 2]) for k, t in times.items()}
+    return {"prf_ms": ms["prf"], "sdpa_ms": ms["sdpa"], "ratio_min": ms["prf"][0] / ms["sdpa"][0],
+            "launches": sum(launches.values()), "custom_ops": ops["custom"], "aten_ops": ops["aten"]}
+
+
 # ---------------------------------------------------------------------------
 # output
 
@@ -381,6 +441,9 @@ def _parser():
                    help="with --variants: the sequence lengths (default 4096 65536 16384)")
     p.add_argument("--budget", type=float, default=300.0, metavar="S",
                    help="with --variants: no compiled form is started after this many seconds")
+    p.add_argument("--host", action="store_true",
+                   help="the host's work per eager causal training step of the fused CUDA path, measured on the "
+                        "CPU with the kernels' launches as no-ops, against SDPA (no GPU needed)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
     p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
     p.add_argument("--json", nargs="?", const="benchmarks/results/bench_attention.json", default=None, metavar="PATH",
@@ -404,6 +467,16 @@ def main(argv=None):
         print(f"{PROG}: error: --threads must be >= 1", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    if args.host:
+        torch.set_num_threads(args.threads)
+        res = host_overhead(50 if args.quick else 300)
+        print(f"host work per causal training step (L = 64, d = m = 16, two chunks; kernels not launched): "
+              f"PRFAttention {res['prf_ms'][0]:.3f} ms (median {res['prf_ms'][1]:.3f}), SDPA {res['sdpa_ms'][0]:.3f} "
+              f"ms (median {res['sdpa_ms'][1]:.3f}): {res['ratio_min']:.1f} x; per step {res['launches']} kernel "
+              f"launches, {res['custom_ops']} custom-operator calls, {res['aten_ops']} torch operators outside them")
+        if args.json:
+            _write_json(args.json, {"host": res, "torch": torch.__version__})
+        return 0
     if args.cuda:
         if not torch.cuda.is_available():
             print(f"{PROG}: CUDA is not available here: the CUDA benchmark is skipped", file=sys.stderr)

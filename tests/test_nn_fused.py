@@ -705,3 +705,15 @@ def test_cuda_tf32_products_error():
         out = mnn._causal(*(x.float().cuda() for x in (lq, lk, v)), 256, fused=True, half=half).double().cpu()
         errs[half] = ((out - ref).norm() / ref.norm()).item()
     assert errs[True] < 3e-3 and errs[False] < 1e-5 and errs[True] > 10 * errs[False], errs
+
+
+def test_host_overhead_benchmark_counts_the_step(fused):
+    """benchmarks.bench_attention --host (the host's work per eager causal training step, kernels not
+    launched) runs on the CPU and counts what a step launches: the features' kernel for q and k and its
+    gradient (4), the rows' offsets, the summaries and both paths' forward kernels (4), both paths' three
+    gradient kernels, the states' gradient and the summaries' gradient (8); seven custom-operator calls."""
+    from benchmarks.bench_attention import host_overhead
+
+    res = host_overhead(2)
+    assert res["launches"] == 16 and res["custom_ops"] == 7
+    assert res["aten_ops"] > 0 and res["prf_ms"][0] > 0 and res["sdpa_ms"][0] > 0
