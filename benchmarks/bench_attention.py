@@ -189,8 +189,10 @@ def _cuda_step(fn, q, k, v, cot):
     return step
 
 
-def _cuda_time(step, repeat):
-    """(first call's seconds, the minimum over ``repeat`` timed calls in ms, peak MB of one call)."""
+def _cuda_time(step, repeat, host=None):
+    """(first call's seconds, the minimum over ``repeat`` timed calls in ms, peak MB of one call); with a
+    list ``host``, also appends the minimum host time of a call in ms: until the call returns, before the
+    synchronisation (the CPU's own work, launches queued; about the whole time when the host is the limit)."""
     import torch
 
     torch.cuda.synchronize()
@@ -200,13 +202,16 @@ def _cuda_time(step, repeat):
     first = time.perf_counter() - t0
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    times = []
+    times, queued = [], []
     for _ in range(repeat):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         step()
+        queued.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+    if host is not None:
+        host.append(1e3 * min(queued))
     return first, 1e3 * min(times), (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
@@ -251,9 +256,10 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
         if comp:
             torch._dynamo.reset()
             fn = torch.compile(fn, dynamic=False, **({"mode": comp} if isinstance(comp, str) else {}))
-    first, ms, mb = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
+    host = []
+    first, ms, mb = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat, host)
     return {"device": torch.cuda.get_device_name(), "L": q.shape[-2], "form": name, "ms": ms, "peak_mb": mb,
-            "first_s": first}
+            "first_s": first, "host_ms": host[0]}
 
 
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
@@ -320,8 +326,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
             finally:
                 mnn._causal = plain
             rows.append(row)
-            print(f"  L={L} {name}: " + (f"{row['ms']:.2f} ms, {row['peak_mb']:.0f} MB, first call "
-                                         f"{row['first_s']:.1f} s" if row.get("ms") is not None else
+            print(f"  L={L} {name}: " + (f"{row['ms']:.2f} ms (host {row['host_ms']:.2f}), {row['peak_mb']:.0f} MB, "
+                                         f"first call {row['first_s']:.1f} s" if row.get("ms") is not None else
                                          str(row.get("error", row.get("peak_mb")))), flush=True)
         if L == seq_lens[0]:
             fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev)

@@ -6,12 +6,16 @@
 #   2. the standard CUDA table (PRFAttention, SDPA, FastAttention; causal and bidirectional; L = 4096, 16384,
 #      65536);
 #      (SKIP_TABLE=1 skips it);
-#   3. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
+#   3. the host's work per eager step on this machine's CPU with no-op launches (--host; seconds);
+#   4. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
 #      operator at three chunk lengths, on the tile path only, with the prefix
 #      states by the scan, with the torch feature maps instead of the features' kernel, with float32 inputs
 #      (IEEE products: two feature blocks of the fast path), and under torch.compile, also with CUDA graphs
-#      at the first length (compiled forms stop starting after --budget seconds).
-# Writes device.txt, tests.txt, table.txt, table.json, variants.txt and variants.json under $OUT (default ./gpu_out).
+#      at the first length (compiled forms stop starting after --budget seconds); each row also gives the
+#      host's time per step (until the call returns, launches queued: about the whole time when the CPU is
+#      the limit).
+# Writes device.txt, tests.txt, table.txt, table.json, variants.txt, variants.json and host.txt under $OUT
+# (default ./gpu_out).
 # The lent machines have torch (with Triton) but not every pure-Python dependency: with the wheels of
 # array-api-compat (and performer-pytorch with its dependencies, for the FastAttention rows) downloaded into
 # an ignored .whl/ folder here, the device command was
@@ -33,5 +37,6 @@ timeout 150 python3 -m pytest -q -p no:cacheprovider -x tests/test_nn_fused.py t
     2>&1 | tail -20 | tee "$OUT/tests.txt"
 [ -n "${SKIP_TABLE:-}" ] || timeout 120 python3 -m benchmarks.bench_attention --cuda --quick --json "$OUT/table.json" \
     2>&1 | tee "$OUT/table.txt"
-timeout 330 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
+timeout 30 python3 -m benchmarks.bench_attention --host --quick 2>&1 | tee "$OUT/host.txt"
+timeout 300 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
     --budget "${BUDGET:-200}" --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"
