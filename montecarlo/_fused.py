@@ -796,6 +796,14 @@ def _causal_backward(ctx, G, _):
     # r, before, off and flag are constants (the offsets cancel, and r is the caller's: see causal())
     if G is None:
         return (None,) * 8
+    if torch.is_grad_enabled():  # backward(create_graph=True): through the torch levels, differentiable again
+        from montecarlo import nn as _nn
+
+        lq4, lk4, v4 = ctx.saved_tensors[:3]
+        neg = _nn._very_negative(lq4.dtype)
+        grads = _nn._differentiable_vjp(lambda a, b, c: _nn._unfused(a, b, c, neg, True, True), (lq4, lk4, v4), G,
+                                        ctx.needs_input_grad[:3])
+        return (*grads, None, None, None, None, None)
     return (*_causal_backward_op(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
 
 
@@ -927,6 +935,8 @@ def _linear_features_setup(ctx, inputs, output):
 
 def _linear_features_backward(ctx, G):
     x, w = ctx.saved_tensors
+    if torch.is_grad_enabled():  # backward(create_graph=True): the same gradient by torch operations
+        return (G @ w - ctx.scale * G.sum(-1, keepdim=True) * x.float()).to(x.dtype), None, None, None
     return _linear_features_backward_op(x, w, G, ctx.scale), None, None, None
 
 

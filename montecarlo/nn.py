@@ -43,6 +43,15 @@ NaN in the outputs they reach (a NaN or infinite key: every output of its
 sequence (bidirectional) or from its position on (causal); a NaN query: its
 own row); nothing raises and nothing hangs.
 
+Gradients: of every path (bidirectional, causal, the fused kernels), also twice:
+``backward(create_graph=True)`` gives a gradient that is differentiable again (Hessian-vector products,
+gradient penalties); the hand-written and the kernels' backward passes then run through autograd of torch
+operations instead (the torch levels for the causal scan: slower, and they hold their temporaries).  A kind
+parameter chosen from the data (oprf's A without ``kind_params``) is a constant of the backward pass: the
+gradient is that of the module with the same A given, not the derivative of the data-driven forward (the
+kernel estimate is unbiased for every A, so its derivative through A has mean zero over feature draws, but
+for one draw it is not small).
+
 Speed
 -----
 The causal scan combines its chunks by a loop on the CPU (in place, one carried state, groups of chunks:
@@ -500,6 +509,18 @@ def _level_size(oF, x):
     return x.shape[2] // (2 * oF.shape[2])
 
 
+def _differentiable_vjp(fn, inputs, G, needs):
+    r"""The vector-Jacobian product of ``fn`` at ``inputs`` for the cotangent ``G`` by autograd through fn's own
+    torch operations, with ``create_graph``: what a hand-written backward (or a kernel) computes, as a gradient
+    that is itself differentiable (``backward(create_graph=True)``: Hessian-vector products, gradient
+    penalties).  ``needs``: which inputs want a gradient (``ctx.needs_input_grad``); None for the others."""
+    with torch.enable_grad():
+        out = fn(*inputs)
+    wanted = [x for x, need in zip(inputs, needs) if need]
+    grads = iter(torch.autograd.grad(out, wanted, G, create_graph=True, allow_unused=True) if wanted else ())
+    return tuple(next(grads) if need else None for need in needs)
+
+
 class _Levels(torch.autograd.Function):
     """:func:`_levels` with a hand-written backward: the exponentials are recomputed level by level and the
     gradients accumulated in place into one buffer per input (autograd would zero-fill a full-size gradient
@@ -516,6 +537,10 @@ class _Levels(torch.autograd.Function):
     @staticmethod
     def backward(ctx, G):
         qr, lk4, v4 = ctx.saved_tensors
+        if torch.is_grad_enabled():  # backward(create_graph=True): a gradient that is differentiable again
+            grads = _differentiable_vjp(lambda *x: _levels(*x, ctx.offsets, ctx.neg), (qr, lk4, v4), G,
+                                        ctx.needs_input_grad[:3])
+            return (*grads, None, None)
         gq, gk = torch.zeros_like(qr), torch.zeros_like(lk4)
         e = (qr + lk4).exp_()
         w = e.sum(-1, keepdim=True)

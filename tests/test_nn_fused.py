@@ -292,6 +292,32 @@ def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kin
         assert torch.allclose(x, y, rtol=10 * tol, atol=10 * tol * y.abs().max())
 
 
+@pytest.mark.parametrize("kind", ["prf", "hyperbolic"])
+def test_second_derivatives_through_the_kernels_equal_the_torch_path(fused, monkeypatch, kind):
+    """backward(create_graph=True) through the fused operator and the features' kernel (forced on the CPU,
+    float32, causal, chunks of 32) gives a gradient that is differentiable again, and its derivative (a
+    Hessian-vector product: d/d(q, k, v) of <grad_q, u>) equals the torch path's: the operator's and the
+    features' backward then run by torch operations (the torch levels through autograd; the features'
+    gradient formula), whose second derivatives test_nn_module checks by finite differences.  Before, the
+    kernels' backward operators had no derivative."""
+    q, k, v, pad = _masked_inputs(8, 70)
+    mod = PRFAttention(16, 24, "simplex", kind=kind, causal=True, seed=1, chunk=32)
+    u = torch.randn(q.shape, generator=torch.Generator().manual_seed(9))
+    results = []
+    for on in (True, False):
+        monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
+        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = mod(*leaves, key_padding_mask=pad)
+        gq, = torch.autograd.grad(out.square().sum(), leaves[0], create_graph=True)
+        results.append((gq.detach(), torch.autograd.grad((gq * u).sum(), leaves)))
+    (ga, ha), (gb, hb) = results
+    assert torch.allclose(ga, gb, rtol=1e-4, atol=1e-5 * gb.abs().max())
+    for x, y in zip(ha, hb):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-4 * y.abs().max())
+    assert not torch.allclose(ha[1], torch.zeros_like(ha[1]))  # (keys enter the second derivative)
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_data_driven_oprf_uses_the_features_kernel_with_one_a(fused, monkeypatch, causal):
     """oprf without A: causal, one tracked A for the whole batch (a 0-d tensor: shared rows), so the features'

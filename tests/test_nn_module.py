@@ -280,6 +280,30 @@ def test_oprf_data_driven_a_ignores_padded_content():
 
 
 @needs_oprf
+def test_oprf_data_driven_a_is_a_constant_of_the_backward():
+    """Bidirectional oprf without A: the gradient in q, k, v is that of the module with the same A given (A a
+    constant of the backward pass, as documented), to 1e-10.  Power: it is not the derivative of the
+    data-driven forward, whose A moves with q: a finite difference along a direction that scales q
+    differs from it."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (0.7 * torch.randn(1, 12, 8, generator=g, dtype=torch.float64).requires_grad_() for _ in range(3))
+    mod = PRFAttention(8, 10, kind="oprf", seed=0, dtype=torch.float64)
+    cot = torch.randn(1, 12, 8, generator=g, dtype=torch.float64)
+    grads = torch.autograd.grad((mod(q, k, v) * cot).sum(), (q, k, v))
+    s = 8 ** -0.25
+    with torch.no_grad():
+        rho = float(((s * q[0, :, None, :] + s * k[0, None, :, :]) ** 2).sum(-1).mean() / 8)
+    fixed = PRFAttention.from_weights(mod.weights, kind="oprf", kind_params={"A": oprf_a(rho)})
+    want = torch.autograd.grad((fixed(q, k, v) * cot).sum(), (q, k, v))
+    for a, b in zip(grads, want):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+    h = 1e-5
+    with torch.no_grad():
+        fd = ((mod(q * (1 + h), k, v) - mod(q * (1 - h), k, v)) * cot).sum() / (2 * h)
+    assert abs(float(fd) - float((grads[0] * q.detach()).sum())) > 1e-6 * abs(float(fd))
+
+
+@needs_oprf
 def test_oprf_a_per_sequence_when_the_map_takes_tensors():
     """With a map that takes tensor A, each sequence has its own A (another batch item's content does not
     change a sequence's output) and no synchronisation happens; while the registered map takes only a
@@ -671,3 +695,42 @@ def test_within_chunk_levels_backward_is_the_gradient(monkeypatch, direct_block)
     out = levels(*leaves)
     gc = torch.autograd.grad((out * cot).sum(), leaves)
     assert not torch.allclose(gc[1], gb[1], rtol=1e-3, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# second derivatives
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+def test_second_derivatives_are_the_derivatives_of_the_gradient(kind, causal):
+    """backward(create_graph=True) gives a gradient that is differentiable again (Hessian-vector products,
+    gradient penalties): torch.autograd.gradgradcheck (finite differences of the gradient, float64) of the
+    module, causal (chunks of 4 over 9 positions: the prefix states and the within-chunk levels, whose
+    hand-written backward then runs through autograd instead) and not, with a padded key.  Before, the causal
+    scan raised "modified by an inplace operation".  Power: a second derivative that drops the levels'
+    contribution (the first-order backward's in-place form with its graph cut) fails the same check."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    from montecarlo import nn as mnn
+
+    att = PRFAttention(4, 6, "orthogonal", kind=kind, kind_params=_params(kind), causal=causal, seed=0,
+                       dtype=torch.float64, chunk=4).eval()
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (0.5 * torch.randn(2, 9, 4, generator=g, dtype=torch.float64).requires_grad_() for _ in range(3))
+    pad = torch.zeros(2, 9, dtype=torch.bool)
+    pad[1, 4] = True
+    fn = lambda a, b, c: att(a, b, c, key_padding_mask=pad)  # noqa: E731
+    assert torch.autograd.gradgradcheck(fn, (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-4)
+    if causal:
+        real = mnn._differentiable_vjp
+
+        def cut(f, inputs, G, needs):
+            return tuple(None if x is None else x.detach() for x in real(f, inputs, G, needs))
+
+        mnn._differentiable_vjp = cut
+        try:
+            with pytest.raises(GradcheckError):
+                torch.autograd.gradgradcheck(fn, (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-4)
+        finally:
+            mnn._differentiable_vjp = real
