@@ -75,6 +75,8 @@ import torch
 import triton
 import triton.language as tl
 
+from montecarlo.couplings import next_power_of_two as _pow2
+
 #: Tile length T (positions), feature block F and warps per program of the tile path's kernels; T x T x F
 #: exponentials live in registers in the diagonal tiles (``benchmarks.bench_attention --cuda --variants``
 #: times other shapes).
@@ -584,14 +586,10 @@ FEATURE_TILE = 64
 FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
 
 
-def _pow2(x):
-    """The least power of two >= x (x >= 1), in Python ints: ``triton.next_power_of_2`` is a constexpr function
-    that costs microseconds per host call, dozens of which a training step made."""
-    return 1 << (int(x) - 1).bit_length()
-
-
 def _cdiv(a, b):
-    """ceil(a / b) for positive ints (``triton.cdiv`` without its constexpr wrapper)."""
+    """ceil(a / b) for positive ints, in Python ints as the powers of two (:func:`_pow2`): ``triton.cdiv`` and
+    ``triton.next_power_of_2`` are constexpr functions that cost microseconds per host call, dozens of which a
+    training step made."""
     return -(-int(a) // int(b))
 
 
@@ -609,7 +607,7 @@ def _sizes(b, M, D, fast=False, precision="tf32"):
     """Tile, feature block and padded value width of the tile path (or of the fast path: ``fast``) for
     chunks of b (a multiple of 16) positions; the fast path's feature block is :data:`FAST_FEATURE_BLOCK`
     for TF32 products and d_v <= 64, else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
-    BD = max(16, _pow2(D - 1))
+    BD = max(16, _pow2(max(D - 1, 1)))  # (D = 1: the rows' offsets, no values)
     if fast:
         T = math.gcd(b, FAST_TILE)
         block = FAST_FEATURE_BLOCK if precision == "tf32" and BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE

@@ -703,7 +703,7 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
     if not grad:  # written in place below: no broadcast (stride-0) views
         lq, lk = lq.contiguous(), lk.contiguous()
     ve = _with_ones(v.expand(lead + (L, dv)).reshape(n, L, dv))
-    b = min(chunk, 1 << max(0, (L - 1).bit_length()))  # a power of two, no longer than needed
+    b = min(chunk, mc.couplings.next_power_of_two(L))  # a power of two, no longer than needed
     N = -(-L // b)
     Lp = N * b
     if Lp != L:  # pad to whole chunks: keys -inf (no mass), queries and values 0 (outputs dropped)

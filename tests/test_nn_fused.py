@@ -66,8 +66,9 @@ def _dense(qr, lk, v, P=None, before=None, strict=False):
 
 
 def test_host_integer_helpers_equal_tritons():
-    """The launches' sizes in Python ints (_pow2, _cdiv: no constexpr-function call per launch) equal
-    triton.next_power_of_2 and triton.cdiv over the sizes that occur."""
+    """The launches' sizes in Python ints (_pow2: montecarlo.couplings.next_power_of_two, and _cdiv; no
+    constexpr-function call per launch) equal triton.next_power_of_2 and triton.cdiv over the sizes that
+    occur."""
     import triton
 
     from montecarlo import _fused
