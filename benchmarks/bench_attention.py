@@ -23,7 +23,7 @@ heads = 32 ((4, 8)), d = 64, m = 128, bfloat16 inputs, forward + backward
 CUDA synchronisation, peak memory from ``torch.cuda.max_memory_allocated``;
 against SDPA (flash attention) and FastAttention where installed.
 Host (``python -m benchmarks.bench_attention --host``; no GPU needed): the CPU work of one eager causal
-training step of the fused CUDA path (Python, dispatch, the custom operators' wrappers), measured on tiny
+training step of the fused CUDA path (Python, the torch operators' dispatch, autograd), measured on tiny
 CPU tensors with the kernels' launches as no-ops, against SDPA's on the same tensors; with the numbers of
 kernel launches, custom-operator calls and torch operators outside them per step.
 ``--json [PATH]`` also writes the rows (default
@@ -345,8 +345,7 @@ def host_overhead(repeat, L=64, d=16, m=16):
     """The CPU work that eager mode puts on the host for one causal training step (forward + backward, bf16
     inputs) of the fused CUDA path, without a GPU: the module on tiny CPU tensors, the fused path switched
     on for the CPU, every Triton launch replaced by a no-op, so that what is timed is Python, the torch
-    operators' dispatch and the custom operators' wrappers (not CUDA's own launch cost, about 2-4 us per
-    kernel on top).  Against SDPA's causal forward + backward on the same tensors, interleaved.  Also counts
+    operators' dispatch and autograd (not CUDA's own launch cost, about 2-4 us per kernel on top).  Against SDPA's causal forward + backward on the same tensors, interleaved.  Also counts
     per step the kernel launches, the custom-operator calls and the torch operators outside them (views
     included).  Returns a dict (times in ms: minimum and median over ``repeat`` steps)."""
     import collections

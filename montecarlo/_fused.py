@@ -719,14 +719,27 @@ def _backward(ctx, G):
 _within_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-@torch.library.custom_op("simplex_rf::row_offsets", mutates_args=())
-def _row_offsets_op(lq4: torch.Tensor, lk4: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+def _eager(*tensors):
+    """Whether the operators below run as plain functions (with an autograd.Function where they have a
+    gradient): in eager mode on plain tensors, where the custom operators' dispatch cost about 45 us of host
+    time per call (7 calls per causal training step, a quarter of the host's work: benchmarks/README); not
+    under torch.compile or other tracing, nor for tensor subclasses (fake tensors), which need the registered
+    operators (their fake implementations; opaque calls instead of traces into Triton's launcher)."""
+    from montecarlo import nn as _nn
+
+    return not _nn._compiling() and all(type(t) is torch.Tensor for t in tensors)
+
+
+def _row_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
     lq4, lk4, before = _contiguous(lq4, lk4, before)
     n, N, b, M = lq4.shape
     r = torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device)
     tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values, no products)
     _row_offsets_kernel[tiles](lq4, lk4, before, r, M, 1, PREC="ieee", **meta)
     return r
+
+
+_row_offsets_op = torch.library.custom_op("simplex_rf::row_offsets", mutates_args=())(_row_offsets_impl)
 
 
 @_row_offsets_op.register_fake
@@ -747,12 +760,14 @@ def _states(lk4, v4, off, before, precision):
     return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
 
 
-@torch.library.custom_op("simplex_rf::causal", mutates_args=())
-def _causal_op(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor, before: torch.Tensor,
-               off: torch.Tensor, flag: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _causal_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor, before: torch.Tensor,
+                 off: torch.Tensor, flag: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor]:
     lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
     P = _states(lk4, v4, off, before, precision)
     return _launch_forward(lq4, r, lk4, v4, P, before, off, flag, precision), P
+
+
+_causal_op = torch.library.custom_op("simplex_rf::causal", mutates_args=())(_causal_impl)
 
 
 @_causal_op.register_fake
@@ -762,10 +777,9 @@ def _(lq4, lk4, v4, r, before, off, flag, precision):
             torch.empty((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device))
 
 
-@torch.library.custom_op("simplex_rf::causal_backward", mutates_args=())
-def _causal_backward_op(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor,
-                        before: torch.Tensor, off: torch.Tensor, flag: torch.Tensor, P: torch.Tensor,
-                        G: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor,
+                          before: torch.Tensor, off: torch.Tensor, flag: torch.Tensor, P: torch.Tensor,
+                          G: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from montecarlo import nn as _nn
 
     lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
@@ -776,6 +790,9 @@ def _causal_backward_op(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, 
         tiles, _, meta = _grids(n, N, b, M, v4.shape[-1], precision)[1]
         _summary_grad_kernel[tiles](lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
     return gq, gk, gv
+
+
+_causal_backward_op = torch.library.custom_op("simplex_rf::causal_backward", mutates_args=())(_causal_backward_impl)
 
 
 @_causal_backward_op.register_fake
@@ -790,8 +807,9 @@ def _causal_setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)  # (no zero-filled cotangent for the states)
 
 
-def _causal_backward(ctx, G, _):
-    # r, before, off and flag are constants (the offsets cancel, and r is the caller's: see causal())
+def _causal_grads(ctx, G, backward):
+    """The causal operator's gradients by ``backward`` (the backward operator, or its implementation in eager
+    mode): r, before, off and flag are constants (the offsets cancel, and r is the caller's: see causal())."""
     if G is None:
         return (None,) * 8
     if torch.is_grad_enabled():  # backward(create_graph=True): through the torch levels, differentiable again
@@ -802,10 +820,29 @@ def _causal_backward(ctx, G, _):
         grads = _nn._differentiable_vjp(lambda a, b, c: _nn._unfused(a, b, c, neg, True, True), (lq4, lk4, v4), G,
                                         ctx.needs_input_grad[:3])
         return (*grads, None, None, None, None, None)
-    return (*_causal_backward_op(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
+    return (*backward(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
+
+
+def _causal_backward(ctx, G, _):
+    return _causal_grads(ctx, G, _causal_backward_op)
 
 
 _causal_op.register_autograd(_causal_backward, setup_context=_causal_setup_context)
+
+
+class _CausalEager(torch.autograd.Function):
+    """The causal operator in eager mode (:func:`_eager`): the same implementation, context and gradients."""
+
+    # (the context is set up inside forward: a separate setup_context cost about 25 us more per call)
+    @staticmethod
+    def forward(ctx, lq4, lk4, v4, r, before, off, flag, precision):
+        out = _causal_impl(lq4, lk4, v4, r, before, off, flag, precision)
+        _causal_setup_context(ctx, (lq4, lk4, v4, r, before, off, flag, precision), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, G, _):
+        return _causal_grads(ctx, G, _causal_backward_impl)
 
 
 def _check_precision(precision):
@@ -832,7 +869,8 @@ def row_offsets(lq4, lk4, before):
     chunks'); so that ``lq - r + lk <= 0`` for every key a query reads.  No gradient."""
     n, N, b, M = lq4.shape
     _check_shapes(("lq4", lq4.shape), lk4, {"lk4": (lk4.shape, (n, N, b, M)), "before": (before.shape, (n, N, M))})
-    return _row_offsets_op(lq4.detach(), lk4.detach(), before)
+    lq4, lk4 = lq4.detach(), lk4.detach()
+    return (_row_offsets_impl if _eager(lq4, lk4, before) else _row_offsets_op)(lq4, lk4, before)
 
 
 def causal(lq4, lk4, v4, precision="ieee"):
@@ -858,8 +896,9 @@ def causal(lq4, lk4, v4, precision="ieee"):
         o = kd.amax(2)
         before = _nn._exclusive_cummax(o, 1, -math.inf)
         off, flag = fast_chunks(None, kd, before, o)
-        r = _row_offsets_op(lq4.detach(), kd, before)
-    return _causal_op(lq4, lk4, v4, r, before, off, flag, precision)[0]
+        eager = _eager(lq4, lk4, v4)
+        r = (_row_offsets_impl if eager else _row_offsets_op)(lq4.detach(), kd, before)
+    return (_CausalEager.apply if eager else _causal_op)(lq4, lk4, v4, r, before, off, flag, precision)[0]
 
 
 def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
@@ -891,8 +930,7 @@ def _feature_meta(d, M):
                 BX=max(16, _pow2(d)), num_warps=8)
 
 
-@torch.library.custom_op("simplex_rf::linear_log_features", mutates_args=())
-def _linear_features_op(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+def _linear_features_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
     x, w, bias = _contiguous(x, w, bias)
     R, d = x.shape
     M = w.shape[0]
@@ -904,13 +942,16 @@ def _linear_features_op(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, sc
     return lf
 
 
+_linear_features_op = torch.library.custom_op("simplex_rf::linear_log_features", mutates_args=())(
+    _linear_features_impl)
+
+
 @_linear_features_op.register_fake
 def _(x, w, bias, scale):
     return torch.empty((x.shape[0], w.shape[0]), dtype=torch.float32, device=x.device)
 
 
-@torch.library.custom_op("simplex_rf::linear_log_features_backward", mutates_args=())
-def _linear_features_backward_op(x: torch.Tensor, w: torch.Tensor, G: torch.Tensor, scale: float) -> torch.Tensor:
+def _linear_features_backward_impl(x: torch.Tensor, w: torch.Tensor, G: torch.Tensor, scale: float) -> torch.Tensor:
     x, w, G = _contiguous(x, w, G)
     R, d = x.shape
     gx = torch.empty_like(x)
@@ -919,6 +960,10 @@ def _linear_features_backward_op(x: torch.Tensor, w: torch.Tensor, G: torch.Tens
     meta = _feature_meta(d, w.shape[0])
     _linear_features_grad_kernel[(_cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
     return gx
+
+
+_linear_features_backward_op = torch.library.custom_op("simplex_rf::linear_log_features_backward",
+                                                       mutates_args=())(_linear_features_backward_impl)
 
 
 @_linear_features_backward_op.register_fake
@@ -931,14 +976,34 @@ def _linear_features_setup(ctx, inputs, output):
     ctx.scale = inputs[3]
 
 
-def _linear_features_backward(ctx, G):
+def _linear_features_grads(ctx, G, backward):
+    """The features' gradient in x by ``backward`` (the backward operator, or its implementation in eager
+    mode); with create_graph by torch operations."""
     x, w = ctx.saved_tensors
     if torch.is_grad_enabled():  # backward(create_graph=True): the same gradient by torch operations
         return (G @ w - ctx.scale * G.sum(-1, keepdim=True) * x.float()).to(x.dtype), None, None, None
-    return _linear_features_backward_op(x, w, G, ctx.scale), None, None, None
+    return backward(x, w, G, ctx.scale), None, None, None
+
+
+def _linear_features_backward(ctx, G):
+    return _linear_features_grads(ctx, G, _linear_features_backward_op)
 
 
 _linear_features_op.register_autograd(_linear_features_backward, setup_context=_linear_features_setup)
+
+
+class _LinearFeaturesEager(torch.autograd.Function):
+    """The features' operator in eager mode (:func:`_eager`)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, scale):
+        out = _linear_features_impl(x, w, bias, scale)
+        _linear_features_setup(ctx, (x, w, bias, scale), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, G):
+        return _linear_features_grads(ctx, G, _linear_features_backward_impl)
 
 
 def linear_log_features(x, w, bias, scale):
@@ -961,4 +1026,6 @@ def linear_log_features(x, w, bias, scale):
         b = torch.full((M,), float(bias), dtype=torch.float32, device=w.device)
     lead = x.shape[:-1]
     ws = w.detach() * math.sqrt(scale)
-    return _linear_features_op(x.reshape(-1, x.shape[-1]), ws, b, float(scale)).reshape(*lead, M)
+    x2 = x.reshape(-1, x.shape[-1])
+    op = _LinearFeaturesEager.apply if _eager(x2, ws, b) else _linear_features_op
+    return op(x2, ws, b, float(scale)).reshape(*lead, M)

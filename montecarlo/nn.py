@@ -876,6 +876,9 @@ class PRFAttention(nn.Module):
                                                          generator=self._generator, rng=self._rng, device=device,
                                                          dtype=storage))
         self._data_driven = tuple(p for p in rec.parameters if p not in self.kind_params)
+        for name in ("log_features", "linear_log_features", "data_parameters"):  # the kind's modules imported
+            if rec.has(name):  # now: an import inside forward would break a torch.compile graph
+                kinds.hook(self.kind, name)
         if self._data_driven:
             # running mean of |q' + k'|^2 / d for causal attention (0: plain PRFs until the first training batch)
             self.register_buffer("running_rho", torch.zeros((), dtype=storage, device=device))
@@ -1066,7 +1069,7 @@ class PRFAttention(nn.Module):
         :func:`montecarlo.oprf.batch_pair_statistic` of the scaled inputs)."""
         with torch.no_grad():
             s = math.sqrt(self.scale)
-            return batch_pair_statistic(s * q, s * k, query_padding_mask, key_padding_mask)
+            return batch_pair_statistic(s * q, s * k, query_padding_mask, key_padding_mask, _XP)
 
     def _params(self, q, k, key_padding_mask, query_padding_mask):
         params = dict(self.kind_params)

@@ -15,6 +15,7 @@ A for a data set (FAVOR++): :func:`data_optimal_a` from the mean statistics of q
 from __future__ import annotations
 
 import math
+import sys
 
 import array_api_compat
 import numpy as np
@@ -61,8 +62,11 @@ def _a_star(s, xp):
 
 def _device_backend(x):
     """"torch" or "cupy" for an array of theirs (used as it is, never read back), else None."""
-    backend = type(x).__module__.split(".")[0]
-    return backend if backend in ("torch", "cupy") else None
+    for name, cls in (("torch", "Tensor"), ("cupy", "ndarray")):  # (isinstance: torch.compile traces it)
+        module = sys.modules.get(name)
+        if module is not None and isinstance(x, getattr(module, cls)):
+            return name
+    return None
 
 
 @register("oprf", "data_parameters")
@@ -89,13 +93,14 @@ def pair_statistic(X, Y=None):
     return float(batch_pair_statistic(X, Y))
 
 
-def batch_pair_statistic(X, Y, x_pad=None, y_pad=None):
+def batch_pair_statistic(X, Y, x_pad=None, y_pad=None, xp=None):
     r""":func:`pair_statistic` per sequence: X (..., N, d), Y (..., N', d) arrays of one backend (numpy, torch,
     cupy), ``x_pad`` (..., N) / ``y_pad`` (..., N') bool, True at rows left out (padding), or None; returns
     the statistic (...) over the unpadded pairs (0 for a sequence with no unpadded row), elementwise on the
     arrays' device, in their dtype, with no check and no read-back (NaN in, NaN out): the form
-    :class:`montecarlo.nn.PRFAttention` reads for a kind's data rule."""
-    xp = array_api_compat.array_namespace(X)
+    :class:`montecarlo.nn.PRFAttention` reads for a kind's data rule.  ``xp``: the arrays' namespace where the
+    caller has it (under torch.compile no lookup is traced)."""
+    xp = array_api_compat.array_namespace(X) if xp is None else xp
     mean_sq_x, mean_x = _row_moments(X, x_pad, xp)
     mean_sq_y, mean_y = _row_moments(Y, y_pad, xp)
     return _moments_statistic(mean_sq_x, mean_x, mean_sq_y, mean_y, xp)

@@ -575,7 +575,7 @@ def test_compiled_causal_scan_calls_the_kernels(fused):
         return mnn._causal(a, b_, c, 16, fused=True)
 
     results = []
-    for fn in (f, torch.compile(f, dynamic=False)):
+    for fn in (f, torch.compile(f, dynamic=False, fullgraph=True)):  # (no graph break: the operators traced)
         leaves = [x.clone().requires_grad_(True) for x in (lq, lk, v)]
         out = fn(*leaves)
         results.append((out.detach(), torch.autograd.grad(out.square().sum(), leaves)))
@@ -596,7 +596,7 @@ def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
     q, k, v, _ = _masked_inputs(8, 40)
     mod = PRFAttention(16, 24, "simplex", kind="oprf", kind_params={"A": -0.1}, causal=True, seed=3, chunk=16)
     results = []
-    for fn in (mod, torch.compile(mod, dynamic=False)):
+    for fn in (mod, torch.compile(mod, dynamic=False, fullgraph=True)):
         leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
         out = fn(*leaves)
         results.append((out.detach(), torch.autograd.grad(out.square().sum(), leaves)))
@@ -734,13 +734,44 @@ def test_cuda_tf32_products_error():
     assert errs[True] < 3e-3 and errs[False] < 1e-5 and errs[True] > 10 * errs[False], errs
 
 
-def test_host_overhead_benchmark_counts_the_step(fused):
+def test_host_overhead_benchmark_counts_the_step(fused, monkeypatch):
     """benchmarks.bench_attention --host (the host's work per eager causal training step, kernels not
     launched) runs on the CPU and counts what a step launches: the features' kernel for q and k and its
     gradient (4), the rows' offsets, the summaries and both paths' forward kernels (4), both paths' three
-    gradient kernels, the states' gradient and the summaries' gradient (8); seven custom-operator calls."""
+    gradient kernels, the states' gradient and the summaries' gradient (8).  In eager mode no custom operator
+    is dispatched (their implementations run as plain functions: _eager); with the operators (as under
+    torch.compile) seven calls."""
     from benchmarks.bench_attention import host_overhead
 
     res = host_overhead(2)
-    assert res["launches"] == 16 and res["custom_ops"] == 7
+    assert res["launches"] == 16 and res["custom_ops"] == 0
     assert res["aten_ops"] > 0 and res["prf_ms"][0] > 0 and res["sdpa_ms"][0] > 0
+    monkeypatch.setattr(fused, "_eager", lambda *tensors: False)
+    res = host_overhead(2)
+    assert res["launches"] == 16 and res["custom_ops"] == 7
+
+
+def test_eager_functions_equal_the_custom_operators(fused, monkeypatch):
+    """The eager path (the operators' implementations under autograd.Functions) and the registered custom
+    operators give the same outputs and gradients, bit for bit (the same kernels), for the causal module with
+    the features' kernel; and the operators are used for tensor subclasses (fake tensors) and under
+    torch.compile (test_compiled_*: fullgraph)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setattr(mnn, "_fused_applies", lambda x, b: True)
+    monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w: True)
+    q, k, v, pad = _masked_inputs(9, 40)
+    mod = PRFAttention(16, 24, "simplex", causal=True, seed=2, chunk=16)
+    results = []
+    for eager in (True, False):
+        monkeypatch.setattr(fused, "_eager", lambda *t, e=eager: e)
+        leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+        out = mod(*leaves, key_padding_mask=pad)
+        results.append((out.detach(), torch.autograd.grad(out.square().sum(), leaves)))
+    (a, ga), (b_, gb) = results
+    assert torch.equal(a, b_) and all(torch.equal(x, y) for x, y in zip(ga, gb))
+    monkeypatch.undo()
+    x = torch.zeros(2, 3)
+    assert fused._eager(x, x)
+    with FakeTensorMode() as mode:
+        assert not fused._eager(mode.from_tensor(x), x)
