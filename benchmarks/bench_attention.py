@@ -25,7 +25,7 @@ against SDPA (flash attention) and FastAttention where installed.
 Host (``python -m benchmarks.bench_attention --host``; no GPU needed): the CPU work of one eager causal
 training step of the fused CUDA path (Python, the torch operators' dispatch, autograd), measured on tiny
 CPU tensors with the kernels' launches as no-ops, against SDPA's on the same tensors; with the numbers of
-kernel launches, custom-operator calls and torch operators outside them per step.
+kernel launches, custom-operator calls and other torch operators per step.
 ``--json [PATH]`` also writes the rows (default
 ``benchmarks/results/bench_attention.json``).  Nothing here asserts.
 """
@@ -345,8 +345,9 @@ def host_overhead(repeat, L=64, d=16, m=16):
     """The CPU work that eager mode puts on the host for one causal training step (forward + backward, bf16
     inputs) of the fused CUDA path, without a GPU: the module on tiny CPU tensors, the fused path switched
     on for the CPU, every Triton launch replaced by a no-op, so that what is timed is Python, the torch
-    operators' dispatch and autograd (not CUDA's own launch cost, about 2-4 us per kernel on top).  Against SDPA's causal forward + backward on the same tensors, interleaved.  Also counts
-    per step the kernel launches, the custom-operator calls and the torch operators outside them (views
+    operators' dispatch and autograd (not CUDA's own launch cost, about 2-4 us per kernel on top).  Against
+    SDPA's causal forward + backward on the same tensors, interleaved.  Also counts per step the kernel
+    launches, the custom-operator calls (none in eager mode) and the other torch operators (views
     included).  Returns a dict (times in ms: minimum and median over ``repeat`` steps)."""
     import collections
 
@@ -478,7 +479,7 @@ def main(argv=None):
         print(f"host work per causal training step (L = 64, d = m = 16, two chunks; kernels not launched): "
               f"PRFAttention {res['prf_ms'][0]:.3f} ms (median {res['prf_ms'][1]:.3f}), SDPA {res['sdpa_ms'][0]:.3f} "
               f"ms (median {res['sdpa_ms'][1]:.3f}): {res['ratio_min']:.1f} x; per step {res['launches']} kernel "
-              f"launches, {res['custom_ops']} custom-operator calls, {res['aten_ops']} torch operators outside them")
+              f"launches, {res['custom_ops']} custom-operator calls, {res['aten_ops']} other torch operators")
         if args.json:
             _write_json(args.json, {"host": res, "torch": torch.__version__})
         return 0
