@@ -722,7 +722,7 @@ def test_second_derivatives_are_the_derivatives_of_the_gradient(kind, causal):
     pad[1, 4] = True
     fn = lambda a, b, c: att(a, b, c, key_padding_mask=pad)  # noqa: E731
     assert torch.autograd.gradgradcheck(fn, (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-4)
-    if causal:
+    if causal and kind == "prf":  # (power, once: the same levels serve every kind)
         real = mnn._differentiable_vjp
 
         def cut(f, inputs, G, needs):
