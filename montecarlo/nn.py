@@ -100,6 +100,12 @@ seeded by ``seed``.  :meth:`PRFAttention.redraw` draws new ones;
   ``model.load_state_dict(torch.load(path))``; ``torch.save(model)`` of the
   whole module needs ``torch.load(path, weights_only=False)`` (the class is not
   on torch's allow-list), as for any custom module.
+* Activation checkpointing (``torch.utils.checkpoint``) recomputes the
+  forward inside the backward pass: that recomputation never redraws the
+  features nor counts towards ``redraw_every`` (so the backward differentiates
+  the forward's estimator); causal attention with A from running statistics
+  (oprf without ``kind_params``) refuses it in training mode with a
+  RuntimeError, since those statistics moved after the forward.
 
 References
 ----------
@@ -507,6 +513,14 @@ def _levels(qr, lk4, v4, offsets, neg):
 def _level_size(oF, x):
     """The block length s of a level from its offsets (n, N, b / 2s, 1 or s, M)."""
     return x.shape[2] // (2 * oF.shape[2])
+
+
+def _in_backward():
+    """Whether this runs inside a backward pass: a forward recomputed there by activation checkpointing
+    (torch.utils.checkpoint), which must not redraw the features or move running statistics; torch's own test
+    (as FSDP's); False where torch lacks it."""
+    fn = getattr(torch._C, "_current_graph_task_id", None)
+    return fn is not None and fn() != -1
 
 
 def _differentiable_vjp(fn, inputs, G, needs):
@@ -1076,6 +1090,12 @@ class PRFAttention(nn.Module):
         if not self._data_driven:
             return params
         if self.causal:
+            if self.training and _in_backward():
+                raise RuntimeError(
+                    f"PRFAttention(kind={self.kind!r}, causal=True) takes {', '.join(self._data_driven)} from running "
+                    "statistics that moved after the forward pass this backward pass recomputes (activation "
+                    "checkpointing): the recomputed forward would use another value; give kind_params, or use "
+                    "eval() or no checkpointing for this module")
             if self.training:  # the statistics of this batch serve the next forward passes
                 with torch.no_grad():
                     rho = self._rho(q, k, key_padding_mask, query_padding_mask).mean().to(self.running_rho.dtype)
@@ -1151,7 +1171,7 @@ class PRFAttention(nn.Module):
             In the input dtype.
         """
         lead = self._check(q, k, v, key_padding_mask, query_padding_mask)
-        if self.training and not self._frozen and self.redraw_every is not None:
+        if self.training and not self._frozen and self.redraw_every is not None and not _in_backward():
             if self._calls >= self.redraw_every:
                 self.redraw()
             self._calls += 1

@@ -734,3 +734,56 @@ def test_second_derivatives_are_the_derivatives_of_the_gradient(kind, causal):
                 torch.autograd.gradgradcheck(fn, (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-4)
         finally:
             mnn._differentiable_vjp = real
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_activation_checkpointing_gives_the_same_gradients(causal):
+    """torch.utils.checkpoint (non-reentrant: the forward recomputed in the backward) around the module gives
+    the same output and gradients as without it, causal (the hand-written levels' backward) and not."""
+    from torch.utils.checkpoint import checkpoint
+
+    g = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(2, 40, 16, generator=g) for _ in range(3))
+    mod = PRFAttention(16, 24, "simplex", causal=causal, seed=0, chunk=16)
+    res = []
+    for ck in (False, True):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        out = checkpoint(mod, *leaves, use_reentrant=False) if ck else mod(*leaves)
+        res.append((out.detach(), torch.autograd.grad(out.square().sum(), leaves)))
+    (a, ga), (b, gb) = res
+    assert torch.equal(a, b)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-6, atol=1e-7)
+
+
+def test_activation_checkpointing_never_redraws_in_the_backward():
+    """With redraw_every, the forward that checkpointing recomputes inside the backward does not redraw (nor
+    count): the gradient equals the plain run's and the features stay those of the forward pass.  Before, the
+    recomputation redrew, so the backward differentiated another estimator (gradient sum 241 against 382 in
+    this setting) and the schedule advanced twice per step.  Causal oprf with A from running statistics
+    cannot be recomputed exactly (the statistics moved after the forward): a RuntimeError naming the way out,
+    not a silently different A; in eval mode it recomputes."""
+    from torch.utils.checkpoint import checkpoint
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 40, 16, generator=g) for _ in range(3))
+    res = []
+    for ck in (False, True):
+        mod = PRFAttention(16, 24, "simplex", seed=0, redraw_every=1)
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        mod(*leaves)
+        out = checkpoint(mod, *leaves, use_reentrant=False) if ck else mod(*leaves)
+        w = mod.weights.clone()
+        res.append(torch.autograd.grad(out.square().sum(), leaves))
+        assert torch.equal(w, mod.weights) and mod.calls_since_redraw == 1
+    for x, y in zip(*res):
+        assert torch.allclose(x, y, rtol=1e-6, atol=1e-7)
+    if HAS_OPRF:
+        mod = PRFAttention(16, 24, "simplex", kind="oprf", causal=True, seed=0, chunk=16)
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        out = checkpoint(mod, *leaves, use_reentrant=False)
+        with pytest.raises(RuntimeError, match="kind_params"):
+            torch.autograd.grad(out.square().sum(), leaves)
+        mod.eval()
+        out = checkpoint(mod, *leaves, use_reentrant=False)
+        assert all(torch.isfinite(x).all() for x in torch.autograd.grad(out.square().sum(), leaves))
