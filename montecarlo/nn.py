@@ -58,8 +58,9 @@ The causal scan combines its chunks by a loop on the CPU (in place, one carried 
 the least memory) and, on accelerators and under ``torch.compile``, by one batched product over the chunks
 while there are at most d_v + 1 of them (:data:`PRODUCT_STATES`; not yet timed on a GPU), else by a
 log-depth scan; the part inside each chunk as dyadic levels of torch operations.  On CUDA float32 features
-where Triton is importable the whole scan is one custom operator (:func:`montecarlo._fused.causal`, also
-under ``torch.compile``; ``montecarlo.nn.FUSED = False`` turns it off): the rows' offsets, the chunks'
+where Triton is importable the whole scan is one operator (:func:`montecarlo._fused.causal`: a registered
+custom operator under ``torch.compile``, its implementation under an autograd.Function in eager mode, which
+saves the operators' dispatch; ``montecarlo.nn.FUSED = False`` turns it off): the rows' offsets, the chunks'
 summaries and their gradient in kernels of their own, the prefix states by the product or the scan, and
 fused kernels for the chunks (most chunks as matrix products of per-position factors with the chunk's key
 offsets, tiles of 64; chunks whose keys rise too far for that on the tile path, with per-tile key maxima and
