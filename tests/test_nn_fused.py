@@ -36,6 +36,13 @@ def fused():
     return _fused
 
 
+def _force_fused(monkeypatch, on):
+    """The module's causal operator and features' kernel forced on (on the CPU: Triton's interpreter) or off,
+    whatever the device and dtype."""
+    monkeypatch.setattr(mnn, "_fused_applies", lambda x, b: on)
+    monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w: on)
+
+
 def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0, wild=False):
     """Log-features with the query offsets of the causal scan (qr + running max c of the keys <= 0, c also
     over the earlier chunks' maxima ``before``), values with the ones column last, prefix states P.
@@ -278,8 +285,7 @@ def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kin
     real, calls = fused.linear_log_features, []
     monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
     for on in (True, False):
-        monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
-        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)  # (the features' kernel)
+        _force_fused(monkeypatch, on)  # (the operator and the features' kernel)
         leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
         out = mod(*leaves, key_padding_mask=pad)
         if on:  # every kind's linear form through the features' kernel (hyperbolic: [w; -w], 2m rows)
@@ -306,8 +312,7 @@ def test_second_derivatives_through_the_kernels_equal_the_torch_path(fused, monk
     u = torch.randn(q.shape, generator=torch.Generator().manual_seed(9))
     results = []
     for on in (True, False):
-        monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
-        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)
+        _force_fused(monkeypatch, on)
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         out = mod(*leaves, key_padding_mask=pad)
         gq, = torch.autograd.grad(out.square().sum(), leaves[0], create_graph=True)
@@ -332,8 +337,7 @@ def test_data_driven_oprf_uses_the_features_kernel_with_one_a(fused, monkeypatch
     monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
     outs = []
     for on in (True, False):
-        monkeypatch.setattr(mnn, "_fused_applies", lambda x, b, on=on: on)
-        monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w, on=on: on)
+        _force_fused(monkeypatch, on)
         outs.append(mod(q, k, v, key_padding_mask=pad, query_padding_mask=None if causal else pad))
     assert calls == ([24, 24] if causal else [])
     assert torch.allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5 * outs[1].abs().max())
@@ -589,8 +593,7 @@ def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
     """torch.compile of the module with the features' kernel (oprf with a given A: rows and a constants vector
     from its record's linear form) and the causal operator, both forced on the CPU: equal to eager, outputs and
     gradients, and the features' operator is in the compiled graph (its calls are counted while compiling)."""
-    monkeypatch.setattr(mnn, "_fused_applies", lambda x, b: True)
-    monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w: True)
+    _force_fused(monkeypatch, True)
     real, calls = fused.linear_log_features, []
     monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
     q, k, v, _ = _masked_inputs(8, 40)
@@ -758,8 +761,7 @@ def test_eager_functions_equal_the_custom_operators(fused, monkeypatch):
     torch.compile (test_compiled_*: fullgraph)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    monkeypatch.setattr(mnn, "_fused_applies", lambda x, b: True)
-    monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w: True)
+    _force_fused(monkeypatch, True)
     q, k, v, pad = _masked_inputs(9, 40)
     mod = PRFAttention(16, 24, "simplex", causal=True, seed=2, chunk=16)
     results = []

@@ -703,7 +703,7 @@ def test_within_chunk_levels_backward_is_the_gradient(monkeypatch, direct_block)
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
-def test_second_derivatives_are_the_derivatives_of_the_gradient(kind, causal):
+def test_second_derivatives_are_the_derivatives_of_the_gradient(kind, causal, monkeypatch):
     """backward(create_graph=True) gives a gradient that is differentiable again (Hessian-vector products,
     gradient penalties): torch.autograd.gradgradcheck (finite differences of the gradient, float64) of the
     module, causal (chunks of 4 over 9 positions: the prefix states and the within-chunk levels, whose
@@ -728,12 +728,9 @@ def test_second_derivatives_are_the_derivatives_of_the_gradient(kind, causal):
         def cut(f, inputs, G, needs):
             return tuple(None if x is None else x.detach() for x in real(f, inputs, G, needs))
 
-        mnn._differentiable_vjp = cut
-        try:
-            with pytest.raises(GradcheckError):
-                torch.autograd.gradgradcheck(fn, (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-4)
-        finally:
-            mnn._differentiable_vjp = real
+        monkeypatch.setattr(mnn, "_differentiable_vjp", cut)
+        with pytest.raises(GradcheckError):
+            torch.autograd.gradgradcheck(fn, (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
 @pytest.mark.parametrize("causal", [False, True])
