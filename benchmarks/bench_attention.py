@@ -189,10 +189,10 @@ def _cuda_step(fn, q, k, v, cot):
     return step
 
 
-def _cuda_time(step, repeat, host=None):
-    """(first call's seconds, the minimum over ``repeat`` timed calls in ms, peak MB of one call); with a
-    list ``host``, also appends the minimum host time of a call in ms: until the call returns, before the
-    synchronisation (the CPU's own work, launches queued; about the whole time when the host is the limit)."""
+def _cuda_time(step, repeat):
+    """(first call's seconds, the minimum over ``repeat`` timed calls in ms, peak MB of one call, the minimum
+    host time of a call in ms: until the call returns, before the synchronisation (the CPU's own work,
+    launches queued; about the whole time when the host is the limit))."""
     import torch
 
     torch.cuda.synchronize()
@@ -210,9 +210,7 @@ def _cuda_time(step, repeat, host=None):
         queued.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    if host is not None:
-        host.append(1e3 * min(queued))
-    return first, 1e3 * min(times), (torch.cuda.max_memory_allocated() - base) / 2**20
+    return first, 1e3 * min(times), (torch.cuda.max_memory_allocated() - base) / 2**20, 1e3 * min(queued)
 
 
 def cuda_rows(seq_lens, repeat, cap_fast):
@@ -227,7 +225,7 @@ def cuda_rows(seq_lens, repeat, cap_fast):
             for impl in _impls(causal, L, cap_fast):
                 fn = _build(impl, causal, 128, dev, torch)
                 try:
-                    _, ms[impl], mem[impl] = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
+                    _, ms[impl], mem[impl], _ = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
                 except torch.cuda.OutOfMemoryError:
                     ms[impl], mem[impl] = None, "OOM"
                     torch.cuda.empty_cache()
@@ -256,10 +254,9 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
         if comp:
             torch._dynamo.reset()
             fn = torch.compile(fn, dynamic=False, **({"mode": comp} if isinstance(comp, str) else {}))
-    host = []
-    first, ms, mb = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat, host)
+    first, ms, mb, host = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
     return {"device": torch.cuda.get_device_name(), "L": q.shape[-2], "form": name, "ms": ms, "peak_mb": mb,
-            "first_s": first, "host_ms": host[0]}
+            "first_s": first, "host_ms": host}
 
 
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
