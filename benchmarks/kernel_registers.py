@@ -72,6 +72,8 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
         if path == "fast":
             F_ = rF if name == "_row_offsets_kernel" else fF
             consts, warps = dict(B=chunk, T=fT, F=F_, BD=BD, PREC=prec), _fused.FAST_NUM_WARPS
+            if name == "_row_offsets_kernel":  # (it also sets the chunks' flags: GAP is its constexpr)
+                consts["GAP"] = _fused.GAP
         else:
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
         sig = ({p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"}
@@ -86,6 +88,12 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
             "S": "fp32"}
     for name, sig in zip(_fused.FEATURE_KERNELS, (fsig, gsig)):
         jobs.append((name, sig | {c: "constexpr" for c in fmeta}, fmeta, fwarps))
+    # the scans over the chunks (float32 offsets and states; a block of SCAN_BLOCK features, d_v + 1 columns)
+    for name, ptrs in _fused.SCAN_KERNEL_ARGS:
+        consts = dict(F=_fused.SCAN_BLOCK) | ({} if name == "_chunk_offsets_kernel" else dict(BD=BD))
+        sizes = ("N", "M") if name == "_chunk_offsets_kernel" else ("N", "M", "D")
+        sig = {p: "*fp32" for p in ptrs.split()} | {x: "i32" for x in sizes} | {c: "constexpr" for c in consts}
+        jobs.append((name, sig, consts, _fused.SCAN_NUM_WARPS))
     for name, sig, consts, warps in jobs:
         kernel = compile(ASTSource(fn=getattr(_fused, name), signature=sig, constexprs=consts),
                          target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})

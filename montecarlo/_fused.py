@@ -3,13 +3,14 @@ r"""Fused Triton kernels for causal PRF attention (:mod:`montecarlo.nn`).
 Private: :func:`montecarlo.nn._causal` calls :func:`causal` on CUDA float32 inputs when Triton is importable
 (``montecarlo.nn.FUSED = False`` turns it off), instead of the torch path (dyadic levels within the chunks,
 chunk summaries, offsets: a sequence of elementwise kernels over (n, L, m) tensors, most of the eager GPU
-time).  :func:`causal` computes the chunks' key maxima, the offsets over the earlier chunks and which chunks
-are fast (small (n, N, m) tensors), the rows' offsets r (:func:`row_offsets`, a kernel: the running maxima
-need no (n, L, m) tensor), and calls one operator (``simplex_rf::causal``, backward
-``simplex_rf::causal_backward``) that forms the chunks' summaries (a kernel), their prefix states
-(:func:`montecarlo.nn._prefix_states`: a batched product or a log-depth scan over the chunks) and the
-numerators and key masses below; its backward runs the kernels' gradients, the states' adjoint
-(:func:`montecarlo.nn._prefix_states_adjoint`) and the summaries' gradient (a kernel).  The kernels read
+time).  :func:`causal` computes the chunks' offsets (:func:`chunk_offsets`, ``simplex_rf::chunk_offsets``:
+the chunks' key maxima, then a kernel that scans them for the offsets over the earlier chunks, and one for
+the rows' offsets r and which chunks are fast: the running maxima need no (n, L, m) tensor), and calls one
+operator (``simplex_rf::causal``, backward ``simplex_rf::causal_backward``) that forms the chunks'
+summaries (a kernel), their prefix states (a kernel that scans the chunks; :data:`SCAN_KERNELS` off: by
+:func:`montecarlo.nn._prefix_states`, a batched product or a log-depth scan) and the numerators and key
+masses below; its backward runs the kernels' gradients, the states' adjoint (a kernel scanning backwards)
+and the summaries' gradient (a kernel).  The kernels read
 l(q) and r and subtract on load: no qr = l(q) - r tensor is formed or saved.  :func:`within` is the kernels'
 entry for given prefix states (``simplex_rf::causal_chunk``; tests).  :func:`linear_log_features` is a positive
 kind's log-features in their linear form (the kind record's ``linear_log_features`` hook: prf, hyperbolic,
@@ -114,6 +115,14 @@ FAST_FEATURE_BLOCK_SPILL_FREE = 32
 #: to this (as ``_very_negative``), so that their factors are 0 and no difference is -inf - (-inf).
 FLOOR = -1.0e30
 _FLOOR = tl.constexpr(FLOOR)
+#: The scans over the chunks in kernels of their own (the offsets over the earlier chunks, the prefix states
+#: and their adjoint: one program per sequence and feature block of SCAN_BLOCK features, a loop over the
+#: chunks), else by torch operations (cummax; the batched product or the log-depth scan of
+#: :func:`montecarlo.nn._prefix_states`: about 8 small launches each way at L = 4096, dozens and
+#: (n, N, M, D) temporaries per level at L = 65536).  ``gpu_session.sh`` times both.
+SCAN_KERNELS = True
+SCAN_BLOCK = 32
+SCAN_NUM_WARPS = 4
 
 
 @triton.jit
@@ -475,19 +484,101 @@ def _larger(a, b):
 
 
 @triton.jit
-def _row_offsets_kernel(Q, K, BEF, R, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                        BD: tl.constexpr, PREC: tl.constexpr):
+def _chunk_offsets_kernel(O, BEF, OFF, N, M, F: tl.constexpr):
+    """From the chunks' per-feature key maxima o (n, N, M): the offsets over the earlier chunks, before_c =
+    max_{c' < c} o_c' (-inf at the first chunk), and the chunks' own, off_c = max(o_c, floor); one program per
+    sequence and feature block, a scan over the chunks (NaN propagates, as in torch's cummax)."""
+    fs = tl.program_id(1) * F + tl.arange(0, F)
+    keep = fs < M
+    at = tl.program_id(0).to(tl.int64) * N * M + fs
+    run = tl.full((F,), float("-inf"), O.dtype.element_ty)
+    for c in range(0, N):
+        o = tl.load(O + at + c * M, mask=keep, other=float("-inf"))
+        tl.store(BEF + at + c * M, run, mask=keep)
+        tl.store(OFF + at + c * M, tl.maximum(o, _FLOOR, propagate_nan=tl.PropagateNan.ALL), mask=keep)
+        run = tl.maximum(run, o, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _row_offsets_kernel(Q, K, BEF, OFF, R, FLAG, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                        BD: tl.constexpr, PREC: tl.constexpr, GAP: tl.constexpr):
     """r_i = max_f (l_f(q_i) + c_if) of a query tile (at least the floor), c_if = max(before_f, max_{j <= i}
-    l_f(k_j)) the running maximum of the keys (the earlier tiles' maxima, then a scan within the tile)."""
+    l_f(k_j)) the running maximum of the keys (the earlier tiles' maxima, then a scan within the tile).  The
+    first tile's program also sets its chunk's flag: fast (1) when o_f - c_0f <= GAP for every feature (o the
+    chunk's key maxima ``OFF``; NaN compares False; GAP None: no chunk is fast), as :func:`fast_chunks`."""
     i0, _, c, bqk, _ = _program(B, M, D, T, F)
     r = tl.full((T,), _FLOOR, Q.dtype.element_ty)
+    slow = tl.zeros((F,), tl.int32)  # features whose gap exceeds GAP (all, with GAP None)
+    if GAP is None:
+        slow += 1
     for f0 in range(0, M, F):
-        run = _before(BEF, c, f0, M, F)
+        bef = _before(BEF, c, f0, M, F)
+        run = bef
         for j0 in range(0, i0, T):
             run = tl.maximum(run, tl.max(_tile(K, bqk, j0, f0, M, T, F), 0))
         ci = tl.maximum(tl.associative_scan(_tile(K, bqk, i0, f0, M, T, F), 0, _larger), run[None, :])
         r = tl.maximum(r, tl.max(_tile(Q, bqk, i0, f0, M, T, F) + ci, 1))
+        if GAP is not None:
+            fs = f0 + tl.arange(0, F)
+            first = tl.load(K + bqk + fs, mask=fs < M, other=float("-inf"))  # the chunk's first key
+            c0 = tl.maximum(first, bef, propagate_nan=tl.PropagateNan.ALL)
+            gap = tl.load(OFF + c * M + fs, mask=fs < M, other=0.0) - c0  # (inf beyond M: no NaN)
+            slow = tl.maximum(slow, tl.where((gap <= GAP) | (fs >= M), 0, 1))
     tl.store(R + c * B + i0 + tl.arange(0, T), r)
+    if i0 == 0:
+        tl.store(FLAG + c, (tl.max(slow, 0) == 0).to(tl.int32))
+
+
+@triton.jit
+def _states_kernel(KS, OFF, BEF, P, N, M, D, F: tl.constexpr, BD: tl.constexpr):
+    """The chunks' exclusive prefix states (M, D per chunk) from their summaries KS (offsets OFF) with offsets
+    B = max(before, floor): P_0 = 0, P_c = e^{B_c-1 - B_c} P_c-1 + e^{o_c-1 - B_c} KS_c-1 (= sum_{c' < c}
+    e^{o_c' - B_c} KS_c', every factor <= 1: B_c >= B_c-1, o_c-1); one program per sequence and feature
+    block, a scan over the chunks, the ones column (the key masses) as the values."""
+    f0 = tl.program_id(1) * F
+    fs = f0 + tl.arange(0, F)
+    keep = fs < M
+    at = tl.program_id(0).to(tl.int64) * N * M + fs  # (n, N, M) offsets; the states (n, N, M, D)
+    base = tl.program_id(0).to(tl.int64) * N * M * D
+    ty = KS.dtype.element_ty
+    acc = tl.zeros((F, BD), ty)
+    mass = tl.zeros((F,), ty)
+    prev = tl.full((F,), _FLOOR, ty)
+    _store_values(P, base, f0, D, acc, mass, F, BD, M)
+    for c in range(1, N):
+        bc = tl.maximum(tl.load(BEF + at + c * M, mask=keep, other=_FLOOR), _FLOOR)
+        a = tl.exp(prev - bc)
+        w = tl.exp(tl.load(OFF + at + (c - 1) * M, mask=keep, other=_FLOOR) - bc)
+        acc = acc * a[:, None] + w[:, None] * _vtile(KS, base + (c - 1) * M * D, f0, D, F, BD, M)
+        mass = mass * a + w * _last(KS, base + (c - 1) * M * D, f0, D, F, M)
+        _store_values(P, base + c * M * D, f0, D, acc, mass, F, BD, M)
+        prev = bc
+
+
+@triton.jit
+def _states_adjoint_kernel(GP, OFF, BEF, GK, N, M, D, F: tl.constexpr, BD: tl.constexpr):
+    """The summaries' gradient from the states' cotangent GP (the adjoint of :func:`_states_kernel`): dK_c =
+    e^{o_c - B_c+1} T_c with T_c = sum_{c' > c} e^{B_c+1 - B_c'} GP_c' = GP_c+1 + e^{B_c+1 - B_c+2} T_c+1 (a
+    scan backwards over the chunks; every factor <= 1), dK_N-1 = 0."""
+    f0 = tl.program_id(1) * F
+    fs = f0 + tl.arange(0, F)
+    keep = fs < M
+    at = tl.program_id(0).to(tl.int64) * N * M + fs
+    base = tl.program_id(0).to(tl.int64) * N * M * D
+    ty = GP.dtype.element_ty
+    acc = tl.zeros((F, BD), ty)
+    mass = tl.zeros((F,), ty)
+    _store_values(GK, base + (N - 1) * M * D, f0, D, acc, mass, F, BD, M)
+    nxt = tl.maximum(tl.load(BEF + at + (N - 1) * M, mask=keep, other=_FLOOR), _FLOOR)
+    for i in range(1, N):
+        c = N - 1 - i
+        b1 = tl.maximum(tl.load(BEF + at + (c + 1) * M, mask=keep, other=_FLOOR), _FLOOR)
+        a = tl.exp(b1 - nxt)
+        acc = acc * a[:, None] + _vtile(GP, base + (c + 1) * M * D, f0, D, F, BD, M)
+        mass = mass * a + _last(GP, base + (c + 1) * M * D, f0, D, F, M)
+        e = tl.exp(tl.load(OFF + at + c * M, mask=keep, other=_FLOOR) - b1)
+        _store_values(GK, base + c * M * D, f0, D, e[:, None] * acc, e * mass, F, BD, M)
+        nxt = b1
 
 
 @triton.jit
@@ -579,11 +670,15 @@ KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
            ("_fast_query_grad_kernel", "Q R K V P BEF OFF FLAG G GQ", "fast"),
            ("_fast_key_grad_kernel", "Q R K V OFF FLAG G GK", "fast"),
            ("_fast_value_grad_kernel", "Q R K OFF FLAG G GV", "fast"),
-           ("_row_offsets_kernel", "Q K BEF R", "fast"), ("_summary_kernel", "K V OFF KS", "fast"),
+           ("_row_offsets_kernel", "Q K BEF OFF R FLAG", "fast"), ("_summary_kernel", "K V OFF KS", "fast"),
            ("_summary_grad_kernel", "K V OFF GKS GK GV", "fast"))
 #: The features' kernels (compiled apart by the tools: their arguments differ) and their tile of rows.
 FEATURE_TILE = 64
 FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
+#: The scans over the chunks (:data:`SCAN_KERNELS`; compiled apart by the tools), their pointer arguments
+#: (the rest: N, M, D where the kernel has it, and the constexprs F, BD where it has them).
+SCAN_KERNEL_ARGS = (("_chunk_offsets_kernel", "O BEF OFF"), ("_states_kernel", "KS OFF BEF P"),
+                    ("_states_adjoint_kernel", "GP OFF BEF GK"))
 
 
 def _cdiv(a, b):
@@ -730,34 +825,67 @@ def _eager(*tensors):
     return not _nn._compiling() and all(type(t) is torch.Tensor for t in tensors)
 
 
-def _row_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
-    lq4, lk4, before = _contiguous(lq4, lk4, before)
+def _chunk_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    lq4, lk4 = _contiguous(lq4, lk4)
     n, N, b, M = lq4.shape
+    o = lk4.amax(2)
+    if SCAN_KERNELS:
+        before, off = torch.empty_like(o), torch.empty_like(o)
+        _chunk_offsets_kernel[(n, _cdiv(M, SCAN_BLOCK))](o, before, off, N, M, F=SCAN_BLOCK,
+                                                          num_warps=SCAN_NUM_WARPS)
+    else:
+        from montecarlo import nn as _nn
+
+        before, off = _nn._exclusive_cummax(o, 1, -math.inf), o.clamp_min(FLOOR)
     r = torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device)
+    flag = torch.empty((n, N), dtype=torch.int32, device=lq4.device)
     tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values, no products)
-    _row_offsets_kernel[tiles](lq4, lk4, before, r, M, 1, PREC="ieee", **meta)
-    return r
+    _row_offsets_kernel[tiles](lq4, lk4, before, off, r, flag, M, 1, PREC="ieee", GAP=GAP, **meta)
+    return r, before, off, flag
 
 
-_row_offsets_op = torch.library.custom_op("simplex_rf::row_offsets", mutates_args=())(_row_offsets_impl)
+_chunk_offsets_op = torch.library.custom_op("simplex_rf::chunk_offsets", mutates_args=())(_chunk_offsets_impl)
 
 
-@_row_offsets_op.register_fake
-def _(lq4, lk4, before):
-    return torch.empty(lq4.shape[:3], dtype=lq4.dtype, device=lq4.device)
+@_chunk_offsets_op.register_fake
+def _(lq4, lk4):
+    n, N, b, M = lq4.shape
+    stats = torch.empty((n, N, M), dtype=lk4.dtype, device=lk4.device)
+    return (torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device), stats, torch.empty_like(stats),
+            torch.empty((n, N), dtype=torch.int32, device=lq4.device))
 
 
 def _states(lk4, v4, off, before, precision):
     """The chunks' prefix states (n, N, M, D), offsets ``before`` (at least the floor), from their summaries."""
-    from montecarlo import nn as _nn
-
     n, N, b, M = lk4.shape
-    K = torch.empty((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device)
+    D = v4.shape[-1]
+    K = torch.empty((n, N, M, D), dtype=v4.dtype, device=v4.device)
     if N == 1:
         return K.zero_()
-    _, blocks, meta = _grids(n, N, b, M, v4.shape[-1], precision)[1]  # (fast path's shapes, by feature block)
-    _summary_kernel[(n * N, 1, blocks[2])](lk4, v4, off, K, M, v4.shape[-1], PREC=precision, **meta)
-    return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
+    _, blocks, meta = _grids(n, N, b, M, D, precision)[1]  # (fast path's shapes, by feature block)
+    _summary_kernel[(n * N, 1, blocks[2])](lk4, v4, off, K, M, D, PREC=precision, **meta)
+    if not SCAN_KERNELS:
+        from montecarlo import nn as _nn
+
+        return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
+    P = torch.empty_like(K)
+    _states_kernel[(n, _cdiv(M, SCAN_BLOCK))](K, off, before, P, N, M, D, F=SCAN_BLOCK, BD=meta["BD"],
+                                              num_warps=SCAN_NUM_WARPS)
+    return P
+
+
+def _states_adjoint(gP, off, before, BD):
+    """The summaries' cotangent (n, N, M, D) from the states' ``gP`` (the adjoint of :func:`_states`)."""
+    if not SCAN_KERNELS:
+        from montecarlo import nn as _nn
+
+        return _nn._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
+    n, N, M, D = gP.shape
+    gP, dK = gP.contiguous(), torch.empty_like(gP)
+    _states_adjoint_kernel[(n, _cdiv(M, SCAN_BLOCK))](gP, off, before, dK, N, M, D, F=SCAN_BLOCK, BD=BD,
+                                                      num_warps=SCAN_NUM_WARPS)
+    return dK
 
 
 def _causal_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor, before: torch.Tensor,
@@ -780,14 +908,12 @@ def _(lq4, lk4, v4, r, before, off, flag, precision):
 def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor,
                           before: torch.Tensor, off: torch.Tensor, flag: torch.Tensor, P: torch.Tensor,
                           G: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    from montecarlo import nn as _nn
-
     lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
     gq, gk, gv, gP = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision)
     if lq4.shape[1] > 1:  # the summaries' gradient (the first chunk's state is zero: its gP is not read)
-        dK = _nn._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
         n, N, b, M = lk4.shape
         tiles, _, meta = _grids(n, N, b, M, v4.shape[-1], precision)[1]
+        dK = _states_adjoint(gP, off, before, meta["BD"])
         _summary_grad_kernel[tiles](lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
     return gq, gk, gv
 
@@ -863,14 +989,18 @@ def _check_shapes(first, v4, shapes, tensors=()):
                              f"{tuple(v4.shape)}), got {tuple(got)}")
 
 
-def row_offsets(lq4, lk4, before):
-    """The rows' offsets r (n, N, b) of the causal scan: ``r_i = max_f(lq_if + c_if)``, at least -1e30, with
-    c_if = max(before_f, max_{j <= i} lk_jf) the running maximum of the keys (``before``: the earlier
-    chunks'); so that ``lq - r + lk <= 0`` for every key a query reads.  No gradient."""
+def chunk_offsets(lq4, lk4):
+    """The chunks' offsets of the causal scan, (r, before, off, flag), none with a gradient: the rows' offsets r
+    (n, N, b), ``r_i = max_f(lq_if + c_if)``, at least -1e30, with c_if = max(before_f, max_{j <= i} lk_jf)
+    the running maximum of the keys, so that ``lq - r + lk <= 0`` for every key a query reads; ``before``
+    (n, N, M) the per-feature maxima over the earlier chunks (-inf at the first); ``off`` the chunks' own
+    key maxima, at least -1e30; ``flag`` (n, N) int32 which chunks are fast (:func:`fast_chunks`).  Two
+    kernels after the maxima (:data:`SCAN_KERNELS`: the offsets over the chunks by a scan kernel, else by
+    torch's cummax); the flag and r by one."""
     n, N, b, M = lq4.shape
-    _check_shapes(("lq4", lq4.shape), lk4, {"lk4": (lk4.shape, (n, N, b, M)), "before": (before.shape, (n, N, M))})
+    _check_shapes(("lq4", lq4.shape), lk4, {"lk4": (lk4.shape, (n, N, b, M))})
     lq4, lk4 = lq4.detach(), lk4.detach()
-    return (_row_offsets_impl if _eager(lq4, lk4, before) else _row_offsets_op)(lq4, lk4, before)
+    return (_chunk_offsets_impl if _eager(lq4, lk4) else _chunk_offsets_op)(lq4, lk4)
 
 
 def causal(lq4, lk4, v4, precision="ieee"):
@@ -878,27 +1008,20 @@ def causal(lq4, lk4, v4, precision="ieee"):
     :math:`\sum_{j \le i} \sum_f e^{\ell_f(q_i) - r_i + \ell_f(k_j)} [v_j, 1]` over every key up to the query
     (earlier chunks through their prefix states), from the log-features ``lq4``, ``lk4`` (n, N, b, M; padded
     keys -inf) and ``v4`` (n, N, b, D; last column taken as ones), with the rows' offsets r of
-    :func:`row_offsets`.  Inside: the chunks' key maxima, the offsets over the earlier chunks, which chunks
+    :func:`chunk_offsets`.  Inside: the chunks' key maxima, the offsets over the earlier chunks, which chunks
     are fast (:func:`fast_chunks`) and r (constants: every offset but r cancels, and r cancels in the ratio
-    numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states
-    (:func:`montecarlo.nn._prefix_states`) and the two paths' kernels; the backward the same kernels plus the
-    summaries' gradient, so that no (n, L, m) tensor is formed outside the kernels but the maxima's reads.
+    numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states (a scan
+    kernel, :data:`SCAN_KERNELS`) and the two paths' kernels; the backward the same kernels plus the states'
+    adjoint and the summaries' gradient, so that no (n, L, m) tensor is formed outside the kernels but the maxima's reads.
     Differentiable in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
-    from montecarlo import nn as _nn
-
     _check_precision(precision)
     n, N, b, M = lq4.shape
     D = v4.shape[-1]
     _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D))},
                   (("lq4", lq4), ("lk4", lk4)))
-    with torch.no_grad():
-        kd = lk4.detach()
-        o = kd.amax(2)
-        before = _nn._exclusive_cummax(o, 1, -math.inf)
-        off, flag = fast_chunks(None, kd, before, o)
-        eager = _eager(lq4, lk4, v4)
-        r = (_row_offsets_impl if eager else _row_offsets_op)(lq4.detach(), kd, before)
-    return (_CausalEager.apply if eager else _causal_op)(lq4, lk4, v4, r, before, off, flag, precision)[0]
+    r, before, off, flag = chunk_offsets(lq4, lk4)
+    return (_CausalEager.apply if _eager(lq4, lk4, v4) else _causal_op)(lq4, lk4, v4, r, before, off, flag,
+                                                                        precision)[0]
 
 
 def within(qr, lk4, v4, P=None, before=None, precision="ieee"):

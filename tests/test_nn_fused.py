@@ -432,29 +432,96 @@ def _dense_causal(lq, lk, v, r):
     return (E.sum(-1) @ flat(torch.cat([v[..., :-1], ones], -1))).reshape(v.shape)
 
 
-def test_row_offsets_are_the_running_maxima(fused):
-    """The rows' offsets kernel equals torch's running maxima over all earlier keys (the earlier chunks through
-    ``before``, the tile's own keys by a scan), with padded keys, wild chunks, and rows that see no key (the
-    floor -1e30).  Power: with each chunk's maximum in place of the running maximum the offsets differ."""
+@pytest.mark.parametrize("scans", [True, False])
+def test_chunk_offsets_are_the_running_maxima(fused, monkeypatch, scans):
+    """The chunks' offsets (montecarlo._fused.chunk_offsets: the offsets over the chunks by their scan kernel,
+    or by torch's cummax with SCAN_KERNELS off; r and the flags by the rows' offsets kernel) equal torch's
+    forms: r the running maxima over all earlier keys (the earlier chunks through ``before``, the tile's own
+    keys by a scan), with padded keys, wild chunks and rows that see no key (the floor -1e30); ``before``
+    the exclusive cummax of the chunks' key maxima, ``off`` those maxima clamped; the flags
+    :func:`fast_chunks`' (GAP 40, and GAP None: none fast).  Power: with each chunk's maximum in place of the
+    running maximum the offsets differ; a chunk made slow by a wider gap is seen as such."""
+    monkeypatch.setattr(fused, "SCAN_KERNELS", scans)
     g = torch.Generator().manual_seed(12)
     lq, lk, _ = _chunked(g, 2, 3, 32, 20, 2, wild=True)
-    before = mnn._exclusive_cummax(lk.amax(2), 1, -math.inf)
-    r = fused.row_offsets(lq, lk, before)
-    ref = _reference_offsets(lq, lk)
-    assert torch.equal(r, ref)
+    r, before, off, flag = fused.chunk_offsets(lq, lk)
+    o = lk.amax(2)
+    want_before = mnn._exclusive_cummax(o, 1, -math.inf)
+    assert torch.equal(r, _reference_offsets(lq, lk))
+    assert torch.equal(before, want_before) and torch.equal(off, o.clamp_min(-1.0e30))
+    assert torch.equal(flag, fused.fast_chunks(None, lk, want_before)[1])
+    assert flag.tolist() == [[0, 1, 0], [1, 1, 1]]  # (the first query of sequence 0 sees nothing; wild chunk)
     assert r[0, 0, 0] == -1.0e30 and (r[0, 0, 5:] > -1e3).all()
     whole = (lq + torch.maximum(lk.amax(2, keepdim=True), before.unsqueeze(2))).amax(-1)
     assert not torch.allclose(whole.clamp_min(-1.0e30), r)
+    lk[1, 1, 7, 3] = lk[1, 1, 0].max() + 100.0  # a key far above the chunk's first: the chunk turns slow
+    flag2 = fused.chunk_offsets(lq, lk)[3]
+    assert flag2[1, 1] == 0 and torch.equal(flag2, fused.fast_chunks(None, lk, mnn._exclusive_cummax(
+        lk.amax(2), 1, -math.inf))[1])
+    monkeypatch.setattr(fused, "GAP", None)
+    assert not fused.chunk_offsets(lq, lk)[3].any()
 
 
-@pytest.mark.parametrize("path,states", [("tile", "product"), ("fast", "product"), ("mixed", "product"),
-                                         ("mixed", "scan")])
+def test_chunk_offsets_propagate_nan(fused):
+    """A NaN key makes its chunk's offsets and every later chunk's ``before`` NaN (as torch's amax and cummax)
+    and its chunk slow; the other sequence is untouched."""
+    g = torch.Generator().manual_seed(15)
+    lq, lk, _ = _chunked(g, 2, 4, 16, 5, 2, pad=False)
+    lk[0, 1, 3, 2] = math.nan
+    r, before, off, flag = fused.chunk_offsets(lq, lk)
+    o = lk.amax(2)
+    want = mnn._exclusive_cummax(o, 1, -math.inf)
+    assert torch.equal(before.isnan(), want.isnan()) and before[0, 2:, 2].isnan().all()
+    assert torch.equal(before[~want.isnan()], want[~want.isnan()]) and off[0, 1, 2].isnan()
+    assert flag[0, 1] == 0 and torch.equal(flag[1], fused.fast_chunks(None, lk, want)[1][1])
+
+
+@pytest.mark.parametrize("N,M,D", [(1, 5, 3), (2, 33, 2), (9, 40, 17), (12, 7, 66)])
+def test_state_scan_kernels_equal_the_product(fused, N, M, D):
+    """The prefix states' scan kernel and its adjoint equal the batched product (montecarlo.nn._prefix_states
+    and its adjoint) in float64, with chunks of padded keys (offsets at the floor, ``before`` -inf at the
+    first chunks), offsets 200 apart (factors that underflow to 0) and ragged feature blocks and value
+    widths; the adjoint is the transpose: <states(K), G> = <K, adjoint(G)>.  Power: the adjoint of a scan
+    that skips the rescaling of the running state (factor 1) differs."""
+    g = torch.Generator().manual_seed(16)
+    n = 2
+    o = 3.0 * torch.randn(n, N, M, generator=g, dtype=torch.float64)
+    o[0, : N // 2] = -math.inf  # the first chunks of sequence 0 padded
+    if N > 2:
+        o[1, N - 2] += 200.0
+    before = mnn._exclusive_cummax(o, 1, -math.inf)
+    off = o.clamp_min(-1.0e30)
+    K = torch.randn(n, N, M, D, generator=g, dtype=torch.float64)
+    G = torch.randn(n, N, M, D, generator=g, dtype=torch.float64)
+    BD = fused._sizes(256, M, D, True)[2]
+    grid = (n, fused._cdiv(M, fused.SCAN_BLOCK))
+    P = torch.empty_like(K)
+    fused._states_kernel[grid](K, off, before, P, N, M, D, F=fused.SCAN_BLOCK, BD=BD)
+    ref = mnn._product_states(K, off, before, -1.0e30)
+    assert torch.allclose(P, ref, rtol=1e-13, atol=1e-13) and torch.equal(P[:, 0], torch.zeros_like(P[:, 0]))
+    dK = fused._states_adjoint(G, off, before, BD)
+    assert torch.allclose(dK, mnn._prefix_states_adjoint(G, off, before, -1.0e30), rtol=1e-13, atol=1e-13)
+    assert torch.allclose((P * G).sum(), (K * dK).sum(), rtol=1e-12)
+    if N > 2:
+        B = before.clamp_min(-1.0e30)  # the same scan without the rescaling by e^{B_c+1 - B_c+2}
+        wrong = torch.zeros_like(G)
+        T = torch.zeros_like(G[:, 0])
+        for c in range(N - 2, -1, -1):
+            T = T + G[:, c + 1]
+            wrong[:, c] = torch.exp(off[:, c] - B[:, c + 1]).unsqueeze(-1) * T
+        assert not torch.allclose(wrong, dK, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("path,states", [("tile", "kernel"), ("fast", "kernel"), ("mixed", "kernel"),
+                                         ("mixed", "product"), ("mixed", "scan")])
 def test_causal_operator_equals_the_dense_form(fused, monkeypatch, path, states):
-    """The whole causal scan in one operator (montecarlo._fused.causal: rows' offsets, chunk summaries, prefix
-    states by the product or by the scan, both paths' kernels, and the backward with the summaries' gradient)
+    """The whole causal scan in one operator (montecarlo._fused.causal: the chunks' offsets, chunk summaries,
+    prefix states by their scan kernel, or with SCAN_KERNELS off by torch's product or log-depth scan, both
+    paths' kernels, and the backward with the states' adjoint and the summaries' gradient)
     equals the plain (L, L, M) form with the same offsets r and its autograd gradients in float64, with
     padded keys (rows that see nothing get 0), with every chunk on the tile path, every chunk fast, and both.
     Power: without the summaries' gradient kernel the key and value gradients differ."""
+    monkeypatch.setattr(fused, "SCAN_KERNELS", states == "kernel")
     monkeypatch.setattr(mnn, "PRODUCT_STATES", 0.0 if states == "scan" else 1.0)
     g = torch.Generator().manual_seed(13)
     lq, lk, v = _chunked(g, 2, 3, 32, 20, 5, wild=path == "mixed")
@@ -494,9 +561,7 @@ def test_causal_operator_backward_is_the_gradient(fused):
     data), and torch.library.opcheck of its operators (schema, fake tensors, autograd registration)."""
     g = torch.Generator().manual_seed(14)
     lq, lk, v = _chunked(g, 1, 2, 16, 3, 3, pad=False)
-    before = mnn._exclusive_cummax(lk.amax(2), 1, -math.inf)
-    r = fused.row_offsets(lq, lk, before)
-    off, flag = fused.fast_chunks(None, lk, before)
+    r, before, off, flag = fused.chunk_offsets(lq, lk)
 
     def op(a, b_, c):
         return fused._causal_op(a, b_, c, r, before, off, flag, "ieee")[0]
@@ -506,7 +571,7 @@ def test_causal_operator_backward_is_the_gradient(fused):
     assert _directional_derivative_agrees(op, leaves, g)
     f32 = [x.detach().float() for x in (lq, lk, v, r, before, off)]
     torch.library.opcheck(fused._causal_op, [x.requires_grad_(True) for x in f32[:3]] + f32[3:] + [flag, "ieee"])
-    torch.library.opcheck(fused._row_offsets_op, [f32[0].detach(), f32[1].detach(), f32[4]])  # no gradient
+    torch.library.opcheck(fused._chunk_offsets_op, [f32[0].detach(), f32[1].detach()])  # no gradient
 
 
 @pytest.mark.parametrize("kind,dtype", [("prf", torch.float32), ("prf", torch.bfloat16), ("prf", torch.float16),
@@ -667,9 +732,10 @@ def test_kernels_compile_within_the_registers(tmp_path, arch, prec):
     code, out = _register_report(tmp_path, "--arch", str(arch), "--precision", prec, "--configs", config)
     assert code == 0, out[-2000:]
     cells = re.findall(r"(\w+) (\d+)/(\d+)", out.splitlines()[-1])
-    names = [name for name, *_ in real.KERNELS] + list(real.FEATURE_KERNELS)
+    names = ([name for name, *_ in real.KERNELS] + list(real.FEATURE_KERNELS)
+             + [name for name, _ in real.SCAN_KERNEL_ARGS])
     assert [c[0] for c in cells] == [name.strip("_").replace("_kernel", "") for name in names], out
-    assert len(cells) == len(names) == 14
+    assert len(cells) == len(names) == 17
     assert all(int(regs) <= 255 for _, regs, spill in cells), out
     # no spill with TF32 products (bf16/fp16 inputs: the timed setting); with IEEE float32 products (float32
     # inputs) the fast path's 64 x 64 tiles of FMA products spill (sm 90: forward and value gradient, a few
@@ -740,18 +806,23 @@ def test_cuda_tf32_products_error():
 def test_host_overhead_benchmark_counts_the_step(fused, monkeypatch):
     """benchmarks.bench_attention --host (the host's work per eager causal training step, kernels not
     launched) runs on the CPU and counts what a step launches: the features' kernel for q and k and its
-    gradient (4), the rows' offsets, the summaries and both paths' forward kernels (4), both paths' three
-    gradient kernels, the states' gradient and the summaries' gradient (8).  In eager mode no custom operator
-    is dispatched (their implementations run as plain functions: _eager); with the operators (as under
-    torch.compile) seven calls."""
+    gradient (4), the offsets over the chunks, the rows' offsets, the summaries, the prefix states and both
+    paths' forward kernels (6), both paths' three gradient kernels, the states' gradient, the states' adjoint
+    and the summaries' gradient (9).  In eager mode no custom operator is dispatched (their implementations
+    run as plain functions: _eager); with the operators (as under torch.compile) seven calls.  With the
+    scans by torch operations (SCAN_KERNELS off) three launches fewer and more torch operators."""
     from benchmarks.bench_attention import host_overhead
 
     res = host_overhead(2)
-    assert res["launches"] == 16 and res["custom_ops"] == 0
+    assert res["launches"] == 19 and res["custom_ops"] == 0
     assert res["aten_ops"] > 0 and res["prf_ms"][0] > 0 and res["sdpa_ms"][0] > 0
+    monkeypatch.setattr(fused, "SCAN_KERNELS", False)
+    torch_scans = host_overhead(2)
+    assert torch_scans["launches"] == 16 and torch_scans["aten_ops"] > res["aten_ops"] + 10
+    monkeypatch.setattr(fused, "SCAN_KERNELS", True)
     monkeypatch.setattr(fused, "_eager", lambda *tensors: False)
     res = host_overhead(2)
-    assert res["launches"] == 16 and res["custom_ops"] == 7
+    assert res["launches"] == 19 and res["custom_ops"] == 7
 
 
 def test_eager_functions_equal_the_custom_operators(fused, monkeypatch):
