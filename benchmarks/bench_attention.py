@@ -263,8 +263,9 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable; TF32 products for
     these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on the
-    tile path (``GAP = None``), with the prefix states by the log-depth scan instead of the batched product
-    (``PRODUCT_STATES = 0``), with the log-features by torch operations instead of their kernel
+    tile path (``GAP = None``), with the scans over the chunks (offsets, prefix states and their adjoint) by
+    torch operations instead of their kernels (``SCAN_KERNELS = False``: the batched product while N <= d_v
+    + 1, else the log-depth scan), with the log-features by torch operations instead of their kernel
     (``_fused_features_apply`` off), with float32 inputs at the first length (IEEE products: the fast path's
     feature block 32, and 64 as before, which spills), and ``torch.compile`` (inductor, static shapes) with the
     kernels as custom operators at chunk 256 (and, at the first length, with CUDA graphs:
@@ -282,7 +283,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
         q, k, v, cot = _cuda_inputs(L, dev)
         forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
                  ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
-                 ("fused_c256_scan", 256, False, {"fused": True, "nn": {"PRODUCT_STATES": 0.0}}),
+                 ("fused_c256_torch_scans", 256, False, {"fused": True, "kernel": {"SCAN_KERNELS": False}}),
                  ("fused_c256_torch_features", 256, False,
                   {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
                  ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),
