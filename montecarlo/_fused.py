@@ -1012,8 +1012,8 @@ def causal(lq4, lk4, v4, precision="ieee"):
     are fast (:func:`fast_chunks`) and r (constants: every offset but r cancels, and r cancels in the ratio
     numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states (a scan
     kernel, :data:`SCAN_KERNELS`) and the two paths' kernels; the backward the same kernels plus the states'
-    adjoint and the summaries' gradient, so that no (n, L, m) tensor is formed outside the kernels but the maxima's reads.
-    Differentiable in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
+    adjoint and the summaries' gradient, so that no (n, L, m) tensor is formed outside the kernels but the
+    maxima's reads.  Differentiable in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
     _check_precision(precision)
     n, N, b, M = lq4.shape
     D = v4.shape[-1]
@@ -1135,11 +1135,19 @@ def linear_log_features(x, w, bias, scale):
     s^{1/2} w_f \cdot x + b_f - s\|x\|^2/2`, float32 (..., L, m), from x (..., L, d) in float32, bfloat16 or
     float16 (read as it is: no float32 copy), the rows w (m, d) float32 and the constants b (a number or float32
     broadcastable to (m,)), in one kernel; differentiable in x (the gradient in x's dtype), not in w or b."""
-    if w.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise ValueError(f"w must be float32 and x float32, bfloat16 or float16, got {w.dtype} and {x.dtype}")
-    if x.shape[-1] != w.shape[-1] or x.device != w.device or w.dim() != 2:
-        raise ValueError(f"x (..., d) and w (m, d) must share d and the device, got {tuple(x.shape)} on {x.device} "
-                         f"and {tuple(w.shape)} on {w.device}")
+    return linear_log_features_of((x,), w, bias, scale)[0]
+
+
+def linear_log_features_of(xs, w, bias, scale):
+    """:func:`linear_log_features` of each tensor of ``xs`` (queries and keys) with one set of rows and
+    constants, which are scaled and laid out once (a tuple of results)."""
+    xs = tuple(xs)
+    for x in xs:
+        if w.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"w must be float32 and x float32, bfloat16 or float16, got {w.dtype} and {x.dtype}")
+        if x.shape[-1] != w.shape[-1] or x.device != w.device or w.dim() != 2:
+            raise ValueError(f"x (..., d) and w (m, d) must share d and the device, got {tuple(x.shape)} on "
+                             f"{x.device} and {tuple(w.shape)} on {w.device}")
     M = w.shape[0]
     if isinstance(bias, torch.Tensor):
         if bias.dtype != torch.float32 or bias.device != w.device:
@@ -1147,8 +1155,10 @@ def linear_log_features(x, w, bias, scale):
         b = torch.broadcast_to(bias.detach(), (M,))
     else:
         b = torch.full((M,), float(bias), dtype=torch.float32, device=w.device)
-    lead = x.shape[:-1]
     ws = w.detach() * math.sqrt(scale)
-    x2 = x.reshape(-1, x.shape[-1])
-    op = _LinearFeaturesEager.apply if _eager(x2, ws, b) else _linear_features_op
-    return op(x2, ws, b, float(scale)).reshape(*lead, M)
+    out = []
+    for x in xs:
+        x2 = x.reshape(-1, x.shape[-1])
+        op = _LinearFeaturesEager.apply if _eager(x2, ws, b) else _linear_features_op
+        out.append(op(x2, ws, b, float(scale)).reshape(*x.shape[:-1], M))
+    return tuple(out)

@@ -1190,7 +1190,7 @@ class PRFAttention(nn.Module):
             if form is not None:
                 from montecarlo import _fused  # (one pass over q and k each)
 
-                lq, lk = (_fused.linear_log_features(x, *form, self.scale) for x in (q, k))
+                lq, lk = _fused.linear_log_features_of((q, k), *form, self.scale)
             else:
                 q, k = q.to(compute), k.to(compute)
                 if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead

@@ -43,6 +43,20 @@ def _force_fused(monkeypatch, on):
     monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w: on)
 
 
+def _count_features(fused, monkeypatch):
+    """A list that the features' operator fills with its number of features (rows of w), once per tensor
+    (queries, keys) that it maps."""
+    real, calls = fused.linear_log_features_of, []
+
+    def counted(xs, w, *args):
+        xs = tuple(xs)
+        calls.extend([w.shape[0]] * len(xs))
+        return real(xs, w, *args)
+
+    monkeypatch.setattr(fused, "linear_log_features_of", counted)
+    return calls
+
+
 def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0, wild=False):
     """Log-features with the query offsets of the causal scan (qr + running max c of the keys <= 0, c also
     over the earlier chunks' maxima ``before``), values with the ones column last, prefix states P.
@@ -282,8 +296,7 @@ def test_module_with_fused_kernels_equals_the_torch_path(fused, monkeypatch, kin
     q, k, v, pad = _masked_inputs(4, 70)
     mod = PRFAttention(16, 24, "simplex", kind=kind, kind_params=_params(kind), causal=causal, seed=1, chunk=32)
     results = []
-    real, calls = fused.linear_log_features, []
-    monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
+    calls = _count_features(fused, monkeypatch)
     for on in (True, False):
         _force_fused(monkeypatch, on)  # (the operator and the features' kernel)
         leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
@@ -333,8 +346,7 @@ def test_data_driven_oprf_uses_the_features_kernel_with_one_a(fused, monkeypatch
     mod = PRFAttention(16, 24, "simplex", kind="oprf", causal=causal, seed=2, chunk=16)
     mod(q, k, v, key_padding_mask=pad)  # (training: the causal module's running statistics move off 0)
     mod.eval()
-    real, calls = fused.linear_log_features, []
-    monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
+    calls = _count_features(fused, monkeypatch)
     outs = []
     for on in (True, False):
         _force_fused(monkeypatch, on)
@@ -659,8 +671,7 @@ def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
     from its record's linear form) and the causal operator, both forced on the CPU: equal to eager, outputs and
     gradients, and the features' operator is in the compiled graph (its calls are counted while compiling)."""
     _force_fused(monkeypatch, True)
-    real, calls = fused.linear_log_features, []
-    monkeypatch.setattr(fused, "linear_log_features", lambda *a: calls.append(a[1].shape[0]) or real(*a))
+    calls = _count_features(fused, monkeypatch)
     q, k, v, _ = _masked_inputs(8, 40)
     mod = PRFAttention(16, 24, "simplex", kind="oprf", kind_params={"A": -0.1}, causal=True, seed=3, chunk=16)
     results = []
