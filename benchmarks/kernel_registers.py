@@ -88,6 +88,13 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
             "S": "fp32"}
     for name, sig in zip(_fused.FEATURE_KERNELS, (fsig, gsig)):
         jobs.append((name, sig | {c: "constexpr" for c in fmeta}, fmeta, fwarps))
+    # the ratio's kernels (float32 numerators and masses, a mask, bf16 outputs and cotangents; d_v = 64)
+    rmeta = dict(HAS_SEEN=True, T=_fused.RATIO_TILE, BD=BD)
+    rsig = {"ND": "*fp32", "SEEN": "*u8", "OUT": "*bf16"}
+    rgsig = {"ND": "*fp32", "SEEN": "*u8", "G": "*bf16", "GND": "*fp32"}
+    for name, sig in zip(_fused.RATIO_KERNELS, (rsig, rgsig)):
+        sig = sig | {x: "i32" for x in ("R", "L", "Lp", "D")} | {c: "constexpr" for c in rmeta}
+        jobs.append((name, sig, rmeta, _fused.RATIO_NUM_WARPS))
     # the scans over the chunks (float32 offsets and states; a block of SCAN_BLOCK features, d_v + 1 columns)
     for name, ptrs in _fused.SCAN_KERNEL_ARGS:
         consts = dict(F=_fused.SCAN_BLOCK) | ({} if name == "_chunk_offsets_kernel" else dict(BD=BD))

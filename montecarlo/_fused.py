@@ -10,7 +10,8 @@ operator (``simplex_rf::causal``, backward ``simplex_rf::causal_backward``) that
 summaries (a kernel), their prefix states (a kernel that scans the chunks; :data:`SCAN_KERNELS` off: by
 :func:`montecarlo.nn._prefix_states`, a batched product or a log-depth scan) and the numerators and key
 masses below; its backward runs the kernels' gradients, the states' adjoint (a kernel scanning backwards)
-and the summaries' gradient (a kernel).  The kernels read
+and the summaries' gradient (a kernel); :func:`ratio` then divides the numerators by the key masses in
+the output's dtype (a kernel each way, in eager mode).  The kernels read
 l(q) and r and subtract on load: no qr = l(q) - r tensor is formed or saved.  :func:`within` is the kernels'
 entry for given prefix states (``simplex_rf::causal_chunk``; tests).  :func:`linear_log_features` is a positive
 kind's log-features in their linear form (the kind record's ``linear_log_features`` hook: prf, hyperbolic,
@@ -613,6 +614,49 @@ def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.co
     _store_values(GV, bv, j0, D, _vtile(GV, bv, j0, D, T, BD, B) + gv, tl.zeros((T,), gv.dtype), T, BD, B)
 
 
+# The ratio numerator / key mass of the causal scan's output rows and its cotangent (montecarlo.nn._Ratio's
+# forms) in one pass each, for eager mode (under torch.compile the torch forms fuse).
+@triton.jit
+def _ratio_rows(ND, SEEN, i0, R, L, Lp, D, HAS_SEEN: tl.constexpr, T: tl.constexpr, BD: tl.constexpr):
+    """Rows i0 .. i0 + T of the R = n L output rows: their row index, which exist, their rows in ND's (n, Lp, D)
+    layout, numerators (T, BD), key masses (1 where the row sees no key) and whether they see a key."""
+    rows = (i0 + tl.arange(0, T)).to(tl.int64)
+    live = rows < R
+    src = (rows // L) * Lp + rows % L
+    ds = tl.arange(0, BD)
+    num = tl.load(ND + src[:, None] * D + ds[None, :], mask=live[:, None] & (ds < D - 1)[None, :], other=0.0)
+    den = tl.load(ND + src * D + D - 1, mask=live, other=1.0)
+    seen = live
+    if HAS_SEEN:
+        seen = tl.load(SEEN + rows, mask=live, other=0) != 0
+        den = tl.where(seen, den, 1.0)
+    return rows, live, src, num, den, seen
+
+
+@triton.jit
+def _ratio_kernel(ND, SEEN, OUT, R, L, Lp, D, HAS_SEEN: tl.constexpr, T: tl.constexpr, BD: tl.constexpr):
+    """out = num / den (0 where the row sees no key), (R, D - 1) in OUT's dtype."""
+    rows, live, _, num, den, seen = _ratio_rows(ND, SEEN, tl.program_id(0) * T, R, L, Lp, D, HAS_SEEN, T, BD)
+    out = tl.where(seen[:, None], num / den[:, None], 0.0)
+    ds = tl.arange(0, BD)
+    tl.store(OUT + rows[:, None] * (D - 1) + ds[None, :], out.to(OUT.dtype.element_ty),
+             mask=live[:, None] & (ds < D - 1)[None, :])
+
+
+@triton.jit
+def _ratio_grad_kernel(ND, SEEN, G, GND, R, L, Lp, D, HAS_SEEN: tl.constexpr, T: tl.constexpr,
+                       BD: tl.constexpr):
+    """The cotangent of ND: [g / den, -(g / den) . num / den] (0 where the row sees no key)."""
+    rows, live, src, num, den, seen = _ratio_rows(ND, SEEN, tl.program_id(0) * T, R, L, Lp, D, HAS_SEEN, T, BD)
+    ds = tl.arange(0, BD)
+    cols = (ds < D - 1)[None, :]
+    g = tl.load(G + rows[:, None] * (D - 1) + ds[None, :], mask=live[:, None] & cols, other=0.0).to(num.dtype)
+    gn = tl.where(seen[:, None], g / den[:, None], 0.0)
+    gm = -tl.sum(gn * num, 1) / den
+    tl.store(GND + src[:, None] * D + ds[None, :], gn, mask=live[:, None] & cols)
+    tl.store(GND + src * D + D - 1, gm, mask=live)
+
+
 # A positive kind's log-features in their linear form (the record's ``linear_log_features``): l_f(x) =
 # x . w_f' + b_f - s |x|^2 / 2 (w' = s^1/2 w) in one pass over x (read in its own dtype: no float32 copy), and
 # their gradient in one pass over the cotangent.
@@ -675,6 +719,11 @@ KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
 #: The features' kernels (compiled apart by the tools: their arguments differ) and their tile of rows.
 FEATURE_TILE = 64
 FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
+#: The ratio's kernels (compiled apart by the tools: ND SEEN OUT / ND SEEN G GND, then R L Lp D and the
+#: constexprs HAS_SEEN T BD) and their tile of rows.
+RATIO_TILE = 32
+RATIO_NUM_WARPS = 4
+RATIO_KERNELS = ("_ratio_kernel", "_ratio_grad_kernel")
 #: The scans over the chunks (:data:`SCAN_KERNELS`; compiled apart by the tools), their pointer arguments
 #: (the rest: N, M, D where the kernel has it, and the constexprs F, BD where it has them).
 SCAN_KERNEL_ARGS = (("_chunk_offsets_kernel", "O BEF OFF"), ("_states_kernel", "KS OFF BEF P"),
@@ -1162,3 +1211,55 @@ def linear_log_features_of(xs, w, bias, scale):
         op = _LinearFeaturesEager.apply if _eager(x2, ws, b) else _linear_features_op
         out.append(op(x2, ws, b, float(scale)).reshape(*x.shape[:-1], M))
     return tuple(out)
+
+
+def _ratio_launch(nd, seen, L):
+    """(grid, arguments after the pointers, constexprs) of the ratio's kernels for nd (n, Lp, D)."""
+    n, Lp, D = nd.shape
+    meta = dict(HAS_SEEN=seen is not None, T=RATIO_TILE, BD=max(16, _pow2(max(D - 1, 1))),
+                num_warps=RATIO_NUM_WARPS)
+    return (_cdiv(n * L, RATIO_TILE),), (n * L, L, Lp, D), meta
+
+
+def _seen_rows(seen, n, L):
+    return None if seen is None else seen.expand(n, L, 1).reshape(n * L).contiguous().view(torch.uint8)
+
+
+class _RatioEager(torch.autograd.Function):
+    """:class:`montecarlo.nn._Ratio` of the causal scan's rows by the ratio's kernels (eager mode)."""
+
+    @staticmethod
+    def forward(ctx, nd, seen, L, dtype):
+        n, Lp, D = nd.shape
+        out = torch.empty((n, L, D - 1), dtype=dtype, device=nd.device)
+        grid, sizes, meta = _ratio_launch(nd, seen, L)
+        _ratio_kernel[grid](nd, _seen_rows(seen, n, L), out, *sizes, **meta)
+        ctx.save_for_backward(nd, seen)
+        ctx.L = L
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        nd, seen = ctx.saved_tensors
+        n, Lp, D = nd.shape
+        L = ctx.L
+        if torch.is_grad_enabled():  # backward(create_graph=True): the torch form, differentiable again
+            from montecarlo import nn as _nn
+
+            G = _nn._Ratio.cotangent(nd[:, :L], seen, g.to(nd.dtype))
+            return torch.nn.functional.pad(G, (0, 0, 0, Lp - L)), None, None, None
+        gnd = (torch.empty_like if Lp == L else torch.zeros_like)(nd)  # (padded rows: zero)
+        grid, sizes, meta = _ratio_launch(nd, seen, L)
+        _ratio_grad_kernel[grid](nd, _seen_rows(seen, n, L), g.contiguous(), gnd, *sizes, **meta)
+        return gnd, None, None, None
+
+
+def ratio(nd, seen, L, dtype):
+    """num / den of the causal scan's output rows (montecarlo.nn._Ratio) for nd (n, Lp, D) float32, the first L
+    of each sequence's Lp rows, ``seen`` (n, L, 1) bool or None (rows that see no key: 0, zero gradient), as
+    (n, L, D - 1) in ``dtype``; in eager mode by the ratio's kernels, else by the torch form."""
+    if not _eager(nd):
+        from montecarlo import nn as _nn
+
+        return _nn._Ratio.apply(nd[:, :L], seen).to(dtype)
+    return _RatioEager.apply(nd.contiguous(), seen, L, dtype)

@@ -341,14 +341,16 @@ class _Ratio(torch.autograd.Function):
         return den if seen is None else torch.where(seen, den, torch.ones_like(den))
 
     @staticmethod
-    def backward(ctx, g):
-        nd, seen = ctx.saved_tensors
+    def cotangent(nd, seen, g):
+        """The cotangent of ``nd`` for the outputs' ``g`` (torch operations: differentiable again)."""
         den = _Ratio._denominator(nd, seen)
         gn = g / den
         G = torch.cat([gn, (gn * nd[..., :-1]).sum(-1, keepdim=True).div_(den).neg_()], -1)  # d/d den: -gn.out
-        if seen is not None:
-            G = G.masked_fill(~seen, 0.0)
-        return G, None
+        return G if seen is None else G.masked_fill(~seen, 0.0)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _Ratio.cotangent(*ctx.saved_tensors, g), None
 
 
 def _with_ones(v):
@@ -688,7 +690,7 @@ def _unfused(lq4, lk4, v4, neg, grad, scan):
     return nd
 
 
-def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
+def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_dtype=None):
     r"""Stabilised causal attention (module docs): prefix states over chunks, dyadic blocks within a chunk,
     the diagonal directly.  ``lq``, ``lk`` (..., L, M) fresh log-features (padded keys -inf; overwritten in
     place where no gradient needs them), v (..., L, d_v); ``chunk`` a power of two; ``seen`` (..., L, 1)
@@ -697,7 +699,8 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
     runs in place and holds the least memory); ``fused``: the whole scan by the Triton operator
     :func:`montecarlo._fused.causal` (True; ``scan`` then does not apply), by torch operations (False), or
     where the operator applies (None: :func:`_fused_applies`); ``half``: the module's inputs are
-    bfloat16/float16 (the kernels' products then run in TF32: :func:`montecarlo._fused.products`).
+    bfloat16/float16 (the kernels' products then run in TF32: :func:`montecarlo._fused.products`);
+    ``out_dtype``: the dtype the fused path writes its output in (its ratio's kernel; None: the features').
 
     Every exponential below has an exponent <= 0 by construction, whatever the data: the offsets of a group
     of keys are their per-feature maxima, and a query reads only groups that lie wholly in its past, so each
@@ -734,6 +737,9 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False):
         from montecarlo import _fused
 
         nd = _fused.causal(lq4, lk4, v4, _fused.products(half))
+        if seen is not None:
+            seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
+        return _fused.ratio(nd.view(n, Lp, D), seen, L, out_dtype or nd.dtype).reshape(lead + (L, dv))
     else:
         nd = _unfused(lq4, lk4, v4, neg, grad, scan)
     out = nd.view(n, Lp, D)[:, :L]
@@ -1208,7 +1214,8 @@ class PRFAttention(nn.Module):
                     seen = keep.any(-1)[..., None, None]
             if self.causal:
                 chunk = self.chunk or DEFAULT_CHUNK.get(q.device.type, DEFAULT_CHUNK["cuda"])
-                out = _causal(lq, lk, v, chunk, seen, half=out_dtype in (torch.bfloat16, torch.float16))
+                out = _causal(lq, lk, v, chunk, seen, half=out_dtype in (torch.bfloat16, torch.float16),
+                              out_dtype=out_dtype)
             else:
                 out = _bidirectional(lq, lk, v, seen)
         return out.to(out_dtype)

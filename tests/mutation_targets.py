@@ -63,6 +63,8 @@ BEFORE = {
     "th_hyperbolic": [HYP + " -k 'not 8-2.0 and not monte_carlo and not optimal_sampled and not feature_map and "
                       "not gram'"],
     "th_oprf": [OPRF + " -k 'not monte_carlo and not unbiased and not feature_map and not 3-1.0'"],
+    "fused_scans": [T + "test_nn_fused.py -k 'chunk_offsets or state_scan or causal_operator or host_overhead or "
+                    "module_with_fused or compiled_causal or ratio'"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
@@ -81,6 +83,7 @@ AFTER = {
     "th_hyperbolic": [MUT_K + "::TestHyperbolicTheory"],
     "th_oprf": [MUT_K + "::TestOprfTheory"],
     "mse_kinds": [MUT_K + "::TestKernelMse"],
+    "fused_scans": [],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -96,8 +99,13 @@ TARGETS = {
     "th_hyperbolic": ("kinds", "theory/hyperbolic.py", None),
     "th_oprf": ("kinds", "theory/oprf.py", None),
     "mse_kinds": ("kinds", "theory/mse.py", ("kernel_mse", "_kind_inner", "_kind_scaled", "mean_conformity")),
+    # the fused causal scan's kernels over the chunks and of the ratio, and their launches (Triton's interpreter)
+    "fused_scans": ("fused", "montecarlo/_fused.py",
+                    ("_chunk_offsets_kernel", "_row_offsets_kernel", "_states_kernel", "_states_adjoint_kernel",
+                     "_ratio_rows", "_ratio_kernel", "_ratio_grad_kernel", "_chunk_offsets_impl", "_states",
+                     "_states_adjoint", "_ratio_launch", "_seen_rows", "ratio")),
 }
-GROUPS = ("montecarlo", "kinds")
+GROUPS = ("montecarlo", "kinds", "fused")
 
 
 def load_mutate(path=MUTATE):
@@ -181,7 +189,7 @@ def _write_atomic(path, text):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Sampled formula-mutation score of a group of targets, each mutant "
                                  "run against its own target's test command (operators of ../shared/tools/mutate.py).")
-    ap.add_argument("--group", choices=GROUPS, help="montecarlo or kinds")
+    ap.add_argument("--group", choices=GROUPS, help="one of " + ", ".join(GROUPS))
     ap.add_argument("--sample", type=int, default=80, help="mutants drawn from the group's sites (default 80)")
     ap.add_argument("--seed", type=int, default=22, help="seed of the sample (default 22)")
     ap.add_argument("--tests", choices=("before", "after"), default="after",
