@@ -80,7 +80,11 @@ queries and keys), drawn by :func:`montecarlo.sample_weights` from a
 ``torch.Generator`` the caller owns (``generator=``) or from a numpy stream
 seeded by ``seed``.  :meth:`PRFAttention.redraw` draws new ones;
 ``redraw_every=k`` redraws every k training-mode forward passes;
-``eval()`` and :meth:`PRFAttention.freeze` never redraw.
+``eval()`` and :meth:`PRFAttention.freeze` never redraw.  Under
+``torch.compile`` that schedule runs eagerly (``torch.compiler.disable``: one
+graph break per forward, so ``fullgraph=True`` needs ``redraw_every=None``;
+call :meth:`PRFAttention.redraw` outside the compiled model instead) and
+redraws exactly as eager mode.
 
 * ``copy.deepcopy`` copies the current projections exactly but **forks** the
   random stream: the copy's later redraws are independent of the original's
@@ -955,6 +959,17 @@ class PRFAttention(nn.Module):
         self._calls = 0
         return self
 
+    @torch.compiler.disable
+    def _redraw_schedule(self):
+        """One training-mode forward of ``redraw_every``: redraw when due, count the call (not in a forward that
+        the backward recomputes: activation checkpointing).  Runs eagerly under torch.compile (one graph
+        break: the samplers are numpy and generator code), so that a compiled module redraws as an eager one."""
+        if _in_backward():
+            return
+        if self._calls >= self.redraw_every:
+            self.redraw()
+        self._calls += 1
+
     def freeze(self):
         """Keep the current features: no automatic redraws (explicit :meth:`redraw` still works)."""
         self._frozen = True
@@ -1178,10 +1193,8 @@ class PRFAttention(nn.Module):
             In the input dtype.
         """
         lead = self._check(q, k, v, key_padding_mask, query_padding_mask)
-        if self.training and not self._frozen and self.redraw_every is not None and not _in_backward():
-            if self._calls >= self.redraw_every:
-                self.redraw()
-            self._calls += 1
+        if self.training and not self._frozen and self.redraw_every is not None:
+            self._redraw_schedule()
         rec = kinds.get(self.kind)
         w = self.weights
         out_dtype = q.dtype

@@ -389,6 +389,35 @@ def test_torch_compile(causal, kind, kind_params):
     assert half.dtype == torch.bfloat16
 
 
+def test_torch_compile_with_redraws():
+    """A compiled module with ``redraw_every`` redraws exactly as the eager one (the same projections, outputs
+    and counter at every step) with one graph break, at the redraw schedule (run eagerly:
+    torch.compiler.disable), compiled once, and no warning from dynamo (before: it traced into the samplers,
+    seven graph breaks and warnings about __import__ and lru_cache).  Power: the eager module did redraw, so
+    a compiled one that skipped or repeated a redraw would differ."""
+    import warnings
+
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    ref = PRFAttention(16, 24, "simplex", causal=True, seed=0, redraw_every=2, chunk=16)
+    mod = PRFAttention(16, 24, "simplex", causal=True, seed=0, redraw_every=2, chunk=16)
+    first = ref.weights.clone()
+    compiled = torch.compile(mod, backend="aot_eager")
+    g = torch.Generator().manual_seed(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(5):
+            q = torch.randn(2, 40, 16, generator=g)
+            a, b = ref(q, q, q), compiled(q, q, q)
+            assert torch.allclose(a, b, rtol=1e-6, atol=1e-7), step
+            assert torch.equal(ref.weights, mod.weights) and ref.calls_since_redraw == mod.calls_since_redraw
+    assert not torch.equal(ref.weights, first)  # (two redraws in five steps)
+    assert not [str(w.message) for w in caught if "Dynamo" in str(w.message)]
+    assert sum(counters["graph_break"].values()) == 1 and counters["stats"]["unique_graphs"] == 2
+
+
 def test_construction_registers_the_hooks_forward_uses():
     """A fresh process: building a PRFAttention registers its kind's hooks (imports the kind's modules), so that
     forward looks them up without an import, which torch.compile cannot trace (a graph break; fullgraph
