@@ -850,6 +850,38 @@ def test_cuda_fused_equals_the_torch_path(grad, dtype, gap, monkeypatch):
 
 
 @cuda
+def test_cuda_long_sequence_scans_equal_the_torch_path():
+    """On a GPU, many chunks (L = 32768: 128 chunks of 256, beyond the batched product of the torch path,
+    which then takes its log-depth scan; the kernels at the chunk length the other CUDA tests compile): the
+    fused path with its scan kernels (the offsets over the chunks, the prefix states and their adjoint) and
+    with the scans by torch operations (SCAN_KERNELS off) equal the torch levels, outputs and gradients,
+    float32 inputs (IEEE products), keys whose scale grows along the sequence (the offsets over the chunks
+    keep rising)."""
+    from montecarlo import _fused
+
+    g = torch.Generator().manual_seed(19)
+    L = 32768
+    ramp = torch.linspace(0.5, 2.0, L).view(1, 1, L, 1)
+    q, k, v = (torch.randn(1, 2, L, 64, generator=g) for _ in range(3))
+    k = k * ramp
+    mod = PRFAttention(64, 128, "simplex", causal=True, seed=0, device="cuda", chunk=256)
+    results = []
+    for flag, scans in ((True, True), (True, False), (False, True)):
+        mnn.FUSED, _fused.SCAN_KERNELS = flag, scans
+        try:
+            leaves = [x.cuda().requires_grad_(True) for x in (q, k, v)]
+            out = mod(*leaves)
+            results.append((out.detach(), torch.autograd.grad(out.square().sum(), leaves)))
+        finally:
+            mnn.FUSED, _fused.SCAN_KERNELS = True, True
+    *fused_runs, (b_, gb) = results
+    for a, ga in fused_runs:
+        assert torch.allclose(a, b_, rtol=1e-4, atol=1e-5 * b_.abs().max())
+        for x, y in zip(ga, gb):
+            assert torch.allclose(x, y, rtol=1e-3, atol=1e-4 * y.abs().max())
+
+
+@cuda
 def test_cuda_tf32_products_error():
     """TF32 products (chosen for half-precision inputs) against float64: relative (Frobenius) error of the
     causal scan's output under 3e-3 (bf16 rounds each element by up to 2^-9 = 2e-3), and over ten times
