@@ -392,6 +392,12 @@ def _exclusive_cummax(x, dim, fill):
     return torch.cat([first, inc.narrow(dim, 0, inc.shape[dim] - 1)], dim=dim)
 
 
+def _run_eagerly(fn):
+    """``fn`` run eagerly under torch.compile (``torch.compiler.disable``, torch >= 2.1; unchanged before)."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(fn) if disable is not None else fn
+
+
 def _compiling():
     """Whether torch.compile is tracing (``torch.compiler.is_compiling``, torch >= 2.3; False before)."""
     fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
@@ -959,7 +965,7 @@ class PRFAttention(nn.Module):
         self._calls = 0
         return self
 
-    @torch.compiler.disable
+    @_run_eagerly
     def _redraw_schedule(self):
         """One training-mode forward of ``redraw_every``: redraw when due, count the call (not in a forward that
         the backward recomputes: activation checkpointing).  Runs eagerly under torch.compile (one graph
