@@ -750,8 +750,7 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
         if seen is not None:
             seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
         return _fused.ratio(nd.view(n, Lp, D), seen, L, out_dtype or nd.dtype).reshape(lead + (L, dv))
-    else:
-        nd = _unfused(lq4, lk4, v4, neg, grad, scan)
+    nd = _unfused(lq4, lk4, v4, neg, grad, scan)
     out = nd.view(n, Lp, D)[:, :L]
     if seen is not None:
         seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
