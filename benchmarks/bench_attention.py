@@ -265,7 +265,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on the
     tile path (``GAP = None``), with the scans over the chunks (offsets, prefix states and their adjoint) by
     torch operations instead of their kernels (``SCAN_KERNELS = False``: the batched product while N <= d_v
-    + 1, else the log-depth scan), with the log-features by torch operations instead of their kernel
+    + 1, else the log-depth scan), at the first length with the ratio by torch operations instead of its
+    kernels (``RATIO_KERNELS_ON = False``), with the log-features by torch operations instead of their kernel
     (``_fused_features_apply`` off), with float32 inputs at the first length (IEEE products: the fast path's
     feature block 32, and 64 as before, which spills), and ``torch.compile`` (inductor, static shapes) with the
     kernels as custom operators at chunk 256 (and, at the first length, with CUDA graphs:
@@ -284,6 +285,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
         forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
                  ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
                  ("fused_c256_torch_scans", 256, False, {"fused": True, "kernel": {"SCAN_KERNELS": False}}),
+                 ("fused_c256_torch_ratio", 256, False,
+                  {"fused": True, "first_only": True, "kernel": {"RATIO_KERNELS_ON": False}}),
                  ("fused_c256_torch_features", 256, False,
                   {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
                  ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),

@@ -723,6 +723,8 @@ FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
 #: constexprs HAS_SEEN T BD) and their tile of rows.
 RATIO_TILE = 32
 RATIO_NUM_WARPS = 4
+#: The ratio by its kernels in eager mode (False: by the torch form, as under torch.compile).
+RATIO_KERNELS_ON = True
 RATIO_KERNELS = ("_ratio_kernel", "_ratio_grad_kernel")
 #: The scans over the chunks (:data:`SCAN_KERNELS`; compiled apart by the tools), their pointer arguments
 #: (the rest: N, M, D where the kernel has it, and the constexprs F, BD where it has them).
@@ -1257,8 +1259,9 @@ class _RatioEager(torch.autograd.Function):
 def ratio(nd, seen, L, dtype):
     """num / den of the causal scan's output rows (montecarlo.nn._Ratio) for nd (n, Lp, D) float32, the first L
     of each sequence's Lp rows, ``seen`` (n, L, 1) bool or None (rows that see no key: 0, zero gradient), as
-    (n, L, D - 1) in ``dtype``; in eager mode by the ratio's kernels, else by the torch form."""
-    if not _eager(nd):
+    (n, L, D - 1) in ``dtype``; in eager mode by the ratio's kernels (:data:`RATIO_KERNELS_ON`), else by the
+    torch form."""
+    if not (RATIO_KERNELS_ON and _eager(nd)):
         from montecarlo import nn as _nn
 
         return _nn._Ratio.apply(nd[:, :L], seen).to(dtype)

@@ -618,6 +618,10 @@ def test_ratio_kernels_equal_the_torch_ratio(fused, masked, dtype):
     assert torch.equal(ga[:, L:], torch.zeros_like(ga[:, L:]))
     if masked:
         assert torch.equal(ga[0, :4], torch.zeros_like(ga[0, :4]))
+    with pytest.MonkeyPatch.context() as mp:  # the switch: the torch form, the same numbers
+        mp.setattr(fused, "RATIO_KERNELS_ON", False)
+        off = fused.ratio(nd, seen, L, dtype)
+    assert off.dtype == dtype and torch.allclose(off.to(nd.dtype), ref.detach(), rtol=tol, atol=tol)
     if dtype == torch.float64:
         assert torch.autograd.gradgradcheck(lambda x: fused.ratio(x, seen, L, dtype), (a,), atol=1e-8)
         real = fused._ratio_grad_kernel
