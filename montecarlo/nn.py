@@ -359,7 +359,7 @@ class _Ratio(torch.autograd.Function):
 
 def _with_ones(v):
     """[v, 1]: one product then gives the numerator and the denominator (the key mass)."""
-    return torch.cat([v, torch.ones(v.shape[:-1] + (1,), dtype=v.dtype, device=v.device)], dim=-1)
+    return torch.nn.functional.pad(v, (0, 1), value=1.0)  # (one operator; a ones tensor and a cat made two)
 
 
 def _bidirectional(lq, lk, v, seen=None):
