@@ -485,13 +485,21 @@ def _larger(a, b):
 
 
 @triton.jit
+def _scan_program(N, M, D, F: tl.constexpr):
+    """A scan program's feature block over the chunks: its start f0, its features (F,), which exist, their
+    offsets in this sequence's (N, M) block and the start of its (N, M, D) block."""
+    f0 = tl.program_id(1) * F
+    fs = f0 + tl.arange(0, F)
+    s = tl.program_id(0).to(tl.int64)
+    return f0, fs, fs < M, s * N * M + fs, s * N * M * D
+
+
+@triton.jit
 def _chunk_offsets_kernel(O, BEF, OFF, N, M, F: tl.constexpr):
     """From the chunks' per-feature key maxima o (n, N, M): the offsets over the earlier chunks, before_c =
     max_{c' < c} o_c' (-inf at the first chunk), and the chunks' own, off_c = max(o_c, floor); one program per
     sequence and feature block, a scan over the chunks (NaN propagates, as in torch's cummax)."""
-    fs = tl.program_id(1) * F + tl.arange(0, F)
-    keep = fs < M
-    at = tl.program_id(0).to(tl.int64) * N * M + fs
+    _, _, keep, at, _ = _scan_program(N, M, 1, F)
     run = tl.full((F,), float("-inf"), O.dtype.element_ty)
     for c in range(0, N):
         o = tl.load(O + at + c * M, mask=keep, other=float("-inf"))
@@ -536,11 +544,7 @@ def _states_kernel(KS, OFF, BEF, P, N, M, D, F: tl.constexpr, BD: tl.constexpr):
     B = max(before, floor): P_0 = 0, P_c = e^{B_c-1 - B_c} P_c-1 + e^{o_c-1 - B_c} KS_c-1 (= sum_{c' < c}
     e^{o_c' - B_c} KS_c', every factor <= 1: B_c >= B_c-1, o_c-1); one program per sequence and feature
     block, a scan over the chunks, the ones column (the key masses) as the values."""
-    f0 = tl.program_id(1) * F
-    fs = f0 + tl.arange(0, F)
-    keep = fs < M
-    at = tl.program_id(0).to(tl.int64) * N * M + fs  # (n, N, M) offsets; the states (n, N, M, D)
-    base = tl.program_id(0).to(tl.int64) * N * M * D
+    f0, _, keep, at, base = _scan_program(N, M, D, F)
     ty = KS.dtype.element_ty
     acc = tl.zeros((F, BD), ty)
     mass = tl.zeros((F,), ty)
@@ -561,11 +565,7 @@ def _states_adjoint_kernel(GP, OFF, BEF, GK, N, M, D, F: tl.constexpr, BD: tl.co
     """The summaries' gradient from the states' cotangent GP (the adjoint of :func:`_states_kernel`): dK_c =
     e^{o_c - B_c+1} T_c with T_c = sum_{c' > c} e^{B_c+1 - B_c'} GP_c' = GP_c+1 + e^{B_c+1 - B_c+2} T_c+1 (a
     scan backwards over the chunks; every factor <= 1), dK_N-1 = 0."""
-    f0 = tl.program_id(1) * F
-    fs = f0 + tl.arange(0, F)
-    keep = fs < M
-    at = tl.program_id(0).to(tl.int64) * N * M + fs
-    base = tl.program_id(0).to(tl.int64) * N * M * D
+    f0, _, keep, at, base = _scan_program(N, M, D, F)
     ty = GP.dtype.element_ty
     acc = tl.zeros((F, BD), ty)
     mass = tl.zeros((F,), ty)
@@ -749,11 +749,17 @@ def products(half):
     return "tf32" if half else "ieee"
 
 
+def _value_block(D):
+    """The padded width (a power of two, at least 16) of the D - 1 value columns of a (..., D) block whose last
+    column is the key mass (D = 1: no values, as the rows' offsets pass)."""
+    return max(16, _pow2(max(D - 1, 1)))
+
+
 def _sizes(b, M, D, fast=False, precision="tf32"):
     """Tile, feature block and padded value width of the tile path (or of the fast path: ``fast``) for
     chunks of b (a multiple of 16) positions; the fast path's feature block is :data:`FAST_FEATURE_BLOCK`
     for TF32 products and d_v <= 64, else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
-    BD = max(16, _pow2(max(D - 1, 1)))  # (D = 1: the rows' offsets, no values)
+    BD = _value_block(D)
     if fast:
         T = math.gcd(b, FAST_TILE)
         block = FAST_FEATURE_BLOCK if precision == "tf32" and BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE
@@ -916,18 +922,26 @@ def _states(lk4, v4, off, before, precision):
         return K.zero_()
     _, blocks, meta = _grids(n, N, b, M, D, precision)[1]  # (fast path's shapes, by feature block)
     _summary_kernel[(n * N, 1, blocks[2])](lk4, v4, off, K, M, D, PREC=precision, **meta)
+    return _prefix_states(K, off, before, meta["BD"])
+
+
+def _prefix_states(K, off, before, BD):
+    """The exclusive prefix states (n, N, M, D) of the chunk summaries K (offsets ``off``) with offsets
+    ``before`` (at least the floor): by the scan kernel, else (:data:`SCAN_KERNELS` off) by
+    :func:`montecarlo.nn._prefix_states`."""
     if not SCAN_KERNELS:
         from montecarlo import nn as _nn
 
         return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
+    n, N, M, D = K.shape
     P = torch.empty_like(K)
-    _states_kernel[(n, _cdiv(M, SCAN_BLOCK))](K, off, before, P, N, M, D, F=SCAN_BLOCK, BD=meta["BD"],
+    _states_kernel[(n, _cdiv(M, SCAN_BLOCK))](K, off, before, P, N, M, D, F=SCAN_BLOCK, BD=BD,
                                               num_warps=SCAN_NUM_WARPS)
     return P
 
 
 def _states_adjoint(gP, off, before, BD):
-    """The summaries' cotangent (n, N, M, D) from the states' ``gP`` (the adjoint of :func:`_states`)."""
+    """The summaries' cotangent (n, N, M, D) from the states' ``gP`` (the adjoint of :func:`_prefix_states`)."""
     if not SCAN_KERNELS:
         from montecarlo import nn as _nn
 
@@ -1218,8 +1232,7 @@ def linear_log_features_of(xs, w, bias, scale):
 def _ratio_launch(nd, seen, L):
     """(grid, arguments after the pointers, constexprs) of the ratio's kernels for nd (n, Lp, D)."""
     n, Lp, D = nd.shape
-    meta = dict(HAS_SEEN=seen is not None, T=RATIO_TILE, BD=max(16, _pow2(max(D - 1, 1))),
-                num_warps=RATIO_NUM_WARPS)
+    meta = dict(HAS_SEEN=seen is not None, T=RATIO_TILE, BD=_value_block(D), num_warps=RATIO_NUM_WARPS)
     return (_cdiv(n * L, RATIO_TILE),), (n * L, L, Lp, D), meta
 
 

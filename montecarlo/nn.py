@@ -743,18 +743,15 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
     lq4, lk4, v4 = lq.reshape(n, N, b, M), lk.reshape(n, N, b, M), ve.reshape(n, N, b, D)
     if fused is None:
         fused = _fused_applies(lq4, b)
+    if seen is not None:
+        seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
     if fused:  # the whole scan in the kernels' operator
         from montecarlo import _fused
 
         nd = _fused.causal(lq4, lk4, v4, _fused.products(half))
-        if seen is not None:
-            seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
         return _fused.ratio(nd.view(n, Lp, D), seen, L, out_dtype or nd.dtype).reshape(lead + (L, dv))
     nd = _unfused(lq4, lk4, v4, neg, grad, scan)
-    out = nd.view(n, Lp, D)[:, :L]
-    if seen is not None:
-        seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
-    return _ratio(out, seen).reshape(lead + (L, dv))
+    return _ratio(nd.view(n, Lp, D)[:, :L], seen).reshape(lead + (L, dv))
 
 
 # ---------------------------------------------------------------------------

@@ -101,9 +101,10 @@ TARGETS = {
     "mse_kinds": ("kinds", "theory/mse.py", ("kernel_mse", "_kind_inner", "_kind_scaled", "mean_conformity")),
     # the fused causal scan's kernels over the chunks and of the ratio, and their launches (Triton's interpreter)
     "fused_scans": ("fused", "montecarlo/_fused.py",
-                    ("_chunk_offsets_kernel", "_row_offsets_kernel", "_states_kernel", "_states_adjoint_kernel",
-                     "_ratio_rows", "_ratio_kernel", "_ratio_grad_kernel", "_chunk_offsets_impl", "_states",
-                     "_states_adjoint", "_ratio_launch", "_seen_rows", "ratio")),
+                    ("_scan_program", "_chunk_offsets_kernel", "_row_offsets_kernel", "_states_kernel",
+                     "_states_adjoint_kernel", "_ratio_rows", "_ratio_kernel", "_ratio_grad_kernel",
+                     "_chunk_offsets_impl", "_states", "_prefix_states", "_states_adjoint", "_ratio_launch",
+                     "_seen_rows", "ratio")),
 }
 GROUPS = ("montecarlo", "kinds", "fused")
 

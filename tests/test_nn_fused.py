@@ -505,10 +505,8 @@ def test_state_scan_kernels_equal_the_product(fused, N, M, D):
     off = o.clamp_min(-1.0e30)
     K = torch.randn(n, N, M, D, generator=g, dtype=torch.float64)
     G = torch.randn(n, N, M, D, generator=g, dtype=torch.float64)
-    BD = fused._sizes(256, M, D, True)[2]
-    grid = (n, fused._cdiv(M, fused.SCAN_BLOCK))
-    P = torch.empty_like(K)
-    fused._states_kernel[grid](K, off, before, P, N, M, D, F=fused.SCAN_BLOCK, BD=BD)
+    BD = fused._value_block(D)
+    P = fused._prefix_states(K, off, before, BD)
     ref = mnn._product_states(K, off, before, -1.0e30)
     assert torch.allclose(P, ref, rtol=1e-13, atol=1e-13) and torch.equal(P[:, 0], torch.zeros_like(P[:, 0]))
     dK = fused._states_adjoint(G, off, before, BD)
