@@ -266,7 +266,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     tile path (``GAP = None``), with the scans over the chunks (offsets, prefix states and their adjoint) by
     torch operations instead of their kernels (``SCAN_KERNELS = False``: the batched product while N <= d_v
     + 1, else the log-depth scan), at the first length with the ratio by torch operations instead of its
-    kernels (``RATIO_KERNELS_ON = False``), with the log-features by torch operations instead of their kernel
+    kernels (``RATIO_KERNELS_ON = False``), with products of bfloat16 operands instead of TF32 (``PRECISION =
+    "bf16"``, opt-in), with the log-features by torch operations instead of their kernel
     (``_fused_features_apply`` off), with float32 inputs at the first length (IEEE products: the fast path's
     feature block 32, and 64 as before, which spills), and ``torch.compile`` (inductor, static shapes) with the
     kernels as custom operators at chunk 256 (and, at the first length, with CUDA graphs:
@@ -287,6 +288,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                  ("fused_c256_torch_scans", 256, False, {"fused": True, "kernel": {"SCAN_KERNELS": False}}),
                  ("fused_c256_torch_ratio", 256, False,
                   {"fused": True, "first_only": True, "kernel": {"RATIO_KERNELS_ON": False}}),
+                 ("fused_c256_bf16", 256, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
                  ("fused_c256_torch_features", 256, False,
                   {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
                  ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),

@@ -10,6 +10,7 @@
 #   4. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
 #      operator at three chunk lengths, on the tile path only, with the scans
 #      over the chunks by torch operations instead of their kernels (and the ratio, at the first length),
+#      with products of bfloat16 operands instead of TF32 (PRECISION "bf16", opt-in),
 #      with the torch feature maps instead of the features' kernel, with float32 inputs
 #      (IEEE products: two feature blocks of the fast path), and under torch.compile, also with CUDA graphs
 #      at the first length (compiled forms stop starting after --budget seconds); each row also gives the

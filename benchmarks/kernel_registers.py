@@ -43,7 +43,7 @@ def _config(text):
 def _parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x 10 (default 90: Hopper)")
-    p.add_argument("--precision", nargs="+", choices=("ieee", "tf32"), default=["ieee", "tf32"],
+    p.add_argument("--precision", nargs="+", choices=("ieee", "tf32", "bf16"), default=["ieee", "tf32"],
                    help="input_precision of the matrix products (default: both)")
     p.add_argument("--configs", nargs="+", type=_config, default=[_config(c) for c in DEFAULT_CONFIGS],
                    metavar="T,F,W", help=f"tile, feature block, warps (default {' '.join(DEFAULT_CONFIGS)})")

@@ -52,7 +52,8 @@ no synchronisation).  Both paths compute the same function.
 
 On the tile path no exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
 the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``) for float32
-inputs and in TF32 for bfloat16/float16 inputs (:data:`PRECISION`, :func:`products`).
+inputs and in TF32 for bfloat16/float16 inputs, or on bfloat16 operands where asked (:data:`PRECISION`,
+:func:`products`, :func:`_mm`).
 
 Backward (the offsets recomputed, nothing saved but the inputs): with :math:`A_{ij} = \sum_f E_{ijf}`,
 :math:`E_{ijf} = e^{\tilde\ell_f(q_i)+\ell_f(k_j)}` and :math:`dA_{ij} = G_i \cdot v_j`,
@@ -89,10 +90,15 @@ NUM_WARPS = 4
 #: inputs (:func:`products`), "tf32" (tensor cores, operands rounded to 10-bit mantissas: about 1e-3 relative
 #: error in the scores, under the rounding of bfloat16/float16 inputs and outputs, 8/11-bit mantissas) for
 #: half-precision inputs, "ieee" (float32 FMA, as the torch path's float32 products) otherwise.  On an H100
-#: (L = 65536, chunk 256, bf16) "tf32" took the fused causal pass from 226 to 117 ms.
+#: (L = 65536, chunk 256, bf16) "tf32" took the fused causal pass from 226 to 117 ms.  "bf16" (opt-in, never
+#: the default) rounds both operands of every product in the causal kernels to bfloat16 (float32 sums; the
+#: log-features' kernel keeps IEEE products, whose errors the exponentials would amplify): tensor cores at
+#: twice TF32's rate and half its operand registers, at about twice a bfloat16 output's rounding error
+#: (2.3e-3 relative against float64 through the interpreter's stand-in, test_bf16_products_error; TF32's
+#: 10-bit operands round four times finer); not yet timed on a GPU (``gpu_session.sh``: ``fused_c256_bf16``).
 PRECISION = None
-#: The values ``input_precision`` may take here.
-PRECISIONS = ("ieee", "tf32")
+#: The values ``PRECISION`` may take here (besides None).
+PRECISIONS = ("ieee", "tf32", "bf16")
 #: A chunk is *fast* when its keys' per-feature maxima o_f exceed the running maxima c_0f at its first query
 #: by at most GAP (None: no chunk is): then every score is the product of two factors with the chunk's
 #: offsets, e^{qr_if + o_f} <= e^GAP and e^{lk_jf - o_f} <= 1, and the fast path's kernels run on matrix
@@ -124,6 +130,37 @@ _FLOOR = tl.constexpr(FLOOR)
 SCAN_KERNELS = True
 SCAN_BLOCK = 32
 SCAN_NUM_WARPS = 4
+
+
+@triton.jit
+def _bf16_rounded(x):
+    """float32 x rounded to the nearest bfloat16 (ties to even), as float32: what a compiled conversion does;
+    Triton's interpreter truncates instead (the interpreter's stand-in for bfloat16 products, :func:`_mm`)."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _mm(a, b, PREC: tl.constexpr):
+    """The matrix product a @ b of float32 tiles with float32 accumulation: operands as they are ("ieee",
+    "tf32": ``input_precision``) or rounded to bfloat16 ("bf16": tensor cores at twice TF32's rate, 8-bit
+    mantissas; under Triton's interpreter, whose bfloat16 products are wrong, the operands rounded as a compiled
+    conversion rounds them are multiplied in float32: the same products, exact in float32)."""
+    if PREC == "bf16":
+        if _BF16_DOT:
+            c = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+        else:
+            c = tl.dot(_bf16_rounded(a), _bf16_rounded(b), input_precision="ieee")
+    else:
+        c = tl.dot(a, b, input_precision=PREC)
+    return c
+
+
+#: Whether the kernels are compiled, not run by Triton's interpreter (``TRITON_INTERPRET=1`` when Triton was
+#: imported: its products of bfloat16 tiles return garbage in Triton 3.9): :func:`_mm` multiplies bfloat16
+#: operands only then.
+_BF16_DOT = tl.constexpr(type(_mm).__name__ != "InterpretedFunction")
 
 
 @triton.jit
@@ -272,9 +309,9 @@ def _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T: tl.constexpr, F: tl.constex
         eq = _query_factor(Q, r, OFF, c, bqk, i0, f0, M, T, F)
         ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
         if KEYS_FIRST:
-            s += tl.dot(ek, tl.trans(eq), input_precision=PREC)
+            s += _mm(ek, tl.trans(eq), PREC)
         else:
-            s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
+            s += _mm(eq, tl.trans(ek), PREC)
     return _causal_mask(s, i0, j0, T, KEYS_FIRST)
 
 
@@ -286,7 +323,7 @@ def _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T: tl.constexpr, F: tl.c
     for f0 in range(0, M, F):
         values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
         e = tl.exp(_qtile(Q, r, bqk, i0, f0, M, T, F) + bef[None, :])
-        acc += tl.dot(e, values, input_precision=PREC)
+        acc += _mm(e, values, PREC)
         mass += tl.sum(e * masses[None, :], 1)
     return acc, mass
 
@@ -296,7 +333,7 @@ def _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F: tl.constexpr, BD: tl.constex
     """The earlier chunks' term's gradient in a query tile's feature block (q: its log-features)."""
     values, masses, bef = _state(P, BEF, c, f0, M, D, F, BD)
     e = tl.exp(q + bef[None, :])
-    return e * (tl.dot(g, tl.trans(values), input_precision=PREC) + gl * masses[None, :])
+    return e * (_mm(g, tl.trans(values), PREC) + gl * masses[None, :])
 
 
 # The tile path: programs of fast chunks (FLAG set) do nothing.
@@ -313,13 +350,13 @@ def _forward_kernel(Q, R, K, V, P, BEF, FLAG, O, M, D, B: tl.constexpr, T: tl.co
             s = tl.zeros((T, T), ty)
             for f0 in range(0, M, F):
                 eq, ek = _factors(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
-                s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
-            acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+                s += _mm(eq, tl.trans(ek), PREC)
+            acc += _mm(s, _vtile(V, bv, j0, D, T, BD, B), PREC)
             mass += tl.sum(s, 1)
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
             s += tl.sum(_diagonal(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
-        acc += tl.dot(s, _vtile(V, bv, i0, D, T, BD, B), input_precision=PREC)
+        acc += _mm(s, _vtile(V, bv, i0, D, T, BD, B), PREC)
         mass += tl.sum(s, 1)
         acc, mass = _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
         _store_values(O, bv, i0, D, acc, mass, T, BD, B)
@@ -335,12 +372,12 @@ def _query_grad_kernel(Q, R, K, V, P, BEF, FLAG, G, GQ, M, D, B: tl.constexpr, T
         gl = _last(G, bv, i0, D, T, B)[:, None]  # the key mass's cotangent (v's ones column)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for j0 in range(0, i0, T):
-            dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
+            dA = _mm(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), PREC) + gl
             eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
-            acc += eq * tl.dot(dA, ek, input_precision=PREC)
+            acc += eq * _mm(dA, ek, PREC)
         # the diagonal tile with keys on the first axis (a reduction over it keeps the registers of the key
         # gradient's; over the middle axis this kernel needed about twice as many)
-        dAt = tl.dot(_vtile(V, bv, i0, D, T, BD, B), tl.trans(g), input_precision=PREC) + tl.trans(gl)  # (j, i)
+        dAt = _mm(_vtile(V, bv, i0, D, T, BD, B), tl.trans(g), PREC) + tl.trans(gl)  # (j, i)
         acc += tl.sum(dAt[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T, True), 0)
         acc += _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F, BD, PREC)
         _store(GQ, bqk, i0, f0, M, acc, T, F)
@@ -356,12 +393,12 @@ def _key_grad_kernel(Q, R, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.const
         o, ek = _key_factor(k)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for i0 in range(j0 + T, B, T):
-            dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
+            dAt = _mm(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), PREC)  # (j, i)
             dAt += _last(G, bv, i0, D, T, B)[None, :]
             eq = tl.exp(_qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F) + o[None, :])
-            acc += tl.dot(dAt, eq, input_precision=PREC)
+            acc += _mm(dAt, eq, PREC)
         acc = acc * ek
-        dA = tl.dot(_vtile(G, bv, j0, D, T, BD, B), tl.trans(vj), input_precision=PREC)  # (i, j)
+        dA = _mm(_vtile(G, bv, j0, D, T, BD, B), tl.trans(vj), PREC)  # (i, j)
         dA += _last(G, bv, j0, D, T, B)[:, None]
         qj = _qtile(Q, _rows(R, c, j0, B, T), bqk, j0, f0, M, T, F)  # the queries of the diagonal tile
         acc += tl.sum(dA[:, :, None] * _diagonal(qj, k, T, False), 0)
@@ -378,14 +415,14 @@ def _value_grad_kernel(Q, R, K, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.conste
         rj = _rows(R, c, j0, B, T)
         for f0 in range(0, M, F):
             s += tl.sum(_diagonal(_qtile(Q, rj, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
-        acc = tl.dot(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), input_precision=PREC)
+        acc = _mm(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), PREC)
         for i0 in range(j0 + T, B, T):
             s = tl.zeros((T, T), ty)
             r = _rows(R, c, i0, B, T)
             for f0 in range(0, M, F):
                 eq, ek = _factors(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
-                s += tl.dot(eq, tl.trans(ek), input_precision=PREC)
-            acc += tl.dot(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+                s += _mm(eq, tl.trans(ek), PREC)
+            acc += _mm(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), PREC)
         _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
 
 
@@ -402,7 +439,7 @@ def _fast_forward_kernel(Q, R, K, V, P, BEF, OFF, FLAG, O, M, D, B: tl.constexpr
         mass = tl.zeros((T,), ty)
         for j0 in range(0, i0 + T, T):
             s = _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC)
-            acc += tl.dot(s, _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+            acc += _mm(s, _vtile(V, bv, j0, D, T, BD, B), PREC)
             mass += tl.sum(s, 1)
         acc, mass = _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
         _store_values(O, bv, i0, D, acc, mass, T, BD, B)
@@ -418,9 +455,8 @@ def _fast_query_grad_kernel(Q, R, K, V, P, BEF, OFF, FLAG, G, GQ, M, D, B: tl.co
         gl = _last(G, bv, i0, D, T, B)[:, None]
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for j0 in range(0, i0 + T, T):
-            dA = tl.dot(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), input_precision=PREC) + gl
-            acc += tl.dot(_causal_mask(dA, i0, j0, T, False), _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F),
-                          input_precision=PREC)
+            dA = _mm(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), PREC) + gl
+            acc += _mm(_causal_mask(dA, i0, j0, T, False), _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F), PREC)
         q = _qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F)
         acc = acc * tl.exp(q + _offsets(OFF, c, f0, M, F)[None, :])
         acc += _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F, BD, PREC)
@@ -436,10 +472,10 @@ def _fast_key_grad_kernel(Q, R, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T
         vj = _vtile(V, bv, j0, D, T, BD, B)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for i0 in range(j0, B, T):
-            dAt = tl.dot(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), input_precision=PREC)  # (j, i)
+            dAt = _mm(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), PREC)  # (j, i)
             dAt += _last(G, bv, i0, D, T, B)[None, :]
             eq = _query_factor(Q, _rows(R, c, i0, B, T), OFF, c, bqk, i0, f0, M, T, F)
-            acc += tl.dot(_causal_mask(dAt, i0, j0, T, True), eq, input_precision=PREC)
+            acc += _mm(_causal_mask(dAt, i0, j0, T, True), eq, PREC)
         acc = acc * _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
         _store(GK, bqk, j0, f0, M, acc, T, F)
 
@@ -456,7 +492,7 @@ def _fast_value_grad_kernel(Q, R, K, OFF, FLAG, G, GV, M, D, B: tl.constexpr, T:
                 st = _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC, True)
             else:
                 st = tl.trans(_fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC))
-            acc += tl.dot(st, _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+            acc += _mm(st, _vtile(G, bv, i0, D, T, BD, B), PREC)
         _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
 
 
@@ -472,7 +508,7 @@ def _state_grad_kernel(Q, R, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr,
     accl = tl.zeros((F,), ty)
     for i0 in range(0, B, T):
         e = tl.exp(_qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F) + bef[None, :])
-        acc += tl.dot(tl.trans(e), _vtile(G, bv, i0, D, T, BD, B), input_precision=PREC)
+        acc += _mm(tl.trans(e), _vtile(G, bv, i0, D, T, BD, B), PREC)
         accl += tl.sum(e * _last(G, bv, i0, D, T, B)[:, None], 0)
     _store_values(GP, c * M * D, f0, D, acc, accl, F, BD, M)
 
@@ -592,7 +628,7 @@ def _summary_kernel(K, V, OFF, KS, M, D, B: tl.constexpr, T: tl.constexpr, F: tl
     accl = tl.zeros((F,), ty)
     for j0 in range(0, B, T):
         ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
-        acc += tl.dot(tl.trans(ek), _vtile(V, bv, j0, D, T, BD, B), input_precision=PREC)
+        acc += _mm(tl.trans(ek), _vtile(V, bv, j0, D, T, BD, B), PREC)
         accl += tl.sum(ek, 0)
     _store_values(KS, c * M * D, f0, D, acc, accl, F, BD, M)
 
@@ -608,9 +644,9 @@ def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.co
     for f0 in range(0, M, F):
         values, masses = _vtile(GKS, c * M * D, f0, D, F, BD, M), _last(GKS, c * M * D, f0, D, F, M)
         ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
-        gk = ek * (tl.dot(vj, tl.trans(values), input_precision=PREC) + masses[None, :])
+        gk = ek * (_mm(vj, tl.trans(values), PREC) + masses[None, :])
         _store(GK, bqk, j0, f0, M, _tile(GK, bqk, j0, f0, M, T, F) + gk, T, F)
-        gv += tl.dot(ek, values, input_precision=PREC)
+        gv += _mm(ek, values, PREC)
     _store_values(GV, bv, j0, D, _vtile(GV, bv, j0, D, T, BD, B) + gv, tl.zeros((T,), gv.dtype), T, BD, B)
 
 
@@ -762,7 +798,7 @@ def _sizes(b, M, D, fast=False, precision="tf32"):
     BD = _value_block(D)
     if fast:
         T = math.gcd(b, FAST_TILE)
-        block = FAST_FEATURE_BLOCK if precision == "tf32" and BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE
+        block = FAST_FEATURE_BLOCK if precision in ("tf32", "bf16") and BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE
         F = max(16, min(block, _pow2(M)))
     else:
         T = min(TILE, b)

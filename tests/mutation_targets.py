@@ -65,6 +65,7 @@ BEFORE = {
     "th_oprf": [OPRF + " -k 'not monte_carlo and not unbiased and not feature_map and not 3-1.0'"],
     "fused_scans": [T + "test_nn_fused.py -k 'chunk_offsets or state_scan or causal_operator or host_overhead or "
                     "module_with_fused or compiled_causal or ratio'"],
+    "fused_products": [T + "test_nn_fused.py -k 'bf16 or precision or tile_shapes'"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
@@ -84,6 +85,7 @@ AFTER = {
     "th_oprf": [MUT_K + "::TestOprfTheory"],
     "mse_kinds": [MUT_K + "::TestKernelMse"],
     "fused_scans": [],
+    "fused_products": [],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -105,6 +107,8 @@ TARGETS = {
                      "_states_adjoint_kernel", "_ratio_rows", "_ratio_kernel", "_ratio_grad_kernel",
                      "_chunk_offsets_impl", "_states", "_prefix_states", "_states_adjoint", "_ratio_launch",
                      "_seen_rows", "ratio")),
+    # the kernels' products (the bfloat16 operands and the interpreter's rounding of them) and their sizes
+    "fused_products": ("fused", "montecarlo/_fused.py", ("_bf16_rounded", "_mm", "products", "_sizes")),
 }
 GROUPS = ("montecarlo", "kinds", "fused")
 
@@ -191,6 +195,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="Sampled formula-mutation score of a group of targets, each mutant "
                                  "run against its own target's test command (operators of ../shared/tools/mutate.py).")
     ap.add_argument("--group", choices=GROUPS, help="one of " + ", ".join(GROUPS))
+    ap.add_argument("--target", choices=tuple(TARGETS),
+                    help="sample this target's sites only (its group implied), e.g. to cover all of a small one")
     ap.add_argument("--sample", type=int, default=80, help="mutants drawn from the group's sites (default 80)")
     ap.add_argument("--seed", type=int, default=22, help="seed of the sample (default 22)")
     ap.add_argument("--tests", choices=("before", "after"), default="after",
@@ -213,11 +219,15 @@ def main(argv=None):
             print(f"{group:10} {name:14} {path}{' (' + ', '.join(fns) + ')' if fns else ''}: {n} sites\n"
                   f"    {command(name, a.tests)}")
         return 0
+    if a.target is not None:
+        if a.group not in (None, TARGETS[a.target][0]):
+            ap.error(f"--target {a.target} is in group {TARGETS[a.target][0]!r}, not {a.group!r}")
+        a.group = TARGETS[a.target][0]
     if a.group is None:
-        ap.error("--group is required (or --list)")
+        ap.error("--group is required (or --target, or --list)")
     if a.sample < 1:
         ap.error(f"--sample must be >= 1, got {a.sample}")
-    names = [n for n, t in TARGETS.items() if t[0] == a.group]
+    names = [a.target] if a.target else [n for n, t in TARGETS.items() if t[0] == a.group]
     src_root = ROOT if a.sources is None else Path(a.sources)
     for n in names:
         if not (src_root / TARGETS[n][1]).is_file():
@@ -226,7 +236,8 @@ def main(argv=None):
     pool = [(n, i) for n in names for i in target_sites(tool, n, src_root)]
     rng = random.Random(a.seed)
     chosen = rng.sample(pool, min(a.sample, len(pool)))
-    print(f"{len(pool)} mutation sites in group {a.group!r}; running {len(chosen)} (seed {a.seed}, tests {a.tests})",
+    where = f"target {a.target!r}" if a.target else f"group {a.group!r}"
+    print(f"{len(pool)} mutation sites in {where}; running {len(chosen)} (seed {a.seed}, tests {a.tests})",
           flush=True)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -266,12 +277,12 @@ def main(argv=None):
     for r in results:
         if r["status"] == "survived":
             print(f"survivor: {r['file']}:{r['line']} {r['kind']} `{r['before']}` -> `{r['after']}`")
-    print(f"group {a.group} (seed {a.seed}, tests {a.tests}): {total} mutants, killed {counts['killed']}, "
+    print(f"{where} (seed {a.seed}, tests {a.tests}): {total} mutants, killed {counts['killed']}, "
           f"timeout {counts['timeout']}, survived {counts['survived']}; kill rate "
           f"{(counts['killed'] + counts['timeout']) / max(total, 1):.0%}")
     if a.json:
-        _write_atomic(a.json, json.dumps({"group": a.group, "seed": a.seed, "sample": a.sample, "tests": a.tests,
-                                          "sha256": digests, "counts": counts, "mutants": results}, indent=1))
+        _write_atomic(a.json, json.dumps({"group": a.group, "target": a.target, "seed": a.seed, "sample": a.sample,
+                                          "tests": a.tests, "sha256": digests, "counts": counts, "mutants": results}, indent=1))
     return 0
 
 

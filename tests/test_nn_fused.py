@@ -15,7 +15,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
 from montecarlo import nn as mnn  # noqa: E402
+from montecarlo._fused import _bf16_rounded  # noqa: E402
 from montecarlo.nn import PRFAttention  # noqa: E402
 from theory import feature_kinds  # noqa: E402
 
@@ -90,8 +94,6 @@ def test_host_integer_helpers_equal_tritons():
     """The launches' sizes in Python ints (_pow2: montecarlo.couplings.next_power_of_two, and _cdiv; no
     constexpr-function call per launch) equal triton.next_power_of_2 and triton.cdiv over the sizes that
     occur."""
-    import triton
-
     from montecarlo import _fused
 
     for x in range(1, 1100):
@@ -357,7 +359,7 @@ def test_data_driven_oprf_uses_the_features_kernel_with_one_a(fused, monkeypatch
 
 @pytest.mark.parametrize("dtype,setting,want", [(torch.float32, None, "ieee"), (torch.bfloat16, None, "tf32"),
                                                  (torch.float16, None, "tf32"), (torch.bfloat16, "ieee", "ieee"),
-                                                 (torch.float32, "tf32", "tf32")])
+                                                 (torch.float32, "tf32", "tf32"), (torch.bfloat16, "bf16", "bf16")])
 def test_products_precision_follows_the_inputs(fused, monkeypatch, dtype, setting, want):
     """The kernels' matrix products run in TF32 for bfloat16/float16 module inputs and in IEEE float32 for
     float32 inputs, forward and backward alike, unless montecarlo._fused.PRECISION says otherwise."""
@@ -379,11 +381,74 @@ def test_precision_is_checked(fused, monkeypatch):
     argument), before any kernel runs."""
     g = torch.Generator().manual_seed(9)
     qr, lk, v, P, before = _inputs(g, 1, 1, 16, 4, 3)
-    with pytest.raises(ValueError, match=r"precision must be one of \('ieee', 'tf32'\), got 'tf64'"):
+    with pytest.raises(ValueError, match=r"precision must be one of \('ieee', 'tf32', 'bf16'\), got 'tf64'"):
         fused.within(qr, lk, v, P, before, "tf64")
     monkeypatch.setattr(fused, "PRECISION", "fp8")
-    with pytest.raises(ValueError, match=r"PRECISION must be None or one of \('ieee', 'tf32'\), got 'fp8'"):
+    with pytest.raises(ValueError, match=r"PRECISION must be None or one of \('ieee', 'tf32', 'bf16'\), got 'fp8'"):
         fused.products(True)
+
+
+@triton.jit
+def _bf16_rounding_kernel(X, Y, OWN: tl.constexpr):
+    """Stores 2048 floats rounded to bfloat16 by _fused._bf16_rounded or (OWN) by Triton's conversion."""
+    i = tl.arange(0, 2048)
+    x = tl.load(X + i)
+    if OWN:
+        y = x.to(tl.bfloat16).to(tl.float32)
+    else:
+        y = _bf16_rounded(x)
+    tl.store(Y + i, y)
+
+
+def test_bf16_rounding_is_to_nearest_even(fused):
+    """The interpreter's stand-in for bfloat16 operands (_bf16_rounded) rounds as torch's (and a compiled
+    kernel's) float32 -> bfloat16 conversion: to nearest, ties to even, over 60 binades, signed zeros,
+    subnormals, the largest finite, a value that rounds to infinity, infinities and NaN, bit for bit (NaN as
+    NaN); the interpreter's own conversion, which truncates, differs (power)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2000, generator=g) * 10.0 ** torch.randint(-30, 30, (2000,), generator=g)
+    ties = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 2 ** -130 * (1 + 2 ** -8)])
+    special = torch.tensor([0.0, -0.0, 1e-40, -1e-45, 3.3895e38, 3.4e38, math.inf, -math.inf, math.nan])
+    x = torch.cat([x, ties, special, torch.ones(2048 - 2000 - 13)])
+    want = x.bfloat16().float()
+    for own in (False, True):
+        y = torch.empty_like(x)
+        _bf16_rounding_kernel[(1,)](x, y, OWN=own)
+        nan = want.isnan()
+        assert torch.equal(y.isnan(), nan), own  # (NaN's bits differ: torch's is 0xffff, a sign and all ones)
+        assert torch.equal(y[~nan].view(torch.int32), want[~nan].view(torch.int32)) == (not own), own
+
+
+def _bf16_case(seed=8):
+    """Log-features (two sequences, L = 256, 64 features, offset -3) and values (width 16) in float64."""
+    g = torch.Generator().manual_seed(seed)
+    lq, lk = (torch.randn(2, 256, 64, generator=g, dtype=torch.float64) - 3 for _ in range(2))
+    return lq, lk, torch.randn(2, 256, 16, generator=g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("gap", [40.0, None])
+def test_bf16_products_error(fused, monkeypatch, gap):
+    """Products of bfloat16 operands (PRECISION "bf16", opt-in; on a GPU tensor cores at twice TF32's rate)
+    against float64, causal scan of chunks of 64 on the fast path (GAP 40) and the tile path (GAP None):
+    relative (Frobenius) error of the output under 4e-3 (2.3e-3 measured: about twice the rounding of a
+    bfloat16 output, 2^-9 per element at most) and of the gradients under 1e-2; over 1000 times the IEEE
+    products' error (so bfloat16 operands are what ran)."""
+    monkeypatch.setattr(fused, "GAP", gap)
+    lq, lk, v = _bf16_case()
+    cot = torch.randn(v.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def run(prec, dtype, fuse):
+        monkeypatch.setattr(fused, "PRECISION", prec)
+        leaves = [x.to(dtype).requires_grad_() for x in (lq, lk, v)]
+        out = mnn._causal(*leaves, 64, fused=fuse, half=True)
+        return [out.detach().double()] + [t.double() for t in torch.autograd.grad(out, leaves, cot.to(dtype))]
+
+    ref = run(None, torch.float64, False)
+    errs = {}
+    for prec in ("ieee", "bf16"):
+        errs[prec] = [((x - y).norm() / y.norm()).item() for x, y in zip(run(prec, torch.float32, True), ref)]
+    assert errs["bf16"][0] < 4e-3 and max(errs["bf16"][1:]) < 1e-2, errs
+    assert all(b > 1000 * i for b, i in zip(errs["bf16"], errs["ieee"])), errs
 
 
 def test_shapes_are_checked(fused):
@@ -785,9 +850,9 @@ def _register_report(tmp_path, *args, timeout=300):
         pytest.fail(f"the register report took more than {timeout} s (killed)")
 
 
-@pytest.mark.parametrize("arch,prec", [(80, "ieee"), (90, "ieee"), (90, "tf32")])
+@pytest.mark.parametrize("arch,prec", [(80, "ieee"), (90, "ieee"), (90, "tf32"), (90, "bf16")])
 def test_kernels_compile_within_the_registers(tmp_path, arch, prec):
-    """Every kernel compiles to a cubin for Ampere (sm 80) and Hopper (sm 90, float32 and TF32 products) with
+    """Every kernel compiles to a cubin for Ampere (sm 80) and Hopper (sm 90, float32, TF32 and bfloat16 products) with
     Triton's own ptxas, no GPU needed (what the interpreter does not check: the kernels' globals are
     constexpr, the dot shapes are legal), through benchmarks.kernel_registers, whose ptxas -v report for the
     default tile shapes shows every kernel within the 255 registers a thread can have and, with TF32
@@ -803,10 +868,10 @@ def test_kernels_compile_within_the_registers(tmp_path, arch, prec):
     assert [c[0] for c in cells] == [name.strip("_").replace("_kernel", "") for name in names], out
     assert len(cells) == len(names) == 19
     assert all(int(regs) <= 255 for _, regs, spill in cells), out
-    # no spill with TF32 products (bf16/fp16 inputs: the timed setting); with IEEE float32 products (float32
-    # inputs) the fast path's 64 x 64 tiles of FMA products spill (sm 90: forward and value gradient, a few
-    # hundred bytes; the numbers in benchmarks/README), which only costs speed
-    if prec == "tf32":
+    # no spill with TF32 products (bf16/fp16 inputs: the timed setting) or bfloat16 operands (opt-in); with
+    # IEEE float32 products (float32 inputs) the fast path's 64 x 64 tiles of FMA products spill (sm 90: the
+    # value gradient, 24 bytes; the numbers in benchmarks/README), which only costs speed
+    if prec != "ieee":
         assert all(int(spill) == 0 for _, _, spill in cells), out
 
 
@@ -899,6 +964,30 @@ def test_cuda_tf32_products_error():
         out = mnn._causal(*(x.float().cuda() for x in (lq, lk, v)), 256, fused=True, half=half).double().cpu()
         errs[half] = ((out - ref).norm() / ref.norm()).item()
     assert errs[True] < 3e-3 and errs[False] < 1e-5 and errs[True] > 10 * errs[False], errs
+
+
+@cuda
+def test_cuda_bf16_products_error(monkeypatch):
+    """Products of bfloat16 operands (PRECISION "bf16": the compiled tensor-core products, not the
+    interpreter's stand-in of test_bf16_products_error) against float64 on the case of that test: relative
+    error of the output under 4e-3 and of the gradients under 1e-2, over 100 times the IEEE products'."""
+    from montecarlo import _fused
+
+    lq, lk, v = _bf16_case()
+    cot = torch.randn(v.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def run(prec, dtype, fuse, device):
+        monkeypatch.setattr(_fused, "PRECISION", prec)
+        leaves = [x.to(device, dtype).requires_grad_() for x in (lq, lk, v)]
+        out = mnn._causal(*leaves, 64, fused=fuse, half=True)
+        grads = torch.autograd.grad(out, leaves, cot.to(device, dtype))
+        return [t.detach().double().cpu() for t in (out, *grads)]
+
+    ref = run(None, torch.float64, False, "cpu")
+    errs = {prec: [((x - y).norm() / y.norm()).item() for x, y in zip(run(prec, torch.float32, True, "cuda"), ref)]
+            for prec in ("ieee", "tf32", "bf16")}
+    assert errs["bf16"][0] < 4e-3 and max(errs["bf16"][1:]) < 1e-2, errs
+    assert all(b > 100 * i for b, i in zip(errs["bf16"], errs["ieee"])), errs
 
 
 def test_host_overhead_benchmark_counts_the_step(fused, monkeypatch):
