@@ -114,6 +114,24 @@ def test_tile_shapes_are_legal(fused, b, M, D):
             assert b % T == 0 and BD >= D - 1
 
 
+def test_feature_blocks_follow_the_rule(fused):
+    """The launches' sizes (_sizes) as documented: the fast path's tile gcd(b, FAST_TILE), its feature block
+    FAST_FEATURE_BLOCK for TF32 or bfloat16 products and d_v <= 64 (padded width 64), else (IEEE products, or
+    d_v = 65, padded to 128) FAST_FEATURE_BLOCK_SPILL_FREE; the tile path's TILE x FEATURE_BLOCK; a feature block
+    never wider than m rounded up to a power of two nor narrower than 16."""
+    wide, narrow = fused.FAST_FEATURE_BLOCK, fused.FAST_FEATURE_BLOCK_SPILL_FREE
+    assert (wide, narrow) == (64, 32)
+    for prec, D, want in (("tf32", 65, (64, wide, 64)), ("bf16", 65, (64, wide, 64)), ("ieee", 65, (64, narrow, 64)),
+                          ("tf32", 66, (64, narrow, 128)), ("bf16", 129, (64, narrow, 128)),
+                          ("tf32", 17, (64, wide, 16))):
+        assert fused._sizes(256, 128, D, True, prec) == want, (prec, D)
+    assert fused._sizes(32, 128, 65, True, "tf32") == (32, wide, 64)
+    assert fused._sizes(256, 20, 65, True, "tf32") == (64, 32, 64)
+    assert fused._sizes(256, 5, 3, True, "tf32") == (64, 16, 16)
+    assert fused._sizes(256, 128, 65) == (fused.TILE, fused.FEATURE_BLOCK, 64) == (16, 32, 64)
+    assert fused._sizes(256, 5, 3) == (16, 16, 16)
+
+
 def _set_path(fused, monkeypatch, path, data, before):
     """Chunks on the tile path only (``path`` "tile": GAP None), fast only ("fast"), or both ("mixed": inputs
     made with ``wild``, its last chunk on the tile path); asserts that the flags are so."""
