@@ -35,10 +35,10 @@ export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0  # compiled kernels, also where the
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 } 2>&1 | tee "$OUT/device.txt"
-timeout 150 python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE tests/test_nn_fused.py tests/test_nn_module.py \
+timeout 180 python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE tests/test_nn_fused.py tests/test_nn_module.py \
     -k cuda 2>&1 | tail -60 | tee "$OUT/tests.txt"  # (not -x: one failure must not hide the other tests)
-[ -n "${SKIP_TABLE:-}" ] || timeout 120 python3 -m benchmarks.bench_attention --cuda --quick --json "$OUT/table.json" \
+[ -n "${SKIP_TABLE:-}" ] || timeout 90 python3 -m benchmarks.bench_attention --cuda --quick --json "$OUT/table.json" \
     2>&1 | tee "$OUT/table.txt"
 timeout 30 python3 -m benchmarks.bench_attention --host --quick 2>&1 | tee "$OUT/host.txt"
-timeout 300 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
+timeout 290 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
     --budget "${BUDGET:-200}" --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"

@@ -1008,6 +1008,18 @@ def test_cuda_bf16_products_error(monkeypatch):
     assert all(b > 100 * i for b, i in zip(errs["bf16"], errs["ieee"])), errs
 
 
+def test_gpu_session_fits_one_device_call():
+    """benchmarks/gpu_session.sh, the GPU checks as one prepared run, parses as bash and its steps' time limits
+    add up to at most 600 s, the most one command on a lent machine may run (so that a step that hangs still
+    leaves the others' results); every step that runs Python has a limit."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "benchmarks", "gpu_session.sh")
+    assert subprocess.run(["bash", "-n", path], capture_output=True, timeout=30).returncode == 0
+    steps = [line for line in open(path).read().splitlines() if "python3 -m" in line and not line.startswith("#")]
+    limits = [int(m.group(1)) for line in steps for m in [re.search(r"timeout (\d+) python3", line)] if m]
+    assert len(limits) == len(steps) == 4 and sum(limits) <= 600, (steps, limits)
+
+
 def test_host_overhead_benchmark_counts_the_step(fused, monkeypatch):
     """benchmarks.bench_attention --host (the host's work per eager causal training step, kernels not
     launched) runs on the CPU and counts what a step launches: the features' kernel for q and k and its
