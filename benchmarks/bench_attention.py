@@ -344,6 +344,34 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     return rows
 
 
+def variants_summary(rows, targets=((4096, 3.0), (65536, 1.0))):
+    """Lines that rank the rows of :func:`cuda_causal_variants` by time at each length, as ratios to SDPA's row
+    of the same length, and say for the issue-20 targets (PRF / SDPA at most 3 at L = 4096, under 1 at 65536)
+    whether the eager default (``fused_c256``) and the fastest form meet them.  Rows without a time (OOM,
+    errors, skipped) are listed as such; a length without an SDPA row gets no ratios."""
+    lines = []
+    for L in sorted({r["L"] for r in rows}):
+        at = [r for r in rows if r["L"] == L]
+        sdpa = next((r["ms"] for r in at if r["form"] == "sdpa" and r.get("ms")), None)
+        timed = sorted((r for r in at if r["form"] != "sdpa" and r.get("ms") is not None), key=lambda r: r["ms"])
+        lines.append(f"L={L}: SDPA {sdpa:.2f} ms" if sdpa else f"L={L}: no SDPA time")
+        for r in timed:
+            ratio = f" = {r['ms'] / sdpa:.2f} x SDPA" if sdpa else ""
+            lines.append(f"  {r['form']}: {r['ms']:.2f} ms{ratio} (host {r.get('host_ms') or 0:.2f} ms)")
+        for r in at:
+            if r["form"] != "sdpa" and r.get("ms") is None:
+                lines.append(f"  {r['form']}: {r.get('error', r.get('peak_mb', 'no time'))}")
+        bound = dict(targets).get(L)
+        if bound is not None and sdpa and timed:
+            default = next((r for r in timed if r["form"] == "fused_c256"), None)
+            for label, r in (("eager default fused_c256", default), (f"fastest {timed[0]['form']}", timed[0])):
+                if r is not None:
+                    ok = r["ms"] / sdpa <= bound if bound > 1 else r["ms"] / sdpa < bound
+                    lines.append(f"  target PRF / SDPA {'<=' if bound > 1 else '<'} {bound:g} at L = {L}: {label} "
+                                 f"{r['ms'] / sdpa:.2f}: {'met' if ok else 'not met'}")
+    return lines
+
+
 def host_overhead(repeat, L=64, d=16, m=16):
     """The CPU work that eager mode puts on the host for one causal training step (forward + backward, bf16
     inputs) of the fused CUDA path, without a GPU: the module on tiny CPU tensors, the fused path switched
@@ -494,6 +522,7 @@ def main(argv=None):
         if args.variants:
             rows = cuda_causal_variants(tuple(args.lengths or (4096, 65536, 16384)), 3 if args.quick else 5,
                                         args.budget)
+            print("\n".join(["", "Summary (fastest first):"] + variants_summary(rows)), flush=True)
             if args.json:
                 _write_json(args.json, {"rows": rows, "torch": torch.__version__})
             return 0

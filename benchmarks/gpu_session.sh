@@ -17,7 +17,8 @@
 #      host's time per step (until the call returns, launches queued: about the whole time when the CPU is
 #      the limit).
 # Writes device.txt, tests.txt, table.txt, table.json, variants.txt, variants.json and host.txt under $OUT
-# (default ./gpu_out).
+# (default ./gpu_out); variants.txt ends with a summary: each length's forms fastest first as ratios to SDPA,
+# and whether the eager default and the fastest form meet issue 20's targets.
 # The lent machines have torch (with Triton) but not every pure-Python dependency: with the wheels of
 # array-api-compat (and performer-pytorch with its dependencies, for the FastAttention rows) downloaded into
 # an ignored .whl/ folder here, the device command was

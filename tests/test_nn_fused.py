@@ -1008,6 +1008,33 @@ def test_cuda_bf16_products_error(monkeypatch):
     assert all(b > 100 * i for b, i in zip(errs["bf16"], errs["ieee"])), errs
 
 
+def test_variants_summary_ranks_and_judges_the_targets():
+    """The variants' summary ranks each length's forms by time as ratios to SDPA's row of that length and says
+    whether the eager default and the fastest form meet the issue-20 targets (at most 3 x SDPA at L = 4096,
+    faster than SDPA at 65536; exactly 3 x meets the first, exactly 1 x misses the second); rows without a
+    time are listed with their reason."""
+    from benchmarks.bench_attention import variants_summary
+
+    def row(L, form, ms, **kw):
+        return {"L": L, "form": form, "ms": ms, "host_ms": 0.5, **kw}
+
+    rows = [row(4096, "sdpa", 0.8), row(4096, "fused_c256", 2.4), row(4096, "fused_c128", 2.0),
+            row(4096, "compiled_fused_c256", None, error="RuntimeError: x"),
+            row(65536, "sdpa", 100.0), row(65536, "fused_c256", 100.0), row(65536, "fused_c512", 99.0),
+            row(16384, "fused_c256", 9.0)]
+    text = "\n".join(variants_summary(rows))
+    lines = text.splitlines()
+    assert lines[:3] == ["L=4096: SDPA 0.80 ms", "  fused_c128: 2.00 ms = 2.50 x SDPA (host 0.50 ms)",
+                         "  fused_c256: 2.40 ms = 3.00 x SDPA (host 0.50 ms)"], text
+    assert "  compiled_fused_c256: RuntimeError: x" in lines
+    assert "target PRF / SDPA <= 3 at L = 4096: eager default fused_c256 3.00: met" in text
+    assert "target PRF / SDPA < 1 at L = 65536: eager default fused_c256 1.00: not met" in text
+    assert "target PRF / SDPA < 1 at L = 65536: fastest fused_c512 0.99: met" in text
+    assert "L=16384: no SDPA time" in lines and "  fused_c256: 9.00 ms (host 0.50 ms)" in lines
+    rows[1]["ms"] = 2.41
+    assert "fused_c256 3.01: not met" in "\n".join(variants_summary(rows))
+
+
 def test_gpu_session_fits_one_device_call():
     """benchmarks/gpu_session.sh, the GPU checks as one prepared run, parses as bash and its steps' time limits
     add up to at most 600 s, the most one command on a lent machine may run (so that a step that hangs still
