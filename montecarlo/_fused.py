@@ -134,9 +134,10 @@ SCAN_NUM_WARPS = 4
 
 @triton.jit
 def _bf16_rounded(x):
-    """float32 x rounded to the nearest bfloat16 (ties to even), as float32: what a compiled conversion does;
-    Triton's interpreter truncates instead (the interpreter's stand-in for bfloat16 products, :func:`_mm`)."""
-    bits = x.to(tl.uint32, bitcast=True)
+    """x rounded to the nearest bfloat16 (ties to even; float64 through float32), as float32: what a compiled
+    conversion does; Triton's interpreter truncates instead (the interpreter's stand-in for bfloat16 products,
+    :func:`_mm`)."""
+    bits = x.to(tl.float32).to(tl.uint32, bitcast=True)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return bits.to(tl.float32, bitcast=True)
 

@@ -437,6 +437,18 @@ def test_bf16_rounding_is_to_nearest_even(fused):
         assert torch.equal(y[~nan].view(torch.int32), want[~nan].view(torch.int32)) == (not own), own
 
 
+def test_bf16_products_of_float64_tiles(fused):
+    """bfloat16 operands from float64 tiles (within() on float64 inputs, PRECISION "bf16"): the interpreter's
+    stand-in rounds them through float32 (a bit cast of 64-bit floats to 32-bit integers would fail); against
+    the dense form the values' error is bfloat16's (2.3e-3 measured), not float64's."""
+    g = torch.Generator().manual_seed(3)
+    qr, lk, v, P, before = _inputs(g, 1, 2, 16, 5, 3)
+    ref = _dense(qr, lk, v, P, before)[..., :-1]
+    errs = [((fused.within(qr, lk, v, P, before, prec)[..., :-1] - ref).norm() / ref.norm()).item()
+            for prec in ("ieee", "bf16")]
+    assert errs[0] < 1e-14 and 1e-4 < errs[1] < 1e-2, errs
+
+
 def _bf16_case(seed=8):
     """Log-features (two sequences, L = 256, 64 features, offset -3) and values (width 16) in float64."""
     g = torch.Generator().manual_seed(seed)
