@@ -235,6 +235,16 @@ def _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=False):
     return hook(coupling, "projections")(vec, d, m, k, random, with_sq=with_sq)
 
 
+def _chunk_statistic(statistic, rec, coupling, d, m, vec, k, random, route, path, params):
+    """The kind's statistic (its ``statistic`` hook, record ``rec``) of k draws' projections on vec, with
+    their squared norms where the kind needs them."""
+    if rec.needs_w_sq():
+        proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
+    else:
+        proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
+    return statistic(proj, random.xp, w_sq=w_sq, d=d, **params)
+
+
 def _blockwise(y, k, m):
     """(k * nb, b) block projections -> (k, m): consecutive blocks of a draw, the last truncated."""
     xp = array_api_compat.array_namespace(y)
@@ -475,11 +485,7 @@ def _pointwise(stat, coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, 
     bar = _Progress(progress, n_draws, label)
     done = 0
     for k in _draw_chunks(n_draws, size, label):
-        if rec.needs_w_sq():
-            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
-        else:
-            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
-        b = statistic(proj, xpn, w_sq=w_sq, d=d, **params)
+        b = _chunk_statistic(statistic, rec, coupling, d, m, vec, k, random, route, path, params)
         if not rec.positive:
             khat = xpn.mean(b, axis=1)
         elif on_host and float(xpn.max(b)) < 700.0:  # exp cannot overflow: sum directly
@@ -586,11 +592,7 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, p
     bar = _Progress(progress, n_draws, label)
     done = 0
     for k in _draw_chunks(n_draws, size, label):
-        if rec.needs_w_sq():
-            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
-        else:
-            proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
-        b = statistic(proj, xpn, w_sq=w_sq, d=d, **params)
+        b = _chunk_statistic(statistic, rec, coupling, d, m, vec, k, random, route, path, params)
         if rec.positive:
             b = xpn.exp(b)
         if matrix:
