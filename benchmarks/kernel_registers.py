@@ -76,8 +76,10 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
                 consts["GAP"] = _fused.GAP
         else:
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
-        sig = ({p: "*i32" if p == "FLAG" else "*fp32" for p in ptrs.split()} | {"M": "i32", "D": "i32"}
-               | {c: "constexpr" for c in consts})
+        # (the values as the module's inputs give them: bf16 where the products are TF32 or bf16, float32 for IEEE)
+        value = "*fp32" if prec == "ieee" else "*bf16"
+        sig = ({p: "*i32" if p == "FLAG" else value if p == "V" else "*fp32" for p in ptrs.split()}
+               | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts})
         jobs.append((name, sig, consts, warps))
     # the features' kernels (bf16 inputs, d = 64, m = 128; their products are IEEE float32 whatever prec)
     fmeta = _fused._feature_meta(64, 128)

@@ -188,11 +188,15 @@ def _qtile(Q, r, bqk, i0, f0, M, T: tl.constexpr, F: tl.constexpr):
 @triton.jit
 def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr, R):
     """Rows r0 .. r0 + T (those below R), the first D - 1 columns (the values, not the ones column) of an
-    (R, D) block at ``V + base`` (0 elsewhere)."""
+    (R, D) block at ``V + base`` (0 elsewhere); bfloat16/float16 blocks (the causal operator's values, read in
+    the module's dtype) in float32."""
     rows = r0 + tl.arange(0, T)
     ds = tl.arange(0, BD)
-    return tl.load(V + base + rows[:, None] * D + ds[None, :], mask=(rows < R)[:, None] & (ds < D - 1)[None, :],
-                   other=0.0)
+    x = tl.load(V + base + rows[:, None] * D + ds[None, :], mask=(rows < R)[:, None] & (ds < D - 1)[None, :],
+                other=0.0)
+    if x.dtype.is_bf16() or x.dtype.is_fp16():
+        x = x.to(tl.float32)
+    return x
 
 
 @triton.jit
@@ -837,7 +841,7 @@ def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
     """The within-chunk part (both paths) from the query log-features ``qr`` less the rows' offsets ``r``."""
     n, N, b, M = qr.shape
     D = v4.shape[-1]
-    out = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
+    out = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (v4 may be half: the causal operator's)
     (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D, precision)
     _forward_kernel[tiles](qr, r, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
     _fast_forward_kernel[ftiles](qr, r, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
@@ -848,7 +852,8 @@ def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision):
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     G = G.contiguous()
-    gq, gk, gv, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(v4), torch.empty_like(P)
+    gq, gk, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(P)
+    gv = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (summed over two kernels: in qr's dtype)
     (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D, precision)
     _query_grad_kernel[blocks](qr, r, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
     _key_grad_kernel[blocks](qr, r, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
@@ -954,7 +959,7 @@ def _states(lk4, v4, off, before, precision):
     """The chunks' prefix states (n, N, M, D), offsets ``before`` (at least the floor), from their summaries."""
     n, N, b, M = lk4.shape
     D = v4.shape[-1]
-    K = torch.empty((n, N, M, D), dtype=v4.dtype, device=v4.device)
+    K = torch.empty((n, N, M, D), dtype=lk4.dtype, device=lk4.device)
     if N == 1:
         return K.zero_()
     _, blocks, meta = _grids(n, N, b, M, D, precision)[1]  # (fast path's shapes, by feature block)
@@ -1003,8 +1008,8 @@ _causal_op = torch.library.custom_op("simplex_rf::causal", mutates_args=())(_cau
 @_causal_op.register_fake
 def _(lq4, lk4, v4, r, before, off, flag, precision):
     n, N, b, M = lq4.shape
-    return (torch.empty(v4.shape, dtype=v4.dtype, device=v4.device),
-            torch.empty((n, N, M, v4.shape[-1]), dtype=v4.dtype, device=v4.device))
+    return (torch.empty(v4.shape, dtype=lq4.dtype, device=v4.device),
+            torch.empty((n, N, M, v4.shape[-1]), dtype=lq4.dtype, device=v4.device))
 
 
 def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor,
@@ -1017,7 +1022,7 @@ def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor
         tiles, _, meta = _grids(n, N, b, M, v4.shape[-1], precision)[1]
         dK = _states_adjoint(gP, off, before, meta["BD"])
         _summary_grad_kernel[tiles](lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
-    return gq, gk, gv
+    return gq, gk, gv.to(v4.dtype)
 
 
 _causal_backward_op = torch.library.custom_op("simplex_rf::causal_backward", mutates_args=())(_causal_backward_impl)
@@ -1045,8 +1050,8 @@ def _causal_grads(ctx, G, backward):
 
         lq4, lk4, v4 = ctx.saved_tensors[:3]
         neg = _nn._very_negative(lq4.dtype)
-        grads = _nn._differentiable_vjp(lambda a, b, c: _nn._unfused(a, b, c, neg, True, True), (lq4, lk4, v4), G,
-                                        ctx.needs_input_grad[:3])
+        grads = _nn._differentiable_vjp(lambda a, b, c: _nn._unfused(a, b, c.to(a.dtype), neg, True, True),
+                                        (lq4, lk4, v4), G, ctx.needs_input_grad[:3])
         return (*grads, None, None, None, None, None)
     return (*backward(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
 
@@ -1078,17 +1083,29 @@ def _check_precision(precision):
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
 
 
+def _check_like(ref, tensors):
+    """Each of the ``tensors`` (name, tensor) has the dtype and device of ``ref`` (name, tensor): ValueError."""
+    what, like = ref
+    for name, x in tensors:
+        if x.dtype != like.dtype or x.device != like.device:
+            raise ValueError(f"{name} must have {what}'s dtype and device ({like.dtype}, {like.device}), got "
+                             f"{x.dtype}, {x.device}")
+
+
 def _check_shapes(first, v4, shapes, tensors=()):
     """The kernels index raw memory: every shape is checked against the first log-features' and v4's, and the
     ``tensors`` (name, tensor) against v4's dtype and device (one kernel reads them all with one type)."""
-    for name, x in tensors:
-        if x.dtype != v4.dtype or x.device != v4.device:
-            raise ValueError(f"{name} must have v4's dtype and device ({v4.dtype}, {v4.device}), got {x.dtype}, "
-                             f"{x.device}")
+    _check_like(("v4", v4), tensors)
     for name, (got, want) in shapes.items():
         if tuple(got) != want:
             raise ValueError(f"{name} must have shape {want} ({first[0]} is {tuple(first[1])}, v4 "
                              f"{tuple(v4.shape)}), got {tuple(got)}")
+
+
+def _half_values(lq4, v4):
+    """Whether the causal operator reads v4 in bfloat16/float16 (the module's dtype: no float32 copy) beside
+    float32 log-features, on their device."""
+    return lq4.dtype == torch.float32 and v4.dtype in (torch.bfloat16, torch.float16) and v4.device == lq4.device
 
 
 def chunk_offsets(lq4, lk4):
@@ -1109,7 +1126,8 @@ def causal(lq4, lk4, v4, precision="ieee"):
     r"""The unnormalised causal scan in one operator: numerators and key masses (n, N, b, D) of
     :math:`\sum_{j \le i} \sum_f e^{\ell_f(q_i) - r_i + \ell_f(k_j)} [v_j, 1]` over every key up to the query
     (earlier chunks through their prefix states), from the log-features ``lq4``, ``lk4`` (n, N, b, M; padded
-    keys -inf) and ``v4`` (n, N, b, D; last column taken as ones), with the rows' offsets r of
+    keys -inf) and ``v4`` (n, N, b, D; last column taken as ones; in the log-features' dtype, or bfloat16/float16
+    beside float32 ones, read as it is: no float32 copy of the values), with the rows' offsets r of
     :func:`chunk_offsets`.  Inside: the chunks' key maxima, the offsets over the earlier chunks, which chunks
     are fast (:func:`fast_chunks`) and r (constants: every offset but r cancels, and r cancels in the ratio
     numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states (a scan
@@ -1119,8 +1137,11 @@ def causal(lq4, lk4, v4, precision="ieee"):
     _check_precision(precision)
     n, N, b, M = lq4.shape
     D = v4.shape[-1]
-    _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D))},
-                  (("lq4", lq4), ("lk4", lk4)))
+    _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D))})
+    _check_like(("lq4", lq4), [("lk4", lk4)])
+    if not (_half_values(lq4, v4) or (v4.dtype == lq4.dtype and v4.device == lq4.device)):
+        raise ValueError(f"v4 must have lq4's dtype and device ({lq4.dtype}, {lq4.device}), or be bfloat16/float16 "
+                         f"beside float32 log-features, got {v4.dtype}, {v4.device}")
     r, before, off, flag = chunk_offsets(lq4, lk4)
     return (_CausalEager.apply if _eager(lq4, lk4, v4) else _causal_op)(lq4, lk4, v4, r, before, off, flag,
                                                                         precision)[0]

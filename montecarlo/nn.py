@@ -703,9 +703,10 @@ def _unfused(lq4, lk4, v4, neg, grad, scan):
 def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_dtype=None):
     r"""Stabilised causal attention (module docs): prefix states over chunks, dyadic blocks within a chunk,
     the diagonal directly.  ``lq``, ``lk`` (..., L, M) fresh log-features (padded keys -inf; overwritten in
-    place where no gradient needs them), v (..., L, d_v); ``chunk`` a power of two; ``seen`` (..., L, 1)
-    bool or None; ``scan``: combine the chunks by the log-depth scan (True), the loop over chunks (False),
-    or by device (None: the scan off the CPU and under ``torch.compile``, the loop on the CPU, where it
+    place where no gradient needs them), v (..., L, d_v; any float dtype: cast to the log-features' here,
+    except bfloat16/float16 values on the fused path, which reads them as they are); ``chunk`` a power of
+    two; ``seen`` (..., L, 1) bool or None; ``scan``: combine the chunks by the log-depth scan (True), the
+    loop over chunks (False), or by device (None: the scan off the CPU and under ``torch.compile``, the loop on the CPU, where it
     runs in place and holds the least memory); ``fused``: the whole scan by the Triton operator
     :func:`montecarlo._fused.causal` (True; ``scan`` then does not apply), by torch operations (False), or
     where the operator applies (None: :func:`_fused_applies`); ``half``: the module's inputs are
@@ -730,8 +731,12 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
     lk = lk.expand(lead + (L, M)).reshape(n, L, M)
     if not grad:  # written in place below: no broadcast (stride-0) views
         lq, lk = lq.contiguous(), lk.contiguous()
-    ve = _with_ones(v.expand(lead + (L, dv)).reshape(n, L, dv))
     b = min(chunk, mc.couplings.next_power_of_two(L))  # a power of two, no longer than needed
+    if fused is None:
+        fused = _fused_applies(lq, b)
+    if not (fused and v.dtype in (torch.bfloat16, torch.float16) and lq.dtype == torch.float32):
+        v = v.to(lq.dtype)  # (the fused operator reads half values as they are: no float32 copy)
+    ve = _with_ones(v.expand(lead + (L, dv)).reshape(n, L, dv))
     N = -(-L // b)
     Lp = N * b
     if Lp != L:  # pad to whole chunks: keys -inf (no mass), queries and values 0 (outputs dropped)
@@ -741,8 +746,6 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
         ve = torch.nn.functional.pad(ve, (0, 0, 0, pad))
     D = dv + 1
     lq4, lk4, v4 = lq.reshape(n, N, b, M), lk.reshape(n, N, b, M), ve.reshape(n, N, b, D)
-    if fused is None:
-        fused = _fused_applies(lq4, b)
     if seen is not None:
         seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
     if fused:  # the whole scan in the kernels' operator
@@ -1218,7 +1221,8 @@ class PRFAttention(nn.Module):
                     q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
                 w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
                 lq, lk = self._features(q, k, w, w_sq, rec, params)
-            v = v.to(compute)
+            if not self.causal:  # (the causal scan casts v where it needs to: _causal)
+                v = v.to(compute)
             seen = None
             if key_padding_mask is not None:
                 lk = _mask_keys(lk, key_padding_mask, lead)

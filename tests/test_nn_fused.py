@@ -483,8 +483,9 @@ def test_bf16_products_error(fused, monkeypatch, gap):
 
 def test_shapes_are_checked(fused):
     """The kernels index raw memory, so within() and causal() check every shape against the log-features' and
-    v4's (a mismatched state would be read out of bounds) and every dtype and device against v4's: ValueError
-    naming the argument; without P a zero state of the right width."""
+    v4's (a mismatched state would be read out of bounds) and every dtype and device against v4's (within) or
+    the query log-features' (causal, whose values may also be half: test_causal_operator_reads_half_values):
+    ValueError naming the argument; without P a zero state of the right width."""
     g = torch.Generator().manual_seed(8)
     qr, lk, v, P, before = _inputs(g, 1, 2, 16, 5, 3)
     with pytest.raises(ValueError, match=r"P must have shape \(1, 2, 5, 3\)"):
@@ -495,7 +496,7 @@ def test_shapes_are_checked(fused):
         fused.within(qr, lk[..., :4], v, P, before)
     with pytest.raises(ValueError, match=r"P must have v4's dtype and device \(torch.float64, cpu\), got t"):
         fused.within(qr, lk, v, P.float(), before)
-    with pytest.raises(ValueError, match=r"lq4 must have v4's dtype and device"):
+    with pytest.raises(ValueError, match=r"lk4 must have lq4's dtype and device \(torch.float32, cpu\), got t"):
         fused.causal(qr.float(), lk, v)
     with pytest.raises(ValueError, match=r"lk4 must have shape \(1, 2, 16, 5\)"):
         fused.causal(qr, lk[..., :4], v)
@@ -658,6 +659,66 @@ def test_causal_operator_equals_the_dense_form(fused, monkeypatch, path, states)
     gc = torch.autograd.grad((fused.causal(*leaves) * cot).sum(), leaves)
     assert not torch.allclose(gc[1][finite], gb[1][finite], rtol=1e-3, atol=1e-3)
     assert not torch.allclose(gc[2][..., :-1], gb[2][..., :-1], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16])
+def test_causal_operator_reads_half_values(fused, half):
+    """The causal operator reads bfloat16/float16 values as they are beside float32 log-features (the module's
+    half inputs: no float32 copy of v, and half the memory for the values held for the backward): outputs (in
+    float32) and the log-features' gradients bit for bit those of the same values in float32, the values'
+    gradient theirs rounded to the values' dtype; chunks on both paths; opcheck with half values (the fake
+    tensors' dtypes).  Half values beside float64 log-features, and float32 values beside float64 ones, are a
+    ValueError naming v4 and what it may be."""
+    g = torch.Generator().manual_seed(21)
+    lq, lk, v = (x.float() for x in _chunked(g, 2, 3, 16, 5, 4, wild=True))
+    vh = v.to(half)
+    cot = torch.randn(v.shape, generator=g)
+    results = []
+    for values in (vh, vh.float()):
+        leaves = [x.clone().requires_grad_() for x in (lq, lk, values)]
+        out = fused.causal(*leaves)
+        results.append((out.detach(), torch.autograd.grad(out, leaves, cot)))
+    (a, ga), (b_, gb) = results
+    assert a.dtype == torch.float32 and torch.isfinite(a).all() and torch.equal(a, b_)
+    assert torch.equal(ga[0], gb[0]) and torch.equal(ga[1], gb[1])
+    assert ga[2].dtype == half and torch.equal(ga[2], gb[2].to(half))
+    r, before, off, flag = fused.chunk_offsets(lq, lk)
+    torch.library.opcheck(fused._causal_op, [x.clone().requires_grad_(True) for x in (lq, lk, vh)]
+                          + [r, before, off, flag, "ieee"])
+    for values in (vh, v):
+        with pytest.raises(ValueError, match=r"v4 must have lq4's dtype and device \(torch.float64, cpu\), or be "
+                                             r"bfloat16/float16 beside float32 log-features, got torch\."):
+            fused.causal(lq.double(), lk.double(), values)
+
+
+def test_fused_module_makes_no_float32_copy_of_the_values(fused, monkeypatch):
+    """A causal module with bf16 inputs on the fused path (forced on the CPU) casts none of v to float32, in the
+    forward or the backward (the operator reads it as it is); power: on the torch path it does."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    q, k, v, pad = _masked_inputs(4, 70)
+    v = v[..., :12]  # (a shape of its own among the casts)
+    mod = PRFAttention(16, 24, "simplex", causal=True, seed=1, chunk=32)
+    copies = []
+
+    class Casts(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if (func is torch.ops.aten._to_copy.default and tuple(args[0].shape) == tuple(v.shape)
+                    and args[0].dtype == torch.bfloat16 and out.dtype == torch.float32):
+                copies.append(func)
+            return out
+
+    counts = []
+    for on in (True, False):
+        _force_fused(monkeypatch, on)
+        copies.clear()
+        leaves = [t.bfloat16().requires_grad_() for t in (q, k, v)]
+        with Casts():
+            out = mod(*leaves, key_padding_mask=pad)
+            out.backward(torch.ones_like(out))  # (out.float() would be a cast of v's shape)
+        counts.append(len(copies))
+    assert counts[0] == 0 and counts[1] >= 1, counts
 
 
 def test_causal_operator_backward_is_the_gradient(fused):
