@@ -706,8 +706,8 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
     place where no gradient needs them), v (..., L, d_v; any float dtype: cast to the log-features' here,
     except bfloat16/float16 values on the fused path, which reads them as they are); ``chunk`` a power of
     two; ``seen`` (..., L, 1) bool or None; ``scan``: combine the chunks by the log-depth scan (True), the
-    loop over chunks (False), or by device (None: the scan off the CPU and under ``torch.compile``, the loop on the CPU, where it
-    runs in place and holds the least memory); ``fused``: the whole scan by the Triton operator
+    loop over chunks (False), or by device (None: the scan off the CPU and under ``torch.compile``, the loop
+    on the CPU, where it runs in place and holds the least memory); ``fused``: the whole scan by the Triton operator
     :func:`montecarlo._fused.causal` (True; ``scan`` then does not apply), by torch operations (False), or
     where the operator applies (None: :func:`_fused_applies`); ``half``: the module's inputs are
     bfloat16/float16 (the kernels' products then run in TF32: :func:`montecarlo._fused.products`);
