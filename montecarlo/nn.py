@@ -734,8 +734,10 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
     b = min(chunk, mc.couplings.next_power_of_two(L))  # a power of two, no longer than needed
     if fused is None:
         fused = _fused_applies(lq, b)
-    if not (fused and v.dtype in (torch.bfloat16, torch.float16) and lq.dtype == torch.float32):
-        v = v.to(lq.dtype)  # (the fused operator reads half values as they are: no float32 copy)
+    if fused:
+        from montecarlo import _fused
+    if not (fused and _fused._half_values(lq, v)):  # (the operator reads half values as they are: no float32 copy)
+        v = v.to(lq.dtype)
     ve = _with_ones(v.expand(lead + (L, dv)).reshape(n, L, dv))
     N = -(-L // b)
     Lp = N * b
@@ -749,8 +751,6 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
     if seen is not None:
         seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
     if fused:  # the whole scan in the kernels' operator
-        from montecarlo import _fused
-
         nd = _fused.causal(lq4, lk4, v4, _fused.products(half))
         return _fused.ratio(nd.view(n, Lp, D), seen, L, out_dtype or nd.dtype).reshape(lead + (L, dv))
     nd = _unfused(lq4, lk4, v4, neg, grad, scan)
