@@ -356,7 +356,7 @@ def variants_summary(rows, targets=((4096, 3.0), (65536, 1.0))):
         timed = sorted((r for r in at if r["form"] != "sdpa" and r.get("ms") is not None), key=lambda r: r["ms"])
         lines.append(f"L={L}: SDPA {sdpa:.2f} ms" if sdpa else f"L={L}: no SDPA time")
         for r in timed:
-            ratio = f" = {r['ms'] / sdpa:.2f} x SDPA" if sdpa else ""
+            ratio = f" = {_ratio(r['ms'], sdpa):.2f} x SDPA" if sdpa else ""
             lines.append(f"  {r['form']}: {r['ms']:.2f} ms{ratio} (host {r.get('host_ms') or 0:.2f} ms)")
         for r in at:
             if r["form"] != "sdpa" and r.get("ms") is None:
@@ -366,9 +366,10 @@ def variants_summary(rows, targets=((4096, 3.0), (65536, 1.0))):
             default = next((r for r in timed if r["form"] == "fused_c256"), None)
             for label, r in (("eager default fused_c256", default), (f"fastest {timed[0]['form']}", timed[0])):
                 if r is not None:
-                    ok = r["ms"] / sdpa <= bound if bound > 1 else r["ms"] / sdpa < bound
+                    x = _ratio(r["ms"], sdpa)
+                    ok = x <= bound if bound > 1 else x < bound
                     lines.append(f"  target PRF / SDPA {'<=' if bound > 1 else '<'} {bound:g} at L = {L}: {label} "
-                                 f"{r['ms'] / sdpa:.2f}: {'met' if ok else 'not met'}")
+                                 f"{x:.2f}: {'met' if ok else 'not met'}")
     return lines
 
 

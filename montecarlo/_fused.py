@@ -799,7 +799,7 @@ def _value_block(D):
 def _sizes(b, M, D, fast=False, precision="tf32"):
     """Tile, feature block and padded value width of the tile path (or of the fast path: ``fast``) for
     chunks of b (a multiple of 16) positions; the fast path's feature block is :data:`FAST_FEATURE_BLOCK`
-    for TF32 products and d_v <= 64, else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
+    for TF32 or bfloat16 products and d_v <= 64, else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
     BD = _value_block(D)
     if fast:
         T = math.gcd(b, FAST_TILE)
@@ -1306,16 +1306,16 @@ class _RatioEager(torch.autograd.Function):
         n, Lp, D = nd.shape
         out = torch.empty((n, L, D - 1), dtype=dtype, device=nd.device)
         grid, sizes, meta = _ratio_launch(nd, seen, L)
-        _ratio_kernel[grid](nd, _seen_rows(seen, n, L), out, *sizes, **meta)
-        ctx.save_for_backward(nd, seen)
+        rows = _seen_rows(seen, n, L)
+        _ratio_kernel[grid](nd, rows, out, *sizes, **meta)
+        ctx.save_for_backward(nd, seen, rows)  # (the bool mask for create_graph, its rows for the kernel)
         ctx.L = L
         return out
 
     @staticmethod
     def backward(ctx, g):
-        nd, seen = ctx.saved_tensors
-        n, Lp, D = nd.shape
-        L = ctx.L
+        nd, seen, rows = ctx.saved_tensors
+        Lp, L = nd.shape[1], ctx.L
         if torch.is_grad_enabled():  # backward(create_graph=True): the torch form, differentiable again
             from montecarlo import nn as _nn
 
@@ -1323,7 +1323,7 @@ class _RatioEager(torch.autograd.Function):
             return torch.nn.functional.pad(G, (0, 0, 0, Lp - L)), None, None, None
         gnd = (torch.empty_like if Lp == L else torch.zeros_like)(nd)  # (padded rows: zero)
         grid, sizes, meta = _ratio_launch(nd, seen, L)
-        _ratio_grad_kernel[grid](nd, _seen_rows(seen, n, L), g.contiguous(), gnd, *sizes, **meta)
+        _ratio_grad_kernel[grid](nd, rows, g.contiguous(), gnd, *sizes, **meta)
         return gnd, None, None, None
 
 
