@@ -449,11 +449,25 @@ def test_bf16_products_of_float64_tiles(fused):
     assert errs[0] < 1e-14 and 1e-4 < errs[1] < 1e-2, errs
 
 
-def _bf16_case(seed=8):
-    """Log-features (two sequences, L = 256, 64 features, offset -3) and values (width 16) in float64."""
-    g = torch.Generator().manual_seed(seed)
+def _bf16_errors(fused, monkeypatch, device, precisions):
+    """{precision: relative (Frobenius) errors against float64 of the causal scan's output and the gradients of
+    its three inputs} on one case (two sequences, L = 256, 64 log-features offset by -3, values of width 16,
+    chunks of 64), the fused kernels on ``device`` at each products precision (``fused``: montecarlo._fused)."""
+    g = torch.Generator().manual_seed(8)
     lq, lk = (torch.randn(2, 256, 64, generator=g, dtype=torch.float64) - 3 for _ in range(2))
-    return lq, lk, torch.randn(2, 256, 16, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 256, 16, generator=g, dtype=torch.float64)
+    cot = torch.randn(v.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def run(prec, dtype, fuse, dev):
+        monkeypatch.setattr(fused, "PRECISION", prec)
+        leaves = [x.to(dev, dtype).requires_grad_() for x in (lq, lk, v)]
+        out = mnn._causal(*leaves, 64, fused=fuse, half=True)
+        grads = torch.autograd.grad(out, leaves, cot.to(dev, dtype))
+        return [t.detach().double().cpu() for t in (out, *grads)]
+
+    ref = run(None, torch.float64, False, "cpu")
+    return {prec: [((x - y).norm() / y.norm()).item() for x, y in zip(run(prec, torch.float32, True, device), ref)]
+            for prec in precisions}
 
 
 @pytest.mark.parametrize("gap", [40.0, None])
@@ -464,19 +478,7 @@ def test_bf16_products_error(fused, monkeypatch, gap):
     bfloat16 output, 2^-9 per element at most) and of the gradients under 1e-2; over 1000 times the IEEE
     products' error (so bfloat16 operands are what ran)."""
     monkeypatch.setattr(fused, "GAP", gap)
-    lq, lk, v = _bf16_case()
-    cot = torch.randn(v.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-
-    def run(prec, dtype, fuse):
-        monkeypatch.setattr(fused, "PRECISION", prec)
-        leaves = [x.to(dtype).requires_grad_() for x in (lq, lk, v)]
-        out = mnn._causal(*leaves, 64, fused=fuse, half=True)
-        return [out.detach().double()] + [t.double() for t in torch.autograd.grad(out, leaves, cot.to(dtype))]
-
-    ref = run(None, torch.float64, False)
-    errs = {}
-    for prec in ("ieee", "bf16"):
-        errs[prec] = [((x - y).norm() / y.norm()).item() for x, y in zip(run(prec, torch.float32, True), ref)]
+    errs = _bf16_errors(fused, monkeypatch, "cpu", ("ieee", "bf16"))
     assert errs["bf16"][0] < 4e-3 and max(errs["bf16"][1:]) < 1e-2, errs
     assert all(b > 1000 * i for b, i in zip(errs["bf16"], errs["ieee"])), errs
 
@@ -1064,19 +1066,7 @@ def test_cuda_bf16_products_error(monkeypatch):
     error of the output under 4e-3 and of the gradients under 1e-2, over 100 times the IEEE products'."""
     from montecarlo import _fused
 
-    lq, lk, v = _bf16_case()
-    cot = torch.randn(v.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-
-    def run(prec, dtype, fuse, device):
-        monkeypatch.setattr(_fused, "PRECISION", prec)
-        leaves = [x.to(device, dtype).requires_grad_() for x in (lq, lk, v)]
-        out = mnn._causal(*leaves, 64, fused=fuse, half=True)
-        grads = torch.autograd.grad(out, leaves, cot.to(device, dtype))
-        return [t.detach().double().cpu() for t in (out, *grads)]
-
-    ref = run(None, torch.float64, False, "cpu")
-    errs = {prec: [((x - y).norm() / y.norm()).item() for x, y in zip(run(prec, torch.float32, True, "cuda"), ref)]
-            for prec in ("ieee", "tf32", "bf16")}
+    errs = _bf16_errors(_fused, monkeypatch, "cuda", ("ieee", "tf32", "bf16"))
     assert errs["bf16"][0] < 4e-3 and max(errs["bf16"][1:]) < 1e-2, errs
     assert all(b > 100 * i for b, i in zip(errs["bf16"], errs["ieee"])), errs
 
