@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -267,14 +268,16 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     torch operations instead of their kernels (``SCAN_KERNELS = False``: the batched product while N <= d_v
     + 1, else the log-depth scan), at the first length with the ratio by torch operations instead of its
     kernels (``RATIO_KERNELS_ON = False``), with products of bfloat16 operands instead of TF32 (``PRECISION =
-    "bf16"``, opt-in), with the log-features by torch operations instead of their kernel
-    (``_fused_features_apply`` off), with float32 inputs at the first length (IEEE products: the fast path's
-    feature block 32, and 64 as before, which spills), and ``torch.compile`` (inductor, static shapes) with the
-    kernels as custom operators at chunk 256 (and, at the first length, with CUDA graphs:
+    "bf16"``, opt-in; also at chunk 128), with the log-features by torch operations instead of their kernel
+    (``_fused_features_apply`` off), at the first length with IEEE products in the features' kernel instead of
+    "tf32x3" (``FEATURE_PRECISION = "ieee"``), with float32 inputs at the first length (IEEE products: the fast
+    path's feature block 64, which spills, and 32), and ``torch.compile`` (inductor, static shapes) with the
+    kernels as custom operators at chunk 256 and 128 (and, at the first length, with CUDA graphs:
     ``mode="reduce-overhead"``, no launch overhead left); compiled forms are skipped once ``budget_s`` seconds
-    have passed.  (Two other fast-path shapes, features 32 and tile 32 on 4 warps, took 6.5 ms against 5.4 at
-    L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the top CUDA kernels of the eager
-    default at the first L (30 rows: the kernels and the torch work around them)."""
+    have passed; and at chunk 256 and 128 with the launches after the first through the compiled kernels'
+    runners (``LAUNCH_CACHE = True``).  (Two other fast-path shapes, features 32 and tile 32 on 4 warps, took
+    6.5 ms against 5.4 at L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the top
+    CUDA kernels of the eager default at the first L (30 rows: the kernels and the torch work around them)."""
     import torch
 
     import montecarlo.nn as mnn
@@ -291,13 +294,19 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
                  ("fused_c256_bf16", 256, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
                  ("fused_c256_torch_features", 256, False,
                   {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
+                 ("fused_c256_ieee_features", 256, False,
+                  {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "ieee"}}),
                  ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),
-                 ("fused_c256_float32_fast64", 256, False,
-                  {"fused": True, "float32": True, "first_only": True,
-                   "kernel": {"FAST_FEATURE_BLOCK_SPILL_FREE": 64}}),
+                 ("fused_c256_float32_fast32", 256, False,
+                  {"fused": True, "float32": True, "first_only": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
                  ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
+                 ("fused_c128_bf16", 128, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
+                 ("fused_c256_launch_cache", 256, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
+                 ("fused_c128_launch_cache", 128, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
                  ("compiled_fused_c256", 256, True, {"fused": True}),
-                 ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True})]
+                 ("compiled_fused_c128", 128, True, {"fused": True}),
+                 ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True}),
+                 ("cudagraphs_fused_c128", 128, "reduce-overhead", {"fused": True, "first_only": True})]
         if not mnn._triton_available():
             forms = [f for f in forms if f[3].get("fused") is not True]
         for name, chunk, comp, kw in forms:
@@ -429,6 +438,44 @@ def host_overhead(repeat, L=64, d=16, m=16):
             "launches": sum(launches.values()), "custom_ops": ops["custom"], "aten_ops": ops["aten"]}
 
 
+def launch_overhead(repeat=300):
+    """The host's time per kernel launch on CUDA (us, the minimum over 5 rounds of ``repeat`` launches queued
+    without synchronisation, tiny tensors): one of the fused kernels (the offsets over the chunks) through
+    Triton's JIT entry ``kernel[grid](...)`` (binder, cache key, globals check, then the launcher), the same
+    compiled kernel through its ``CompiledKernel`` runner (the launcher alone; an error string where this
+    Triton's runner takes other arguments), and a torch elementwise operator (``add_``).  What the JIT entry
+    costs on top of the launcher, times the 21 launches of a training step, is what a cache of compiled kernels
+    would save."""
+    import torch
+
+    from montecarlo import _fused
+
+    o = torch.randn(1, 4, 32, device="cuda")
+    bef, off = torch.empty_like(o), torch.empty_like(o)
+    kernel, grid, meta = _fused._chunk_offsets_kernel, (1, 1), {"F": 32, "num_warps": 4}
+    compiled = kernel[grid](o, bef, off, 4, 32, **meta)
+    forms = {"triton_jit": lambda: kernel[grid](o, bef, off, 4, 32, **meta),
+             "triton_compiled": lambda: compiled[grid](o, bef, off, 4, 32, 32),
+             "torch_add": lambda: o.add_(0.0)}
+    out = {}
+    for name, fn in forms.items():
+        try:
+            fn()
+            torch.cuda.synchronize()
+            best = math.inf
+            for _ in range(5):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(repeat):
+                    fn()
+                best = min(best, (time.perf_counter() - t0) / repeat)
+                torch.cuda.synchronize()
+            out[name] = 1e6 * best
+        except Exception as exc:  # (the runner's arguments differ between Triton versions)
+            out[name] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return out
+
+
 # ---------------------------------------------------------------------------
 # output
 
@@ -482,6 +529,9 @@ def _parser():
     p.add_argument("--host", action="store_true",
                    help="the host's work per eager causal training step of the fused CUDA path, measured on the "
                         "CPU with the kernels' launches as no-ops, against SDPA (no GPU needed)")
+    p.add_argument("--launch", action="store_true",
+                   help="the host's time per kernel launch on CUDA: a fused kernel through Triton's JIT entry and "
+                        "its compiled runner, and a torch operator (needs CUDA)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
     p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
     p.add_argument("--json", nargs="?", const="benchmarks/results/bench_attention.json", default=None, metavar="PATH",
@@ -514,6 +564,16 @@ def main(argv=None):
               f"launches, {res['custom_ops']} custom-operator calls, {res['aten_ops']} other torch operators")
         if args.json:
             _write_json(args.json, {"host": res, "torch": torch.__version__})
+        return 0
+    if args.launch:
+        if not torch.cuda.is_available():
+            print(f"{PROG}: error: --launch needs CUDA", file=sys.stderr)
+            return 2
+        res = launch_overhead(50 if args.quick else 300)
+        print("host time per launch (us): " + ", ".join(
+            f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()), flush=True)
+        if args.json:
+            _write_json(args.json, {"launch": res, "torch": torch.__version__})
         return 0
     if args.cuda:
         if not torch.cuda.is_available():

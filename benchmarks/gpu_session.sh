@@ -6,11 +6,13 @@
 #   2. the standard CUDA table (PRFAttention, SDPA, FastAttention; causal and bidirectional; L = 4096, 16384,
 #      65536);
 #      (SKIP_TABLE=1 skips it);
-#   3. the host's work per eager step on this machine's CPU with no-op launches (--host; seconds);
+#   3. the host's work per eager step on this machine's CPU with no-op launches (--host; seconds), and the
+#      host's time per launch: Triton's JIT entry, the compiled kernel's runner, a torch operator (--launch);
 #   4. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
 #      operator at three chunk lengths, on the tile path only, with the scans
 #      over the chunks by torch operations instead of their kernels (and the ratio, at the first length),
-#      with products of bfloat16 operands instead of TF32 (PRECISION "bf16", opt-in),
+#      with products of bfloat16 operands instead of TF32 (PRECISION "bf16", opt-in), with IEEE products in
+#      the features' kernel instead of 3xTF32 (first length),
 #      with the torch feature maps instead of the features' kernel, with float32 inputs
 #      (IEEE products: two feature blocks of the fast path), and under torch.compile, also with CUDA graphs
 #      at the first length (compiled forms stop starting after --budget seconds); each row also gives the
@@ -41,5 +43,6 @@ timeout 180 python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE tests/tes
 [ -n "${SKIP_TABLE:-}" ] || timeout 90 python3 -m benchmarks.bench_attention --cuda --quick --json "$OUT/table.json" \
     2>&1 | tee "$OUT/table.txt"
 timeout 30 python3 -m benchmarks.bench_attention --host --quick 2>&1 | tee "$OUT/host.txt"
-timeout 290 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
+timeout 20 python3 -m benchmarks.bench_attention --launch 2>&1 | tee -a "$OUT/host.txt"
+timeout 270 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
     --budget "${BUDGET:-200}" --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"

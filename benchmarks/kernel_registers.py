@@ -10,7 +10,7 @@ bound how many programs share a multiprocessor).  Timings still need a GPU
 
 ``--configs`` sets the tile path's shape; the fast path's kernels are compiled at the module's
 ``FAST_TILE``, ``FAST_NUM_WARPS`` and the feature block the launches use for the precision and d_v
-(``FAST_FEATURE_BLOCK``, or ``FAST_FEATURE_BLOCK_SPILL_FREE`` for IEEE products or d_v > 64).
+(``FAST_FEATURE_BLOCK``, or ``FAST_FEATURE_BLOCK_SPILL_FREE`` for d_v > 64).
 
 Run it in an environment without ``TRITON_INTERPRET`` (the tests' conftest sets it on machines without an
 NVIDIA device).
@@ -64,7 +64,7 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     # the fast path's shape as the launches size it (module settings; m at least its feature block; the row
     # offsets' kernel, which has no products and no values, at the default sizes of its launch)
     wide = 2 * max(_fused.FAST_FEATURE_BLOCK, _fused.FAST_FEATURE_BLOCK_SPILL_FREE)
-    fT, fF, BD = _fused._sizes(chunk, wide, d_value + 1, fast=True, precision=prec)
+    fT, fF, BD = _fused._sizes(chunk, wide, d_value + 1, fast=True)
     rF = _fused._sizes(chunk, wide, 2, fast=True)[1]
     out = {}
     jobs = []
@@ -81,12 +81,14 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
         sig = ({p: "*i32" if p == "FLAG" else value if p == "V" else "*fp32" for p in ptrs.split()}
                | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts})
         jobs.append((name, sig, consts, warps))
-    # the features' kernels (bf16 inputs, d = 64, m = 128; their products are IEEE float32 whatever prec)
-    fmeta = _fused._feature_meta(64, 128)
+    # the features' kernels (d = 64, m = 128; x as the module's inputs give it: bf16 with "tf32x3" products
+    # where the causal products are TF32 or bf16, float32 with IEEE products under IEEE)
+    fmeta = _fused._feature_meta(64, 128, "ieee" if prec == "ieee" else "tf32x3")
     fwarps = fmeta.pop("num_warps")
-    fsig = {"X": "*bf16", "W": "*fp32", "BIAS": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32",
+    xt = "*fp32" if prec == "ieee" else "*bf16"
+    fsig = {"X": xt, "W": "*fp32", "BIAS": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32",
             "HALF_S": "fp32"}
-    gsig = {"X": "*bf16", "W": "*fp32", "G": "*fp32", "GX": "*bf16", "R": "i32", "d": "i32", "M": "i32",
+    gsig = {"X": xt, "W": "*fp32", "G": "*fp32", "GX": xt, "R": "i32", "d": "i32", "M": "i32",
             "S": "fp32"}
     for name, sig in zip(_fused.FEATURE_KERNELS, (fsig, gsig)):
         jobs.append((name, sig | {c: "constexpr" for c in fmeta}, fmeta, fwarps))

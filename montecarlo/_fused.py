@@ -112,11 +112,10 @@ GAP = 40.0
 FAST_TILE = 64
 FAST_FEATURE_BLOCK = 64
 FAST_NUM_WARPS = 8
-#: The fast path's feature block for IEEE float32 products (float32 inputs) or d_v > 64, where 64 spills
-#: (sm 90, chunk 256, ``benchmarks.kernel_registers``: IEEE d_v 64, bytes spilled by the query, value and
-#: summary gradients 776 / 496 / 948 at 64, 0 / 436 / 0 at 32 (the value gradient 24 once its scores were
-#: formed keys first under IEEE); TF32 d_v 128, forward and summary gradient
-#: 24 / 64 at 64, none at 32).  Not yet timed on a GPU (``gpu_session.sh`` times both).
+#: The fast path's feature block for d_v > 64, where 64 spills (sm 90, chunk 256, TF32 d_v 128: forward and
+#: summary gradient 24 / 64 bytes at 64, none at 32; ``benchmarks.kernel_registers``).  IEEE products (float32
+#: inputs) took it too at d_v <= 64, where 64 spills (query, value and summary gradients 776 / 496 / 948 bytes
+#: on sm 90), until an H100 timed 64 faster all the same (6.94 against 8.39 ms, L = 4096, chunk 256).
 FAST_FEATURE_BLOCK_SPILL_FREE = 32
 #: Offsets of all-padded key tiles and chunks, and the rows' offsets of queries that see no key, are clamped
 #: to this (as ``_very_negative``), so that their factors are 0 and no difference is -inf - (-inf).
@@ -712,7 +711,7 @@ def _rows_tile(X, i0, R, d, T: tl.constexpr, BX: tl.constexpr):
 
 @triton.jit
 def _linear_features_kernel(X, W, BIAS, LF, R, d, M, HALF_S, T: tl.constexpr, F: tl.constexpr,
-                            BX: tl.constexpr):
+                            BX: tl.constexpr, PREC: tl.constexpr):
     """One tile of rows, all the features (blocks of F): x and its norm term are read and formed once."""
     i0 = tl.program_id(0) * T
     x = _rows_tile(X, i0, R, d, T, BX)
@@ -721,13 +720,14 @@ def _linear_features_kernel(X, W, BIAS, LF, R, d, M, HALF_S, T: tl.constexpr, F:
     for f0 in range(0, M, F):
         fs = f0 + tl.arange(0, F)
         bias = tl.load(BIAS + fs, mask=fs < M, other=0.0)
-        lf = tl.dot(x, tl.trans(_rows_tile(W, f0, M, d, F, BX)), input_precision="ieee") - norm[:, None]
+        lf = tl.dot(x, tl.trans(_rows_tile(W, f0, M, d, F, BX)), input_precision=PREC) - norm[:, None]
         tl.store(LF + rows[:, None] * M + fs[None, :], lf + bias[None, :],
                  mask=(rows < R)[:, None] & (fs < M)[None, :])
 
 
 @triton.jit
-def _linear_features_grad_kernel(X, W, G, GX, R, d, M, S, T: tl.constexpr, F: tl.constexpr, BX: tl.constexpr):
+def _linear_features_grad_kernel(X, W, G, GX, R, d, M, S, T: tl.constexpr, F: tl.constexpr, BX: tl.constexpr,
+                                 PREC: tl.constexpr):
     """d x = G @ w' - s x sum_f G (in GX's dtype)."""
     i0 = tl.program_id(0) * T
     rows = (i0 + tl.arange(0, T)).to(tl.int64)
@@ -736,7 +736,7 @@ def _linear_features_grad_kernel(X, W, G, GX, R, d, M, S, T: tl.constexpr, F: tl
     for f0 in range(0, M, F):
         fs = f0 + tl.arange(0, F)
         g = tl.load(G + rows[:, None] * M + fs[None, :], mask=(rows < R)[:, None] & (fs < M)[None, :], other=0.0)
-        acc += tl.dot(g, _rows_tile(W, f0, M, d, F, BX), input_precision="ieee")
+        acc += tl.dot(g, _rows_tile(W, f0, M, d, F, BX), input_precision=PREC)
         gs += tl.sum(g, 1)
     gx = acc - S * _rows_tile(X, i0, R, d, T, BX) * gs[:, None]
     cols = tl.arange(0, BX)
@@ -759,6 +759,15 @@ KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
            ("_summary_grad_kernel", "K V OFF GKS GK GV", "fast"))
 #: The features' kernels (compiled apart by the tools: their arguments differ) and their tile of rows.
 FEATURE_TILE = 64
+#: ``input_precision`` of the features' kernels' products, or None (the default): by x's dtype
+#: (:func:`feature_products`), "tf32x3" for bfloat16/float16 x (three TF32 products on tensor cores, the
+#: operands split into a TF32 part and a TF32 remainder: about 2^-21 relative per product, near float32's
+#: 2^-24; a bf16/fp16 x has no remainder), "ieee" (float32 FMA) for float32 x.  Plain TF32 (1e-3 relative in
+#: l(x), which the exponentials turn into absolute errors of 1e-3 |l| in the features) is not offered.  On an
+#: H100 (bf16, L = 4096, batch x heads 32, d 64, m 128) the IEEE forward kernel took 312 us per call, 21% of
+#: the fused causal pass's GPU time.
+FEATURE_PRECISION = None
+FEATURE_PRECISIONS = ("ieee", "tf32x3")
 FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
 #: The ratio's kernels (compiled apart by the tools: ND SEEN OUT / ND SEEN G GND, then R L Lp D and the
 #: constexprs HAS_SEEN T BD) and their tile of rows.
@@ -771,6 +780,56 @@ RATIO_KERNELS = ("_ratio_kernel", "_ratio_grad_kernel")
 #: (the rest: N, M, D where the kernel has it, and the constexprs F, BD where it has them).
 SCAN_KERNEL_ARGS = (("_chunk_offsets_kernel", "O BEF OFF"), ("_states_kernel", "KS OFF BEF P"),
                     ("_states_adjoint_kernel", "GP OFF BEF GK"))
+
+
+#: Launch each compiled kernel, after its first launch with a given specialisation, through the compiled
+#: kernel's runner (Triton's launcher) instead of the JIT entry ``kernel[grid](...)``, whose binder, cache key
+#: and globals check cost the host tens of microseconds per launch (21 launches per training step); off:
+#: every launch through the JIT entry.  The cache's key (:func:`_launch_key`) is at least as fine as
+#: Triton's specialisation (tensors' dtypes and 16-byte alignment; integers' ==1, divisibility by 16 and
+#: 32-bit range; the constexprs and launch options; the device).
+LAUNCH_CACHE = False
+_COMPILED = {}
+
+
+def _arg_key(a):
+    if isinstance(a, torch.Tensor):
+        return a.dtype, a.data_ptr() % 16 == 0
+    if isinstance(a, bool) or a is None:
+        return a
+    if isinstance(a, int):
+        return int, a == 1, a % 16 == 0, -2 ** 31 <= a < 2 ** 31
+    if isinstance(a, float):
+        return float
+    return type(a), a  # (anything else by its value)
+
+
+def _launch_key(kernel, args, meta):
+    return (kernel, torch.cuda.current_device(), tuple(meta.items()), tuple(_arg_key(a) for a in args))
+
+
+def _is_compiled(kernel):
+    """Whether ``kernel`` is a kernel that Triton compiles (not the interpreter's function nor a stand-in)."""
+    return type(kernel) is triton.runtime.jit.JITFunction
+
+
+def _launch(kernel, grid, *args, **meta):
+    """``kernel[grid](*args, **meta)``; with :data:`LAUNCH_CACHE` on, for a compiled kernel, the launches after
+    the first of a specialisation go to the compiled kernel's runner with the constexprs appended in the
+    kernel's parameter order (the arguments Triton's JIT entry passes it)."""
+    if not (LAUNCH_CACHE and _is_compiled(kernel)):
+        kernel[grid](*args, **meta)
+        return
+    key = _launch_key(kernel, args, meta)
+    hit = _COMPILED.get(key)
+    if hit is not None:
+        compiled, consts = hit
+        compiled[grid](*args, *consts)
+        return
+    compiled = kernel[grid](*args, **meta)
+    names = kernel.arg_names[len(args):]
+    if all(name in meta for name in names):
+        _COMPILED[key] = (compiled, tuple(meta[name] for name in names))
 
 
 def _cdiv(a, b):
@@ -790,20 +849,32 @@ def products(half):
     return "tf32" if half else "ieee"
 
 
+def feature_products(dtype):
+    """The ``input_precision`` of the features' kernels for x of ``dtype``: :data:`FEATURE_PRECISION` where set,
+    else "tf32x3" for bfloat16/float16 and "ieee" for float32."""
+    if FEATURE_PRECISION is not None:
+        if FEATURE_PRECISION not in FEATURE_PRECISIONS:
+            raise ValueError(f"montecarlo._fused.FEATURE_PRECISION must be None or one of {FEATURE_PRECISIONS}, "
+                             f"got {FEATURE_PRECISION!r}")
+        return FEATURE_PRECISION
+    return "ieee" if dtype == torch.float32 else "tf32x3"
+
+
 def _value_block(D):
     """The padded width (a power of two, at least 16) of the D - 1 value columns of a (..., D) block whose last
     column is the key mass (D = 1: no values, as the rows' offsets pass)."""
     return max(16, _pow2(max(D - 1, 1)))
 
 
-def _sizes(b, M, D, fast=False, precision="tf32"):
+def _sizes(b, M, D, fast=False):
     """Tile, feature block and padded value width of the tile path (or of the fast path: ``fast``) for
     chunks of b (a multiple of 16) positions; the fast path's feature block is :data:`FAST_FEATURE_BLOCK`
-    for TF32 or bfloat16 products and d_v <= 64, else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
+    for d_v <= 64 (any products: under IEEE products too, where it spills on sm 80/90 but an H100 timed 6.94
+    against 8.39 ms with the spill-free block at L = 4096), else :data:`FAST_FEATURE_BLOCK_SPILL_FREE`."""
     BD = _value_block(D)
     if fast:
         T = math.gcd(b, FAST_TILE)
-        block = FAST_FEATURE_BLOCK if precision in ("tf32", "bf16") and BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE
+        block = FAST_FEATURE_BLOCK if BD <= 64 else FAST_FEATURE_BLOCK_SPILL_FREE
         F = max(16, min(block, _pow2(M)))
     else:
         T = min(TILE, b)
@@ -827,11 +898,11 @@ def fast_chunks(qr, lk4, before, o=None):
         return o.clamp_min(FLOOR).contiguous(), flag
 
 
-def _grids(n, N, b, M, D, precision="tf32"):
+def _grids(n, N, b, M, D):
     """(grid of one program per tile, grid with feature blocks, meta) of the tile and the fast path."""
     out = []
     for fast in (False, True):
-        T, F, BD = _sizes(b, M, D, fast, precision)
+        T, F, BD = _sizes(b, M, D, fast)
         meta = dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS if fast else NUM_WARPS)
         out.append(((n * N, b // T), (n * N, b // T, _cdiv(M, F)), meta))
     return out
@@ -842,9 +913,9 @@ def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
     n, N, b, M = qr.shape
     D = v4.shape[-1]
     out = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (v4 may be half: the causal operator's)
-    (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D, precision)
-    _forward_kernel[tiles](qr, r, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
-    _fast_forward_kernel[ftiles](qr, r, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
+    (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D)
+    _launch(_forward_kernel, tiles, qr, r, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
+    _launch(_fast_forward_kernel, ftiles, qr, r, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
     return out
 
 
@@ -854,14 +925,15 @@ def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision):
     G = G.contiguous()
     gq, gk, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(P)
     gv = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (summed over two kernels: in qr's dtype)
-    (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D, precision)
-    _query_grad_kernel[blocks](qr, r, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
-    _key_grad_kernel[blocks](qr, r, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
-    _value_grad_kernel[tiles](qr, r, lk4, flag, G, gv, M, D, PREC=precision, **meta)
-    _fast_query_grad_kernel[fblocks](qr, r, lk4, v4, P, before, off, flag, G, gq, M, D, PREC=precision, **fmeta)
-    _fast_key_grad_kernel[fblocks](qr, r, lk4, v4, off, flag, G, gk, M, D, PREC=precision, **fmeta)
-    _fast_value_grad_kernel[ftiles](qr, r, lk4, off, flag, G, gv, M, D, PREC=precision, **fmeta)
-    _state_grad_kernel[(n * N, 1, blocks[2])](qr, r, before, G, gP, M, D, PREC=precision, **meta)
+    (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D)
+    _launch(_query_grad_kernel, blocks, qr, r, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
+    _launch(_key_grad_kernel, blocks, qr, r, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
+    _launch(_value_grad_kernel, tiles, qr, r, lk4, flag, G, gv, M, D, PREC=precision, **meta)
+    _launch(_fast_query_grad_kernel, fblocks, qr, r, lk4, v4, P, before, off, flag, G, gq, M, D, PREC=precision,
+            **fmeta)
+    _launch(_fast_key_grad_kernel, fblocks, qr, r, lk4, v4, off, flag, G, gk, M, D, PREC=precision, **fmeta)
+    _launch(_fast_value_grad_kernel, ftiles, qr, r, lk4, off, flag, G, gv, M, D, PREC=precision, **fmeta)
+    _launch(_state_grad_kernel, (n * N, 1, blocks[2]), qr, r, before, G, gP, M, D, PREC=precision, **meta)
     return gq, gk, gv, gP
 
 
@@ -931,7 +1003,7 @@ def _chunk_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor
     o = lk4.amax(2)
     if SCAN_KERNELS:
         before, off = torch.empty_like(o), torch.empty_like(o)
-        _chunk_offsets_kernel[(n, _cdiv(M, SCAN_BLOCK))](o, before, off, N, M, F=SCAN_BLOCK,
+        _launch(_chunk_offsets_kernel, (n, _cdiv(M, SCAN_BLOCK)), o, before, off, N, M, F=SCAN_BLOCK,
                                                           num_warps=SCAN_NUM_WARPS)
     else:
         from montecarlo import nn as _nn
@@ -939,8 +1011,8 @@ def _chunk_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor
         before, off = _nn._exclusive_cummax(o, 1, -math.inf), o.clamp_min(FLOOR)
     r = torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device)
     flag = torch.empty((n, N), dtype=torch.int32, device=lq4.device)
-    tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values, no products)
-    _row_offsets_kernel[tiles](lq4, lk4, before, off, r, flag, M, 1, PREC="ieee", GAP=GAP, **meta)
+    tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values)
+    _launch(_row_offsets_kernel, tiles, lq4, lk4, before, off, r, flag, M, 1, PREC="ieee", GAP=GAP, **meta)
     return r, before, off, flag
 
 
@@ -962,8 +1034,8 @@ def _states(lk4, v4, off, before, precision):
     K = torch.empty((n, N, M, D), dtype=lk4.dtype, device=lk4.device)
     if N == 1:
         return K.zero_()
-    _, blocks, meta = _grids(n, N, b, M, D, precision)[1]  # (fast path's shapes, by feature block)
-    _summary_kernel[(n * N, 1, blocks[2])](lk4, v4, off, K, M, D, PREC=precision, **meta)
+    _, blocks, meta = _grids(n, N, b, M, D)[1]  # (fast path's shapes, by feature block)
+    _launch(_summary_kernel, (n * N, 1, blocks[2]), lk4, v4, off, K, M, D, PREC=precision, **meta)
     return _prefix_states(K, off, before, meta["BD"])
 
 
@@ -977,7 +1049,7 @@ def _prefix_states(K, off, before, BD):
         return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
     n, N, M, D = K.shape
     P = torch.empty_like(K)
-    _states_kernel[(n, _cdiv(M, SCAN_BLOCK))](K, off, before, P, N, M, D, F=SCAN_BLOCK, BD=BD,
+    _launch(_states_kernel, (n, _cdiv(M, SCAN_BLOCK)), K, off, before, P, N, M, D, F=SCAN_BLOCK, BD=BD,
                                               num_warps=SCAN_NUM_WARPS)
     return P
 
@@ -990,7 +1062,7 @@ def _states_adjoint(gP, off, before, BD):
         return _nn._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
     n, N, M, D = gP.shape
     gP, dK = gP.contiguous(), torch.empty_like(gP)
-    _states_adjoint_kernel[(n, _cdiv(M, SCAN_BLOCK))](gP, off, before, dK, N, M, D, F=SCAN_BLOCK, BD=BD,
+    _launch(_states_adjoint_kernel, (n, _cdiv(M, SCAN_BLOCK)), gP, off, before, dK, N, M, D, F=SCAN_BLOCK, BD=BD,
                                                       num_warps=SCAN_NUM_WARPS)
     return dK
 
@@ -1019,9 +1091,9 @@ def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor
     gq, gk, gv, gP = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision)
     if lq4.shape[1] > 1:  # the summaries' gradient (the first chunk's state is zero: its gP is not read)
         n, N, b, M = lk4.shape
-        tiles, _, meta = _grids(n, N, b, M, v4.shape[-1], precision)[1]
+        tiles, _, meta = _grids(n, N, b, M, v4.shape[-1])[1]
         dK = _states_adjoint(gP, off, before, meta["BD"])
-        _summary_grad_kernel[tiles](lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
+        _launch(_summary_grad_kernel, tiles, lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
     return gq, gk, gv.to(v4.dtype)
 
 
@@ -1169,11 +1241,13 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
     return _within_op(qr, lk4, v4, P, before, precision)
 
 
-def _feature_meta(d, M):
-    """Tile, feature block, padded width and warps of the features' kernels (IEEE float32 products: rows 64 x
-    features 32 on 8 warps spill nothing on sm 80/90 at d = 64; features 64 spilled on sm 80, 4 warps on both)."""
-    return dict(T=FEATURE_TILE, F=max(16, min(32, _pow2(M))),
-                BX=max(16, _pow2(d)), num_warps=8)
+def _feature_meta(d, M, precision):
+    """Tile, feature block, padded width, warps and products of the features' kernels (``precision`` one of
+    :data:`FEATURE_PRECISIONS`): rows 64 x features 32 on 8 warps spill nothing on sm 80/90 at d = 64 under
+    both products (``benchmarks.kernel_registers``; IEEE: features 64 spilled on sm 80, 4 warps on both;
+    "tf32x3": features 64 spilled 372 / 6064 bytes in the forward / gradient on sm 80, 128 spilled on both)."""
+    return dict(T=FEATURE_TILE, F=max(16, min(32, _pow2(M))), BX=max(16, _pow2(d)), num_warps=8,
+                PREC=precision)
 
 
 def _linear_features_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
@@ -1183,8 +1257,8 @@ def _linear_features_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, 
     lf = torch.empty((R, M), dtype=torch.float32, device=x.device)
     if R == 0:  # (no programs to launch)
         return lf
-    meta = _feature_meta(d, M)
-    _linear_features_kernel[(_cdiv(R, meta["T"]),)](x, w, bias, lf, R, d, M, 0.5 * scale, **meta)
+    meta = _feature_meta(d, M, feature_products(x.dtype))
+    _launch(_linear_features_kernel, (_cdiv(R, meta["T"]),), x, w, bias, lf, R, d, M, 0.5 * scale, **meta)
     return lf
 
 
@@ -1203,8 +1277,8 @@ def _linear_features_backward_impl(x: torch.Tensor, w: torch.Tensor, G: torch.Te
     gx = torch.empty_like(x)
     if R == 0:
         return gx
-    meta = _feature_meta(d, w.shape[0])
-    _linear_features_grad_kernel[(_cdiv(R, meta["T"]),)](x, w, G, gx, R, d, w.shape[0], scale, **meta)
+    meta = _feature_meta(d, w.shape[0], feature_products(x.dtype))
+    _launch(_linear_features_grad_kernel, (_cdiv(R, meta["T"]),), x, w, G, gx, R, d, w.shape[0], scale, **meta)
     return gx
 
 
@@ -1307,7 +1381,7 @@ class _RatioEager(torch.autograd.Function):
         out = torch.empty((n, L, D - 1), dtype=dtype, device=nd.device)
         grid, sizes, meta = _ratio_launch(nd, seen, L)
         rows = _seen_rows(seen, n, L)
-        _ratio_kernel[grid](nd, rows, out, *sizes, **meta)
+        _launch(_ratio_kernel, grid, nd, rows, out, *sizes, **meta)
         ctx.save_for_backward(nd, seen, rows)  # (the bool mask for create_graph, its rows for the kernel)
         ctx.L = L
         return out
@@ -1323,7 +1397,7 @@ class _RatioEager(torch.autograd.Function):
             return torch.nn.functional.pad(G, (0, 0, 0, Lp - L)), None, None, None
         gnd = (torch.empty_like if Lp == L else torch.zeros_like)(nd)  # (padded rows: zero)
         grid, sizes, meta = _ratio_launch(nd, seen, L)
-        _ratio_grad_kernel[grid](nd, rows, g.contiguous(), gnd, *sizes, **meta)
+        _launch(_ratio_grad_kernel, grid, nd, rows, g.contiguous(), gnd, *sizes, **meta)
         return gnd, None, None, None
 
 

@@ -107,27 +107,24 @@ def test_tile_shapes_are_legal(fused, b, M, D):
     """Every tile shape the launches use is one compiled Triton accepts (the interpreter accepts more): powers
     of two of at least 16 for the products' dimensions, tiles that divide the chunk."""
     for fast in (False, True):
-        for precision in fused.PRECISIONS:
-            T, F, BD = fused._sizes(b, M, D, fast, precision)
-            for x in (T, F, BD):
-                assert x >= 16 and x & (x - 1) == 0, (fast, T, F, BD)
-            assert b % T == 0 and BD >= D - 1
+        T, F, BD = fused._sizes(b, M, D, fast)
+        for x in (T, F, BD):
+            assert x >= 16 and x & (x - 1) == 0, (fast, T, F, BD)
+        assert b % T == 0 and BD >= D - 1
 
 
 def test_feature_blocks_follow_the_rule(fused):
     """The launches' sizes (_sizes) as documented: the fast path's tile gcd(b, FAST_TILE), its feature block
-    FAST_FEATURE_BLOCK for TF32 or bfloat16 products and d_v <= 64 (padded width 64), else (IEEE products, or
-    d_v = 65, padded to 128) FAST_FEATURE_BLOCK_SPILL_FREE; the tile path's TILE x FEATURE_BLOCK; a feature block
-    never wider than m rounded up to a power of two nor narrower than 16."""
+    FAST_FEATURE_BLOCK for d_v <= 64 (padded width at most 64), else (d_v = 65, padded to 128)
+    FAST_FEATURE_BLOCK_SPILL_FREE; the tile path's TILE x FEATURE_BLOCK; a feature block never wider than m
+    rounded up to a power of two nor narrower than 16."""
     wide, narrow = fused.FAST_FEATURE_BLOCK, fused.FAST_FEATURE_BLOCK_SPILL_FREE
     assert (wide, narrow) == (64, 32)
-    for prec, D, want in (("tf32", 65, (64, wide, 64)), ("bf16", 65, (64, wide, 64)), ("ieee", 65, (64, narrow, 64)),
-                          ("tf32", 66, (64, narrow, 128)), ("bf16", 129, (64, narrow, 128)),
-                          ("tf32", 17, (64, wide, 16))):
-        assert fused._sizes(256, 128, D, True, prec) == want, (prec, D)
-    assert fused._sizes(32, 128, 65, True, "tf32") == (32, wide, 64)
-    assert fused._sizes(256, 20, 65, True, "tf32") == (64, 32, 64)
-    assert fused._sizes(256, 5, 3, True, "tf32") == (64, 16, 16)
+    for D, want in ((65, (64, wide, 64)), (66, (64, narrow, 128)), (129, (64, narrow, 128)), (17, (64, wide, 16))):
+        assert fused._sizes(256, 128, D, True) == want, D
+    assert fused._sizes(32, 128, 65, True) == (32, wide, 64)
+    assert fused._sizes(256, 20, 65, True) == (64, 32, 64)
+    assert fused._sizes(256, 5, 3, True) == (64, 16, 16)
     assert fused._sizes(256, 128, 65) == (fused.TILE, fused.FEATURE_BLOCK, 64) == (16, 32, 64)
     assert fused._sizes(256, 5, 3) == (16, 16, 16)
 
@@ -851,6 +848,165 @@ def test_linear_features_kernel_equals_the_torch_map(fused, kind, dtype):
         assert out.shape == (2, 0, 70 * rec.width) and torch.autograd.grad(out.sum(), empty)[0].shape == empty.shape
 
 
+def test_features_products_follow_the_dtype(fused, monkeypatch):
+    """The features' kernels' products (feature_products) by x's dtype: "tf32x3" for bf16 and fp16, "ieee" for
+    float32, FEATURE_PRECISION where set (a value outside FEATURE_PRECISIONS raises, naming the setting); the
+    launches of both kernels pass it (forward and gradient of bf16 and float32 x)."""
+    assert fused.feature_products(torch.bfloat16) == fused.feature_products(torch.float16) == "tf32x3"
+    assert fused.feature_products(torch.float32) == "ieee"
+    monkeypatch.setattr(fused, "FEATURE_PRECISION", "ieee")
+    assert fused.feature_products(torch.bfloat16) == "ieee"
+    monkeypatch.setattr(fused, "FEATURE_PRECISION", "tf32")
+    with pytest.raises(ValueError, match="FEATURE_PRECISION must be None or one of"):
+        fused.feature_products(torch.bfloat16)
+    monkeypatch.setattr(fused, "FEATURE_PRECISION", None)
+    seen = []
+
+    class Recorded:
+        def __init__(self, real):
+            self.real = real
+
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                seen.append(kw["PREC"])
+                self.real[grid](*args, **kw)
+            return launch
+
+    for name in fused.FEATURE_KERNELS:
+        monkeypatch.setattr(fused, name, Recorded(getattr(fused, name)))
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(24, 8, generator=g)
+    for dtype, want in ((torch.bfloat16, "tf32x3"), (torch.float32, "ieee")):
+        seen.clear()
+        x = torch.randn(5, 8, generator=g).to(dtype).requires_grad_(True)
+        fused.linear_log_features(x, w, 0.5, 0.25).sum().backward()
+        assert seen == [want, want], (dtype, seen)
+
+
+def _feature_errors(fused, monkeypatch, device, precision):
+    """Errors of the features' kernels with products ``precision`` (set through feature_products, which the
+    tests may point at a value it refuses, "tf32") against float64, on x (4096, 64) in bf16 (forward) and in
+    float32 (forward and gradient, written in float32), w (128, 64): max |error| over the entry's scale
+    (sum_k |x_k w'_fk| + |b_f| + s |x|^2 / 2 for l; sum_f |G_f w'_f| + s |x| |sum_f G_f| for the gradient)."""
+    monkeypatch.setattr(fused, "feature_products", lambda dtype: precision)
+    g = torch.Generator().manual_seed(23)
+    x = torch.randn(4096, 64, generator=g) * 1.5
+    w = torch.randn(128, 64, generator=g)
+    b = torch.randn(128, generator=g)
+    s = 64 ** -0.5
+    ws, xb = (w * math.sqrt(s)).double(), x.bfloat16().double()
+    errs = []
+    for xin, x64 in ((x.bfloat16(), xb), (x, x.double())):
+        ref = x64 @ ws.T + b.double() - 0.5 * s * (x64 * x64).sum(-1, keepdim=True)
+        scale = x64.abs() @ ws.abs().T + b.double().abs() + 0.5 * s * (x64 * x64).sum(-1, keepdim=True)
+        xa = xin.to(device).requires_grad_(True)
+        lf = fused.linear_log_features(xa, w.to(device), b.to(device), s)
+        errs.append(((lf.double().cpu() - ref).abs() / scale).max().item())
+    G = torch.randn(4096, 128, generator=g)
+    gx, = torch.autograd.grad((lf * G.to(device)).sum(), xa)
+    G64 = G.double()
+    ref = G64 @ ws - s * G64.sum(-1, keepdim=True) * x.double()
+    scale = G64.abs() @ ws.abs() + s * G64.sum(-1, keepdim=True).abs() * x.double().abs()
+    errs.append(((gx.double().cpu() - ref).abs() / scale).max().item())
+    return errs
+
+
+def test_features_products_error(fused, monkeypatch):
+    """The bound of test_cuda_features_products_error holds for the interpreter's products (IEEE float32 in
+    numpy whatever the precision: the CUDA test is the one that sees tf32x3)."""
+    errs = _feature_errors(fused, monkeypatch, "cpu", "tf32x3")
+    assert max(errs) < 1e-6, errs
+
+
+@cuda
+def test_cuda_features_products_error(monkeypatch):
+    """On a GPU the features' kernels with "tf32x3" products (the default for half x) against float64: every
+    entry of l and of its gradient within 1e-5 of its scale (_feature_errors), and so far finer than a bf16
+    output's rounding; power: plain TF32 products (1e-3 relative per product) exceed the bound."""
+    from montecarlo import _fused
+
+    errs = _feature_errors(_fused, monkeypatch, "cuda", "tf32x3")
+    assert max(errs) < 1e-5, errs
+    tf32 = _feature_errors(_fused, monkeypatch, "cuda", "tf32")
+    assert min(tf32) > 1e-5, (errs, tf32)
+
+
+def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monkeypatch):
+    """With LAUNCH_CACHE on, a compiled kernel's first launch of a specialisation goes through the JIT entry
+    and later ones through the compiled kernel's runner, with the constexprs appended in parameter order and
+    the new grid; a change of anything Triton specialises on (an integer becoming 1 or a multiple of 16 or
+    leaving the 32-bit range, a tensor's dtype or 16-byte alignment, a constexpr, the warps) goes through the
+    JIT entry again (power: a key without the alignment would send the misaligned view to the runner).  Off,
+    or for a kernel Triton does not compile (the interpreter's, a stand-in), every launch is the JIT entry."""
+    calls = []
+
+    class Compiled:
+        def __getitem__(self, grid):
+            return lambda *a: calls.append(("runner", grid, a))
+
+    class Kernel:
+        arg_names = ["X", "n", "d", "T", "PREC"]
+
+        def __getitem__(self, grid):
+            def jit(*a, **kw):
+                calls.append(("jit", grid, a, kw))
+                return Compiled()
+            return jit
+
+    k = Kernel()
+    monkeypatch.setattr(fused, "_is_compiled", lambda kernel: kernel is k)
+    monkeypatch.setattr(fused, "LAUNCH_CACHE", True)
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    x = torch.zeros(64)
+    assert x.data_ptr() % 16 == 0
+    fused._launch(k, (2,), x, 32, 7, T=16, PREC="tf32", num_warps=4)
+    fused._launch(k, (3,), x, 48, 9, T=16, PREC="tf32", num_warps=4)
+    assert [c[0] for c in calls] == ["jit", "runner"] and calls[1] == ("runner", (3,), (x, 48, 9, 16, "tf32"))
+    for args, meta in (((x, 1, 9), {}), ((x, 32, 16), {}), ((x, 2 ** 31, 9), {}), ((x.double(), 32, 9), {}),
+                       ((x[1:], 32, 9), {}), ((x, 32, 9), {"PREC": "ieee"}), ((x, 32, 9), {"num_warps": 8})):
+        calls.clear()
+        fused._launch(k, (1,), *args, **({"T": 16, "PREC": "tf32", "num_warps": 4} | meta))
+        assert [c[0] for c in calls] == ["jit"], (args[1:], meta)
+    calls.clear()
+    fused._launch(k, (1,), x[4:], 80, 9, T=16, PREC="tf32", num_warps=4)  # (aligned again: the first key)
+    assert [c[0] for c in calls] == ["runner"]
+    monkeypatch.setattr(fused, "LAUNCH_CACHE", False)
+    calls.clear()
+    fused._launch(k, (1,), x, 32, 7, T=16, PREC="tf32", num_warps=4)
+    assert [c[0] for c in calls] == ["jit"]
+    monkeypatch.setattr(fused, "LAUNCH_CACHE", True)
+    monkeypatch.setattr(fused, "_is_compiled", lambda kernel: False)
+    calls.clear()
+    fused._launch(k, (1,), x, 32, 7, T=16, PREC="tf32", num_warps=4)
+    assert [c[0] for c in calls] == ["jit"]
+
+
+@cuda
+def test_cuda_launch_cache_equals_the_jit_entry(monkeypatch):
+    """On a GPU the module's forward and backward (bf16, causal, a mask) with LAUNCH_CACHE on, run twice (the
+    second through the compiled kernels' runners), equal those with every launch through the JIT entry, bit for
+    bit; the cache holds the kernels launched."""
+    from montecarlo import _fused
+
+    monkeypatch.setattr(_fused, "_COMPILED", {})
+    g = torch.Generator().manual_seed(29)
+    q, k, v = (torch.randn(2, 4, 1000, 64, generator=g).to("cuda", torch.bfloat16) for _ in range(3))
+    pad = torch.zeros(2, 1, 1000, dtype=torch.bool, device="cuda")
+    pad[0, :, :17] = True
+    mod = PRFAttention(64, 128, "simplex", causal=True, seed=0, device="cuda")
+    results = []
+    for cache in (False, True, True):
+        monkeypatch.setattr(_fused, "LAUNCH_CACHE", cache)
+        leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+        out = mod(*leaves, key_padding_mask=pad)
+        results.append((out.detach(), torch.autograd.grad(out.float().square().sum(), leaves)))
+    (a, ga), *cached = results
+    for b_, gb in cached:
+        assert torch.equal(a, b_) and all(torch.equal(x, y) for x, y in zip(ga, gb))
+    assert len(_fused._COMPILED) >= 15, len(_fused._COMPILED)
+
+
 def test_custom_operator_registration(fused):
     """torch.library.opcheck of the forward operator (schema, fake tensor, autograd registration, dispatch
     consistency) on a small input with gradients."""
@@ -1107,7 +1263,28 @@ def test_gpu_session_fits_one_device_call():
     assert subprocess.run(["bash", "-n", path], capture_output=True, timeout=30).returncode == 0
     steps = [line for line in open(path).read().splitlines() if "python3 -m" in line and not line.startswith("#")]
     limits = [int(m.group(1)) for line in steps for m in [re.search(r"timeout (\d+) python3", line)] if m]
-    assert len(limits) == len(steps) == 4 and sum(limits) <= 600, (steps, limits)
+    assert len(limits) == len(steps) == 5 and sum(limits) <= 600, (steps, limits)
+
+
+def test_launch_probe_needs_cuda(monkeypatch, capsys):
+    """benchmarks.bench_attention --launch without CUDA: exit 2 and one line naming what it needs."""
+    from benchmarks import bench_attention
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench_attention.main(["--launch"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--launch needs CUDA" in err
+
+
+@cuda
+def test_cuda_launch_probe_times_each_form():
+    """On a GPU the launch probe gives a positive host time per launch for Triton's JIT entry and for torch's
+    operator (the compiled runner's may be an error string: its arguments differ between Triton versions)."""
+    from benchmarks.bench_attention import launch_overhead
+
+    res = launch_overhead(5)
+    assert set(res) == {"triton_jit", "triton_compiled", "torch_add"}
+    assert res["triton_jit"] > 0 and res["torch_add"] > 0, res
 
 
 def test_host_overhead_benchmark_counts_the_step(fused, monkeypatch):
