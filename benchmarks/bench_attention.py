@@ -260,7 +260,40 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
             "first_s": first, "host_ms": host}
 
 
-def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
+def _variant_forms():
+    """The forms of :func:`cuda_causal_variants`: (name, chunk, compiled (False, True or a torch.compile
+    mode), keywords of ``_causal`` with the settings "kernel" (of montecarlo._fused) and "nn" (of
+    montecarlo.nn), "float32" inputs and "first_only" (at the first length only))."""
+    return [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
+            ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
+            ("fused_c256_torch_scans", 256, False, {"fused": True, "kernel": {"SCAN_KERNELS": False}}),
+            ("fused_c256_torch_ratio", 256, False,
+             {"fused": True, "first_only": True, "kernel": {"RATIO_KERNELS_ON": False}}),
+            ("fused_c256_bf16", 256, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
+            ("fused_c256_torch_features", 256, False,
+             {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
+            ("fused_c256_ieee_features", 256, False,
+             {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "ieee"}}),
+            ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),
+            ("fused_c256_float32_fast32", 256, False,
+             {"fused": True, "float32": True, "first_only": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
+            ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
+            ("fused_c128_bf16", 128, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
+            ("fused_c256_launch_cache", 256, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
+            ("fused_c128_launch_cache", 128, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
+            ("fused_c128_bf16_launch_cache", 128, False,
+             {"fused": True, "kernel": {"PRECISION": "bf16", "LAUNCH_CACHE": True}}),
+            ("fused_c128_ieee_features", 128, False,
+             {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "ieee"}}),
+            ("fused_c128_features64", 128, False,
+             {"fused": True, "first_only": True, "kernel": {"FEATURE_KERNEL_BLOCK": 64}}),
+            ("compiled_fused_c256", 256, True, {"fused": True}),
+            ("compiled_fused_c128", 128, True, {"fused": True}),
+            ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True}),
+            ("cudagraphs_fused_c128", 128, "reduce-overhead", {"fused": True, "first_only": True})]
+
+
+def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable; TF32 products for
     these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on the
@@ -275,7 +308,9 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     kernels as custom operators at chunk 256 and 128 (and, at the first length, with CUDA graphs:
     ``mode="reduce-overhead"``, no launch overhead left); compiled forms are skipped once ``budget_s`` seconds
     have passed; and at chunk 256 and 128 with the launches after the first through the compiled kernels'
-    runners (``LAUNCH_CACHE = True``).  (Two other fast-path shapes, features 32 and tile 32 on 4 warps, took
+    runners (``LAUNCH_CACHE = True``; at 128 also with bf16 products), at 128 with IEEE products in the
+    features' kernel and with its feature block 64 (``FEATURE_KERNEL_BLOCK``; first length).  ``names``: only
+    the forms of these names (and SDPA).  (Two other fast-path shapes, features 32 and tile 32 on 4 warps, took
     6.5 ms against 5.4 at L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the top
     CUDA kernels of the eager default at the first L (30 rows: the kernels and the torch work around them)."""
     import torch
@@ -286,27 +321,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     plain = mnn._causal
     for L in seq_lens:
         q, k, v, cot = _cuda_inputs(L, dev)
-        forms = [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
-                 ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
-                 ("fused_c256_torch_scans", 256, False, {"fused": True, "kernel": {"SCAN_KERNELS": False}}),
-                 ("fused_c256_torch_ratio", 256, False,
-                  {"fused": True, "first_only": True, "kernel": {"RATIO_KERNELS_ON": False}}),
-                 ("fused_c256_bf16", 256, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
-                 ("fused_c256_torch_features", 256, False,
-                  {"fused": True, "nn": {"_fused_features_apply": lambda x, w: False}}),
-                 ("fused_c256_ieee_features", 256, False,
-                  {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "ieee"}}),
-                 ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),
-                 ("fused_c256_float32_fast32", 256, False,
-                  {"fused": True, "float32": True, "first_only": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
-                 ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
-                 ("fused_c128_bf16", 128, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
-                 ("fused_c256_launch_cache", 256, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
-                 ("fused_c128_launch_cache", 128, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
-                 ("compiled_fused_c256", 256, True, {"fused": True}),
-                 ("compiled_fused_c128", 128, True, {"fused": True}),
-                 ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True}),
-                 ("cudagraphs_fused_c128", 128, "reduce-overhead", {"fused": True, "first_only": True})]
+        forms = [f for f in _variant_forms() if names is None or f[0] in names or f[0] == "sdpa"]
         if not mnn._triton_available():
             forms = [f for f in forms if f[3].get("fused") is not True]
         for name, chunk, comp, kw in forms:
@@ -353,11 +368,16 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda"):
     return rows
 
 
-def variants_summary(rows, targets=((4096, 3.0), (65536, 1.0))):
+def variants_summary(rows, targets=((4096, 3.0), (65536, 1.0)), default=None):
     """Lines that rank the rows of :func:`cuda_causal_variants` by time at each length, as ratios to SDPA's row
     of the same length, and say for the issue-20 targets (PRF / SDPA at most 3 at L = 4096, under 1 at 65536)
-    whether the eager default (``fused_c256``) and the fastest form meet them.  Rows without a time (OOM,
+    whether the eager default (the form ``default``; None: ``fused_c`` and the module's CUDA default chunk,
+    ``montecarlo.nn.DEFAULT_CHUNK["cuda"]``) and the fastest form meet them.  Rows without a time (OOM,
     errors, skipped) are listed as such; a length without an SDPA row gets no ratios."""
+    if default is None:
+        from montecarlo.nn import DEFAULT_CHUNK
+
+        default = f"fused_c{DEFAULT_CHUNK['cuda']}"
     lines = []
     for L in sorted({r["L"] for r in rows}):
         at = [r for r in rows if r["L"] == L]
@@ -372,8 +392,8 @@ def variants_summary(rows, targets=((4096, 3.0), (65536, 1.0))):
                 lines.append(f"  {r['form']}: {r.get('error', r.get('peak_mb', 'no time'))}")
         bound = dict(targets).get(L)
         if bound is not None and sdpa and timed:
-            default = next((r for r in timed if r["form"] == "fused_c256"), None)
-            for label, r in (("eager default fused_c256", default), (f"fastest {timed[0]['form']}", timed[0])):
+            own = next((r for r in timed if r["form"] == default), None)
+            for label, r in ((f"eager default {default}", own), (f"fastest {timed[0]['form']}", timed[0])):
                 if r is not None:
                     x = _ratio(r["ms"], sdpa)
                     ok = x <= bound if bound > 1 else x < bound
@@ -455,7 +475,7 @@ def launch_overhead(repeat=300):
     kernel, grid, meta = _fused._chunk_offsets_kernel, (1, 1), {"F": 32, "num_warps": 4}
     compiled = kernel[grid](o, bef, off, 4, 32, **meta)
     forms = {"triton_jit": lambda: kernel[grid](o, bef, off, 4, 32, **meta),
-             "triton_compiled": lambda: compiled[grid](o, bef, off, 4, 32, 32),
+             "triton_compiled": lambda: compiled[(1, 1, 1)](o, bef, off, 4, 32, 32),
              "torch_add": lambda: o.add_(0.0)}
     out = {}
     for name, fn in forms.items():
@@ -524,6 +544,8 @@ def _parser():
                         "against SDPA instead of the standard table")
     p.add_argument("--lengths", type=int, nargs="+", default=None, metavar="L",
                    help="with --variants: the sequence lengths (default 4096 65536 16384)")
+    p.add_argument("--forms", nargs="+", default=None, metavar="NAME",
+                   help="with --variants: only these forms (and SDPA); default: all")
     p.add_argument("--budget", type=float, default=300.0, metavar="S",
                    help="with --variants: no compiled form is started after this many seconds")
     p.add_argument("--host", action="store_true",
@@ -554,6 +576,11 @@ def main(argv=None):
     if args.threads < 1:
         print(f"{PROG}: error: --threads must be >= 1", file=sys.stderr)
         return 2
+    known = [f[0] for f in _variant_forms()]
+    if args.forms and not set(args.forms) <= set(known):
+        print(f"{PROG}: error: --forms: unknown {sorted(set(args.forms) - set(known))}; one of {known}",
+              file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     if args.host:
         torch.set_num_threads(args.threads)
@@ -582,7 +609,7 @@ def main(argv=None):
         seq_lens = (4096, 16384, 65536) if args.quick else (1024, 4096, 16384, 65536)
         if args.variants:
             rows = cuda_causal_variants(tuple(args.lengths or (4096, 65536, 16384)), 3 if args.quick else 5,
-                                        args.budget)
+                                        args.budget, names=args.forms)
             print("\n".join(["", "Summary (fastest first):"] + variants_summary(rows)), flush=True)
             if args.json:
                 _write_json(args.json, {"rows": rows, "torch": torch.__version__})

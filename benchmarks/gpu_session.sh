@@ -28,6 +28,7 @@
 #       .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD && bash benchmarks/gpu_session.sh
 # with carry [".whl"] (pip download --no-deps -d .whl array-api-compat performer-pytorch local-attention
 # axial-positional-embedding hyper-connections torch-einops-utils).
+# FORMS="name ..." times only those variants (and SDPA), LENGTHS="L ..." other lengths.
 # Each step has its own time limit, so that a hang in one still leaves the others' results.
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -45,4 +46,4 @@ timeout 180 python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE tests/tes
 timeout 30 python3 -m benchmarks.bench_attention --host --quick 2>&1 | tee "$OUT/host.txt"
 timeout 20 python3 -m benchmarks.bench_attention --launch 2>&1 | tee -a "$OUT/host.txt"
 timeout 270 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
-    --budget "${BUDGET:-200}" --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"
+    --budget "${BUDGET:-200}" ${FORMS:+--forms $FORMS} --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"

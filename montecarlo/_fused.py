@@ -757,15 +757,18 @@ KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
            ("_fast_value_grad_kernel", "Q R K OFF FLAG G GV", "fast"),
            ("_row_offsets_kernel", "Q K BEF OFF R FLAG", "fast"), ("_summary_kernel", "K V OFF KS", "fast"),
            ("_summary_grad_kernel", "K V OFF GKS GK GV", "fast"))
-#: The features' kernels (compiled apart by the tools: their arguments differ) and their tile of rows.
+#: The features' kernels (compiled apart by the tools: their arguments differ), their tile of rows and
+#: feature block (:func:`_feature_meta`).
 FEATURE_TILE = 64
-#: ``input_precision`` of the features' kernels' products, or None (the default): by x's dtype
+FEATURE_KERNEL_BLOCK = 32
+#: ``input_precision`` of the features' forward kernel's products, or None (the default): by x's dtype
 #: (:func:`feature_products`), "tf32x3" for bfloat16/float16 x (three TF32 products on tensor cores, the
 #: operands split into a TF32 part and a TF32 remainder: about 2^-21 relative per product, near float32's
 #: 2^-24; a bf16/fp16 x has no remainder), "ieee" (float32 FMA) for float32 x.  Plain TF32 (1e-3 relative in
 #: l(x), which the exponentials turn into absolute errors of 1e-3 |l| in the features) is not offered.  On an
-#: H100 (bf16, L = 4096, batch x heads 32, d 64, m 128) the IEEE forward kernel took 312 us per call, 21% of
-#: the fused causal pass's GPU time.
+#: H100 (bf16, L = 4096, batch x heads 32, d 64, m 128) the forward kernel took 312 us per call with IEEE
+#: products (21% of the fused causal pass's GPU time), 106 with "tf32x3"; the gradient's kernel keeps IEEE
+#: products (71 us per call against 140 with "tf32x3").
 FEATURE_PRECISION = None
 FEATURE_PRECISIONS = ("ieee", "tf32x3")
 FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
@@ -816,7 +819,7 @@ def _is_compiled(kernel):
 def _launch(kernel, grid, *args, **meta):
     """``kernel[grid](*args, **meta)``; with :data:`LAUNCH_CACHE` on, for a compiled kernel, the launches after
     the first of a specialisation go to the compiled kernel's runner with the constexprs appended in the
-    kernel's parameter order (the arguments Triton's JIT entry passes it)."""
+    kernel's parameter order and the grid padded to three sizes (the arguments Triton's JIT entry passes it)."""
     if not (LAUNCH_CACHE and _is_compiled(kernel)):
         kernel[grid](*args, **meta)
         return
@@ -824,7 +827,7 @@ def _launch(kernel, grid, *args, **meta):
     hit = _COMPILED.get(key)
     if hit is not None:
         compiled, consts = hit
-        compiled[grid](*args, *consts)
+        compiled[tuple(grid) + (1,) * (3 - len(grid))](*args, *consts)  # (the runner takes three grid sizes)
         return
     compiled = kernel[grid](*args, **meta)
     names = kernel.arg_names[len(args):]
@@ -850,8 +853,8 @@ def products(half):
 
 
 def feature_products(dtype):
-    """The ``input_precision`` of the features' kernels for x of ``dtype``: :data:`FEATURE_PRECISION` where set,
-    else "tf32x3" for bfloat16/float16 and "ieee" for float32."""
+    """The ``input_precision`` of the features' forward kernel for x of ``dtype``: :data:`FEATURE_PRECISION`
+    where set, else "tf32x3" for bfloat16/float16 and "ieee" for float32 (the gradient's kernel: IEEE)."""
     if FEATURE_PRECISION is not None:
         if FEATURE_PRECISION not in FEATURE_PRECISIONS:
             raise ValueError(f"montecarlo._fused.FEATURE_PRECISION must be None or one of {FEATURE_PRECISIONS}, "
@@ -1243,11 +1246,12 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
 
 def _feature_meta(d, M, precision):
     """Tile, feature block, padded width, warps and products of the features' kernels (``precision`` one of
-    :data:`FEATURE_PRECISIONS`): rows 64 x features 32 on 8 warps spill nothing on sm 80/90 at d = 64 under
-    both products (``benchmarks.kernel_registers``; IEEE: features 64 spilled on sm 80, 4 warps on both;
-    "tf32x3": features 64 spilled 372 / 6064 bytes in the forward / gradient on sm 80, 128 spilled on both)."""
-    return dict(T=FEATURE_TILE, F=max(16, min(32, _pow2(M))), BX=max(16, _pow2(d)), num_warps=8,
-                PREC=precision)
+    :data:`FEATURE_PRECISIONS`): rows 64 x features 32 (:data:`FEATURE_KERNEL_BLOCK`) on 8 warps spill
+    nothing on sm 80/90 at d = 64 under both products (``benchmarks.kernel_registers``; IEEE: features 64
+    spilled on sm 80, 4 warps on both; "tf32x3": features 64 spilled 372 bytes in the forward on sm 80, none
+    on sm 90, 128 spilled on both)."""
+    return dict(T=FEATURE_TILE, F=max(16, min(FEATURE_KERNEL_BLOCK, _pow2(M))), BX=max(16, _pow2(d)),
+                num_warps=8, PREC=precision)
 
 
 def _linear_features_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
@@ -1277,7 +1281,7 @@ def _linear_features_backward_impl(x: torch.Tensor, w: torch.Tensor, G: torch.Te
     gx = torch.empty_like(x)
     if R == 0:
         return gx
-    meta = _feature_meta(d, w.shape[0], feature_products(x.dtype))
+    meta = _feature_meta(d, w.shape[0], "ieee")  # (an H100 timed "tf32x3" here at twice IEEE's time)
     _launch(_linear_features_grad_kernel, (_cdiv(R, meta["T"]),), x, w, G, gx, R, d, w.shape[0], scale, **meta)
     return gx
 
