@@ -279,10 +279,8 @@ def _variant_forms():
              {"fused": True, "float32": True, "first_only": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
             ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
             ("fused_c128_bf16", 128, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
-            ("fused_c256_launch_cache", 256, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
-            ("fused_c128_launch_cache", 128, False, {"fused": True, "kernel": {"LAUNCH_CACHE": True}}),
-            ("fused_c128_bf16_launch_cache", 128, False,
-             {"fused": True, "kernel": {"PRECISION": "bf16", "LAUNCH_CACHE": True}}),
+            ("fused_c256_jit", 256, False, {"fused": True, "kernel": {"LAUNCH_CACHE": False}}),
+            ("fused_c128_jit", 128, False, {"fused": True, "kernel": {"LAUNCH_CACHE": False}}),
             ("fused_c128_ieee_features", 128, False,
              {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "ieee"}}),
             ("fused_c128_features64", 128, False,
@@ -307,9 +305,10 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
     path's feature block 64, which spills, and 32), and ``torch.compile`` (inductor, static shapes) with the
     kernels as custom operators at chunk 256 and 128 (and, at the first length, with CUDA graphs:
     ``mode="reduce-overhead"``, no launch overhead left); compiled forms are skipped once ``budget_s`` seconds
-    have passed; and at chunk 256 and 128 with the launches after the first through the compiled kernels'
-    runners (``LAUNCH_CACHE = True``; at 128 also with bf16 products), at 128 with IEEE products in the
-    features' kernel and with its feature block 64 (``FEATURE_KERNEL_BLOCK``; first length).  ``names``: only
+    have passed; and at chunk 256 and 128 with every launch through Triton's JIT entry (``LAUNCH_CACHE =
+    False``; by default the launches after the first go through the compiled kernels' runners), at 128 with
+    IEEE products in the features' kernel and with its feature block 64 (``FEATURE_KERNEL_BLOCK``; first
+    length).  ``names``: only
     the forms of these names (and SDPA).  (Two other fast-path shapes, features 32 and tile 32 on 4 warps, took
     6.5 ms against 5.4 at L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the top
     CUDA kernels of the eager default at the first L (30 rows: the kernels and the torch work around them)."""

@@ -787,11 +787,14 @@ SCAN_KERNEL_ARGS = (("_chunk_offsets_kernel", "O BEF OFF"), ("_states_kernel", "
 
 #: Launch each compiled kernel, after its first launch with a given specialisation, through the compiled
 #: kernel's runner (Triton's launcher) instead of the JIT entry ``kernel[grid](...)``, whose binder, cache key
-#: and globals check cost the host tens of microseconds per launch (21 launches per training step); off:
-#: every launch through the JIT entry.  The cache's key (:func:`_launch_key`) is at least as fine as
-#: Triton's specialisation (tensors' dtypes and 16-byte alignment; integers' ==1, divisibility by 16 and
-#: 32-bit range; the constexprs and launch options; the device).
-LAUNCH_CACHE = False
+#: and globals check cost the host more (on an H100's host: 15.5 against 8.9 us per launch, 21 launches per
+#: training step; the causal pass at L = 4096 took 2.75 against 3.64 ms); off: every launch through the JIT
+#: entry.  The cache's key (:func:`_launch_key`) is at least as fine as Triton's specialisation (tensors'
+#: dtypes and 16-byte alignment; integers' ==1, divisibility by 16 and 32-bit range; the constexprs and
+#: launch options; the device).  A runner that refuses the arguments (another Triton's calling convention:
+#: TypeError, IndexError, ValueError or AttributeError before it launches) turns the cache off for the
+#: process with a warning, and that launch goes through the JIT entry.
+LAUNCH_CACHE = True
 _COMPILED = {}
 
 
@@ -816,6 +819,18 @@ def _is_compiled(kernel):
     return type(kernel) is triton.runtime.jit.JITFunction
 
 
+def _launch_cache_off(exc):
+    """Turn :data:`LAUNCH_CACHE` off for the process (a runner refused its arguments), with a warning."""
+    import warnings
+
+    global LAUNCH_CACHE
+    LAUNCH_CACHE = False
+    _COMPILED.clear()
+    warnings.warn(f"montecarlo._fused: the compiled kernels' runner refused its arguments ({type(exc).__name__}: "
+                  f"{exc}); LAUNCH_CACHE is off, launches go through Triton's JIT entry", RuntimeWarning,
+                  stacklevel=3)
+
+
 def _launch(kernel, grid, *args, **meta):
     """``kernel[grid](*args, **meta)``; with :data:`LAUNCH_CACHE` on, for a compiled kernel, the launches after
     the first of a specialisation go to the compiled kernel's runner with the constexprs appended in the
@@ -827,9 +842,14 @@ def _launch(kernel, grid, *args, **meta):
     hit = _COMPILED.get(key)
     if hit is not None:
         compiled, consts = hit
-        compiled[tuple(grid) + (1,) * (3 - len(grid))](*args, *consts)  # (the runner takes three grid sizes)
-        return
+        try:
+            compiled[tuple(grid) + (1,) * (3 - len(grid))](*args, *consts)  # (the runner takes three grid sizes)
+            return
+        except (TypeError, IndexError, ValueError, AttributeError) as exc:
+            _launch_cache_off(exc)
     compiled = kernel[grid](*args, **meta)
+    if not LAUNCH_CACHE:
+        return
     names = kernel.arg_names[len(args):]
     if all(name in meta for name in names):
         _COMPILED[key] = (compiled, tuple(meta[name] for name in names))

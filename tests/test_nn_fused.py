@@ -985,6 +985,42 @@ def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monke
     assert [c[0] for c in calls] == ["jit"]
 
 
+def test_launch_cache_turns_itself_off_when_the_runner_refuses(fused, monkeypatch):
+    """A runner that refuses its arguments (another Triton's convention: here TypeError before launching) turns
+    LAUNCH_CACHE off with a RuntimeWarning naming the error, the cache is emptied and that launch and later
+    ones go through the JIT entry (each launched once: no launch lost or doubled)."""
+    calls = []
+
+    class Refusing:
+        def __getitem__(self, grid):
+            def runner(*a):
+                raise TypeError("function takes exactly 7 arguments (9 given)")
+            return runner
+
+    class Kernel:
+        arg_names = ["X", "n", "T"]
+
+        def __getitem__(self, grid):
+            def jit(*a, **kw):
+                calls.append("jit")
+                return Refusing()
+            return jit
+
+    k = Kernel()
+    monkeypatch.setattr(fused, "_is_compiled", lambda kernel: kernel is k)
+    monkeypatch.setattr(fused, "LAUNCH_CACHE", True)
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    x = torch.zeros(16)
+    fused._launch(k, (1,), x, 32, T=16)
+    assert calls == ["jit"] and len(fused._COMPILED) == 1
+    with pytest.warns(RuntimeWarning, match="refused its arguments .TypeError: function takes exactly 7"):
+        fused._launch(k, (1,), x, 32, T=16)
+    assert calls == ["jit", "jit"] and fused.LAUNCH_CACHE is False and not fused._COMPILED
+    fused._launch(k, (1,), x, 32, T=16)
+    assert calls == ["jit"] * 3 and not fused._COMPILED
+
+
 @cuda
 def test_cuda_launch_cache_equals_the_jit_entry(monkeypatch):
     """On a GPU the module's forward and backward (bf16, causal, a mask) with LAUNCH_CACHE on, run twice (the
@@ -1291,7 +1327,7 @@ def test_variant_forms_are_checked(capsys):
 
     assert bench_attention.main(["--cuda", "--variants", "--forms", "fused_c128", "nope"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "unknown ['nope']" in err and "fused_c128_launch_cache" in err
+    assert err.count("\n") == 1 and "unknown ['nope']" in err and "fused_c128_jit" in err
     for name, chunk, comp, kw in bench_attention._variant_forms():
         assert all(hasattr(_fused, k) for k in kw.get("kernel", {})), name
         assert all(hasattr(mnn, k) for k in kw.get("nn", {})), name
