@@ -95,7 +95,8 @@ NUM_WARPS = 4
 #: log-features' kernel keeps IEEE products, whose errors the exponentials would amplify): tensor cores at
 #: twice TF32's rate and half its operand registers, at about twice a bfloat16 output's rounding error
 #: (2.3e-3 relative against float64 through the interpreter's stand-in, test_bf16_products_error; TF32's
-#: 10-bit operands round four times finer); not yet timed on a GPU (``gpu_session.sh``: ``fused_c256_bf16``).
+#: 10-bit operands round four times finer); on an H100 (bf16, chunk 128) 30.6 against 33.5 ms at L = 65536,
+#: 3.05 against 2.73 at 4096 (host-bound there): not the default.
 PRECISION = None
 #: The values ``PRECISION`` may take here (besides None).
 PRECISIONS = ("ieee", "tf32", "bf16")

@@ -66,6 +66,7 @@ BEFORE = {
     "fused_scans": [T + "test_nn_fused.py -k 'chunk_offsets or state_scan or causal_operator or host_overhead or "
                     "module_with_fused or compiled_causal or ratio'"],
     "fused_products": [T + "test_nn_fused.py -k 'bf16 or precision or tile_shapes or feature_blocks'"],
+    "fused_launch": [T + "test_nn_fused.py -k 'launch_cache or features_products or linear_features'"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
@@ -86,6 +87,7 @@ AFTER = {
     "mse_kinds": [MUT_K + "::TestKernelMse"],
     "fused_scans": [],
     "fused_products": [],
+    "fused_launch": [],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -109,6 +111,9 @@ TARGETS = {
                      "_seen_rows", "ratio")),
     # the kernels' products (the bfloat16 operands and the interpreter's rounding of them) and their sizes
     "fused_products": ("fused", "montecarlo/_fused.py", ("_bf16_rounded", "_mm", "products", "_sizes")),
+    # the launch cache (the compiled kernels' runners) and the features' kernels' products and sizes
+    "fused_launch": ("fused", "montecarlo/_fused.py", ("_arg_key", "_launch_key", "_launch", "_launch_cache_off",
+                                                       "feature_products", "_feature_meta")),
 }
 GROUPS = ("montecarlo", "kinds", "fused")
 
