@@ -389,3 +389,26 @@ def test_quadrature_route_at_d_1_against_the_closed_form_of_its_1f1(v, c, dps):
 
         ref = 2 / mp.pi * mp.quad(lambda phi: m(x * (1 + cc * mp.sin(phi))), [0, mp.pi / 4, mp.pi / 2])
         assert abs(got / ref - 1) < mp.mpf(10) ** (1 - dps)
+
+
+def test_check_int_accepts_integers_and_forms_its_message_only_to_refuse(monkeypatch):
+    """check_int: Python and numpy integers pass as Python ints; bool, numpy bool and floats are refused
+    (TypeError naming the argument and the bound), values outside the bounds too (ValueError with the context);
+    the message is formed only when refusing (the kernels' launch sizes call it dozens of times per training
+    step): with its former stubbed to fail, valid calls still pass and a refusal reaches it."""
+    from theory import validation as V
+
+    assert V.check_int(3, "d", 1) == 3 and type(V.check_int(np.int64(5), "d", 1)) is int
+    for bad in (True, np.bool_(True), 2.0):
+        with pytest.raises(TypeError, match=r"d must be an integer >= 1, got"):
+            V.check_int(bad, "d", 1)
+    with pytest.raises(ValueError, match=r"^m must be an integer >= 1 and <= 4 for x, got 5 \(int\)$"):
+        V.check_int(5, "m", 1, "for x", maximum=4)
+
+    def stub(*args):
+        raise AssertionError("message formed")
+
+    monkeypatch.setattr(V, "_int_what", stub)
+    assert V.check_int(7, "d", 1, maximum=9) == 7 and V.check_int(np.int32(2), "d") == 2
+    with pytest.raises(AssertionError, match="message formed"):
+        V.check_int(0, "d", 1)

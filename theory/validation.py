@@ -64,19 +64,26 @@ def check_int(value, name, minimum=None, context="", maximum=None):
     A float such as ``64.0`` is refused (TypeError): a dimension or a count is
     an integer, and truncating a float would answer a different question.
     """
+    if type(value) is int:  # (the common case, before the message is formed: hot loops call this)
+        v = value
+    elif _is_int(value):
+        v = int(value)
+    else:
+        raise ArgumentTypeError(f"{_int_what(name, minimum, maximum, context)}, got {describe(value)}")
+    if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+        raise ValueError(f"{_int_what(name, minimum, maximum, context)}, got {describe(value)}")
+    return v
+
+
+def _int_what(name, minimum, maximum, context):
+    """The requirement that :func:`check_int` states in its errors."""
     bounds = []
     if minimum is not None:
         bounds.append(f">= {minimum}")
     if maximum is not None:
         bounds.append(f"<= {maximum}")
     suffix = f" {context}" if context else ""
-    what = f"{name} must be an integer {' and '.join(bounds)}{suffix}".replace("integer  ", "integer ")
-    if not _is_int(value):
-        raise ArgumentTypeError(f"{what.rstrip()}, got {describe(value)}")
-    v = int(value)
-    if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-        raise ValueError(f"{what.rstrip()}, got {describe(value)}")
-    return v
+    return f"{name} must be an integer {' and '.join(bounds)}{suffix}".replace("integer  ", "integer ").rstrip()
 
 
 def check_real(value, name, *, minimum=None, maximum=None, strict_minimum=False, allow_str=False):
