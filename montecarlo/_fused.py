@@ -791,8 +791,8 @@ SCAN_KERNEL_ARGS = (("_chunk_offsets_kernel", "O BEF OFF"), ("_states_kernel", "
 #: and globals check cost the host more (on an H100's host: 15.5 against 8.9 us per launch, 21 launches per
 #: training step; the causal pass at L = 4096 took 2.75 against 3.64 ms); off: every launch through the JIT
 #: entry.  The cache's key (:func:`_launch_key`) is at least as fine as Triton's specialisation (tensors'
-#: dtypes and 16-byte alignment; integers' ==1, divisibility by 16 and 32-bit range; the constexprs and
-#: launch options; the device).  A runner that refuses the arguments (another Triton's calling convention:
+#: dtypes and 16-byte alignment; integers' ==1, divisibility by 16 and 32-bit, signed or unsigned 64-bit
+#: range; the constexprs and launch options; the device).  A runner that refuses the arguments (another Triton's calling convention:
 #: TypeError, IndexError, ValueError or AttributeError before it launches) turns the cache off for the
 #: process with a warning, and that launch goes through the JIT entry.
 LAUNCH_CACHE = True
@@ -804,8 +804,8 @@ def _arg_key(a):
         return a.dtype, a.data_ptr() % 16 == 0
     if isinstance(a, bool) or a is None:
         return a
-    if isinstance(a, int):
-        return int, a == 1, a % 16 == 0, -2 ** 31 <= a < 2 ** 31
+    if isinstance(a, int):  # (Triton: i32 in [-2^31, 2^31), u64 in [2^63, 2^64), else i64)
+        return int, a == 1, a % 16 == 0, -2 ** 31 <= a < 2 ** 31, a >= 2 ** 63
     if isinstance(a, float):
         return float
     return type(a), a  # (anything else by its value)

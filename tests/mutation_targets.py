@@ -66,7 +66,8 @@ BEFORE = {
     "fused_scans": [T + "test_nn_fused.py -k 'chunk_offsets or state_scan or causal_operator or host_overhead or "
                     "module_with_fused or compiled_causal or ratio'"],
     "fused_products": [T + "test_nn_fused.py -k 'bf16 or precision or tile_shapes or feature_blocks'"],
-    "fused_launch": [T + "test_nn_fused.py -k 'launch_cache or features_products or linear_features'"],
+    "fused_launch": [T + "test_nn_fused.py -k 'launch_cache or features_products or linear_features or "
+                     "feature_blocks'"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],

@@ -117,7 +117,7 @@ def test_feature_blocks_follow_the_rule(fused):
     """The launches' sizes (_sizes) as documented: the fast path's tile gcd(b, FAST_TILE), its feature block
     FAST_FEATURE_BLOCK for d_v <= 64 (padded width at most 64), else (d_v = 65, padded to 128)
     FAST_FEATURE_BLOCK_SPILL_FREE; the tile path's TILE x FEATURE_BLOCK; a feature block never wider than m
-    rounded up to a power of two nor narrower than 16."""
+    rounded up to a power of two nor narrower than 16; the features' kernels' sizes (_feature_meta)."""
     wide, narrow = fused.FAST_FEATURE_BLOCK, fused.FAST_FEATURE_BLOCK_SPILL_FREE
     assert (wide, narrow) == (64, 32)
     for D, want in ((65, (64, wide, 64)), (66, (64, narrow, 128)), (129, (64, narrow, 128)), (17, (64, wide, 16))):
@@ -127,6 +127,10 @@ def test_feature_blocks_follow_the_rule(fused):
     assert fused._sizes(256, 5, 3, True) == (64, 16, 16)
     assert fused._sizes(256, 128, 65) == (fused.TILE, fused.FEATURE_BLOCK, 64) == (16, 32, 64)
     assert fused._sizes(256, 5, 3) == (16, 16, 16)
+    # the features' kernels: rows FEATURE_TILE, features min(FEATURE_KERNEL_BLOCK, m) (at least 16), x padded
+    assert fused._feature_meta(64, 128, "tf32x3") == dict(T=64, F=32, BX=64, num_warps=8, PREC="tf32x3")
+    assert fused._feature_meta(20, 5, "ieee") == dict(T=64, F=16, BX=32, num_warps=8, PREC="ieee")
+    assert fused._feature_meta(3, 17, "ieee")["BX"] == 16
 
 
 def _set_path(fused, monkeypatch, path, data, before):
@@ -973,7 +977,16 @@ def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monke
         assert [c[0] for c in calls] == ["jit"], (args[1:], meta)
     calls.clear()
     fused._launch(k, (1,), x[4:], 80, 9, T=16, PREC="tf32", num_warps=4)  # (aligned again: the first key)
-    assert [c[0] for c in calls] == ["runner"]
+    fused._launch(k, (1,), x, 2 ** 31 - 16, 2 ** 16 + 3, T=16, PREC="tf32", num_warps=4)  # (still 32-bit)
+    assert [c[0] for c in calls] == ["runner", "runner"]
+    # pairs that differ only in one of Triton's integer classes: ==1, i32 / i64 below and above, i64 / u64
+    for cached, other in ((3, 1), (-2 ** 31, -2 ** 31 - 16), (2 ** 31 - 16, 2 ** 31), (2 ** 62, 2 ** 63)):
+        calls.clear()
+        fused._COMPILED.clear()
+        fused._launch(k, (1,), x, cached, 9, T=16, PREC="tf32", num_warps=4)
+        fused._launch(k, (1,), x, cached, 9, T=16, PREC="tf32", num_warps=4)
+        fused._launch(k, (1,), x, other, 9, T=16, PREC="tf32", num_warps=4)
+        assert [c[0] for c in calls] == ["jit", "runner", "jit"], (cached, other)
     monkeypatch.setattr(fused, "LAUNCH_CACHE", False)
     calls.clear()
     fused._launch(k, (1,), x, 32, 7, T=16, PREC="tf32", num_warps=4)
@@ -1014,8 +1027,9 @@ def test_launch_cache_turns_itself_off_when_the_runner_refuses(fused, monkeypatc
     x = torch.zeros(16)
     fused._launch(k, (1,), x, 32, T=16)
     assert calls == ["jit"] and len(fused._COMPILED) == 1
-    with pytest.warns(RuntimeWarning, match="refused its arguments .TypeError: function takes exactly 7"):
+    with pytest.warns(RuntimeWarning, match="refused its arguments .TypeError: function takes exactly 7") as rec:
         fused._launch(k, (1,), x, 32, T=16)
+    assert rec[0].filename == __file__  # (attributed to the code that launched)
     assert calls == ["jit", "jit"] and fused.LAUNCH_CACHE is False and not fused._COMPILED
     fused._launch(k, (1,), x, 32, T=16)
     assert calls == ["jit"] * 3 and not fused._COMPILED
