@@ -81,16 +81,18 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
         sig = ({p: "*i32" if p == "FLAG" else value if p == "V" else "*fp32" for p in ptrs.split()}
                | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts})
         jobs.append((name, sig, consts, warps))
-    # the features' kernels (d = 64, m = 128; x as the module's inputs give it: bf16 with "tf32x3" products
-    # where the causal products are TF32 or bf16, float32 with IEEE products under IEEE)
-    fmeta = _fused._feature_meta(64, 128, "ieee" if prec == "ieee" else "tf32x3")
-    fwarps = fmeta.pop("num_warps")
+    # the features' kernels (d = 64, m = 128; x as the module's inputs give it: bf16 with "tf32x3" products in
+    # the forward where the causal products are TF32 or bf16, float32 with IEEE products under IEEE; the
+    # gradient's products IEEE, as launched)
     xt = "*fp32" if prec == "ieee" else "*bf16"
     fsig = {"X": xt, "W": "*fp32", "BIAS": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32",
             "HALF_S": "fp32"}
     gsig = {"X": xt, "W": "*fp32", "G": "*fp32", "GX": xt, "R": "i32", "d": "i32", "M": "i32",
             "S": "fp32"}
-    for name, sig in zip(_fused.FEATURE_KERNELS, (fsig, gsig)):
+    for name, sig, fprec in zip(_fused.FEATURE_KERNELS, (fsig, gsig), ("ieee" if prec == "ieee" else "tf32x3",
+                                                                        "ieee")):
+        fmeta = _fused._feature_meta(64, 128, fprec)
+        fwarps = fmeta.pop("num_warps")
         jobs.append((name, sig | {c: "constexpr" for c in fmeta}, fmeta, fwarps))
     # the ratio's kernels (float32 numerators and masses, a mask, bf16 outputs and cotangents; d_v = 64)
     rmeta = dict(HAS_SEEN=True, T=_fused.RATIO_TILE, BD=BD)
