@@ -792,9 +792,11 @@ SCAN_KERNEL_ARGS = (("_chunk_offsets_kernel", "O BEF OFF"), ("_states_kernel", "
 #: training step; the causal pass at L = 4096 took 2.75 against 3.64 ms); off: every launch through the JIT
 #: entry.  The cache's key (:func:`_launch_key`) is at least as fine as Triton's specialisation (tensors'
 #: dtypes and 16-byte alignment; integers' ==1, divisibility by 16 and 32-bit, signed or unsigned 64-bit
-#: range; the constexprs and launch options; the device).  A runner that refuses the arguments (another Triton's calling convention:
-#: TypeError, IndexError, ValueError or AttributeError before it launches) turns the cache off for the
-#: process with a warning, and that launch goes through the JIT entry.
+#: range; the constexprs and launch options; the device).  A runner that refuses the arguments (another
+#: Triton's calling convention: TypeError, IndexError, ValueError or AttributeError before it launches) turns
+#: the cache off for the process with a warning, and that launch goes through the JIT entry.  (Cached
+#: launches skip the JIT entry's check that the kernels' global constexprs, such as ``_FLOOR``, kept their
+#: values: change those only with the cache off, or clear ``_COMPILED``.)
 LAUNCH_CACHE = True
 _COMPILED = {}
 

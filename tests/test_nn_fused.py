@@ -941,9 +941,9 @@ def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monke
     """With LAUNCH_CACHE on, a compiled kernel's first launch of a specialisation goes through the JIT entry
     and later ones through the compiled kernel's runner, with the constexprs appended in parameter order and
     the new grid padded to three sizes (Triton's runner indexes grid[1] and grid[2]: a one-size grid failed
-    with IndexError on an H100); a change of anything Triton specialises on (an integer becoming 1 or a multiple of 16 or
-    leaving the 32-bit range, a tensor's dtype or 16-byte alignment, a constexpr, the warps) goes through the
-    JIT entry again (power: a key without the alignment would send the misaligned view to the runner).  Off,
+    with IndexError on an H100); a change of anything Triton specialises on (an integer becoming 1 or a
+    multiple of 16 or crossing a bound of Triton's i32 / i64 / u64 classes, a tensor's dtype or 16-byte
+    alignment, a constexpr, the warps) goes through the JIT entry again (power: a key without the alignment would send the misaligned view to the runner).  Off,
     or for a kernel Triton does not compile (the interpreter's, a stand-in), every launch is the JIT entry."""
     calls = []
 
