@@ -976,9 +976,11 @@ def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monke
         fused._launch(k, (1,), *args, **({"T": 16, "PREC": "tf32", "num_warps": 4} | meta))
         assert [c[0] for c in calls] == ["jit"], (args[1:], meta)
     calls.clear()
-    fused._launch(k, (1,), x[4:], 80, 9, T=16, PREC="tf32", num_warps=4)  # (aligned again: the first key)
+    fused._COMPILED.clear()  # (no misaligned entry that a coarser alignment could match)
+    fused._launch(k, (1,), x, 32, 7, T=16, PREC="tf32", num_warps=4)
+    fused._launch(k, (1,), x[4:], 80, 9, T=16, PREC="tf32", num_warps=4)  # (16 bytes on: still aligned)
     fused._launch(k, (1,), x, 2 ** 31 - 16, 2 ** 16 + 3, T=16, PREC="tf32", num_warps=4)  # (still 32-bit)
-    assert [c[0] for c in calls] == ["runner", "runner"]
+    assert [c[0] for c in calls] == ["jit", "runner", "runner"]
     # pairs that differ only in one of Triton's integer classes: ==1, i32 / i64 below and above, i64 / u64
     for cached, other in ((3, 1), (-2 ** 31, -2 ** 31 - 16), (2 ** 31 - 16, 2 ** 31), (2 ** 62, 2 ** 63)):
         calls.clear()
