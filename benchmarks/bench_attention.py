@@ -26,6 +26,8 @@ Host (``python -m benchmarks.bench_attention --host``; no GPU needed): the CPU w
 training step of the fused CUDA path (Python, the torch operators' dispatch, autograd), measured on tiny
 CPU tensors with the kernels' launches as no-ops, against SDPA's on the same tensors; with the numbers of
 kernel launches, custom-operator calls and other torch operators per step.
+Launch (``--launch``; needs CUDA): the host's time per kernel launch through Triton's JIT entry, through
+the compiled kernel's runner (what ``montecarlo._fused.LAUNCH_CACHE`` uses) and for a torch operator.
 ``--json [PATH]`` also writes the rows (default
 ``benchmarks/results/bench_attention.json``).  Nothing here asserts.
 """
@@ -308,10 +310,10 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
     have passed; and at chunk 256 and 128 with every launch through Triton's JIT entry (``LAUNCH_CACHE =
     False``; by default the launches after the first go through the compiled kernels' runners), at 128 with
     IEEE products in the features' kernel and with its feature block 64 (``FEATURE_KERNEL_BLOCK``; first
-    length).  ``names``: only
-    the forms of these names (and SDPA).  (Two other fast-path shapes, features 32 and tile 32 on 4 warps, took
-    6.5 ms against 5.4 at L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the top
-    CUDA kernels of the eager default at the first L (30 rows: the kernels and the torch work around them)."""
+    length).  ``names``: only the forms of these names (and SDPA).  (Two other fast-path shapes, features 32
+    and tile 32 on 4 warps, took 6.5 ms against 5.4 at L = 4096 in run 4 of benchmarks/README and are no
+    longer timed.)  Prints the top CUDA kernels of the eager default at the first L (30 rows: the kernels and
+    the torch work around them)."""
     import torch
 
     import montecarlo.nn as mnn
