@@ -56,6 +56,7 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     """{kernel: (registers per thread, spill-store bytes)} from ptxas -v."""
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.compiler import get_ptxas
+    import torch
     from triton.compiler import ASTSource, compile
 
     from montecarlo import _fused
@@ -68,6 +69,9 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     rF = _fused._sizes(chunk, wide, 2, fast=True)[1]
     out = {}
     jobs = []
+    # the values and the features' x as the module's inputs give them: bf16 where the products are TF32 or bf16,
+    # float32 for IEEE
+    half = "*fp32" if prec == "ieee" else "*bf16"
     for name, ptrs, path in _fused.KERNELS:
         if path == "fast":
             F_ = rF if name == "_row_offsets_kernel" else fF
@@ -76,21 +80,17 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
                 consts["GAP"] = _fused.GAP
         else:
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
-        # (the values as the module's inputs give them: bf16 where the products are TF32 or bf16, float32 for IEEE)
-        value = "*fp32" if prec == "ieee" else "*bf16"
-        sig = ({p: "*i32" if p == "FLAG" else value if p == "V" else "*fp32" for p in ptrs.split()}
+        sig = ({p: "*i32" if p == "FLAG" else half if p == "V" else "*fp32" for p in ptrs.split()}
                | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts})
         jobs.append((name, sig, consts, warps))
-    # the features' kernels (d = 64, m = 128; x as the module's inputs give it: bf16 with "tf32x3" products in
-    # the forward where the causal products are TF32 or bf16, float32 with IEEE products under IEEE; the
-    # gradient's products IEEE, as launched)
-    xt = "*fp32" if prec == "ieee" else "*bf16"
-    fsig = {"X": xt, "W": "*fp32", "BIAS": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32",
+    # the features' kernels (d = 64, m = 128; the forward's products by x's dtype, _fused.feature_products, the
+    # gradient's IEEE, as launched)
+    fsig = {"X": half, "W": "*fp32", "BIAS": "*fp32", "LF": "*fp32", "R": "i32", "d": "i32", "M": "i32",
             "HALF_S": "fp32"}
-    gsig = {"X": xt, "W": "*fp32", "G": "*fp32", "GX": xt, "R": "i32", "d": "i32", "M": "i32",
+    gsig = {"X": half, "W": "*fp32", "G": "*fp32", "GX": half, "R": "i32", "d": "i32", "M": "i32",
             "S": "fp32"}
-    for name, sig, fprec in zip(_fused.FEATURE_KERNELS, (fsig, gsig), ("ieee" if prec == "ieee" else "tf32x3",
-                                                                        "ieee")):
+    x_dtype = torch.float32 if prec == "ieee" else torch.bfloat16
+    for name, sig, fprec in zip(_fused.FEATURE_KERNELS, (fsig, gsig), (_fused.feature_products(x_dtype), "ieee")):
         fmeta = _fused._feature_meta(64, 128, fprec)
         fwarps = fmeta.pop("num_warps")
         jobs.append((name, sig | {c: "constexpr" for c in fmeta}, fmeta, fwarps))

@@ -868,22 +868,22 @@ def _cdiv(a, b):
 def products(half):
     """The precision of the matrix products for the module's inputs: :data:`PRECISION` where set, else "tf32"
     for half-precision inputs (``half``: bfloat16 or float16) and "ieee" for float32 ones."""
-    if PRECISION is not None:
-        if PRECISION not in PRECISIONS:
-            raise ValueError(f"montecarlo._fused.PRECISION must be None or one of {PRECISIONS}, got {PRECISION!r}")
-        return PRECISION
-    return "tf32" if half else "ieee"
+    return _setting("PRECISION", PRECISION, PRECISIONS) or ("tf32" if half else "ieee")
+
+
+def _setting(name, value, allowed):
+    """A precision setting of this module (``name``, its ``value``): None, or one of ``allowed`` (else a
+    ValueError naming the setting and the allowed values)."""
+    if value is not None and value not in allowed:
+        raise ValueError(f"montecarlo._fused.{name} must be None or one of {allowed}, got {value!r}")
+    return value
 
 
 def feature_products(dtype):
     """The ``input_precision`` of the features' forward kernel for x of ``dtype``: :data:`FEATURE_PRECISION`
     where set, else "tf32x3" for bfloat16/float16 and "ieee" for float32 (the gradient's kernel: IEEE)."""
-    if FEATURE_PRECISION is not None:
-        if FEATURE_PRECISION not in FEATURE_PRECISIONS:
-            raise ValueError(f"montecarlo._fused.FEATURE_PRECISION must be None or one of {FEATURE_PRECISIONS}, "
-                             f"got {FEATURE_PRECISION!r}")
-        return FEATURE_PRECISION
-    return "ieee" if dtype == torch.float32 else "tf32x3"
+    return (_setting("FEATURE_PRECISION", FEATURE_PRECISION, FEATURE_PRECISIONS)
+            or ("ieee" if dtype == torch.float32 else "tf32x3"))
 
 
 def _value_block(D):
