@@ -937,23 +937,17 @@ def test_cuda_features_products_error(monkeypatch):
     assert min(tf32[:2]) > 1e-5, (errs, tf32)
 
 
-def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monkeypatch):
-    """With LAUNCH_CACHE on, a compiled kernel's first launch of a specialisation goes through the JIT entry
-    and later ones through the compiled kernel's runner, with the constexprs appended in parameter order and
-    the new grid padded to three sizes (Triton's runner indexes grid[1] and grid[2]: a one-size grid failed
-    with IndexError on an H100); a change of anything Triton specialises on (an integer becoming 1 or a
-    multiple of 16 or crossing a bound of Triton's i32 / i64 / u64 classes, a tensor's dtype or 16-byte
-    alignment, a constexpr, the warps) goes through the JIT entry again (power: a key without the alignment would send the misaligned view to the runner).  Off,
-    or for a kernel Triton does not compile (the interpreter's, a stand-in), every launch is the JIT entry."""
+def _fake_compiled_kernel(fused, monkeypatch, arg_names, runner):
+    """A stand-in for a compiled Triton kernel with parameters ``arg_names``, which ``_launch`` takes for one
+    (LAUNCH_CACHE on, an empty cache, device 0): its JIT entry records ("jit", grid, args, meta) in ``calls``
+    and returns a compiled kernel whose runner for a grid is ``runner(grid, calls)``.  Returns (kernel, calls)."""
     calls = []
 
     class Compiled:
         def __getitem__(self, grid):
-            return lambda *a: calls.append(("runner", grid, a))
+            return runner(grid, calls)
 
     class Kernel:
-        arg_names = ["X", "n", "d", "T", "PREC"]
-
         def __getitem__(self, grid):
             def jit(*a, **kw):
                 calls.append(("jit", grid, a, kw))
@@ -961,10 +955,25 @@ def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monke
             return jit
 
     k = Kernel()
+    k.arg_names = arg_names
     monkeypatch.setattr(fused, "_is_compiled", lambda kernel: kernel is k)
     monkeypatch.setattr(fused, "LAUNCH_CACHE", True)
     monkeypatch.setattr(fused, "_COMPILED", {})
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return k, calls
+
+
+def test_launch_cache_reuses_the_compiled_kernel_per_specialisation(fused, monkeypatch):
+    """With LAUNCH_CACHE on, a compiled kernel's first launch of a specialisation goes through the JIT entry
+    and later ones through the compiled kernel's runner, with the constexprs appended in parameter order and
+    the new grid padded to three sizes (Triton's runner indexes grid[1] and grid[2]: a one-size grid failed
+    with IndexError on an H100); a change of anything Triton specialises on (an integer becoming 1 or a
+    multiple of 16 or crossing a bound of Triton's i32 / i64 / u64 classes, a tensor's dtype or 16-byte
+    alignment, a constexpr, the warps) goes through the JIT entry again (power: a key without the alignment
+    would send the misaligned view to the runner).  Off, or for a kernel Triton does not compile (the
+    interpreter's, a stand-in), every launch is the JIT entry."""
+    k, calls = _fake_compiled_kernel(fused, monkeypatch, ["X", "n", "d", "T", "PREC"],
+                                     lambda grid, calls: lambda *a: calls.append(("runner", grid, a)))
     x = torch.zeros(64)
     assert x.data_ptr() % 16 == 0
     fused._launch(k, (2,), x, 32, 7, T=16, PREC="tf32", num_warps=4)
@@ -1004,37 +1013,21 @@ def test_launch_cache_turns_itself_off_when_the_runner_refuses(fused, monkeypatc
     """A runner that refuses its arguments (another Triton's convention: here TypeError before launching) turns
     LAUNCH_CACHE off with a RuntimeWarning naming the error, the cache is emptied and that launch and later
     ones go through the JIT entry (each launched once: no launch lost or doubled)."""
-    calls = []
+    def refusing(grid, calls):
+        def runner(*a):
+            raise TypeError("function takes exactly 7 arguments (9 given)")
+        return runner
 
-    class Refusing:
-        def __getitem__(self, grid):
-            def runner(*a):
-                raise TypeError("function takes exactly 7 arguments (9 given)")
-            return runner
-
-    class Kernel:
-        arg_names = ["X", "n", "T"]
-
-        def __getitem__(self, grid):
-            def jit(*a, **kw):
-                calls.append("jit")
-                return Refusing()
-            return jit
-
-    k = Kernel()
-    monkeypatch.setattr(fused, "_is_compiled", lambda kernel: kernel is k)
-    monkeypatch.setattr(fused, "LAUNCH_CACHE", True)
-    monkeypatch.setattr(fused, "_COMPILED", {})
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    k, calls = _fake_compiled_kernel(fused, monkeypatch, ["X", "n", "T"], refusing)
     x = torch.zeros(16)
     fused._launch(k, (1,), x, 32, T=16)
-    assert calls == ["jit"] and len(fused._COMPILED) == 1
+    assert [c[0] for c in calls] == ["jit"] and len(fused._COMPILED) == 1
     with pytest.warns(RuntimeWarning, match="refused its arguments .TypeError: function takes exactly 7") as rec:
         fused._launch(k, (1,), x, 32, T=16)
     assert rec[0].filename == __file__  # (attributed to the code that launched)
-    assert calls == ["jit", "jit"] and fused.LAUNCH_CACHE is False and not fused._COMPILED
+    assert [c[0] for c in calls] == ["jit", "jit"] and fused.LAUNCH_CACHE is False and not fused._COMPILED
     fused._launch(k, (1,), x, 32, T=16)
-    assert calls == ["jit"] * 3 and not fused._COMPILED
+    assert [c[0] for c in calls] == ["jit"] * 3 and not fused._COMPILED
 
 
 @cuda
