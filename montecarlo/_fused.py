@@ -72,13 +72,16 @@ float64 (each path alone and both in one call), and compile them to cubins for s
 a GPU the compiled kernels against the torch path.
 """
 
+import functools
 import math
+import types
 
 import torch
 import triton
 import triton.language as tl
 
 from montecarlo.couplings import next_power_of_two as _pow2
+from theory.validation import describe
 
 #: Tile length T (positions), feature block F and warps per program of the tile path's kernels; T x T x F
 #: exponentials live in registers in the diagonal tiles (``benchmarks.bench_attention --cuda --variants``
@@ -925,13 +928,21 @@ def fast_chunks(qr, lk4, before, o=None):
 
 
 def _grids(n, N, b, M, D):
-    """(grid of one program per tile, grid with feature blocks, meta) of the tile and the fast path."""
+    """(grid of one program per tile, grid with feature blocks, meta) of the tile and the fast path (meta
+    read-only: one per shape and sizing settings, kept, since a training step asks five times)."""
+    return _grids_of(n, N, b, M, D, TILE, FEATURE_BLOCK, NUM_WARPS, FAST_TILE, FAST_FEATURE_BLOCK,
+                     FAST_FEATURE_BLOCK_SPILL_FREE, FAST_NUM_WARPS)
+
+
+@functools.lru_cache(maxsize=64)
+def _grids_of(n, N, b, M, D, *settings):
+    """:func:`_grids` for the sizing ``settings`` in force (part of the key: tests and benchmarks set them)."""
     out = []
     for fast in (False, True):
         T, F, BD = _sizes(b, M, D, fast)
-        meta = dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS if fast else NUM_WARPS)
+        meta = types.MappingProxyType(dict(B=b, T=T, F=F, BD=BD, num_warps=FAST_NUM_WARPS if fast else NUM_WARPS))
         out.append(((n * N, b // T), (n * N, b // T, _cdiv(M, F)), meta))
-    return out
+    return tuple(out)
 
 
 def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
@@ -1279,9 +1290,9 @@ def _feature_meta(d, M, precision):
 
 def _linear_features_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
     x, w, bias = _contiguous(x, w, bias)
-    R, d = x.shape
-    M = w.shape[0]
-    lf = torch.empty((R, M), dtype=torch.float32, device=x.device)
+    d, M = x.shape[-1], w.shape[0]
+    lf = torch.empty((*x.shape[:-1], M), dtype=torch.float32, device=x.device)  # (no views: x's leading shape)
+    R = lf.numel() // M if M else 0
     if R == 0:  # (no programs to launch)
         return lf
     meta = _feature_meta(d, M, feature_products(x.dtype))
@@ -1295,12 +1306,13 @@ _linear_features_op = torch.library.custom_op("simplex_rf::linear_log_features",
 
 @_linear_features_op.register_fake
 def _(x, w, bias, scale):
-    return torch.empty((x.shape[0], w.shape[0]), dtype=torch.float32, device=x.device)
+    return torch.empty((*x.shape[:-1], w.shape[0]), dtype=torch.float32, device=x.device)
 
 
 def _linear_features_backward_impl(x: torch.Tensor, w: torch.Tensor, G: torch.Tensor, scale: float) -> torch.Tensor:
     x, w, G = _contiguous(x, w, G)
-    R, d = x.shape
+    d = x.shape[-1]
+    R = x.numel() // d if d else 0
     gx = torch.empty_like(x)
     if R == 0:
         return gx
@@ -1364,14 +1376,17 @@ def linear_log_features(x, w, bias, scale):
 
 def linear_log_features_of(xs, w, bias, scale):
     """:func:`linear_log_features` of each tensor of ``xs`` (queries and keys) with one set of rows and
-    constants, which are scaled and laid out once (a tuple of results)."""
-    xs = tuple(xs)
-    for x in xs:
-        if w.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-            raise ValueError(f"w must be float32 and x float32, bfloat16 or float16, got {w.dtype} and {x.dtype}")
-        if x.shape[-1] != w.shape[-1] or x.device != w.device or w.dim() != 2:
-            raise ValueError(f"x (..., d) and w (m, d) must share d and the device, got {tuple(x.shape)} on "
-                             f"{x.device} and {tuple(w.shape)} on {w.device}")
+    constants, which are scaled and laid out once (a tuple of results): :func:`scaled_log_features` with
+    :func:`feature_rows`."""
+    return scaled_log_features(xs, *feature_rows(w, bias, scale), scale)
+
+
+def feature_rows(w, bias, scale):
+    """The features' kernel's rows :math:`s^{1/2} w` (m, d) and constants b (m,), float32 and detached, from a
+    kind's linear form: w (m, d) float32 and b (a number or float32 broadcastable to (m,)).  Two torch operators;
+    a caller whose w and b stay put (a module between redraws) keeps them for :func:`scaled_log_features`."""
+    if not isinstance(w, torch.Tensor) or w.dtype != torch.float32 or w.dim() != 2:
+        raise ValueError(f"w must be a float32 (m, d) tensor, got {describe(w)}")
     M = w.shape[0]
     if isinstance(bias, torch.Tensor):
         if bias.dtype != torch.float32 or bias.device != w.device:
@@ -1379,18 +1394,31 @@ def linear_log_features_of(xs, w, bias, scale):
         b = torch.broadcast_to(bias.detach(), (M,))
     else:
         b = torch.full((M,), float(bias), dtype=torch.float32, device=w.device)
-    ws = w.detach() * math.sqrt(scale)
-    out = []
+    return w.detach() * math.sqrt(scale), b
+
+
+def scaled_log_features(xs, ws, b, scale):
+    """:func:`linear_log_features` of each tensor of ``xs`` from the rows and constants of
+    :func:`feature_rows` (``ws`` = s^{1/2} w, ``b``): one kernel per tensor, no other torch operator (the
+    results have the inputs' leading shapes; a tuple)."""
+    xs = tuple(xs)
     for x in xs:
-        x2 = x.reshape(-1, x.shape[-1])
-        op = _LinearFeaturesEager.apply if _eager(x2, ws, b) else _linear_features_op
-        out.append(op(x2, ws, b, float(scale)).reshape(*x.shape[:-1], M))
-    return tuple(out)
+        if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"x must be float32, bfloat16 or float16, got {x.dtype}")
+        if x.dim() < 1 or x.shape[-1] != ws.shape[-1] or x.device != ws.device:
+            raise ValueError(f"x (..., d) and w (m, d) must share d and the device, got {tuple(x.shape)} on "
+                             f"{x.device} and {tuple(ws.shape)} on {ws.device}")
+    if b.shape != (ws.shape[0],) or b.dtype != torch.float32:
+        raise ValueError(f"b must be float32 of shape ({ws.shape[0]},) (feature_rows), got {b.dtype} "
+                         f"{tuple(b.shape)}")
+    op = _LinearFeaturesEager.apply if _eager(*xs, ws, b) else _linear_features_op
+    return tuple(op(x, ws, b, float(scale)) for x in xs)
 
 
 def _ratio_launch(nd, seen, L):
-    """(grid, arguments after the pointers, constexprs) of the ratio's kernels for nd (n, Lp, D)."""
-    n, Lp, D = nd.shape
+    """(grid, arguments after the pointers, constexprs) of the ratio's kernels for nd (n, Lp, D) or (n, N, b, D)."""
+    n, D = nd.shape[0], nd.shape[-1]
+    Lp = nd.numel() // (n * D)
     meta = dict(HAS_SEEN=seen is not None, T=RATIO_TILE, BD=_value_block(D), num_warps=RATIO_NUM_WARPS)
     return (_cdiv(n * L, RATIO_TILE),), (n * L, L, Lp, D), meta
 
@@ -1403,11 +1431,10 @@ class _RatioEager(torch.autograd.Function):
     """:class:`montecarlo.nn._Ratio` of the causal scan's rows by the ratio's kernels (eager mode)."""
 
     @staticmethod
-    def forward(ctx, nd, seen, L, dtype):
-        n, Lp, D = nd.shape
-        out = torch.empty((n, L, D - 1), dtype=dtype, device=nd.device)
+    def forward(ctx, nd, seen, L, dtype, shape):
+        out = torch.empty(shape, dtype=dtype, device=nd.device)
         grid, sizes, meta = _ratio_launch(nd, seen, L)
-        rows = _seen_rows(seen, n, L)
+        rows = _seen_rows(seen, nd.shape[0], L)
         _launch(_ratio_kernel, grid, nd, rows, out, *sizes, **meta)
         ctx.save_for_backward(nd, seen, rows)  # (the bool mask for create_graph, its rows for the kernel)
         ctx.L = L
@@ -1416,25 +1443,32 @@ class _RatioEager(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         nd, seen, rows = ctx.saved_tensors
-        Lp, L = nd.shape[1], ctx.L
+        L = ctx.L
         if torch.is_grad_enabled():  # backward(create_graph=True): the torch form, differentiable again
             from montecarlo import nn as _nn
 
-            G = _nn._Ratio.cotangent(nd[:, :L], seen, g.to(nd.dtype))
-            return torch.nn.functional.pad(G, (0, 0, 0, Lp - L)), None, None, None
-        gnd = (torch.empty_like if Lp == L else torch.zeros_like)(nd)  # (padded rows: zero)
-        grid, sizes, meta = _ratio_launch(nd, seen, L)
-        _launch(_ratio_grad_kernel, grid, nd, rows, g.contiguous(), gnd, *sizes, **meta)
-        return gnd, None, None, None
+            n, D = nd.shape[0], nd.shape[-1]
+            nd3 = nd.reshape(n, -1, D)
+            G = _nn._Ratio.cotangent(nd3[:, :L], seen, g.reshape(n, L, D - 1).to(nd.dtype))
+            return torch.nn.functional.pad(G, (0, 0, 0, nd3.shape[1] - L)).reshape(nd.shape), None, None, None, None
+        sizes = _ratio_launch(nd, seen, L)
+        gnd = (torch.empty_like if sizes[1][2] == L else torch.zeros_like)(nd)  # (padded rows: zero)
+        _launch(_ratio_grad_kernel, sizes[0], nd, rows, g.contiguous(), gnd, *sizes[1], **sizes[2])
+        return gnd, None, None, None, None
 
 
-def ratio(nd, seen, L, dtype):
-    """num / den of the causal scan's output rows (montecarlo.nn._Ratio) for nd (n, Lp, D) float32, the first L
-    of each sequence's Lp rows, ``seen`` (n, L, 1) bool or None (rows that see no key: 0, zero gradient), as
-    (n, L, D - 1) in ``dtype``; in eager mode by the ratio's kernels (:data:`RATIO_KERNELS_ON`), else by the
-    torch form."""
+def ratio(nd, seen, L, dtype, shape=None):
+    """num / den of the causal scan's output rows (montecarlo.nn._Ratio) for nd (n, Lp, D) or (n, N, b, D)
+    float32, the first L of each sequence's Lp = N b rows, ``seen`` (n, L, 1) bool or None (rows that see no
+    key: 0, zero gradient), in ``dtype``, of ``shape`` (n L (D - 1) entries; None: (n, L, D - 1)); in eager
+    mode by the ratio's kernels (:data:`RATIO_KERNELS_ON`), which write that shape directly, else by the torch
+    form."""
+    n, D = nd.shape[0], nd.shape[-1]
+    shape = (n, L, D - 1) if shape is None else tuple(shape)
+    if math.prod(shape) != n * L * (D - 1):
+        raise ValueError(f"shape must hold n L (D - 1) = {n * L * (D - 1)} entries, got {shape}")
     if not (RATIO_KERNELS_ON and _eager(nd)):
         from montecarlo import nn as _nn
 
-        return _nn._Ratio.apply(nd[:, :L], seen).to(dtype)
-    return _RatioEager.apply(nd.contiguous(), seen, L, dtype)
+        return _nn._Ratio.apply(nd.reshape(n, -1, D)[:, :L], seen).to(dtype).reshape(shape)
+    return _RatioEager.apply(nd.contiguous(), seen, L, dtype, shape)

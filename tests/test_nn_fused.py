@@ -50,14 +50,14 @@ def _force_fused(monkeypatch, on):
 def _count_features(fused, monkeypatch):
     """A list that the features' operator fills with its number of features (rows of w), once per tensor
     (queries, keys) that it maps."""
-    real, calls = fused.linear_log_features_of, []
+    real, calls = fused.scaled_log_features, []
 
     def counted(xs, w, *args):
         xs = tuple(xs)
         calls.extend([w.shape[0]] * len(xs))
         return real(xs, w, *args)
 
-    monkeypatch.setattr(fused, "linear_log_features_of", counted)
+    monkeypatch.setattr(fused, "scaled_log_features", counted)
     return calls
 
 
@@ -852,6 +852,144 @@ def test_linear_features_kernel_equals_the_torch_map(fused, kind, dtype):
         assert out.shape == (2, 0, 70 * rec.width) and torch.autograd.grad(out.sum(), empty)[0].shape == empty.shape
 
 
+def test_feature_rows_and_scaled_features_check_their_inputs(fused):
+    """feature_rows scales the rows by s^{1/2} and lays out the constants (a number or a float32 tensor
+    broadcast to (m,)); it and scaled_log_features refuse what the kernel cannot read, naming the argument;
+    scaled_log_features keeps the inputs' leading shapes (no views) and equals linear_log_features."""
+    g = torch.Generator().manual_seed(29)
+    w = torch.randn(8, 4, generator=g)
+    ws, b = fused.feature_rows(w, 0.25, 0.5)
+    assert torch.allclose(ws, w * 0.5 ** 0.5, rtol=1e-7) and torch.equal(b, torch.full((8,), 0.25))
+    _, b2 = fused.feature_rows(w, torch.arange(8.0), 0.5)
+    assert torch.equal(b2, torch.arange(8.0))
+    with pytest.raises(ValueError, match="w must be a float32 \\(m, d\\) tensor"):
+        fused.feature_rows(w.double(), 0.0, 0.5)
+    with pytest.raises(ValueError, match="w must be a float32"):
+        fused.feature_rows(w[0], 0.0, 0.5)
+    with pytest.raises(ValueError, match="bias must be float32"):
+        fused.feature_rows(w, torch.zeros(8, dtype=torch.float64), 0.5)
+    with pytest.raises(ValueError, match="must share d"):
+        fused.scaled_log_features((torch.randn(3, 5),), ws, b, 0.5)
+    with pytest.raises(ValueError, match="b must be float32 of shape \\(8,\\)"):
+        fused.scaled_log_features((torch.randn(3, 4),), ws, b[:3], 0.5)
+    with pytest.raises(ValueError, match="x must be float32, bfloat16 or float16"):
+        fused.scaled_log_features((torch.randn(3, 4).double(),), ws, b, 0.5)
+    x = torch.randn(2, 3, 5, 4, generator=g)
+    lx, = fused.scaled_log_features((x,), ws, b, 0.5)
+    assert lx.shape == (2, 3, 5, 8)
+    assert torch.equal(lx, fused.linear_log_features(x, w, 0.25, 0.5))
+    want = x @ ws.T + b - 0.25 * (x * x).sum(-1, keepdim=True)
+    assert torch.allclose(lx, want, rtol=1e-5, atol=1e-5)
+
+
+def test_module_keeps_the_features_rows_while_they_hold(fused, monkeypatch):
+    """The module forms its features' kernel rows and constants (feature_rows) once and keeps them between
+    forward passes while the projections (the same tensor, unmodified), the scale and the kind's parameters
+    stay; a redraw, an in-place change of the weights, load_state_dict or another scale forms them again, and
+    the outputs then equal a fresh module's with the same projections (power: each change moves the output).
+    A deep copy gives the same outputs and redraws on its own.  Not kept for parameters from the data, for
+    inference tensors (no version counter) or under torch.compile."""
+    import copy
+
+    _force_fused(monkeypatch, True)
+    real, calls = fused.feature_rows, []
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    monkeypatch.setattr(fused, "feature_rows", counted)
+    g = torch.Generator().manual_seed(31)
+    q, k, v = (torch.randn(2, 40, 16, generator=g) for _ in range(3))
+    mod = PRFAttention(16, 24, "simplex", causal=True, seed=2, chunk=32)
+
+    def fresh(m):  # the same projections and scale, nothing kept
+        return PRFAttention.from_weights(m.weights.clone(), causal=True, chunk=32, scale=m.scale)(q, k, v)
+
+    stale = mod(q, k, v)
+    assert torch.equal(mod(q, k, v), stale) and len(calls) == 1
+    other = PRFAttention(16, 24, "simplex", causal=True, seed=9, chunk=32).state_dict()
+    for change in (mod.redraw, lambda: mod.weights.mul_(0.5), lambda: mod.load_state_dict(other),
+                   lambda: setattr(mod, "scale", 0.3)):
+        before = len(calls)
+        with torch.no_grad():
+            change()
+        out = mod(q, k, v)
+        assert len(calls) == before + 1
+        assert torch.allclose(out, fresh(mod), rtol=1e-6, atol=1e-6)
+        assert not torch.allclose(out, stale, rtol=1e-3, atol=1e-3)
+        stale = out
+    twin = copy.deepcopy(mod)
+    assert torch.equal(twin(q, k, v), stale)
+    twin.redraw()
+    assert torch.allclose(twin(q, k, v), fresh(twin), rtol=1e-6, atol=1e-6)
+    assert torch.equal(mod(q, k, v), stale)
+    driven = PRFAttention(16, 24, "simplex", kind="oprf", causal=True, seed=2, chunk=32)
+    driven(q, k, v)
+    assert driven._rows_cache is None
+    with torch.inference_mode():
+        inf = PRFAttention(16, 24, "simplex", causal=True, seed=2, chunk=32)
+        assert inf.weights.is_inference()
+        out = inf(q, k, v)
+    assert inf._rows_cache is None
+    assert torch.equal(out, PRFAttention(16, 24, "simplex", causal=True, seed=2, chunk=32)(q, k, v))
+    monkeypatch.setattr(mnn, "_compiling", lambda: True)
+    before = len(calls)
+    mod(q, k, v)
+    mod(q, k, v)
+    assert len(calls) == before + 2 and mod._rows_cache is None
+
+
+def test_ratio_writes_the_shape_asked_for(fused, monkeypatch):
+    """ratio reads nd as (n, Lp, D) or (n, N, b, D) and writes the output in the shape asked for (the module's
+    leading shape: no view after it), by its kernels and by the torch form, equal to the (n, L, D - 1) result
+    reshaped, gradients too; a shape with another number of entries raises, naming it."""
+    g = torch.Generator().manual_seed(32)
+    n, N, b, D, L = 2, 3, 16, 5, 40
+    nd = torch.randn(n, N, b, D, generator=g)
+    nd[..., -1] = nd[..., -1].abs() + 0.5
+    shape = (1, 2, L, D - 1)
+    cot = torch.randn(shape, generator=g)
+    for on in (True, False):
+        monkeypatch.setattr(fused, "RATIO_KERNELS_ON", on)
+        a = nd.clone().requires_grad_(True)
+        b_ = nd.reshape(n, N * b, D).clone().requires_grad_(True)
+        out = fused.ratio(a, None, L, torch.float32, shape)
+        want = fused.ratio(b_, None, L, torch.float32).reshape(shape)
+        assert out.shape == shape and torch.equal(out, want), on
+        ga, = torch.autograd.grad(out, a, cot)
+        gb, = torch.autograd.grad(want, b_, cot)
+        assert ga.shape == nd.shape and torch.equal(ga.reshape(gb.shape), gb), on
+        with pytest.raises(ValueError, match="shape must hold n L \\(D - 1\\) = 320 entries"):
+            fused.ratio(nd, None, L, torch.float32, (n, L, D))
+
+
+def test_grids_are_kept_per_shape_and_settings(fused, monkeypatch):
+    """The launch grids and constexprs (_grids) are formed once per shape and sizing settings: the same object
+    again, read-only, and new ones when a setting changes (tests and benchmarks set them)."""
+    a = fused._grids(2, 3, 128, 64, 65)
+    assert fused._grids(2, 3, 128, 64, 65) is a
+    with pytest.raises(TypeError):
+        a[1][2]["T"] = 1
+    assert a[1][2]["T"] == fused.FAST_TILE == 64 and a[1][0] == (6, 2)
+    monkeypatch.setattr(fused, "FAST_TILE", 32)
+    b = fused._grids(2, 3, 128, 64, 65)
+    assert b[1][2]["T"] == 32 and b[1][0] == (6, 4)
+    monkeypatch.setattr(fused, "NUM_WARPS", 2)
+    assert fused._grids(2, 3, 128, 64, 65)[0][2]["num_warps"] == 2
+
+
+def test_broadcast_shapes_helper_equals_torchs():
+    """nn._broadcast_shapes (a shortcut where the shapes are equal) equals torch.broadcast_shapes as a tuple,
+    and refuses shapes that do not broadcast as it does."""
+    for shapes in (((2, 3), (2, 3), (2, 3)), ((2, 1), (1, 3)), ((), (4,)), ((3,),), ((5, 1, 2), (2,))):
+        sizes = [torch.Size(s) for s in shapes]
+        got = mnn._broadcast_shapes(*sizes)
+        assert type(got) is tuple and got == tuple(torch.broadcast_shapes(*shapes)), shapes
+    with pytest.raises(RuntimeError):
+        mnn._broadcast_shapes(torch.Size((2,)), torch.Size((3,)))
+
+
 def test_features_products_follow_the_dtype(fused, monkeypatch):
     """The features' kernels' products (feature_products) by x's dtype: "tf32x3" for bf16 and fp16, "ieee" for
     float32, FEATURE_PRECISION where set (a value outside FEATURE_PRECISIONS raises, naming the setting); the
@@ -1368,6 +1506,7 @@ def test_host_overhead_benchmark_counts_the_step(fused, monkeypatch):
 
     res = host_overhead(2)
     assert res["launches"] == 21 and res["custom_ops"] == 0
+    assert res["aten_ops"] <= 33, res  # (57 before the features' rows were kept and the views cut)
     assert res["aten_ops"] > 0 and res["prf_ms"][0] > 0 and res["sdpa_ms"][0] > 0
     monkeypatch.setattr(fused, "SCAN_KERNELS", False)
     torch_scans = host_overhead(2)
@@ -1387,7 +1526,7 @@ def test_eager_functions_equal_the_custom_operators(fused, monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     _force_fused(monkeypatch, True)
-    monkeypatch.setattr(fused, "ratio", lambda nd, seen, L, dtype: mnn._Ratio.apply(nd[:, :L], seen).to(dtype))
+    monkeypatch.setattr(fused, "RATIO_KERNELS_ON", False)
     q, k, v, pad = _masked_inputs(9, 40)
     mod = PRFAttention(16, 24, "simplex", causal=True, seed=2, chunk=16)
     results = []
