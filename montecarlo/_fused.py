@@ -1173,18 +1173,20 @@ _causal_op.register_autograd(_causal_backward, setup_context=_causal_setup_conte
 
 
 class _CausalEager(torch.autograd.Function):
-    """The causal operator in eager mode (:func:`_eager`): the same implementation, context and gradients."""
+    """The causal operator in eager mode (:func:`_eager`): the chunks' offsets, then the same implementation,
+    context and gradients (the offsets inside forward, where autograd records nothing: no detached copies)."""
 
     # (the context is set up inside forward: a separate setup_context cost about 25 us more per call)
     @staticmethod
-    def forward(ctx, lq4, lk4, v4, r, before, off, flag, precision):
-        out = _causal_impl(lq4, lk4, v4, r, before, off, flag, precision)
-        _causal_setup_context(ctx, (lq4, lk4, v4, r, before, off, flag, precision), out)
+    def forward(ctx, lq4, lk4, v4, precision):
+        inputs = (lq4, lk4, v4, *_chunk_offsets_impl(lq4, lk4), precision)
+        out = _causal_impl(*inputs)
+        _causal_setup_context(ctx, inputs, out)
         return out
 
     @staticmethod
     def backward(ctx, G, _):
-        return _causal_grads(ctx, G, _causal_backward_impl)
+        return (*_causal_grads(ctx, G, _causal_backward_impl)[:3], None)
 
 
 def _check_precision(precision):
@@ -1251,9 +1253,9 @@ def causal(lq4, lk4, v4, precision="ieee"):
     if not (_half_values(lq4, v4) or (v4.dtype == lq4.dtype and v4.device == lq4.device)):
         raise ValueError(f"v4 must have lq4's dtype and device ({lq4.dtype}, {lq4.device}), or be bfloat16/float16 "
                          f"beside float32 log-features, got {v4.dtype}, {v4.device}")
-    r, before, off, flag = chunk_offsets(lq4, lk4)
-    return (_CausalEager.apply if _eager(lq4, lk4, v4) else _causal_op)(lq4, lk4, v4, r, before, off, flag,
-                                                                        precision)[0]
+    if _eager(lq4, lk4, v4):
+        return _CausalEager.apply(lq4, lk4, v4, precision)[0]
+    return _causal_op(lq4, lk4, v4, *chunk_offsets(lq4, lk4), precision)[0]
 
 
 def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
