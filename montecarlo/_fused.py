@@ -26,9 +26,10 @@ For each chunk c of b positions (one (n, c) pair) the kernels form
 
 where :math:`\tilde\ell_f(q_i) = \ell_f(q_i) - r_i` already carries the query's row offset (so
 :math:`\tilde\ell_f(q_i) + c_{if} \le 0` with :math:`c_{if}` the running maximum of the keys' log-features),
-``v`` has the ones column (last entry of nd: the key mass; the kernels take it as ones and form the mass as
-row sums), and :math:`P_c` is the prefix state of the earlier chunks with offsets :math:`o^{<}` (``before``,
-at most :math:`c_{if}`).  The chunk is cut into tiles of T positions:
+``v`` is :math:`[v_j, 1]` (nd's last column is the key mass, which the kernels form as the scores' row
+sums: the values are stored without a ones column, rows of d_v entries), and :math:`P_c` is the prefix
+state of the earlier chunks with offsets :math:`o^{<}` (``before``, at most :math:`c_{if}`).  The chunk is
+cut into tiles of T positions:
 
 * a key tile J wholly before the query tile I: per feature the tile's maximum :math:`o_f = \max_{j \in J}
   \ell_f(k_j)` (at most :math:`c_{if}` for every query of I, since J lies in its past) splits every
@@ -189,17 +190,31 @@ def _qtile(Q, r, bqk, i0, f0, M, T: tl.constexpr, F: tl.constexpr):
 
 
 @triton.jit
-def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr, R):
-    """Rows r0 .. r0 + T (those below R), the first D - 1 columns (the values, not the ones column) of an
-    (R, D) block at ``V + base`` (0 elsewhere); bfloat16/float16 blocks (the causal operator's values, read in
-    the module's dtype) in float32."""
+def _cols(X, base, r0, S, W, T: tl.constexpr, BD: tl.constexpr, R):
+    """Rows r0 .. r0 + T (those below R), the first W columns of a block with rows of S entries at ``X + base``
+    (0 elsewhere); bfloat16/float16 blocks (the causal operator's values, read in the module's dtype) in
+    float32."""
     rows = r0 + tl.arange(0, T)
     ds = tl.arange(0, BD)
-    x = tl.load(V + base + rows[:, None] * D + ds[None, :], mask=(rows < R)[:, None] & (ds < D - 1)[None, :],
+    x = tl.load(X + base + rows[:, None] * S + ds[None, :], mask=(rows < R)[:, None] & (ds < W)[None, :],
                 other=0.0)
     if x.dtype.is_bf16() or x.dtype.is_fp16():
         x = x.to(tl.float32)
     return x
+
+
+@triton.jit
+def _vtile(V, base, r0, D, T: tl.constexpr, BD: tl.constexpr, R):
+    """Rows r0 .. r0 + T (those below R), the first D - 1 columns (the values, not the key mass's column) of an
+    (R, D) block at ``V + base`` (0 elsewhere)."""
+    return _cols(V, base, r0, D, D - 1, T, BD, R)
+
+
+@triton.jit
+def _values(V, c, r0, D, B: tl.constexpr, T: tl.constexpr, BD: tl.constexpr):
+    """Rows r0 .. r0 + T of chunk c's values: a (B, D - 1) block (values only; the key mass's ones are not
+    stored: the kernels sum the scores for it) of V (n N, B, D - 1)."""
+    return _cols(V, c * B * (D - 1), r0, D - 1, D - 1, T, BD, B)
 
 
 @triton.jit
@@ -218,13 +233,27 @@ def _store(P, base, r0, c0, C, x, T: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
+def _store_cols(X, base, r0, S, W, x, T: tl.constexpr, BD: tl.constexpr, R):
+    """Store x (T, BD) into the first W columns of rows r0 .. r0 + T (those below R) of a block with rows of S
+    entries at ``X + base``."""
+    rows = r0 + tl.arange(0, T)
+    ds = tl.arange(0, BD)
+    tl.store(X + base + rows[:, None] * S + ds[None, :], x, mask=(rows < R)[:, None] & (ds < W)[None, :])
+
+
+@triton.jit
 def _store_values(P, base, r0, D, x, last, T: tl.constexpr, BD: tl.constexpr, R):
     """Store x (T, BD) into the first D - 1 columns and ``last`` (T) into the last column of rows r0 .. r0 + T
     (those below R) of an (R, D) block at ``P + base``: the layout :func:`_vtile` and :func:`_last` read."""
+    _store_cols(P, base, r0, D, D - 1, x, T, BD, R)
     rows = r0 + tl.arange(0, T)
-    ds = tl.arange(0, BD)
-    tl.store(P + base + rows[:, None] * D + ds[None, :], x, mask=(rows < R)[:, None] & (ds < D - 1)[None, :])
     tl.store(P + base + rows * D + D - 1, last, mask=rows < R)
+
+
+@triton.jit
+def _store_value_grads(GV, c, r0, D, x, B: tl.constexpr, T: tl.constexpr, BD: tl.constexpr):
+    """Store x (T, BD) as rows r0 .. r0 + T of chunk c's values' gradient (the layout :func:`_values` reads)."""
+    _store_cols(GV, c * B * (D - 1), r0, D - 1, D - 1, x, T, BD, B)
 
 
 @triton.jit
@@ -359,12 +388,12 @@ def _forward_kernel(Q, R, K, V, P, BEF, FLAG, O, M, D, B: tl.constexpr, T: tl.co
             for f0 in range(0, M, F):
                 eq, ek = _factors(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
                 s += _mm(eq, tl.trans(ek), PREC)
-            acc += _mm(s, _vtile(V, bv, j0, D, T, BD, B), PREC)
+            acc += _mm(s, _values(V, c, j0, D, B, T, BD), PREC)
             mass += tl.sum(s, 1)
         s = tl.zeros((T, T), ty)
         for f0 in range(0, M, F):
             s += tl.sum(_diagonal(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, i0, f0, M, T, F), T, False), 2)
-        acc += _mm(s, _vtile(V, bv, i0, D, T, BD, B), PREC)
+        acc += _mm(s, _values(V, c, i0, D, B, T, BD), PREC)
         mass += tl.sum(s, 1)
         acc, mass = _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
         _store_values(O, bv, i0, D, acc, mass, T, BD, B)
@@ -380,12 +409,12 @@ def _query_grad_kernel(Q, R, K, V, P, BEF, FLAG, G, GQ, M, D, B: tl.constexpr, T
         gl = _last(G, bv, i0, D, T, B)[:, None]  # the key mass's cotangent (v's ones column)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for j0 in range(0, i0, T):
-            dA = _mm(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), PREC) + gl
+            dA = _mm(g, tl.trans(_values(V, c, j0, D, B, T, BD)), PREC) + gl
             eq, ek = _factors(q, _tile(K, bqk, j0, f0, M, T, F))
             acc += eq * _mm(dA, ek, PREC)
         # the diagonal tile with keys on the first axis (a reduction over it keeps the registers of the key
         # gradient's; over the middle axis this kernel needed about twice as many)
-        dAt = _mm(_vtile(V, bv, i0, D, T, BD, B), tl.trans(g), PREC) + tl.trans(gl)  # (j, i)
+        dAt = _mm(_values(V, c, i0, D, B, T, BD), tl.trans(g), PREC) + tl.trans(gl)  # (j, i)
         acc += tl.sum(dAt[:, :, None] * _diagonal(q, _tile(K, bqk, i0, f0, M, T, F), T, True), 0)
         acc += _earlier_grad(q, g, gl, P, BEF, c, f0, M, D, F, BD, PREC)
         _store(GQ, bqk, i0, f0, M, acc, T, F)
@@ -397,7 +426,7 @@ def _key_grad_kernel(Q, R, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.const
     j0, f0, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) == 0:
         k = _tile(K, bqk, j0, f0, M, T, F)
-        vj = _vtile(V, bv, j0, D, T, BD, B)
+        vj = _values(V, c, j0, D, B, T, BD)
         o, ek = _key_factor(k)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for i0 in range(j0 + T, B, T):
@@ -431,7 +460,7 @@ def _value_grad_kernel(Q, R, K, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.conste
                 eq, ek = _factors(_qtile(Q, r, bqk, i0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F))
                 s += _mm(eq, tl.trans(ek), PREC)
             acc += _mm(tl.trans(s), _vtile(G, bv, i0, D, T, BD, B), PREC)
-        _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
+        _store_value_grads(GV, c, j0, D, acc, B, T, BD)
 
 
 # The fast path (chunks with FLAG set; the others' programs do nothing): factors e^{qr + o}, e^{lk - o} with
@@ -447,7 +476,7 @@ def _fast_forward_kernel(Q, R, K, V, P, BEF, OFF, FLAG, O, M, D, B: tl.constexpr
         mass = tl.zeros((T,), ty)
         for j0 in range(0, i0 + T, T):
             s = _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC)
-            acc += _mm(s, _vtile(V, bv, j0, D, T, BD, B), PREC)
+            acc += _mm(s, _values(V, c, j0, D, B, T, BD), PREC)
             mass += tl.sum(s, 1)
         acc, mass = _earlier(Q, r, P, BEF, c, bqk, i0, M, D, acc, mass, T, F, BD, PREC)
         _store_values(O, bv, i0, D, acc, mass, T, BD, B)
@@ -463,7 +492,7 @@ def _fast_query_grad_kernel(Q, R, K, V, P, BEF, OFF, FLAG, G, GQ, M, D, B: tl.co
         gl = _last(G, bv, i0, D, T, B)[:, None]
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for j0 in range(0, i0 + T, T):
-            dA = _mm(g, tl.trans(_vtile(V, bv, j0, D, T, BD, B)), PREC) + gl
+            dA = _mm(g, tl.trans(_values(V, c, j0, D, B, T, BD)), PREC) + gl
             acc += _mm(_causal_mask(dA, i0, j0, T, False), _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F), PREC)
         q = _qtile(Q, _rows(R, c, i0, B, T), bqk, i0, f0, M, T, F)
         acc = acc * tl.exp(q + _offsets(OFF, c, f0, M, F)[None, :])
@@ -477,7 +506,7 @@ def _fast_key_grad_kernel(Q, R, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T
     """d lk = e^{lk - o} (dA^T @ e^{qr + o}) over the queries i >= j."""
     j0, f0, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) != 0:
-        vj = _vtile(V, bv, j0, D, T, BD, B)
+        vj = _values(V, c, j0, D, B, T, BD)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
         for i0 in range(j0, B, T):
             dAt = _mm(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), PREC)  # (j, i)
@@ -501,7 +530,7 @@ def _fast_value_grad_kernel(Q, R, K, OFF, FLAG, G, GV, M, D, B: tl.constexpr, T:
             else:
                 st = tl.trans(_fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T, F, PREC))
             acc += _mm(st, _vtile(G, bv, i0, D, T, BD, B), PREC)
-        _store_values(GV, bv, j0, D, acc, tl.zeros((T,), acc.dtype), T, BD, B)  # the ones column: no gradient
+        _store_value_grads(GV, c, j0, D, acc, B, T, BD)
 
 
 @triton.jit
@@ -636,7 +665,7 @@ def _summary_kernel(K, V, OFF, KS, M, D, B: tl.constexpr, T: tl.constexpr, F: tl
     accl = tl.zeros((F,), ty)
     for j0 in range(0, B, T):
         ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
-        acc += _mm(tl.trans(ek), _vtile(V, bv, j0, D, T, BD, B), PREC)
+        acc += _mm(tl.trans(ek), _values(V, c, j0, D, B, T, BD), PREC)
         accl += tl.sum(ek, 0)
     _store_values(KS, c * M * D, f0, D, acc, accl, F, BD, M)
 
@@ -647,7 +676,7 @@ def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.co
     """Adds the summaries' gradient (GKS: (M, D) per chunk) to a key tile's (every feature block) and its
     values' gradients: d lk_jf += e^{lk_jf - o_f} ([v_j, 1] . GKS_f), d v_j += sum_f e^{lk_jf - o_f} GKS_f."""
     j0, _, c, bqk, bv = _program(B, M, D, T, F)
-    vj = _vtile(V, bv, j0, D, T, BD, B)
+    vj = _values(V, c, j0, D, B, T, BD)
     gv = tl.zeros((T, BD), K.dtype.element_ty)
     for f0 in range(0, M, F):
         values, masses = _vtile(GKS, c * M * D, f0, D, F, BD, M), _last(GKS, c * M * D, f0, D, F, M)
@@ -655,7 +684,7 @@ def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.co
         gk = ek * (_mm(vj, tl.trans(values), PREC) + masses[None, :])
         _store(GK, bqk, j0, f0, M, _tile(GK, bqk, j0, f0, M, T, F) + gk, T, F)
         gv += _mm(ek, values, PREC)
-    _store_values(GV, bv, j0, D, _vtile(GV, bv, j0, D, T, BD, B) + gv, tl.zeros((T,), gv.dtype), T, BD, B)
+    _store_value_grads(GV, c, j0, D, _values(GV, c, j0, D, B, T, BD) + gv, B, T, BD)
 
 
 # The ratio numerator / key mass of the causal scan's output rows and its cotangent (montecarlo.nn._Ratio's
@@ -948,8 +977,8 @@ def _grids_of(n, N, b, M, D, *settings):
 def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
     """The within-chunk part (both paths) from the query log-features ``qr`` less the rows' offsets ``r``."""
     n, N, b, M = qr.shape
-    D = v4.shape[-1]
-    out = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (v4 may be half: the causal operator's)
+    D = v4.shape[-1] + 1  # (numerators and the key mass)
+    out = torch.empty((n, N, b, D), dtype=qr.dtype, device=v4.device)
     (tiles, _, meta), (ftiles, _, fmeta) = _grids(n, N, b, M, D)
     _launch(_forward_kernel, tiles, qr, r, lk4, v4, P, before, flag, out, M, D, PREC=precision, **meta)
     _launch(_fast_forward_kernel, ftiles, qr, r, lk4, v4, P, before, off, flag, out, M, D, PREC=precision, **fmeta)
@@ -958,7 +987,7 @@ def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
 
 def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision):
     n, N, b, M = qr.shape
-    D = v4.shape[-1]
+    D = v4.shape[-1] + 1
     G = G.contiguous()
     gq, gk, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(P)
     gv = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (summed over two kernels: in qr's dtype)
@@ -991,7 +1020,7 @@ def _within_op(qr: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, P: torch.T
 
 @_within_op.register_fake
 def _(qr, lk4, v4, P, before, precision):
-    return torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)
+    return torch.empty((*v4.shape[:-1], v4.shape[-1] + 1), dtype=v4.dtype, device=v4.device)
 
 
 @torch.library.custom_op("simplex_rf::causal_chunk_backward", mutates_args=())
@@ -1067,7 +1096,7 @@ def _(lq4, lk4):
 def _states(lk4, v4, off, before, precision):
     """The chunks' prefix states (n, N, M, D), offsets ``before`` (at least the floor), from their summaries."""
     n, N, b, M = lk4.shape
-    D = v4.shape[-1]
+    D = v4.shape[-1] + 1
     K = torch.empty((n, N, M, D), dtype=lk4.dtype, device=lk4.device)
     if N == 1:
         return K.zero_()
@@ -1117,8 +1146,9 @@ _causal_op = torch.library.custom_op("simplex_rf::causal", mutates_args=())(_cau
 @_causal_op.register_fake
 def _(lq4, lk4, v4, r, before, off, flag, precision):
     n, N, b, M = lq4.shape
-    return (torch.empty(v4.shape, dtype=lq4.dtype, device=v4.device),
-            torch.empty((n, N, M, v4.shape[-1]), dtype=lq4.dtype, device=v4.device))
+    D = v4.shape[-1] + 1
+    return (torch.empty((n, N, b, D), dtype=lq4.dtype, device=v4.device),
+            torch.empty((n, N, M, D), dtype=lq4.dtype, device=v4.device))
 
 
 def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor, r: torch.Tensor,
@@ -1128,9 +1158,10 @@ def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor
     gq, gk, gv, gP = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision)
     if lq4.shape[1] > 1:  # the summaries' gradient (the first chunk's state is zero: its gP is not read)
         n, N, b, M = lk4.shape
-        tiles, _, meta = _grids(n, N, b, M, v4.shape[-1])[1]
+        D = v4.shape[-1] + 1
+        tiles, _, meta = _grids(n, N, b, M, D)[1]
         dK = _states_adjoint(gP, off, before, meta["BD"])
-        _launch(_summary_grad_kernel, tiles, lk4, v4, off, dK, gk, gv, M, v4.shape[-1], PREC=precision, **meta)
+        _launch(_summary_grad_kernel, tiles, lk4, v4, off, dK, gk, gv, M, D, PREC=precision, **meta)
     return gq, gk, gv.to(v4.dtype)
 
 
@@ -1159,7 +1190,8 @@ def _causal_grads(ctx, G, backward):
 
         lq4, lk4, v4 = ctx.saved_tensors[:3]
         neg = _nn._very_negative(lq4.dtype)
-        grads = _nn._differentiable_vjp(lambda a, b, c: _nn._unfused(a, b, c.to(a.dtype), neg, True, True),
+        grads = _nn._differentiable_vjp(lambda a, b, c: _nn._unfused(a, b, _nn._with_ones(c.to(a.dtype)), neg, True,
+                                                                      True),
                                         (lq4, lk4, v4), G, ctx.needs_input_grad[:3])
         return (*grads, None, None, None, None, None)
     return (*backward(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
@@ -1237,9 +1269,10 @@ def causal(lq4, lk4, v4, precision="ieee"):
     r"""The unnormalised causal scan in one operator: numerators and key masses (n, N, b, D) of
     :math:`\sum_{j \le i} \sum_f e^{\ell_f(q_i) - r_i + \ell_f(k_j)} [v_j, 1]` over every key up to the query
     (earlier chunks through their prefix states), from the log-features ``lq4``, ``lk4`` (n, N, b, M; padded
-    keys -inf) and ``v4`` (n, N, b, D; last column taken as ones; in the log-features' dtype, or bfloat16/float16
-    beside float32 ones, read as it is: no float32 copy of the values), with the rows' offsets r of
-    :func:`chunk_offsets`.  Inside: the chunks' key maxima, the offsets over the earlier chunks, which chunks
+    keys -inf) and the values ``v4`` (n, N, b, D - 1; no ones column: the kernels sum the scores for the key
+    mass; in the log-features' dtype, or bfloat16/float16 beside float32 ones, read as it is: no float32
+    copy), with the rows' offsets r of :func:`chunk_offsets`.  Inside: the chunks' key maxima, the offsets
+    over the earlier chunks, which chunks
     are fast (:func:`fast_chunks`) and r (constants: every offset but r cancels, and r cancels in the ratio
     numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states (a scan
     kernel, :data:`SCAN_KERNELS`) and the two paths' kernels; the backward the same kernels plus the states'
@@ -1247,8 +1280,8 @@ def causal(lq4, lk4, v4, precision="ieee"):
     maxima's reads.  Differentiable in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
     _check_precision(precision)
     n, N, b, M = lq4.shape
-    D = v4.shape[-1]
-    _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D))})
+    _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)),
+                                           "v4": (v4.shape, (n, N, b, v4.shape[-1]))})
     _check_like(("lq4", lq4), [("lk4", lk4)])
     if not (_half_values(lq4, v4) or (v4.dtype == lq4.dtype and v4.device == lq4.device)):
         raise ValueError(f"v4 must have lq4's dtype and device ({lq4.dtype}, {lq4.device}), or be bfloat16/float16 "
@@ -1262,19 +1295,19 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
     """Numerators and key masses (n, N, b, D) of each query's chunk and, with the prefix states ``P``
     (n, N, M, D; offsets ``before`` (n, N, M), the per-feature maxima over the earlier chunks), of the earlier
     chunks: ``sum_{j <= i in the chunk} sum_f e^{qr_if + lk_jf} v_j + sum_f e^{qr_if + before_f} P_f``.  From
-    ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and ``v4`` (n, N, b, D), whose last column is taken as ones
-    whatever it holds (the key mass: row sums of the scores; that column is not read and gets a zero
-    gradient); differentiable in qr, lk4, v4 and P (``before`` is a constant).  P None: a zero state (no
-    earlier chunks); before None: -inf.  ``precision``: the matrix products' ``input_precision``, one of
+    ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and the values ``v4`` (n, N, b, D - 1; the key mass, the last
+    column of the result, is the row sums of the scores: no ones column is stored); differentiable in qr,
+    lk4, v4 and P (``before`` is a constant).  P None: a zero state (no earlier chunks); before None: -inf.
+    ``precision``: the matrix products' ``input_precision``, one of
     :data:`PRECISIONS`.  The kernels' entry with the states given (tests); :func:`causal` forms them."""
     _check_precision(precision)
     n, N, b, M = qr.shape
-    D = v4.shape[-1]
+    D = v4.shape[-1] + 1
     if P is None:
         P = torch.zeros((n, N, M, D), dtype=v4.dtype, device=v4.device)
     if before is None:
         before = torch.full((n, N, M), -torch.inf, dtype=qr.dtype, device=qr.device)
-    _check_shapes(("qr", qr.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D)),
+    _check_shapes(("qr", qr.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)), "v4": (v4.shape, (n, N, b, D - 1)),
                                          "P": (P.shape, (n, N, M, D)), "before": (before.shape, (n, N, M))},
                   (("qr", qr), ("lk4", lk4), ("P", P), ("before", before)))
     return _within_op(qr, lk4, v4, P, before, precision)

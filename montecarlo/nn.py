@@ -761,12 +761,14 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
         from montecarlo import _fused
     if not (fused and _fused._half_values(lq, v)):  # (the operator reads half values as they are: no float32 copy)
         v = v.to(lq.dtype)
-    ve = _with_ones(_as_rows(v, lead, (n, L, dv) if pad else (n, N, b, dv)))
+    ve = _as_rows(v, lead, (n, L, dv) if pad else (n, N, b, dv))
+    if not fused:  # (the fused operator forms the key mass itself: no ones column stored)
+        ve = _with_ones(ve)
     D = dv + 1
     if pad:  # pad to whole chunks: keys -inf (no mass), queries and values 0 (outputs dropped)
         lq = torch.nn.functional.pad(lq, (0, 0, 0, pad)).reshape(n, N, b, M)
         lk = torch.nn.functional.pad(lk, (0, 0, 0, pad), value=-math.inf).reshape(n, N, b, M)
-        ve = torch.nn.functional.pad(ve, (0, 0, 0, pad)).reshape(n, N, b, D)
+        ve = torch.nn.functional.pad(ve, (0, 0, 0, pad)).reshape(n, N, b, ve.shape[-1])
     lq4, lk4, v4 = lq, lk, ve
     if seen is not None:
         seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)

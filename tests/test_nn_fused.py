@@ -63,7 +63,8 @@ def _count_features(fused, monkeypatch):
 
 def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0, wild=False):
     """Log-features with the query offsets of the causal scan (qr + running max c of the keys <= 0, c also
-    over the earlier chunks' maxima ``before``), values with the ones column last, prefix states P.
+    over the earlier chunks' maxima ``before``), values (D - 1 columns: the operator's key mass is the
+    scores' row sums, no ones column), prefix states P (D columns: values and key masses).
     ``wild``: the first sequence's last chunk has keys 30 times as spread (no fast chunk)."""
     lk = spread * torch.randn(n, N, b, M, generator=g, dtype=dtype)
     if wild:
@@ -73,20 +74,19 @@ def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0, wild=False):
     qr = torch.randn(n, N, b, M, generator=g, dtype=dtype)
     c = torch.maximum(torch.cummax(lk, 2).values, before.unsqueeze(2))
     qr = qr - (qr + c).amax(-1, keepdim=True)
-    v = torch.randn(n, N, b, D, generator=g, dtype=dtype)
-    v[..., -1] = 1.0  # the ones column (the key mass), as the causal scan passes it
+    v = torch.randn(n, N, b, D - 1, generator=g, dtype=dtype)
     P = torch.randn(n, N, M, D, generator=g, dtype=dtype)
     P[:, 0] = 0.0
     return qr, lk, v, P, before
 
 
 def _dense(qr, lk, v, P=None, before=None, strict=False):
-    """sum_{j <= i} sum_f e^{qr_if + lk_jf} v_j by the plain (b, b, M) tensor (j < i with ``strict``), plus
-    sum_f e^{qr_if + before_f} P_f (the earlier chunks) when P is given."""
+    """sum_{j <= i} sum_f e^{qr_if + lk_jf} [v_j, 1] by the plain (b, b, M) tensor (j < i with ``strict``),
+    plus sum_f e^{qr_if + before_f} P_f (the earlier chunks) when P is given."""
     b = qr.shape[2]
     keep = torch.ones(b, b, dtype=torch.bool).tril(-1 if strict else 0).unsqueeze(-1)
     A = torch.exp(torch.where(keep, qr.unsqueeze(-2) + lk.unsqueeze(-3), -math.inf)).sum(-1)
-    out = A @ v
+    out = A @ torch.cat([v, torch.ones_like(v[..., :1])], -1)
     return out if P is None else out + torch.exp(qr + before.unsqueeze(2)) @ P
 
 
@@ -168,8 +168,8 @@ def test_fast_chunks(fused):
 def test_kernels_equal_the_masked_quadratic_form(fused, monkeypatch, shape, path):
     """Forward and the four gradients of the kernels (queries, keys, values, prefix states) equal the plain
     masked (b, b, M) computation plus the earlier chunks' term and their autograd gradients in float64 (tiles
-    of 16, feature blocks of 32 with a ragged last block, D not a power of two; the values' ones column,
-    which the kernels take as ones, has zero gradient), with every chunk on the tile path, every chunk fast,
+    of 16, feature blocks of 32 with a ragged last block, D not a power of two; the key mass formed in the
+    kernels), with every chunk on the tile path, every chunk fast,
     and both in one call.  Power: the same comparison against the form without the diagonal, and against
     the form without the earlier chunks, fails."""
     g = torch.Generator().manual_seed(1)
@@ -183,8 +183,6 @@ def test_kernels_equal_the_masked_quadratic_form(fused, monkeypatch, shape, path
     ref = _dense(*plain, before)
     gb = torch.autograd.grad((ref * cot).sum(), plain)
     assert torch.allclose(out, ref, rtol=1e-12, atol=1e-13)
-    assert torch.equal(ga[2][..., -1], torch.zeros_like(ga[2][..., -1]))  # the ones column is read as ones
-    ga, gb = (ga[0], ga[1], ga[2][..., :-1], ga[3]), (gb[0], gb[1], gb[2][..., :-1], gb[3])
     for a, b_ in zip(ga, gb):
         assert torch.allclose(a, b_, rtol=1e-12, atol=1e-13)
     strict = _dense(*[x.detach() for x in leaves], before, strict=True)
@@ -218,7 +216,7 @@ def test_kernels_backward_is_the_gradient(fused, monkeypatch, path):
         mask = torch.ones(16, 16, dtype=qr.dtype).tril()
         mask[8:, :8] = 0  # the pair (second tile, first tile) dropped
         E = torch.exp(qr.unsqueeze(-2) + lk4.unsqueeze(-3))  # bounded inputs: no overflow above the diagonal
-        dA = (G @ v4.transpose(-1, -2)) * mask
+        dA = (G[..., :-1] @ v4.transpose(-1, -2) + G[..., -1:]) * mask
         return gq, (dA.unsqueeze(-1) * E).sum(-3), gv, gP
 
     monkeypatch.setattr(fused, "_launch_backward", diagonal_keys_only)
@@ -305,7 +303,7 @@ def _diagonal_part(Q, K, V, T=16):
     """The contributions of the diagonal tiles (tile length T) of the within-chunk form."""
     n, N, b, M = Q.shape
     t = lambda x: x.reshape(n, N * (b // T), T, x.shape[-1])  # noqa: E731
-    return _dense(t(Q), t(K), t(V)).reshape(V.shape)
+    return _dense(t(Q), t(K), t(V)).reshape(*V.shape[:-1], V.shape[-1] + 1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -509,7 +507,7 @@ def test_shapes_are_checked(fused):
 
 
 def _chunked(g, n, N, b, M, D, wild=False, pad=True):
-    """Log-features lq, lk (n, N, b, M) and values with the ones column last, as the causal scan hands them to
+    """Log-features lq, lk (n, N, b, M) and values (D - 1 columns), as the causal scan hands them to
     montecarlo._fused.causal; ``pad``: the first sequence's first 5 keys and a middle tile of the second
     padded (-inf: its first queries see no key); ``wild``: the first sequence's last chunk's keys x 30."""
     lq = torch.randn(n, N, b, M, generator=g, dtype=torch.float64)
@@ -519,8 +517,7 @@ def _chunked(g, n, N, b, M, D, wild=False, pad=True):
     if pad:
         lk[0, 0, :5] = -math.inf
         lk[-1, N // 2, 8:24] = -math.inf
-    v = torch.randn(n, N, b, D, generator=g, dtype=torch.float64)
-    v[..., -1] = 1.0
+    v = torch.randn(n, N, b, D - 1, generator=g, dtype=torch.float64)
     return lq, lk, v
 
 
@@ -540,7 +537,7 @@ def _dense_causal(lq, lk, v, r):
     E = torch.exp(torch.where(keep, flat(lq).unsqueeze(-2) - r.reshape(n, L, 1, 1) + flat(lk).unsqueeze(-3),
                               -math.inf))
     ones = torch.ones_like(v[..., -1:])
-    return (E.sum(-1) @ flat(torch.cat([v[..., :-1], ones], -1))).reshape(v.shape)
+    return (E.sum(-1) @ flat(torch.cat([v, ones], -1))).reshape(n, N, b, v.shape[-1] + 1)
 
 
 @pytest.mark.parametrize("scans", [True, False])
@@ -650,9 +647,8 @@ def test_causal_operator_equals_the_dense_form(fused, monkeypatch, path, states)
     gb = torch.autograd.grad((ref * cot).sum(), plain)
     finite = torch.isfinite(lk)
     assert torch.equal(ga[1][~finite], torch.zeros_like(ga[1][~finite]))
-    for x, y in ((ga[0], gb[0]), (ga[1][finite], gb[1][finite]), (ga[2][..., :-1], gb[2][..., :-1])):
+    for x, y in ((ga[0], gb[0]), (ga[1][finite], gb[1][finite]), (ga[2], gb[2])):
         assert torch.allclose(x, y, rtol=1e-10, atol=1e-12)
-    assert torch.equal(ga[2][..., -1], torch.zeros_like(ga[2][..., -1]))
 
     class Skipped:  # the summaries' gradient kernel not launched
         def __getitem__(self, grid):
@@ -661,7 +657,7 @@ def test_causal_operator_equals_the_dense_form(fused, monkeypatch, path, states)
     monkeypatch.setattr(fused, "_summary_grad_kernel", Skipped())
     gc = torch.autograd.grad((fused.causal(*leaves) * cot).sum(), leaves)
     assert not torch.allclose(gc[1][finite], gb[1][finite], rtol=1e-3, atol=1e-3)
-    assert not torch.allclose(gc[2][..., :-1], gb[2][..., :-1], rtol=1e-3, atol=1e-3)
+    assert not torch.allclose(gc[2], gb[2], rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.parametrize("half", [torch.bfloat16, torch.float16])
@@ -675,7 +671,7 @@ def test_causal_operator_reads_half_values(fused, half):
     g = torch.Generator().manual_seed(21)
     lq, lk, v = (x.float() for x in _chunked(g, 2, 3, 16, 5, 4, wild=True))
     vh = v.to(half)
-    cot = torch.randn(v.shape, generator=g)
+    cot = torch.randn(*v.shape[:-1], v.shape[-1] + 1, generator=g)  # (numerators and the key mass)
     results = []
     for values in (vh, vh.float()):
         leaves = [x.clone().requires_grad_() for x in (lq, lk, values)]
@@ -1506,7 +1502,7 @@ def test_host_overhead_benchmark_counts_the_step(fused, monkeypatch):
 
     res = host_overhead(2)
     assert res["launches"] == 21 and res["custom_ops"] == 0
-    assert res["aten_ops"] <= 33, res  # (57 before the features' rows were kept and the views cut)
+    assert res["aten_ops"] <= 29, res  # (57 before the features' rows were kept, the views and the ones column cut)
     assert res["aten_ops"] > 0 and res["prf_ms"][0] > 0 and res["sdpa_ms"][0] > 0
     monkeypatch.setattr(fused, "SCAN_KERNELS", False)
     torch_scans = host_overhead(2)
