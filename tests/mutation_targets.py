@@ -68,6 +68,11 @@ BEFORE = {
     "fused_products": [T + "test_nn_fused.py -k 'bf16 or precision or tile_shapes or feature_blocks'"],
     "fused_launch": [T + "test_nn_fused.py -k 'launch_cache or features_products or linear_features or "
                      "feature_blocks'"],
+    "fused_host": [T + "test_nn_fused.py -k 'feature_rows or keeps_the_features or grids_are_kept or linear_features "
+                   "or kernels_equal or causal_operator_equals or host_overhead or ratio_writes or "
+                   "broadcast_shapes or module_with_fused'"],
+    "nn_host": [T + "test_nn_fused.py -k 'keeps_the_features or broadcast_shapes or causal_scan_with or "
+                "module_with_fused or ratio_writes'", T + "test_nn_module.py -x -k 'causal and not slow'"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
@@ -89,6 +94,8 @@ AFTER = {
     "fused_scans": [],
     "fused_products": [],
     "fused_launch": [],
+    "fused_host": [],
+    "nn_host": [],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -115,6 +122,12 @@ TARGETS = {
     # the launch cache (the compiled kernels' runners) and the features' kernels' products and sizes
     "fused_launch": ("fused", "montecarlo/_fused.py", ("_arg_key", "_launch_key", "_launch", "_launch_cache_off",
                                                        "feature_products", "_feature_meta")),
+    # the host's work of an eager step (the features' rows kept, the leading shapes written directly, the grids
+    # kept) and the values' layout without a ones column (the kernels' loads and stores of values)
+    "fused_host": ("fused", "montecarlo/_fused.py", ("feature_rows", "scaled_log_features", "_grids", "_grids_of",
+                                                     "_linear_features_impl", "_linear_features_backward_impl",
+                                                     "_cols", "_values", "_store_cols", "_store_value_grads")),
+    "nn_host": ("fused", "montecarlo/nn.py", ("_kernel_rows", "_as_rows", "_broadcast_shapes")),
 }
 GROUPS = ("montecarlo", "kinds", "fused")
 

@@ -416,7 +416,9 @@ def test_torch_compile_with_redraws():
             assert torch.equal(ref.weights, mod.weights) and ref.calls_since_redraw == mod.calls_since_redraw
     assert not torch.equal(ref.weights, first)  # (two redraws in five steps)
     assert not [str(w.message) for w in caught if "Dynamo" in str(w.message)]
-    assert sum(counters["graph_break"].values()) == 1 and counters["stats"]["unique_graphs"] == 2
+    # (one graph after the break; before it, the input checks have no tensor operation since the module's
+    # torch.broadcast_shapes, which made scratch tensors, takes a shortcut for equal shapes: a second graph then)
+    assert sum(counters["graph_break"].values()) == 1 and counters["stats"]["unique_graphs"] == 1
 
 
 def test_construction_registers_the_hooks_forward_uses():
