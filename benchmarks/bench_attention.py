@@ -422,19 +422,32 @@ def host_overhead(repeat, L=64, d=16, m=16):
 
     launches = collections.Counter()
 
-    class NoLaunch:
+    class NoLaunch:  # a compiled kernel's stand-in: its first launch per specialisation returns a runner
         def __init__(self, name):
             self.name = name
+            self.arg_names = getattr(fused, name).arg_names
 
         def __getitem__(self, grid):
-            return lambda *a, **kw: launches.update([self.name])
+            def launch(*a, **kw):
+                launches.update([self.name])
+                return runner
+            return launch
 
+    class Runner:
+        def __getitem__(self, grid):
+            return lambda *a: launches.update(["runner"])
+
+    runner = Runner()
     kernels = {name: NoLaunch(name) for name in dir(fused) if name.endswith("_kernel")}
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, L, d, generator=gen).bfloat16().requires_grad_() for _ in range(3))
     cot = torch.randn(1, L, d, generator=gen).bfloat16()
     F = torch.nn.functional
-    with mock.patch.multiple(fused, **kernels), mock.patch.object(mnn, "_FUSED_DEVICE", "cpu"):
+    # (the launch cache's path as on a GPU: its key per launch, then the runner; torch's CPU build has no
+    # current CUDA device to put in the key)
+    with mock.patch.multiple(fused, **kernels, _is_compiled=lambda kernel: isinstance(kernel, NoLaunch)), \
+            mock.patch.object(torch.cuda, "current_device", lambda: 0), \
+            mock.patch.object(mnn, "_FUSED_DEVICE", "cpu"), mock.patch.dict(fused._COMPILED, clear=True):
         att = mnn.PRFAttention(d, m, "simplex", causal=True, seed=0, chunk=32)  # (two chunks)
 
         def prf():
