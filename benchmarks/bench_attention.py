@@ -254,7 +254,9 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
     else:
         mnn._causal = functools.partial(plain, **kw)
         fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=dev, chunk=chunk)
-        if comp:
+        if comp == "graphed":  # the eager module's kernels captured as CUDA graphs (forward and backward)
+            fn = torch.cuda.make_graphed_callables(fn, tuple(t.detach().requires_grad_() for t in (q, k, v)))
+        elif comp:
             torch._dynamo.reset()
             fn = torch.compile(fn, dynamic=False, **({"mode": comp} if isinstance(comp, str) else {}))
     first, ms, mb, host = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
@@ -263,9 +265,10 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
 
 
 def _variant_forms():
-    """The forms of :func:`cuda_causal_variants`: (name, chunk, compiled (False, True or a torch.compile
-    mode), keywords of ``_causal`` with the settings "kernel" (of montecarlo._fused) and "nn" (of
-    montecarlo.nn), "float32" inputs and "first_only" (at the first length only))."""
+    """The forms of :func:`cuda_causal_variants`: (name, chunk, compiled (False, True, a torch.compile mode,
+    or "graphed": torch.cuda.make_graphed_callables of the eager module), keywords of ``_causal`` with the
+    settings "kernel" (of montecarlo._fused) and "nn" (of montecarlo.nn), "float32" inputs and "first_only" (at
+    the first length only))."""
     return [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
             ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
             ("fused_c256_torch_scans", 256, False, {"fused": True, "kernel": {"SCAN_KERNELS": False}}),
@@ -290,7 +293,8 @@ def _variant_forms():
             ("compiled_fused_c256", 256, True, {"fused": True}),
             ("compiled_fused_c128", 128, True, {"fused": True}),
             ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True}),
-            ("cudagraphs_fused_c128", 128, "reduce-overhead", {"fused": True, "first_only": True})]
+            ("cudagraphs_fused_c128", 128, "reduce-overhead", {"fused": True, "first_only": True}),
+            ("graphed_fused_c128", 128, "graphed", {"fused": True})]
 
 
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
@@ -306,7 +310,9 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
     "tf32x3" (``FEATURE_PRECISION = "ieee"``), with float32 inputs at the first length (IEEE products: the fast
     path's feature block 64, which spills, and 32), and ``torch.compile`` (inductor, static shapes) with the
     kernels as custom operators at chunk 256 and 128 (and, at the first length, with CUDA graphs:
-    ``mode="reduce-overhead"``, no launch overhead left); compiled forms are skipped once ``budget_s`` seconds
+    ``mode="reduce-overhead"``, no launch overhead left), and the eager module at chunk 128 captured as CUDA
+    graphs by ``torch.cuda.make_graphed_callables`` (its kernels and torch operators replayed, no host work
+    but the inputs' and gradients' copies); compiled forms are skipped once ``budget_s`` seconds
     have passed; and at chunk 256 and 128 with every launch through Triton's JIT entry (``LAUNCH_CACHE =
     False``; by default the launches after the first go through the compiled kernels' runners), at 128 with
     IEEE products in the features' kernel and with its feature block 64 (``FEATURE_KERNEL_BLOCK``; first
@@ -326,7 +332,7 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
         if not mnn._triton_available():
             forms = [f for f in forms if f[3].get("fused") is not True]
         for name, chunk, comp, kw in forms:
-            if comp and time.perf_counter() - t_start > budget_s:
+            if comp and comp != "graphed" and time.perf_counter() - t_start > budget_s:
                 print(f"  L={L} {name}: skipped (budget)", flush=True)
                 continue
             if kw.get("first_only") and L != seq_lens[0]:  # (forms timed at the first length only)

@@ -15,7 +15,8 @@
 #      the features' kernel instead of 3xTF32 (first length),
 #      with the torch feature maps instead of the features' kernel, with float32 inputs
 #      (IEEE products: two feature blocks of the fast path), and under torch.compile, also with CUDA graphs
-#      at the first length (compiled forms stop starting after --budget seconds); each row also gives the
+#      at the first length (compiled forms stop starting after --budget seconds), and the eager module
+#      captured as CUDA graphs (torch.cuda.make_graphed_callables, chunk 128); each row also gives the
 #      host's time per step (until the call returns, launches queued: about the whole time when the CPU is
 #      the limit).
 # Writes device.txt, tests.txt, table.txt, table.json, variants.txt, variants.json and host.txt under $OUT

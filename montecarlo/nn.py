@@ -657,6 +657,12 @@ def _fused_features_apply(x, w):
     return _triton_available()
 
 
+def _capturing(x):
+    """Whether a CUDA graph is being captured on the current stream (False off CUDA, where torch's CPU build
+    has no such query)."""
+    return x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 def _triton_available():
     """Whether Triton imports (checked once; a broken installation counts as none: the torch levels run)."""
     global _TRITON
@@ -1177,11 +1183,12 @@ class PRFAttention(nn.Module):
         :meth:`_linear_form`), None where the parameters are one per sequence.  Kept between eager forward passes
         while they would come out the same: the projections the same tensor, unmodified (its version counter:
         a redraw or load_state_dict writes in place), the same scale and fixed kind parameters; not for
-        parameters from the data, nor under torch.compile or for inference tensors (no version counter).
-        Saves three torch operators per forward (about 3% of the host's work of a CUDA training step)."""
+        parameters from the data, nor under torch.compile or for inference tensors (no version counter), nor
+        while a CUDA graph is captured (its replays must read the projections themselves, so that a redraw
+        between replays reaches them).  Saves three torch operators per forward."""
         from montecarlo import _fused
 
-        keep = not (self._data_driven or _compiling() or w.is_inference())
+        keep = not (self._data_driven or _compiling() or w.is_inference() or _capturing(w))
         key = (self.scale, tuple(sorted(params.items()))) if keep else None
         cached = getattr(self, "_rows_cache", None)
         if keep and cached is not None and cached[0] is w and cached[1] == w._version and cached[2] == key:

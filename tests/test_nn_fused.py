@@ -884,7 +884,8 @@ def test_module_keeps_the_features_rows_while_they_hold(fused, monkeypatch):
     stay; a redraw, an in-place change of the weights, load_state_dict or another scale forms them again, and
     the outputs then equal a fresh module's with the same projections (power: each change moves the output).
     A deep copy gives the same outputs and redraws on its own.  Not kept for parameters from the data, for
-    inference tensors (no version counter) or under torch.compile."""
+    inference tensors (no version counter), under torch.compile or while a CUDA graph is captured (whose
+    replays must read the projections)."""
     import copy
 
     _force_fused(monkeypatch, True)
@@ -929,11 +930,18 @@ def test_module_keeps_the_features_rows_while_they_hold(fused, monkeypatch):
         out = inf(q, k, v)
     assert inf._rows_cache is None
     assert torch.equal(out, PRFAttention(16, 24, "simplex", causal=True, seed=2, chunk=32)(q, k, v))
-    monkeypatch.setattr(mnn, "_compiling", lambda: True)
-    before = len(calls)
-    mod(q, k, v)
-    mod(q, k, v)
-    assert len(calls) == before + 2 and mod._rows_cache is None
+    for name in ("_capturing", "_compiling"):  # (a CUDA graph's capture; torch.compile)
+        mod(q, k, v)
+        assert mod._rows_cache is not None
+        monkeypatch.setattr(mnn, name, lambda *x: True)
+        before = len(calls)
+        mod(q, k, v)
+        mod(q, k, v)
+        assert len(calls) == before + 2 and mod._rows_cache is None
+        monkeypatch.undo()
+        _force_fused(monkeypatch, True)
+        monkeypatch.setattr(fused, "feature_rows", counted)
+    assert mnn._capturing(torch.zeros(1)) is False  # (the CPU: no capture, and no CUDA query made)
 
 
 def test_ratio_writes_the_shape_asked_for(fused, monkeypatch):
@@ -1348,6 +1356,39 @@ def test_cuda_fused_equals_the_torch_path(grad, dtype, gap, monkeypatch):
     for x, y in zip(ga, gb):
         x, y = x.float(), y.float()
         assert torch.allclose(x, y, rtol=10 * tol, atol=tol * y.abs().max())
+
+
+@cuda
+def test_cuda_graphed_module_equals_eager_and_follows_redraws():
+    """torch.cuda.make_graphed_callables of a causal module (the fused path: bf16, the default chunk) replays
+    the eager module's outputs and gradients bit for bit (the same kernels: no host synchronisation in the
+    forward or backward, which a capture would refuse); a redraw after the capture (in place into the
+    projections) reaches the replays, which read the projections themselves rather than rows the module kept
+    (_kernel_rows keeps none while a graph is captured): their outputs equal the eager module's with the new
+    projections (power: they differ from the old ones)."""
+    g = torch.Generator().manual_seed(41)
+    q, k, v = (torch.randn(2, 4, 512, 64, generator=g).to("cuda", torch.bfloat16) for _ in range(3))
+    cot = torch.randn(2, 4, 512, 64, generator=g).to("cuda", torch.bfloat16)
+    mod = PRFAttention(64, 128, "simplex", causal=True, seed=0, device="cuda")
+    ref = PRFAttention(64, 128, "simplex", causal=True, seed=0, device="cuda")
+    graphed = torch.cuda.make_graphed_callables(mod, tuple(x.clone().requires_grad_() for x in (q, k, v)))
+
+    def run(fn):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        out = fn(*leaves)
+        out.backward(cot)
+        return out.detach().clone(), [x.grad for x in leaves]
+
+    before = None
+    for step in range(3):
+        (a, ga), (b_, gb) = run(graphed), run(ref)
+        assert torch.equal(a, b_) and all(torch.equal(x, y) for x, y in zip(ga, gb)), step
+        if before is not None:
+            assert not torch.allclose(a.float(), before.float(), rtol=1e-2, atol=1e-2), step
+        before = a
+        mod.redraw()
+        ref.redraw()
+        assert torch.equal(mod.weights, ref.weights)
 
 
 @cuda
