@@ -80,6 +80,8 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
                 consts["GAP"] = _fused.GAP
         else:
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
+        if "SUMMARY" in getattr(_fused, name).arg_names:  # (the key and value gradients with the summaries' term)
+            consts["SUMMARY"] = True
         sig = ({p: "*i32" if p == "FLAG" else half if p == "V" else "*fp32" for p in ptrs.split()}
                | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts})
         jobs.append((name, sig, consts, warps))

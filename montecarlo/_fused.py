@@ -337,6 +337,32 @@ def _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T: tl.constexpr, F: tl.constexp
 
 
 @triton.jit
+def _summary_grads(GKS, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr):
+    """A feature block of chunk c's summary cotangent GKS ((M, D) per chunk): its values' part (F, BD) and its
+    key masses' part (F,)."""
+    return _vtile(GKS, c * M * D, f0, D, F, BD, M), _last(GKS, c * M * D, f0, D, F, M)
+
+
+@triton.jit
+def _summary_key_grad(vj, GKS, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+    """The summary's cotangent reaching a key tile's feature block, before its factor e^{lk - o}:
+    [v_j, 1] . GKS_f (T, F)."""
+    values, masses = _summary_grads(GKS, c, f0, M, D, F, BD)
+    return _mm(vj, tl.trans(values), PREC) + masses[None, :]
+
+
+@triton.jit
+def _summary_value_grad(K, OFF, GKS, c, bqk, j0, M, D, T: tl.constexpr, F: tl.constexpr, BD: tl.constexpr,
+                        PREC: tl.constexpr):
+    """The summary's cotangent reaching a key tile's values: sum_f e^{lk_jf - o_f} GKS_f (T, BD)."""
+    acc = tl.zeros((T, BD), K.dtype.element_ty)
+    for f0 in range(0, M, F):
+        values, _ = _summary_grads(GKS, c, f0, M, D, F, BD)
+        acc += _mm(_chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F), values, PREC)
+    return acc
+
+
+@triton.jit
 def _fast_scores(Q, r, K, OFF, c, bqk, i0, j0, M, T: tl.constexpr, F: tl.constexpr, PREC: tl.constexpr,
                  KEYS_FIRST: tl.constexpr = False):
     """Scores (T, T) of query tile i0 and key tile j0 of a fast chunk, masked to j <= i: products of factors
@@ -421,8 +447,8 @@ def _query_grad_kernel(Q, R, K, V, P, BEF, FLAG, G, GQ, M, D, B: tl.constexpr, T
 
 
 @triton.jit
-def _key_grad_kernel(Q, R, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                     BD: tl.constexpr, PREC: tl.constexpr):
+def _key_grad_kernel(Q, R, K, V, OFF, GKS, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                     BD: tl.constexpr, PREC: tl.constexpr, SUMMARY: tl.constexpr):
     j0, f0, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) == 0:
         k = _tile(K, bqk, j0, f0, M, T, F)
@@ -439,20 +465,26 @@ def _key_grad_kernel(Q, R, K, V, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.const
         dA += _last(G, bv, j0, D, T, B)[:, None]
         qj = _qtile(Q, _rows(R, c, j0, B, T), bqk, j0, f0, M, T, F)  # the queries of the diagonal tile
         acc += tl.sum(dA[:, :, None] * _diagonal(qj, k, T, False), 0)
+        if SUMMARY:  # the chunk's summary (its offsets: the chunk's maxima, not the tile's)
+            acc += _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F) * _summary_key_grad(vj, GKS, c, f0, M, D, F,
+                                                                                         BD, PREC)
         _store(GK, bqk, j0, f0, M, acc, T, F)
 
 
 @triton.jit
-def _value_grad_kernel(Q, R, K, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                       BD: tl.constexpr, PREC: tl.constexpr):
+def _value_grad_kernel(Q, R, K, OFF, GKS, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
+                       BD: tl.constexpr, PREC: tl.constexpr, SUMMARY: tl.constexpr):
     j0, _, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) == 0:
         ty = Q.dtype.element_ty
+        acc = tl.zeros((T, BD), ty)
+        if SUMMARY:  # (first, while nothing else is held)
+            acc = _summary_value_grad(K, OFF, GKS, c, bqk, j0, M, D, T, F, BD, PREC)
         s = tl.zeros((T, T), ty)  # (i, j) on the diagonal tile
         rj = _rows(R, c, j0, B, T)
         for f0 in range(0, M, F):
             s += tl.sum(_diagonal(_qtile(Q, rj, bqk, j0, f0, M, T, F), _tile(K, bqk, j0, f0, M, T, F), T, False), 2)
-        acc = _mm(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), PREC)
+        acc += _mm(tl.trans(s), _vtile(G, bv, j0, D, T, BD, B), PREC)
         for i0 in range(j0 + T, B, T):
             s = tl.zeros((T, T), ty)
             r = _rows(R, c, i0, B, T)
@@ -501,13 +533,15 @@ def _fast_query_grad_kernel(Q, R, K, V, P, BEF, OFF, FLAG, G, GQ, M, D, B: tl.co
 
 
 @triton.jit
-def _fast_key_grad_kernel(Q, R, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                          BD: tl.constexpr, PREC: tl.constexpr):
-    """d lk = e^{lk - o} (dA^T @ e^{qr + o}) over the queries i >= j."""
+def _fast_key_grad_kernel(Q, R, K, V, OFF, GKS, FLAG, G, GK, M, D, B: tl.constexpr, T: tl.constexpr,
+                          F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr, SUMMARY: tl.constexpr):
+    """d lk = e^{lk - o} (dA^T @ e^{qr + o} + [v, 1] . GKS) over the queries i >= j and the chunk's summary."""
     j0, f0, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) != 0:
         vj = _values(V, c, j0, D, B, T, BD)
         acc = tl.zeros((T, F), Q.dtype.element_ty)
+        if SUMMARY:
+            acc = _summary_key_grad(vj, GKS, c, f0, M, D, F, BD, PREC)
         for i0 in range(j0, B, T):
             dAt = _mm(vj, tl.trans(_vtile(G, bv, i0, D, T, BD, B)), PREC)  # (j, i)
             dAt += _last(G, bv, i0, D, T, B)[None, :]
@@ -518,11 +552,13 @@ def _fast_key_grad_kernel(Q, R, K, V, OFF, FLAG, G, GK, M, D, B: tl.constexpr, T
 
 
 @triton.jit
-def _fast_value_grad_kernel(Q, R, K, OFF, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                            BD: tl.constexpr, PREC: tl.constexpr):
+def _fast_value_grad_kernel(Q, R, K, OFF, GKS, FLAG, G, GV, M, D, B: tl.constexpr, T: tl.constexpr,
+                            F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr, SUMMARY: tl.constexpr):
     j0, _, c, bqk, bv = _program(B, M, D, T, F)
     if tl.load(FLAG + c) != 0:
         acc = tl.zeros((T, BD), Q.dtype.element_ty)
+        if SUMMARY:  # (first, while nothing else is held: after the loop it spilled)
+            acc = _summary_value_grad(K, OFF, GKS, c, bqk, j0, M, D, T, F, BD, PREC)
         for i0 in range(j0, B, T):
             r = _rows(R, c, i0, B, T)
             if PREC == "ieee":  # (j, i) formed keys first: the transpose of (i, j) spilled under IEEE products
@@ -670,23 +706,6 @@ def _summary_kernel(K, V, OFF, KS, M, D, B: tl.constexpr, T: tl.constexpr, F: tl
     _store_values(KS, c * M * D, f0, D, acc, accl, F, BD, M)
 
 
-@triton.jit
-def _summary_grad_kernel(K, V, OFF, GKS, GK, GV, M, D, B: tl.constexpr, T: tl.constexpr, F: tl.constexpr,
-                         BD: tl.constexpr, PREC: tl.constexpr):
-    """Adds the summaries' gradient (GKS: (M, D) per chunk) to a key tile's (every feature block) and its
-    values' gradients: d lk_jf += e^{lk_jf - o_f} ([v_j, 1] . GKS_f), d v_j += sum_f e^{lk_jf - o_f} GKS_f."""
-    j0, _, c, bqk, bv = _program(B, M, D, T, F)
-    vj = _values(V, c, j0, D, B, T, BD)
-    gv = tl.zeros((T, BD), K.dtype.element_ty)
-    for f0 in range(0, M, F):
-        values, masses = _vtile(GKS, c * M * D, f0, D, F, BD, M), _last(GKS, c * M * D, f0, D, F, M)
-        ek = _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F)
-        gk = ek * (_mm(vj, tl.trans(values), PREC) + masses[None, :])
-        _store(GK, bqk, j0, f0, M, _tile(GK, bqk, j0, f0, M, T, F) + gk, T, F)
-        gv += _mm(ek, values, PREC)
-    _store_value_grads(GV, c, j0, D, _values(GV, c, j0, D, B, T, BD) + gv, B, T, BD)
-
-
 # The ratio numerator / key mass of the causal scan's output rows and its cotangent (montecarlo.nn._Ratio's
 # forms) in one pass each, for eager mode (under torch.compile the torch forms fuse).
 @triton.jit
@@ -777,19 +796,20 @@ def _linear_features_grad_kernel(X, W, G, GX, R, d, M, S, T: tl.constexpr, F: tl
              mask=(rows < R)[:, None] & (cols < d)[None, :])
 
 
-#: The kernels, their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC) and their path
+#: The kernels, their pointer arguments (the rest: M, D and the constexprs B, T, F, BD, PREC, and SUMMARY for the
+#: key and value gradients, which add the chunk summaries' gradient in the causal operator) and their path
 #: ("tile": TILE, FEATURE_BLOCK; "fast": FAST_TILE, FAST_FEATURE_BLOCK, as the chunks' own kernels), for tools
 #: that compile them without launching (tests, ``benchmarks.kernel_registers``).
 KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
            ("_query_grad_kernel", "Q R K V P BEF FLAG G GQ", "tile"),
-           ("_key_grad_kernel", "Q R K V FLAG G GK", "tile"), ("_value_grad_kernel", "Q R K FLAG G GV", "tile"),
+           ("_key_grad_kernel", "Q R K V OFF GKS FLAG G GK", "tile"),
+           ("_value_grad_kernel", "Q R K OFF GKS FLAG G GV", "tile"),
            ("_state_grad_kernel", "Q R BEF G GP", "tile"),
            ("_fast_forward_kernel", "Q R K V P BEF OFF FLAG O", "fast"),
            ("_fast_query_grad_kernel", "Q R K V P BEF OFF FLAG G GQ", "fast"),
-           ("_fast_key_grad_kernel", "Q R K V OFF FLAG G GK", "fast"),
-           ("_fast_value_grad_kernel", "Q R K OFF FLAG G GV", "fast"),
-           ("_row_offsets_kernel", "Q K BEF OFF R FLAG", "fast"), ("_summary_kernel", "K V OFF KS", "fast"),
-           ("_summary_grad_kernel", "K V OFF GKS GK GV", "fast"))
+           ("_fast_key_grad_kernel", "Q R K V OFF GKS FLAG G GK", "fast"),
+           ("_fast_value_grad_kernel", "Q R K OFF GKS FLAG G GV", "fast"),
+           ("_row_offsets_kernel", "Q K BEF OFF R FLAG", "fast"), ("_summary_kernel", "K V OFF KS", "fast"))
 #: The features' kernels (compiled apart by the tools: their arguments differ), their tile of rows and
 #: feature block (:func:`_feature_meta`).
 FEATURE_TILE = 64
@@ -987,21 +1007,30 @@ def _launch_forward(qr, r, lk4, v4, P, before, off, flag, precision):
     return out
 
 
-def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision):
+def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision, summaries=False):
+    """The within-chunk part's gradients (gq, gk, gv, gP); with ``summaries`` (the causal operator: the states
+    P formed from the chunks' summaries, with the chunks' key offsets ``off``), the summaries' gradient too,
+    added to gk and gv by the key and value kernels (the states' gradient and its adjoint first)."""
     n, N, b, M = qr.shape
     D = v4.shape[-1] + 1
     G = G.contiguous()
     gq, gk, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(P)
-    gv = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (summed over two kernels: in qr's dtype)
+    gv = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (qr's dtype: the caller casts once)
     (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D)
+    _launch(_state_grad_kernel, (n * N, 1, blocks[2]), qr, r, before, G, gP, M, D, PREC=precision, **meta)
+    summary = summaries and N > 1  # (one chunk: a zero state, no summary read)
+    dK = _states_adjoint(gP, off, before, fmeta["BD"]) if summary else gP  # (not read without summaries)
     _launch(_query_grad_kernel, blocks, qr, r, lk4, v4, P, before, flag, G, gq, M, D, PREC=precision, **meta)
-    _launch(_key_grad_kernel, blocks, qr, r, lk4, v4, flag, G, gk, M, D, PREC=precision, **meta)
-    _launch(_value_grad_kernel, tiles, qr, r, lk4, flag, G, gv, M, D, PREC=precision, **meta)
+    _launch(_key_grad_kernel, blocks, qr, r, lk4, v4, off, dK, flag, G, gk, M, D, PREC=precision, SUMMARY=summary,
+            **meta)
+    _launch(_value_grad_kernel, tiles, qr, r, lk4, off, dK, flag, G, gv, M, D, PREC=precision, SUMMARY=summary,
+            **meta)
     _launch(_fast_query_grad_kernel, fblocks, qr, r, lk4, v4, P, before, off, flag, G, gq, M, D, PREC=precision,
             **fmeta)
-    _launch(_fast_key_grad_kernel, fblocks, qr, r, lk4, v4, off, flag, G, gk, M, D, PREC=precision, **fmeta)
-    _launch(_fast_value_grad_kernel, ftiles, qr, r, lk4, off, flag, G, gv, M, D, PREC=precision, **fmeta)
-    _launch(_state_grad_kernel, (n * N, 1, blocks[2]), qr, r, before, G, gP, M, D, PREC=precision, **meta)
+    _launch(_fast_key_grad_kernel, fblocks, qr, r, lk4, v4, off, dK, flag, G, gk, M, D, PREC=precision,
+            SUMMARY=summary, **fmeta)
+    _launch(_fast_value_grad_kernel, ftiles, qr, r, lk4, off, dK, flag, G, gv, M, D, PREC=precision,
+            SUMMARY=summary, **fmeta)
     return gq, gk, gv, gP
 
 
@@ -1157,13 +1186,7 @@ def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor
                           before: torch.Tensor, off: torch.Tensor, flag: torch.Tensor, P: torch.Tensor,
                           G: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
-    gq, gk, gv, gP = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision)
-    if lq4.shape[1] > 1:  # the summaries' gradient (the first chunk's state is zero: its gP is not read)
-        n, N, b, M = lk4.shape
-        D = v4.shape[-1] + 1
-        tiles, _, meta = _grids(n, N, b, M, D)[1]
-        dK = _states_adjoint(gP, off, before, meta["BD"])
-        _launch(_summary_grad_kernel, tiles, lk4, v4, off, dK, gk, gv, M, D, PREC=precision, **meta)
+    gq, gk, gv, _ = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision, summaries=True)
     return gq, gk, gv.to(v4.dtype)
 
 
