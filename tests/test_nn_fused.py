@@ -848,7 +848,8 @@ def test_linear_features_kernel_equals_the_torch_map(fused, kind, dtype):
 def test_feature_rows_and_scaled_features_check_their_inputs(fused):
     """feature_rows scales the rows by s^{1/2} and lays out the constants (a number or a float32 tensor
     broadcast to (m,)); it and scaled_log_features refuse what the kernel cannot read, naming the argument;
-    scaled_log_features keeps the inputs' leading shapes (no views) and equals linear_log_features."""
+    scaled_log_features keeps the inputs' leading shapes (no views; one row and a vector too) and equals
+    linear_log_features."""
     g = torch.Generator().manual_seed(29)
     w = torch.randn(8, 4, generator=g)
     ws, b = fused.feature_rows(w, 0.25, 0.5)
@@ -873,6 +874,11 @@ def test_feature_rows_and_scaled_features_check_their_inputs(fused):
     assert torch.equal(lx, fused.linear_log_features(x, w, 0.25, 0.5))
     want = x @ ws.T + b - 0.25 * (x * x).sum(-1, keepdim=True)
     assert torch.allclose(lx, want, rtol=1e-5, atol=1e-5)
+    for one in (x[0, 0, :1], x[0, 0, 0]):  # one row, (1, d) and a vector (d,): one program, the map of that row
+        lo, = fused.scaled_log_features((one,), ws, b, 0.5)
+        assert lo.shape == (*one.shape[:-1], 8) and torch.allclose(lo, want[0, 0, 0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="must share d"):
+        fused.scaled_log_features((torch.tensor(1.0),), ws, b, 0.5)
 
 
 def test_module_keeps_the_features_rows_while_they_hold(fused, monkeypatch):
