@@ -9,8 +9,9 @@ the rows' offsets r and which chunks are fast: the running maxima need no (n, L,
 operator (``simplex_rf::causal``, backward ``simplex_rf::causal_backward``) that forms the chunks'
 summaries (a kernel), their prefix states (a kernel that scans the chunks; :data:`SCAN_KERNELS` off: by
 :func:`montecarlo.nn._prefix_states`, a batched product or a log-depth scan) and the numerators and key
-masses below; its backward runs the kernels' gradients, the states' adjoint (a kernel scanning backwards)
-and the summaries' gradient (a kernel); :func:`ratio` then divides the numerators by the key masses in
+masses below; its backward runs the states' gradient, their adjoint (a kernel scanning backwards: the
+summaries' cotangent) and the kernels' gradients, whose key and value kernels add the summaries' gradient;
+:func:`ratio` then divides the numerators by the key masses in
 the output's dtype (a kernel each way, in eager mode).  The kernels read
 l(q) and r and subtract on load: no qr = l(q) - r tensor is formed or saved.  :func:`within` is the kernels'
 entry for given prefix states (``simplex_rf::causal_chunk``; tests).  :func:`linear_log_features` is a positive
@@ -586,8 +587,8 @@ def _state_grad_kernel(Q, R, BEF, G, GP, M, D, B: tl.constexpr, T: tl.constexpr,
     _store_values(GP, c * M * D, f0, D, acc, accl, F, BD, M)
 
 
-# The chunks' own work around the two paths (:func:`causal`): the rows' offsets r, the chunks' summaries for
-# the prefix states and the summaries' gradient (tiles and feature blocks of the fast path).
+# The chunks' own work around the two paths (:func:`causal`): the rows' offsets r and the chunks' summaries for
+# the prefix states (tiles and feature blocks of the fast path).
 @triton.jit
 def _larger(a, b):
     return tl.maximum(a, b)
@@ -1301,7 +1302,7 @@ def causal(lq4, lk4, v4, precision="ieee"):
     are fast (:func:`fast_chunks`) and r (constants: every offset but r cancels, and r cancels in the ratio
     numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states (a scan
     kernel, :data:`SCAN_KERNELS`) and the two paths' kernels; the backward the same kernels plus the states'
-    adjoint and the summaries' gradient, so that no (n, L, m) tensor is formed outside the kernels but the
+    adjoint, and the summaries' gradient in the key and value kernels, so that no (n, L, m) tensor is formed outside the kernels but the
     maxima's reads.  Differentiable in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
     _check_precision(precision)
     n, N, b, M = lq4.shape
