@@ -875,8 +875,11 @@ def test_feature_rows_and_scaled_features_check_their_inputs(fused):
     want = x @ ws.T + b - 0.25 * (x * x).sum(-1, keepdim=True)
     assert torch.allclose(lx, want, rtol=1e-5, atol=1e-5)
     for one in (x[0, 0, :1], x[0, 0, 0]):  # one row, (1, d) and a vector (d,): one program, the map of that row
+        one = one.clone().requires_grad_(True)
         lo, = fused.scaled_log_features((one,), ws, b, 0.5)
         assert lo.shape == (*one.shape[:-1], 8) and torch.allclose(lo, want[0, 0, 0], rtol=1e-5, atol=1e-5)
+        grad, = torch.autograd.grad(lo.sum(), one)  # d/dx sum_f (w'_f . x + b_f - s |x|^2 / 2): sum_f w'_f - m s x
+        assert torch.allclose(grad, ws.sum(0) - 8 * 0.5 * one.detach(), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="must share d"):
         fused.scaled_log_features((torch.tensor(1.0),), ws, b, 0.5)
 
