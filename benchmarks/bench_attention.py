@@ -282,7 +282,9 @@ def _variant_forms():
             ("fused_c256_float32", 256, False, {"fused": True, "float32": True, "first_only": True}),
             ("fused_c256_float32_fast32", 256, False,
              {"fused": True, "float32": True, "first_only": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
-            ("fused_c128", 128, False, {"fused": True}), ("fused_c512", 512, False, {"fused": True}),
+            ("fused_c128", 128, False, {"fused": True}),
+            ("graphed_fused_c128", 128, "graphed", {"fused": True}),  # (early: before the compiled forms' budget)
+            ("fused_c512", 512, False, {"fused": True}),
             ("fused_c128_bf16", 128, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
             ("fused_c256_jit", 256, False, {"fused": True, "kernel": {"LAUNCH_CACHE": False}}),
             ("fused_c128_jit", 128, False, {"fused": True, "kernel": {"LAUNCH_CACHE": False}}),
@@ -293,8 +295,7 @@ def _variant_forms():
             ("compiled_fused_c256", 256, True, {"fused": True}),
             ("compiled_fused_c128", 128, True, {"fused": True}),
             ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True}),
-            ("cudagraphs_fused_c128", 128, "reduce-overhead", {"fused": True, "first_only": True}),
-            ("graphed_fused_c128", 128, "graphed", {"fused": True})]
+            ("cudagraphs_fused_c128", 128, "reduce-overhead", {"fused": True, "first_only": True})]
 
 
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
