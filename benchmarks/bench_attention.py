@@ -487,7 +487,7 @@ def launch_overhead(repeat=300):
     Triton's JIT entry ``kernel[grid](...)`` (binder, cache key, globals check, then the launcher), the same
     compiled kernel through its ``CompiledKernel`` runner (the launcher alone; an error string where this
     Triton's runner takes other arguments), and a torch elementwise operator (``add_``).  What the JIT entry
-    costs on top of the launcher, times the 21 launches of a training step, is what a cache of compiled kernels
+    costs on top of the launcher, times the 20 launches of a training step, is what a cache of compiled kernels
     would save."""
     import torch
 

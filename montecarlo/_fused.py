@@ -265,10 +265,18 @@ def _before(BEF, c, f0, M, F: tl.constexpr):
 
 
 @triton.jit
+def _chunk_block(P, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr):
+    """A feature block of chunk c's (M, D) block of P (prefix states, summaries or their cotangents): its
+    values' part (F, BD) and its key masses' part (F,)."""
+    return _vtile(P, c * M * D, f0, D, F, BD, M), _last(P, c * M * D, f0, D, F, M)
+
+
+@triton.jit
 def _state(P, BEF, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr):
     """A feature block of chunk c's prefix state ((M, D) per chunk): its values (F, BD), its key masses (F,)
     and its offsets ``before`` (F,)."""
-    return (_vtile(P, c * M * D, f0, D, F, BD, M), _last(P, c * M * D, f0, D, F, M), _before(BEF, c, f0, M, F))
+    values, masses = _chunk_block(P, c, f0, M, D, F, BD)
+    return values, masses, _before(BEF, c, f0, M, F)
 
 
 @triton.jit
@@ -338,17 +346,10 @@ def _chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T: tl.constexpr, F: tl.constexp
 
 
 @triton.jit
-def _summary_grads(GKS, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr):
-    """A feature block of chunk c's summary cotangent GKS ((M, D) per chunk): its values' part (F, BD) and its
-    key masses' part (F,)."""
-    return _vtile(GKS, c * M * D, f0, D, F, BD, M), _last(GKS, c * M * D, f0, D, F, M)
-
-
-@triton.jit
 def _summary_key_grad(vj, GKS, c, f0, M, D, F: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
     """The summary's cotangent reaching a key tile's feature block, before its factor e^{lk - o}:
     [v_j, 1] . GKS_f (T, F)."""
-    values, masses = _summary_grads(GKS, c, f0, M, D, F, BD)
+    values, masses = _chunk_block(GKS, c, f0, M, D, F, BD)
     return _mm(vj, tl.trans(values), PREC) + masses[None, :]
 
 
@@ -358,7 +359,7 @@ def _summary_value_grad(K, OFF, GKS, c, bqk, j0, M, D, T: tl.constexpr, F: tl.co
     """The summary's cotangent reaching a key tile's values: sum_f e^{lk_jf - o_f} GKS_f (T, BD)."""
     acc = tl.zeros((T, BD), K.dtype.element_ty)
     for f0 in range(0, M, F):
-        values, _ = _summary_grads(GKS, c, f0, M, D, F, BD)
+        values, _ = _chunk_block(GKS, c, f0, M, D, F, BD)
         acc += _mm(_chunk_key_factor(K, OFF, c, bqk, j0, f0, M, T, F), values, PREC)
     return acc
 
@@ -867,9 +868,7 @@ def _arg_key(a):
 
 
 def _launch_key(kernel, args, meta):
-    # (plain tensors inline, the common case: a function call per argument was most of the key's host time)
-    return (kernel, torch.cuda.current_device(), tuple(meta.items()),
-            tuple([(a.dtype, a.data_ptr() % 16 == 0) if type(a) is torch.Tensor else _arg_key(a) for a in args]))
+    return (kernel, torch.cuda.current_device(), tuple(meta.items()), tuple(map(_arg_key, args)))
 
 
 def _is_compiled(kernel):
@@ -1102,7 +1101,7 @@ def _chunk_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor
     if SCAN_KERNELS:
         before, off = torch.empty_like(o), torch.empty_like(o)
         _launch(_chunk_offsets_kernel, (n, _cdiv(M, SCAN_BLOCK)), o, before, off, N, M, F=SCAN_BLOCK,
-                                                          num_warps=SCAN_NUM_WARPS)
+                num_warps=SCAN_NUM_WARPS)
     else:
         from montecarlo import nn as _nn
 
@@ -1148,7 +1147,7 @@ def _prefix_states(K, off, before, BD):
     n, N, M, D = K.shape
     P = torch.empty_like(K)
     _launch(_states_kernel, (n, _cdiv(M, SCAN_BLOCK)), K, off, before, P, N, M, D, F=SCAN_BLOCK, BD=BD,
-                                              num_warps=SCAN_NUM_WARPS)
+            num_warps=SCAN_NUM_WARPS)
     return P
 
 
@@ -1160,8 +1159,8 @@ def _states_adjoint(gP, off, before, BD):
         return _nn._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
     n, N, M, D = gP.shape
     gP, dK = gP.contiguous(), torch.empty_like(gP)
-    _launch(_states_adjoint_kernel, (n, _cdiv(M, SCAN_BLOCK)), gP, off, before, dK, N, M, D, F=SCAN_BLOCK, BD=BD,
-                                                      num_warps=SCAN_NUM_WARPS)
+    _launch(_states_adjoint_kernel, (n, _cdiv(M, SCAN_BLOCK)), gP, off, before, dK, N, M, D, F=SCAN_BLOCK,
+            BD=BD, num_warps=SCAN_NUM_WARPS)
     return dK
 
 
@@ -1298,12 +1297,12 @@ def causal(lq4, lk4, v4, precision="ieee"):
     keys -inf) and the values ``v4`` (n, N, b, D - 1; no ones column: the kernels sum the scores for the key
     mass; in the log-features' dtype, or bfloat16/float16 beside float32 ones, read as it is: no float32
     copy), with the rows' offsets r of :func:`chunk_offsets`.  Inside: the chunks' key maxima, the offsets
-    over the earlier chunks, which chunks
-    are fast (:func:`fast_chunks`) and r (constants: every offset but r cancels, and r cancels in the ratio
-    numerator / mass that the caller forms), the chunks' summaries (a kernel), their prefix states (a scan
-    kernel, :data:`SCAN_KERNELS`) and the two paths' kernels; the backward the same kernels plus the states'
-    adjoint, and the summaries' gradient in the key and value kernels, so that no (n, L, m) tensor is formed outside the kernels but the
-    maxima's reads.  Differentiable in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
+    over the earlier chunks, which chunks are fast (:func:`fast_chunks`) and r (constants: every offset but
+    r cancels, and r cancels in the ratio numerator / mass that the caller forms), the chunks' summaries (a
+    kernel), their prefix states (a scan kernel, :data:`SCAN_KERNELS`) and the two paths' kernels; the
+    backward the same kernels plus the states' adjoint, and the summaries' gradient in the key and value
+    kernels, so that no (n, L, m) tensor is formed outside the kernels but the maxima's reads.  Differentiable
+    in lq4, lk4 and v4 (r held constant); ``precision`` as in :func:`within`."""
     _check_precision(precision)
     n, N, b, M = lq4.shape
     _check_shapes(("lq4", lq4.shape), v4, {"lk4": (lk4.shape, (n, N, b, M)),
@@ -1324,8 +1323,8 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
     ``qr`` = l(q) - r, ``lk4`` (n, N, b, M) and the values ``v4`` (n, N, b, D - 1; the key mass, the last
     column of the result, is the row sums of the scores: no ones column is stored); differentiable in qr,
     lk4, v4 and P (``before`` is a constant).  P None: a zero state (no earlier chunks); before None: -inf.
-    ``precision``: the matrix products' ``input_precision``, one of
-    :data:`PRECISIONS`.  The kernels' entry with the states given (tests); :func:`causal` forms them."""
+    ``precision``: the matrix products' ``input_precision``, one of :data:`PRECISIONS`.  The kernels' entry
+    with the states given (tests); :func:`causal` forms them."""
     _check_precision(precision)
     n, N, b, M = qr.shape
     D = v4.shape[-1] + 1
@@ -1512,9 +1511,10 @@ class _RatioEager(torch.autograd.Function):
             nd3 = nd.reshape(n, -1, D)
             G = _nn._Ratio.cotangent(nd3[:, :L], seen, g.reshape(n, L, D - 1).to(nd.dtype))
             return torch.nn.functional.pad(G, (0, 0, 0, nd3.shape[1] - L)).reshape(nd.shape), None, None, None, None
-        sizes = _ratio_launch(nd, seen, L)
-        gnd = (torch.empty_like if sizes[1][2] == L else torch.zeros_like)(nd)  # (padded rows: zero)
-        _launch(_ratio_grad_kernel, sizes[0], nd, rows, g.contiguous(), gnd, *sizes[1], **sizes[2])
+        grid, sizes, meta = _ratio_launch(nd, seen, L)
+        Lp = sizes[2]
+        gnd = (torch.empty_like if Lp == L else torch.zeros_like)(nd)  # (padded rows: zero)
+        _launch(_ratio_grad_kernel, grid, nd, rows, g.contiguous(), gnd, *sizes, **meta)
         return gnd, None, None, None, None
 
 

@@ -775,13 +775,12 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
         lq = torch.nn.functional.pad(lq, (0, 0, 0, pad)).reshape(n, N, b, M)
         lk = torch.nn.functional.pad(lk, (0, 0, 0, pad), value=-math.inf).reshape(n, N, b, M)
         ve = torch.nn.functional.pad(ve, (0, 0, 0, pad)).reshape(n, N, b, ve.shape[-1])
-    lq4, lk4, v4 = lq, lk, ve
     if seen is not None:
         seen = seen.expand(lead + (L, 1)).reshape(n, L, 1)
     if fused:  # the whole scan in the kernels' operator
-        nd = _fused.causal(lq4, lk4, v4, _fused.products(half))
+        nd = _fused.causal(lq, lk, ve, _fused.products(half))
         return _fused.ratio(nd, seen, L, out_dtype or nd.dtype, lead + (L, dv))
-    nd = _unfused(lq4, lk4, v4, neg, grad, scan)
+    nd = _unfused(lq, lk, ve, neg, grad, scan)
     return _ratio(nd.view(n, Lp, D)[:, :L], seen).reshape(lead + (L, dv))
 
 

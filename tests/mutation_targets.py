@@ -72,7 +72,8 @@ BEFORE = {
                    "or kernels_equal or causal_operator_equals or host_overhead or ratio_writes or "
                    "broadcast_shapes or module_with_fused'"],
     "nn_host": [T + "test_nn_fused.py -k 'keeps_the_features or broadcast_shapes or causal_scan_with or "
-                "module_with_fused or ratio_writes or broadcast_leading or host_overhead'", T + "test_nn_module.py -x -k 'causal and not slow'"],
+                "module_with_fused or ratio_writes or broadcast_leading or host_overhead'",
+                T + "test_nn_module.py -x -k 'causal and not slow'"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
