@@ -69,8 +69,8 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     rF = _fused._sizes(chunk, wide, 2, fast=True)[1]
     out = {}
     jobs = []
-    # the values and the features' x as the module's inputs give them: bf16 where the products are TF32 or bf16,
-    # float32 for IEEE
+    # the values, their gradient and the features' x as the module's inputs give them: bf16 where the products are
+    # TF32 or bf16, float32 for IEEE
     half = "*fp32" if prec == "ieee" else "*bf16"
     for name, ptrs, path in _fused.KERNELS:
         if path == "fast":
@@ -82,7 +82,7 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
             consts, warps = dict(B=chunk, T=T, F=F, BD=BD, PREC=prec), W
         if "SUMMARY" in getattr(_fused, name).arg_names:  # (the key and value gradients with the summaries' term)
             consts["SUMMARY"] = True
-        sig = ({p: "*i32" if p == "FLAG" else half if p == "V" else "*fp32" for p in ptrs.split()}
+        sig = ({p: "*i32" if p == "FLAG" else half if p in ("V", "GV") else "*fp32" for p in ptrs.split()}
                | {"M": "i32", "D": "i32"} | {c: "constexpr" for c in consts})
         jobs.append((name, sig, consts, warps))
     # the features' kernels (d = 64, m = 128; the forward's products by x's dtype, _fused.feature_products, the

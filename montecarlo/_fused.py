@@ -138,13 +138,18 @@ SCAN_NUM_WARPS = 4
 
 
 @triton.jit
-def _bf16_rounded(x):
-    """x rounded to the nearest bfloat16 (ties to even; float64 through float32), as float32: what a compiled
-    conversion does; Triton's interpreter truncates instead (the interpreter's stand-in for bfloat16 products,
-    :func:`_mm`)."""
+def _bf16_bits(x):
+    """The bits of x rounded to the nearest bfloat16 (ties to even; float64 through float32; NaN to a quiet
+    NaN), as uint32 below 2^16: what a compiled conversion does."""
     bits = x.to(tl.float32).to(tl.uint32, bitcast=True)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.to(tl.float32, bitcast=True)
+    return tl.where(x == x, (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16, 0x7FC0)
+
+
+@triton.jit
+def _bf16_rounded(x):
+    """x rounded to the nearest bfloat16 (:func:`_bf16_bits`), as float32: what a compiled conversion does;
+    Triton's interpreter truncates instead (the interpreter's stand-in for bfloat16 products, :func:`_mm`)."""
+    return (_bf16_bits(x) << 16).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -164,8 +169,9 @@ def _mm(a, b, PREC: tl.constexpr):
 
 
 #: Whether the kernels are compiled, not run by Triton's interpreter (``TRITON_INTERPRET=1`` when Triton was
-#: imported: its products of bfloat16 tiles return garbage in Triton 3.9): :func:`_mm` multiplies bfloat16
-#: operands only then.
+#: imported: its products of bfloat16 tiles return garbage in Triton 3.9, and its conversion to bfloat16
+#: truncates): :func:`_mm` multiplies bfloat16 operands, and :func:`_store_value_grads` converts to bfloat16, only
+#: then.
 _BF16_DOT = tl.constexpr(type(_mm).__name__ != "InterpretedFunction")
 
 
@@ -253,8 +259,14 @@ def _store_values(P, base, r0, D, x, last, T: tl.constexpr, BD: tl.constexpr, R)
 
 @triton.jit
 def _store_value_grads(GV, c, r0, D, x, B: tl.constexpr, T: tl.constexpr, BD: tl.constexpr):
-    """Store x (T, BD) as rows r0 .. r0 + T of chunk c's values' gradient (the layout :func:`_values` reads)."""
-    _store_cols(GV, c * B * (D - 1), r0, D - 1, D - 1, x, T, BD, B)
+    """Store x (T, BD) as rows r0 .. r0 + T of chunk c's values' gradient (the layout :func:`_values` reads), in
+    GV's dtype: rounded once, to nearest (bfloat16 under Triton's interpreter, whose conversion truncates and
+    mangles subnormals: the bits of :func:`_bf16_bits` through a 16-bit integer pointer)."""
+    if GV.dtype.element_ty == tl.bfloat16 and not _BF16_DOT:
+        _store_cols(GV.to(tl.pointer_type(tl.uint16)), c * B * (D - 1), r0, D - 1, D - 1,
+                    _bf16_bits(x).to(tl.uint16), T, BD, B)
+    else:
+        _store_cols(GV, c * B * (D - 1), r0, D - 1, D - 1, x, T, BD, B)
 
 
 @triton.jit
@@ -1015,7 +1027,7 @@ def _launch_backward(qr, r, lk4, v4, P, before, off, flag, G, precision, summari
     D = v4.shape[-1] + 1
     G = G.contiguous()
     gq, gk, gP = torch.empty_like(qr), torch.empty_like(lk4), torch.empty_like(P)
-    gv = torch.empty(v4.shape, dtype=qr.dtype, device=v4.device)  # (qr's dtype: the caller casts once)
+    gv = torch.empty(v4.shape, dtype=v4.dtype, device=v4.device)  # (bf16/fp16 values: rounded once, in the store)
     (tiles, blocks, meta), (ftiles, fblocks, fmeta) = _grids(n, N, b, M, D)
     _launch(_state_grad_kernel, (n * N, 1, blocks[2]), qr, r, before, G, gP, M, D, PREC=precision, **meta)
     summary = summaries and N > 1  # (one chunk: a zero state, no summary read)
@@ -1187,7 +1199,7 @@ def _causal_backward_impl(lq4: torch.Tensor, lk4: torch.Tensor, v4: torch.Tensor
                           G: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     lq4, lk4, v4, r, before = _contiguous(lq4, lk4, v4, r, before)
     gq, gk, gv, _ = _launch_backward(lq4, r, lk4, v4, P, before, off, flag, G, precision, summaries=True)
-    return gq, gk, gv.to(v4.dtype)
+    return gq, gk, gv
 
 
 _causal_backward_op = torch.library.custom_op("simplex_rf::causal_backward", mutates_args=())(_causal_backward_impl)

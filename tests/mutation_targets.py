@@ -118,8 +118,9 @@ TARGETS = {
                      "_states_adjoint_kernel", "_ratio_rows", "_ratio_kernel", "_ratio_grad_kernel",
                      "_chunk_offsets_impl", "_states", "_prefix_states", "_states_adjoint", "_ratio_launch",
                      "_seen_rows", "ratio")),
-    # the kernels' products (the bfloat16 operands and the interpreter's rounding of them) and their sizes
-    "fused_products": ("fused", "montecarlo/_fused.py", ("_bf16_rounded", "_mm", "products", "_sizes")),
+    # the kernels' products (the bfloat16 operands and the interpreter's rounding of them, also of the values'
+    # gradient stored in bfloat16) and their sizes
+    "fused_products": ("fused", "montecarlo/_fused.py", ("_bf16_bits", "_bf16_rounded", "_mm", "products", "_sizes")),
     # the launch cache (the compiled kernels' runners) and the features' kernels' products and sizes
     "fused_launch": ("fused", "montecarlo/_fused.py", ("_arg_key", "_launch_key", "_launch", "_launch_cache_off",
                                                        "feature_products", "_feature_meta")),
