@@ -284,6 +284,7 @@ def _variant_forms():
              {"fused": True, "float32": True, "first_only": True, "kernel": {"FAST_FEATURE_BLOCK": 32}}),
             ("fused_c128", 128, False, {"fused": True}),
             ("graphed_fused_c128", 128, "graphed", {"fused": True}),  # (early: before the compiled forms' budget)
+            ("fused_c64", 64, False, {"fused": True, "first_only": True}),
             ("fused_c512", 512, False, {"fused": True}),
             ("fused_c128_bf16", 128, False, {"fused": True, "kernel": {"PRECISION": "bf16"}}),
             ("fused_c256_jit", 256, False, {"fused": True, "kernel": {"LAUNCH_CACHE": False}}),
@@ -301,7 +302,8 @@ def _variant_forms():
 def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
     """Causal PRFAttention on CUDA in several forms against SDPA (the issue-20 setting): eager with the
     within-chunk part in the fused Triton kernels (the default where Triton is importable; TF32 products for
-    these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512, at 256 with every chunk on the
+    these bf16 inputs; most chunks on the fast path) at chunk 256, 128 and 512 (and 64 at the first length: half
+    the within-chunk work of 128, twice the chunks), at 256 with every chunk on the
     tile path (``GAP = None``), with the scans over the chunks (offsets, prefix states and their adjoint) by
     torch operations instead of their kernels (``SCAN_KERNELS = False``: the batched product while N <= d_v
     + 1, else the log-depth scan), at the first length with the ratio by torch operations instead of its

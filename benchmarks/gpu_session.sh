@@ -9,7 +9,7 @@
 #   3. the host's work per eager step on this machine's CPU with no-op launches (--host; seconds), and the
 #      host's time per launch: Triton's JIT entry, the compiled kernel's runner, a torch operator (--launch);
 #   4. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
-#      operator at three chunk lengths, on the tile path only, with the scans
+#      operator at three chunk lengths (and 64 at the first length), on the tile path only, with the scans
 #      over the chunks by torch operations instead of their kernels (and the ratio, at the first length),
 #      with products of bfloat16 operands instead of TF32 (PRECISION "bf16", opt-in), with IEEE products in
 #      the features' kernel instead of 3xTF32 (first length),
