@@ -405,6 +405,16 @@ def test_precision_is_checked(fused, monkeypatch):
         fused.products(True)
 
 
+def _bf16_edge_values():
+    """2048 float32 values for the bfloat16 rounding tests: 2000 over 60 binades, ties, signed zeros,
+    subnormals, the largest finite, a value that rounds to infinity, infinities and NaN (then ones)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2000, generator=g) * 10.0 ** torch.randint(-30, 30, (2000,), generator=g)
+    ties = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 2 ** -130 * (1 + 2 ** -8)])
+    special = torch.tensor([0.0, -0.0, 1e-40, -1e-45, 3.3895e38, 3.4e38, math.inf, -math.inf, math.nan])
+    return torch.cat([x, ties, special, torch.ones(2048 - 2000 - 13)])
+
+
 @triton.jit
 def _bf16_rounding_kernel(X, Y, MODE: tl.constexpr):
     """Stores 2048 floats rounded to bfloat16 by _fused._bf16_rounded (MODE 0), by Triton's conversion (1), or
@@ -427,11 +437,7 @@ def test_bf16_rounding_is_to_nearest_even(fused):
     nearest, ties to even, over 60 binades, signed zeros, subnormals, the largest finite, a value that rounds
     to infinity, infinities and NaN, bit for bit (NaN as NaN); the interpreter's own conversion, which
     truncates, differs (power)."""
-    g = torch.Generator().manual_seed(3)
-    x = torch.randn(2000, generator=g) * 10.0 ** torch.randint(-30, 30, (2000,), generator=g)
-    ties = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 2 ** -130 * (1 + 2 ** -8)])
-    special = torch.tensor([0.0, -0.0, 1e-40, -1e-45, 3.3895e38, 3.4e38, math.inf, -math.inf, math.nan])
-    x = torch.cat([x, ties, special, torch.ones(2048 - 2000 - 13)])
+    x = _bf16_edge_values()
     want = x.bfloat16().float()
     nan = want.isnan()
     for mode in (0, 1, 2):
@@ -1404,16 +1410,13 @@ def test_cuda_value_gradient_rounds_as_torch(monkeypatch):
     copies rounded once (float32 log-features; chunks on both paths: GAP 40 and None)."""
     from montecarlo import _fused
 
-    g = torch.Generator().manual_seed(3)
-    x = torch.randn(2000, generator=g) * 10.0 ** torch.randint(-30, 30, (2000,), generator=g)
-    ties = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 2 ** -130 * (1 + 2 ** -8)])
-    special = torch.tensor([0.0, -0.0, 1e-40, -1e-45, 3.3895e38, 3.4e38, math.inf, -math.inf, math.nan])
-    x = torch.cat([x, ties, special, torch.ones(2048 - 2000 - 13)]).cuda()
+    x = _bf16_edge_values().cuda()
     y = torch.empty(x.shape, dtype=torch.bfloat16, device="cuda")
     _bf16_rounding_kernel[(1,)](x, y, MODE=2)
     want = x.bfloat16()
     nan = want.isnan()
     assert torch.equal(y.isnan(), nan) and torch.equal(y[~nan].view(torch.int16), want[~nan].view(torch.int16))
+    g = torch.Generator().manual_seed(3)
     lq, lk, v = (t.float().cuda() for t in _chunked(g, 2, 4, 64, 40, 24, wild=True))
     cot = torch.randn(*v.shape[:-1], v.shape[-1] + 1, generator=g).cuda()
     for gap in (40.0, None):
