@@ -105,6 +105,14 @@ redraws exactly as eager mode.
   ``model.load_state_dict(torch.load(path))``; ``torch.save(model)`` of the
   whole module needs ``torch.load(path, weights_only=False)`` (the class is not
   on torch's allow-list), as for any custom module.
+* ``torch.export`` (inference): a module in eval mode (or frozen, or without
+  ``redraw_every``) exports, every kind, causal or not, masks as keyword
+  inputs, and the program saves and loads (``torch.export.save`` / ``load``)
+  with the eager module's outputs; on the fused path (CUDA with Triton) the
+  kernels are the registered operators ``simplex_rf::*``, so import
+  ``montecarlo.nn`` before loading such a program.  In training mode with
+  ``redraw_every`` export raises a RuntimeError: an exported program is one
+  traced forward and would never redraw.
 * Activation checkpointing (``torch.utils.checkpoint``) recomputes the
   forward inside the backward pass: that recomputation never redraws the
   features nor counts towards ``redraw_every`` (so the backward differentiates
@@ -122,6 +130,7 @@ Random Tables: Non-Trigonometric Random Features", NeurIPS 2022 (FAVOR++, the
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import math
@@ -415,6 +424,23 @@ def _compiling():
     return bool(fn()) if fn is not None else False
 
 
+def _no_autocast(device_type):
+    """A context with autocast off on ``device_type``: ``torch.autocast(enabled=False)`` where autocast is on
+    there, else none (no region: torch.export made the forward's regions of grad mode inside an autocast
+    region empty higher-order operators, which a saved program then failed to load with)."""
+    try:
+        on = torch.is_autocast_enabled(device_type)
+    except (RuntimeError, TypeError):  # (a device type without autocast, or an older torch's signature)
+        on = True
+    return torch.autocast(device_type=device_type, enabled=False) if on else contextlib.nullcontext()
+
+
+def _exporting():
+    """Whether torch.export is tracing (``torch.compiler.is_exporting``, torch >= 2.6; False before)."""
+    fn = getattr(getattr(torch, "compiler", None), "is_exporting", None)
+    return bool(fn()) if fn is not None else False
+
+
 def _scan_states(K, oc):
     r"""Exclusive prefix states of the chunk summaries by a log-depth scan (no loop over the chunks).
 
@@ -616,7 +642,8 @@ class _Levels(torch.autograd.Function):
 
 def _within_chunks(lq4, lk4, v4, before, neg, grad):
     r"""The part of causal attention inside each chunk, and the query offsets: ``lq4``, ``lk4`` (n, N, b, M),
-    ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks.  Returns
+    ``v4`` (n, N, b, D) and ``before`` (n, N, M), the per-feature maxima over the earlier chunks (None: there
+    are none, -inf).  Returns
     ``qr`` = l(q) - r (row offsets r_i = max_f(l_f(q_i) + c_if); ``lq4`` itself, overwritten, without
     autograd) and ``nd`` (n, N, b, D), the numerators and key masses of the keys of each query's own chunk
     (with autograd through :class:`_Levels`).  (The fused kernels do all of it in
@@ -627,7 +654,7 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad):
         sizes = [1 << e for e in range(max(0, b.bit_length() - 1))]  # block lengths s = 1, 2, ..., b / 2
         # maxima of the first halves (a single key at s = 1: a view, no copy)
         offsets = [_halves(kd, s, 0) if s == 1 else _halves(kd, s, 0).amax(-2, keepdim=True) for s in sizes]
-        c = torch.maximum(kd, before.unsqueeze(2))  # c_if, built over the dyadic blocks
+        c = kd.clone() if before is None else torch.maximum(kd, before.unsqueeze(2))  # c_if, over the dyadic blocks
         for s, oF in zip(sizes, offsets):
             _halves(c, s, 1).clamp_min_(oF)
         r = c.add_(lq4.detach()).amax(-1, keepdim=True).clamp_min_(neg)  # (n, N, b, 1)
@@ -682,6 +709,10 @@ def _unfused(lq4, lk4, v4, neg, grad, scan):
     inference on the CPU."""
     n, N, b, M = lq4.shape
     D = v4.shape[-1]
+    if N == 1 and (grad or scan):  # one chunk: no earlier chunks, no states (and no offsets over them, whose
+        # no-grad region, with nothing between it and the levels' own, made torch.export write an empty region
+        # of autocast that a saved program failed to load with)
+        return _within_chunks(lq4, lk4, v4, None, neg, grad)[1]
     with torch.no_grad():
         ochunk = lk4.detach().amax(2)  # (n, N, M): each chunk's maximum per feature
         before = _exclusive_cummax(ochunk, 1, -math.inf)  # maximum over the earlier chunks
@@ -1246,12 +1277,17 @@ class PRFAttention(nn.Module):
         """
         lead = self._check(q, k, v, key_padding_mask, query_padding_mask)
         if self.training and not self._frozen and self.redraw_every is not None:
+            if _exporting():  # (an exported program is one traced forward: it would never redraw)
+                raise RuntimeError("PRFAttention with redraw_every in training mode cannot be exported: torch.export "
+                                   "traces one forward, so the exported program would never redraw; export in "
+                                   "eval() mode, after freeze(), or with redraw_every=None (and redraw the "
+                                   "program's 'weights' buffer yourself)")
             self._redraw_schedule()
         rec = kinds.get(self.kind)
         w = self.weights
         out_dtype = q.dtype
         compute = torch.float64 if torch.float64 in (w.dtype, q.dtype) else torch.float32
-        with torch.autocast(device_type=q.device.type, enabled=False):
+        with _no_autocast(q.device.type):
             w = w.to(compute)
             fast = rec.has("linear_log_features") and _fused_features_apply(q, w)  # q, k read in their dtype
             if not fast or self._data_driven:  # (data-driven parameters: statistics in the compute dtype)

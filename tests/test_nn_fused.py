@@ -4,6 +4,7 @@ device), against the masked quadratic form, by gradcheck, and inside the causal 
 torch.compile against the torch levels; compiled to cubins for sm 80/90 without a GPU; on a GPU (skipped
 here) the compiled kernels against the torch path.  Skipped where Triton is not installed."""
 
+import io
 import math
 import os
 import re
@@ -1287,6 +1288,27 @@ def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
     assert torch.allclose(a, b_, rtol=1e-5, atol=1e-6)
     for x, y in zip(ga, gb):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-5 * y.abs().max())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_exported_program_calls_the_kernels_as_operators(fused, monkeypatch, causal):
+    """torch.export of a module on the fused path (forced on the CPU: Triton's interpreter) records the kernels
+    as the registered operators (simplex_rf::linear_log_features, and for causal attention chunk_offsets and
+    causal), and the saved and loaded program equals the eager module (bf16: within one rounding, since the
+    export, as torch.compile, takes the ratio's torch form instead of its kernel)."""
+    _force_fused(monkeypatch, True)
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(2, 3, 64, 16, generator=g).bfloat16() for _ in range(3))
+    mod = PRFAttention(16, 32, "simplex", causal=causal, seed=0, chunk=32).eval()
+    ep = torch.export.export(mod, (q, k, v))
+    ops = {str(n.target).split(".")[1] for n in ep.graph.nodes if str(n.target).startswith("simplex_rf.")}
+    assert ops == ({"linear_log_features", "chunk_offsets", "causal"} if causal else {"linear_log_features"})
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    buf.seek(0)
+    out = torch.export.load(buf).module()(q, k, v).float()
+    want = mod(q, k, v).float()
+    assert torch.allclose(out, want, rtol=2 ** -7, atol=1e-6)
 
 
 def test_dispatch(monkeypatch):

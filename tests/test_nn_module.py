@@ -151,6 +151,58 @@ def test_whole_module_pickle_needs_weights_only_false():
     assert torch.equal(back.weights, mod.weights) and back.redraw_every == 2
 
 
+def _export_round_trip(mod, q, k, v, pad, **export):
+    """torch.export of ``mod`` (``key_padding_mask`` as a keyword input), saved and loaded again: the loaded
+    program's module."""
+    ep = torch.export.export(mod, (q, k, v), kwargs={"key_padding_mask": pad}, **export)
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    buf.seek(0)
+    return torch.export.load(buf).module()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_torch_export_round_trip_equals_eager(kind, causal):
+    """A module in eval mode exports (torch.export, non-strict), saves and loads (torch.export.save / load), and
+    the loaded program gives the eager module's outputs on other inputs with another mask (left padding, holes,
+    a fully padded sequence), one chunk and several; causal attention exported under CPU autocast (bf16) too,
+    with one chunk (where an empty region of autocast once made the saved program fail to load).  Power: the
+    loaded program of a module with other projections differs."""
+    q, k, v, pad = _masked_inputs(3, 40)
+    q2, k2, v2, pad2 = _masked_inputs(4, 40)
+    for chunk in (None, 16):  # (one chunk of 64, three of 16)
+        mod = PRFAttention(16, 24, "simplex", causal=causal, seed=0, kind=kind, chunk=chunk).eval()
+        loaded = _export_round_trip(mod, q, k, v, torch.zeros_like(pad))
+        want = mod(q2, k2, v2, key_padding_mask=pad2)
+        assert torch.allclose(loaded(q2, k2, v2, key_padding_mask=pad2), want, rtol=1e-6, atol=1e-7), chunk
+    other = PRFAttention(16, 24, "simplex", causal=causal, seed=1, kind=kind).eval()
+    assert not torch.allclose(_export_round_trip(other, q, k, v, pad)(q2, k2, v2, key_padding_mask=pad2), want,
+                              rtol=1e-3, atol=1e-3)
+    if causal and kind == "prf":
+        mod = PRFAttention(16, 24, "simplex", causal=True, seed=0).eval()  # (one chunk)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loaded = _export_round_trip(mod, q, k, v, pad)
+            assert torch.allclose(loaded(q2, k2, v2, key_padding_mask=pad2), mod(q2, k2, v2, key_padding_mask=pad2),
+                                  rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_torch_export_refuses_the_redraw_schedule(strict):
+    """An exported program is one traced forward, so it would never redraw: a module in training mode with
+    redraw_every refuses torch.export with a RuntimeError that says so and how to export (strict mode: inside
+    Dynamo's error), and its schedule does not move; in eval mode, frozen, or without the schedule it exports."""
+    q, k, v, pad = _masked_inputs(5, 24)
+    mod = PRFAttention(16, 24, "simplex", causal=True, seed=0, redraw_every=2)
+    with pytest.raises(Exception, match=r"redraw_every in training mode cannot be exported.*eval\(\) mode, after "
+                                        r"freeze\(\), or with redraw_every=None") as info:
+        torch.export.export(mod, (q, k, v), strict=strict)
+    assert strict or info.type is RuntimeError
+    assert mod._calls == 0 and mod.training
+    for ready in (copy.deepcopy(mod).eval(), copy.deepcopy(mod).freeze()):
+        torch.export.export(ready, (q, k, v), strict=strict)
+
+
 # ---------------------------------------------------------------------------
 # no host synchronisation (item 2)
 
