@@ -52,6 +52,12 @@ gradient is that of the module with the same A given, not the derivative of the 
 kernel estimate is unbiased for every A, so its derivative through A has mean zero over feature draws, but
 for one draw it is not small).
 
+torch.func transforms (``grad``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``: per-sample
+gradients, Jacobians, forward mode) run on the torch levels, whose autograd.Functions carry vmap and jvp
+rules; the fused kernels step aside under a transform (their Functions have neither), and the causal
+scan's in-place inference path too.  Causal oprf with A from running statistics refuses a transform in
+training mode (the statistics are updated in place): give ``kind_params`` or use ``eval()``.
+
 Speed
 -----
 The causal scan combines its chunks by a loop on the CPU (in place, one carried state, groups of chunks:
@@ -304,7 +310,7 @@ def _log_features(x, w, w_sq, rec, scale, params):
     r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's record (softmax kernel)."""
     m, d = w.shape
     proj = x @ (w * math.sqrt(scale)).transpose(0, 1)  # w.(s^1/2 x), a fresh tensor the hook may overwrite
-    sq = _SquaredNorm.apply(x) * scale
+    sq = _with_jvp(_SquaredNorm, _SquaredNormJvp).apply(x) * scale
     log_map = kinds.hook(rec.name, "log_features")
     return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **hook_extras(log_map, d), **params)
 
@@ -313,15 +319,38 @@ class _SquaredNorm(torch.autograd.Function):
     """|x|^2 over the last axis (keepdim) with the backward 2 x g as one product (autograd's for x * x: two
     products and a sum over (..., L, d)); differentiable again (create_graph)."""
 
+    generate_vmap_rule = True  # (torch.func transforms: vmap, grad, vjp, jvp, jacrev, jacfwd, hessian)
+
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
+    def forward(x):
         return (x * x).sum(-1, keepdim=True)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
 
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return x * (2.0 * g)
+
+
+class _SquaredNormJvp(_SquaredNorm):
+    """:class:`_SquaredNorm` with its forward-mode rule (:func:`_with_jvp`)."""
+
+    @staticmethod
+    def jvp(ctx, dx):
+        x, = ctx.saved_tensors
+        return 2.0 * (x * dx).sum(-1, keepdim=True)
+
+
+def _with_jvp(fn, with_jvp):
+    """The autograd.Function ``fn``, or its twin ``with_jvp`` that adds a forward-mode rule where one may be
+    asked for: under a torch.func transform (jvp, jacfwd, hessian) or in forward-mode AD.  Two classes, since
+    Dynamo does not trace a Function that defines jvp (torch.compile would break its graph there)."""
+    level = getattr(getattr(torch.autograd, "forward_ad", None), "_current_level", -1)
+    return with_jvp if _transformed() or level >= 0 else fn
 
 
 def _mask_keys(lk, key_padding_mask, lead):
@@ -334,7 +363,7 @@ def _mask_keys(lk, key_padding_mask, lead):
 
 def _ratio(nd, seen):
     """Split (..., d_v + 1) numerator/denominator; rows that see no key (``seen`` False) get 0, zero gradient."""
-    return _Ratio.apply(nd, seen)
+    return _with_jvp(_Ratio, _RatioJvp).apply(nd, seen)
 
 
 class _Ratio(torch.autograd.Function):
@@ -342,13 +371,17 @@ class _Ratio(torch.autograd.Function):
     (autograd's would fill a zero tensor of that shape per slice and add them: about ten passes over the
     outputs instead of four); differentiable again (create_graph) since the backward is torch operations."""
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, nd, seen):
+    def forward(nd, seen):
         out = nd[..., :-1] / _Ratio._denominator(nd, seen)
-        if seen is not None:
-            out.masked_fill_(~seen, 0.0)
-        ctx.save_for_backward(nd, seen)  # (the input alone: no second (n, L, d_v) tensor held for the backward)
-        return out
+        return out if seen is None else out.masked_fill_(~seen, 0.0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)  # (the input alone: no second (n, L, d_v) tensor held for the backward)
+        ctx.save_for_forward(*inputs)
 
     @staticmethod
     def _denominator(nd, seen):
@@ -366,6 +399,18 @@ class _Ratio(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return _Ratio.cotangent(*ctx.saved_tensors, g), None
+
+
+class _RatioJvp(_Ratio):
+    """:class:`_Ratio` with its forward-mode rule (:func:`_with_jvp`)."""
+
+    @staticmethod
+    def jvp(ctx, dnd, _):
+        """The outputs' tangent ``(dnum - out dden) / den`` (rows that see no key: 0)."""
+        nd, seen = ctx.saved_tensors
+        den = _Ratio._denominator(nd, seen)
+        d = (dnd[..., :-1] - nd[..., :-1] / den * dnd[..., -1:]) / den
+        return d if seen is None else d.masked_fill(~seen, 0.0)
 
 
 def _with_ones(v):
@@ -433,6 +478,13 @@ def _no_autocast(device_type):
     except (RuntimeError, TypeError):  # (a device type without autocast, or an older torch's signature)
         on = True
     return torch.autocast(device_type=device_type, enabled=False) if on else contextlib.nullcontext()
+
+
+def _transformed():
+    """Whether a torch.func transform (vmap, grad, jacrev, ...) is active: the in-place inference path then
+    gives way (vmap refuses in-place writes of batched values into tensors allocated unbatched)."""
+    fn = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(fn()) if fn is not None else False
 
 
 def _exporting():
@@ -591,20 +643,30 @@ class _Levels(torch.autograd.Function):
     for every half-block view, several per level).  The offsets are constants (detached), as in the
     forward's construction."""
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, qr, lk4, v4, offsets, neg):
-        ctx.save_for_backward(qr, lk4, v4)
-        ctx.offsets, ctx.neg = offsets, neg
+    def forward(qr, lk4, v4, neg, *offsets):
         with torch.no_grad():
             return _levels(qr, lk4, v4, offsets, neg)
 
     @staticmethod
+    def setup_context(ctx, inputs, output):
+        qr, lk4, v4, ctx.neg, *offsets = inputs
+        ctx.save_for_backward(qr, lk4, v4, *offsets)
+        ctx.save_for_forward(qr, lk4, v4, *offsets)
+
+    @staticmethod
     def backward(ctx, G):
-        qr, lk4, v4 = ctx.saved_tensors
+        qr, lk4, v4, *offsets = ctx.saved_tensors
+        nones = (None,) * (1 + len(offsets))
+        if _transformed():  # under torch.func (grad, vjp, jacrev, vmap): the levels' vjp by torch.func itself
+            grads = torch.func.vjp(lambda *x: _levels(*x, offsets, ctx.neg), qr, lk4, v4)[1](G)
+            return (*(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad)), *nones)
         if torch.is_grad_enabled():  # backward(create_graph=True): a gradient that is differentiable again
-            grads = _differentiable_vjp(lambda *x: _levels(*x, ctx.offsets, ctx.neg), (qr, lk4, v4), G,
+            grads = _differentiable_vjp(lambda *x: _levels(*x, offsets, ctx.neg), (qr, lk4, v4), G,
                                         ctx.needs_input_grad[:3])
-            return (*grads, None, None)
+            return (*grads, *nones)
         gq, gk = torch.zeros_like(qr), torch.zeros_like(lk4)
         e = (qr + lk4).exp_()
         w = e.sum(-1, keepdim=True)
@@ -613,7 +675,7 @@ class _Levels(torch.autograd.Function):
         gq.add_(e)
         gk.add_(e)
         del e
-        for oF in ctx.offsets:
+        for oF in offsets:
             s = _level_size(oF, qr)
             qS, kF, vF, GS = _halves(qr, s, 1), _halves(lk4, s, 0), _halves(v4, s, 0), _halves(G, s, 1)
             if s == 1:
@@ -637,7 +699,18 @@ class _Levels(torch.autograd.Function):
                 d_eq, d_ef = GS @ S.transpose(-1, -2), vF @ dS.transpose(-1, -2)
             _halves(gq, s, 1).addcmul_(d_eq, eqS)
             _halves(gk, s, 0).addcmul_(d_ef, eF)
-        return gq, gk, gv, None, None
+        return (gq, gk, gv, *nones)
+
+
+class _LevelsJvp(_Levels):
+    """:class:`_Levels` with its forward-mode rule (:func:`_with_jvp`)."""
+
+    @staticmethod
+    def jvp(ctx, dq, dk, dv, *_):
+        """The levels' tangent by torch.func.jvp of :func:`_levels` (the offsets constants: they cancel)."""
+        qr, lk4, v4, *offsets = ctx.saved_tensors
+        tangents = tuple(torch.zeros_like(x) if t is None else t for x, t in zip((qr, lk4, v4), (dq, dk, dv)))
+        return torch.func.jvp(lambda *x: _levels(*x, offsets, ctx.neg), (qr, lk4, v4), tangents)[1]
 
 
 def _within_chunks(lq4, lk4, v4, before, neg, grad):
@@ -662,7 +735,7 @@ def _within_chunks(lq4, lk4, v4, before, neg, grad):
     qr = lq4 - r if grad else lq4.sub_(r)  # l_f(q_i) - r_i, shared by every term
     if not grad:
         return qr, _levels(qr, lk4, v4, offsets, neg)
-    return qr, _Levels.apply(qr, lk4, v4, offsets, neg)
+    return qr, _with_jvp(_Levels, _LevelsJvp).apply(qr, lk4, v4, neg, *offsets)
 
 
 def _fused_applies(x, b):
@@ -671,7 +744,7 @@ def _fused_applies(x, b):
     calls them as custom operators)."""
     if not (FUSED and x.device.type == _FUSED_DEVICE and x.dtype == torch.float32 and b >= 16 and b % 16 == 0):
         return False
-    return _triton_available()
+    return _triton_available() and not _transformed()
 
 
 def _fused_features_apply(x, w):
@@ -681,7 +754,7 @@ def _fused_features_apply(x, w):
     if not (FUSED and x.device.type == _FUSED_DEVICE and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
             and w.dtype == torch.float32 and not w.requires_grad and x.shape[-1] <= 128):
         return False
-    return _triton_available()
+    return _triton_available() and not _transformed()
 
 
 def _capturing(x):
@@ -782,7 +855,7 @@ def _causal(lq, lk, v, chunk, seen=None, scan=None, fused=None, half=False, out_
     neg = _very_negative(lq.dtype)
     grad = torch.is_grad_enabled() and (lq.requires_grad or lk.requires_grad or v.requires_grad)
     if scan is None:
-        scan = lq.device.type != "cpu" or _compiling()
+        scan = lq.device.type != "cpu" or _compiling() or _transformed()
     b = min(chunk, mc.couplings.next_power_of_two(L))  # a power of two, no longer than needed
     N = -(-L // b)
     Lp = N * b
@@ -1166,9 +1239,9 @@ class PRFAttention(nn.Module):
     def _rho(self, q, k, key_padding_mask, query_padding_mask):
         r"""Per sequence :math:`\overline{\|q'_i + k'_j\|^2}/d` over the unpadded queries and keys (detached;
         :func:`montecarlo.oprf.batch_pair_statistic` of the scaled inputs)."""
-        with torch.no_grad():
+        with torch.no_grad():  # (and detached: no_grad does not stop forward-mode tangents, torch.func.jvp's)
             s = math.sqrt(self.scale)
-            return batch_pair_statistic(s * q, s * k, query_padding_mask, key_padding_mask, _XP)
+            return batch_pair_statistic(s * q.detach(), s * k.detach(), query_padding_mask, key_padding_mask, _XP)
 
     def _params(self, q, k, key_padding_mask, query_padding_mask):
         params = dict(self.kind_params)
@@ -1181,6 +1254,11 @@ class PRFAttention(nn.Module):
                     "statistics that moved after the forward pass this backward pass recomputes (activation "
                     "checkpointing): the recomputed forward would use another value; give kind_params, or use "
                     "eval() or no checkpointing for this module")
+            if self.training and _transformed():
+                raise RuntimeError(
+                    f"PRFAttention(kind={self.kind!r}, causal=True) in training mode updates running statistics "
+                    f"for {', '.join(self._data_driven)} in place, which torch.func transforms (vmap, grad, jvp, "
+                    "...) cannot do; give kind_params, or use eval() inside the transform")
             if self.training:  # the statistics of this batch serve the next forward passes
                 with torch.no_grad():
                     rho = self._rho(q, k, key_padding_mask, query_padding_mask).mean().to(self.running_rho.dtype)

@@ -1313,9 +1313,10 @@ def test_exported_program_calls_the_kernels_as_operators(fused, monkeypatch, cau
 
 def test_dispatch(monkeypatch):
     """The kernels are chosen only for CUDA float32 features, chunks of a multiple of 16 (at least 16), and
-    not with montecarlo.nn.FUSED off; the features' kernel only for CUDA float32/bf16/fp16 inputs with float32
-    projections that need no gradient and d <= 128.  The conditions other than the device are checked here on
-    the CPU (the device seam set to "cpu"), and on a GPU with CUDA tensors."""
+    not with montecarlo.nn.FUSED off nor under a torch.func transform; the features' kernel only for CUDA
+    float32/bf16/fp16 inputs with float32 projections that need no gradient and d <= 128.  The conditions
+    other than the device are checked here on the CPU (the device seam set to "cpu"), and on a GPU with CUDA
+    tensors."""
     x = torch.zeros(1, 1, 32, 4)
     w = torch.zeros(8, 4)
     assert not mnn._fused_applies(x, 32)  # CPU
@@ -1340,6 +1341,10 @@ def test_dispatch(monkeypatch):
         monkeypatch.setattr(mnn, "_TRITON", False)  # (Triton not importable: the torch levels)
         assert not mnn._fused_applies(xc, 32) and not mnn._fused_features_apply(xc, wc)
         monkeypatch.setattr(mnn, "_TRITON", None)
+        seen = []  # under a torch.func transform: the torch levels (the kernels' Functions have no vmap/jvp rules)
+        torch.func.vmap(lambda t: seen.append((mnn._fused_applies(t, 32), mnn._fused_features_apply(t, wc))) or t)(
+            xc.unsqueeze(0))
+        assert seen == [(False, False)] and mnn._fused_applies(xc, 32)
 
 
 def _register_report(tmp_path, *args, timeout=300):

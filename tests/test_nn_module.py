@@ -727,7 +727,7 @@ def test_within_chunk_levels_backward_is_the_gradient(monkeypatch, direct_block)
     leaves = [x.clone().requires_grad_(True) for x in (lq - 3.0, lk, v)]
 
     def levels(q, k, vv):
-        return mnn._Levels.apply(q, k, vv, offsets, neg)
+        return mnn._Levels.apply(q, k, vv, neg, *offsets)
 
     assert torch.autograd.gradcheck(levels, leaves, eps=1e-6, atol=1e-8, rtol=1e-6)
     out = levels(*leaves)
@@ -740,13 +740,79 @@ def test_within_chunk_levels_backward_is_the_gradient(monkeypatch, direct_block)
     real = mnn._Levels.backward
 
     def no_key_grad(ctx, G):
-        gq, gk, gv, *_ = real(ctx, G)
-        return gq, torch.zeros_like(gk), gv, None, None
+        gq, gk, gv, *rest = real(ctx, G)
+        return gq, torch.zeros_like(gk), gv, *rest
 
     monkeypatch.setattr(mnn._Levels, "backward", staticmethod(no_key_grad))
     out = levels(*leaves)
     gc = torch.autograd.grad((out * cot).sum(), leaves)
     assert not torch.allclose(gc[1], gb[1], rtol=1e-3, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# torch.func transforms
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_torch_func_jacobians_and_hessians_equal_autograds(kind, causal):
+    """torch.func's reverse and forward modes (jacrev, jacfwd, hessian = jacfwd of jacrev, and jacrev of jacrev)
+    and torch.autograd.forward_ad's dual numbers of a module (float64, 12 positions in chunks of 4: the levels and the states over chunks; left padding; oprf
+    with A from the data, a constant of every derivative) equal torch.autograd.functional's jacobian and
+    hessian (backward passes, and create_graph for the hessian: another route through the hand-written
+    backwards).  Power: the jacobian of a module with other projections differs."""
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(12, 16, dtype=torch.float64, generator=g)
+    pad = torch.zeros(12, dtype=torch.bool)
+    pad[:3] = True
+    mod = PRFAttention(16, 8, "simplex", causal=causal, seed=0, chunk=4, kind=kind).eval()
+
+    def f(a):
+        return mod(a, a, a, key_padding_mask=pad)
+
+    J = torch.autograd.functional.jacobian(f, x)
+    assert torch.allclose(torch.func.jacrev(f)(x), J, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(torch.func.jacfwd(f)(x), J, rtol=1e-10, atol=1e-12)
+    t = torch.randn(x.shape, generator=g, dtype=x.dtype)
+    with torch.autograd.forward_ad.dual_level():  # forward mode without torch.func
+        tangent = torch.autograd.forward_ad.unpack_dual(f(torch.autograd.forward_ad.make_dual(x, t))).tangent
+    assert torch.allclose(tangent, torch.einsum("abcd,cd->ab", J, t), rtol=1e-10, atol=1e-12)
+    H = torch.autograd.functional.hessian(lambda a: f(a).sum(), x)
+    assert torch.allclose(torch.func.hessian(lambda a: f(a).sum())(x), H, rtol=1e-9, atol=1e-11)
+    assert torch.allclose(torch.func.jacrev(torch.func.jacrev(lambda a: f(a).sum()))(x), H, rtol=1e-9, atol=1e-11)
+    other = PRFAttention(16, 8, "simplex", causal=causal, seed=1, chunk=4, kind=kind).eval()
+    assert not torch.allclose(torch.func.jacrev(lambda a: other(a, a, a, key_padding_mask=pad))(x), J,
+                              rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_vmap_and_per_sample_gradients(causal):
+    """torch.func.vmap of the module over a leading axis (inputs and masks batched: left padding, holes, a fully
+    padded sequence; 200 positions in chunks of 64, so that causal inference would take the in-place path,
+    which under vmap gives way) equals the module on the batch; vmap of grad gives each sample's gradient, as
+    autograd per sample.  Power: the gradient of another sample differs."""
+    q, k, v, pad = _masked_inputs(10, 200)
+    mod = PRFAttention(16, 24, "simplex", causal=causal, seed=0, chunk=64).eval()
+    assert torch.allclose(torch.func.vmap(lambda a, b, c, p: mod(a, b, c, key_padding_mask=p))(q, k, v, pad),
+                          mod(q, k, v, key_padding_mask=pad), rtol=1e-5, atol=1e-6)
+    per = torch.func.vmap(torch.func.grad(lambda a, p: mod(a, a, a, key_padding_mask=p).square().sum()))(q, pad)
+    for i in range(q.shape[0]):
+        x = q[i].clone().requires_grad_()
+        mod(x, x, x, key_padding_mask=pad[i]).square().sum().backward()
+        assert torch.allclose(per[i], x.grad, rtol=1e-5, atol=1e-6), i
+    assert not torch.allclose(per[0], per[1], rtol=1e-3, atol=1e-3)
+
+
+def test_torch_func_refuses_running_statistics_in_training():
+    """Causal oprf with A from running statistics updates them in place in training mode, which a torch.func
+    transform cannot: a RuntimeError that names the module's kind and the ways out (kind_params, eval())."""
+    x = torch.randn(2, 30, 16, generator=torch.Generator().manual_seed(11))
+    mod = PRFAttention(16, 8, "simplex", causal=True, seed=0, kind="oprf")
+    with pytest.raises(RuntimeError, match=r"kind='oprf', causal=True\) in training mode updates running "
+                                           r"statistics.*give kind_params, or use eval\(\)"):
+        torch.func.grad(lambda a: mod(a, a, a).sum())(x)
+    assert int(mod.running_steps) == 0
+    torch.func.grad(lambda a: mod.eval()(a, a, a).sum())(x)
 
 
 # ---------------------------------------------------------------------------
