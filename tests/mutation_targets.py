@@ -71,6 +71,8 @@ BEFORE = {
     "fused_host": [T + "test_nn_fused.py -k 'feature_rows or keeps_the_features or grids_are_kept or linear_features "
                    "or kernels_equal or causal_operator_equals or host_overhead or ratio_writes or "
                    "broadcast_shapes or module_with_fused'"],
+    "nn_func": [T + "test_nn_module.py -k 'torch_func or vmap_and or torch_export'",
+                T + "test_experiments_torch.py -k 'autocast or torch_compile'"],
     "nn_host": [T + "test_nn_fused.py -k 'keeps_the_features or broadcast_shapes or causal_scan_with or "
                 "module_with_fused or ratio_writes or broadcast_leading or host_overhead'",
                 T + "test_nn_module.py -x -k 'causal and not slow'"],
@@ -97,6 +99,7 @@ AFTER = {
     "fused_launch": [],
     "fused_host": [],
     "nn_host": [],
+    "nn_func": [],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -130,6 +133,9 @@ TARGETS = {
                                                      "_linear_features_impl", "_linear_features_backward_impl",
                                                      "_cols", "_values", "_store_cols", "_store_value_grads")),
     "nn_host": ("fused", "montecarlo/nn.py", ("_kernel_rows", "_as_rows", "_broadcast_shapes")),
+    # torch.func and torch.export: the forward-mode rules, the Functions' contexts, the switches that pick them
+    "nn_func": ("fused", "montecarlo/nn.py", ("jvp", "setup_context", "_with_jvp", "_transformed", "_no_autocast",
+                                              "_exporting", "_rho")),
 }
 GROUPS = ("montecarlo", "kinds", "fused")
 
