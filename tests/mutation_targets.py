@@ -71,7 +71,7 @@ BEFORE = {
     "fused_host": [T + "test_nn_fused.py -k 'feature_rows or keeps_the_features or grids_are_kept or linear_features "
                    "or kernels_equal or causal_operator_equals or host_overhead or ratio_writes or "
                    "broadcast_shapes or module_with_fused'"],
-    "nn_func": [T + "test_nn_module.py -k 'torch_func or vmap_and or torch_export'",
+    "nn_func": [T + "test_nn_module.py -k 'torch_func or vmap_and or torch_export or oprf_data_driven'",
                 T + "test_experiments_torch.py -k 'autocast or torch_compile'"],
     "nn_host": [T + "test_nn_fused.py -k 'keeps_the_features or broadcast_shapes or causal_scan_with or "
                 "module_with_fused or ratio_writes or broadcast_leading or host_overhead'",

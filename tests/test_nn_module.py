@@ -790,7 +790,8 @@ def test_vmap_and_per_sample_gradients(causal):
     """torch.func.vmap of the module over a leading axis (inputs and masks batched: left padding, holes, a fully
     padded sequence; 200 positions in chunks of 64, so that causal inference would take the in-place path,
     which under vmap gives way) equals the module on the batch; vmap of grad gives each sample's gradient, as
-    autograd per sample.  Power: the gradient of another sample differs."""
+    autograd per sample; torch.func.jvp on the batch equals torch.autograd.functional.jvp (reverse mode twice).
+    Power: the gradient of another sample differs."""
     q, k, v, pad = _masked_inputs(10, 200)
     mod = PRFAttention(16, 24, "simplex", causal=causal, seed=0, chunk=64).eval()
     assert torch.allclose(torch.func.vmap(lambda a, b, c, p: mod(a, b, c, key_padding_mask=p))(q, k, v, pad),
@@ -801,6 +802,10 @@ def test_vmap_and_per_sample_gradients(causal):
         mod(x, x, x, key_padding_mask=pad[i]).square().sum().backward()
         assert torch.allclose(per[i], x.grad, rtol=1e-5, atol=1e-6), i
     assert not torch.allclose(per[0], per[1], rtol=1e-3, atol=1e-3)
+    t = torch.randn(q.shape, generator=torch.Generator().manual_seed(12))  # forward mode on 4-d inputs
+    want = torch.autograd.functional.jvp(lambda a: mod(a, a, a, key_padding_mask=pad), q, t)[1]  # (reverse twice)
+    got = torch.func.jvp(lambda a: mod(a, a, a, key_padding_mask=pad), (q,), (t,))[1]
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_torch_func_refuses_running_statistics_in_training():
