@@ -111,6 +111,13 @@ redraws exactly as eager mode.
   ``model.load_state_dict(torch.load(path))``; ``torch.save(model)`` of the
   whole module needs ``torch.load(path, weights_only=False)`` (the class is not
   on torch's allow-list), as for any custom module.
+* Deferred initialisation: a module built on the meta device
+  (``device="meta"``, or under ``with torch.device("meta")``: the module
+  follows torch's default device, as ``nn.Linear``) holds meta buffers and
+  runs a forward for shapes; after ``to_empty(device=...)``, whose buffers are
+  uninitialised, :meth:`PRFAttention.reset_parameters` draws the projections
+  a module built there with the same seed has (FSDP and torch call it by that
+  name); deep copies made on the meta device draw their own.
 * ``torch.export`` (inference): a module in eval mode (or frozen, or without
   ``redraw_every``) exports, every kind, causal or not, masks as keyword
   inputs, and the program saves and loads (``torch.export.save`` / ``load``)
@@ -285,6 +292,8 @@ def draw_projections(coupling, d, m, *, generator=None, rng=None, device=None, d
     if generator is not None:
         w = mc.sample_weights(coupling, d, m, rng=generator, xp="torch", device=generator.device, dtype=dtype)
         return w if device is None else w.to(device)
+    if device is not None and device.type == "meta":  # (no generator there: drawn on the CPU, shape kept)
+        return mc.sample_weights(coupling, d, m, rng=rng, xp="torch", device="cpu", dtype=dtype).to(device)
     return mc.sample_weights(coupling, d, m, rng=rng, xp="torch", device=device, dtype=dtype)
 
 
@@ -475,7 +484,9 @@ def _no_autocast(device_type):
     region empty higher-order operators, which a saved program then failed to load with)."""
     try:
         on = torch.is_autocast_enabled(device_type)
-    except (RuntimeError, TypeError):  # (a device type without autocast, or an older torch's signature)
+    except RuntimeError:  # a device type without autocast (meta): nothing to switch off
+        on = False
+    except TypeError:  # (an older torch, without the device argument)
         on = True
     return torch.autocast(device_type=device_type, enabled=False) if on else contextlib.nullcontext()
 
@@ -1026,10 +1037,14 @@ class PRFAttention(nn.Module):
         self.check_inputs = check_bool(check_inputs, "check_inputs")
         storage = _storage_dtype(dtype)
         device = check_device(device)
+        if device is None:  # torch's default device, as nn.Linear (with torch.device("meta"): meta buffers)
+            getter = getattr(torch, "get_default_device", None)
+            device = None if getter is None or getter().type == "cpu" else getter()
         if generator is not None and seed is not None:
             raise ValueError("give seed or generator, not both")
         self._generator = check_generator(generator)
         self._rng = np.random.default_rng(check_rng(seed, "seed"))
+        self._draw_state = self._rng.bit_generator.state  # (where reset_parameters draws again)
         self._frozen = False
         self._calls = 0
         # drawn before anything is allocated: sample_weights bounds the memory that n_features x d_head asks for
@@ -1095,6 +1110,22 @@ class PRFAttention(nn.Module):
         self._calls = 0
         return self
 
+    @torch.no_grad()
+    def reset_parameters(self):
+        """The projections drawn again as at construction, the redraw counter and running statistics zeroed:
+        what a module built on the meta device (``device="meta"`` or ``with torch.device("meta")``) needs after
+        ``to_empty(device=...)``, which leaves its buffers uninitialised (FSDP's and torch's convention for
+        deferred initialisation).  With a seed, the numpy stream is rewound to where construction drew (a deep
+        copy: to where it forked), so the projections equal those of the module built on a real device; with a
+        ``torch.Generator`` (the caller's stream, never rewound) they are its next draw."""
+        if self._generator is None:
+            self._rng.bit_generator.state = self._draw_state
+        self.redraw()
+        for name in ("running_rho", "running_steps"):
+            if name in self._buffers:
+                self._buffers[name].zero_()
+        return self
+
     @_run_eagerly
     def _redraw_schedule(self):
         """One training-mode forward of ``redraw_every``: redraw when due, count the call (not in a forward that
@@ -1147,6 +1178,7 @@ class PRFAttention(nn.Module):
                 continue
             new.__dict__[key] = copy.deepcopy(value, memo)
         new._rng = self._rng.spawn(1)[0]
+        new._draw_state = new._rng.bit_generator.state  # (its reset_parameters draws from its own fork)
         if self._generator is None:
             new._generator = None
         else:

@@ -151,6 +151,55 @@ def test_whole_module_pickle_needs_weights_only_false():
     assert torch.equal(back.weights, mod.weights) and back.redraw_every == 2
 
 
+def test_meta_device_and_reset_parameters():
+    """Deferred initialisation (torch's and FSDP's convention): a module built on the meta device (device="meta",
+    or under ``with torch.device("meta")``) holds meta buffers of the right shapes and runs a forward for shapes
+    (every kind, causal or not, masked); after to_empty(device="cpu") and reset_parameters() its projections are
+    those of the module built on the CPU with the same seed (bit for bit; the outputs equal) and its running
+    statistics and redraw counter are zero.  Deep copies made on the meta device draw their own projections
+    (their forks: independent, reproducible).  On a live module reset_parameters returns to the construction's
+    projections after redraws; with a torch.Generator it takes the generator's next draw.  Power: buffers
+    left as to_empty leaves them (here filled with NaN) are not the projections."""
+    ref = PRFAttention(16, 8, "simplex", seed=3, kind="oprf", causal=True)
+    q, k, v, pad = _masked_inputs(13, 40)
+    for build in ("argument", "context"):
+        if build == "argument":
+            mod = PRFAttention(16, 8, "simplex", seed=3, kind="oprf", causal=True, device="meta")
+        else:
+            with torch.device("meta"):
+                mod = PRFAttention(16, 8, "simplex", seed=3, kind="oprf", causal=True)
+        assert mod.weights.is_meta and mod.weights.shape == (8, 16) and mod.running_rho.is_meta
+        mod.to_empty(device="cpu")
+        mod.weights.fill_(math.nan)
+        mod.running_steps.fill_(7)
+        assert not torch.equal(mod.weights, ref.weights)
+        assert mod.reset_parameters() is mod
+        assert torch.equal(mod.weights, ref.weights) and int(mod.running_steps) == 0 and mod.calls_since_redraw == 0
+        assert torch.equal(mod.eval()(q, k, v, key_padding_mask=pad), ref.eval()(q, k, v, key_padding_mask=pad))
+    for kind in KINDS:
+        for causal in (False, True):
+            meta = PRFAttention(16, 8, seed=0, kind=kind, causal=causal, device="meta")
+            out = meta(*(x.to("meta") for x in (q, k, v[..., :5])), key_padding_mask=pad.to("meta"))
+            assert out.is_meta and out.shape == (3, 2, 40, 5)
+
+    def copies():
+        with torch.device("meta"):
+            base = PRFAttention(16, 8, "simplex", seed=5)
+        made = [copy.deepcopy(base) for _ in range(2)]
+        return [m.to_empty(device="cpu").reset_parameters().weights for m in made]
+
+    a, b = copies()
+    assert not torch.allclose(a, b, atol=1e-3) and all(torch.equal(x, y) for x, y in zip((a, b), copies()))
+    live = PRFAttention(16, 8, "simplex", seed=3, redraw_every=1)
+    live(q, k, v)
+    live(q, k, v)  # (redraws)
+    assert not torch.equal(live.weights, ref.weights)
+    assert torch.equal(live.reset_parameters().weights, ref.weights) and live.calls_since_redraw == 0
+    drawn = PRFAttention(16, 8, "simplex", generator=torch.Generator().manual_seed(1))
+    first = drawn.weights.clone()
+    assert not torch.allclose(drawn.reset_parameters().weights, first, atol=1e-3)
+
+
 def _export_round_trip(mod, q, k, v, pad, **export):
     """torch.export of ``mod`` (``key_padding_mask`` as a keyword input), saved and loaded again: the loaded
     program's module."""
