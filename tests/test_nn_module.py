@@ -806,10 +806,11 @@ def test_within_chunk_levels_backward_is_the_gradient(monkeypatch, direct_block)
 @pytest.mark.parametrize("causal", [False, True])
 def test_torch_func_jacobians_and_hessians_equal_autograds(kind, causal):
     """torch.func's reverse and forward modes (jacrev, jacfwd, hessian = jacfwd of jacrev, and jacrev of jacrev)
-    and torch.autograd.forward_ad's dual numbers of a module (float64, 12 positions in chunks of 4: the levels and the states over chunks; left padding; oprf
-    with A from the data, a constant of every derivative) equal torch.autograd.functional's jacobian and
-    hessian (backward passes, and create_graph for the hessian: another route through the hand-written
-    backwards).  Power: the jacobian of a module with other projections differs."""
+    and torch.autograd.forward_ad's dual numbers of a module (float64, 12 positions in chunks of 4: the levels
+    and the states over chunks; left padding; oprf with A from the data, a constant of every derivative) equal
+    torch.autograd.functional's jacobian and hessian (backward passes, and create_graph for the hessian:
+    another route through the hand-written backwards).  Power: the jacobian of a module with other projections
+    differs."""
     g = torch.Generator().manual_seed(9)
     x = torch.randn(12, 16, dtype=torch.float64, generator=g)
     pad = torch.zeros(12, dtype=torch.bool)
