@@ -71,7 +71,8 @@ BEFORE = {
     "fused_host": [T + "test_nn_fused.py -k 'feature_rows or keeps_the_features or grids_are_kept or linear_features "
                    "or kernels_equal or causal_operator_equals or host_overhead or ratio_writes or "
                    "broadcast_shapes or module_with_fused'"],
-    "nn_func": [T + "test_nn_module.py -k 'torch_func or vmap_and or torch_export or oprf_data_driven'",
+    "nn_func": [T + "test_nn_module.py -k 'torch_func or vmap_and or torch_export or oprf_data_driven or "
+                "meta_device'",
                 T + "test_experiments_torch.py -k 'autocast or torch_compile'"],
     "nn_host": [T + "test_nn_fused.py -k 'keeps_the_features or broadcast_shapes or causal_scan_with or "
                 "module_with_fused or ratio_writes or broadcast_leading or host_overhead'",
@@ -133,9 +134,10 @@ TARGETS = {
                                                      "_linear_features_impl", "_linear_features_backward_impl",
                                                      "_cols", "_values", "_store_cols", "_store_value_grads")),
     "nn_host": ("fused", "montecarlo/nn.py", ("_kernel_rows", "_as_rows", "_broadcast_shapes")),
-    # torch.func and torch.export: the forward-mode rules, the Functions' contexts, the switches that pick them
+    # torch.func and torch.export: the forward-mode rules, the Functions' contexts, the switches that pick them;
+    # deferred initialisation (the meta device, reset_parameters)
     "nn_func": ("fused", "montecarlo/nn.py", ("jvp", "setup_context", "_with_jvp", "_transformed", "_no_autocast",
-                                              "_exporting", "_rho")),
+                                              "_exporting", "_rho", "reset_parameters", "draw_projections")),
 }
 GROUPS = ("montecarlo", "kinds", "fused")
 
