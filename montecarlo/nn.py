@@ -123,7 +123,8 @@ redraws exactly as eager mode.
   inputs, and the program saves and loads (``torch.export.save`` / ``load``)
   with the eager module's outputs; on the fused path (CUDA with Triton) the
   kernels are the registered operators ``simplex_rf::*``, so import
-  ``montecarlo.nn`` before loading such a program.  In training mode with
+  ``montecarlo._fused`` (which registers them; ``montecarlo.nn`` imports it
+  only when the kernels first run) before loading such a program.  In training mode with
   ``redraw_every`` export raises a RuntimeError: an exported program is one
   traced forward and would never redraw.
 * Activation checkpointing (``torch.utils.checkpoint``) recomputes the

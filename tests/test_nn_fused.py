@@ -1291,11 +1291,13 @@ def test_compiled_module_calls_the_features_kernel(fused, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_exported_program_calls_the_kernels_as_operators(fused, monkeypatch, causal):
+def test_exported_program_calls_the_kernels_as_operators(fused, monkeypatch, tmp_path, causal):
     """torch.export of a module on the fused path (forced on the CPU: Triton's interpreter) records the kernels
     as the registered operators (simplex_rf::linear_log_features, and for causal attention chunk_offsets and
     causal), and the saved and loaded program equals the eager module (bf16: within one rounding, since the
-    export, as torch.compile, takes the ratio's torch form instead of its kernel)."""
+    export, as torch.compile, takes the ratio's torch form instead of its kernel).  In a fresh process the
+    saved program loads once montecarlo._fused is imported (it registers the operators), not with
+    montecarlo.nn alone (which imports the kernels only when they run), as the module docs say."""
     _force_fused(monkeypatch, True)
     g = torch.Generator().manual_seed(8)
     q, k, v = (torch.randn(2, 3, 64, 16, generator=g).bfloat16() for _ in range(3))
@@ -1309,6 +1311,15 @@ def test_exported_program_calls_the_kernels_as_operators(fused, monkeypatch, cau
     out = torch.export.load(buf).module()(q, k, v).float()
     want = mod(q, k, v).float()
     assert torch.allclose(out, want, rtol=2 ** -7, atol=1e-6)
+    if causal:
+        path = tmp_path / "prf.pt2"
+        torch.export.save(ep, str(path))
+        script = ("import sys, torch, montecarlo.nn\n"
+                  "try:\n    torch.export.load(sys.argv[1])\nexcept Exception:\n    print('refused')\n"
+                  "import montecarlo._fused\ntorch.export.load(sys.argv[1])\nprint('loaded')\n")
+        rc, text = run_group([sys.executable, "-c", script, str(path)], 300,
+                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        assert rc == 0 and text.split()[-2:] == ["refused", "loaded"], text[-2000:]
 
 
 def test_dispatch(monkeypatch):
