@@ -6,6 +6,7 @@ CUDA tests (skipped without a GPU): ``python -m pytest -q -p no:cacheprovider te
 tests/test_nn_module.py -k cuda``."""
 
 import copy
+import importlib
 import io
 import math
 
@@ -558,6 +559,27 @@ def test_cuda_kinds_match_cpu(kind):
         a = cpu(q, k, v)
         b = gpu(q.cuda(), k.cuda(), v.cuda()).cpu()
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@cuda
+def test_cuda_torch_func_and_export():
+    """On a GPU (the fused path where Triton imports): torch.func.grad of a causal bf16 module equals autograd's
+    gradient (the kernels step aside under the transform: the torch levels, to bf16's rounding), and the module
+    exported and loaded again (the kernels as registered operators; montecarlo._fused imported) gives its
+    outputs (within one bf16 rounding: the ratio's torch form)."""
+    g = torch.Generator().manual_seed(14)
+    q, k, v = (torch.randn(2, 4, 512, 64, generator=g).to("cuda", torch.bfloat16) for _ in range(3))
+    mod = PRFAttention(64, 128, "simplex", causal=True, seed=0, device="cuda").eval()
+    x = q.clone().requires_grad_()
+    mod(x, k, v).float().square().sum().backward()
+    got = torch.func.grad(lambda a: mod(a, k, v).float().square().sum())(q)
+    assert torch.allclose(got.float(), x.grad.float(), rtol=5e-2, atol=5e-2 * x.grad.float().abs().max())
+    importlib.import_module("montecarlo._fused")  # (registers the operators a loaded program calls)
+    buf = io.BytesIO()
+    torch.export.save(torch.export.export(mod, (q, k, v)), buf)
+    buf.seek(0)
+    out = torch.export.load(buf).module()(q, k, v).float()
+    assert torch.allclose(out, mod(q, k, v).float(), rtol=2 ** -7, atol=1e-3)
 
 
 # ---------------------------------------------------------------------------
