@@ -955,7 +955,10 @@ class PRFAttention(nn.Module):
         float32.
     device : torch device, optional
         Where the projections live (inputs must be on the same device); a
-        CUDA device without CUDA is a ValueError.
+        CUDA device without CUDA is a ValueError.  Default: torch's default
+        device (``torch.set_default_device``, ``with torch.device(...)``; the
+        CPU unless set), as ``nn.Linear``; ``"meta"`` for deferred
+        initialisation (:meth:`reset_parameters`).
 
     Notes
     -----
