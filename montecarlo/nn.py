@@ -111,6 +111,10 @@ redraws exactly as eager mode.
   ``model.load_state_dict(torch.load(path))``; ``torch.save(model)`` of the
   whole module needs ``torch.load(path, weights_only=False)`` (the class is not
   on torch's allow-list), as for any custom module.
+* Under ``torch.distributed`` (DistributedDataParallel) give every rank the
+  same ``seed`` (or generator state): redraws happen inside forward, after
+  DDP's broadcast of the buffers, so unseeded ranks would draw different
+  projections (a RuntimeWarning says so at such a redraw).
 * Deferred initialisation: a module built on the meta device
   (``device="meta"``, or under ``with torch.device("meta")``: the module
   follows torch's default device, as ``nn.Linear``) holds meta buffers and
@@ -497,6 +501,12 @@ def _transformed():
     gives way (vmap refuses in-place writes of batched values into tensors allocated unbatched)."""
     fn = getattr(torch._C, "_are_functorch_transforms_active", None)
     return bool(fn()) if fn is not None else False
+
+
+def _distributed():
+    """Whether torch.distributed runs with more than one process."""
+    dist = getattr(torch, "distributed", None)
+    return bool(dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
 
 
 def _exporting():
@@ -1047,6 +1057,7 @@ class PRFAttention(nn.Module):
         if generator is not None and seed is not None:
             raise ValueError("give seed or generator, not both")
         self._generator = check_generator(generator)
+        self._seeded = seed is not None or generator is not None  # (unseeded redraws differ between ranks)
         self._rng = np.random.default_rng(check_rng(seed, "seed"))
         self._draw_state = self._rng.bit_generator.state  # (where reset_parameters draws again)
         self._frozen = False
@@ -1138,6 +1149,13 @@ class PRFAttention(nn.Module):
         if _in_backward():
             return
         if self._calls >= self.redraw_every:
+            if not getattr(self, "_seeded", True) and _distributed():  # (modules pickled before it: no flag)
+                import warnings
+
+                warnings.warn("PRFAttention redraws its projections inside forward without a seed under "
+                              "torch.distributed: each rank draws its own (DistributedDataParallel broadcasts "
+                              "buffers before the forward, not after the redraw), so the ranks' estimators differ; "
+                              "give every rank the same seed= (or generator state)", RuntimeWarning, stacklevel=3)
             self.redraw()
         self._calls += 1
 

@@ -201,6 +201,30 @@ def test_meta_device_and_reset_parameters():
     assert not torch.allclose(drawn.reset_parameters().weights, first, atol=1e-3)
 
 
+def test_unseeded_redraws_warn_under_torch_distributed(monkeypatch):
+    """Under torch.distributed with more than one process (stood in for here: montecarlo.nn._distributed) an
+    unseeded module's redraw warns that the ranks draw different projections (DistributedDataParallel
+    broadcasts buffers before the forward, the redraw comes after; measured with two gloo processes, three
+    steps, redraw_every=1: unseeded ranks' projections differed from the first redraw on, seeded ones were
+    equal); a module with a seed or a generator does not warn, nor does one outside torch.distributed."""
+    import warnings
+
+    from montecarlo import nn as mnn
+
+    x = torch.randn(2, 10, 16, generator=torch.Generator().manual_seed(15))
+    for distributed in (False, True):
+        monkeypatch.setattr(mnn, "_distributed", lambda: distributed)
+        for kw, warns in (({}, distributed), ({"seed": 0}, False), ({"generator": torch.Generator()}, False)):
+            mod = PRFAttention(16, 8, redraw_every=1, **kw)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                for _ in range(3):
+                    mod(x, x, x)
+            hits = [w for w in caught if issubclass(w.category, RuntimeWarning)
+                    and "without a seed under torch.distributed" in str(w.message) and "seed=" in str(w.message)]
+            assert len(hits) == (2 if warns else 0), (distributed, kw)
+
+
 def _export_round_trip(mod, q, k, v, pad, **export):
     """torch.export of ``mod`` (``key_padding_mask`` as a keyword input), saved and loaded again: the loaded
     program's module."""
