@@ -263,10 +263,8 @@ def _store_value_grads(GV, c, r0, D, x, B: tl.constexpr, T: tl.constexpr, BD: tl
     GV's dtype: rounded once, to nearest (bfloat16 under Triton's interpreter, whose conversion truncates and
     mangles subnormals: the bits of :func:`_bf16_bits` through a 16-bit integer pointer)."""
     if GV.dtype.element_ty == tl.bfloat16 and not _BF16_DOT:
-        _store_cols(GV.to(tl.pointer_type(tl.uint16)), c * B * (D - 1), r0, D - 1, D - 1,
-                    _bf16_bits(x).to(tl.uint16), T, BD, B)
-    else:
-        _store_cols(GV, c * B * (D - 1), r0, D - 1, D - 1, x, T, BD, B)
+        GV, x = GV.to(tl.pointer_type(tl.uint16)), _bf16_bits(x).to(tl.uint16)
+    _store_cols(GV, c * B * (D - 1), r0, D - 1, D - 1, x, T, BD, B)
 
 
 @triton.jit

@@ -128,9 +128,9 @@ redraws exactly as eager mode.
   with the eager module's outputs; on the fused path (CUDA with Triton) the
   kernels are the registered operators ``simplex_rf::*``, so import
   ``montecarlo._fused`` (which registers them; ``montecarlo.nn`` imports it
-  only when the kernels first run) before loading such a program.  In training mode with
-  ``redraw_every`` export raises a RuntimeError: an exported program is one
-  traced forward and would never redraw.
+  only when the kernels first run) before loading such a program.  In
+  training mode with ``redraw_every`` export raises a RuntimeError: an
+  exported program is one traced forward and would never redraw.
 * Activation checkpointing (``torch.utils.checkpoint``) recomputes the
   forward inside the backward pass: that recomputation never redraws the
   features nor counts towards ``redraw_every`` (so the backward differentiates
@@ -1052,8 +1052,8 @@ class PRFAttention(nn.Module):
         storage = _storage_dtype(dtype)
         device = check_device(device)
         if device is None:  # torch's default device, as nn.Linear (with torch.device("meta"): meta buffers)
-            getter = getattr(torch, "get_default_device", None)
-            device = None if getter is None or getter().type == "cpu" else getter()
+            default = getattr(torch, "get_default_device", lambda: None)()
+            device = default if default is not None and default.type != "cpu" else None
         if generator is not None and seed is not None:
             raise ValueError("give seed or generator, not both")
         self._generator = check_generator(generator)
