@@ -19,3 +19,24 @@ def run_group(cmd, timeout, **popen_kwargs):
         proc.communicate()
         raise
     return proc.returncode, out
+
+
+def run_groups(cmds, timeout, **popen_kwargs):
+    """Run the commands side by side, each in a new process group (stdout and stderr together, text);
+    ``[(returncode, output), ...]`` in their order.  On timeout every group is killed (forked workers too) and
+    ``subprocess.TimeoutExpired`` re-raised; a failed start kills the ones already started."""
+    import time
+
+    procs = []
+    try:
+        for cmd in cmds:
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          start_new_session=True, **popen_kwargs))
+        deadline = time.monotonic() + timeout
+        outs = [proc.communicate(timeout=max(deadline - time.monotonic(), 0.0))[0] for proc in procs]
+        return [(proc.returncode, out) for proc, out in zip(procs, outs)]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()

@@ -1003,3 +1003,33 @@ def test_activation_checkpointing_never_redraws_in_the_backward():
         mod.eval()
         out = checkpoint(mod, *leaves, use_reentrant=False)
         assert all(torch.isfinite(x).all() for x in torch.autograd.grad(out.square().sum(), leaves))
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without torch.distributed")
+def test_two_ranks_of_distributed_data_parallel(tmp_path):
+    """Two gloo processes (``tests/_ddp_rank.py``) train under DistributedDataParallel with redraw_every=1: with
+    one seed on both ranks their projections agree bit for bit after every step and nothing warns; without a
+    seed they agree after the first step (DDP broadcasts rank 0's buffers before each forward) and differ after
+    each later one, whose forward redraws after that broadcast, and each rank warns at both of those redraws.
+    The differing steps are the power: a redraw that DDP kept in step would fail them."""
+    import json
+    import os
+    import sys
+
+    from pathlib import Path
+
+    from tests._procs import run_groups
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1")
+    cmds = [[sys.executable, "-m", "tests._ddp_rank", str(rank), str(tmp_path / "rendezvous")] for rank in (0, 1)]
+    results = run_groups(cmds, timeout=240, cwd=root, env=env)
+    for rc, out in results:
+        assert rc == 0, out[-3000:]
+    first, second = (json.loads(out.strip().splitlines()[-1]) for _, out in results)
+    assert first["seeded"]["steps"] == second["seeded"]["steps"]
+    assert first["seeded"]["warnings"] == second["seeded"]["warnings"] == 0
+    agree = [a == b for a, b in zip(first["unseeded"]["steps"], second["unseeded"]["steps"])]
+    assert agree == [True, False, False]
+    assert first["unseeded"]["warnings"] == second["unseeded"]["warnings"] == 2

@@ -1,0 +1,53 @@
+"""One rank of the two-process torch.distributed test (``tests/test_nn_module.py``): ``python -m tests._ddp_rank
+RANK INIT_FILE``.  Trains, under DistributedDataParallel (gloo, CPU), a linear layer feeding a PRFAttention with
+redraw_every=1, once seeded and once not, and prints one JSON line: per configuration the projections' bytes
+after each step (hex) and the number of RuntimeWarnings about unseeded redraws."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+
+from montecarlo.nn import PRFAttention
+
+
+class _Net(torch.nn.Module):
+    def __init__(self, seed):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+        self.att = PRFAttention(16, 8, seed=seed, redraw_every=1)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return self.att(h, h, h)
+
+
+def main(rank, init_file):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    report = {}
+    for name, seed in (("seeded", 0), ("unseeded", None)):
+        torch.manual_seed(0)
+        net = torch.nn.parallel.DistributedDataParallel(_Net(seed))
+        x = torch.randn(2, 10, 16, generator=torch.Generator().manual_seed(rank))
+        steps = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                net(x).sum().backward()
+                steps.append(net.module.att.weights.numpy().tobytes().hex())
+        warned = sum(issubclass(w.category, RuntimeWarning) and "without a seed under torch.distributed" in
+                     str(w.message) for w in caught)
+        report[name] = {"steps": steps, "warnings": warned}
+    dist.barrier()
+    dist.destroy_process_group()
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])
