@@ -818,12 +818,39 @@ def _fast_blocks(simplex):
     return blocks
 
 
+def _fast_sq_norms(simplex, norms, signs, d):
+    r"""Squared norms of the rows of :math:`\mathbf D\mathbf S\widetilde{\mathbf R}` (``simplex``) or
+    :math:`\mathbf D\widetilde{\mathbf R}` restricted to their first ``d`` columns, shape (n_blocks, p).
+
+    The projection pads its inputs with zeros from d to p, so a projection vector is the first d entries of a
+    row: :math:`\|w_i\|^2 = D_i^2 \sum_{j<d} M_{ij}^2` for the orthonormal M.  Since M's rows are unit vectors,
+    the sum is one minus the squares of the columns :math:`M e_j`, j >= d (p - d < d of them: p is the least
+    power of two >= d), each an HD-product of a basis vector: O((p - d) p log p) per block, one block's worth
+    of memory at a time.  ``norms`` (n_blocks, p) are the drawn :math:`\chi_p` norms D."""
+    xp = _ns_of(signs)
+    p = signs.shape[-1]
+    sq = norms * norms
+    if p == d:
+        return sq
+    tail = xp.zeros(sq.shape, dtype=sq.dtype, device=_dev(signs))
+    for j in range(d, p):
+        e = xp.zeros((p,), dtype=signs.dtype, device=_dev(signs))
+        e[j] = 1.0
+        col = _hd_apply(e[None, :], signs)  # (n_blocks, p): column j of each block's M
+        if simplex:
+            col = _simplex_apply(col, -1, xp)
+        tail = tail + col * col
+    return sq * xp.clip(1.0 - tail, 0.0, None)
+
+
 def _fast_structured(coupling, simplex):
     def structured(d, m, random):
         # drawn as _weights_batch draws one draw (full blocks, then a truncated last block in a
         # second call), so that sample_projection(...).weights equals sample_weights(...) for a seed
         p = next_power_of_two(d)
         nb = -(-m // p)
+        check_budget(4 * nb * p, f"the chi_p norms and 3 Rademacher diagonals of {nb} blocks of p = {p} "
+                     f"(m = {m}, d = {d}) of a {coupling!r} projection", "reduce m or d")
         if m % p and nb > 1:
             n1, s1 = _fast_draw(d, nb - 1, random)
             n2, s2 = _fast_draw(d, 1, random)
@@ -1072,6 +1099,15 @@ class RandomProjection:
         y = y * self._norms
         y = xp.reshape(y, lead + (-1,))
         return y[..., : self.m]
+
+    def row_sq_norms(self):
+        """Squared norms of the m projection vectors (the rows of :attr:`weights`), shape (m,), without forming
+        the dense matrix for the fast couplings (their rows restricted to the first d of p columns)."""
+        xp = self.xp
+        if self._weights is not None:
+            return xp.sum(self._weights * self._weights, axis=1)
+        sq = _fast_sq_norms(self._simplex, self._norms, self._signs, self.d)
+        return xp.reshape(sq, (-1,))[: self.m]
 
     def __call__(self, X):
         """Validated projection of a batch X (N, d) -> (N, m)."""

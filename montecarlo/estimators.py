@@ -64,6 +64,7 @@ from .couplings import (
     _warn_if_biased,
     chi_norms,
     _check_route,
+    _fast_sq_norms,
     _hd_apply,
     _weights_batch,
     next_power_of_two,
@@ -326,7 +327,9 @@ def _fast_projections(simplex):
         if simplex:
             y = _simplex_apply(y, -1, xp)  # y is ours and finite: the unchecked core
         proj = _blockwise(y * norms, k, m)
-        return (proj, _blockwise(norms * norms, k, m)) if with_sq else proj  # unit rows times the chi_p norms
+        if not with_sq:
+            return proj
+        return proj, _blockwise(_fast_sq_norms(simplex, norms, signs, d), k, m)  # rows cut to d of p columns
 
     return projections
 

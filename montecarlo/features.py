@@ -185,10 +185,7 @@ def _rff_statistic(proj, xp, w_sq=None, d=None):
 def row_sq_norms(W):
     r"""Squared norms :math:`\|w_i\|^2` of the rows of an (m, d) array or a RandomProjection, shape (m,)."""
     if isinstance(W, RandomProjection):
-        if W._weights is not None:
-            w = W._weights
-            return W.xp.sum(w * w, axis=1)
-        return W._norms * W._norms
+        return W.row_sq_norms()
     xp = check_weights(W, "W")
     return xp.sum(W * W, axis=1)
 

@@ -70,3 +70,22 @@ def test_non_finite_mse_names_the_points():
     with pytest.raises(ValueError, match=r"\|x\| = 40.*too large"):
         mc.empirical_mse("iid", x, x, 4, 100, kernel="softmax", rng=0)
     assert math.isfinite(mc.empirical_mse("iid", x / 40, x / 40, 4, 100, kernel="softmax", rng=0).mean)
+
+
+@pytest.mark.parametrize("coupling", ["fast_orthogonal", "fast_simplex"])
+def test_fast_projection_is_refused_before_drawing(monkeypatch, coupling):
+    """sample_projection of a fast coupling draws 4 p numbers per block (chi_p norms, three Rademacher
+    diagonals): above the budget an AllocationError naming m and d, before any draw (at m = 10**12 numpy's
+    MemoryError for 21.8 TiB before the check); one block below the limit passes (power)."""
+    import warnings
+
+    from montecarlo._checks import AllocationError
+
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 4 * 4 * 25_000 - 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mc.FastCouplingBiasWarning)
+        with pytest.raises(AllocationError, match=r"m = 100000, d = 3"):
+            mc.sample_projection(coupling, 3, 100_000, rng=0)
+        with pytest.raises(AllocationError, match=r"m = 1000000000000"):
+            mc.sample_projection(coupling, 3, 10**12, rng=0)
+        assert mc.sample_projection(coupling, 3, 99_996, rng=0).m == 99_996

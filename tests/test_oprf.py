@@ -373,3 +373,41 @@ def test_certified_mse_contains_the_value():
             val = theory.kernel_mse(coupling, 8, "1", kind="oprf", A="-0.05", x_norm="0.5", y_norm="0.5")
             assert ball.contains(__import__("flint").arb(mp.nstr(val, 30))) or abs(
                 float(ball.mid()) - float(val)) < float(ball.rad()) + 1e-28
+
+
+@pytest.mark.filterwarnings("ignore::montecarlo.FastCouplingBiasWarning")
+@pytest.mark.parametrize("coupling", ["fast_orthogonal", "fast_simplex"])
+@pytest.mark.parametrize("path", ["fast", "full"])
+def test_fast_couplings_unbiased_where_d_is_not_a_power_of_two(coupling, path):
+    """The fast couplings pad d to p (the next power of two); a projection vector is the first d entries of a
+    row, so its |w|^2 is the chi_p norm squared times the row's mass in those d columns, not the chi_p norm
+    alone.  With the latter (the fast path before the fix) OPRF estimates at d = 24, A = -0.2 were
+    (1 - 4A)^((d - p) / 2) = 0.095 times the kernel (z = -450 at 4000 draws).  Unbiased within Z_CRIT on both
+    paths; power: the same estimate rejects 0.9 times the kernel (a 10% bias)."""
+    d, a = 24, -0.2
+    x, y = _points(d, 6, xn=0.5, dist=0.5)
+    k = mc.exact_kernel(x, y)
+    est = mc.kernel_estimate(coupling, x, y, d, 20_000, kind="oprf", A=a, rng=3, path=path)
+    assert abs(est.z(k)) <= Z_CRIT, est
+    assert abs(est.z(0.9 * k)) > Z_CRIT, est
+
+
+@pytest.mark.filterwarnings("ignore::montecarlo.FastCouplingBiasWarning")
+@pytest.mark.parametrize("coupling", ["fast_orthogonal", "fast_simplex"])
+@pytest.mark.parametrize("d,m", [(6, 5), (6, 8), (6, 13), (6, 16), (8, 8), (8, 20), (24, 40)])
+def test_fast_projection_row_norms_and_oprf_features_match_the_dense_rows(coupling, d, m):
+    """A fast RandomProjection's squared row norms (no dense matrix) equal those of its dense rows, and OPRF
+    features (which need them) are the same from the projection and from its dense weights.  Before the fix
+    they were the chi_p norms of shape (blocks, p): a numpy broadcast error for m != p or several blocks, and
+    features 60% off at d = 6 < p = 8, depending on whether ``.weights`` had been read."""
+    X = np.random.default_rng(0).normal(size=(3, d)) * 0.3
+    proj = mc.sample_projection(coupling, d, m, rng=1)
+    sq = proj.row_sq_norms()
+    feats = mc.random_features(X, proj, kind="oprf", A=-0.1)
+    dense = mc.sample_projection(coupling, d, m, rng=1).weights
+    assert sq.shape == (m,)
+    np.testing.assert_allclose(sq, np.sum(dense * dense, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(feats, mc.random_features(X, dense, kind="oprf", A=-0.1), rtol=1e-12)
+    if d < proj.padded_d:  # power: the chi_p norms alone are not the rows' norms
+        chi = np.reshape(proj._norms ** 2, -1)[:m]
+        assert not np.allclose(chi, sq, rtol=1e-3)
