@@ -722,6 +722,9 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     X = check_data(X, xpn, "X", 2, device=dev, dtype=dt)
     d = X.shape[1]
     Y = X if Y is None else check_data(Y, xpn, "Y", 2, d, device=dev, dtype=dt)
+    for name, arr in (("X", X), ("Y", Y)):
+        if arr.shape[0] == 0:
+            raise ValueError(f"{name} must hold at least one point (row), got shape {tuple(arr.shape)}")
     check_budget(X.shape[0] * Y.shape[0], f"the (N, N') = ({X.shape[0]}, {Y.shape[0]}) Gram matrix",
                  "pass fewer points")
     coupling, d, random, route, _ = _setup(coupling, d, rng, xpn, dev, dt, haar_route, "full")
@@ -729,6 +732,10 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     n_draws = check_int(n_draws, "n_draws", 2)
     exact = xpn.exp(log_kernel_matrix(X, Y, kernel))
     exact_norm = xpn.linalg.vector_norm(xpn.reshape(exact, (-1,)))
+    if not float(exact_norm) > 0.0:
+        raise ValueError(f"every exact {kernel} kernel value of X and Y underflows to 0 in {exact.dtype}: the "
+                         "relative Frobenius error is undefined; scale the points down (log values: "
+                         "montecarlo.log_kernel_matrix)")
     width = kinds.get(kind).width * m
     per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * width * 3 + m * d * 3
     check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {m}, d = {d})",
@@ -752,8 +759,22 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
 
 
 def exact_kernel(x, y, kernel="gaussian"):
-    """Exact kernel value for two points: Gaussian (the target of every kind's Gaussian estimator) or softmax."""
+    """Exact kernel value for two points: Gaussian (the target of every kind's Gaussian estimator) or softmax.
+
+    A float64 to relative accuracy; a ValueError where it would overflow or fall below float64's smallest
+    normal number (2.2e-308: the log kernel outside [-708.4, 709.8]); :func:`log_kernel_matrix` gives the log
+    there."""
     kernel = check_kernel(kernel)
     xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, xn.shape[0]))
-    return math.exp(_log_kernel_value(kernel, xn, yn))
+    log_value = _log_kernel_value(kernel, xn, yn)
+    if not _LOG_TINIEST_NORMAL <= log_value <= _LOG_LARGEST:
+        raise ValueError(f"the exact {kernel} kernel of x and y is exp({log_value:.6g}), outside float64's normal "
+                         "range (it would overflow to inf or lose its relative accuracy below 2.2e-308); the log "
+                         "value is montecarlo.log_kernel_matrix(x[None], y[None], kernel)")
+    return math.exp(log_value)
+
+
+#: log of float64's largest finite and smallest normal numbers: exact_kernel's range.
+_LOG_LARGEST = math.log(np.finfo(np.float64).max)
+_LOG_TINIEST_NORMAL = math.log(np.finfo(np.float64).tiny)

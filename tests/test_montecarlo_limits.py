@@ -89,3 +89,34 @@ def test_fast_projection_is_refused_before_drawing(monkeypatch, coupling):
         with pytest.raises(AllocationError, match=r"m = 1000000000000"):
             mc.sample_projection(coupling, 3, 10**12, rng=0)
         assert mc.sample_projection(coupling, 3, 99_996, rng=0).m == 99_996
+
+
+def test_exact_kernel_and_gram_estimate_are_loud_outside_float64():
+    """exact_kernel raises (naming x and y and the log route) where the kernel overflows float64 or falls below
+    its smallest normal number (before: OverflowError from math.exp for the softmax at x.y = 2700, a silent 0
+    for the Gaussian at distance 69, so diagnostics.kernel_bias divided by zero); inside, it is the value
+    (power: exp(-600) and exp(600) come back to relative accuracy).  gram_estimate refuses empty X or Y
+    (before: a (0, 0) mean and a NaN Frobenius error) and points whose every exact kernel value underflows
+    (before: 0 / 0 = NaN with a numpy RuntimeWarning)."""
+    from montecarlo import diagnostics
+
+    big = np.full(3, 30.0)
+    with pytest.raises(ValueError, match="exp.2700.*log_kernel_matrix"):
+        mc.exact_kernel(big, big, "softmax")
+    with pytest.raises(ValueError, match="gaussian kernel of x and y is exp.-2400"):
+        mc.exact_kernel(np.full(3, 20.0), np.full(3, -20.0))
+    with pytest.raises(ValueError, match="exp.-2400"):
+        diagnostics.kernel_bias("simplex", np.full(3, 20.0), np.full(3, -20.0), 3, 100)
+    assert math.isclose(mc.exact_kernel(np.array([20.0, 0.0]), np.array([-10.0, 0.0]), "softmax"),
+                        math.exp(-200.0), rel_tol=1e-14)
+    assert math.isclose(mc.exact_kernel(np.array([10.0, 0.0]), np.array([-10.0, 0.0])), math.exp(-200.0),
+                        rel_tol=1e-14)
+    assert math.isclose(mc.exact_kernel(np.array([30.0, 0.0]), np.array([20.0, 0.0]), "softmax"), math.exp(600.0),
+                        rel_tol=1e-14)
+    for kw in ({"X": np.zeros((0, 3))}, {"X": np.zeros((2, 3)), "Y": np.zeros((0, 3))}):
+        name = "Y" if "Y" in kw else "X"
+        with pytest.raises(ValueError, match=f"{name} must hold at least one point"):
+            mc.gram_estimate("simplex", m=3, n_draws=10, **kw)
+    with pytest.raises(ValueError, match="underflows to 0 in float64"):
+        mc.gram_estimate("simplex", np.full((2, 3), 30.0), 3, 10, Y=np.full((2, 3), -30.0))
+    assert np.isfinite(mc.gram_estimate("simplex", np.full((2, 3), 0.3), 3, 10)[1].mean)
