@@ -41,7 +41,10 @@ arrays); only a kind whose map took nothing but floats would cost one
 synchronisation per forward (one value per batch).  With the check off, non-finite inputs give
 NaN in the outputs they reach (a NaN or infinite key: every output of its
 sequence (bidirectional) or from its position on (causal); a NaN query: its
-own row); nothing raises and nothing hangs.
+own row); nothing raises and nothing hangs.  A data-driven kind parameter
+(oprf's A) reads only the unpadded rows with a finite squared norm, so a
+non-finite row reaches no other row through it, and causal attention's running
+statistic skips a batch whose statistic is not finite.
 
 Gradients: of every path (bidirectional, causal, the fused kernels), also twice:
 ``backward(create_graph=True)`` gives a gradient that is differentiable again (Hessian-vector products,
@@ -1316,8 +1319,9 @@ class PRFAttention(nn.Module):
             if self.training:  # the statistics of this batch serve the next forward passes
                 with torch.no_grad():
                     rho = self._rho(q, k, key_padding_mask, query_padding_mask).mean().to(self.running_rho.dtype)
-                    mom = torch.clamp(1.0 / (self.running_steps + 1.0), min=RUNNING_MOMENTUM).to(rho.dtype)
                     current = self.running_rho.clone()
+                    rho = torch.where(torch.isfinite(rho), rho, current)  # an overflowing batch leaves it (no sync)
+                    mom = torch.clamp(1.0 / (self.running_steps + 1.0), min=RUNNING_MOMENTUM).to(rho.dtype)
                     self.running_rho.add_(mom * (rho - self.running_rho))
                     self.running_steps.add_(1)
             else:

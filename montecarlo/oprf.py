@@ -56,8 +56,18 @@ def optimal_a(s):
 
 
 def _a_star(s, xp):
-    """-s / (16 A_+), A_+ = ((1 - 2s) + sqrt((2s + 1)^2 + 8s)) / 16 (no cancellation at small s)."""
-    return -s / ((1 - 2 * s) + xp.sqrt((2 * s + 1) ** 2 + 8 * s))
+    """A* without cancellation on either side of s = 1/2: -s / (16 A_+), A_+ = ((1 - 2s) + sqrt((2s + 1)^2 + 8s))
+    / 16, below (at tiny s A* ~ -s / 2); -(sqrt((2s + 1)^2 + 8s) + 2s - 1) / 16, a sum of non-negative terms,
+    above (at large s A* ~ -s / 4; the first form's denominator cancels there: A* 2x off at s = 1e7 and -inf at
+    1e8 in float32), with the root as t sqrt(1 + 4 (s / t)(2 / t)), t = 2s + 1, and each term over 16 first,
+    so that nothing overflows before A* does.  Each branch sees s clipped to its side (no inf or NaN in the
+    branch not taken); NaN stays NaN."""
+    lo = xp.clip(s, None, 0.5)
+    hi = xp.clip(s, 0.5, None)
+    small = -lo / ((1 - 2 * lo) + xp.sqrt((2 * lo + 1) ** 2 + 8 * lo))
+    t = 2 * hi + 1
+    big = -(t / 16 * xp.sqrt(1 + 4 * (hi / t) * (2 / t)) + (hi / 8 - 1 / 16))
+    return xp.where(s < 0.5, small, big)
 
 
 def _device_backend(x):
@@ -97,9 +107,10 @@ def batch_pair_statistic(X, Y, x_pad=None, y_pad=None, xp=None):
     r""":func:`pair_statistic` per sequence: X (..., N, d), Y (..., N', d) arrays of one backend (numpy, torch,
     cupy), ``x_pad`` (..., N) / ``y_pad`` (..., N') bool, True at rows left out (padding), or None; returns
     the statistic (...) over the unpadded pairs (0 for a sequence with no unpadded row), elementwise on the
-    arrays' device, in their dtype, with no check and no read-back (NaN in, NaN out): the form
+    arrays' device, in their dtype, with no check and no read-back: the form
     :class:`montecarlo.nn.PRFAttention` reads for a kind's data rule.  ``xp``: the arrays' namespace where the
-    caller has it (under torch.compile no lookup is traced)."""
+    caller has it (under torch.compile no lookup is traced).  Rows whose squared norm is not finite (NaN, inf,
+    or overflowing) are left out as padded rows are: they change no other row's statistic."""
     xp = array_api_compat.array_namespace(X) if xp is None else xp
     mean_sq_x, mean_x = _row_moments(X, x_pad, xp)
     mean_sq_y, mean_y = _row_moments(Y, y_pad, xp)
@@ -107,14 +118,19 @@ def batch_pair_statistic(X, Y, x_pad=None, y_pad=None, xp=None):
 
 
 def _row_moments(X, pad, xp):
-    """Mean squared norm (...) and mean row (..., d) over the rows of X (..., N, d) not marked in ``pad``."""
+    """Mean squared norm (...) and mean row (..., d) over the rows of X (..., N, d) not marked in ``pad`` and with
+    a finite squared norm: padded content (NaN, inf or anything else) and a non-finite row never reach the
+    statistic (selected out, not multiplied by 0: 0 * NaN is NaN), so they change no other row's A; a row left
+    out alone is NaN in its own output only."""
     sq = xp.sum(X * X, axis=-1)
-    if pad is None:
-        return xp.mean(sq, axis=-1), xp.mean(X, axis=-2)
-    keep = xp.astype(xp.logical_not(pad), X.dtype)
-    count = xp.sum(keep, axis=-1)
+    kept = xp.isfinite(sq)
+    if pad is not None:
+        kept = xp.logical_and(kept, xp.logical_not(pad))
+    zero = xp.zeros_like(sq)
+    count = xp.sum(xp.astype(kept, X.dtype), axis=-1)
     count = xp.where(count > 0, count, xp.ones_like(count))
-    return xp.sum(sq * keep, axis=-1) / count, xp.sum(X * keep[..., None], axis=-2) / count[..., None]
+    return (xp.sum(xp.where(kept, sq, zero), axis=-1) / count,
+            xp.sum(xp.where(kept[..., None], X, xp.zeros_like(X)), axis=-2) / count[..., None])
 
 
 def moments_optimal_a(mean_sq_x, mean_x, mean_sq_y, mean_y):

@@ -1033,3 +1033,69 @@ def test_two_ranks_of_distributed_data_parallel(tmp_path):
     agree = [a == b for a, b in zip(first["unseeded"]["steps"], second["unseeded"]["steps"])]
     assert agree == [True, False, False]
     assert first["unseeded"]["warnings"] == second["unseeded"]["warnings"] == 2
+
+
+@needs_oprf
+@pytest.mark.parametrize("dtype,rtol", [(torch.float64, 1e-14), (torch.float32, 3e-6)])
+def test_oprf_a_star_keeps_its_relative_accuracy_at_every_scale(dtype, rtol):
+    """montecarlo.oprf.optimal_a on tensors (what PRFAttention's data rule evaluates in the inputs' dtype) against
+    A* = (1 - 2s - sqrt((2s+1)^2 + 8s)) / 16 at 90 digits, s from 1e-30 to 1e37.  Before, the form
+    -s / ((1 - 2s) + sqrt(...)) cancelled at large s: 2x off at 1e7 and -inf at 1e8 in float32, which turned
+    finite inputs of size 5000 into an all-NaN output; that old form fails this check (power)."""
+    from mpmath import mp
+
+    from montecarlo.oprf import optimal_a
+
+    grid = [1e-30, 1e-8, 1e-3, 0.25, 0.49, 0.5, 0.51, 3.0, 1e3, 1e6, 1e7, 1e8, 1e15, 1e30, 1e37]
+    s = torch.tensor(grid, dtype=dtype)
+    with mp.workdps(90):
+        ref = [float((1 - 2 * mp.mpf(x) - mp.sqrt((2 * mp.mpf(x) + 1) ** 2 + 8 * mp.mpf(x))) / 16)
+               for x in s.double().tolist()]
+    np.testing.assert_allclose(optimal_a(s).double().numpy(), ref, rtol=rtol)
+    old = (-s / ((1 - 2 * s) + torch.sqrt((2 * s + 1) ** 2 + 8 * s))).double().numpy()
+    assert not np.allclose(old, ref, rtol=rtol)
+    x = torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(3)) * 5000
+    assert torch.isfinite(PRFAttention(8, 16, kind="oprf", seed=0)(x, x, torch.randn(2, 6, 3))).all()
+
+
+@needs_oprf
+def test_oprf_statistic_ignores_padded_and_non_finite_rows():
+    """A from the data (FAVOR++) reads the unpadded rows with a finite squared norm only: garbage at padded
+    keys (NaN, or 1e25 whose square overflows float32) changes no output (before: every output of the sequence
+    NaN), a NaN query row is NaN in its own output only (before: its whole sequence), and causal attention's
+    running statistic is not poisoned by a NaN at a padded slot or an inf activation (before: running_rho NaN
+    and every later output NaN, in eval() too and in the state_dict).  Power: the clean reference differs from
+    a module that sees the garbage unmasked."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 8, generator=gen)
+    v = torch.randn(2, 6, 3, generator=gen)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[:, 4:] = True
+    att = PRFAttention(8, 16, kind="oprf", seed=0)
+    ref = att(x, x.masked_fill(pad[..., None], 0.0), v, key_padding_mask=pad)
+    for garbage in (float("nan"), 1e25):
+        k = x.masked_fill(pad[..., None], garbage)
+        torch.testing.assert_close(att(x, k, v, key_padding_mask=pad), ref, rtol=0, atol=0)
+    assert not torch.allclose(att(x, x.masked_fill(pad[..., None], 3.0), v), ref)
+    q = x.clone()
+    q[0, 5] = float("nan")
+    out = att(q, x, v)
+    assert out.isnan().any(-1).tolist() == [[False] * 5 + [True], [False] * 6]
+    clean = PRFAttention(8, 16, kind="oprf", seed=0)(x[:1, :5], x[:1], v[:1])
+    torch.testing.assert_close(out[0, :5], clean[0], rtol=1e-6, atol=1e-6)
+
+    cpad = torch.zeros(2, 6, dtype=torch.bool)
+    cpad[1, 5] = True
+    for make in ("padded_nan", "inf_activation"):
+        causal = PRFAttention(8, 16, kind="oprf", causal=True, seed=0)
+        bad = x.clone()
+        if make == "padded_nan":
+            bad[1, 5] = float("nan")
+            causal(bad, bad, v, key_padding_mask=cpad, query_padding_mask=cpad)
+        else:
+            bad[0, 2, 0] = float("inf")
+            causal(bad, bad, v)
+        assert torch.isfinite(causal.running_rho) and causal.running_rho > 0, make
+        for _ in range(2):
+            assert torch.isfinite(causal(x, x, v)).all(), make
+        assert torch.isfinite(causal.eval()(x, x, v)).all() and torch.isfinite(causal.state_dict()["running_rho"])

@@ -63,7 +63,8 @@ def _pairs_written_out(X, Y):
 def test_batch_pair_statistic_is_the_mean_over_unpadded_pairs():
     """batch_pair_statistic (what PRFAttention's data rule reads) per sequence, with padding, against the pairs
     written out over the unpadded rows (numpy float64 to 1e-13; torch float64 and float32 on its device and in
-    its dtype); a sequence with every row padded gives 0, NaN stays NaN, pair_statistic is the unpadded case.
+    its dtype); a sequence with every row padded gives 0, a row with a NaN is left out as a padded one,
+    pair_statistic is the unpadded case.
     Power: ignoring one mask changes the value."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(7)
@@ -89,7 +90,10 @@ def test_batch_pair_statistic_is_the_mean_over_unpadded_pairs():
     assert mc.oprf.batch_pair_statistic(X[0, 0], Y[0, 0], every, np.ones((6,), dtype=bool)) == 0.0  # no row
     nan = X[0, 0].copy()
     nan[3, 1] = np.nan
-    assert np.isnan(mc.oprf.batch_pair_statistic(nan, Y[0, 0]))
+    one = np.zeros((9,), dtype=bool)
+    one[3] = True
+    assert mc.oprf.batch_pair_statistic(nan, Y[0, 0]) == pytest.approx(
+        _pairs_written_out(X[0, 0][~one], Y[0, 0]), rel=1e-13)  # a non-finite row is left out, as if padded
     assert mc.oprf.pair_statistic(X[0, 0], Y[0, 0]) == pytest.approx(_pairs_written_out(X[0, 0], Y[0, 0]),
                                                                       rel=1e-13)
 
