@@ -29,7 +29,10 @@ and the offsets are detached, so gradients are unchanged):
 
 Precision: the features are computed in float32 (float64 when the inputs or
 the projections are float64) whatever the input dtype, with autocast disabled
-inside; the output comes back in the input dtype.  ``model.to(torch.bfloat16)``
+inside; the output comes back in the input dtype.  Under autocast, q, k and v
+of differing dtypes (a float32 rotary table times bfloat16 queries) are cast to
+autocast's dtype first, as ``scaled_dot_product_attention`` does; outside
+autocast they must share one dtype (a TypeError).  ``model.to(torch.bfloat16)``
 keeps the projections in float32 (a bfloat16-rounded matrix would no longer be
 a draw of the coupling).
 
@@ -165,6 +168,7 @@ import montecarlo as mc
 from montecarlo._checks import check_bool, check_coupling, check_int, check_positive_float, check_rng
 from montecarlo.oprf import batch_pair_statistic
 from theory import feature_kinds as kinds
+from theory.registry import check_dimension
 from theory.validation import check_real, describe
 
 __all__ = [
@@ -497,6 +501,17 @@ def _no_autocast(device_type):
     except TypeError:  # (an older torch, without the device argument)
         on = True
     return torch.autocast(device_type=device_type, enabled=False) if on else contextlib.nullcontext()
+
+
+def _mixed_under_autocast(q, k, v):
+    """Whether q, k, v are tensors of differing dtypes under autocast on their device (a float32 rotary table
+    times bf16 queries, say), which forward then casts to autocast's dtype as SDPA does."""
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)) or q.dtype == k.dtype == v.dtype:
+        return False
+    try:
+        return torch.is_autocast_enabled(q.device.type)
+    except RuntimeError:  # a device type without autocast
+        return False
 
 
 def _transformed():
@@ -1038,6 +1053,7 @@ class PRFAttention(nn.Module):
         self.d_head = check_int(d_head, "d_head", 1)
         self.n_features = check_int(n_features, "n_features", 1)
         self.coupling = check_coupling(coupling)
+        check_dimension(self.d_head, self.coupling, "d_head")
         self.kind = kinds.check_kind(kind, "kind", has=("log_features",), positive=True)
         rec = kinds.get(self.kind)
         if "softmax" not in rec.kernels:
@@ -1061,8 +1077,10 @@ class PRFAttention(nn.Module):
             raise ValueError("give seed or generator, not both")
         self._generator = check_generator(generator)
         self._seeded = seed is not None or generator is not None  # (unseeded redraws differ between ranks)
-        self._rng = np.random.default_rng(check_rng(seed, "seed"))
-        self._draw_state = self._rng.bit_generator.state  # (where reset_parameters draws again)
+        self._rng = np.random.default_rng(check_rng(seed, "seed"))  # (a Generator given: that object itself)
+        # where reset_parameters draws again; None for a numpy Generator the caller passed (their stream, which
+        # other modules may share: never rewound, as a torch.Generator)
+        self._draw_state = None if isinstance(seed, np.random.Generator) else self._rng.bit_generator.state
         self._frozen = False
         self._calls = 0
         # drawn before anything is allocated: sample_weights bounds the memory that n_features x d_head asks for
@@ -1110,6 +1128,8 @@ class PRFAttention(nn.Module):
             raise ValueError(f"weights must be an (m, d) tensor, got shape {tuple(weights.shape)}")
         if not weights.dtype.is_floating_point:
             raise ValueError(f"weights must hold real floating numbers, got dtype {weights.dtype}")
+        if weights.device.type != "meta" and not bool(torch.isfinite(weights).all()):  # (once, at construction)
+            raise ValueError("weights must be finite (found NaN or inf)")
         kwargs.setdefault("dtype", weights.dtype if weights.dtype in STORAGE_DTYPES else torch.float32)
         mod = cls(weights.shape[1], weights.shape[0], device=weights.device, **kwargs)
         with torch.no_grad():
@@ -1135,8 +1155,9 @@ class PRFAttention(nn.Module):
         ``to_empty(device=...)``, which leaves its buffers uninitialised (FSDP's and torch's convention for
         deferred initialisation).  With a seed, the numpy stream is rewound to where construction drew (a deep
         copy: to where it forked), so the projections equal those of the module built on a real device; with a
-        ``torch.Generator`` (the caller's stream, never rewound) they are its next draw."""
-        if self._generator is None:
+        ``torch.Generator`` or a ``numpy.random.Generator`` passed as ``seed`` (the caller's stream, which other
+        modules may share: never rewound) they are its next draw."""
+        if self._generator is None and self._draw_state is not None:
             self._rng.bit_generator.state = self._draw_state
         self.redraw()
         for name in ("running_rho", "running_steps"):
@@ -1214,7 +1235,8 @@ class PRFAttention(nn.Module):
 
     def get_extra_state(self):
         """Redraw counter, frozen flag and the random stream's position (loadable with weights_only=True)."""
-        return {"version": _STATE_VERSION, "calls": int(self._calls), "frozen": bool(self._frozen),
+        return {"version": _STATE_VERSION, "coupling": self.coupling, "calls": int(self._calls),
+                "frozen": bool(self._frozen),
                 "numpy_rng": None if self._generator is not None else self._rng.bit_generator.state,
                 "torch_rng": None if self._generator is None else self._generator.get_state()}
 
@@ -1227,6 +1249,11 @@ class PRFAttention(nn.Module):
             saved = "a numpy seed" if state["torch_rng"] is None else "a torch.Generator"
             raise ValueError(f"the state was saved by a module drawing from {saved}, this one draws from {have}: "
                              "build it the same way (seed= or generator=) before load_state_dict")
+        saved = state.get("coupling", self.coupling)  # (states saved before the coupling was recorded: any)
+        if saved != self.coupling:
+            raise ValueError(f"the state holds projections of coupling {saved!r}, this module draws {self.coupling!r}: "
+                             f"build it with coupling={saved!r} (its later redraws follow the module's coupling), or "
+                             "take the projections alone with PRFAttention.from_weights(state['weights'], ...)")
         self._calls = int(state["calls"])
         self._frozen = bool(state["frozen"])
         if state["torch_rng"] is None:
@@ -1392,7 +1419,8 @@ class PRFAttention(nn.Module):
         Parameters
         ----------
         q, k, v : torch.Tensor
-            One dtype (float32, float64, bfloat16 or float16); leading shapes
+            One dtype (float32, float64, bfloat16 or float16; under autocast,
+            differing dtypes are cast to autocast's dtype, as SDPA does); leading shapes
             broadcast; L_q, L_k >= 1.  Cross-attention: L_q may differ from L_k
             (bidirectional only).
         key_padding_mask : torch.Tensor of bool, optional
@@ -1411,6 +1439,9 @@ class PRFAttention(nn.Module):
         torch.Tensor (..., L_q, d_v)
             In the input dtype.
         """
+        if _mixed_under_autocast(q, k, v):  # as SDPA under autocast: one dtype, autocast's
+            target = torch.get_autocast_dtype(q.device.type)
+            q, k, v = q.to(target), k.to(target), v.to(target)
         lead = self._check(q, k, v, key_padding_mask, query_padding_mask)
         if self.training and not self._frozen and self.redraw_every is not None:
             if _exporting():  # (an exported program is one traced forward: it would never redraw)

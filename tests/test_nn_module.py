@@ -1099,3 +1099,68 @@ def test_oprf_statistic_ignores_padded_and_non_finite_rows():
         for _ in range(2):
             assert torch.isfinite(causal(x, x, v)).all(), make
         assert torch.isfinite(causal.eval()(x, x, v)).all() and torch.isfinite(causal.state_dict()["running_rho"])
+
+
+def test_engineer_round_two_findings():
+    """Found by trying the module as an ML engineer (each failed before its fix):
+    - under CPU autocast, q and k in float32 (a float32 rotary table times bf16 projections) with v in bf16
+      raised a TypeError where SDPA runs: now all three are cast to autocast's dtype as SDPA does (the output
+      equals the module's on the cast inputs, in bf16); outside autocast mixed dtypes still raise;
+    - load_state_dict from a module of another coupling loaded silently (the module then held simplex rows
+      under coupling='orthogonal'): now a ValueError naming both couplings; a state saved without the coupling
+      (before it was recorded) still loads;
+    - from_weights accepted NaN projections (every output NaN): now a ValueError naming weights;
+    - reset_parameters rewound a numpy Generator passed as seed, which the caller may share between layers
+      (two layers then drew the same projections): now it draws that stream's next values, as a
+      torch.Generator's; a seed still rewinds (power);
+    - d_head = 1 with the simplex coupling said 'd must be ...': now names d_head."""
+    import warnings
+
+    gen = torch.Generator().manual_seed(4)
+    lin = torch.nn.Linear(8, 24)
+    x = torch.randn(2, 5, 8, generator=gen)
+    cos = torch.randn(5, 8, generator=gen)
+    att = PRFAttention(8, 16, seed=0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        q, k, v = lin(x).chunk(3, -1)
+        q, k = q * cos, k * cos
+        assert (q.dtype, v.dtype) == (torch.float32, torch.bfloat16)
+        out = att(q, k, v)
+        sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        ref = att(q.bfloat16(), k.bfloat16(), v)
+    assert out.dtype == sdpa.dtype == torch.bfloat16 and torch.equal(out, ref)
+    with pytest.raises(TypeError, match="share one dtype"):
+        att(q.detach(), k.detach(), v.detach())
+
+    simplex = PRFAttention(8, 16, "simplex", seed=0)
+    orth = PRFAttention(8, 16, "orthogonal", seed=1)
+    with pytest.raises(ValueError, match="coupling 'simplex', this module draws 'orthogonal'"):
+        orth.load_state_dict(simplex.state_dict())
+    old = simplex.state_dict()
+    del old["_extra_state"]["coupling"]
+    twin = PRFAttention(8, 16, "simplex", seed=5)
+    twin.load_state_dict(old)
+    assert torch.equal(twin.weights, simplex.weights)
+
+    bad = torch.randn(16, 8)
+    bad[3, 2] = float("nan")
+    with pytest.raises(ValueError, match="weights must be finite"):
+        PRFAttention.from_weights(bad)
+
+    shared = np.random.default_rng(0)
+    layers = [PRFAttention(8, 8, seed=shared) for _ in range(2)]
+    layers[0].reset_parameters()
+    layers[0].redraw()
+    assert not torch.allclose(layers[0].weights, layers[1].weights, atol=1e-3)
+    seeded = PRFAttention(8, 8, seed=3)
+    first = seeded.weights.clone()
+    seeded.redraw()
+    assert torch.equal(seeded.reset_parameters().weights, first)
+
+    with pytest.raises(ValueError, match="d_head must be an integer >= 2 for the simplex coupling"):
+        PRFAttention(1, 4)
+    with pytest.raises(ValueError, match="d_head must be an integer >= 2"):
+        PRFAttention.from_weights(torch.randn(4, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert PRFAttention(1, 4, "iid", seed=0)(x[..., :1], x[..., :1], x).shape == (2, 5, 8)
