@@ -38,12 +38,22 @@ logits because of its ``eps``: see
 :class:`~montecarlo.nn.PRFAttention` (Notes) and
 :func:`fast_attention_errors`.
 
+Copies and checkpoints: ``copy.deepcopy`` of a model after :func:`use_coupling`
+copies the projection matrices exactly and forks each module's random stream
+(later redraws of the copies are independent, reproducibly), as for
+:class:`~montecarlo.nn.PRFAttention`.  performer-pytorch's ``state_dict`` holds
+the matrices but not the stream, so a resumed run's later redraws differ from
+the uninterrupted run's; for bit-identical resumption use ``PRFAttention``
+(its state holds the stream) or call :func:`use_coupling` again with a seed
+derived from the step.
+
 This module needs torch; :func:`fast_attention_errors` also needs
 performer-pytorch (``pip install 'simplex-rf[performer]'``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -138,6 +148,21 @@ class PerformerProjection:
         return performer_projection_matrix(self.dim_heads, self.nb_features, self.coupling,
                                            generator=self.generator, seed=None if self.generator is not None else self.rng,
                                            device=device)
+
+    def __deepcopy__(self, memo):
+        """A copy whose random stream is forked, as :class:`montecarlo.nn.PRFAttention`'s: a numpy stream by a
+        ``SeedSequence`` spawn (the original's stream untouched), a ``torch.Generator`` seeded by one draw of the
+        original's (which advances it); so deep-copied FastAttention modules redraw independently, and the
+        same seeds and copies give the same draws."""
+        new = copy.copy(self)
+        memo[id(self)] = new
+        if self.generator is None:
+            new.rng = self.rng.spawn(1)[0]
+        else:
+            g = self.generator
+            seed = int(torch.randint(0, 2**62, (1,), generator=g, device=g.device).item())
+            new.generator = torch.Generator(device=g.device).manual_seed(seed)
+        return new
 
     def __repr__(self):
         return (f"PerformerProjection(dim_heads={self.dim_heads}, nb_features={self.nb_features}, "

@@ -201,3 +201,35 @@ def test_fast_attention_on_cuda_with_a_cpu_generator():
     assert torch.equal(w.cpu(), performer_projection_matrix(16, 40, generator=torch.Generator().manual_seed(3)))
     q, k, v = (torch.randn(2, 3, 50, 16, device="cuda") for _ in range(3))
     assert torch.isfinite(fa(q, k, v)).all()
+
+
+def test_deep_copies_fork_the_stream():
+    """A deep copy of a FastAttention after use_coupling holds the same matrix and redraws independently
+    (before: the stream was copied with it, so every redraw of copies was identical: lock-step ensembles);
+    reproducible: the same seed and copies give the same draws; with a torch.Generator too.  Power: without the
+    fork (a plain copy of the projection callable's stream) the redraws agree."""
+    import copy
+
+    FastAttention = pp.FastAttention
+    cpu = torch.device("cpu")
+    runs = []
+    for _ in range(2):
+        fa = FastAttention(dim_heads=16, nb_features=32)
+        use_coupling(fa, "simplex", seed=0)
+        twin = copy.deepcopy(fa)
+        assert torch.equal(twin.projection_matrix, fa.projection_matrix)
+        fa.redraw_projection_matrix(cpu)
+        twin.redraw_projection_matrix(cpu)
+        assert not torch.allclose(fa.projection_matrix, twin.projection_matrix, atol=1e-3)
+        runs.append((fa.projection_matrix.clone(), twin.projection_matrix.clone()))
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+    g = FastAttention(dim_heads=16, nb_features=32)
+    use_coupling(g, "simplex", generator=torch.Generator().manual_seed(1))
+    gt = copy.deepcopy(g)
+    g.redraw_projection_matrix(cpu)
+    gt.redraw_projection_matrix(cpu)
+    assert not torch.allclose(g.projection_matrix, gt.projection_matrix, atol=1e-3)
+    proj = PerformerProjection(16, 32, seed=0)
+    plain = copy.copy(proj)
+    plain.rng = copy.deepcopy(proj.rng)
+    assert torch.equal(proj(), plain())
