@@ -71,6 +71,7 @@ from theory.registry import get as get_coupling, has_hook, hook, register as reg
 from ._checks import (
     ArgumentTypeError,
     _check_finite,
+    _kind_error,
     check_bool,
     check_budget,
     check_choice,
@@ -265,7 +266,14 @@ def _array_ns(x, name):
 
     if isinstance(x, np.ma.MaskedArray) or not array_api_compat.is_array_api_obj(x):
         raise ArgumentTypeError(f"{name} must be an array (numpy, torch or cupy), got {type(x).__name__}")
-    return array_api_compat.array_namespace(x)
+    xp = array_api_compat.array_namespace(x)
+    try:
+        real = xp.isdtype(x.dtype, ("real floating", "integral"))
+    except (TypeError, ValueError):  # (numpy strings and objects: no array-API dtype)
+        real = False
+    if not real:
+        raise _kind_error(name, x.dtype)
+    return xp
 
 
 # ---------------------------------------------------------------------------

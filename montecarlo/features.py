@@ -205,6 +205,17 @@ def feature_params(kind, params, where="random_features"):
     return dict(params)
 
 
+def _row_sq(X, xp):
+    """Squared norms (N, 1) of the validated rows of X; a ValueError where one overflows (entries near 1e154
+    in float64, 1e19 in float32: finite X whose log-features would be -inf or NaN)."""
+    with np.errstate(over="ignore"):  # (numpy's warning would precede the error)
+        sq = xp.sum(X * X, axis=1)[:, None]
+    if not bool(xp.all(xp.isfinite(sq))):
+        raise ValueError(f"X has rows whose squared norm overflows {X.dtype} (entries too large for the features' "
+                         "exponent |x|^2 / 2): scale X down")
+    return sq
+
+
 def _positive_logits(X, W, kind, kernel, finish=None, params=None):
     """Validated log-features (N, width m) of a positive kind, with ``finish(z_rows, rows)`` applied per row
     block (in place)."""
@@ -218,7 +229,7 @@ def _positive_logits(X, W, kind, kernel, finish=None, params=None):
                  "pass fewer rows of X at a time or fewer features")
     log_map = kinds.hook(kind, "log_features")
     w_sq = row_sq_norms(W) if rec.needs_w_sq() else None
-    sq = xp.sum(X * X, axis=1)[:, None]
+    sq = _row_sq(X, xp)
     if backend_name(xp) == "numpy" and not isinstance(W, RandomProjection):
         z = np.empty((n, width), dtype=X.dtype)
         wt = W.T

@@ -310,11 +310,15 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         proj = X @ W.T
         if not isinstance(proj, np.ndarray):  # np.matrix from some scipy.sparse products
             proj = np.asarray(proj)
-        sq = _sq_norms(X)
-        scale = math.sqrt(2.0 * self.gamma_)
-        if scale != 1.0:  # the features of z = sqrt(2 gamma) x, without copying X
-            proj *= X.dtype.type(scale)
-            sq *= X.dtype.type(scale * scale)
+        with np.errstate(over="ignore"):  # (an overflow is refused just below for the kinds that read it)
+            sq = _sq_norms(X)
+            scale = math.sqrt(2.0 * self.gamma_)
+            if scale != 1.0:  # the features of z = sqrt(2 gamma) x, without copying X
+                proj *= X.dtype.type(scale)
+                sq *= X.dtype.type(scale * scale)
+        if rec.positive and not np.all(np.isfinite(sq)):
+            raise ValueError(f"X has rows whose squared norm (times 2 gamma) overflows {X.dtype}: the positive "
+                             "features' exponent -|z|^2 / 2 would be -inf; scale X down (or lower gamma)")
         xp = array_api_compat.array_namespace(proj)
         hook = _kinds.hook(kind, "log_features" if rec.positive else "features")
         w_sq = row_sq_norms(W)[None, :] if rec.needs_w_sq() else None

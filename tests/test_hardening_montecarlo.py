@@ -115,3 +115,38 @@ def test_removed_dead_helpers_stay_removed():
     assert not hasattr(couplings, "_haar_rows")
     assert not hasattr(theory._checks, "round_result")
     assert not hasattr(figures.style, "theory_legend_handle")
+
+
+def test_round_two_inputs_are_refused_by_name():
+    """Found by an exploration run (each passed silently before): simplex_apply and fwht computed booleans as
+    numbers, returned complex output for complex input, and met strings with numpy's own ufunc error; now an
+    ArgumentTypeError naming x (integers still work: power).  Finite X whose squared norm overflows gave -inf
+    log-features, NaN stabilised features, and PositiveRandomFeatures.log_transform returned -inf although
+    documented finite: now a ValueError saying to scale X down; RFFs, which do not read the norm, still map
+    such X."""
+    torch = pytest.importorskip("torch")
+    from montecarlo._checks import ArgumentTypeError
+    from montecarlo.kernel_approximation import PositiveRandomFeatures, RandomFourierFeatures
+
+    for bad, what in ((np.array([True, False, True, False]), "booleans"), (np.array([1 + 1j, 2, 3, 4]), "complex"),
+                      (np.array(["a", "b", "c", "d"]), "strings"), (torch.tensor([True, False, True, False]),
+                                                                    "booleans")):
+        for fn in (mc.simplex_apply, mc.fwht):
+            with pytest.raises(ArgumentTypeError, match=f"x must hold real numbers.*{what}"):
+                fn(bad)
+    np.testing.assert_allclose(mc.fwht(np.array([1, 2])), np.array([3.0, -1.0]) / np.sqrt(2.0))
+    np.testing.assert_allclose(mc.simplex_apply(np.array([1, 2, 3])), mc.simplex_apply(np.array([1.0, 2.0, 3.0])))
+
+    W = mc.sample_weights("simplex", 8, 16, rng=0)
+    huge = np.full((2, 8), 1e160)
+    for call in (lambda: mc.log_features(huge, W), lambda: mc.prf_features(huge, W, stabilize="row"),
+                 lambda: mc.random_features(huge, W, "hyperbolic")):
+        with pytest.raises(ValueError, match="squared norm overflows float64"):
+            call()
+    prf = PositiveRandomFeatures(n_components=16, random_state=0).fit(huge)
+    for call in (prf.log_transform, prf.transform):
+        with pytest.raises(ValueError, match="squared norm .times 2 gamma. overflows float64"):
+            call(huge)
+    assert np.isfinite(mc.random_features(huge, W, "rff")).all()
+    assert np.isfinite(RandomFourierFeatures(n_components=4, random_state=0).fit(huge).transform(huge)).all()
+    assert np.isfinite(mc.log_features(np.full((2, 8), 1e150), W)).all()
