@@ -248,12 +248,124 @@ def test_pair_statistic_of_both_layers_against_the_pairs():
 
 def test_log_objective_against_the_pairs():
     """The M form of the pair-averaged log second moment against the average of log sderf_second_moment over
-    every pair (12 digits: M is formed in float64)."""
+    every pair, x + y summed in mpmath (28 digits at 30: M is exact since 2026-11-27; the float64 M of before
+    agreed to about 16 digits only)."""
     X, Y = _anisotropic_data(3, 4, 1)
     a, Q = [-0.3, -0.1, 0.02], np.linalg.qr(np.random.default_rng(3).standard_normal((3, 3)))[0]
     with mp.workdps(30):
-        brute = mp.fsum(mp.log(ts.sderf_second_moment(x + y, a, Q)) for x in X for y in Y) / (len(X) * len(Y))
-        assert agrees(ts.sderf_log_objective(X, Y, a, Q), brute, 12)
+        brute = mp.fsum(mp.log(ts.sderf_second_moment([mp.mpf(p) + mp.mpf(q) for p, q in zip(x, y)], a, Q))
+                        for x in X for y in Y) / (len(X) * len(Y))
+        assert agrees(ts.sderf_log_objective(X, Y, a, Q), brute, 28)
+
+
+def _pair_log_objective(X, Y, a, Q, dps):
+    """Mean over every pair of log E b^2(x + y) written out per pair at ``dps`` digits (no M):
+    sum_k log((1-4a_k)/sqrt(1-8a_k)) + 2(1-4a_k)/(1-8a_k) (q_k . (x+y))^2."""
+    with mp.workdps(dps):
+        d = len(a)
+        cols = [[mp.mpf(1) if i == k else mp.mpf(0) for i in range(d)] if Q is None else
+                [Q[i, k] for i in range(d)] for k in range(d)]
+        total = mp.mpf(0)
+        for x in X:
+            for y in Y:
+                v = [mp.mpf(p) + mp.mpf(q) for p, q in zip(x, y)]
+                for ak, qk in zip(a, cols):
+                    ak = mp.mpf(ak)
+                    proj = mp.fdot(qk, v)
+                    total += mp.log((1 - 4 * ak) / mp.sqrt(1 - 8 * ak)) + 2 * (1 - 4 * ak) / (1 - 8 * ak) * proj ** 2
+        return total / (len(X) * len(Y))
+
+
+def test_log_objective_where_float64_m_fails():
+    """Regression (float64 M): queries and keys that cancel (x = 1e8 + 1, y = -1e8: 2 (x + y)^2 = 2 at a = 0), a
+    tiny and a huge pair (8e-400, and 1.6e401 = 2 (2e200)^2 for X = [[1e200]], Y = X), and a general pair at a != 0
+    against the per-pair formula at 80 digits (at 15 digits).  Power: the float64 M gives 0 in the first two
+    cases (the objective was 0.0) and inf in the third; no RuntimeWarning now."""
+    import warnings
+
+    cases = [([[1e8 + 1]], [[-1e8]], [0]), ([[1e-200]], None, [0]), ([[1e200]], None, [0]),
+             ([[1e8 + 1, 3.0]], [[-1e8, -1e8 + 0.5]], [-0.25, -0.01])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for X, Y, a in cases:
+            ref = _pair_log_objective(X, X if Y is None else Y, a, None, 80)
+            with mp.workdps(15):
+                assert agrees(ts.sderf_log_objective(X, Y, a), ref, 14), (X, Y, a)
+    assert agrees(_pair_log_objective([[1e8 + 1]], [[-1e8]], [0], None, 30), 2, 25)
+    with np.errstate(all="ignore"):
+        assert ts.sderf_moment_matrix([[1e8 + 1]], [[-1e8]])[0, 0] == 0  # the float64 M: 0 for M = 1
+        assert ts.sderf_moment_matrix([[1e-200]])[0, 0] == 0
+        assert not np.isfinite(ts.sderf_moment_matrix([[1e200]])[0, 0])
+
+
+def test_log_objective_to_fifty_digits_with_a_rotation():
+    """At mp.dps = 50 the objective agrees with the per-pair formula (120 digits) to 48 digits, with Q = I and
+    with an orthogonal Q exact to 60 digits; the report's case X = [[0.1, 0.2], [0.3, -0.7]], a = [-0.01, -0.02]
+    agreed only to 3.7e-17 with the float64 M.  Power: the float64 M of sderf_moment_matrix in the same
+    formula misses 48 digits."""
+    X = [[0.1, 0.2], [0.3, -0.7]]
+    a = [-0.01, -0.02]
+    with mp.workdps(60):
+        Q = _mp_orthogonal(2, 5)
+    for rot in (None, Q):
+        ref = _pair_log_objective(X, X, a, rot, 120)
+        with mp.workdps(50):
+            got = ts.sderf_log_objective(X, None, a, rot)
+            assert agrees(got, ref, 48), rot
+    with mp.workdps(50):
+        M = ts.sderf_moment_matrix(X)
+        float_m = mp.fsum(mp.log((1 - 4 * mp.mpf(ak)) / mp.sqrt(1 - 8 * mp.mpf(ak)))
+                          + 2 * (1 - 4 * mp.mpf(ak)) / (1 - 8 * mp.mpf(ak)) * mp.mpf(M[k, k]) for k, ak in enumerate(a))
+        assert not agrees(float_m, _pair_log_objective(X, X, a, None, 120), 48)
+
+
+def _reference_a(lam, dps=80):
+    """Root of the derivative of g(a) = log(1-4a) - log(1-8a)/2 + 2 lam (1-4a)/(1-8a) (findroot, written without
+    the cancellation near a = 0: g' = 16a/((1-4a)(1-8a)) + 8 lam/(1-8a)^2)."""
+    with mp.workdps(dps):
+        lam = mp.mpf(lam)
+        return mp.findroot(lambda x: 16 * x / ((1 - 4 * x) * (1 - 8 * x)) + 8 * lam / (1 - 8 * x) ** 2,
+                           -lam / 4 if lam > 1 else -lam / 2)
+
+
+def test_optimal_parameters_where_float64_m_fails():
+    """Regression (float64 M): x = 1e8 + 1, y = -1e8 (M = 1: a = a*(1) = -0.3202, was 0.0); X = [[1e200]]
+    (M = (2e200)^2 = 4e400 up to the binary 1e200: a ~ -1e400, was nan with overflow warnings); X = [[1e6]]
+    (M = 4e12, a = -1e12 - 1/8 exactly, was -1e12 at 15 digits); a 2-d pair with M = vv^T, v = (1, 2) from
+    cancelling entries (eigenvalues 0 and 5).  References: findroot on the derivative of the objective at
+    80 digits, eigenvalues from the exact pair sums."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with mp.workdps(15):
+            p = ts.sderf_optimal_parameters([[1e8 + 1]], [[-1e8]])
+            assert agrees(p.eigenvalues[0], 1, 14) and agrees(p.a[0], _reference_a(1), 14)
+            assert agrees(p.a[0], mp.mpf("-0.32019410160110379"), 14)
+            lam = (2 * mp.mpf(1e200)) ** 2
+            p = ts.sderf_optimal_parameters([[1e200]])
+            assert agrees(p.eigenvalues[0], lam, 14) and agrees(p.a[0], _reference_a(lam, 900), 14)
+            p = ts.sderf_optimal_parameters([[1e6]])
+            assert agrees(p.a[0], mp.mpf("-1000000000000.125"), 14)
+            assert not agrees(mp.mpf(-1e12), mp.mpf("-1000000000000.125"), 14)  # the old value
+        with mp.workdps(30):
+            p = ts.sderf_optimal_parameters([[1e8 + 1, 1e8]], [[-1e8, -1e8 + 2]])
+            assert abs(p.eigenvalues[0]) < mp.mpf("1e-25") and agrees(p.eigenvalues[1], 5, 28)
+            assert abs(p.a[0]) < mp.mpf("1e-25") and agrees(p.a[1], _reference_a(5), 28)
+            q = [p.Q[0, 1], p.Q[1, 1]]
+            assert agrees(abs(q[1] / q[0]), 2, 28)  # the top eigenvector is along v = (1, 2)
+
+
+def test_exact_moment_respects_the_time_budget():
+    """The exact pair statistic of a large data set stops at the time budget with ConvergenceError (an
+    mpmath.NoConvergence) naming it, instead of running on; mp.dps unchanged."""
+    import mpmath
+
+    X = np.random.default_rng(0).standard_normal((20000, 64))
+    before = mpmath.mp.dps
+    with theory.budget(seconds=0.2), pytest.raises(mpmath.libmp.NoConvergence, match="pair statistic"):
+        ts.sderf_log_objective(X, None, [0] * 64)
+    assert mpmath.mp.dps == before
 
 
 @pytest.mark.parametrize("lam", ["0", "1e-25", "0.01", "0.7", "30"])

@@ -133,8 +133,11 @@ def second_moment(d, v, A):
 def optimal_a(s):
     r""":math:`A^* = (1 - 2s - \sqrt{(2s+1)^2 + 8s})/16`, the A minimising the OPRF variance at :math:`s = v^2/d`.
 
-    Evaluated through the product of the two roots of :math:`16A^2 - (2-4s)A - s = 0` (:math:`-s/16`) as
-    :math:`A^* = -s/(16A_+)`, :math:`A_+ = (1 - 2s + \sqrt{(2s+1)^2+8s})/16`, so that A* keeps its relative
+    Evaluated without cancellation for every s >= 0 (relative accuracy; mpf has no exponent range, so also at
+    s = 1e600, :math:`A^* \approx -s/4`): for :math:`s \ge 1/2` as
+    :math:`-(\sqrt{(2s+1)^2+8s} + (2s - 1))/16`, a sum of non-negative terms; for s < 1/2 through the product of
+    the two roots of :math:`16A^2 - (2-4s)A - s = 0` (:math:`-s/16`) as :math:`A^* = -s/(16A_+)`,
+    :math:`A_+ = (1 - 2s + \sqrt{(2s+1)^2+8s})/16` (again a sum of positive terms), so that A* keeps its relative
     accuracy at tiny s (:math:`A^* \approx -s/2`).
 
     Parameters
@@ -149,9 +152,13 @@ def optimal_a(s):
 
 
 def _optimal_a(s):
-    # roots of 16 A^2 - (2 - 4s) A - s = 0: A+ A- = -s/16; A+ = ((1 - 2s) + sqrt(...))/16 > 0
-    big = ((1 - 2 * s) + mp.sqrt((2 * s + 1) ** 2 + 8 * s)) / 16
-    return -s / (16 * big)
+    # roots of 16 A^2 - (2 - 4s) A - s = 0; both forms below add terms of one sign (no cancellation):
+    # s >= 1/2: A* = -(sqrt(...) + (2s - 1))/16 directly; s < 1/2: A+ A- = -s/16 with
+    # A+ = ((1 - 2s) + sqrt(...))/16 > 0 (the direct form would cancel at tiny s, A* ~ -s/2)
+    root = mp.sqrt((2 * s + 1) ** 2 + 8 * s)
+    if 2 * s >= 1:
+        return -(root + (2 * s - 1)) / 16
+    return -s / ((1 - 2 * s) + root)
 
 
 def _pnc_pair_term(d, vv, a):

@@ -127,11 +127,16 @@ result is correct to the working precision.  Q is validated to be orthogonal to
 the working precision (QR with a positive diagonal): the closed forms are exact for
 that matrix, which differs from a float64 Q by O(1e-16) per entry and equals a Q that is
 orthogonal to the working precision.  This costs O(d^3) operations on mpf (about 3 s at
-d = 64, 30 digits).  :func:`sderf_optimal_parameters` forms :math:`\mathbf M` from the data
-in float64 (so the parameters are those of the float64 :math:`\mathbf M`: the objective is
-stationary there, so a relative perturbation ε of M changes it by O(ε^2)) and
-eigen-decomposes it with ``mpmath.eigsy`` at the working precision (about 13 s at d = 64,
-30 digits; the call's time budget, :func:`theory.budget`, applies).
+d = 64, 30 digits).  :func:`sderf_log_objective` and :func:`sderf_optimal_parameters` form
+:math:`\mathbf M` exactly from the data, in integer arithmetic on the float64 entries written as
+integers times a power of two (no cancellation between the four terms of M, no overflow or
+underflow at any magnitude; O((L + L') d^2) operations on Python ints, about 1.2 s per 2000
+points at d = 64); the objective's quadratic forms :math:`q_k^\top\mathbf Mq_k` are exact too, rounded once.
+The parameters are the exact optimum of M rounded entrywise to the working precision and
+eigen-decomposed by ``mpmath.eigsy`` there (about 13 s at d = 64, 30 digits): eigenvalues far
+below :math:`\lVert\mathbf M\rVert` are known to about :math:`d\,2^{-p}\lVert\mathbf M\rVert` only,
+but the objective is stationary at the optimum, so it is reached to the working precision
+(:func:`sderf_optimal_parameters`).  The call's time budget, :func:`theory.budget`, applies.
 
 Checked in ``tests/test_sderf.py``: the second moment against the dense-matrix route
 (:func:`sderf_second_moment_dense`, matrix square root and determinants, no
@@ -146,10 +151,12 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
+from mpmath import libmp as mpmath_libmp
 from mpmath.matrices.matrices import _matrix
 
 from ._checks import guarded, square, to_mpf
 from ._context import check_time, mp
+from .errors import ConvergenceError
 from . import feature_kinds as kinds
 from .oprf import _optimal_a
 from .validation import ArgumentTypeError, check_int, describe
@@ -450,7 +457,11 @@ def sderf_moment_matrix(X, Y=None):
     r"""The pair statistic :math:`\mathbf M = \frac1{LL'}\sum_{i,j}(x_i+y_j)(x_i+y_j)^\top` in float64.
 
     :math:`\mathbf M = \overline{xx^\top} + \overline{yy^\top} + \bar x\bar y^\top + \bar y\bar x^\top`,
-    O((L + L') d^2) (never the L L' pairs).
+    O((L + L') d^2) (never the L L' pairs).  A float64 approximation (the float64 twin used by
+    :mod:`montecarlo.sderf`): the sum cancels where queries and keys nearly cancel (x = 1e8 + 1, y = -1e8
+    gives 0 for M = 1) and overflows / underflows beyond about 1e154 / 1e-154.
+    :func:`sderf_optimal_parameters` and :func:`sderf_log_objective` do not use it: they form M exactly
+    from the data (:func:`_exact_moment`).
 
     Parameters
     ----------
@@ -470,24 +481,109 @@ def sderf_moment_matrix(X, Y=None):
     return (M + M.T) / 2
 
 
-def _eigen(M, d):
-    """Eigenvalues (ascending, clipped at 0 within rounding) and eigenvectors of the float64 M at the working
-    precision."""
+#: Rows of the data per exact block product (the time budget is checked between blocks).
+_EXACT_BLOCK = 256
+
+
+def _dyadic_ints(arrays):
+    """Float64 arrays as object arrays of Python ints and one common exponent e: ``arr == ints * 2**e``
+    exactly (every float64 is an integer times a power of two)."""
+    odds, exps = [], []
+    for arr in arrays:
+        frac, ex = np.frexp(arr)
+        man = (frac * 2.0 ** 53).astype(np.int64)  # exact: |frac| < 1 has 53 significant bits
+        low = np.where(man != 0, man & -man, 1)  # the lowest set bit (two's complement also for man < 0)
+        tz = np.log2(low.astype(np.float64)).astype(np.int64)  # exact: low is a power of two <= 2^53
+        odds.append(man >> tz)  # exact: those bits are zero
+        exps.append(np.where(man != 0, ex.astype(np.int64) - 53 + tz, np.iinfo(np.int64).max))
+    e = min(int(x.min()) for x in exps)
+    if e == np.iinfo(np.int64).max:  # all zero
+        e = 0
+    out = []
+    for odd, ex in zip(odds, exps):
+        shift = np.where(odd != 0, ex - e, 0)
+        out.append(odd.astype(object) << shift.astype(object))
+    return out, e
+
+
+def _gram(A, what):
+    """A^T A of an object array of ints, exactly, in row blocks (the time budget checked between them)."""
+    d = A.shape[1]
+    total = np.zeros((d, d), dtype=object)
+    for start in range(0, A.shape[0], _EXACT_BLOCK):
+        check_time(what)
+        block = A[start:start + _EXACT_BLOCK]
+        total = total + block.T @ block
+    return total
+
+
+def _exact_moment(X, Y=None):
+    r"""The pair statistic M of :func:`sderf_moment_matrix` exactly, as ``(N, e, n)`` with
+    :math:`\mathbf M = N\,2^{e}/n` (N a (d, d) object array of Python ints, n = L L').
+
+    From the float64 data written as integers times one power of two (:func:`_dyadic_ints`):
+    :math:`LL'\mathbf M = L'\sum_ix_ix_i^\top + L\sum_jy_jy_j^\top + S_xS_y^\top + S_yS_x^\top`
+    (S the column sums) in integer arithmetic, O((L + L') d^2) operations on Python ints (about 1.2 s per
+    2000 points at d = 64; Y = None: X once); no cancellation, overflow or underflow at any magnitude of the data."""
+    X = _data(X, "X")
+    if Y is None:  # one set: L^2 M = 2 L sum x x^T + 2 S S^T
+        (Xi,), e = _dyadic_ints((X,))
+        L = X.shape[0]
+        sx = Xi.sum(axis=0)
+        gram = _gram(Xi, f"sderf: the exact pair statistic M of {L} points at d = {X.shape[1]} (O(L d^2))")
+        return 2 * L * gram + 2 * np.outer(sx, sx), 2 * e, L * L
+    Y = _data(Y, "Y", X.shape[1])
+    (Xi, Yi), e = _dyadic_ints((X, Y))
+    L, Lp = X.shape[0], Y.shape[0]
+    what = f"sderf: the exact pair statistic M of {L} + {Lp} points at d = {X.shape[1]} (O((L + L') d^2))"
+    sx, sy = Xi.sum(axis=0), Yi.sum(axis=0)
+    N = Lp * _gram(Xi, what) + L * _gram(Yi, what) + np.outer(sx, sy) + np.outer(sy, sx)
+    return N, 2 * e, L * Lp
+
+
+def _rounded(n_int, e, den):
+    r""":math:`n\,2^e/\mathrm{den}` as one mpf (a single rounding at the working precision)."""
+    return mp.make_mpf(mpmath_libmp.mpf_div(mpmath_libmp.from_man_exp(int(n_int), e),
+                                            mpmath_libmp.from_int(den), mp.prec, mpmath_libmp.round_nearest))
+
+
+def _exact_quadratic(q, N):
+    r""":math:`q^\top Nq` exactly, as ``(integer, exponent)``, for a vector q of mpf (exact dyadics) and an
+    object array N of Python ints."""
+    parts = [x._mpf_ for x in q]
+    exps = [p[2] for p in parts if p[1]]
+    if not exps:
+        return 0, 0
+    e = min(exps)
+    qi = np.empty(len(parts), dtype=object)
+    qi[:] = [(-1) ** sign * (man << (ex - e)) if man else 0 for sign, man, ex, _ in parts]
+    return int(qi @ (N @ qi)), 2 * e
+
+
+def _eigen(N, e, n, d):
+    """Eigenvalues (ascending, those below 0 by rounding set to 0) and eigenvectors of M = N 2^e / n, each
+    entry rounded once to the working precision, by ``mpmath.eigsy`` (M scaled by a power of two to unit
+    size first, so that no tolerance of eigsy meets an extreme exponent)."""
+    top = max((abs(int(x)).bit_length() for x in N.ravel()), default=0)
+    if top == 0:
+        return [mp.mpf(0)] * d, mp.eye(d)
+    shift = top + e - n.bit_length()  # M / 2^shift has entries of order 1
     Mm = mp.matrix(d, d)
     for i in range(d):
         for j in range(d):
-            Mm[i, j] = mp.mpf(float(M[i, j]))
+            Mm[i, j] = _rounded(N[i, j], e - shift, n)
     check_time(f"sderf_optimal_parameters: eigen-decomposition at d = {d} (O(d^3))")
     E, Q = mp.eigsy(Mm)
     check_time(f"sderf_optimal_parameters: eigen-decomposition at d = {d} (O(d^3))")
-    # M is positive semidefinite; float64 rounding of M can leave eigenvalues of order eps * tr M below 0
-    tol = mp.mpf(64 * d) * mp.mpf(2) ** -52 * max(mp.mpf(1), mp.fsum(abs(Mm[i, i]) for i in range(d)))
+    # M is positive semidefinite exactly; rounding M and eigsy leave eigenvalues of order d eps tr M below 0
+    tol = mp.mpf(64 * d) * mp.eps * mp.fsum(abs(Mm[i, i]) for i in range(d))
     lam = []
     for k in range(d):
         if E[k] < -tol:
-            raise ValueError(f"X and Y give a pair statistic M with eigenvalue {mp.nstr(E[k], 5)} < 0 beyond "
-                             f"rounding; M must be positive semidefinite")
-        lam.append(E[k] if E[k] > 0 else mp.mpf(0))
+            raise ConvergenceError(f"sderf_optimal_parameters: mpmath.eigsy returned the eigenvalue "
+                                   f"{mp.nstr(mp.ldexp(E[k], shift), 5)} < 0 beyond rounding for the positive "
+                                   f"semidefinite pair statistic M at d = {d}; raise the working precision")
+        lam.append(mp.ldexp(E[k], shift) if E[k] > 0 else mp.mpf(0))
     return lam, Q
 
 
@@ -507,13 +603,24 @@ def sderf_optimal_parameters(X, Y=None):
     -------
     SDERFParameters
         ``(a, Q, eigenvalues)``: :math:`a_k^* = a^*(\lambda_k)` (list of mpf, <= 0), the eigenvectors
-        of :math:`\mathbf M` (:func:`sderf_moment_matrix`, formed in float64) as the columns of an
-        mpmath matrix, and the eigenvalues :math:`\lambda_k` (ascending), at the working precision
-        (``mpmath.eigsy``, O(d^3): about 13 s at d = 64, 30 digits).
+        of :math:`\mathbf M` as the columns of an mpmath matrix, and the eigenvalues :math:`\lambda_k`
+        (ascending), at the working precision (``mpmath.eigsy``, O(d^3): about 13 s at d = 64, 30 digits).
+
+    Notes
+    -----
+    Domain: any finite data (no limit on magnitude: M = 4e400 for X = [[1e200]] gives a = -1e400).  M is
+    formed exactly from the data (:func:`_exact_moment`), each entry rounded once to the working precision,
+    and eigen-decomposed there: the parameters are the exact optimum of a matrix within a relative
+    :math:`2^{-p}` per entry of M (p the working precision), decomposed by eigsy to within about
+    :math:`d\,2^{-p}\lVert\mathbf M\rVert`.  So an eigenvalue (and its :math:`a_k`) has relative accuracy
+    when it is not far below :math:`\lVert\mathbf M\rVert`; eigenvalues below about
+    :math:`d\,2^{-p}\lVert\mathbf M\rVert` are known to that absolute level only (those below 0 by rounding
+    are returned as 0).  The objective (:func:`sderf_log_objective`) at the returned parameters is its
+    minimum to the working precision: it is stationary there, so an O(ε) perturbation of the parameters
+    moves it by O(ε^2).
     """
-    M = sderf_moment_matrix(X, Y)
-    d = M.shape[0]
-    lam, Q = _eigen(M, d)
+    N, e, n = _exact_moment(X, Y)
+    lam, Q = _eigen(N, e, n, N.shape[0])
     return SDERFParameters([_optimal_a(x) for x in lam], Q, lam)
 
 
@@ -524,8 +631,14 @@ def sderf_log_objective(X, Y, a, Q=None):
     .. math::
         \sum_k\Big(\log(1-4a_k) - \tfrac12\log(1-8a_k) + \frac{2(1-4a_k)}{1-8a_k}q_k^\top\mathbf Mq_k\Big)
 
-    with :math:`\mathbf M` from :func:`sderf_moment_matrix` (float64).  FAVOR#'s shifted
+    with :math:`\mathbf M` the pair statistic of :func:`sderf_moment_matrix`.  FAVOR#'s shifted
     log-variance is this plus :math:`\overline{\log P^2}`, which does not depend on the parameters.
+
+    Evaluated to the working precision (relative accuracy, also for tiny values) for any finite data: each
+    :math:`q_k^\top\mathbf Mq_k` exactly in integer arithmetic from the exact data (:func:`_exact_moment`) and
+    the columns of Q (orthonormalised at the working precision, exact dyadics), rounded once; the first part
+    as :math:`\frac12\mathrm{log1p}(16a_k^2/(1-8a_k))`; every term is >= 0, so the sum does not cancel.
+    Cost: O((L + L') d^2 + d^3) operations on Python ints.
 
     Parameters
     ----------
@@ -539,14 +652,18 @@ def sderf_log_objective(X, Y, a, Q=None):
     -------
     mpf
     """
-    M = sderf_moment_matrix(X, Y)
-    d = M.shape[0]
+    d = _data(X, "X").shape[1]
     a = _check_a(a, d)
     Qo = _orthonormal(Q, d)
-    Mm = mp.matrix(M.tolist())
+    N, e, n = _exact_moment(X, Y)
     terms = []
     for k, ak in enumerate(a):
-        qk = mp.matrix([1 if i == k else 0 for i in range(d)]) if Qo is None else Qo[:, k]
-        quad = (qk.T * Mm * qk)[0, 0]
-        terms.append(mp.log1p(-4 * ak) - mp.log1p(-8 * ak) / 2 + 2 * (1 - 4 * ak) / (1 - 8 * ak) * quad)
+        check_time(f"sderf_log_objective: the quadratic forms q^T M q at d = {d} (O(d^3))")
+        if Qo is None:
+            quad = _rounded(N[k, k], e, n)
+        else:
+            q_n, q_e = _exact_quadratic([Qo[i, k] for i in range(d)], N)
+            quad = _rounded(q_n, q_e + e, n)
+        one_8a = 1 - 8 * ak
+        terms.append(mp.log1p(16 * square(ak) / one_8a) / 2 + 2 * (1 - 4 * ak) / one_8a * quad)
     return mp.fsum(terms)
