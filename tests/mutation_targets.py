@@ -77,6 +77,12 @@ BEFORE = {
     "nn_host": [T + "test_nn_fused.py -k 'keeps_the_features or broadcast_shapes or causal_scan_with or "
                 "module_with_fused or ratio_writes or broadcast_leading or host_overhead'",
                 T + "test_nn_module.py -x -k 'causal and not slow'"],
+    "fast_sq": [OPRF + " -k 'not_a_power or dense_rows'", T + "test_hardening_montecarlo.py -k round_two",
+                T + "test_montecarlo_limits.py -k fast_projection"],
+    "oprf_stat": [T + "test_nn_module.py -k 'a_star or ignores_padded or oprf_data_driven'",
+                  OPRF + " -k 'batch_pair or optimal_a'"],
+    "mc_edges": [T + "test_montecarlo_limits.py -k 'outside_float64'",
+                 T + "test_hardening_montecarlo.py -k round_two"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
@@ -101,6 +107,9 @@ AFTER = {
     "fused_host": [],
     "nn_host": [],
     "nn_func": [],
+    "fast_sq": [],
+    "oprf_stat": [],
+    "mc_edges": [],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -138,8 +147,15 @@ TARGETS = {
     # deferred initialisation (the meta device, reset_parameters)
     "nn_func": ("fused", "montecarlo/nn.py", ("jvp", "setup_context", "_with_jvp", "_transformed", "_no_autocast",
                                               "_exporting", "_rho", "reset_parameters", "draw_projections")),
+    # the second exploration run's fixes (2026-11-27): the fast couplings' row norms cut to d of p columns, the
+    # input checks of the HD-product and Algorithm 1; FAVOR++'s A* on both sides of s = 1/2 and its statistic
+    # over the unpadded finite rows; exact_kernel's and the features' float64 range
+    "fast_sq": ("hardening", "montecarlo/couplings.py", ("_fast_sq_norms", "row_sq_norms", "_array_ns",
+                                                          "_fast_structured")),
+    "oprf_stat": ("hardening", "montecarlo/oprf.py", ("_a_star", "_row_moments")),
+    "mc_edges": ("hardening", "montecarlo/estimators.py", ("exact_kernel", "gram_estimate")),
 }
-GROUPS = ("montecarlo", "kinds", "fused")
+GROUPS = ("montecarlo", "kinds", "fused", "hardening")
 
 
 def load_mutate(path=MUTATE):
