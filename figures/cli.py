@@ -9,6 +9,7 @@ import sys
 import time
 import traceback
 
+from montecarlo.experiments._common import EXIT_TERMINATED, Terminated, terminate_as_interrupt
 from theory.cli import atomic_write, check_output_dir, int_arg, make_parser, n_jobs_arg
 
 from . import registry
@@ -27,7 +28,7 @@ def _parser():
          "curves from `theory` and Monte Carlo points from `montecarlo`. Each figure writes "
          "NAME.png, NAME.pdf and its plotted numbers NAME.json (each written under a temporary name and "
          "renamed into place). Exit status: 0 when every selected figure was written or skipped, 1 when one "
-         "failed, 2 for bad options."),
+         "failed, 2 for bad options, 130 on Ctrl-C, 143 on SIGTERM (no temporary file is left)."),
         epilog="figures: " + ", ".join(f.name for f in FIGURES),
     )
     p.add_argument("--out", default=DEFAULT_OUT, help="output directory (created if missing)")
@@ -51,29 +52,60 @@ def _parser():
     return p
 
 
+#: Names of Fig. 9 (a Performer trained for minutes: not one of the figures of this command).
+_FIG9_NAMES = ("fig9", "fig9_performer_digits", "performer_fig")
+
+
 def _selection(parser, only):
-    if not only:
+    """The figures named by the ``--only`` options (``None``: every figure); a name list that is empty
+    (``--only ""`` or ``--only ,``) or names an unknown figure is a parser error (status 2, nothing written)."""
+    if only is None:
         return list(registry.FIGURES)
     chosen = []
     for item in only:
         for name in filter(None, (s.strip() for s in item.split(","))):
+            if name in _FIG9_NAMES:
+                parser.error(f"--only {name}: Fig. 9 (a Performer-ViT trained on scikit-learn's digits) is not drawn "
+                             "by python -m figures; run python -m figures.reproduce performer")
             try:
                 f = lookup(name)
             except ValueError as exc:
-                parser.error(str(exc))
+                parser.error(f"--only: {exc}; Fig. 9 is drawn by python -m figures.reproduce performer")
             if f not in chosen:
                 chosen.append(f)
+    if not chosen:
+        parser.error(f"--only: no figure named (got {', '.join(repr(o) for o in only)}); name one or more of "
+                     f"{', '.join(f.name for f in registry.FIGURES)}, or leave --only out for all")
     return chosen
 
 
 def main(argv=None):
     """Run the command line; returns the exit status (0 when every selected figure was written or skipped).
 
+    Exit status: 0 every selected figure written or skipped, 1 one failed, 2 bad options, 130 interrupted by
+    Ctrl-C (SIGINT), 143 terminated by SIGTERM; an interrupted or terminated run leaves the files it had
+    finished, complete, and no temporary ``.NAME.PID.part`` file.
+
     Parameters
     ----------
     argv : list of str, optional
         Arguments (default ``sys.argv[1:]``).
     """
+    with terminate_as_interrupt():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as exc:  # outside a figure (e.g. writing index.json): already cleaned up
+            return _interrupted(exc, None)
+
+
+def _interrupted(exc, during):
+    terminated = isinstance(exc, Terminated)
+    print(f"python -m figures: {'terminated (SIGTERM)' if terminated else 'interrupted'}"
+          + (f" during {during}" if during else "") + " (files already written are complete)", file=sys.stderr)
+    return EXIT_TERMINATED if terminated else 130
+
+
+def _main(argv):
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:
@@ -105,10 +137,8 @@ def main(argv=None):
         entry = {"name": f.name, "paper_label": f.paper_label}
         try:
             f.draw(ctx)
-        except KeyboardInterrupt:
-            print(f"python -m figures: interrupted during {f.name} (files already written are complete)",
-                  file=sys.stderr)
-            return 130
+        except KeyboardInterrupt as exc:
+            return _interrupted(exc, f.name)
         except Skip as exc:
             entry.update(status="skipped", reason=str(exc))
             print(f"{f.name}: skipped: {exc}", flush=True)

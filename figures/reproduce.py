@@ -41,7 +41,8 @@ def _parser():
     from .downstream import FIG8_EFFORT, FIG10_EFFORT
 
     p = make_parser(PROG, __doc__.splitlines()[0])
-    p.add_argument("--out", default="simplex_rf_figures", help="output directory")
+    p.add_argument("--out", default="simplex_rf_figures",
+                   help="output directory (checked and created before anything is computed)")
     p.add_argument("--seed", type=int_arg(0), default=0, help="base random seed")
     p.add_argument("--uci-dir", default=None, metavar="DIR",
                    help=f"UCI data directory (default: ${uci.ENV_VAR}, else the copy shipped with the package)")
@@ -92,8 +93,11 @@ def _parser():
 
 
 def main(argv=None):
-    """Run the command line; returns the exit status (0 written, 2 bad arguments or data, 1 other failure)."""
-    return main_runner(PROG, _main, argv)
+    """Run the command line; returns the exit status (0 written, 2 bad arguments or data, 1 other failure,
+    130 Ctrl-C, 143 SIGTERM; an interrupted run leaves no temporary ``.NAME.PID.part`` file)."""
+    from montecarlo.experiments._common import run_terminable
+
+    return run_terminable(main_runner, PROG, _main, argv)
 
 
 def _main(argv):
@@ -104,8 +108,12 @@ def _main(argv):
     from ._context import Context
     from .style import use_paper_style
 
-    ctx = Context(out=check_output_dir(args.out), seed=args.seed, progress=not args.no_progress,
-                  uci_dir=args.uci_dir, n_jobs=args.n_jobs)
+    out = check_output_dir(args.out, "--out")
+    try:  # before any computing: a folder that cannot be made is bad input, said at once
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {out!r}: cannot create the directory ({exc.strerror or exc})") from None
+    ctx = Context(out=out, seed=args.seed, progress=not args.no_progress, uci_dir=args.uci_dir, n_jobs=args.n_jobs)
     use_paper_style()
     try:
         if args.figure == "fig8":

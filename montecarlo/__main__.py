@@ -58,7 +58,8 @@ def _parser():
                    help=f"stop drawing after this many seconds (at least {MIN_N} draws are kept)")
     a.add_argument("--v", type=real_arg(0.0, strict=True), default=1.0, help="|x + y| of the PRF tests (> 0)")
     a.add_argument("--z", type=real_arg(0.0, strict=True), default=1.0, help="|x - y| of the RFF tests (> 0)")
-    a.add_argument("--json", action="store_true", help="print the report as JSON")
+    a.add_argument("--json", action="store_true",
+                   help='print the report as strict JSON (NaN as null, an infinite value as "inf" or "-inf")')
     a.add_argument("--verbose", "-v", action="store_true", help="list the failed tests of each failed check")
     a.add_argument("--no-progress", action="store_true",
                    help="no progress bar (shown on stderr only when it is a terminal)")
@@ -91,7 +92,7 @@ def _audit(args):
               file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:
         print(report.render(verbose=args.verbose))
     return 0 if report.passed else 1

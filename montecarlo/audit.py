@@ -266,6 +266,27 @@ class CheckResult:
         return min(1.0, len(ps) * min(ps)) if ps else None
 
 
+def _strict_json(obj):
+    """``obj`` with every non-finite float replaced as :meth:`AuditReport.to_dict` documents (NaN -> None,
+    +-inf -> ``"inf"`` / ``"-inf"``); numpy scalars become Python numbers."""
+    if isinstance(obj, dict):
+        return {k: _strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict_json(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return x
+    return obj
+
+
 def _severity(t):
     if t.pvalue is None:
         return (0 if t.failed(0.0) else 2, -t.statistic)
@@ -365,12 +386,19 @@ class AuditReport:
         raise KeyError(f"no check named {name!r}; checks are {', '.join(CHECKS)}")
 
     def to_dict(self):
-        """A JSON-serialisable dict of the report."""
+        """A dict of the report that strict JSON can hold (``json.dumps(..., allow_nan=False)``).
+
+        Numbers that JSON cannot write are replaced: NaN (a quantity that does
+        not apply, e.g. ``norm_norm_rho`` of a sampler with one row per block)
+        by ``None`` (JSON ``null``), and an infinite value (e.g. the ``statistic``
+        of a z-test whose draws were all equal but off the expected value) by
+        the string ``"inf"`` or ``"-inf"`` (``float()`` reads both back).
+        """
         def test(t):
             return {"label": t.label, "statistic": t.statistic, "pvalue": t.pvalue, "tolerance": t.tolerance,
                     "detail": t.detail}
 
-        return {
+        out = {
             "sampler": self.sampler, "d": self.d, "m": self.m, "coupling": self.coupling, "n": self.n,
             "n_requested": self.n_requested, "alpha": self.alpha, "seconds": self.seconds, "v": self.v,
             "z": self.z, "call": self.call, "seed": self.seed, "passed": self.passed, "failed": list(self.failed),
@@ -381,6 +409,7 @@ class AuditReport:
                         "adjusted_pvalue": c.adjusted_pvalue, "tests": [test(t) for t in c.tests]}
                        for c in self.checks],
         }
+        return _strict_json(out)
 
     def render(self, verbose=False):
         """The report as text; ``verbose`` lists up to 5 failed tests of each failed check."""

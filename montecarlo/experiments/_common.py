@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+import signal
+import sys
+import threading
+
 import array_api_compat
 import numpy as np
 
@@ -157,3 +163,87 @@ def projected_features(X, W, kind="prf", c=1.0, sq=None, params=None):
 def chunks(n, size):
     for lo in range(0, n, size):
         yield slice(lo, min(n, lo + size))
+
+
+def distinct_couplings(couplings, name="couplings"):
+    """:func:`check_couplings`, and no coupling twice (a repeat would be compared with itself: a paired
+    difference of exactly 0 with standard error 0); ValueError naming ``name`` otherwise."""
+    out = check_couplings(couplings, name)
+    repeated = sorted({c for c in out if out.count(c) > 1})
+    if repeated:
+        raise ValueError(f"{name} must not repeat a coupling, got {list(out)} ({', '.join(repeated)} repeated)")
+    return out
+
+
+#: A standard error at or below this fraction of the compared values' scale is round-off, not a measured spread
+#: (a Monte Carlo standard error of a mean over fewer than 10**12 draws is never that small relative to it).
+Z_RTOL = 1e-9
+
+
+def z_score(diff, stderr, scale=0.0):
+    """``diff / stderr`` elementwise, NaN (n/a) where the standard error is 0, NaN or negligible.
+
+    Negligible: ``stderr <= Z_RTOL * max(|diff|, scale)``, with ``scale`` the
+    magnitude of the values whose difference ``diff`` is (e.g. 1 for
+    accuracies, the larger of the two means for a paired difference): such an
+    error is the round-off of draws that all gave the same difference, and a
+    z-score from it (10**15) or a division by an exact 0 would be meaningless.
+    No numpy warning is raised.  Returns a float for scalar input, else an ndarray.
+    """
+    d = np.asarray(diff, dtype=float)
+    se = np.asarray(stderr, dtype=float)
+    ref = np.maximum(np.abs(d), np.abs(np.asarray(scale, dtype=float)))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ok = se > Z_RTOL * ref  # False for NaN
+        z = np.where(ok, d / np.where(ok, se, 1.0), np.nan)
+    return float(z) if z.ndim == 0 else z
+
+
+def format_z(z, spec="+.1f"):
+    """A z-score as text: ``n/a`` when it is not finite (:func:`z_score`), else ``format(z, spec)``."""
+    z = float(z)
+    return format(z, spec) if math.isfinite(z) else "n/a"
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised by the SIGTERM handler of :func:`terminate_as_interrupt`: a KeyboardInterrupt, so it is handled
+    like Ctrl-C (every file being written is removed by :func:`theory.cli.atomic_write`'s cleanup) and not
+    swallowed by ``except Exception``."""
+
+
+#: Exit status of a command line stopped by SIGTERM (128 + 15, the shell's convention); Ctrl-C gives 130.
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """While active, SIGTERM raises :class:`Terminated` in the main thread instead of killing the process at
+    once, so ``try``/``finally`` cleanups run and no ``.NAME.PID.part`` file is left; the previous handler is
+    restored on exit.  Outside the main thread (where no handler can be installed) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_terminable(runner, prog, body, argv):
+    """``runner(prog, body, argv)`` (:func:`theory.cli.main_runner`) under :func:`terminate_as_interrupt`:
+    SIGTERM is handled like Ctrl-C (files being written are removed) and ends with one line
+    ``PROG: terminated (SIGTERM)`` on stderr and status :data:`EXIT_TERMINATED` (143); Ctrl-C stays 130."""
+    def guarded(args):
+        try:
+            return body(args)
+        except Terminated:
+            print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
+            return EXIT_TERMINATED
+
+    with terminate_as_interrupt():
+        return runner(prog, guarded, argv)

@@ -78,7 +78,6 @@ from ._common import (
     check_array,
     check_bool,
     check_budget,
-    check_couplings,
     check_int,
     check_positive_float,
     check_real,
@@ -87,8 +86,11 @@ from ._common import (
     chunks,
     coupling_key,
     describe,
+    distinct_couplings,
+    format_z,
     mm,
     seed_entropy,
+    z_score,
 )
 from .sweeps import check_n_jobs, coupling_pairs, draw_blocks, paired_estimates, paired_weights, run_units, unit_seed
 from .sweeps import warm_up as sweep_warm_up
@@ -542,7 +544,7 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
     -------
     AttentionErrors
     """
-    couplings = check_couplings(couplings)
+    couplings = distinct_couplings(couplings)
     seq_lens = tuple(check_int(L, "seq_lens", 1) for L in _iterable(seq_lens, "seq_lens"))
     m_values = tuple(check_int(m, "m_values", 1) for m in _iterable(m_values, "m_values"))
     n_draws = check_int(n_draws, "n_draws", 2)
@@ -816,18 +818,22 @@ class AttentionScan:
 
     def z(self, a, b):
         """Paired z-scores of error(a) - error(b), a and b (kind, coupling) pairs (negative: a is more
-        accurate); the pair may be given in either order."""
-        if (a, b) in self.diff_mean:
-            return self.diff_mean[a, b] / self.diff_stderr[a, b]
-        if (b, a) in self.diff_mean:
-            return -self.diff_mean[b, a] / self.diff_stderr[b, a]
+        accurate); the pair may be given in either order.  NaN (n/a) where the standard error is 0 or
+        round-off relative to the two mean errors (:func:`~montecarlo.experiments._common.z_score`)."""
+        if (a, b) in self.diff_mean or (b, a) in self.diff_mean:
+            scale = np.maximum(np.abs(self.mean[a]), np.abs(self.mean[b]))
+            if (a, b) in self.diff_mean:
+                return z_score(self.diff_mean[a, b], self.diff_stderr[a, b], scale)
+            return -z_score(self.diff_mean[b, a], self.diff_stderr[b, a], scale)
         raise ValueError(f"no paired difference of {a} and {b}: pairs are couplings within one kind and kinds "
                          f"within one coupling, of kinds {self.kinds} and couplings {self.couplings}")
 
     def uniform_z(self, kind, coupling):
         """z-scores of (uniform error - error) / s.e. (positive: the kind beats uniform attention), shaped like
         ``mean``; the uniform error is exact, so the s.e. is the kind's."""
-        return (self.uniform[:, :, None] - self.mean[kind, coupling]) / self.stderr[kind, coupling]
+        mean = self.mean[kind, coupling]
+        return z_score(self.uniform[:, :, None] - mean, self.stderr[kind, coupling],
+                       np.maximum(abs(self.uniform[:, :, None]), abs(mean)))
 
     def beats_uniform(self, kind, coupling):
         """Bool array like ``mean``: +1 where the kind's error is below uniform attention's
@@ -852,7 +858,7 @@ class AttentionScan:
                         cells = [f"{self.mean[kind, c][i, j, l]:.4f}+-{self.stderr[kind, c][i, j, l]:.4f}"
                                  f"{mark[int(self.beats_uniform(kind, c)[i, j, l])]}" for c in self.couplings]
                         cells += [f"{self.diff_mean[(kind, a), (kind, b)][i, j, l]:+.4f} "
-                                  f"({self.z((kind, a), (kind, b))[i, j, l]:+.1f})" for a, b in pairs]
+                                  f"({format_z(self.z((kind, a), (kind, b))[i, j, l])})" for a, b in pairs]
                         lines.append(f"{s:g} | {L} | {m} | {kind} | {self.uniform[i, j]:.4f} | " + " | ".join(cells))
         return "\n".join(lines)
 
@@ -901,7 +907,7 @@ def attention_scan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256
     -------
     AttentionScan
     """
-    couplings = check_couplings(couplings)
+    couplings = distinct_couplings(couplings)
     kinds_ = _check_scan_kinds(kinds)
     if isinstance(logit_stds, (str, bytes)) or not hasattr(logit_stds, "__iter__"):
         raise TypeError(f"logit_stds must be a sequence of reals > 0, got {describe(logit_stds)}")

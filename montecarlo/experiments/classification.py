@@ -84,7 +84,6 @@ from ._common import (
     check_budget,
     check_choice,
     check_coupling,
-    check_couplings,
     check_int,
     check_kind_params,
     check_labels,
@@ -93,9 +92,12 @@ from ._common import (
     chunks,
     coupling_key,
     describe,
+    distinct_couplings,
+    format_z,
     kind_record,
     projected_features,
     seed_entropy,
+    z_score,
 )
 from .sweeps import (
     DRAW_BLOCK,
@@ -115,7 +117,7 @@ TABLE3_COUPLINGS = ("iid", "orthogonal", "fast_orthogonal", "simplex", "fast_sim
 #: Couplings of Fig. 8.
 FIG8_COUPLINGS = ("iid", "orthogonal", "simplex")
 #: Default sigma grid of :func:`sigma_search` (a coarse log grid, App. C.1).
-DEFAULT_SIGMAS = tuple(np.round(np.geomspace(0.05, 2.0, 17), 6))
+DEFAULT_SIGMAS = tuple(float(s) for s in np.round(np.geomspace(0.05, 2.0, 17), 6))
 #: The paper's +- in Tables 2 and 3 are about (per-draw standard deviation) / this number.
 PAPER_SE_CONVENTION = 100
 
@@ -669,10 +671,11 @@ class CurveResult:
 
     def z(self, a, b):
         """z-scores of the difference a - b per m (positive: a is more accurate), from the per-draw
-        differences (paired when the draws were)."""
+        differences (paired when the draws were); NaN (n/a) where the standard error is 0 or round-off
+        (every draw gave the same difference, :func:`~montecarlo.experiments._common.z_score`)."""
         if (a, b) in self.diff_mean:
-            return self.diff_mean[a, b] / self.diff_stderr[a, b]
-        return -self.diff_mean[b, a] / self.diff_stderr[b, a]
+            return z_score(self.diff_mean[a, b], self.diff_stderr[a, b], 1.0)
+        return -z_score(self.diff_mean[b, a], self.diff_stderr[b, a], 1.0)
 
 
 def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(1, 11), n_draws=50, rng=0, *,
@@ -720,7 +723,7 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     -------
     CurveResult
     """
-    couplings = check_couplings(couplings)
+    couplings = distinct_couplings(couplings)
     if isinstance(m_multipliers, (str, bytes)) or not hasattr(m_multipliers, "__iter__"):
         raise TypeError(f"m_multipliers must be a sequence of integers >= 1, got {describe(m_multipliers)}")
     mults = [check_int(k, "m_multipliers", 1) for k in m_multipliers]
@@ -803,7 +806,7 @@ class SigmaSearch:
 
 def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10, n_draws=10, rng=0, *,
                  protocol=uci.DEFAULT_PROTOCOL, split_rng=None, restrict=True, uci_dir=None, kind="prf",
-                 kind_params=None):
+                 kind_params=None, progress=None):
     """App. C.1: coarse search of sigma on a validation split (Fig. 10).
 
     The data are split into train / validation / test (the test part is not
@@ -836,6 +839,8 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
         validation records for nursery and chess.
     kind, kind_params
         A positive feature kind and its parameters (:func:`kernel_regression_prf`).
+    progress : callable, optional
+        Called with one line per sigma of the grid (its accuracies, the point count and the seconds so far).
 
     Returns
     -------
@@ -850,6 +855,7 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     k = check_int(m_multiplier, "m_multiplier", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     restrict = check_bool(restrict, "restrict")
+    progress = _progress(progress)
     _, params = check_kind_params(kind, kind_params, "sigma_search", positive=True)
     if not isinstance(dataset, uci.Split):
         split_rng = (uci.get_protocol(protocol).default_seeds[0] if split_rng is None
@@ -861,11 +867,15 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     exact = np.empty(sig.size)
     mean = np.empty(sig.size)
     se = np.empty(sig.size)
+    t0 = time.perf_counter()
     for j, s in enumerate(sig):  # a loop over the sigma grid
         exact[j] = exact_accuracy(split, s, on="validation")
         est = _estimate(_prf_accuracies(split.X_train, split.y_train, split.X_val, split.y_val, W, s, kind=kind,
                                         params=params))
         mean[j], se[j] = est.mean, est.stderr
+        if progress:
+            progress(f"{split.name} sigma {s:.4g} ({j + 1}/{sig.size}): exact {exact[j]:.4f}, PRF "
+                     f"{mean[j]:.4f}+-{se[j]:.4f} ({time.perf_counter() - t0:.1f} s)")
     return SigmaSearch(split.name, sig, exact, mean, se, coupling, m, n_draws, float(sig[np.argmax(mean)]),
                        float(sig[np.argmax(exact)]), split.protocol, seed, split.X_train.shape[0],
                        split.X_val.shape[0])
@@ -876,7 +886,8 @@ class Comparison:
     """One reproduced cell next to the paper's number.
 
     ``z = (mean - paper_mean) / stderr`` uses the reproduced standard error
-    (the paper's +- follow another convention, :data:`PAPER_SE_CONVENTION`).
+    (the paper's +- follow another convention, :data:`PAPER_SE_CONVENTION`); NaN when that
+    standard error is 0 or round-off (:func:`~montecarlo.experiments._common.z_score`).
     """
 
     dataset: str
@@ -934,13 +945,14 @@ class AccuracyTable:
                 if name in paper and c in paper[name]:
                     pm, ps = paper[name][c]
                     e = row[c]
-                    out.append(Comparison(name, c, pm, ps, e.mean, e.stderr, (e.mean - pm) / e.stderr))
+                    out.append(Comparison(name, c, pm, ps, e.mean, e.stderr, z_score(e.mean - pm, e.stderr, 1.0)))
         return out
 
     def format(self, paper=None):
         """Plain-text table: per cell ``mean +- se`` and, where the paper has the cell,
-        ``| paper P (z Z)``; then the largest ``|z|``, the paired differences ``a - b`` with their
-        standard errors and z, and the protocol and effort."""
+        ``| paper P (z Z)``; then the largest finite ``|z|``, the paired differences ``a - b`` with their
+        standard errors and z, and the protocol and effort.  A z whose standard error is 0 or round-off
+        (all draws equal) is printed ``n/a`` (:func:`~montecarlo.experiments._common.z_score`)."""
         head = ["dataset", "d", "m", "mean v", "exact"] + list(self.couplings)
         lines = [" | ".join(head)]
         for name, row in self.rows.items():
@@ -950,11 +962,12 @@ class AccuracyTable:
                 cell = f"{e.mean:.4f}+-{e.stderr:.4f}"
                 if paper and name in paper and c in paper[name]:
                     pm, _ = paper[name][c]
-                    cell += f" (paper {pm:.4f}, z {(e.mean - pm) / e.stderr:+.1f})"
+                    cell += f" (paper {pm:.4f}, z {format_z(z_score(e.mean - pm, e.stderr, 1.0))})"
                 cells.append(cell)
             lines.append(" | ".join(cells))
         if paper:
             comps = self.versus(paper)
+            comps = [c for c in comps if math.isfinite(c.z)]
             if comps:
                 worst = max(comps, key=lambda c: abs(c.z))
                 lines.append(f"largest |z| = {abs(worst.z):.1f} ({worst.dataset}, {worst.coupling}: "
@@ -964,7 +977,7 @@ class AccuracyTable:
             lines.append(("paired" if st.get("paired") else "unpaired") + " differences a - b (mean +- se, z):")
             for name, row in self.rows.items():
                 lines.append(f"{name} | " + " | ".join(
-                    f"{a}-{b} {e.mean:+.4f}+-{e.stderr:.4f} (z {e.mean / e.stderr:+.1f})"
+                    f"{a}-{b} {e.mean:+.4f}+-{e.stderr:.4f} (z {format_z(z_score(e.mean, e.stderr, 1.0))})"
                     for (a, b), e in row.get("differences", {}).items()))
         if self.missing:
             lines.append(f"missing (not run): {', '.join(self.missing)}")
@@ -1030,7 +1043,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     FileNotFoundError
         No requested dataset is present (or one is missing with ``require``).
     """
-    couplings = check_couplings(couplings)
+    couplings = distinct_couplings(couplings)
     k = check_int(m_multiplier, "m_multiplier", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     draw_blocks(n_draws)  # the budget of the per-draw results, before any data is read

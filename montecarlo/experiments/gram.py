@@ -38,15 +38,16 @@ from ._common import (
     check_bool,
     check_budget,
     check_coupling,
-    check_couplings,
     check_int,
     check_kind_params,
     check_positive_float,
     check_rng,
     chunks,
+    distinct_couplings,
     kind_record,
     projected_features,
     seed_entropy,
+    z_score,
 )
 from .sweeps import (
     check_n_jobs,
@@ -202,10 +203,12 @@ class FrobeniusCurve:
     kind: str = "prf"
 
     def z(self, a, b):
-        """Paired z-scores of ``a - b`` per m (positive: a's error is larger)."""
+        """Paired z-scores of ``a - b`` per m (positive: a's error is larger); NaN (n/a) where the standard
+        error is 0 or round-off relative to the two means (:func:`~montecarlo.experiments._common.z_score`)."""
+        scale = np.maximum(np.abs(self.mean[a]), np.abs(self.mean[b]))
         if (a, b) in self.diff_mean:
-            return self.diff_mean[a, b] / self.diff_stderr[a, b]
-        return -self.diff_mean[b, a] / self.diff_stderr[b, a]
+            return z_score(self.diff_mean[a, b], self.diff_stderr[a, b], scale)
+        return -z_score(self.diff_mean[b, a], self.diff_stderr[b, a], scale)
 
 
 def _frobenius_unit(X, K, couplings, m, n, seed, paired, kind, params, c, relative_norm):
@@ -253,7 +256,7 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
     FrobeniusCurve
     """
     X = check_array(X, "X", 2)
-    couplings = check_couplings(couplings)
+    couplings = distinct_couplings(couplings)
     if isinstance(m_values, (str, bytes)) or not hasattr(m_values, "__iter__"):
         raise TypeError(f"m_values must be a sequence of integers >= 1, got {m_values!r}")
     ms = np.array([check_int(m, "m_values", 1) for m in m_values])

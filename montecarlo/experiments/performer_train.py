@@ -25,9 +25,17 @@ Command line (also ``python -m montecarlo.experiments performer-train``)::
     python -m montecarlo.experiments.performer_train --seeds 5 --epochs 10 --out performer.json
     python -m montecarlo.experiments.performer_train --redraw-study --seeds 5
 
-``--redraw-study`` trains the prf arms at the redraw intervals of
-:data:`REDRAW_INTERVALS` (never, every 10 steps, every 100 steps, once per
-epoch) to answer how often a Performer should redraw its features.
+``--redraw-study`` trains the prf arms (or the feature arms named by ``--arms``)
+at the redraw intervals of :data:`REDRAW_INTERVALS` (never, every 10 steps,
+every 100 steps, once per epoch) to answer how often a Performer should
+redraw its features.  It sets the interval itself, so ``--redraw-every`` with
+it is an error, and so is the ``exact`` arm (no features to redraw: it would be
+trained four times for nothing).
+
+``--out`` is checked before anything is trained: its folder must be, or be
+creatable as, a writable directory (it is created), and the path must not be a
+directory; otherwise the command stops at once with one line naming ``--out``
+and status 2.
 
 Measured (defaults, 5 seeds, one CPU thread each; final test accuracy, mean +- s.e.; oprf with A chosen
 from each training batch's statistics):
@@ -58,9 +66,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from theory.cli import atomic_write, int_arg, main_runner, make_parser, real_arg
+from theory.cli import atomic_write, check_output_dir, int_arg, main_runner, make_parser, real_arg
 
-from ._common import check_int, check_rng, describe
+from ._common import check_int, check_rng, describe, run_terminable
 
 __all__ = [
     "ARMS",
@@ -316,7 +324,16 @@ def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None):
 
 def redraw_study(seeds=5, cfg=TrainConfig(), *, arms=("prf-orthogonal", "prf-simplex"), intervals=REDRAW_INTERVALS,
                  seed=0, progress=None):
-    """Final-epoch test accuracy of the prf arms at each redraw interval: {interval: TrainResult}."""
+    """Final-epoch test accuracy of the prf arms at each redraw interval: {interval: TrainResult}.
+
+    ``arms`` must be feature arms: ``exact`` (no features to redraw) is refused with a ValueError before
+    anything is trained; ``cfg.redraw_every`` is replaced by each interval.
+    """
+    exact = [a[0] for a in arms_available(arms) if a[1] is None]
+    if exact:
+        raise ValueError(f"arms of the redraw study must be feature arms, got {', '.join(exact)} (exact attention "
+                         f"has no features to redraw); choose among "
+                         f"{', '.join(a[0] for a in ARMS if a[1] is not None)}")
     out = {}
     for interval in intervals:
         c = TrainConfig(**{**asdict(cfg), "redraw_every": interval})
@@ -339,6 +356,18 @@ def format_redraw_study(study):
 
 # ---------------------------------------------------------------------------
 # command line
+
+
+class _DefaultNever:
+    """The default of ``--redraw-every`` (never), told apart from an explicit ``--redraw-every never``."""
+
+    def __repr__(self):
+        return "never"
+
+    __str__ = __repr__
+
+
+_REDRAW_DEFAULT = _DefaultNever()
 
 
 def _redraw_arg(text):
@@ -374,19 +403,48 @@ def _add_options(p):
     p.add_argument("--layers", type=int_arg(1), default=TrainConfig.layers, help="transformer blocks")
     p.add_argument("--n-features", type=int_arg(1), default=TrainConfig.n_features, help="random features m")
     p.add_argument("--train-size", type=int_arg(10), default=None, help="use only this many training images")
-    p.add_argument("--redraw-every", type=_redraw_arg, default=None, metavar="{never,epoch,N}",
-                   help="feature redraws in training: never, once per epoch, or every N steps")
+    p.add_argument("--redraw-every", type=_redraw_arg, default=_REDRAW_DEFAULT, metavar="{never,epoch,N}",
+                   help="feature redraws in training: never, once per epoch, or every N steps (not with "
+                        "--redraw-study, which sets it)")
     p.add_argument("--redraw-study", action="store_true",
-                   help="train the prf arms at every interval of never, 10, 100 steps, once per epoch")
+                   help="train the prf arms (or the feature arms of --arms; not exact) at every interval of never, "
+                        "10, 100 steps, once per epoch")
     p.add_argument("--threads", type=int_arg(1), default=1, help="torch CPU threads")
-    p.add_argument("--out", default=None, metavar="PATH", help="write the results as JSON (atomically)")
+    p.add_argument("--out", default=None, metavar="PATH",
+                   help="write the results as JSON (atomically); checked, and its folder created, before training")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
 def _config(args):
     return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, d_model=args.d_model,
                        heads=args.heads, layers=args.layers, n_features=args.n_features, train_size=args.train_size,
-                       redraw_every=args.redraw_every, threads=args.threads)
+                       redraw_every=_redraw_every(args), threads=args.threads)
+
+
+def _redraw_every(args):
+    value = getattr(args, "redraw_every", _REDRAW_DEFAULT)
+    return None if value is _REDRAW_DEFAULT else value
+
+
+def check_out_file(path, name="--out"):
+    """Make sure a JSON result can be written to ``path`` before any work: ValueError naming ``name`` if ``path``
+    is empty or a directory, or its folder is not (and cannot be created as) a writable directory; the folder
+    is created.  Returns ``path`` as a str."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise ValueError(f"{name} must be a file path, got an empty string")
+    if os.path.isdir(text):
+        raise ValueError(f"{name} {text!r} is a directory; name a file, e.g. {os.path.join(text, 'performer.json')!r}")
+    folder = os.path.dirname(os.path.abspath(text))
+    try:
+        check_output_dir(folder, "its folder")
+    except ValueError as exc:
+        raise ValueError(f"{name} {text!r}: {exc}") from None
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{name} {text!r}: cannot create its folder {folder!r} ({exc.strerror or exc})") from None
+    return str(text)
 
 
 def run(args):
@@ -396,6 +454,15 @@ def run(args):
     if args.d_model % args.heads:
         raise ValueError(f"--d-model must be a multiple of --heads, got {args.d_model} and {args.heads}")
     if args.redraw_study:
+        if getattr(args, "redraw_every", _REDRAW_DEFAULT) is not _REDRAW_DEFAULT:
+            raise ValueError("--redraw-every conflicts with --redraw-study (the study trains at every interval of "
+                             "never, 10, 100 steps and once per epoch)")
+        if args.arms and "exact" in args.arms:
+            raise ValueError("--redraw-study needs feature arms: exact attention has no features to redraw (drop "
+                             "exact from --arms)")
+    if args.out is not None:
+        check_out_file(args.out)
+    if args.redraw_study:
         arms = tuple(args.arms) if args.arms else ("prf-orthogonal", "prf-simplex")
         study = redraw_study(args.seeds, cfg, arms=arms, seed=args.seed, progress=progress)
         print(format_redraw_study(study))
@@ -404,9 +471,7 @@ def run(args):
         res = train_arms(args.arms, args.seeds, cfg, seed=args.seed, progress=progress)
         print(res.format())
         payload = res.as_dict()
-    if args.out:
-        folder = os.path.dirname(os.path.abspath(args.out))
-        os.makedirs(folder, exist_ok=True)
+    if args.out is not None:
         text = json.dumps(payload, indent=1) + "\n"
         atomic_write(args.out, lambda tmp: _write_text(tmp, text))
         if progress:
@@ -427,12 +492,13 @@ PROG = "python -m montecarlo.experiments.performer_train"
 
 
 def main(argv=None):
-    """Stand-alone command line (the same options as ``python -m montecarlo.experiments performer-train``)."""
+    """Stand-alone command line (the same options as ``python -m montecarlo.experiments performer-train``);
+    exit status as :func:`montecarlo.experiments.__main__.main` (143 on SIGTERM, no temporary file left)."""
     def body(argv):
         p = make_parser(PROG, __doc__.splitlines()[0])
         _add_options(p)
         return run(p.parse_args(argv))
-    return main_runner(PROG, body, argv)
+    return run_terminable(main_runner, PROG, body, argv)
 
 
 if __name__ == "__main__":

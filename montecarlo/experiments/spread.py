@@ -22,7 +22,7 @@ import numpy as np
 
 from . import classification as cl
 from . import uci
-from ._common import check_couplings, check_int, describe
+from ._common import check_int, describe, distinct_couplings
 from .sweeps import check_n_jobs
 
 __all__ = ["DEFAULT_SEEDS", "REFERENCE_SEED", "SplitSpread", "split_spread"]
@@ -102,7 +102,7 @@ def split_spread(datasets=("cmc", "wifi"), couplings=("simplex", "simplex_plus")
     datasets = [uci.check_dataset(n) for n in datasets]
     if not datasets:
         raise ValueError(f"datasets must not be empty (choose from {', '.join(uci.DATASETS)})")
-    couplings = check_couplings(couplings)
+    couplings = distinct_couplings(couplings)
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
         raise TypeError(f"seeds must be a sequence of integers >= 0, got {describe(seeds)}")
     seeds = tuple(check_int(s, "seeds", 0) for s in seeds)

@@ -62,7 +62,7 @@ import numpy as np
 
 import montecarlo as mc
 
-from ._common import check_budget, check_couplings, check_int, check_rng, describe
+from ._common import check_budget, check_int, check_rng, describe, distinct_couplings
 
 __all__ = ["DRAW_BLOCK", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread", "paired_estimates",
            "paired_weights", "run_units", "unit_seed", "warm_up"]
@@ -319,7 +319,7 @@ def paired_weights(couplings, d, m, n_draws, rng=None, *, paired=True):
     dict
         coupling -> float64 array (n_draws, m, d); each coupling's rows have exactly its law.
     """
-    couplings = check_couplings(couplings)
+    couplings = distinct_couplings(couplings)
     d = check_int(d, "d", 1)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 1)

@@ -502,6 +502,11 @@ def _check_seed(rng, name):
     return rng
 
 
+#: Said after every "line L, column C" of a malformed-record error: the two count differently (columns as in the
+#: module table and ``Dataset.source_column``).
+_COUNTING = "; lines count from 1, columns from 0"
+
+
 def _read_records(path, spec):
     """Parse ``path`` line by line into typed columns (memory O(file size)); see the module docs."""
     problem = _path_problem(path)
@@ -554,10 +559,10 @@ def _read_records(path, spec):
             for c, col in num_cols.items():
                 t = tokens[c]
                 if _NUMBER.fullmatch(t) is None:
-                    raise DataFileError(f"{where}, column {c}: expected a number, got {t[:40]!r}")
+                    raise DataFileError(f"{where}, column {c}: expected a number, got {t[:40]!r}{_COUNTING}")
                 x = float(t)
                 if not math.isfinite(x):
-                    raise DataFileError(f"{where}, column {c}: {t[:40]!r} is not a finite number")
+                    raise DataFileError(f"{where}, column {c}: {t[:40]!r} is not a finite number{_COUNTING}")
                 col.append(x)
             for c, allowed in spec.categorical.items():
                 t = tokens[c]
@@ -566,7 +571,7 @@ def _read_records(path, spec):
                 if code is None:
                     if t not in allowed:
                         raise DataFileError(f"{where}, column {c}: {t[:40]!r} is not a value of this column "
-                                            f"(allowed: {', '.join(allowed)})")
+                                            f"(allowed: {', '.join(allowed)}){_COUNTING}")
                     code = seen[t] = len(seen)
                 cat_cols[c].append(code)
             t = tokens[-1]
@@ -574,7 +579,7 @@ def _read_records(path, spec):
             if code is None:
                 if not spec.allowed_label(t):
                     raise DataFileError(f"{where}, column {n_fields - 1} (label): {t[:40]!r} is not a label of "
-                                        f"{spec.file} (allowed: {spec.describe_labels()})")
+                                        f"{spec.file} (allowed: {spec.describe_labels()}){_COUNTING}")
                 code = label_seen[t] = len(label_seen)
             label_codes.append(code)
             n_records += 1
