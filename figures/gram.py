@@ -48,6 +48,7 @@ import numpy as np
 from numpy.polynomial import chebyshev
 
 import montecarlo as mc
+from montecarlo.experiments._common import z_score
 import theory
 
 from ._context import to_numpy
@@ -184,8 +185,10 @@ def fig7_frobenius(ctx):
                     "the per-draw standard deviation is in std_F), and the exact "
                     "expectation (lines; sum of Thm 3.2 MSEs over pairs, independent blocks for m > d). "
                     + ("Common random numbers across couplings (shared chi_d norms and Gaussian blocks); "
-                       if paired else "Independent draws per coupling; ")
-                    + "paired differences of F with standard errors and z in 'differences'."),
+                       "paired differences of F " if paired else
+                       "Independent draws per coupling; unpaired differences of F (standard errors of independent "
+                       "means) ")
+                    + "with standard errors and z in 'differences' (z null where the standard error is 0)."),
         "statistic": "squared Frobenius norm sum_ab (K_ab - Khat_ab)^2",
         "N": N_POINTS, "d": DIM, "sigma": SIGMA,
         "X": X,
@@ -194,7 +197,7 @@ def fig7_frobenius(ctx):
         "analytic": analytic,
         "monte_carlo": mcs,
         "paired": paired,
-        "differences": {f"{a} - {b}": {"m": FEATURES, "mean_F": mean, "stderr_F": se, "z": mean / se}
+        "differences": {f"{a} - {b}": {"m": FEATURES, "mean_F": mean, "stderr_F": se, "z": z_score(mean, se)}
                         for (a, b), (mean, se) in diffs.items()},
     }
     ctx.save(fig, "fig7_frobenius", data)

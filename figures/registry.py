@@ -73,4 +73,5 @@ def lookup(name):
                 return f
     allowed = ", ".join(f.name for f in FIGURES)
     raise ValueError(f"unknown figure {name!r}; choose from: {allowed} "
-                     "(or the short form fig2 ... fig10, or the paper's LaTeX label)")
+                     "(or the short form fig2 ... fig10 without fig9, which is `python -m figures.reproduce "
+                     "performer`, or the paper's LaTeX label)")
