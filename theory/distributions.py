@@ -56,6 +56,28 @@ def _log_density_bits(k, r):
     return mp.prec + int(k).bit_length() + max(0, 2 * int(mp.mag(r))) + 16
 
 
+#: Largest bit length of an integer dimension (d or k) for which the functions that resolve
+#: differences of order 1/d against 1 (:func:`chi_moment`, :func:`wij_moment`, and in
+#: :mod:`theory.mse` 1 - R_1 and rho - e^{v^2}) carry the :func:`dimension_bits` they need:
+#: d < 2^16384 (about 1.2e4932) takes at most a few seconds; beyond, ConvergenceError.
+D_MAX_BITS = 16384
+
+
+def dimension_bits(d, what):
+    r"""Extra bits for a computation with an integer dimension d (any size up to
+    :math:`2^{16384}`): :math:`2\log_2 d + 16`, so that d, d/2 and d/2 + 1/2 (and d + n
+    for moderate n) are exact, a ratio of Gamma functions at arguments of size d is known to
+    the working precision, and a difference of order 1/d against 1 (e.g.
+    :math:`1 - \Gamma(\frac{d+1}{2})^2/(\Gamma(\frac d2)\Gamma(\frac d2+1))
+    \approx 1/(2d)`) keeps every digit.  ``what`` names the call in the error raised for
+    d >= 2^:data:`D_MAX_BITS` (the Gamma functions at that many bits would run for minutes)."""
+    n = int(d).bit_length()
+    if n > D_MAX_BITS:
+        raise ConvergenceError(f"{what}: d (or k) = 2^{n - 1}... has {n} bits; the reachable domain is "
+                               f"d < 2^{D_MAX_BITS} (differences of order 1/d need 2 log2(d) extra bits)")
+    return 2 * n + 16
+
+
 def _log_chi_pdf(r, k):
     return (k - 1) * mp.log(r) - r * r / 2 - (mp.mpf(k) / 2 - 1) * mp.log(2) - mp.loggamma(mp.mpf(k) / 2)
 
@@ -74,10 +96,19 @@ def pdf_chi(r, k):
 
 @guarded(grid=("n", "k"))
 def chi_moment(n, k):
-    r""":math:`\mathbb{E}[r^n]` for :math:`r\sim\chi_k`: :math:`2^{n/2}\Gamma(\frac{k+n}{2})/\Gamma(\frac k2)`."""
+    r""":math:`\mathbb{E}[r^n]` for :math:`r\sim\chi_k`: :math:`2^{n/2}\Gamma(\frac{k+n}{2})/\Gamma(\frac k2)`.
+
+    Domain: every k and n below :math:`2^{16384}` (the Gamma arguments are formed exactly,
+    with :func:`dimension_bits`: e.g. :math:`\mathbb{E}[\chi_k^{1/2}] = 3.1623\times10^7`
+    at :math:`k = 10^{30}`); beyond, ConvergenceError."""
     k = check_int(k, "k", 1)
     n = check_nonnegative(n, "n")
-    return mp.mpf(2) ** (n / 2) * mp.gammaprod([(k + n) / 2], [mp.mpf(k) / 2])
+    # (k + n)/2 and k/2 exact (or rounded far below the working precision): at prec + 24 bits
+    # (k + n)/2 rounded to k/2 once k > 2^77, and gammaprod returned 1 (2^(1/4) for k^(1/4))
+    size = max(k, int(mp.ceil(n)))
+    extra = dimension_bits(size, "chi_moment")  # (the message names the size of k or n, not its digits)
+    with mp.workprec(mp.prec + extra):
+        return mp.mpf(2) ** (n / 2) * mp.gammaprod([(k + n) / 2], [mp.mpf(k) / 2])
 
 
 @guarded(grid=("w", "d"))
@@ -439,7 +470,19 @@ def pdf_wij_float(w, d, cos_theta):
     float out): the quadrature's error estimate is required below 1e-10 of
     the density (else :class:`~theory.errors.ConvergenceError`); the tests pin
     it to :func:`pdf_wij` to 1e-9 relative over d = 2..256 and every regime of w
-    and :math:`\cos\theta`.
+    and :math:`\cos\theta`, including :math:`w \to 0` at :math:`\cos\theta = -1`,
+    where the mass sits at :math:`\delta = \pi/4 - \phi \approx w/(2\sqrt d)`.
+
+    The integral runs over :math:`u = \delta/s` with the scale
+    :math:`s = \min(1, \max(w/(2\sqrt d), \sqrt{(1+\cos\theta)/2}))` (not below
+    :math:`10^{-290}`), and the log-integrand is
+    formed from :math:`\log\delta` and :math:`\log(1+\sin2\phi\cos\theta)` (never from
+    :math:`\delta^2` or :math:`w^2`, which underflow), so that a peak at any scale lies on
+    the breakpoint grid (a grid in :math:`\delta` down to :math:`10^{-14}` missed it for
+    :math:`w < 10^{-13}`: -1.05e-23 instead of 0.886 at w = 1e-20, d = 2).  At
+    :math:`\cos\theta = -1` and :math:`w \le 10^{-150}` the limit :math:`p(0)` is returned
+    (:math:`p(w) = p(0)(1 + O(w))`).  Where the density is below the smallest double it
+    underflows to 0.0 (e.g. :math:`p \propto w^{2d-1}` at :math:`\cos\theta > -1`, tiny w).
     """
     import warnings
 
@@ -449,32 +492,53 @@ def pdf_wij_float(w, d, cos_theta):
     d = check_dimension(d)
     w = check_real(w, "w", minimum=0.0)
     c = check_real(cos_theta, "cos_theta", minimum=-1.0, maximum=1.0)
-    if w == 0:
+    if w == 0 or (c == -1 and w <= 1e-150):
         return float(pdf_wij(0, d, c))
-    logpref = (2 * d - 1) * np.log(w) - (d - 2) * np.log(2) - 2 * special.gammaln(d / 2)
+    lw = math.log(w)
+    logpref = (2 * d - 1) * lw - (d - 2) * math.log(2) - 2 * special.gammaln(d / 2)
+    # delta = s u: near cos_theta = -1 the mass sits at delta ~ max(w / (2 sqrt(d)), sqrt((1 + c) / 2))
+    ls = min(0.0, max(lw - math.log(2 * math.sqrt(d)), 0.5 * math.log((1 + c) / 2) if c > -1 else -math.inf,
+                      math.log(1e-290)))
+    log_1pc = math.log1p(c) if c > -1 else -math.inf
 
-    def log_f(delta):
-        # phi = pi/4 - delta (see pdf_wij): no cancellation in 1 + c sin(2 phi)
-        s2 = np.cos(2 * delta)
-        t = (1 + c) - 2 * c * np.sin(delta) ** 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = logpref + (d - 1) * np.log(s2 / 2) - w * w / (2 * t) - d * np.log(t)
-        return np.where((s2 > 0) & (t > 0), out, -np.inf)
+    log_2c = math.log(-2 * c) if c < 0 else None
 
-    def f(delta):
-        return float(np.exp(log_f(delta)))
+    def log_f(u):
+        # phi = pi/4 - delta (see pdf_wij): 1 + c sin(2 phi) = (1 + c) - 2 c sin(delta)^2, in logarithms
+        if u <= 0:
+            return -math.inf
+        log_delta = ls + math.log(u)
+        delta = math.exp(log_delta)
+        s2 = math.cos(2 * delta)
+        if s2 <= 0:
+            return -math.inf
+        if c < 0:
+            log_sin = log_delta + (math.log(math.sin(delta) / delta) if delta > 0 else 0.0)
+            a = log_2c + 2 * log_sin
+            log_t = a if log_1pc == -math.inf else max(a, log_1pc) + math.log1p(math.exp(-abs(a - log_1pc)))
+        else:
+            log_t = math.log((1 + c) - 2 * c * math.sin(delta) ** 2)
+        g = 2 * lw - math.log(2) - log_t
+        return logpref + ls + (d - 1) * math.log(s2 / 2) - (math.exp(g) if g < 709 else math.inf) - d * log_t
 
-    # breakpoints where the integrand lives: its peak moves to delta ~ w / (2 sqrt(d)) for
-    # cos_theta = -1 and small w, so a fixed partition can miss it entirely
-    grid = np.unique(np.concatenate([np.pi / 4 * np.geomspace(1e-14, 1, 600), np.linspace(0, np.pi / 4, 257)]))
-    lf = log_f(grid)
+    def f(u):
+        val = log_f(u)
+        return math.exp(val) if val < 709 else math.inf
+
+    # breakpoints where the integrand lives: a geometric grid from u_lo (delta = 1e-14 pi/4, or
+    # 1e-3 of the scale of a peak near delta = 0) to the end delta = pi/4, and a uniform one
+    u_hi = math.pi / 4 * math.exp(-ls)
+    u_lo = min(1e-14 * u_hi, 1e-3)
+    n_geo = max(600, int(43 * math.log10(u_hi / u_lo)))
+    grid = np.unique(np.concatenate([np.geomspace(u_lo, u_hi, n_geo), np.linspace(0, u_hi, 257)]))
+    lf = np.array([log_f(u) for u in grid])
     top = lf.max()
     live = np.flatnonzero(lf >= top - 80)
     if live.size == 0 or not np.isfinite(top):
         return 0.0
     keep = set(np.linspace(live[0], live[-1], min(24, live.size)).astype(int)) | {int(np.argmax(lf))}
     keep |= {max(live[0] - 1, 0), min(live[-1] + 1, grid.size - 1)}
-    pts = sorted({0.0, np.pi / 4} | {float(grid[i]) for i in keep})
+    pts = sorted({0.0, u_hi} | {float(grid[i]) for i in keep})
     total = err = 0.0
     with warnings.catch_warnings():
         # a piece far in the tail may trip scipy's heuristics; the summed error estimate is checked below
@@ -518,7 +582,9 @@ def wij_moment(n, d, cos_theta):
 
     Expands :math:`(w_i^2 + w_j^2 + 2cw_iw_j)^n` by the multinomial theorem with
     independent :math:`\chi_d` norms.  This does not use Lemma 4.2 and serves
-    as an independent check of it.
+    as an independent check of it.  Every d below :math:`2^{16384}` (the cancellation
+    of the signed terms at c < 0, e.g. :math:`\mathbb{E}(r_i - r_j)^2 = 1 + O(1/d)`, is
+    detected and repeated with more bits); beyond, ConvergenceError.
     """
     n = check_int(n, "n", 0)
     d = check_dimension(d)
@@ -539,6 +605,9 @@ def _wij_moment(n, d, c):
                 check_time(what)
             yield item
 
+    # h + 1/2 and h = d/2 exact, the first moment Gamma(h + 1/2)/Gamma(h) to the working precision
+    # (at 16 guard bits h + 1/2 rounded to h once d > 2^77: E w_ij^2 = 2 d instead of 1 at c = -1)
+    guard += dimension_bits(d, "wij_moment")
     while True:
         with mp.workprec(prec + guard):
             h = mp.mpf(d) / 2

@@ -19,12 +19,18 @@ RFF (App. A.5):
     \qquad \rho^{\mathrm{RFF}}_{\mathrm{ORF}} = {}_1F_1(d;\tfrac d2;-\tfrac{z^2}{2})
 
 (the PRF form with :math:`v \to -iz`).  Differences :math:`\rho_c - e^{v^2}`
-are evaluated with extra bits so that small v (or z) loses no accuracy.
+are evaluated with extra bits so that small v (or z) loses no accuracy, and so
+are the differences of order 1/d (:math:`\rho_{\mathrm{ORF}} - e^{v^2} = O(v^4e^{v^2}/d)`,
+the SimRF limit :math:`1 - R_1 \approx 1/(2d)`): :math:`2\log_2d + 16` more bits
+(:func:`theory.distributions.dimension_bits`), so every d below :math:`2^{16384}` keeps
+every digit (before, 1 - R_1 lost :math:`\log_2 d` bits: the v = 0 SimRF/IIDRF ratio was
+-0.18 at :math:`d = 10^{30}` instead of :math:`5\times10^{-31}`); beyond, ConvergenceError.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from ._context import mp
 
@@ -50,7 +56,7 @@ from .conformities import (
     coupling_conformity_v2_coefficient,
 )
 from ._hypergeometric import hyp1f1_neg, laguerre_scan
-from .distributions import coupling_cos, simplex_cos
+from .distributions import coupling_cos, dimension_bits, simplex_cos
 from . import feature_kinds as kinds
 from .kernels import coupled_pairs
 from .registry import MissingHookError, block_pair_split, get as get_coupling, names, register
@@ -65,8 +71,9 @@ def _small_arg_bits(t):
 
 
 def _prf_excess(coupling, d, vv):
-    r""":math:`\rho_c - e^{v^2}` without cancellation loss at small v."""
-    with mp.workprec(mp.prec + _small_arg_bits(vv)):
+    r""":math:`\rho_c - e^{v^2}` without cancellation loss at small v and large d (the difference
+    is of order :math:`v^4e^{v^2}/d`: :func:`theory.distributions.dimension_bits` more bits)."""
+    with mp.workprec(mp.prec + _small_arg_bits(vv) + dimension_bits(d, "the PRF conformity excess")):
         return conformity(coupling, d, vv) - mp.exp(square(vv))
 
 
@@ -103,8 +110,8 @@ register("simplex", "rff_conformity_z4", _z4_fixed_angle("simplex"))
 
 
 def _rff_excess(coupling, d, zz):
-    r""":math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` without cancellation loss at small z."""
-    with mp.workprec(mp.prec + _small_arg_bits(zz)):
+    r""":math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` without cancellation loss at small z and large d."""
+    with mp.workprec(mp.prec + _small_arg_bits(zz) + dimension_bits(d, "the RFF conformity excess")):
         return _rff_conformity_raw(coupling, d, zz) - mp.exp(-square(zz))
 
 
@@ -206,8 +213,10 @@ def _kind_scaled(kind, coupling, d, m, vv, params=None):
     params = params or {}
     if vv == 0:
         small = kinds.hook(kind, "small_v")
-        var_coef = small("iid", d, **params)[0]
-        return var_coef + _weighted_pairs(coupling, d, m, lambda c: small(c, d, **params)[1])
+        # the sum cancels to order 1/d (SimRFs at m = d: 1 - R_1 ~ 1/(2d)): d-dependent guard bits
+        with mp.workprec(mp.prec + dimension_bits(d, f"the v -> 0 limit of the {kind} MSE")):
+            var_coef = small("iid", d, **params)[0]
+            return +(var_coef + _weighted_pairs(coupling, d, m, lambda c: small(c, d, **params)[1]))
     return _kind_inner(kind, coupling, d, m, vv, params)
 
 
@@ -405,6 +414,9 @@ def mse_ratio(coupling, baseline, d, v, *, m=None):
     coupling, baseline : str
         Couplings with a PRF closed form ('iid', 'orthogonal', 'simplex', ...).
     d : int or array_like
+        Any d below :math:`2^{16384}` at v = 0 (the limit, about :math:`1/(2d)` for SimRFs
+        against IIDRFs, keeps every digit: see the module notes); for v > 0 up to the reach of
+        :func:`theory.conformity`.
     v : real >= 0 or array_like
         From 0 (the limit) or :math:`10^{-300}` (and below: the differences
         :math:`\rho_c - e^{v^2} = O(v^2)` are formed with :math:`4\log_2(1/v)`
@@ -435,6 +447,9 @@ def orthogonality_gap(d, v, *, x_norm, y_norm, m=None):
     Parameters
     ----------
     d : int or array_like
+        Any d below :math:`2^{16384}` (the difference, of order :math:`v^4e^{v^2}/d`, is
+        formed with :math:`2\log_2d + 16` more bits: :math:`5\times10^{-31}` at
+        :math:`d = 10^{30}`, v = 1, x = y = 1/2); beyond, ConvergenceError.
     v : real >= 0 or array_like
     x_norm, y_norm : real >= 0 or array_like, keyword-only
     m : int >= 1, optional, keyword-only
@@ -460,6 +475,10 @@ def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
     the gap is positive.  The k-th term is at most :math:`v^{2k}/k!`, so the
     exponential-series remainder bounds the tail.  About :math:`ev^2` terms:
     a check route for :math:`v^2 \le 10^4` (beyond, ConvergenceError at once).
+    :math:`1 - \prod` is accumulated as a sum of non-negative increments,
+    :math:`q_{k+1} = q_k + \prod_{j<k}\frac{d+j}{d+2j}\cdot\frac{k}{d+2k}`, never as a
+    difference, so every d keeps every digit (:math:`1/(2d)` at v = 1, x = y = 1/2 for
+    large d; forming :math:`1 - \prod` lost all of them from :math:`d \approx 10^{20}`).
     """
     d = check_dimension(d)
     m = _features(m, d)
@@ -472,12 +491,13 @@ def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
     total = mp.mpf(0)
     power = mp.mpf(1)  # v^{2k} / k!
     prod = mp.mpf(1)  # prod_{j<k} (d+j)/(d+2j)
+    gap = mp.mpf(0)  # 1 - prod, as a sum of non-negative increments (no cancellation whatever d)
     k = 0
-    with mp.workprec(mp.prec + _small_arg_bits(vv)):
+    with mp.workprec(mp.prec + 16):  # every term >= 0: a few bits for the roundings of the sum
         while True:
             if k % 64 == 0:
                 check_time("orthogonality_gap_series")
-            total += power * (1 - prod)
+            total += power * gap
             # remainder after k: sum_{j>k} v^{2j}/j! <= power * q/(1-q), q = v^2/(k+2) once < 1
             nxt = power * v2 / (k + 1)
             q = v2 / (k + 2)
@@ -485,6 +505,8 @@ def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
                 break
             if total == 0 and v2 == 0:
                 break
+            # 1 - prod (d+k)/(d+2k) = (1 - prod) + prod k/(d+2k)
+            gap += prod * k / (d + 2 * k)
             prod = prod * (d + k) / (d + 2 * k)
             power = nxt
             k += 1
@@ -504,26 +526,40 @@ def simplex_v2_prefactor(d, *, m=None):
             = \frac{\sqrt\pi\,\Gamma(d+1)\Gamma(\frac d2+\frac12)}{\Gamma(\frac d2)\Gamma(\frac d2+1)^2 2^d}.
 
     For m = d (the paper's case) :math:`P/m = d-1` and :math:`C = 1 - R_1`,
-    0.00778... at d = 64.
+    0.00778... at d = 64, :math:`\approx 1/(2d)` for large d.  Evaluated as
+    :math:`(1 - f) + f(1 - R_1)`, :math:`f = P/(m(d-1)) \le 1` exact, with :math:`1 - R_1`
+    formed at :math:`2\log_2d + 16` more bits (:func:`theory.distributions.dimension_bits`),
+    so every d keeps every digit (the plain form lost :math:`\log_2 d` bits: 100% off
+    from :math:`d = 10^{25}`).
 
     Parameters
     ----------
     d : int >= 2 or array_like
+        Any d below :math:`2^{16384}` (a few seconds at the top); beyond, ConvergenceError.
     m : int >= 1, optional, keyword-only
         Defaults to d.
     """
     d = check_dimension(d, "simplex")
     m = _features(m, d)
-    return 1 - _pair_weight(d, m) * _sin_moment_first(d) / (d - 1)
+    f = Fraction(coupled_pairs(d, m), m * (d - 1))
+    with mp.workprec(mp.prec + dimension_bits(d, "simplex_v2_prefactor")):
+        one_minus_r1 = 1 - _sin_moment_first(d)
+        rest = 1 - f
+        return mp.mpf(rest.numerator) / rest.denominator + mp.mpf(f.numerator) / f.denominator * one_minus_r1
 
 
 @guarded(grid=("d",))
 def simplex_v2_prefactor_printed(d):
     r"""The Sec. 5.1 expression as printed (m = d):
-    :math:`1 - \frac{\sqrt\pi\,\Gamma(d+1)\Gamma(\frac d2+\frac12)}{\Gamma(\frac d2)\Gamma(\frac d2+1)^2 2^d}`."""
+    :math:`1 - \frac{\sqrt\pi\,\Gamma(d+1)\Gamma(\frac d2+\frac12)}{\Gamma(\frac d2)\Gamma(\frac d2+1)^2 2^d}`.
+
+    The difference, :math:`\approx 1/(2d)`, is formed at :math:`2\log_2d + 16` more bits
+    (:func:`theory.distributions.dimension_bits`): every d below :math:`2^{16384}` (2 s at
+    the top); beyond, ConvergenceError."""
     d = check_dimension(d, "simplex")
-    h = mp.mpf(d) / 2
-    return 1 - mp.sqrt(mp.pi) * mp.gammaprod([d + 1, h + mp.mpf(1) / 2], [h, h + 1, h + 1]) / mp.mpf(2) ** d
+    with mp.workprec(mp.prec + dimension_bits(d, "simplex_v2_prefactor_printed")):
+        h = mp.mpf(d) / 2
+        return 1 - mp.sqrt(mp.pi) * mp.gammaprod([d + 1, h + mp.mpf(1) / 2], [h, h + 1, h + 1]) / mp.mpf(2) ** d
 
 
 # ---------------------------------------------------------------------------
@@ -657,16 +693,20 @@ def rff_asymptotic_ratio(d, z, *, m=None):
     :math:`O(P/(m d^2))`: :math:`O(1/d^2)` for fixed m (about :math:`4.5/d^2` at m = 4,
     z <= 3) but :math:`O(1/d)` at m = d, where the dropped terms carry the same
     :math:`P/m \approx d` factor (about :math:`1.5/d` for z <= 3; 0.0015 at d = 1024).
-    At z = 0 the limit :math:`1 - \frac{P}{m d}` is returned.
+    At z = 0 the limit :math:`1 - \frac{P}{m d}` is returned (:math:`1/d` at m = d: the
+    difference is formed with :math:`2\log_2d + 16` more bits, so every d below
+    :math:`2^{16384}` keeps every digit; beyond, ConvergenceError).
     """
     d = check_dimension(d)
     m = _features(m, d)
     zz = check_v(z, "z")
-    w = _pair_weight(d, m)
-    if zz == 0:
-        return 1 - w / d
-    z2 = square(zz)
-    with mp.workprec(mp.prec + _small_arg_bits(zz)):
+    # 1 - (P/m)/d is of order 1/d at m = d (and small z): P/m formed with d-dependent guard bits
+    # (at the working precision it rounded to d: 0.0 instead of 1e-30 at d = 1e30, z = 0)
+    with mp.workprec(mp.prec + _small_arg_bits(zz) + dimension_bits(d, "rff_asymptotic_ratio")):
+        w = _pair_weight(d, m)
+        if zz == 0:
+            return 1 - w / d
+        z2 = square(zz)
         return 1 - w * mp.exp(-z2) * z2 * z2 / (d * mp.expm1(-z2) ** 2)
 
 
@@ -675,6 +715,10 @@ def rff_asymptotic_ratio(d, z, *, m=None):
 
 #: Depth of cell subdivision before z_crit gives up deciding whether a lobe touches the threshold.
 ZCRIT_MAX_DEPTH = 48
+
+#: Largest z the double-precision scan of z_crit reaches (y = z^2/2 and the Laguerre recurrence,
+#: rescaled every 8 steps, stay in range); a larger z_max is searched up to here, then ConvergenceError.
+ZCRIT_SCAN_MAX = 1e12
 
 
 @guarded(grid=("d",))
@@ -688,8 +732,11 @@ def z_crit(d, z_max=None):
     Parameters
     ----------
     d : int >= 2, or array_like of them
-    z_max : real, optional
-        Search limit (default :math:`4\sqrt d + 10`).
+    z_max : real > 0, optional
+        Search limit (default :math:`4\sqrt d + 10`).  Any larger z_max gives the same
+        answer (the range up to the default is scanned first); beyond it the scan continues
+        up to :data:`ZCRIT_SCAN_MAX` = :math:`10^{12}` (double precision), and a z_max above
+        that with no sign change below raises ConvergenceError naming z_max.
 
     Returns
     -------
@@ -701,8 +748,8 @@ def z_crit(d, z_max=None):
     Raises
     ------
     theory.errors.ConvergenceError
-        No sign change below ``z_max``, or past the time budget (d up to
-        4096 takes seconds; see ``benchmarks/bench_theory.py``).
+        No sign change below ``z_max`` (the message names it), or past the time
+        budget (d up to 4096 takes seconds; see ``benchmarks/bench_theory.py``).
 
     Notes
     -----
@@ -733,8 +780,11 @@ def z_crit(d, z_max=None):
     d = check_int(d, "d", 2, "(z_crit compares coupled pairs)")
     if d == 2:
         return mp.inf
-    top = 4 * mp.sqrt(d) + 10 if z_max is None else check_v(z_max, "z_max")
-    y_lo, y_hi = _zcrit_bracket(d, float(top) ** 2 / 2)
+    default = 4 * mp.sqrt(d) + 10
+    top = default if z_max is None else check_v(z_max, "z_max")
+    if top == 0:
+        raise ValueError(f"z_max must be > 0 (the search range is 0 < z < z_max), got {z_max!r}")
+    y_lo, y_hi = _zcrit_bracket(d, top, default)
     return _zcrit_refine(d, y_lo, y_hi)
 
 
@@ -757,18 +807,26 @@ def _scan(d, ys):
     return [_Sample(float(y), c, la, s, r, d) for y, c, la, s, r in zip(ys, count, log_abs, sign, ratio)]
 
 
-def _zcrit_bracket(d, y_max):
+def _zcrit_bracket(d, top, default):
     """(y_lo, y_hi): h(y_lo) < 1 <= h(y_hi) on one concave stretch, no sign change of the gap before y_lo.
 
-    The z grid (about 2 points per zero of L, uniform in z) is scanned chunk by chunk, so the
-    work stops at the first sign change."""
+    The z grid (about 2 points per zero of L, uniform in z) up to min(top, default) is scanned chunk
+    by chunk, so the work stops at the first sign change; a top beyond the default range adds
+    windows [Z, 2Z] (the same uniform grid in each) up to min(top, ZCRIT_SCAN_MAX) (the zeros of L
+    lie below the default range for even d; the Sturm count subdivides any cell that holds two)."""
     import numpy as np
 
     n_pts = 4 * (d // 2) + 64
-    zs = np.linspace(0, math.sqrt(2 * y_max), n_pts + 1)[1:]
+    z1 = float(min(top, default))
+    grids = [np.linspace(0, z1, n_pts + 1)[1:]]
+    z_end = float(min(top, mp.mpf(ZCRIT_SCAN_MAX)))
+    while z1 < z_end:  # beyond the default range (scanned only if it holds no sign change)
+        z2 = min(2 * z1, z_end)
+        grids.append(np.linspace(z1, z2, n_pts + 1)[1:])
+        z1 = z2
+    chunks = (zs[start:start + 256] for zs in grids for start in range(0, len(zs), 256))  # (lazily)
     prev = None
-    for start in range(0, len(zs), 256):
-        chunk = zs[start:start + 256]
+    for chunk in chunks:
         samples = _separated(d, _scan(d, chunk * chunk / 2), prev)
         for s in samples:
             if s.sign != 0 and s.sign != (-1) ** s.count:
@@ -782,8 +840,12 @@ def _zcrit_bracket(d, y_max):
                 if found is not None:
                     return found
             prev = s
-    raise ConvergenceError(f"z_crit: no sign change of the RFF gap for z < {math.sqrt(2 * y_max):.6g}; "
-                           "raise z_max")
+    if top > ZCRIT_SCAN_MAX:
+        raise ConvergenceError(f"z_crit: no sign change of the RFF gap for z < {ZCRIT_SCAN_MAX:g} (d = {d}); "
+                               f"z_max = {mp.nstr(top, 6)} exceeds the reach of the double-precision scan "
+                               f"(z_max <= {ZCRIT_SCAN_MAX:g})")
+    raise ConvergenceError(f"z_crit: no sign change of the RFF gap for 0 < z < z_max = {mp.nstr(top, 6)} "
+                           f"(d = {d}); raise z_max")
 
 
 def _separated(d, samples, prev):
