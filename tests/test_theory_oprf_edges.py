@@ -113,3 +113,18 @@ def test_pnc_at_very_large_v_is_loud_within_the_budget():
     with theory.budget(seconds=2), pytest.raises(mpmath.libmp.NoConvergence):
         theory.kernel_mse("pnc_orthogonal", 2, "1e13", kind="oprf", x_norm="5e12", y_norm="5e12")
     assert mpmath.mp.dps == before
+
+
+@pytest.mark.parametrize("v", [1.2345678901234e5, 1.2345678901234e13, 3.3e100])
+def test_positive_kinds_prefactor_is_exact_at_large_norms(v):
+    """kernel_mse of PRFs at x = y = v/2 (not dyadic) against the written-out i.i.d. MSE (e^{v^2} - 1)/m at 100
+    digits (Gaussian kernel, c = 1: e^{2 v^2 - 2(|x|^2 + |y|^2)} - K^2 with K = 1).  The prefactor's argument
+    -2c(|x|^2 + |y|^2) was summed at working precision: exp magnified that rounding by |x|^2 (relative error
+    2.2e-14 at v = 1.2e5, the decimal exponent off by 85 at 1.2e13); now it is formed exactly."""
+    with mp.workdps(100):
+        vv = mp.mpf(v)
+        ref = (mp.exp(vv * vv) - 1) / 4
+    for dps in (15, 40):
+        with mp.workdps(dps):
+            got = theory.kernel_mse("iid", 4, v, x_norm=v / 2, y_norm=v / 2)
+        assert abs(got / ref - 1) < mp.mpf(10) ** (2 - dps), (dps, got, ref)

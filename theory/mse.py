@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
+
 from ._context import mp
 
 from .errors import ConvergenceError
@@ -183,7 +185,10 @@ def _kind_log_prefactor(rec, x_norm, y_norm, v, kernel):
                          "e^{-2c(|x|^2 + |y|^2)}), got None")
     xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
     check_v(vv)
-    return vv, -2 * mp.mpf(c) * (square(xn) + square(yn))
+    # exactly (prec 0; c is a binary float): exp of an argument of size |x|^2 magnifies its rounding by |x|^2
+    # (at |x| = 6e12 a working-precision sum put the MSE's decimal exponent off by 85)
+    total = mpmath.libmp.mpf_add(square(xn)._mpf_, square(yn)._mpf_, 0)
+    return vv, mp.make_mpf(mpmath.libmp.mpf_mul((-2 * mp.mpf(c))._mpf_, total, 0))
 
 
 def _kind_params(rec, coupling, d, m, vv, given):
