@@ -81,3 +81,27 @@ def test_help_and_subprocess_exit_codes():
     proc = subprocess.run([sys.executable, "-m", "theory", "conformity", "--coupling", "simplex", "--d", "64",
                            "--v", "1e400"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv,status,message", [
+    (["ratio", "--d", "1", "--v", "0.5"], 2, "d must be an integer >= 2 for the simplex coupling"),
+    (["ratio", "--d", "4", "--v", "-1"], 2, "v must be >= 0"),
+    (["ratio", "--d", "4", "--v", "abc"], 2, "v must be a real number"),
+    (["ratio", "--d", "4", "--v", "1e400"], 1, "beyond the reachable domain"),
+    (["table", "--d", "1"], 2, "d must be an integer >= 2 for the simplex coupling"),
+    (["table", "--d", "4", "--vs", "0,1,x"], 2, "v must be a real number, got 'x'"),
+    (["table", "--d", "4", "--vs", "0,-1"], 2, "v must be >= 0, got '-1'"),
+    (["table", "--d", "4", "--vs", "0,1e400"], 1, "beyond the reachable domain"),
+    (["conformity", "--coupling", "simplex", "--d", "1", "--v", "1"], 2, "d must be an integer >= 2"),
+    (["rff-ratio", "--d", "4", "--z", "-1"], 2, "z must be >= 0"),
+    (["prefactor", "--d", "1"], 2, "d must be an integer >= 2"),
+    (["zcrit", "--d", "1"], 2, "d must be an integer >= 2"),
+])
+def test_arguments_are_validated_before_any_output(argv, status, message, capsys):
+    """Round 2 (inputs): every argument is checked before the first line of output.  Before, ``ratio --d 1
+    --v 0.5`` printed its header and 'MSE(orthogonal) / MSE(iid) = 1.0' on stdout, then exited 2 on the
+    simplex d; ``ratio --v -1`` and ``table --vs 0,1,x`` printed the header (and table its first rows)."""
+    assert main(argv) == status
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    assert captured.err.count("\n") == 1 and message in captured.err, captured.err

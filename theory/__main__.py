@@ -21,10 +21,10 @@ import sys
 
 from mpmath import mp
 
-from ._checks import PRF_COUPLINGS
+from ._checks import PRF_COUPLINGS, check_dimension, guarded
 from .cli import int_arg, main_runner, make_parser, real_arg
 from ._context import budget, precision
-from .conformities import conformity
+from .conformities import check_v, conformity
 from .mse import mse_ratio, rff_mse_ratio, simplex_v2_prefactor, z_crit
 
 #: Largest --dps accepted by the command line.
@@ -94,17 +94,23 @@ def _digits(value, dps):
 
 
 def _run(args):
+    """The output lines of one command.  Nothing is printed before every argument is valid: the
+    one-value commands compute all their values before their first line, and ``table`` checks d and
+    every v of --vs before its header (a bad value is then one line on stderr, nothing on stdout)."""
     dps = args.dps
     if args.command == "ratio":
+        ratios = [(c, b, mse_ratio(c, b, args.d, args.v, m=args.m))
+                  for c, b in (("orthogonal", "iid"), ("simplex", "iid"), ("simplex", "orthogonal"))]
         yield f"d = {args.d}, m = {args.m or args.d}, v = {args.v}, {dps} digits"
-        for c, b in (("orthogonal", "iid"), ("simplex", "iid"), ("simplex", "orthogonal")):
-            yield f"MSE({c}) / MSE({b}) = {_digits(mse_ratio(c, b, args.d, args.v, m=args.m), dps)}"
+        for c, b, r in ratios:
+            yield f"MSE({c}) / MSE({b}) = {_digits(r, dps)}"
     elif args.command == "conformity":
         yield _digits(conformity(args.coupling, args.d, args.v), dps)
     elif args.command == "table":
         vs = [t.strip() for t in args.vs.split(",") if t.strip()]
         if not vs:
             raise ValueError("--vs must list at least one value")
+        _check_table(args.d, vs)
         yield f"PRF MSE ratios, d = {args.d}, m = {args.m or args.d} (theory, {dps} digits)"
         yield f"{'v':>6}  {'ORF/IID':>22}  {'SimRF/IID':>22}  {'SimRF/ORF':>22}"
         for v in vs:
@@ -120,6 +126,14 @@ def _run(args):
         yield _digits(z_crit(args.d), dps)
     else:  # pragma: no cover - argparse enforces the choices
         raise AssertionError(args.command)
+
+
+@guarded()
+def _check_table(d, vs):
+    """The arguments of ``table`` checked as the rows will check them: d for the simplex coupling, each v."""
+    check_dimension(d, "simplex")
+    for v in vs:
+        check_v(v)
 
 
 if __name__ == "__main__":

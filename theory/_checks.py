@@ -46,17 +46,45 @@ RFF_COUPLINGS = names(has=("rff_conformity",))
 GUARD_BITS = 24
 
 __all__ = ["GUARD_BITS", "PRF_COUPLINGS", "RFF_COUPLINGS", "call_hook", "check_coupling", "check_dimension",
-           "check_int", "guarded", "mp", "to_mpf"]
+           "check_int", "guarded", "mp", "refuse_masked", "to_mpf"]
+
+
+#: Largest magnitude (log2|x|, bits) up to which a decimal string or fraction gets the extra
+#: 2 log2|x| bits (x^2 then known in absolute terms); beyond it (|x| > 2^16384, far outside every closed
+#: form's reach) the extra bits stop growing, so that "1e100000000" converts in microseconds.
+_EXTRA_MAG = 16384
+
+
+def _is_masked(value):
+    np = _np()
+    return np is not None and isinstance(value, np.ma.MaskedArray)
+
+
+def refuse_masked(value, name):
+    """ArgumentTypeError naming ``name`` for a numpy masked array (its masked entries would be used)."""
+    if _is_masked(value):
+        raise ArgumentTypeError(f"{name} must not be a numpy masked array (its masked entries would still be "
+                                "computed with: fill or drop them first, e.g. with .filled() or .compressed())")
+
+
+def _rounded(convert):
+    """``convert()`` at the working precision, with 2 log2|x| more bits when |x| > 1 (at most 2 _EXTRA_MAG)."""
+    x = convert()
+    if mp.isfinite(x) and x and mp.mag(x) > 0:
+        with mp.workprec(mp.prec + 2 * min(int(mp.mag(x)), _EXTRA_MAG) + 8):
+            x = convert()
+    return x
 
 
 def to_mpf(value, name):
-    """Convert an int, float, str, mpf or numpy real to an mpf of the private context.
+    """Convert an int, float, str, fraction, mpf or numpy real to an mpf of the private context.
 
-    Ints, floats and mpfs are converted exactly (their binary value); a
-    decimal string is rounded at the working precision, with
+    Ints, floats (numpy's longer floats too) and mpfs are converted exactly
+    (their binary value); a decimal string or a fraction (any
+    ``numbers.Rational``) is rounded at the working precision, with
     :math:`2\\log_2|x|` more bits when :math:`|x| > 1`, so that :math:`x^2`
     (which the closed forms exponentiate) is known to the working precision in
-    absolute terms.
+    absolute terms.  Booleans (numpy's too) and arrays are refused.
     """
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, str, _mpf)):
         raise ArgumentTypeError(
@@ -64,16 +92,23 @@ def to_mpf(value, name):
         )
     try:
         if isinstance(value, str):
-            x = mp.mpf(value)
-            if mp.isfinite(x) and x and mp.mag(x) > 0:
-                with mp.workprec(mp.prec + 2 * int(mp.mag(x)) + 8):
-                    x = mp.mpf(value)
+            x = _rounded(lambda: mp.mpf(value))
         elif isinstance(value, _mpf):
             x = mp.make_mpf(value._mpf_)
         elif isinstance(value, numbers.Integral):
             x = mp.make_mpf(mpmath.libmp.from_int(int(value)))
-        else:
+        elif isinstance(value, numbers.Rational):  # a Fraction: correctly rounded, not through a double
+            p, q = int(value.numerator), int(value.denominator)
+            x = _rounded(lambda: mp.make_mpf(mpmath.libmp.from_rational(p, q, mp.prec, mpmath.libmp.round_nearest)))
+        elif isinstance(value, float) or not hasattr(value, "as_integer_ratio"):
             x = mp.make_mpf(mpmath.libmp.from_float(float(value)))
+        else:  # numpy's float128 / longdouble (and float16/32): exact, not rounded to a double
+            try:
+                p, q = value.as_integer_ratio()
+            except (OverflowError, ValueError):  # inf, nan: reported as not finite below
+                x = mp.make_mpf(mpmath.libmp.from_float(float(value)))
+            else:
+                x = mp.make_mpf(mpmath.libmp.from_man_exp(int(p), 1 - int(q).bit_length()))
     except (ValueError, TypeError, OverflowError) as exc:
         raise ValueError(f"{name} must be a real number, got {_describe(value)}") from exc
     if not mp.isfinite(x):
@@ -215,7 +250,9 @@ def guarded(extra_bits=GUARD_BITS, grid=()):
     grid : tuple of str
         Arguments that may be a sequence or numpy array: the function is then
         evaluated at every point of their broadcast shape and returns a numpy
-        object array of mpf of that shape (scalars stay scalars).
+        object array of mpf of that shape (scalars stay scalars).  A numpy
+        masked array is refused (ArgumentTypeError naming the argument): its
+        masked entries would be computed with.
 
     Notes
     -----
@@ -249,10 +286,11 @@ def guarded(extra_bits=GUARD_BITS, grid=()):
                     bound = sig.bind(*args, **kwargs)
                 except TypeError:
                     return run(args, kwargs)  # let the function report the bad call
-                names_ = [n for n in grid if n in bound.arguments and _is_grid(bound.arguments[n])]
                 for n in grid:
                     if n in bound.arguments:
+                        refuse_masked(bound.arguments[n], n)
                         bound.arguments[n] = _scalar(bound.arguments[n])
+                names_ = [n for n in grid if n in bound.arguments and _is_grid(bound.arguments[n])]
                 if names_:
                     return _map_grid(lambda a: run(*_split(sig, a)), bound, names_)
                 return run(bound.args, bound.kwargs)

@@ -2,7 +2,10 @@ r"""Certified mode: rigorous enclosures with arb ball arithmetic (python-flint).
 
 Beyond the paper.  Each function returns a ``flint.arb`` ball guaranteed to
 contain the exact value (for the exact real inputs: a decimal string such as
-``"0.1"`` is enclosed exactly, a float is taken as its binary value).
+``"0.1"`` and a ``Fraction`` are enclosed exactly, a float, a numpy float
+(``longdouble`` included) and an mpf are taken as their binary values, at any
+precision; the domain, v >= 0 or cos(theta) in [-1, 1], is checked on that
+exact value).
 
 * :math:`\rho_{\mathrm{IID}} = e^{v^2}`, :math:`\rho_{\mathrm{ORF}} = {}_1F_1(d;\frac d2;\frac{v^2}{2})`
   (arb's rigorous 1F1);
@@ -39,7 +42,10 @@ several threads do not see each other's precision.
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 try:  # optional dependency
@@ -49,10 +55,11 @@ except ImportError:  # pragma: no cover - exercised when python-flint is absent
     flint = None
     arb = None
 
-from ._checks import check_coupling, check_cos_theta, check_dimension, check_int, check_nonnegative
+from ._checks import check_coupling, check_cos_theta, check_dimension, check_int, check_nonnegative, refuse_masked
 from ._context import LOCK, check_time, entered, mp
 from .errors import CertificationError, ConvergenceError
 from .registry import get as get_coupling, hook, register
+from .validation import ArgumentTypeError, describe as _describe
 
 MAX_TERMS = 100_000
 
@@ -118,8 +125,10 @@ def _tight(compute, prec, min_digits, max_prec, what):
     prec = check_int(prec, "prec", 16)
     if min_digits is None:
         min_digits = 1
-    if not isinstance(min_digits, (int, float)) or isinstance(min_digits, bool) or min_digits < 0:
-        raise ValueError(f"min_digits must be a real number >= 0, got {min_digits!r}")
+    if not isinstance(min_digits, numbers.Real) or isinstance(min_digits, bool):
+        raise ArgumentTypeError(f"min_digits must be a finite real number >= 0, got {_describe(min_digits)}")
+    if not (math.isfinite(min_digits) and min_digits >= 0):
+        raise ValueError(f"min_digits must be a finite real number >= 0, got {_describe(min_digits)}")
     max_prec = 16 * prec if max_prec is None else check_int(max_prec, "max_prec", prec)
     bits = prec
     while True:
@@ -136,20 +145,45 @@ def _tight(compute, prec, min_digits, max_prec, what):
         bits = min(2 * bits, max_prec)
 
 
+def _exact_decimal(text):
+    """The exact value of a string that arb read (a Fraction for "p/q", else a Decimal), or None."""
+    try:
+        return Fraction(text) if "/" in text else Decimal(text)
+    except (ValueError, ArithmeticError):
+        return None
+
+
 def _to_arb(value, name, nonnegative=True):
-    """Exact enclosure of a real input (decimal str, int, Fraction, float, mpf)."""
+    """Enclosure of the exact value of a real input (decimal str, int, Fraction, float, numpy real, mpf).
+
+    The domain (>= 0, or [-1, 1] for a cos_theta) is checked on the exact
+    value: the mpf of :func:`theory._checks.to_mpf` is exact for ints, floats
+    (numpy's longer floats too) and mpfs, and the exact Decimal or Fraction
+    decides for a string or a fraction, which to_mpf rounds (so that
+    ``cos_theta="1.0000000000000000000000000000000000000001"`` is refused).
+    """
     x = check_nonnegative(value, name) if nonnegative else check_cos_theta(value, name)
     if isinstance(value, str):
-        return arb(value.strip())
-    if isinstance(value, Fraction):
-        return arb(value.numerator) / value.denominator
-    if isinstance(value, int):
-        return arb(value)
-    if isinstance(value, float):
-        return arb(value)
-    # mpf or numpy scalar: its exact binary value, via mantissa and exponent
-    man, exp = x.man_exp
-    return arb(int(man)) * arb(2) ** int(exp)
+        text = value.strip()
+        try:
+            ball = arb(text)
+        except (ValueError, TypeError, UnicodeError) as exc:
+            raise ValueError(f"{name} must be a decimal string that arb reads exactly (such as '0.1', '1e-5' or "
+                             f"'1/3'), got {_describe(value)}") from exc
+        exact = _exact_decimal(text)
+    elif isinstance(value, numbers.Rational):  # int, numpy integer, Fraction
+        exact = Fraction(int(value.numerator), int(value.denominator))
+        ball = arb(exact.numerator) if exact.denominator == 1 else arb(exact.numerator) / exact.denominator
+    else:  # float, numpy float, mpf: x is the exact binary value, via mantissa and exponent
+        exact = None
+        man, exp = x.man_exp
+        ball = arb(int(man)) * arb(2) ** int(exp)
+    if exact is not None:
+        if nonnegative and exact < 0:
+            raise ValueError(f"{name} must be >= 0, got {_describe(value)}")
+        if not nonnegative and not -1 <= exact <= 1:
+            raise ValueError(f"{name} must lie in [-1, 1], got {_describe(value)}")
+    return ball
 
 
 def _hyp1f1(x, a, b):
@@ -313,7 +347,8 @@ def rff_gap_bracket(d, z, prec=128, min_digits=1, max_prec=None):
                   prec, min_digits, max_prec, f"certified.rff_gap_bracket({d}, {z!r})")
 
 
-_V = "    v : real >= 0\n        :math:`v = \\|x + y\\|`, enclosed exactly (a decimal string exactly, a float as its binary value).\n"
+_V = ("    v : real >= 0\n        :math:`v = \\|x + y\\|`, enclosed exactly (a decimal string or Fraction exactly, a "
+      "float, numpy float or mpf as its binary value).\n")
 _Z = "    z : real >= 0\n        :math:`z = \\|x - y\\|`, enclosed exactly.\n"
 _C = "    coupling : str\n        A coupling with a certified closed form.\n"
 _D = "    d : int\n        Data dimensionality.\n"
@@ -322,7 +357,8 @@ conformity.__doc__ = _documented(
     _C + _D + _V)
 conformity_at_angle.__doc__ = _documented(
     "Rigorous enclosure of :math:`\\rho_\\theta` (eq. ``theta_conformity``) for an exact cos(theta).",
-    _D + _V + "    cos_theta : real in [-1, 1]\n        Enclosed exactly (str, int, Fraction or float).\n")
+    _D + _V + "    cos_theta : real in [-1, 1]\n        Enclosed exactly (str, int, Fraction, float or mpf); "
+    "the range is checked on the exact value.\n")
 rff_conformity.__doc__ = _documented(
     "Rigorous enclosure of :math:`\\mathbb E[\\cos(w_i^\\top z)\\cos(w_j^\\top z)]` "
     "(registry hook ``certified_rff_conformity``).", _C + _D + _Z)
@@ -366,15 +402,34 @@ def _decide(lhs_rhs_pairs):
     return None
 
 
+def _grid(values, name):
+    """``values`` as a list: a non-empty sequence or 1-D array (a string, a masked array and a scalar refused)."""
+    refuse_masked(values, name)
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or getattr(values, "ndim", 1) != 1:
+        raise ArgumentTypeError(f"{name} must be a sequence or 1-D array of values, got {_describe(values)}")
+    out = list(values)
+    if not out:
+        raise ValueError(f"{name} must hold at least one value, got an empty {type(values).__name__}")
+    return out
+
+
+def _precisions(prec, max_prec):
+    prec = check_int(prec, "prec", 16)
+    return prec, check_int(max_prec, "max_prec", prec)
+
+
 @_entry
 def certify_ordering(ds, vs, prec=128, max_prec=2048):
     """Certify rho_SimRF < rho_ORF < rho_IID at every (d, v), v > 0.
 
     Returns a list of :class:`Certificate` (margins: the enclosures of
     rho_ORF - rho_SimRF and rho_IID - rho_ORF).  Precision doubles from ``prec``
-    up to ``max_prec`` while undecided.
+    (int >= 16) up to ``max_prec`` (int >= prec) while undecided.  ``ds`` and
+    ``vs`` are non-empty sequences or 1-D arrays (a string or a masked array is
+    refused, not iterated); each v is enclosed exactly as in :func:`conformity`.
     """
-    _require()
+    ds, vs = _grid(ds, "ds"), _grid(vs, "vs")
+    prec, max_prec = _precisions(prec, max_prec)
     out = []
     for d in ds:
         for v in vs:
@@ -385,7 +440,7 @@ def certify_ordering(ds, vs, prec=128, max_prec=2048):
                 verdict = _decide([(s, o), (o, i)])
                 if verdict is not None or bits >= max_prec:
                     break
-                bits *= 2
+                bits = min(2 * bits, max_prec)
             with _Prec(bits):
                 out.append(Certificate(d, str(v), verdict, bits, (o - s, i - o)))
     return out
@@ -395,8 +450,10 @@ def certify_ordering(ds, vs, prec=128, max_prec=2048):
 def certify_rff_sign(ds, zs, coupling="simplex", baseline="orthogonal", prec=128, max_prec=2048):
     """Rigorous sign of rho^RFF_coupling - rho^RFF_baseline (the sign of the RFF MSE
     difference, Thm 3.2's analogue) at every (d, z): ``certified`` True means
-    the coupling's MSE is proved smaller, False proved larger."""
-    _require()
+    the coupling's MSE is proved smaller, False proved larger.  ``ds`` and ``zs``
+    and the precisions as in :func:`certify_ordering`."""
+    ds, zs = _grid(ds, "ds"), _grid(zs, "zs")
+    prec, max_prec = _precisions(prec, max_prec)
     out = []
     for d in ds:
         for z in zs:
@@ -408,7 +465,7 @@ def certify_rff_sign(ds, zs, coupling="simplex", baseline="orthogonal", prec=128
                 verdict = _decide([(a, b)])
                 if verdict is not None or bits >= max_prec:
                     break
-                bits *= 2
+                bits = min(2 * bits, max_prec)
             with _Prec(bits):
                 out.append(Certificate(d, str(z), verdict, bits, (b - a,)))
     return out

@@ -92,7 +92,9 @@ def check_v(value, name="v"):
     """v (or z) >= 0 as an mpf; ConvergenceError above :data:`V_MAX` (outside the reachable domain)."""
     x = check_nonnegative(value, name)
     if x > V_MAX:
-        raise ConvergenceError(f"{name} = {mp.nstr(x, 5)} is beyond the reachable domain of the closed forms "
+        with mp.workprec(64):  # (nstr of the exact mantissa of "1e100000" exceeds Python's int-to-str limit)
+            shown = mp.nstr(+x, 5)
+        raise ConvergenceError(f"{name} = {shown} is beyond the reachable domain of the closed forms "
                                f"({name} <= 1e300)")
     return x
 

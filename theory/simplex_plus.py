@@ -20,24 +20,49 @@ For vectors :math:`w_1,\ldots,w_m\in\mathbb R^d` with :math:`w_{ij} = \|w_i+w_j\
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Set
+
 from mpmath.matrices.matrices import _matrix
 
 from ._context import check_time, mp
 
 from .errors import ConvergenceError
-from ._checks import check_int, check_nonnegative, guarded, to_mpf
+from ._checks import check_int, check_nonnegative, guarded, refuse_masked, to_mpf
 from ._series import sum_ratio_series
 from .geometry import simplex_vectors
+from .validation import ArgumentTypeError, check_bool, describe
+
+
+def _refuse_text(value, name):
+    """ArgumentTypeError for a string (its characters would be read as numbers), a mapping or set
+    (its keys, in no meaningful order) or a masked array (its masked entries)."""
+    refuse_masked(value, name)
+    if isinstance(value, (str, bytes, Mapping, Set)):
+        raise ArgumentTypeError(f"{name} must be an array-like of real numbers (a list, tuple or numpy array), "
+                                f"got {describe(value)}")
 
 
 def _as_vectors(vectors, name="vectors"):
+    """``vectors`` as m >= 2 rows of d >= 1 mpfs; the error names the bad entry (``vectors[i][j]``)."""
+    _refuse_text(vectors, name)
     try:
-        rows = []
-        for row in _rows(vectors):
-            check_time(f"reading {name} (row {len(rows)})")
-            rows.append([to_mpf(t, name) for t in row])
+        raw = _rows(vectors, name)
+    except ArgumentTypeError:
+        raise
     except TypeError as exc:
-        raise ValueError(f"{name} must be a 2-D array-like of reals (m rows of length d)") from exc
+        raise ArgumentTypeError(f"{name} must be a 2-D array-like of reals (m rows of length d), "
+                                f"got {describe(vectors)}") from exc
+    rows = []
+    for i, row in enumerate(raw):
+        check_time(f"reading {name} (row {i})")
+        entries = []
+        for j, t in enumerate(row):
+            try:
+                entries.append(to_mpf(t, name))
+            except ValueError:  # (ArgumentTypeError is a ValueError too): again, naming the entry
+                to_mpf(t, f"{name}[{i}][{j}]")
+                raise
+        rows.append(entries)
     if len(rows) < 2:
         raise ValueError(f"{name} must hold at least 2 vectors, got {len(rows)}")
     d = len(rows[0])
@@ -46,10 +71,31 @@ def _as_vectors(vectors, name="vectors"):
     return rows
 
 
-def _rows(vectors):
+def _rows(vectors, name="vectors"):
     if isinstance(vectors, _matrix):
         return [[vectors[i, j] for j in range(vectors.cols)] for i in range(vectors.rows)]
-    return [list(r) for r in vectors]
+    rows = []
+    for i, r in enumerate(vectors):
+        if isinstance(r, (str, bytes)) or not hasattr(r, "__iter__"):
+            raise ArgumentTypeError(f"{name} must be a 2-D array-like of reals (m rows of length d); "
+                                    f"row {i} is {describe(r)}")
+        rows.append(list(r))
+    return rows
+
+
+def _as_norms(norms, name="norms"):
+    """``norms`` as a list of mpfs >= 0: a sequence or 1-D array of reals (a string or masked array refused)."""
+    _refuse_text(norms, name)
+    if not hasattr(norms, "__iter__") or getattr(norms, "ndim", 1) != 1:
+        raise ArgumentTypeError(f"{name} must be a sequence or 1-D array of real numbers, got {describe(norms)}")
+    out = []
+    for i, t in enumerate(norms):
+        try:
+            out.append(check_nonnegative(t, name))
+        except ValueError:  # again, naming the entry
+            check_nonnegative(t, f"{name}[{i}]")
+            raise
+    return out
 
 
 def _norm2(u):
@@ -82,6 +128,8 @@ def exact_objective(vectors, v):
     Parameters
     ----------
     vectors : array-like, shape (m, d), m >= 2
+        Rows of reals (int, float, decimal str, mpf); a string, a masked array
+        or a non-real entry (e.g. a bool) is refused, naming ``vectors[i][j]``.
     v : real >= 0
 
     Returns
@@ -112,8 +160,11 @@ def truncated_objective_minimum(norms, v, d=None):
 
     :math:`\frac{\Gamma(d/2)v^2}{4m(m-1)\Gamma(1+d/2)}\big(2(m-2)\sum_iw_i^2 +
     2\max(0, 2\max_iw_i-\sum_iw_i)^2\big)`; d defaults to m (a square block).
+
+    ``norms`` is a sequence or 1-D array of at least 2 reals >= 0 (a string or
+    a masked array is refused, not iterated), ``v`` a real >= 0, ``d`` an int >= 2.
     """
-    ws = [check_nonnegative(t, "norms") for t in norms]
+    ws = _as_norms(norms)
     m = len(ws)
     if m < 2:
         raise ValueError(f"norms must hold at least 2 values, got {m}")
@@ -131,8 +182,9 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, his
 
     Parameters
     ----------
-    norms : sequence of m reals > 0
-        The norms :math:`w_i` (kept fixed).
+    norms : sequence or 1-D array of m >= 2 reals > 0
+        The norms :math:`w_i` (kept fixed).  A string or a numpy masked array
+        is refused (TypeError naming ``norms``), not iterated.
     directions : array-like (m, d), optional
         Starting directions (normalised internally); defaults to the simplex
         vectors of eq. ``simplex_vectors`` with d = m.
@@ -142,8 +194,9 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, his
         fixed-point iteration converges linearly).
     max_passes : int
         Raise ``mpmath.NoConvergence`` if not converged after this many passes.
-    history : bool
-        Also return :math:`\|\sum_i w_i\|` before the first pass and after each pass.
+    history : bool, default False
+        Also return :math:`\|\sum_i w_i\|` before the first pass and after
+        each pass.  True or False (numpy's too); any other object is refused.
 
     Returns
     -------
@@ -159,9 +212,10 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, his
     objective does not depend on its direction).
     """
     max_passes = check_int(max_passes, "max_passes", 1)
-    ws = [to_mpf(t, "norms") for t in norms]
+    history = check_bool(history, "history")
+    ws = _as_norms(norms)
     if len(ws) < 2 or any(w <= 0 for w in ws):
-        raise ValueError("norms must hold at least 2 positive values")
+        raise ValueError(f"norms must hold at least 2 positive values, got {describe(norms)}")
     m = len(ws)
     with mp.workprec(mp.prec + 16):
         if directions is None:
