@@ -735,7 +735,7 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     if not float(exact_norm) > 0.0:
         raise ValueError(f"every exact {kernel} kernel value of X and Y underflows to 0 in {exact.dtype}: the "
                          "relative Frobenius error is undefined; scale the points down (log values: "
-                         "montecarlo.log_kernel_matrix)")
+                         "montecarlo.features.log_kernel_matrix)")
     width = kinds.get(kind).width * m
     per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * width * 3 + m * d * 3
     check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {m}, d = {d})",
@@ -762,8 +762,8 @@ def exact_kernel(x, y, kernel="gaussian"):
     """Exact kernel value for two points: Gaussian (the target of every kind's Gaussian estimator) or softmax.
 
     A float64 to relative accuracy; a ValueError where it would overflow or fall below float64's smallest
-    normal number (2.2e-308: the log kernel outside [-708.4, 709.8]); :func:`log_kernel_matrix` gives the log
-    there."""
+    normal number (2.2e-308: the log kernel outside [-708.4, 709.8]);
+    :func:`montecarlo.features.log_kernel_matrix` gives the log there."""
     kernel = check_kernel(kernel)
     xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, xn.shape[0]))
@@ -771,7 +771,7 @@ def exact_kernel(x, y, kernel="gaussian"):
     if not _LOG_TINIEST_NORMAL <= log_value <= _LOG_LARGEST:
         raise ValueError(f"the exact {kernel} kernel of x and y is exp({log_value:.6g}), outside float64's normal "
                          "range (it would overflow to inf or lose its relative accuracy below 2.2e-308); the log "
-                         "value is montecarlo.log_kernel_matrix(x[None], y[None], kernel)")
+                         "value is montecarlo.features.log_kernel_matrix(x[None], y[None], kernel)")
     return math.exp(log_value)
 
 

@@ -120,3 +120,33 @@ def test_exact_kernel_and_gram_estimate_are_loud_outside_float64():
     with pytest.raises(ValueError, match="underflows to 0 in float64"):
         mc.gram_estimate("simplex", np.full((2, 3), 30.0), 3, 10, Y=np.full((2, 3), -30.0))
     assert np.isfinite(mc.gram_estimate("simplex", np.full((2, 3), 0.3), 3, 10)[1].mean)
+
+
+def test_gram_estimate_frobenius_error_and_its_budget(monkeypatch):
+    """gram_estimate's relative Frobenius error |K^ - K|_F / |K|_F against an independent route (one draw at a
+    time with sample_weights and random_features, 3000 draws each; z within 4.5, false alarm 7e-6; power: twice
+    the reference is rejected), a single point is a Gram matrix (N = 1), and the per-draw budget
+    N N' 2 + (N + N') (width m) 3 + m d 3 refuses one entry above it by name and passes at it."""
+    from montecarlo._checks import AllocationError
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4, 3)) * 0.4
+    _, frob = mc.gram_estimate("simplex", X, 3, 3000, rng=1)
+    exact = np.exp(mc.features.log_kernel_matrix(X))
+    errs = []
+    gen = np.random.default_rng(2)
+    for _ in range(3000):
+        f = mc.random_features(X, mc.sample_weights("simplex", 3, 3, rng=gen))
+        errs.append(np.linalg.norm(f @ f.T - exact) / np.linalg.norm(exact))
+    ref, se = np.mean(errs), np.std(errs, ddof=1) / math.sqrt(len(errs))
+    z = (frob.mean - ref) / math.hypot(frob.stderr, se)
+    assert abs(z) <= 4.5, (frob, ref, se)
+    assert abs((frob.mean - 2 * ref) / math.hypot(frob.stderr, se)) > 4.5
+    one, _ = mc.gram_estimate("simplex", X[:1], 3, 10, rng=1)
+    assert one.mean.shape == (1, 1)
+    per = 4 * 4 * 2 + 8 * 3 * 3 + 3 * 3 * 3
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", per - 1)
+    with pytest.raises(AllocationError, match="one draw of the Gram estimate"):
+        mc.gram_estimate("simplex", X, 3, 10, rng=1)
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", per)
+    assert mc.gram_estimate("simplex", X, 3, 10, rng=1)[0].mean.shape == (4, 4)
