@@ -32,16 +32,20 @@ the O(v^4) convexity favours spreading them (``"stratified"``) at larger v.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import integrate, stats
 
 from theory.errors import ConvergenceError
 
-from ._checks import check_budget, check_choice, check_int, check_real, check_rng
+from ._checks import check_budget, check_choice, check_int, check_real, check_rng, check_work
 from .couplings import haar_orthogonal, simplex_first_rows, simplex_matrix
 from .optimum import _int_list, _real_list, pair_kernel_squared as _pair_kernel
 
 KINDS = ("iid", "antithetic", "stratified", "equal")
+#: Level of the stratified tanh-sinh rules (steps 2^-level and 2^(1 - level)).
+_STRATIFIED_LEVEL = 6
 
 
 def _check_kind(kind):
@@ -122,6 +126,14 @@ def conformity(d, v, kind):
     d = check_int(d, "d", 2)
     v = check_real(v, "v", minimum=0.0)
     _check_kind(kind)
+    value = _conformity(d, v, kind)
+    if not math.isfinite(value):
+        raise ValueError(f"the {kind} norm-coupled conformity at d = {d}, v = {v} overflows float64 (it grows like "
+                         "e^{v^2}); use theory.conformity (mpmath) for the i.i.d. norms, or a smaller v")
+    return value
+
+
+def _conformity(d, v, kind):
     c = -1.0 / (d - 1)
 
     def q(u):
@@ -147,7 +159,13 @@ def conformity(d, v, kind):
     if kind == "equal":
         return quad1(lambda u: _pair_kernel(d, v, 2 * q(u) ** 2 * (1 + c)))
     if kind == "stratified":
-        return _stratified(d, v, c)
+        nodes = _de_nodes(2.0 ** -_STRATIFIED_LEVEL)[0].size
+        check_budget(2 * d * nodes, f"the stratified quadrature's (d, nodes) = ({d}, {nodes}) quantile grids",
+                     "reduce d")
+        # every chi_d quantile costs about a hundred entries' work (scipy's ppf / isf): d quantile grids per offset
+        check_work(100 * d * (d - 1) * nodes * 3 // 2, f"the stratified quadrature at d = {d} (d - 1 offsets of d x "
+                   f"{nodes} chi_d quantiles, two rules)", "reduce d")
+        return _stratified(d, v, c, _STRATIFIED_LEVEL)
     anti = quad1(lambda u: pair(q(u), q(1.0 - u)))
     n_anti = 2 * (d // 2)  # ordered pairs inside antithetic couples
     return (n_anti * anti + (d * (d - 1) - n_anti) * independent()) / (d * (d - 1))
@@ -227,11 +245,16 @@ def _independent_quadrature(d, v, level=6):
 
 
 def mse_ratio_to_simplex(d, v, kind):
-    """MSE(coupled norms) / MSE(SimRF) for m = d (Thm 3.2: only the pair term changes)."""
+    """MSE(coupled norms) / MSE(SimRF) for m = d (Thm 3.2: only the pair term changes); a ValueError where the
+    MSEs overflow float64 (v above about 18)."""
     rho = conformity(d, v, kind)
     rho_s = conformity(d, v, "iid")
-    diag = np.exp(v * v) * np.expm1(v * v)
-    return (diag + (d - 1) * (rho - np.exp(v * v))) / (diag + (d - 1) * (rho_s - np.exp(v * v)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        diag = np.exp(v * v) * np.expm1(v * v)
+        ratio = (diag + (d - 1) * (rho - np.exp(v * v))) / (diag + (d - 1) * (rho_s - np.exp(v * v)))
+    if not math.isfinite(ratio):
+        raise ValueError(f"the MSEs at d = {d}, v = {v} overflow float64 (they grow like e^{{2 v^2}}): use a smaller v")
+    return float(ratio)
 
 
 def norm_coupling_table(ds=(4, 6, 16, 64), vs=(0.25, 0.5, 1.0, 2.0), progress=None):

@@ -124,6 +124,13 @@ def optimise_directions(norms, v, d=None, starts=None, n_random=8, rng=None, tol
         raise ArgumentTypeError(f"starts must be None or a list of ({m}, {d}) arrays, got {describe(starts)}")
     inits = [np.asarray(check_data(s, namespace(), f"starts[{i}]", 2, d, dtype=np.float64))
              for i, s in enumerate(starts or [])]
+    for i, s in enumerate(inits):
+        if s.shape[0] != m:
+            raise ValueError(f"starts[{i}] must have m = {m} rows (one per norm), got shape {s.shape}")
+        zero = np.flatnonzero(~np.any(s != 0, axis=1))
+        if zero.size:
+            raise ValueError(f"starts[{i}] has zero rows {zero.tolist()[:5]} (a start gives directions: every row "
+                             "must be nonzero)")
     inits += [gen.standard_normal((m, d)) for _ in range(n_random)]
     if not inits:
         raise ValueError("need at least one start (pass starts or n_random >= 1)")

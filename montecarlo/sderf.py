@@ -42,7 +42,7 @@ import numpy as np
 from theory.feature_kinds import kernel_c
 from theory.validation import describe
 
-from ._backend import exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
+from ._backend import check_rng, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 from ._checks import (
     ArgumentTypeError,
     check_budget,
@@ -51,7 +51,6 @@ from ._checks import (
     check_dimension,
     check_int,
     check_kernel,
-    check_rng,
     check_weights,
     check_work,
 )

@@ -150,3 +150,41 @@ def test_round_two_inputs_are_refused_by_name():
     assert np.isfinite(mc.random_features(huge, W, "rff")).all()
     assert np.isfinite(RandomFourierFeatures(n_components=4, random_state=0).fit(huge).transform(huge)).all()
     assert np.isfinite(mc.log_features(np.full((2, 8), 1e150), W)).all()
+
+
+def test_round_two_api_findings():
+    """Found by an exploration run of the Python APIs (each failed before): the SDERF estimators refused the
+    torch.Generator their docs accept (as kernel_estimate takes it; a numpy backend still refuses it by name);
+    norm_coupling's stratified quadrature allocated (d, nodes) quantile grids without the budget (numpy's
+    MemoryError for 9 GiB at d = 3e6) and returned inf / NaN where the conformity and the MSEs overflow float64;
+    optimise_directions met a start with zero rows with a NaN warning and an error about 'vectors'.  Power: the
+    same calls at ordinary arguments return finite values."""
+    torch = pytest.importorskip("torch")
+    from montecarlo import norm_coupling as nc, optimum as op, sderf
+    from montecarlo._checks import AllocationError
+
+    x, y = np.array([0.1, 0.2, 0.3]), np.array([0.0, -0.1, 0.2])
+    got = sderf.sderf_kernel_estimate("simplex", x, y, 3, 200, np.zeros(3), rng=torch.Generator().manual_seed(1),
+                                      xp="torch")
+    again = sderf.sderf_kernel_estimate("simplex", x, y, 3, 200, np.zeros(3), rng=torch.Generator().manual_seed(1),
+                                        xp="torch")
+    assert got.mean == again.mean and abs(got.z(mc.exact_kernel(x, y))) < 4.5
+    assert np.isfinite(sderf.sderf_empirical_mse("simplex", x, y, 3, 50, np.zeros(3), xp="torch",
+                                                 rng=torch.Generator().manual_seed(2)).mean)
+    with pytest.raises(ValueError, match="for the numpy backend"):
+        sderf.sderf_kernel_estimate("simplex", x, y, 3, 50, np.zeros(3), rng=torch.Generator())
+
+    with pytest.raises(AllocationError, match="stratified quadrature"):
+        nc.conformity(3_000_000, 1.0, "stratified")
+    with pytest.raises(ValueError, match="overflows float64"):
+        nc.conformity(4, 60.0, "iid")
+    with pytest.raises(ValueError, match="overflows float64"):
+        nc.mse_ratio_to_simplex(4, 200.0, "antithetic")
+    assert np.isfinite(nc.conformity(6, 1.0, "stratified")) and 0 < nc.mse_ratio_to_simplex(6, 1.0, "stratified")
+
+    with pytest.raises(ValueError, match=r"starts\[0\] has zero rows"):
+        op.optimise_directions(np.ones(4), 1.0, starts=[np.zeros((4, 4))], n_random=0)
+    with pytest.raises(ValueError, match=r"starts\[0\] must have m = 4 rows"):
+        op.optimise_directions(np.ones(4), 1.0, starts=[np.ones((3, 4))], n_random=0)
+    start = np.eye(4)
+    assert np.isfinite(op.optimise_directions(np.ones(4), 1.0, starts=[start], n_random=0).value)
