@@ -142,8 +142,14 @@ def test_gram_estimate_frobenius_error_and_its_budget(monkeypatch):
     z = (frob.mean - ref) / math.hypot(frob.stderr, se)
     assert abs(z) <= 4.5, (frob, ref, se)
     assert abs((frob.mean - 2 * ref) / math.hypot(frob.stderr, se)) > 4.5
-    one, _ = mc.gram_estimate("simplex", X[:1], 3, 10, rng=1)
+    one, _ = mc.gram_estimate("simplex", X[:1], 3, 2, rng=1)  # one point, the fewest draws (2)
     assert one.mean.shape == (1, 1)
+    with pytest.raises(ValueError, match="n_draws"):
+        mc.gram_estimate("simplex", X, 3, 1, rng=1)
+    wide = rng.normal(size=(5, 3)) * 0.4  # (N, N') = (4, 5): the Gram matrix's own budget comes first
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 4 * 5 - 1)
+    with pytest.raises(AllocationError, match=r"the \(N, N'\) = \(4, 5\) Gram matrix"):
+        mc.gram_estimate("simplex", X, 3, 10, Y=wide, rng=1)
     per = 4 * 4 * 2 + 8 * 3 * 3 + 3 * 3 * 3
     monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", per - 1)
     with pytest.raises(AllocationError, match="one draw of the Gram estimate"):
