@@ -32,7 +32,8 @@ Scoring the caption.  For each dataset and m/d the JSON holds the paired
 differences SimRF - IID, SimRF - ORF and ORF - IID with standard errors and
 z, and a verdict on "SimRFs consistently perform best": ``'best'`` where
 SimRF beats both others by z >= :data:`RESOLVED_Z`, ``'behind'`` where
-another coupling beats it by that much, ``'tied'`` otherwise.
+another coupling beats it by that much, ``'tied'`` otherwise; a z that is
+n/a (NaN) resolves nothing (:func:`fig8_verdicts`).
 
 There is no closed form for these accuracies; the figures report what the
 experiment code measures.  A dataset whose file is missing is left out (and
@@ -184,13 +185,21 @@ def _pair_key(a, b):
 
 def fig8_verdicts(r):
     """Per m/d, whether SimRFs are 'best', 'tied' or 'behind' (module docs) from a CurveResult's
-    paired z-scores of SimRF - IID and SimRF - ORF."""
+    paired z-scores of SimRF - IID and SimRF - ORF.
+
+    The rule, symmetric in the two comparisons: a z >= :data:`RESOLVED_Z` is a resolved win of SimRF, a
+    z <= -:data:`RESOLVED_Z` a resolved loss, anything else (|z| below it, or NaN: n/a, nothing resolved)
+    neither.  'best' needs a resolved win over both IID and ORF; 'behind' needs one resolved loss (to
+    either); otherwise 'tied'.  A win and a loss cannot both hold for one z, so the cases do not overlap.
+    """
     z_iid, z_orf = r.z("simplex", "iid"), r.z("simplex", "orthogonal")
     out = []
-    for a, b in zip(z_iid, z_orf):
-        if min(a, b) >= RESOLVED_Z:
+    for a, b in zip(np.asarray(z_iid, dtype=float), np.asarray(z_orf, dtype=float)):
+        wins = [bool(z >= RESOLVED_Z) for z in (a, b)]  # False for NaN
+        losses = [bool(z <= -RESOLVED_Z) for z in (a, b)]
+        if all(wins):
             out.append("best")
-        elif min(a, b) <= -RESOLVED_Z:
+        elif any(losses):
             out.append("behind")
         else:
             out.append("tied")

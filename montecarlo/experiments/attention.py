@@ -474,7 +474,9 @@ class AttentionErrors:
         The same for the attention matrix (only where computed).
     n_draws : int
     causal : bool
-    logit_std : float
+    logit_std : float or None
+        The logit scale of the synthetic data; None when the caller gave the data
+        (``attention_errors(data=...)``: their scale is theirs, not a setting).
     """
 
     couplings: tuple
@@ -486,11 +488,13 @@ class AttentionErrors:
     matrix_se: dict
     n_draws: int
     causal: bool
-    logit_std: float
+    logit_std: float | None
 
     def format(self):
-        """Plain-text table, headed by the settings (logit scale, direction, draws)."""
-        lines = [f"logit std {self.logit_std:g} (q.k / sqrt(d) of unrelated tokens), "
+        """Plain-text table, headed by the settings (logit scale or the caller's data, direction, draws)."""
+        source = ("the caller's (Q, K, V) data (no synthetic logit std)" if self.logit_std is None else
+                  f"logit std {self.logit_std:g} (q.k / sqrt(d) of unrelated tokens)")
+        lines = [f"{source}, "
                  f"{'causal' if self.causal else 'bidirectional'}, {self.n_draws} draws per cell",
                  "L | m | " + " | ".join(f"{c} output" for c in self.couplings)
                  + (" | " + " | ".join(f"{c} matrix" for c in self.couplings) if self.matrix_mean else "")]
@@ -511,8 +515,8 @@ def _iterable(values, name):
 
 
 def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 1024, 4096),
-                     m_values=(16, 64, 130, 256), n_draws=20, rng=0, *, d_head=64, causal=False,
-                     logit_std=DEFAULT_LOGIT_STD, data_rng=0, matrix_max_len=1024, data=None, progress=None):
+                     m_values=(16, 64, 130, 256), n_draws=20, rng=0, *, d_head=None, causal=False,
+                     logit_std=None, data_rng=0, matrix_max_len=1024, data=None, progress=None):
     r"""Error of PRF attention vs exact softmax attention, per coupling (Sec. 5.4 mechanism).
 
     For each sequence length L the data are the first L tokens of one
@@ -527,12 +531,15 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
         Numbers of features (the paper's Performers: m = 130).
     n_draws : int >= 2
     rng : seed of the feature draws (one stream per coupling and m)
-    d_head : int
+    d_head : int >= 1, optional
+        Width of the synthetic data (None: 64).  With ``data``: None or the data's width
+        (another value is a ValueError naming d_head).
     causal : bool
-    logit_std : float > 0
-        Passed to :func:`synthetic_qkv` (default :data:`DEFAULT_LOGIT_STD`,
-        also the command line's).
-    data_rng : seed of the data
+    logit_std : float > 0, optional
+        Passed to :func:`synthetic_qkv` (None: :data:`DEFAULT_LOGIT_STD`, also the command
+        line's default).  It describes synthetic data only: with ``data`` it must be None
+        (ValueError naming logit_std otherwise), and the result records ``logit_std=None``.
+    data_rng : seed of the synthetic data (not used with ``data``)
     matrix_max_len : int >= 0
         The O(L^2) attention-matrix error is computed for L up to this.
     data : tuple (Q, K, V) of arrays (L_max, d), optional
@@ -550,7 +557,13 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
     n_draws = check_int(n_draws, "n_draws", 2)
     check_budget(n_draws, "the per-draw errors", "lower n_draws")
     causal = check_bool(causal, "causal")
-    logit_std = check_positive_float(logit_std, "logit_std")
+    if logit_std is not None:
+        logit_std = check_positive_float(logit_std, "logit_std")
+        if data is not None:
+            raise ValueError(f"logit_std must be None when data is given (it sets the scale of synthetic data; "
+                             f"the caller's data have their own), got {logit_std:g}")
+    if d_head is not None:
+        d_head = check_int(d_head, "d_head", 1)
     matrix_max_len = check_int(matrix_max_len, "matrix_max_len", 0)
     if not seq_lens or not m_values:
         raise ValueError("seq_lens and m_values must not be empty")
@@ -558,13 +571,16 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
         raise TypeError(f"progress must be None or a callable taking one string, got {describe(progress)}")
     data_rng = check_rng(data_rng, "data_rng")
     if data is None:
-        Q, K, V = synthetic_qkv(max(seq_lens), d_head, data_rng, logit_std=logit_std)
+        logit_std = DEFAULT_LOGIT_STD if logit_std is None else logit_std
+        Q, K, V = synthetic_qkv(max(seq_lens), 64 if d_head is None else d_head, data_rng, logit_std=logit_std)
     else:
         if not isinstance(data, (tuple, list)) or len(data) != 3:
             raise TypeError(f"data must be a tuple (Q, K, V) of arrays (L, d), got {describe(data)}")
         Q, K, V = _check_qkv(*data)
         if Q.ndim != 2 or Q.shape[0] < max(seq_lens):
             raise ValueError(f"data must be (Q, K, V) of shape (L, d) with L >= {max(seq_lens)}, got {Q.shape}")
+        if d_head is not None and d_head != Q.shape[-1]:
+            raise ValueError(f"d_head must be None or the data's width {Q.shape[-1]} when data is given, got {d_head}")
     d = Q.shape[-1]
     entropy = seed_entropy(rng)
     out_mean, out_se, mat_mean, mat_se = {}, {}, {}, {}
@@ -594,7 +610,7 @@ def attention_errors(couplings=("iid", "orthogonal", "simplex"), seq_lens=(256, 
             if progress:
                 progress(f"attention L = {L}: {c} ({time.perf_counter() - t0:.1f} s)")
     return AttentionErrors(couplings, seq_lens, m_values, out_mean, out_se, mat_mean, mat_se, n_draws, causal,
-                           float(logit_std))
+                           None if logit_std is None else float(logit_std))
 
 
 # ---------------------------------------------------------------------------

@@ -1020,7 +1020,8 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
         Split seeds (default the protocol's).  A cell is a
         :class:`PooledEstimate` over the splits.
     sigmas : dict, optional
-        dataset -> sigma (default the paper's).
+        dataset -> sigma > 0 (default the paper's) for some of the table's datasets; a key that is not
+        one of them (e.g. a misspelt name) is a ValueError naming it.
     require : bool
         Raise FileNotFoundError when a requested file is missing.
     progress : callable, optional
@@ -1062,6 +1063,13 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
         datasets = [uci.check_dataset(n) for n in datasets]
         if not datasets:
             raise ValueError(f"datasets must not be empty (choose from {', '.join(uci.DATASETS)}, or None for all)")
+    if sigmas is not None:
+        table = tuple(uci.DATASETS) if datasets is None else tuple(datasets)
+        unknown = [key for key in sigmas if key not in table]
+        if unknown:
+            raise ValueError(f"sigmas has key(s) {', '.join(repr(k) for k in unknown)} that are not datasets of the "
+                             f"table (its datasets: {', '.join(table)})")
+        sigmas = {key: check_positive_float(value, f"sigmas[{key!r}]") for key, value in sigmas.items()}
     entropy = seed_entropy(rng)
     t0 = time.perf_counter()
     data, missing = uci.load_all(uci_dir, datasets, warn=False, require=require)

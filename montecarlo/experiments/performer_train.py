@@ -68,7 +68,7 @@ import numpy as np
 
 from theory.cli import atomic_write, check_output_dir, int_arg, main_runner, make_parser, real_arg
 
-from ._common import check_int, check_rng, describe, run_terminable
+from ._common import check_int, check_positive_float, check_rng, describe, run_terminable
 
 __all__ = [
     "ARMS",
@@ -97,7 +97,14 @@ REDRAW_INTERVALS = (None, 10, 100, "epoch")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Settings of one training run (the defaults are the command line's)."""
+    """Settings of one training run (the defaults are the command line's).
+
+    Checked on construction, with the command line's bounds: ``epochs``, ``batch_size``, ``heads``,
+    ``layers``, ``n_features``, ``threads`` ints >= 1, ``d_model`` an int >= 2 and a multiple of
+    ``heads``, ``lr`` a finite real > 0, ``train_size`` None or an int >= 10 (at most the training
+    images, checked by :func:`digits_tokens`), ``redraw_every`` None (never), ``'epoch'`` or an int
+    >= 1 (steps).  A bad field is a ValueError / TypeError naming it.
+    """
 
     epochs: int = 10
     batch_size: int = 32
@@ -109,6 +116,26 @@ class TrainConfig:
     train_size: int | None = None
     redraw_every: object = None
     threads: int = 1
+
+    def __post_init__(self):
+        fields = {name: check_int(getattr(self, name), f"TrainConfig.{name}", low)
+                  for name, low in (("epochs", 1), ("batch_size", 1), ("d_model", 2), ("heads", 1), ("layers", 1),
+                                    ("n_features", 1), ("threads", 1))}
+        if fields["d_model"] % fields["heads"]:
+            raise ValueError(f"TrainConfig.d_model must be a multiple of TrainConfig.heads, got d_model = "
+                             f"{fields['d_model']} and heads = {fields['heads']}")
+        fields["lr"] = check_positive_float(self.lr, "TrainConfig.lr")
+        if self.train_size is not None:
+            fields["train_size"] = check_int(self.train_size, "TrainConfig.train_size", 10)
+        redraw = self.redraw_every
+        if isinstance(redraw, str):
+            if redraw != "epoch":
+                raise ValueError(f"TrainConfig.redraw_every must be None (never), 'epoch' or an int >= 1, got "
+                                 f"{describe(redraw)}")
+        elif redraw is not None:
+            fields["redraw_every"] = check_int(redraw, "TrainConfig.redraw_every (None, 'epoch' or an int)", 1)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass
@@ -167,15 +194,30 @@ class TrainResult:
                 "stderr": {a: [None if not np.isfinite(x) else float(x) for x in self.stderr(a)] for a in self.arms}}
 
 
+def _check_config(cfg):
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"cfg must be a TrainConfig, got {describe(cfg)}")
+    return cfg
+
+
 def arms_available(arms=None):
-    """The requested arms as (name, kind, coupling) (kind None: exact attention)."""
+    """The requested arms as (name, kind, coupling) (kind None: exact attention); no arm twice (its results
+    would collapse into one entry of :class:`TrainResult`)."""
     by_name = {a[0]: a for a in ARMS}
+    if arms is not None and (isinstance(arms, (str, bytes)) or not hasattr(arms, "__iter__")):
+        raise TypeError(f"arms must be None or a sequence of arm names among {', '.join(by_name)}, got "
+                        f"{describe(arms)}")
     names = [a[0] for a in ARMS] if arms is None else list(arms)
     out = []
     for name in names:
-        if name not in by_name:
+        if not isinstance(name, str) or name not in by_name:
             raise ValueError(f"arms must be among {', '.join(by_name)}, got {describe(name)}")
         out.append(by_name[name])
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"arms must not repeat an arm, got {names} ({', '.join(repeated)} repeated)")
+    if not out:
+        raise ValueError(f"arms must not be empty (choose among {', '.join(by_name)}, or None for all)")
     return out
 
 
@@ -261,6 +303,7 @@ def train_one(kind, coupling, seed, cfg=TrainConfig(), data=None):
     seed = check_rng(seed, "seed")
     if not isinstance(seed, int):
         raise TypeError(f"seed must be an int >= 0 here, got {describe(seed)}")
+    cfg = _check_config(cfg)
     Xtr, ytr, Xte, yte = digits_tokens(cfg.train_size) if data is None else data
     steps_per_epoch = -(-len(Xtr) // cfg.batch_size)
     threads = torch.get_num_threads()
@@ -305,6 +348,7 @@ def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None):
     """Train every arm for ``seeds`` seeds (``seed``, ``seed + 1``, ...); returns a :class:`TrainResult`."""
     seeds = check_int(seeds, "seeds", 1)
     seed = check_int(seed, "seed", 0)
+    cfg = _check_config(cfg)
     todo = arms_available(arms)
     data = digits_tokens(cfg.train_size)
     t0 = time.perf_counter()

@@ -331,9 +331,11 @@ def paired_weights(couplings, d, m, n_draws, rng=None, *, paired=True):
         if not paired:
             out[c] = mc.sample_weights(c, d, m, rng=np.random.default_rng(_coupling_seed(ss, c)), n_draws=n_draws)
         elif c == "iid":
-            nb = -(-m // d)
-            check_budget(n_draws * nb * d * d, f"{n_draws} draws of the (m, d) = ({m}, {d}) IID weights (paired, "
-                         f"blocks of d x d numbers)", "reduce n_draws, m or d")
+            # The largest array _iid_on_haar_stream allocates: the (n_draws, m, d) result (its Gaussian
+            # columns, n_draws m d in all, and its chi_d norms, n_draws ceil(m/d) d <= n_draws m d, are
+            # no larger); m < d rows never cost a d x d block.
+            check_budget(n_draws * m * d, f"{n_draws} draws of the (m, d) = ({m}, {d}) IID weights (paired)",
+                         "reduce n_draws, m or d")
             out[c] = _iid_on_haar_stream(d, m, n_draws, ss)
         else:
             out[c] = mc.sample_weights(c, d, m, rng=np.random.default_rng(ss), n_draws=n_draws,

@@ -98,7 +98,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import check_bool, check_choice, check_int, check_positive_float, check_rng, describe
+from ._common import (MAX_CLASSES, check_array, check_bool, check_choice, check_int, check_labels, check_positive_float,
+                      check_rng, describe)
 
 #: Environment variable naming a directory that holds the UCI files (overrides the shipped copy).
 ENV_VAR = "SIMPLEX_RF_UCI_DIR"
@@ -443,6 +444,18 @@ class Split:
     n_classes : int
     protocol : str
         ``'resampled'``, ``'paper'`` or ``'custom'`` (built by the caller).
+
+    Construction validates every field (the one check of a Split, so every
+    consumer -- :func:`~montecarlo.experiments.classification.prf_accuracy`,
+    :func:`~montecarlo.experiments.classification.exact_accuracy`, the curves,
+    :func:`mean_v` -- sees a consistent one): ``name`` a str; the inputs non-empty,
+    finite, 2-D, the test and validation inputs as wide as ``X_train``
+    (:func:`~montecarlo.experiments._common.check_array`); each label array one
+    integer class index in ``[0, n_classes)`` per row of its inputs
+    (:func:`~montecarlo.experiments._common.check_labels`; integer-valued floats
+    become int64); ``X_val`` and ``y_val`` both None or both given; ``n_classes``
+    an int in ``[1, MAX_CLASSES]``; ``protocol`` one of :data:`PROTOCOLS` or ``'custom'``.
+    A bad field raises ValueError / TypeError naming it.
     """
 
     name: str
@@ -454,6 +467,27 @@ class Split:
     y_val: np.ndarray | None
     n_classes: int
     protocol: str = "custom"
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise TypeError(f"Split.name must be a str, got {describe(self.name)}")
+        protocol = check_choice(self.protocol, "Split.protocol", (*PROTOCOLS, "custom"))
+        n_classes = check_int(self.n_classes, "Split.n_classes", 1, maximum=MAX_CLASSES)
+        X_train = check_array(self.X_train, "Split.X_train", 2)
+        d = X_train.shape[1]
+        X_test = check_array(self.X_test, "Split.X_test", 2, d, "Split.X_train's width")
+        if (self.X_val is None) != (self.y_val is None):
+            given, missing = ("X_val", "y_val") if self.y_val is None else ("y_val", "X_val")
+            raise ValueError(f"Split.X_val and Split.y_val must both be None or both be given, got Split.{given} "
+                             f"and Split.{missing} = None")
+        X_val = None if self.X_val is None else check_array(self.X_val, "Split.X_val", 2, d, "Split.X_train's width")
+        fields = {"protocol": protocol, "n_classes": n_classes, "X_train": X_train, "X_test": X_test, "X_val": X_val,
+                  "y_train": check_labels(self.y_train, "Split.y_train", X_train.shape[0], n_classes),
+                  "y_test": check_labels(self.y_test, "Split.y_test", X_test.shape[0], n_classes),
+                  "y_val": None if X_val is None else check_labels(self.y_val, "Split.y_val", X_val.shape[0],
+                                                                   n_classes)}
+        for key, value in fields.items():
+            object.__setattr__(self, key, value)
 
     @property
     def d(self):
