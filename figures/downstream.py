@@ -188,7 +188,7 @@ def fig8_verdicts(r):
     paired z-scores of SimRF - IID and SimRF - ORF.
 
     The rule, symmetric in the two comparisons: a z >= :data:`RESOLVED_Z` is a resolved win of SimRF, a
-    z <= -:data:`RESOLVED_Z` a resolved loss, anything else (|z| below it, or NaN: n/a, nothing resolved)
+    z <= -:data:`RESOLVED_Z` a resolved loss, anything else (``|z|`` below it, or NaN: n/a, nothing resolved)
     neither.  'best' needs a resolved win over both IID and ORF; 'behind' needs one resolved loss (to
     either); otherwise 'tied'.  A win and a loss cannot both hold for one z, so the cases do not overlap.
     """

@@ -187,5 +187,8 @@ def test_gram_and_attention_subcommands_and_the_shared_logit_default(capsys):
     # one default for the command line, the experiment and the data generator
     _, subs = _subparsers()
     assert subs["attention"].get_default("logit_std") == attention.DEFAULT_LOGIT_STD
-    for fn in (attention.attention_errors, attention.synthetic_qkv):
-        assert inspect.signature(fn).parameters["logit_std"].default == attention.DEFAULT_LOGIT_STD
+    assert inspect.signature(attention.synthetic_qkv).parameters["logit_std"].default == attention.DEFAULT_LOGIT_STD
+    # attention_errors takes None for "synthetic data at the default" (a logit std given with data= is refused)
+    assert inspect.signature(attention.attention_errors).parameters["logit_std"].default is None
+    synthetic = attention.attention_errors(("simplex",), (8,), (4,), 2, d_head=4, rng=0)
+    assert synthetic.logit_std == attention.DEFAULT_LOGIT_STD
