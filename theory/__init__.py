@@ -12,7 +12,8 @@ thread's own :func:`precision` setting if one is active, else
 ``mpmath.mp.dps`` (``mp.workdps`` is process-global, by mpmath's design).  The
 computation runs in a private mpmath context under one lock, so results never
 depend on other threads and ``mpmath.mp`` is never changed; :func:`budget`
-sets the time budget of each call (default 30 s).  See :mod:`theory._context`.
+sets the time budget of each call, a call over a grid of arguments included
+(without it, 30 s for each point).  See :mod:`theory._context`.
 
 Grids.  Functions of v, z, w, cos(theta), d and m accept a sequence or numpy
 array for those arguments and return a numpy object array of mpf of the

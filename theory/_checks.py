@@ -25,7 +25,9 @@ import mpmath
 from mpmath.ctx_mp_python import _mpf
 
 from ._context import (
+    check_grid_time,
     entered,
+    grid_call,
     legacy,
     mp,
     precision,
@@ -211,19 +213,37 @@ def _scalar(value):
     return value
 
 
+def _rectangular(value, name):
+    """``value`` (a sequence or numpy array) as a numpy array whose elements are scalars.
+
+    ``np.asarray(..., dtype=object)`` turns a ragged sequence such as ``[[1, 2], [3]]`` or
+    ``[4, [5, 6]]`` into an array whose elements are lists; they would be mapped as grids of their
+    own (a result of nested arrays).  Such an element is refused, naming the argument; a 0-d numpy
+    array element is taken as its scalar.
+    """
+    np = _np()
+    message = f"{name} must be a real number or a rectangular sequence/array of them"
+    try:
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+    except ValueError as exc:  # numpy's own refusal of some ragged nestings
+        raise ValueError(f"{message}, got {_describe(value)}") from exc
+    if arr.dtype == object:
+        arr = arr.copy() if arr is value else arr
+        for idx in np.ndindex(arr.shape):
+            element = arr[idx]
+            if _is_grid(element):
+                raise ValueError(f"{message}: the element at index {idx} is itself a sequence or array "
+                                 f"({_describe(element)}; a ragged nesting), got {_describe(value)}")
+            arr[idx] = _scalar(element)
+    return arr
+
+
 def _map_grid(scalar_call, bound, grid_names):
     """Evaluate ``scalar_call`` at every point of the broadcast grid arguments; numpy object array."""
     np = _np()
     if np is None:  # pragma: no cover
         raise ArgumentTypeError("grids of arguments need numpy")
-    arrays = {}
-    for name in grid_names:
-        value = bound.arguments[name]
-        try:
-            arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
-        except ValueError as exc:
-            raise ValueError(f"{name} must be a real number or a rectangular sequence/array of them") from exc
-        arrays[name] = arr
+    arrays = {name: _rectangular(bound.arguments[name], name) for name in grid_names}
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
     except ValueError:
@@ -231,8 +251,11 @@ def _map_grid(scalar_call, bound, grid_names):
         raise ValueError(f"grid arguments must broadcast to one shape, got {shapes}") from None
     out = np.empty(shape, dtype=object)
     views = {k: np.broadcast_to(a, shape) for k, a in arrays.items()}
-    with precision(prec=caller_prec()):  # one precision for the whole grid
+    what = f"grid of {out.size} points ({', '.join(f'{k}: {a.shape}' for k, a in arrays.items())})"
+    # one precision and (under an explicit theory.budget) one deadline for the whole grid
+    with precision(prec=caller_prec()), grid_call():
         for idx in np.ndindex(shape):
+            check_grid_time(what)
             args = dict(bound.arguments)
             for k, view in views.items():
                 args[k] = view[idx]
@@ -250,9 +273,13 @@ def guarded(extra_bits=GUARD_BITS, grid=()):
     grid : tuple of str
         Arguments that may be a sequence or numpy array: the function is then
         evaluated at every point of their broadcast shape and returns a numpy
-        object array of mpf of that shape (scalars stay scalars).  A numpy
-        masked array is refused (ArgumentTypeError naming the argument): its
-        masked entries would be computed with.
+        object array of mpf of that shape (scalars stay scalars).  A ragged
+        sequence (``[[1, 2], [3]]``, ``[4, [5, 6]]``) is refused (ValueError
+        naming the argument), and so is a numpy masked array (ArgumentTypeError
+        naming the argument): its masked entries would be computed with.  Under
+        an explicit :func:`theory.budget` the whole grid is one call with one
+        deadline; under the default budget each point gets its own (see
+        :func:`theory._context.grid_call`).
 
     Notes
     -----

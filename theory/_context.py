@@ -31,7 +31,9 @@ different threads, use the thread-local :func:`precision` instead of
 Every public call also runs under a time budget (:func:`budget`, default
 :data:`DEFAULT_SECONDS` seconds per call): series and quadratures check it and
 raise :class:`~theory.errors.ConvergenceError` (an ``mpmath.NoConvergence``)
-naming what to try, instead of running for minutes.
+naming what to try, instead of running for minutes.  An explicit budget bounds
+a call over a grid of arguments as a whole; the default applies to each point
+(:func:`budget`, :func:`grid_call`).
 
 The same lock guards python-flint's process-global ``flint.ctx.prec`` in
 :mod:`theory.certified`, and :func:`os.register_at_fork` gives a forked child
@@ -63,8 +65,8 @@ from mpmath.libmp import mpf_pos, round_nearest
 from .errors import ConvergenceError
 from .validation import check_int, check_real
 
-__all__ = ["DEFAULT_SECONDS", "LOCK", "MAX_DPS", "budget", "caller_prec", "check_time", "legacy", "mp",
-           "precision", "to_caller", "work_count"]
+__all__ = ["DEFAULT_SECONDS", "LOCK", "MAX_DPS", "budget", "caller_prec", "check_grid_time", "check_time",
+           "grid_call", "legacy", "mp", "precision", "to_caller", "work_count"]
 
 #: The private context every theory module computes in.
 mp = MPContext()
@@ -93,7 +95,7 @@ if hasattr(os, "register_at_fork"):
 def _state():
     st = _local.__dict__
     if "depth" not in st:
-        st.update(depth=0, prec=None, seconds=None, deadline=None, checks=0)
+        st.update(depth=0, prec=None, seconds=None, deadline=None, grid_deadline=None, checks=0)
     return _local
 
 
@@ -137,7 +139,17 @@ def budget(seconds):
 
     A call that has not finished after ``seconds`` raises
     :class:`~theory.errors.ConvergenceError` at its next check (series terms,
-    quadrature nodes, root-finding steps).  The default is :data:`DEFAULT_SECONDS`.
+    quadrature nodes, root-finding steps, and the start of each point of a
+    grid).  A call over a grid of arguments (a sequence or array of v, d, ...)
+    is one call: the budget bounds the whole grid, not each point (a 9-point
+    grid under ``budget(0.57)`` ran 2.6 s before).  Each top-level call inside
+    the block gets its own ``seconds``; an inner ``budget`` block sets the
+    budget of the calls inside it.
+
+    Without a ``budget`` block the default, :data:`DEFAULT_SECONDS`, applies to
+    each scalar evaluation, so to each point of a grid: it guards against a
+    hang, not the length of a curve (a grid of N points may take up to N times
+    :data:`DEFAULT_SECONDS`); bound a grid as a whole with an explicit budget.
     """
     seconds = check_real(seconds, "seconds", minimum=0.0, strict_minimum=True)
     st = _state()
@@ -173,6 +185,43 @@ def check_time(what):
             "smaller argument, or allow more time with theory.budget(seconds=...)")
 
 
+@contextlib.contextmanager
+def grid_call():
+    """One deadline for a whole grid call (used by :func:`theory._checks.guarded`'s grid mapping).
+
+    Under an explicit :func:`budget` and outside any theory call, the deadline
+    ``now + seconds`` is set here, once for the grid; every point's call
+    (:func:`entered`) then keeps the earlier of it and its own deadline, and
+    :func:`check_grid_time` refuses to start a point after it.  Under the
+    default budget, or inside a theory call (a grid mapped by a nested call
+    already runs under the enclosing call's deadline), nothing is set.
+    """
+    st = _state()
+    if st.depth or st.seconds is None:
+        yield
+        return
+    old = st.grid_deadline
+    new = time.monotonic() + st.seconds
+    st.grid_deadline = new if old is None else min(old, new)
+    try:
+        yield
+    finally:
+        st.grid_deadline = old
+
+
+def check_grid_time(what):
+    """Raise ConvergenceError before a grid point if the grid's (or the enclosing call's) deadline has
+    passed: a grid of cheap points, which make no :func:`check_time` call of their own, is bounded too.
+    Not counted by :func:`work_count`."""
+    st = _state()
+    deadline = st.deadline if st.depth else st.grid_deadline
+    if deadline is not None and time.monotonic() > deadline:
+        seconds = st.seconds or DEFAULT_SECONDS
+        raise ConvergenceError(
+            f"{what}: time budget of {seconds:g} s exhausted before the grid was done; lower the working "
+            "precision, use fewer points, or allow more time with theory.budget(seconds=...)")
+
+
 def work_count():
     """Budget checks (:func:`check_time` calls) made by this thread so far: a clock-free measure of
     the work a computation did (series terms, quadrature nodes, recurrence steps), for tests that
@@ -203,6 +252,8 @@ def entered():
     with LOCK:
         st.depth = 1
         st.deadline = time.monotonic() + (st.seconds or DEFAULT_SECONDS)
+        if st.grid_deadline is not None:  # a point of a grid under an explicit budget: the earlier deadline
+            st.deadline = min(st.deadline, st.grid_deadline)
         old = mp.prec
         try:
             yield bits

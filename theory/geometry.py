@@ -12,6 +12,8 @@ unit vectors with pairwise cosines :math:`-1/(d-1)` summing to zero, so that
 
 from __future__ import annotations
 
+import collections.abc
+
 from ._context import check_time, mp
 
 from ._checks import check_dimension, guarded, to_mpf
@@ -72,13 +74,15 @@ def simplex_apply(x):
     Parameters
     ----------
     x : sequence or 1-D array of reals, length d >= 2
-        (a string is not a vector: it is refused).
+        (a string is not a vector, nor is a mapping or a set, whose iteration
+        gives keys in no order of coordinates: they are refused).
 
     Returns
     -------
     list of mpf
     """
-    if isinstance(x, (str, bytes)) or not hasattr(x, "__len__") or getattr(x, "ndim", 1) != 1:
+    if (isinstance(x, (str, bytes, collections.abc.Mapping, collections.abc.Set)) or not hasattr(x, "__len__")
+            or getattr(x, "ndim", 1) != 1):
         raise ArgumentTypeError(f"x must be a sequence or 1-D array of real numbers, got {describe(x)}")
     what = f"simplex_apply at len(x) = {len(x)} (O(d) mpf operations)"
     xs = []

@@ -80,6 +80,7 @@ from ._context import check_time
 from ._series import quad_checked
 from .errors import ConvergenceError
 from .registry import register
+from .validation import check_choice
 
 __all__ = ["pair_conformity", "pair_conformity_u", "pair_norm_product_moment", "rff_pair_conformity"]
 
@@ -343,19 +344,19 @@ def _norm_product_moment(d):
     return 2 * quad_checked(integrand, _lower_half_points(a), what=f"PNC norm product moment (d = {d})")
 
 
-@guarded()
+@guarded(grid=("d", "v"))
 def pair_conformity(d, v):
     r"""PRF conformity :math:`\mathbb E[e^{(w_1 + w_2)^\top v}]` of one norm-coupled orthogonal pair.
 
     Parameters
     ----------
-    d : int >= 2
-    v : real >= 0
+    d : int >= 2 (or a sequence / numpy array of them)
+    v : real >= 0 (or a sequence / numpy array of them)
         :math:`\|x + y\|`.
 
     Returns
     -------
-    mpf
+    mpf, or a numpy object array of mpf of the broadcast shape of d and v
         :math:`\mathbb E[{}_0F_1(;\frac d2;\frac{v^2}{2}(x_1+x_2))]` (module docstring).
 
     Raises
@@ -367,25 +368,29 @@ def pair_conformity(d, v):
     return _prf_pair(d, check_nonnegative(v, "v"))
 
 
-@guarded()
+@guarded(grid=("d", "z"))
 def rff_pair_conformity(d, z):
     r"""RFF conformity :math:`\mathbb E[\cos(w_1^\top z)\cos(w_2^\top z)]` of one norm-coupled orthogonal pair.
 
     Parameters
     ----------
-    d : int >= 2
-    z : real >= 0
+    d : int >= 2 (or a sequence / numpy array of them)
+    z : real >= 0 (or a sequence / numpy array of them)
         :math:`\|x - y\|`.
 
     Returns
     -------
-    mpf
+    mpf, or a numpy object array of mpf of the broadcast shape of d and z
     """
     d = check_dimension(d, "pnc_orthogonal")
     return _rff_pair(d, check_nonnegative(z, "z"))
 
 
-@guarded()
+#: The kinds :func:`pair_conformity_u` computes.
+U_ROUTE_KINDS = ("prf", "rff")
+
+
+@guarded(grid=("d", "v"))
 def pair_conformity_u(d, v, kind="prf"):
     r"""The pair conformity by the second route: :math:`2\int_0^{1/2} f(P_a^{-1}(u) + Q_a^{-1}(u))\,du`.
 
@@ -395,7 +400,21 @@ def pair_conformity_u(d, v, kind="prf"):
     0.05 quantile's -ln x (whichever is larger), where the fixed split points
     resolve the integrand; beyond, :class:`~theory.errors.ConvergenceError` (it
     returned values 3.7e-14 off at d = 2, v = 6, 15 digits).
+
+    Parameters
+    ----------
+    d : int >= 2 (or a sequence / numpy array of them)
+    v : real >= 0 (or a sequence / numpy array of them)
+        :math:`\|x + y\|` for ``kind="prf"``, :math:`\|x - y\|` for ``kind="rff"``.
+    kind : {'prf', 'rff'}
+        Which conformity: :func:`pair_conformity` or :func:`rff_pair_conformity` (any other value,
+        "PRF" or None included, is refused: it used to give the RFF value).
+
+    Returns
+    -------
+    mpf, or a numpy object array of mpf of the broadcast shape of d and v
     """
+    kind = check_choice(kind, "kind", U_ROUTE_KINDS)
     d = check_dimension(d, "pnc_orthogonal")
     vv = check_nonnegative(v, "v")
     a = mp.mpf(d) / 2
@@ -421,9 +440,11 @@ def pair_conformity_u(d, v, kind="prf"):
                                 what=f"PNC pair conformity, u route (d = {d}, v = {mp.nstr(vv, 6)})")
 
 
-@guarded()
+@guarded(grid=("d",))
 def pair_norm_product_moment(d):
-    r""":math:`M = \mathbb E[w_1^2 w_2^2]` for an antithetic pair of :math:`\chi_d` norms (:math:`d^2` if independent)."""
+    r""":math:`M = \mathbb E[w_1^2 w_2^2]` for an antithetic pair of :math:`\chi_d` norms (:math:`d^2` if independent).
+
+    ``d``: an int >= 2, or a sequence / numpy array of them (then a numpy object array of mpf of its shape)."""
     return _norm_product_moment(check_dimension(d, "pnc_orthogonal"))
 
 

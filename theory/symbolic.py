@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .validation import check_int
+
 d = sp.Symbol("d", positive=True)
 k = sp.Symbol("k", integer=True, nonnegative=True)
 p = sp.Symbol("p", integer=True, nonnegative=True)
@@ -26,7 +28,8 @@ def _g(n):
 
 
 def simrf_series_term(kk):
-    r"""The k-th outer term of eq. ``simrf_conformity`` as printed (k a concrete integer)."""
+    r"""The k-th outer term of eq. ``simrf_conformity`` as printed (k a concrete integer >= 0)."""
+    kk = check_int(kk, "kk", 0)
     c = -1 / (d - 1)
     inner = sum(c**pp * _g(pp) / (sp.factorial(kk - pp) * sp.factorial(pp)) for pp in range(kk + 1))
     pref = sp.sqrt(sp.pi) / (sp.gamma(d / 2) * 2 ** (d - 1))
@@ -128,7 +131,7 @@ def chi2d_reduction(concrete_d=None):
     """
     w = sp.Symbol("w", positive=True)
     phi = sp.Symbol("phi", positive=True)
-    dd = d if concrete_d is None else sp.Integer(concrete_d)
+    dd = d if concrete_d is None else sp.Integer(check_int(concrete_d, "concrete_d", 1))  # (2.7 was taken as 2)
     if concrete_d is None:
         angular = sp.beta(d / 2, d / 2) / 2
     else:
@@ -176,10 +179,9 @@ def simplex_gram_cases():
 
 
 def simplex_gram_matrix(n):
-    """Exact S S^T for a concrete dimension n >= 2, built from eq. ``simplex_vectors``."""
-    n = int(n)
-    if n < 2:
-        raise ValueError(f"n must be an integer >= 2, got {n}")
+    """Exact S S^T for a concrete dimension n >= 2 (an int: 2.7 and "3" are refused, TypeError naming n;
+    ``int(n)`` used to truncate 2.7 to 2 silently), built from eq. ``simplex_vectors``."""
+    n = check_int(n, "n", 2)
     a = sp.sqrt(sp.Rational(n, n - 1))
     b = (sp.sqrt(n) + 1) / sp.Integer(n - 1) ** sp.Rational(3, 2)
     rows = []
