@@ -62,7 +62,7 @@ from ._series import log2abs
 from .conformities import check_v
 from .errors import ConvergenceError
 from .feature_kinds import check_kind, kernel_c
-from .kernels import coupled_pairs
+from .kernels import coupled_pairs, norm_exponent
 
 __all__ = ["fixed_norm_bias", "fixed_norm_mean", "fixed_norm_mse"]
 
@@ -275,7 +275,7 @@ def fixed_norm_mse(d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, kernel
         if x_norm is None or y_norm is None:
             raise ValueError("x_norm and y_norm are required for kind='prf', got None")
         xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
-        log_pref = -2 * mp.mpf(kernel_c(kind, kernel)) * (square(xn) + square(yn))
+        log_pref = norm_exponent(xn, yn, -2 * kernel_c(kind, kernel))  # exactly: exp magnifies a rounding by |x|^2
     else:
         for name, value in (("x_norm", x_norm), ("y_norm", y_norm)):
             if value is not None:

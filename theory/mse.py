@@ -25,14 +25,16 @@ the SimRF limit :math:`1 - R_1 \approx 1/(2d)`): :math:`2\log_2d + 16` more bits
 (:func:`theory.distributions.dimension_bits`), so every d below :math:`2^{16384}` keeps
 every digit (before, 1 - R_1 lost :math:`\log_2 d` bits: the v = 0 SimRF/IIDRF ratio was
 -0.18 at :math:`d = 10^{30}` instead of :math:`5\times10^{-31}`); beyond, ConvergenceError.
+The sum :math:`\mathrm{Var} + \frac Pm(\rho_c - e^{v^2})` cancels too where P/m is of order d (SimRFs
+at m = d: the ratio to IIDRFs is of order 1/d): the bits it loses are measured and the terms formed
+again with as many more (:func:`_kind_inner`).  The kernel prefactor's argument
+:math:`-2c(\|x\|^2 + \|y\|^2)` is formed exactly (:func:`theory.kernels.norm_exponent`).
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
-
-import mpmath
 
 from ._context import mp
 
@@ -60,7 +62,7 @@ from .conformities import (
 from ._hypergeometric import hyp1f1_neg, laguerre_scan
 from .distributions import coupling_cos, dimension_bits, simplex_cos
 from . import feature_kinds as kinds
-from .kernels import coupled_pairs
+from .kernels import coupled_pairs, norm_exponent
 from .registry import MissingHookError, block_pair_split, get as get_coupling, names, register
 
 
@@ -146,8 +148,14 @@ def _weighted_pairs(coupling, d, m, term):
 
 
 def _features(m, d, minimum=1, context=""):
-    """m as an int (d when None)."""
-    return d if m is None else check_int(m, "m", minimum, context)
+    """m as an int (d when None); the default m = d is held to ``minimum`` too (ValueError naming m and d)."""
+    if m is None:
+        if d < minimum:
+            why = f" {context}" if context else ""
+            raise ValueError(f"m must be an integer >= {minimum}{why}, got the default m = d = {d}: pass "
+                             f"m >= {minimum} (independent blocks of d rows) or use d >= {minimum}")
+        return d
+    return check_int(m, "m", minimum, context)
 
 
 # ---------------------------------------------------------------------------
@@ -185,10 +193,7 @@ def _kind_log_prefactor(rec, x_norm, y_norm, v, kernel):
                          "e^{-2c(|x|^2 + |y|^2)}), got None")
     xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
     check_v(vv)
-    # exactly (prec 0; c is a binary float): exp of an argument of size |x|^2 magnifies its rounding by |x|^2
-    # (at |x| = 6e12 a working-precision sum put the MSE's decimal exponent off by 85)
-    total = mpmath.libmp.mpf_add(square(xn)._mpf_, square(yn)._mpf_, 0)
-    return vv, mp.make_mpf(mpmath.libmp.mpf_mul((-2 * mp.mpf(c))._mpf_, total, 0))
+    return vv, norm_exponent(xn, yn, -2 * c)  # exactly (c is a binary float)
 
 
 def _kind_params(rec, coupling, d, m, vv, given):
@@ -206,11 +211,35 @@ def _kind_params(rec, coupling, d, m, vv, given):
 
 
 def _kind_inner(kind, coupling, d, m, vv, params=None):
-    """m MSE / prefactor^2 = Var[b] + sum over pair kinds of (n / m) (E[b_i b_j] - (E b)^2)."""
+    """m MSE / prefactor^2 = Var[b] + sum over pair kinds of (n / m) (E[b_i b_j] - (E b)^2).
+
+    The sum cancels where n / m is of order d and the excess of order -Var/d (SimRFs at m = d: the SimRF/IIDRF
+    ratio is about max(v^2/12, 1/(2d)) for hyperbolic PRFs): the bits it loses are measured and the terms formed
+    again with that many more (at the working precision the ratio lost log2(d) bits, relative error 1e-3 at
+    d = 1e20, v = 1e-6).  Up to 8 bits come from the guard bits (no second evaluation: the pnc quadratures)."""
     params = params or {}
     excess = kinds.hook(kind, "pair_excess")
-    return kinds.hook(kind, "variance")(d, vv, **params) + _weighted_pairs(
-        coupling, d, m, lambda c: excess(c, d, vv, **params))
+    variance = kinds.hook(kind, "variance")
+    extra = 0
+    for _ in range(_MAX_RAISES):
+        with mp.workprec(mp.prec + extra):
+            terms = [variance(d, vv, **params)] + [w * excess(c, d, vv, **params)
+                                                   for c, w in _pair_kinds(coupling, d, m) if w]
+            total = mp.fsum(terms)
+        size = max(abs(t) for t in terms)
+        if not size:
+            return total
+        lost = int(mp.mag(size)) - int(mp.mag(total)) if total else mp.prec + extra
+        if lost <= extra + 8:
+            return total
+        extra = max(lost + 16, 2 * extra)
+    raise ConvergenceError(f"the {kind} MSE of {coupling!r} at d = {d}, m = {m}: Var + pair terms cancel beyond "
+                           f"{_MAX_RAISES} increases of the precision (last: {extra} bits); lower the working "
+                           "precision")
+
+
+#: Times :func:`_kind_inner` raises its precision when the sum of its terms cancels.
+_MAX_RAISES = 8
 
 
 def _kind_scaled(kind, coupling, d, m, vv, params=None):
@@ -340,7 +369,7 @@ def mean_conformity(coupling, d, v, *, m=None, kind="prf", **params):
     v : real >= 0
         :math:`\|x + y\|` (positive kinds) or :math:`\|x - y\|` (RFF).
     m : int >= 2, optional, keyword-only
-        Number of directions (default d: one block).
+        Number of directions (default d: one block, so d >= 2 unless m is given; ValueError naming m otherwise).
     kind : str, keyword-only
     **params
         The kind's parameters (``A`` for OPRFs).
@@ -464,7 +493,7 @@ def orthogonality_gap(d, v, *, x_norm, y_norm, m=None):
     m = _features(m, d)
     xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
     check_v(vv)
-    return -mp.exp(-2 * (square(xn) + square(yn))) * _pair_weight(d, m) / m * _prf_excess("orthogonal", d, vv)
+    return -mp.exp(norm_exponent(xn, yn, -2)) * _pair_weight(d, m) / m * _prf_excess("orthogonal", d, vv)
 
 
 @guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
@@ -515,7 +544,7 @@ def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
             prod = prod * (d + k) / (d + 2 * k)
             power = nxt
             k += 1
-    return mp.exp(-2 * (square(xn) + square(yn))) * _pair_weight(d, m) / m * total
+    return mp.exp(norm_exponent(xn, yn, -2)) * _pair_weight(d, m) / m * total
 
 
 @guarded(grid=("d", "m"))
