@@ -6,6 +6,7 @@ after each step (hex) and the number of RuntimeWarnings about unseeded redraws."
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import json
 import sys
 import warnings
@@ -28,6 +29,7 @@ class _Net(torch.nn.Module):
 
 
 def main(rank, init_file):
+    faulthandler.dump_traceback_later(120, exit=True)  # a stuck rank says where (the test's limit is 180 s)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
                             timeout=datetime.timedelta(seconds=60))
     report = {}

@@ -24,7 +24,8 @@ def run_group(cmd, timeout, **popen_kwargs):
 def run_groups(cmds, timeout, **popen_kwargs):
     """Run the commands side by side, each in a new process group (stdout and stderr together, text);
     ``[(returncode, output), ...]`` in their order.  On timeout every group is killed (forked workers too) and
-    ``subprocess.TimeoutExpired`` re-raised; a failed start kills the ones already started."""
+    ``subprocess.TimeoutExpired`` re-raised with what each command printed as its ``output``; a failed start
+    kills the ones already started."""
     import time
 
     procs = []
@@ -35,6 +36,14 @@ def run_groups(cmds, timeout, **popen_kwargs):
         deadline = time.monotonic() + timeout
         outs = [proc.communicate(timeout=max(deadline - time.monotonic(), 0.0))[0] for proc in procs]
         return [(proc.returncode, out) for proc, out in zip(procs, outs)]
+    except subprocess.TimeoutExpired as exc:  # every group killed; what each printed goes with the error
+        texts = []
+        for i, proc in enumerate(procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            texts.append(f"--- command {i} (return code {proc.wait()}):\n{proc.communicate()[0] or ''}")
+        exc.output = "\n".join(texts)
+        raise
     finally:
         for proc in procs:
             if proc.poll() is None:

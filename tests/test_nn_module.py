@@ -1014,8 +1014,8 @@ def test_two_ranks_of_distributed_data_parallel(tmp_path):
     The differing steps are the power: a redraw that DDP kept in step would fail them."""
     import json
     import os
+    import subprocess
     import sys
-
     from pathlib import Path
 
     from tests._procs import run_groups
@@ -1024,7 +1024,10 @@ def test_two_ranks_of_distributed_data_parallel(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")
     cmds = [[sys.executable, "-m", "tests._ddp_rank", str(rank), str(tmp_path / "rendezvous")] for rank in (0, 1)]
-    results = run_groups(cmds, timeout=240, cwd=root, env=env)
+    try:
+        results = run_groups(cmds, timeout=180, cwd=root, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:  # (each rank dumps its threads' stacks after 120 s: see _ddp_rank)
+        pytest.fail(f"the two ranks did not finish in 180 s:\n{(exc.output or '')[-6000:]}")
     for rc, out in results:
         assert rc == 0, out[-3000:]
     first, second = (json.loads(out.strip().splitlines()[-1]) for _, out in results)
