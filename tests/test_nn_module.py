@@ -1024,10 +1024,10 @@ def test_two_ranks_of_distributed_data_parallel(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")
     cmds = [[sys.executable, "-m", "tests._ddp_rank", str(rank), str(tmp_path / "rendezvous")] for rank in (0, 1)]
-    try:
-        results = run_groups(cmds, timeout=180, cwd=root, env=env, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:  # (each rank dumps its threads' stacks after 120 s: see _ddp_rank)
-        pytest.fail(f"the two ranks did not finish in 180 s:\n{(exc.output or '')[-6000:]}")
+    try:  # (about 4 s; a stuck rank dumps its threads' stacks after 75 s, which the failure shows)
+        results = run_groups(cmds, timeout=100, cwd=root, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the two ranks did not finish in 100 s:\n{(exc.output or '')[-6000:]}")
     for rc, out in results:
         assert rc == 0, out[-3000:]
     first, second = (json.loads(out.strip().splitlines()[-1]) for _, out in results)
