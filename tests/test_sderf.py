@@ -739,3 +739,14 @@ def test_estimates_depend_on_rng_only():
     one = ms.sderf_empirical_mse("orthogonal", x, y, 8, 300, a, Q, rng=5)
     two = ms.sderf_empirical_mse("orthogonal", x, y, 8, 300, a, Q, rng=np.random.default_rng(5))
     assert one == two
+
+
+def test_integers_beyond_two_to_the_53_are_refused_not_rounded():
+    """The SDERF objective takes its data exactly; an int64 entry above 2**53 was rounded to float64 silently
+    (2**53 + 1 became 2**53): now a ValueError naming X.  2**53 itself is exact and accepted (power: its
+    objective is the written-out 2 (2x)^2 = 8 x^2)."""
+    with pytest.raises(ValueError, match="X holds integers beyond 2..53"):
+        ts.sderf_log_objective(np.array([[2**53 + 1]]), None, [0])
+    with mp.workdps(30):
+        got = ts.sderf_log_objective(np.array([[2**53]]), None, [0])
+        assert got == 8 * mp.mpf(2) ** 106

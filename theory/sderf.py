@@ -447,6 +447,9 @@ def _data(X, name, d=None):
         raise ValueError(f"{name} must be a 2-D array of shape (N, d) with N, d >= 1, got shape {arr.shape}")
     if d is not None and arr.shape[1] != d:
         raise ValueError(f"{name} must have d = {d} columns (as X), got shape {arr.shape}")
+    if arr.dtype.kind in "iu" and arr.size and int(np.max(np.abs(arr.astype(object)))) > 2**53:
+        raise ValueError(f"{name} holds integers beyond 2**53, which float64 would round (the inputs are taken "
+                         "exactly): pass them as floats if rounding is meant")
     arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite: found {int(np.sum(~np.isfinite(arr)))} NaN or inf entries")
