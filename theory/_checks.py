@@ -48,7 +48,7 @@ RFF_COUPLINGS = names(has=("rff_conformity",))
 GUARD_BITS = 24
 
 __all__ = ["GUARD_BITS", "PRF_COUPLINGS", "RFF_COUPLINGS", "call_hook", "check_coupling", "check_dimension",
-           "check_int", "guarded", "mp", "refuse_masked", "to_mpf"]
+           "check_int", "guarded", "mp", "rational", "refuse_masked", "to_mpf"]
 
 
 #: Largest magnitude (log2|x|, bits) up to which a decimal string or fraction gets the extra
@@ -78,6 +78,13 @@ def _rounded(convert):
     return x
 
 
+def rational(q):
+    """A rational number (``fractions.Fraction``, int) as an mpf of the private context, correctly rounded at the
+    working precision (one rounding, not one for the numerator and one for the division)."""
+    return mp.make_mpf(mpmath.libmp.from_rational(int(q.numerator), int(q.denominator), mp.prec,
+                                                  mpmath.libmp.round_nearest))
+
+
 def to_mpf(value, name):
     """Convert an int, float, str, fraction, mpf or numpy real to an mpf of the private context.
 
@@ -100,8 +107,7 @@ def to_mpf(value, name):
         elif isinstance(value, numbers.Integral):
             x = mp.make_mpf(mpmath.libmp.from_int(int(value)))
         elif isinstance(value, numbers.Rational):  # a Fraction: correctly rounded, not through a double
-            p, q = int(value.numerator), int(value.denominator)
-            x = _rounded(lambda: mp.make_mpf(mpmath.libmp.from_rational(p, q, mp.prec, mpmath.libmp.round_nearest)))
+            x = _rounded(lambda: rational(value))
         elif isinstance(value, float) or not hasattr(value, "as_integer_ratio"):
             x = mp.make_mpf(mpmath.libmp.from_float(float(value)))
         else:  # numpy's float128 / longdouble (and float16/32): exact, not rounded to a double

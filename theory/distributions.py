@@ -25,6 +25,7 @@ from ._checks import (
     check_int,
     check_nonnegative,
     guarded,
+    rational,
 )
 from ._series import drop_scale, peak_in_log, quad_checked
 from ._context import check_time
@@ -45,8 +46,7 @@ def coupling_cos(coupling, d):
     if rec.cos_theta is None:
         fixed = ", ".join(repr(r.name) for r in RECORDS if r.cos_theta is not None)
         raise ValueError(f"coupling {coupling!r} has no fixed pair angle; couplings with one: {fixed}")
-    c = rec.cos_theta(d)
-    return mp.mpf(c.numerator) / c.denominator
+    return rational(rec.cos_theta(d))
 
 
 def _log_density_bits(k, r):

@@ -56,7 +56,7 @@ from __future__ import annotations
 import functools
 from fractions import Fraction
 
-from ._checks import check_dimension, check_int, check_norms_and_v, guarded, square
+from ._checks import check_dimension, check_int, check_norms_and_v, guarded, rational, square
 from ._context import check_time, mp
 from ._series import log2abs
 from .conformities import check_v
@@ -71,17 +71,23 @@ def _f(d, t):
     return mp.hyp0f1(mp.mpf(d) / 2, t)
 
 
+def _means(kind, d, vv):
+    """(mu, mu_0): the fixed-norm and the Gaussian mean of one direction's statistic, 'prf' (t = v) or 'rff'
+    (t = z)."""
+    v2 = square(vv)
+    sign = 1 if kind == "prf" else -1
+    return _f(d, sign * d * v2 / 4), mp.exp(sign * v2 / 2)
+
+
 def _moments(kind, d, vv):
     """(mu, E b^2, pair term within a block, mu_0) for 'prf' (t = v) or 'rff' (t = z)."""
     v2 = square(vv)
-    sign = 1 if kind == "prf" else -1
-    mu = _f(d, sign * d * v2 / 4)
+    mu, mu0 = _means(kind, d, vv)
     if kind == "prf":
-        second = _f(d, d * v2)
+        second, pair = _f(d, d * v2), _f(d, d * v2 / 2)
     else:
-        second = (1 + _f(d, -d * v2)) / 2
-    pair = _f(d, sign * d * v2 / 2)
-    return mu, second, pair, mp.exp(sign * v2 / 2)
+        second, pair = (1 + _f(d, -d * v2)) / 2, _f(d, -d * v2 / 2)
+    return mu, second, pair, mu0
 
 
 @functools.lru_cache(maxsize=64)
@@ -147,7 +153,7 @@ def _series_value(kind, d, s, p, what):
         elif what == "D":
             tail = 2 * _exp_tail(mp.mpf(1) / 2, n, s)
         else:
-            tail = _exp_tail(2, n, s) + (1 + 2 * mp.mpf(p.numerator) / p.denominator) * _exp_tail(1, n, s)
+            tail = _exp_tail(2, n, s) + (1 + 2 * rational(p)) * _exp_tail(1, n, s)
         wp = prec + 20
         with mp.workprec(wp):
             total = mp.mpf(0)
@@ -155,7 +161,7 @@ def _series_value(kind, d, s, p, what):
             power = mp.mpf(1)
             for c in coeffs:
                 if c:
-                    term = mp.mpf(c.numerator) / c.denominator * power
+                    term = rational(c) * power
                     total += term
                     absum += abs(term)
                 power *= s
@@ -178,8 +184,7 @@ def _closed_forms(kind, d, vv, p, whats):
             if "V" in whats:
                 mu, second, pair, mu0 = _moments(kind, d, vv)
             else:
-                mu, mu0 = _f(d, (1 if kind == "prf" else -1) * d * square(vv) / 4), mp.exp(
-                    (1 if kind == "prf" else -1) * square(vv) / 2)
+                mu, mu0 = _means(kind, d, vv)
             for what in whats:
                 if what == "bias":
                     ratio = mu / mu0
@@ -187,7 +192,7 @@ def _closed_forms(kind, d, vv, p, whats):
                 elif what == "D":
                     value, scale = mu - mu0, max(abs(mu), abs(mu0))
                 else:
-                    pp = mp.mpf(p.numerator) / p.denominator
+                    pp = rational(p)
                     mu2 = mu * mu
                     value = (second - mu2) + pp * (pair - mu2)
                     scale = max(abs(second), mu2, pp * abs(pair), pp * mu2)
@@ -236,7 +241,7 @@ def fixed_norm_mean(d, v, *, kind="prf"):
     kind = _kind(kind)
     d = check_dimension(d)
     vv = check_v(v, "v" if kind == "prf" else "z")
-    return _moments(kind, d, vv)[0]
+    return _means(kind, d, vv)[0]
 
 
 @guarded(grid=("d", "v"))

@@ -48,6 +48,7 @@ from ._checks import (
     check_norms_and_v,
     guarded,
     half_square,
+    rational,
     square,
 )
 from ._context import check_time
@@ -578,8 +579,7 @@ def simplex_v2_prefactor(d, *, m=None):
     f = Fraction(coupled_pairs(d, m), m * (d - 1))
     with mp.workprec(mp.prec + dimension_bits(d, "simplex_v2_prefactor")):
         one_minus_r1 = 1 - _sin_moment_first(d)
-        rest = 1 - f
-        return mp.mpf(rest.numerator) / rest.denominator + mp.mpf(f.numerator) / f.denominator * one_minus_r1
+        return rational(1 - f) + rational(f) * one_minus_r1
 
 
 @guarded(grid=("d",))

@@ -55,14 +55,7 @@ def _as_vectors(vectors, name="vectors"):
     rows = []
     for i, row in enumerate(raw):
         check_time(f"reading {name} (row {i})")
-        entries = []
-        for j, t in enumerate(row):
-            try:
-                entries.append(to_mpf(t, name))
-            except ValueError:  # (ArgumentTypeError is a ValueError too): again, naming the entry
-                to_mpf(t, f"{name}[{i}][{j}]")
-                raise
-        rows.append(entries)
+        rows.append([to_mpf(t, f"{name}[{i}][{j}]") for j, t in enumerate(row)])
     if len(rows) < 2:
         raise ValueError(f"{name} must hold at least 2 vectors, got {len(rows)}")
     d = len(rows[0])
@@ -88,14 +81,7 @@ def _as_norms(norms, name="norms"):
     _refuse_text(norms, name)
     if not hasattr(norms, "__iter__") or getattr(norms, "ndim", 1) != 1:
         raise ArgumentTypeError(f"{name} must be a sequence or 1-D array of real numbers, got {describe(norms)}")
-    out = []
-    for i, t in enumerate(norms):
-        try:
-            out.append(check_nonnegative(t, name))
-        except ValueError:  # again, naming the entry
-            check_nonnegative(t, f"{name}[{i}]")
-            raise
-    return out
+    return [check_nonnegative(t, f"{name}[{i}]") for i, t in enumerate(norms)]
 
 
 def _norm2(u):
