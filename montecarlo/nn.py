@@ -234,6 +234,13 @@ def check_generator(generator, name="generator"):
     return generator
 
 
+def fork_generator(generator):
+    """A new ``torch.Generator`` on ``generator``'s device seeded by one draw of it (which advances it): the
+    stream of a deep copy, independent of the original's later draws and reproducible from its seed."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
+    return torch.Generator(device=generator.device).manual_seed(seed)
+
+
 def check_device(device, name="device"):
     """A ``torch.device`` (or None) that exists here: ValueError naming ``name`` for a malformed string or a
     CUDA device when CUDA is not available."""
@@ -496,17 +503,24 @@ def _compiling():
     return bool(fn()) if fn is not None else False
 
 
+def _autocast_on(device_type):
+    """Whether autocast is on for ``device_type`` (False for a device type without autocast, such as meta;
+    True where an older torch cannot tell, without the device argument)."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except RuntimeError:
+        return False
+    except TypeError:
+        return True
+
+
 def _no_autocast(device_type):
     """A context with autocast off on ``device_type``: ``torch.autocast(enabled=False)`` where autocast is on
     there, else none (no region: torch.export made the forward's regions of grad mode inside an autocast
     region empty higher-order operators, which a saved program then failed to load with)."""
-    try:
-        on = torch.is_autocast_enabled(device_type)
-    except RuntimeError:  # a device type without autocast (meta): nothing to switch off
-        on = False
-    except TypeError:  # (an older torch, without the device argument)
-        on = True
-    return torch.autocast(device_type=device_type, enabled=False) if on else contextlib.nullcontext()
+    if _autocast_on(device_type):
+        return torch.autocast(device_type=device_type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def _mixed_under_autocast(q, k, v):
@@ -514,10 +528,7 @@ def _mixed_under_autocast(q, k, v):
     times bf16 queries, say), which forward then casts to autocast's dtype as SDPA does."""
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v)) or q.dtype == k.dtype == v.dtype:
         return False
-    try:
-        return torch.is_autocast_enabled(q.device.type)
-    except RuntimeError:  # a device type without autocast
-        return False
+    return _autocast_on(q.device.type)
 
 
 def _transformed():
@@ -1231,12 +1242,7 @@ class PRFAttention(nn.Module):
             new.__dict__[key] = copy.deepcopy(value, memo)
         new._rng = self._rng.spawn(1)[0]
         new._draw_state = new._rng.bit_generator.state  # (its reset_parameters draws from its own fork)
-        if self._generator is None:
-            new._generator = None
-        else:
-            g = self._generator
-            seed = int(torch.randint(0, 2**62, (1,), generator=g, device=g.device).item())
-            new._generator = torch.Generator(device=g.device).manual_seed(seed)
+        new._generator = None if self._generator is None else fork_generator(self._generator)
         return new
 
     def get_extra_state(self):

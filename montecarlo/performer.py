@@ -70,7 +70,7 @@ from montecarlo._checks import (
     check_rng,
 )
 
-from .nn import check_generator, draw_projections
+from .nn import check_generator, draw_projections, fork_generator
 
 __all__ = ["PerformerProjection", "FastAttentionErrors", "fast_attention_errors", "performer_projection_matrix",
            "use_coupling"]
@@ -159,9 +159,7 @@ class PerformerProjection:
         if self.generator is None:
             new.rng = self.rng.spawn(1)[0]
         else:
-            g = self.generator
-            seed = int(torch.randint(0, 2**62, (1,), generator=g, device=g.device).item())
-            new.generator = torch.Generator(device=g.device).manual_seed(seed)
+            new.generator = fork_generator(self.generator)
         return new
 
     def __repr__(self):

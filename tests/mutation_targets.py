@@ -146,7 +146,8 @@ TARGETS = {
     # torch.func and torch.export: the forward-mode rules, the Functions' contexts, the switches that pick them;
     # deferred initialisation (the meta device, reset_parameters)
     "nn_func": ("fused", "montecarlo/nn.py", ("jvp", "setup_context", "_with_jvp", "_transformed", "_no_autocast",
-                                              "_exporting", "_rho", "reset_parameters", "draw_projections")),
+                                              "_autocast_on", "_exporting", "_rho", "reset_parameters",
+                                              "draw_projections")),
     # the second exploration run's fixes (2026-11-27): the fast couplings' row norms cut to d of p columns, the
     # input checks of the HD-product and Algorithm 1; FAVOR++'s A* on both sides of s = 1/2 and its statistic
     # over the unpadded finite rows; exact_kernel's and the features' float64 range
