@@ -169,10 +169,16 @@ def distinct_couplings(couplings, name="couplings"):
     """:func:`check_couplings`, and no coupling twice (a repeat would be compared with itself: a paired
     difference of exactly 0 with standard error 0); ValueError naming ``name`` otherwise."""
     out = check_couplings(couplings, name)
-    repeated = sorted({c for c in out if out.count(c) > 1})
-    if repeated:
-        raise ValueError(f"{name} must not repeat a coupling, got {list(out)} ({', '.join(repeated)} repeated)")
+    refuse_repeats(out, name, "a coupling")
     return out
+
+
+def refuse_repeats(items, name, what):
+    """ValueError naming ``name`` and the repeated items if one of ``items`` (strings) occurs more than once."""
+    seq = list(items)
+    repeated = sorted({x for x in seq if seq.count(x) > 1})
+    if repeated:
+        raise ValueError(f"{name} must not repeat {what}, got {seq} ({', '.join(repeated)} repeated)")
 
 
 #: A standard error at or below this fraction of the compared values' scale is round-off, not a measured spread

@@ -68,7 +68,7 @@ import numpy as np
 
 from theory.cli import atomic_write, check_output_dir, int_arg, main_runner, make_parser, real_arg
 
-from ._common import check_int, check_positive_float, check_rng, describe, run_terminable
+from ._common import check_int, check_positive_float, check_rng, describe, refuse_repeats, run_terminable
 
 __all__ = [
     "ARMS",
@@ -213,9 +213,7 @@ def arms_available(arms=None):
         if not isinstance(name, str) or name not in by_name:
             raise ValueError(f"arms must be among {', '.join(by_name)}, got {describe(name)}")
         out.append(by_name[name])
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(f"arms must not repeat an arm, got {names} ({', '.join(repeated)} repeated)")
+    refuse_repeats(names, "arms", "an arm")
     if not out:
         raise ValueError(f"arms must not be empty (choose among {', '.join(by_name)}, or None for all)")
     return out
