@@ -192,17 +192,24 @@ def _cuda_step(fn, q, k, v, cot):
     return step
 
 
-def _cuda_time(step, repeat):
+def _cuda_time(step, repeat, warmup=3):
     """(first call's seconds, the minimum over ``repeat`` timed calls in ms, peak MB of one call, the minimum
     host time of a call in ms: until the call returns, before the synchronisation (the CPU's own work,
-    launches queued; about the whole time when the host is the limit))."""
+    launches queued; about the whole time when the host is the limit), the median time in ms).  ``warmup``
+    untimed calls first, the first of them timed as the first call (a compile, for a compiled module): with a
+    single warm-up call the caching allocator was still growing its segments in the timed calls (cudaMalloc
+    on the host: an H100 run timed 2.76 ms with 2.20 ms of host time where 3 warm-up calls and 20 timed
+    ones gave 2.24 ms with 1.07)."""
     import torch
 
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    step()  # warm-up (a compile, for a compiled module)
+    step()
     torch.cuda.synchronize()
     first = time.perf_counter() - t0
+    for _ in range(warmup - 1):
+        step()
+    torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     times, queued = [], []
@@ -213,7 +220,8 @@ def _cuda_time(step, repeat):
         queued.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    return first, 1e3 * min(times), (torch.cuda.max_memory_allocated() - base) / 2**20, 1e3 * min(queued)
+    return (first, 1e3 * min(times), (torch.cuda.max_memory_allocated() - base) / 2**20, 1e3 * min(queued),
+            1e3 * sorted(times)[len(times) // 2])
 
 
 def cuda_rows(seq_lens, repeat, cap_fast):
@@ -228,7 +236,7 @@ def cuda_rows(seq_lens, repeat, cap_fast):
             for impl in _impls(causal, L, cap_fast):
                 fn = _build(impl, causal, 128, dev, torch)
                 try:
-                    _, ms[impl], mem[impl], _ = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
+                    _, ms[impl], mem[impl], _, _ = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
                 except torch.cuda.OutOfMemoryError:
                     ms[impl], mem[impl] = None, "OOM"
                     torch.cuda.empty_cache()
@@ -259,9 +267,9 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
         elif comp:
             torch._dynamo.reset()
             fn = torch.compile(fn, dynamic=False, **({"mode": comp} if isinstance(comp, str) else {}))
-    first, ms, mb, host = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
+    first, ms, mb, host, med = _cuda_time(_cuda_step(fn, q, k, v, cot), repeat)
     return {"device": torch.cuda.get_device_name(), "L": q.shape[-2], "form": name, "ms": ms, "peak_mb": mb,
-            "first_s": first, "host_ms": host}
+            "first_s": first, "host_ms": host, "ms_median": med}
 
 
 def _variant_forms():
@@ -363,7 +371,8 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
             finally:
                 mnn._causal = plain
             rows.append(row)
-            print(f"  L={L} {name}: " + (f"{row['ms']:.2f} ms (host {row['host_ms']:.2f}), {row['peak_mb']:.0f} MB, "
+            print(f"  L={L} {name}: " + (f"{row['ms']:.2f} ms (median {row['ms_median']:.2f}, host "
+                                         f"{row['host_ms']:.2f}), {row['peak_mb']:.0f} MB, "
                                          f"first call {row['first_s']:.1f} s" if row.get("ms") is not None else
                                          str(row.get("error", row.get("peak_mb")))), flush=True)
         if L == seq_lens[0]:
@@ -392,10 +401,13 @@ def variants_summary(rows, targets=((4096, 3.0), (65536, 1.0)), default=None):
     for L in sorted({r["L"] for r in rows}):
         at = [r for r in rows if r["L"] == L]
         sdpa = next((r["ms"] for r in at if r["form"] == "sdpa" and r.get("ms")), None)
+        sdpa_med = next((r.get("ms_median") for r in at if r["form"] == "sdpa" and r.get("ms")), None)
         timed = sorted((r for r in at if r["form"] != "sdpa" and r.get("ms") is not None), key=lambda r: r["ms"])
         lines.append(f"L={L}: SDPA {sdpa:.2f} ms" if sdpa else f"L={L}: no SDPA time")
         for r in timed:
             ratio = f" = {_ratio(r['ms'], sdpa):.2f} x SDPA" if sdpa else ""
+            if sdpa_med and r.get("ms_median"):
+                ratio += f" (medians {r['ms_median']:.2f} / {sdpa_med:.2f} = {r['ms_median'] / sdpa_med:.2f} x)"
             lines.append(f"  {r['form']}: {r['ms']:.2f} ms{ratio} (host {r.get('host_ms') or 0:.2f} ms)")
         for r in at:
             if r["form"] != "sdpa" and r.get("ms") is None:
@@ -521,6 +533,88 @@ def launch_overhead(repeat=300):
     return out
 
 
+def cuda_host_profile(L=4096, repeat=20, device="cuda"):
+    """Where the host's time of one eager causal training step of the default CUDA path goes (the issue-20
+    shape at length ``L``): the host's time of the forward call and of the backward call, each with the device
+    idle at its start (synchronised before) and queued back to back, against their wall times; the forward
+    under cProfile (the main thread's Python; the backward runs on autograd's device thread, which cProfile does
+    not see); and torch.profiler's CPU table of three steps (every thread: the torch operators, the driver
+    calls, autograd's nodes).  Printed; returns the timings (ms, minimum and median)."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+
+    import montecarlo.nn as mnn
+
+    q, k, v, cot = _cuda_inputs(L, device)
+    fn = mnn.PRFAttention(D_HEAD, 128, "simplex", causal=True, seed=0, device=device)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    sync = torch.cuda.synchronize
+    for _ in range(3):
+        fn(*leaves).backward(cot)
+    sync()
+    keys = ("fwd_host", "fwd_wall", "bwd_host", "bwd_wall", "step_fwd_host", "step_bwd_host", "step_wall")
+    t = {key: [] for key in keys}
+    for _ in range(repeat):
+        for x in leaves:
+            x.grad = None
+        sync()
+        t0 = time.perf_counter()
+        out = fn(*leaves)
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        out.backward(cot)
+        t3 = time.perf_counter()
+        sync()
+        t4 = time.perf_counter()
+        t["fwd_host"].append(t1 - t0)
+        t["fwd_wall"].append(t2 - t0)
+        t["bwd_host"].append(t3 - t2)
+        t["bwd_wall"].append(t4 - t2)
+        for x in leaves:
+            x.grad = None
+        del out
+        sync()
+        t0 = time.perf_counter()
+        out = fn(*leaves)
+        t1 = time.perf_counter()
+        out.backward(cot)
+        t2 = time.perf_counter()
+        sync()
+        t3 = time.perf_counter()
+        t["step_fwd_host"].append(t1 - t0)
+        t["step_bwd_host"].append(t2 - t1)
+        t["step_wall"].append(t3 - t0)
+        del out
+    res = {key: (1e3 * min(val), 1e3 * sorted(val)[len(val) // 2]) for key, val in t.items()}
+    print(f"L={L}, chunk {fn.chunk}: ms (minimum, median) over {repeat}: "
+          + ", ".join(f"{key} {a:.3f} ({b:.3f})" for key, (a, b) in res.items()), flush=True)
+    prof = cProfile.Profile()
+    sync()
+    prof.enable()
+    for _ in range(repeat):
+        out = fn(*leaves)
+    prof.disable()
+    del out
+    sync()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
+    print(f"cProfile of {repeat} forward calls (queued, not synchronised), by own time:", flush=True)
+    print("\n".join(buf.getvalue().splitlines()[:60]), flush=True)
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as tp:
+        for _ in range(3):
+            for x in leaves:
+                x.grad = None
+            fn(*leaves).backward(cot)
+        sync()
+    print(tp.key_averages().table(sort_by="self_cpu_time_total", row_limit=40), flush=True)
+    return res
+
+
 # ---------------------------------------------------------------------------
 # output
 
@@ -579,6 +673,9 @@ def _parser():
     p.add_argument("--launch", action="store_true",
                    help="the host's time per kernel launch on CUDA: a fused kernel through Triton's JIT entry and "
                         "its compiled runner, and a torch operator (needs CUDA)")
+    p.add_argument("--host-profile", action="store_true",
+                   help="where the host's time of an eager causal training step on CUDA goes (forward and backward "
+                        "host and wall times, cProfile, torch.profiler's CPU table; needs CUDA)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
     p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
     p.add_argument("--json", nargs="?", const="benchmarks/results/bench_attention.json", default=None, metavar="PATH",
@@ -627,13 +724,21 @@ def main(argv=None):
         if args.json:
             _write_json(args.json, {"launch": res, "torch": torch.__version__})
         return 0
+    if args.host_profile:
+        if not torch.cuda.is_available():
+            print(f"{PROG}: error: --host-profile needs CUDA", file=sys.stderr)
+            return 2
+        res = cuda_host_profile(args.lengths[0] if args.lengths else 4096, 5 if args.quick else 20)
+        if args.json:
+            _write_json(args.json, {"host_profile": res, "torch": torch.__version__})
+        return 0
     if args.cuda:
         if not torch.cuda.is_available():
             print(f"{PROG}: CUDA is not available here: the CUDA benchmark is skipped", file=sys.stderr)
             return 0
         seq_lens = (4096, 16384, 65536) if args.quick else (1024, 4096, 16384, 65536)
         if args.variants:
-            rows = cuda_causal_variants(tuple(args.lengths or (4096, 65536, 16384)), 3 if args.quick else 5,
+            rows = cuda_causal_variants(tuple(args.lengths or (4096, 65536, 16384)), 10 if args.quick else 20,
                                         args.budget, names=args.forms)
             print("\n".join(["", "Summary (fastest first):"] + variants_summary(rows)), flush=True)
             if args.json:
@@ -641,7 +746,7 @@ def main(argv=None):
             return 0
         print(f"CUDA {torch.cuda.get_device_name()}: (batch, heads) = {CUDA_SHAPE}, d = {D_HEAD}, m = 128, "
               "bf16 forward + backward; minimum over repeats", flush=True)
-        rows = cuda_rows(seq_lens, 3 if args.quick else 5, cap_fast=4096)
+        rows = cuda_rows(seq_lens, 10 if args.quick else 20, cap_fast=4096)
     else:
         seq_lens = (1024, 4096) if args.quick else (256, 1024, 4096, 16384)
         m_values = (64,) if args.quick else (64, 256)

@@ -8,6 +8,8 @@
 #      (SKIP_TABLE=1 skips it);
 #   3. the host's work per eager step on this machine's CPU with no-op launches (--host; seconds), and the
 #      host's time per launch: Triton's JIT entry, the compiled kernel's runner, a torch operator (--launch);
+#   3b. where the host's time of an eager step goes on the GPU machine (--host-profile: forward and backward
+#      host and wall times, cProfile, torch.profiler's CPU table);
 #   4. the causal variants against SDPA (bf16, forward + backward, batch x heads 32, m = 128): the fused
 #      operator at three chunk lengths (and 64 at the first length), on the tile path only, with the scans
 #      over the chunks by torch operations instead of their kernels (and the ratio, at the first length),
@@ -19,7 +21,8 @@
 #      captured as CUDA graphs (torch.cuda.make_graphed_callables, chunk 128); each row also gives the
 #      host's time per step (until the call returns, launches queued: about the whole time when the CPU is
 #      the limit).
-# Writes device.txt, tests.txt, table.txt, table.json, variants.txt, variants.json and host.txt under $OUT
+# Writes device.txt, tests.txt, table.txt, table.json, variants.txt, variants.json, host.txt and host_profile.txt
+# under $OUT
 # (default ./gpu_out); variants.txt ends with a summary: each length's forms fastest first as ratios to SDPA,
 # and whether the eager default and the fastest form meet issue 20's targets.
 # The lent machines have torch (with Triton) but not every pure-Python dependency: with the wheels of
@@ -46,5 +49,6 @@ timeout 180 python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE tests/tes
     2>&1 | tee "$OUT/table.txt"
 timeout 30 python3 -m benchmarks.bench_attention --host --quick 2>&1 | tee "$OUT/host.txt"
 timeout 20 python3 -m benchmarks.bench_attention --launch 2>&1 | tee -a "$OUT/host.txt"
-timeout 270 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
+timeout 40 python3 -m benchmarks.bench_attention --host-profile 2>&1 | tee "$OUT/host_profile.txt"
+timeout 230 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
     --budget "${BUDGET:-200}" ${FORMS:+--forms $FORMS} --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"

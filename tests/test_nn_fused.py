@@ -1589,6 +1589,9 @@ def test_variants_summary_ranks_and_judges_the_targets():
     assert "fused_c256 3.01: not met" in "\n".join(variants_summary(rows, default="fused_c256"))
     own = f"fused_c{mnn.DEFAULT_CHUNK['cuda']}"
     assert own == "fused_c128" and f"eager default {own} 2.50: met" in "\n".join(variants_summary(rows))
+    rows[0]["ms_median"], rows[2]["ms_median"] = 0.9, 2.7  # the medians' ratio beside the minima's
+    assert "  fused_c128: 2.00 ms = 2.50 x SDPA (medians 2.70 / 0.90 = 3.00 x) (host 0.50 ms)" in \
+        variants_summary(rows)
 
 
 def test_gpu_session_fits_one_device_call():
@@ -1600,7 +1603,7 @@ def test_gpu_session_fits_one_device_call():
     assert subprocess.run(["bash", "-n", path], capture_output=True, timeout=30).returncode == 0
     steps = [line for line in open(path).read().splitlines() if "python3 -m" in line and not line.startswith("#")]
     limits = [int(m.group(1)) for line in steps for m in [re.search(r"timeout (\d+) python3", line)] if m]
-    assert len(limits) == len(steps) == 5 and sum(limits) <= 600, (steps, limits)
+    assert len(limits) == len(steps) == 6 and sum(limits) <= 600, (steps, limits)
 
 
 def test_launch_probe_needs_cuda(monkeypatch, capsys):
@@ -1611,6 +1614,16 @@ def test_launch_probe_needs_cuda(monkeypatch, capsys):
     assert bench_attention.main(["--launch"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--launch needs CUDA" in err
+
+
+def test_host_profile_needs_cuda(monkeypatch, capsys):
+    """benchmarks.bench_attention --host-profile without CUDA: exit 2 and one line naming what it needs."""
+    from benchmarks import bench_attention
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench_attention.main(["--host-profile"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--host-profile needs CUDA" in err
 
 
 def test_variant_forms_are_checked(capsys):
