@@ -197,9 +197,9 @@ def _cuda_time(step, repeat, warmup=3):
     host time of a call in ms: until the call returns, before the synchronisation (the CPU's own work,
     launches queued; about the whole time when the host is the limit), the median time in ms).  ``warmup``
     untimed calls first, the first of them timed as the first call (a compile, for a compiled module): with a
-    single warm-up call the caching allocator was still growing its segments in the timed calls (cudaMalloc
-    on the host: an H100 run timed 2.76 ms with 2.20 ms of host time where 3 warm-up calls and 20 timed
-    ones gave 2.24 ms with 1.07)."""
+    single warm-up call and 3 timed ones an H100 run timed the default causal step at 2.76 ms with 2.20 ms of
+    host time, where --host-profile's 3 warm-up calls and 20 timed ones gave 2.24 ms with 1.07 (the early
+    calls' host work: the caching allocator's first segments, lazily loaded CUDA modules)."""
     import torch
 
     torch.cuda.synchronize()
