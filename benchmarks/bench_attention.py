@@ -301,6 +301,10 @@ def _variant_forms():
              {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "ieee"}}),
             ("fused_c128_features64", 128, False,
              {"fused": True, "first_only": True, "kernel": {"FEATURE_KERNEL_BLOCK": 64}}),
+            ("fused_c128_fx2", 128, False,
+             {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "tf32x2"}}),
+            ("fused_c64_fx2", 64, False,
+             {"fused": True, "first_only": True, "kernel": {"FEATURE_PRECISION": "tf32x2"}}),
             ("compiled_fused_c256", 256, True, {"fused": True}),
             ("compiled_fused_c128", 128, True, {"fused": True}),
             ("cudagraphs_fused_c256", 256, "reduce-overhead", {"fused": True, "first_only": True}),
@@ -533,6 +537,62 @@ def launch_overhead(repeat=300):
     return out
 
 
+FEATURE_SHAPES = ((64, 32, 8), (128, 32, 8), (64, 64, 4), (128, 64, 8), (32, 32, 4), (64, 32, 4), (32, 64, 4))
+
+
+def cuda_feature_configs(L=4096, repeat=50, device="cuda"):
+    """The features' kernels alone on CUDA (the issue-20 shape: x (32, L, 64) bf16, rows (128, 64)), each
+    launch shape of :data:`FEATURE_SHAPES` (rows per program, feature block, warps) with the forward's
+    products "tf32x3" and "tf32x2", and the gradient's kernel (IEEE products) at each shape: microseconds per
+    call by CUDA events (the minimum of 3 rounds of ``repeat`` calls queued back to back).  Rows (kernel,
+    precision, shape, us)."""
+    import torch
+
+    from montecarlo import _fused
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = (0.5 * torch.randn(32, L, D_HEAD, generator=gen, device=device)).to(torch.bfloat16)
+    w = torch.randn(128, D_HEAD, generator=gen, device=device)
+    b = torch.randn(128, generator=gen, device=device)
+    G = torch.randn(32, L, 128, generator=gen, device=device)
+    s = D_HEAD ** -0.5
+
+    def timed(fn):
+        fn()
+        torch.cuda.synchronize()
+        best = math.inf
+        for _ in range(3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(repeat):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            best = min(best, 1e3 * start.elapsed_time(end) / repeat)
+        return best
+
+    rows = []
+    for T, F, W in FEATURE_SHAPES:
+        for prec in ("tf32x3", "tf32x2"):
+            with mock.patch.multiple(_fused, FEATURE_PRECISION=prec, FEATURE_TILE=T, FEATURE_KERNEL_BLOCK=F,
+                                     FEATURE_NUM_WARPS=W):
+                try:
+                    us = timed(lambda: _fused._linear_features_impl(x, w, b, s))
+                except Exception as exc:  # (a shape that does not compile is a result)
+                    us = f"{type(exc).__name__}: {str(exc)[:120]}"
+            rows.append(("forward", prec, (T, F, W), us))
+        with mock.patch.multiple(_fused, FEATURE_GRAD_TILE=T, FEATURE_GRAD_BLOCK=F, FEATURE_GRAD_NUM_WARPS=W):
+            try:
+                us = timed(lambda: _fused._linear_features_backward_impl(x, w, G, s))
+            except Exception as exc:
+                us = f"{type(exc).__name__}: {str(exc)[:120]}"
+        rows.append(("gradient", "ieee", (T, F, W), us))
+    for row in rows:
+        print(f"  {row[0]} {row[1]} tile,block,warps {row[2]}: "
+              + (f"{row[3]:.1f} us" if isinstance(row[3], float) else row[3]), flush=True)
+    return rows
+
+
 def cuda_host_profile(L=4096, repeat=20, device="cuda"):
     """Where the host's time of one eager causal training step of the default CUDA path goes (the issue-20
     shape at length ``L``): the host's time of the forward call and of the backward call, each with the device
@@ -676,6 +736,8 @@ def _parser():
     p.add_argument("--host-profile", action="store_true",
                    help="where the host's time of an eager causal training step on CUDA goes (forward and backward "
                         "host and wall times, cProfile, torch.profiler's CPU table; needs CUDA)")
+    p.add_argument("--feature-configs", action="store_true",
+                   help="the features' kernels alone on CUDA at each launch shape and product (needs CUDA)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
     p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
     p.add_argument("--json", nargs="?", const="benchmarks/results/bench_attention.json", default=None, metavar="PATH",
@@ -723,6 +785,14 @@ def main(argv=None):
             f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()), flush=True)
         if args.json:
             _write_json(args.json, {"launch": res, "torch": torch.__version__})
+        return 0
+    if args.feature_configs:
+        if not torch.cuda.is_available():
+            print(f"{PROG}: error: --feature-configs needs CUDA", file=sys.stderr)
+            return 2
+        rows = cuda_feature_configs(args.lengths[0] if args.lengths else 4096)
+        if args.json:
+            _write_json(args.json, {"feature_configs": rows, "torch": torch.__version__})
         return 0
     if args.host_profile:
         if not torch.cuda.is_available():

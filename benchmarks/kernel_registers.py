@@ -92,8 +92,9 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     gsig = {"X": half, "W": "*fp32", "G": "*fp32", "GX": half, "R": "i32", "d": "i32", "M": "i32",
             "S": "fp32"}
     x_dtype = torch.float32 if prec == "ieee" else torch.bfloat16
-    for name, sig, fprec in zip(_fused.FEATURE_KERNELS, (fsig, gsig), (_fused.feature_products(x_dtype), "ieee")):
-        fmeta = _fused._feature_meta(64, 128, fprec)
+    for name, sig, fprec, grad in zip(_fused.FEATURE_KERNELS, (fsig, gsig), (_fused.feature_products(x_dtype), "ieee"),
+                                      (False, True)):
+        fmeta = _fused._feature_meta(64, 128, fprec, grad=grad)
         fwarps = fmeta.pop("num_warps")
         jobs.append((name, sig | {c: "constexpr" for c in fmeta}, fmeta, fwarps))
     # the ratio's kernels (float32 numerators and masses, a mask, bf16 outputs and cotangents; d_v = 64)

@@ -784,7 +784,13 @@ def _linear_features_kernel(X, W, BIAS, LF, R, d, M, HALF_S, T: tl.constexpr, F:
     for f0 in range(0, M, F):
         fs = f0 + tl.arange(0, F)
         bias = tl.load(BIAS + fs, mask=fs < M, other=0.0)
-        lf = tl.dot(x, tl.trans(_rows_tile(W, f0, M, d, F, BX)), input_precision=PREC) - norm[:, None]
+        wt = tl.trans(_rows_tile(W, f0, M, d, F, BX))
+        if PREC == "tf32x2":  # x exact in TF32 (bf16/fp16): w = hi + lo, hi TF32 (10-bit mantissa, nearest)
+            hi = (((wt.to(tl.uint32, bitcast=True) + 0x1000) >> 13) << 13).to(tl.float32, bitcast=True)
+            lf = tl.dot(x, hi, input_precision="tf32") + tl.dot(x, wt - hi, input_precision="tf32")
+        else:
+            lf = tl.dot(x, wt, input_precision=PREC)
+        lf = lf - norm[:, None]
         tl.store(LF + rows[:, None] * M + fs[None, :], lf + bias[None, :],
                  mask=(rows < R)[:, None] & (fs < M)[None, :])
 
@@ -835,7 +841,17 @@ FEATURE_KERNEL_BLOCK = 32
 #: products (21% of the fused causal pass's GPU time), 106 with "tf32x3"; the gradient's kernel keeps IEEE
 #: products (71 us per call against 140 with "tf32x3").
 FEATURE_PRECISION = None
-FEATURE_PRECISIONS = ("ieee", "tf32x3")
+FEATURE_PRECISIONS = ("ieee", "tf32x3", "tf32x2")
+#: "tf32x2" (opt-in, half x only; float32 x keeps "tf32x3"): two TF32 products, x (exact in TF32: bfloat16 and
+#: float16 have at most TF32's 10-bit mantissa) times w's TF32 part (w rounded to nearest TF32) and times the
+#: remainder (below 2^-11 |w|, truncated to TF32 by the tensor cores: about 2^-21 |w| per product), one product
+#: fewer than "tf32x3", which also splits x.
+#: The features' kernels' launch shapes: rows per program, feature block and warps of the forward kernel
+#: (FEATURE_TILE, FEATURE_KERNEL_BLOCK above, FEATURE_NUM_WARPS) and of the gradient's (FEATURE_GRAD_*).
+FEATURE_NUM_WARPS = 8
+FEATURE_GRAD_TILE = 64
+FEATURE_GRAD_BLOCK = 32
+FEATURE_GRAD_NUM_WARPS = 8
 FEATURE_KERNELS = ("_linear_features_kernel", "_linear_features_grad_kernel")
 #: The ratio's kernels (compiled apart by the tools: ND SEEN OUT / ND SEEN G GND, then R L Lp D and the
 #: constexprs HAS_SEEN T BD) and their tile of rows.
@@ -945,9 +961,12 @@ def _setting(name, value, allowed):
 
 def feature_products(dtype):
     """The ``input_precision`` of the features' forward kernel for x of ``dtype``: :data:`FEATURE_PRECISION`
-    where set, else "tf32x3" for bfloat16/float16 and "ieee" for float32 (the gradient's kernel: IEEE)."""
-    return (_setting("FEATURE_PRECISION", FEATURE_PRECISION, FEATURE_PRECISIONS)
-            or ("ieee" if dtype == torch.float32 else "tf32x3"))
+    where set ("tf32x2" only for bfloat16/float16: "tf32x3" for float32), else "tf32x3" for bfloat16/float16
+    and "ieee" for float32 (the gradient's kernel: IEEE)."""
+    chosen = _setting("FEATURE_PRECISION", FEATURE_PRECISION, FEATURE_PRECISIONS)
+    if chosen == "tf32x2" and dtype == torch.float32:  # (float32 x is not exact in TF32)
+        return "tf32x3"
+    return chosen or ("ieee" if dtype == torch.float32 else "tf32x3")
 
 
 def _value_block(D):
@@ -1348,14 +1367,15 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
     return _within_op(qr, lk4, v4, P, before, precision)
 
 
-def _feature_meta(d, M, precision):
+def _feature_meta(d, M, precision, grad=False):
     """Tile, feature block, padded width, warps and products of the features' kernels (``precision`` one of
     :data:`FEATURE_PRECISIONS`): rows 64 x features 32 (:data:`FEATURE_KERNEL_BLOCK`) on 8 warps spill
     nothing on sm 80/90 at d = 64 under both products (``benchmarks.kernel_registers``; IEEE: features 64
     spilled on sm 80, 4 warps on both; "tf32x3": features 64 spilled 372 bytes in the forward on sm 80, none
-    on sm 90, 128 spilled on both)."""
-    return dict(T=FEATURE_TILE, F=max(16, min(FEATURE_KERNEL_BLOCK, _pow2(M))), BX=max(16, _pow2(d)),
-                num_warps=8, PREC=precision)
+    on sm 90, 128 spilled on both); the gradient's kernel (``grad``) by the FEATURE_GRAD_* settings."""
+    tile, block, warps = ((FEATURE_GRAD_TILE, FEATURE_GRAD_BLOCK, FEATURE_GRAD_NUM_WARPS) if grad else
+                          (FEATURE_TILE, FEATURE_KERNEL_BLOCK, FEATURE_NUM_WARPS))
+    return dict(T=tile, F=max(16, min(block, _pow2(M))), BX=max(16, _pow2(d)), num_warps=warps, PREC=precision)
 
 
 def _linear_features_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
@@ -1386,7 +1406,7 @@ def _linear_features_backward_impl(x: torch.Tensor, w: torch.Tensor, G: torch.Te
     gx = torch.empty_like(x)
     if R == 0:
         return gx
-    meta = _feature_meta(d, w.shape[0], "ieee")  # (an H100 timed "tf32x3" here at twice IEEE's time)
+    meta = _feature_meta(d, w.shape[0], "ieee", grad=True)  # (an H100 timed "tf32x3" here at twice IEEE's)
     _launch(_linear_features_grad_kernel, (_cdiv(R, meta["T"]),), x, w, G, gx, R, d, w.shape[0], scale, **meta)
     return gx
 
