@@ -833,22 +833,27 @@ KERNELS = (("_forward_kernel", "Q R K V P BEF FLAG O", "tile"),
 FEATURE_TILE = 64
 FEATURE_KERNEL_BLOCK = 32
 #: ``input_precision`` of the features' forward kernel's products, or None (the default): by x's dtype
-#: (:func:`feature_products`), "tf32x3" for bfloat16/float16 x (three TF32 products on tensor cores, the
-#: operands split into a TF32 part and a TF32 remainder: about 2^-21 relative per product, near float32's
-#: 2^-24; a bf16/fp16 x has no remainder), "ieee" (float32 FMA) for float32 x.  Plain TF32 (1e-3 relative in
-#: l(x), which the exponentials turn into absolute errors of 1e-3 |l| in the features) is not offered.  On an
-#: H100 (bf16, L = 4096, batch x heads 32, d 64, m 128) the forward kernel took 312 us per call with IEEE
-#: products (21% of the fused causal pass's GPU time), 106 with "tf32x3"; the gradient's kernel keeps IEEE
-#: products (71 us per call against 140 with "tf32x3").
+#: (:func:`feature_products`), "tf32x2" for bfloat16/float16 x, "ieee" (float32 FMA) for float32 x.  "tf32x2":
+#: two TF32 products on tensor cores, x (exact in TF32: bfloat16 and float16 have at most TF32's 10-bit
+#: mantissa) times w's TF32 part (w rounded to the nearest TF32) and times the remainder (below 2^-11 |w|,
+#: truncated to TF32 by the tensor cores: about 2^-21 |w| per product, near float32's 2^-24); not for float32
+#: x, which TF32 would truncate (a CUDA test shows the error; :func:`feature_products` gives float32 x
+#: "tf32x3" where "tf32x2" is set).  "tf32x3" (Triton's): three TF32 products, both operands split into a
+#: TF32 part and a remainder (for half x the third product is of x's zero remainder).  Plain TF32 (1e-3
+#: relative in l(x), which the exponentials turn into absolute errors of 1e-3 |l| in the features) is not
+#: offered.  On an H100 (bf16, L = 4096, batch x heads 32, d 64, m 128; ``bench_attention
+#: --feature-configs``) the forward kernel took 312 us per call with IEEE products, 106-110 with "tf32x3" on 8
+#: warps, 65.5 with "tf32x3" on 4 warps and 49.5 with "tf32x2" on 4 warps (the defaults since: 2 x 60 us less
+#: per causal training step); the gradient's kernel keeps IEEE products (71 us per call against 140 with
+#: "tf32x3").
 FEATURE_PRECISION = None
 FEATURE_PRECISIONS = ("ieee", "tf32x3", "tf32x2")
-#: "tf32x2" (opt-in, half x only; float32 x keeps "tf32x3"): two TF32 products, x (exact in TF32: bfloat16 and
-#: float16 have at most TF32's 10-bit mantissa) times w's TF32 part (w rounded to nearest TF32) and times the
-#: remainder (below 2^-11 |w|, truncated to TF32 by the tensor cores: about 2^-21 |w| per product), one product
-#: fewer than "tf32x3", which also splits x.
 #: The features' kernels' launch shapes: rows per program, feature block and warps of the forward kernel
-#: (FEATURE_TILE, FEATURE_KERNEL_BLOCK above, FEATURE_NUM_WARPS) and of the gradient's (FEATURE_GRAD_*).
-FEATURE_NUM_WARPS = 8
+#: (FEATURE_TILE, FEATURE_KERNEL_BLOCK above, FEATURE_NUM_WARPS) and of the gradient's (FEATURE_GRAD_*).  The
+#: H100 run above (us per call, forward "tf32x2" / gradient; rows, block, warps): 64, 32, 8: 83.6 / 73.7; 64,
+#: 32, 4: 49.5 / 62.4; 128, 32, 8: 49.7 / 64.4; 64, 64, 4: 57.7 / 72.3; 32, 32, 4: 107.8 / 74.1.  The gradient
+#: stays on 8 warps: on 4 it spills 132 bytes on sm 80 (``benchmarks.kernel_registers``; none on sm 90).
+FEATURE_NUM_WARPS = 4
 FEATURE_GRAD_TILE = 64
 FEATURE_GRAD_BLOCK = 32
 FEATURE_GRAD_NUM_WARPS = 8
@@ -961,12 +966,12 @@ def _setting(name, value, allowed):
 
 def feature_products(dtype):
     """The ``input_precision`` of the features' forward kernel for x of ``dtype``: :data:`FEATURE_PRECISION`
-    where set ("tf32x2" only for bfloat16/float16: "tf32x3" for float32), else "tf32x3" for bfloat16/float16
+    where set ("tf32x2" only for bfloat16/float16: "tf32x3" for float32), else "tf32x2" for bfloat16/float16
     and "ieee" for float32 (the gradient's kernel: IEEE)."""
     chosen = _setting("FEATURE_PRECISION", FEATURE_PRECISION, FEATURE_PRECISIONS)
     if chosen == "tf32x2" and dtype == torch.float32:  # (float32 x is not exact in TF32)
         return "tf32x3"
-    return chosen or ("ieee" if dtype == torch.float32 else "tf32x3")
+    return chosen or ("ieee" if dtype == torch.float32 else "tf32x2")
 
 
 def _value_block(D):
@@ -1369,10 +1374,11 @@ def within(qr, lk4, v4, P=None, before=None, precision="ieee"):
 
 def _feature_meta(d, M, precision, grad=False):
     """Tile, feature block, padded width, warps and products of the features' kernels (``precision`` one of
-    :data:`FEATURE_PRECISIONS`): rows 64 x features 32 (:data:`FEATURE_KERNEL_BLOCK`) on 8 warps spill
-    nothing on sm 80/90 at d = 64 under both products (``benchmarks.kernel_registers``; IEEE: features 64
-    spilled on sm 80, 4 warps on both; "tf32x3": features 64 spilled 372 bytes in the forward on sm 80, none
-    on sm 90, 128 spilled on both); the gradient's kernel (``grad``) by the FEATURE_GRAD_* settings."""
+    :data:`FEATURE_PRECISIONS`): the forward's rows 64 x features 32 (:data:`FEATURE_KERNEL_BLOCK`) on 4 warps
+    spill nothing on sm 80/90 at d = 64 (``benchmarks.kernel_registers``: 159 / 238 registers per thread with
+    "tf32x2", 128 / 255 with IEEE products, sm 90 / 80; earlier, on 8 warps, features 64 spilled under IEEE on
+    sm 80 and 372 bytes under "tf32x3", 128 on both); the gradient's kernel (``grad``) by the FEATURE_GRAD_*
+    settings (rows 64 x features 32 on 8 warps: about 100 registers, no spill; on 4 warps 132 bytes on sm 80)."""
     tile, block, warps = ((FEATURE_GRAD_TILE, FEATURE_GRAD_BLOCK, FEATURE_GRAD_NUM_WARPS) if grad else
                           (FEATURE_TILE, FEATURE_KERNEL_BLOCK, FEATURE_NUM_WARPS))
     return dict(T=tile, F=max(16, min(block, _pow2(M))), BX=max(16, _pow2(d)), num_warps=warps, PREC=precision)

@@ -130,13 +130,13 @@ def test_feature_blocks_follow_the_rule(fused):
     assert fused._sizes(256, 128, 65) == (fused.TILE, fused.FEATURE_BLOCK, 64) == (16, 32, 64)
     assert fused._sizes(256, 5, 3) == (16, 16, 16)
     # the features' kernels: rows FEATURE_TILE, features min(FEATURE_KERNEL_BLOCK, m) (at least 16), x padded
-    assert fused._feature_meta(64, 128, "tf32x3") == dict(T=64, F=32, BX=64, num_warps=8, PREC="tf32x3")
-    assert fused._feature_meta(20, 5, "ieee") == dict(T=64, F=16, BX=32, num_warps=8, PREC="ieee")
+    assert fused._feature_meta(64, 128, "tf32x2") == dict(T=64, F=32, BX=64, num_warps=4, PREC="tf32x2")
+    assert fused._feature_meta(20, 5, "ieee") == dict(T=64, F=16, BX=32, num_warps=4, PREC="ieee")
     assert fused._feature_meta(3, 17, "ieee")["BX"] == 16
     assert fused._feature_meta(64, 128, "ieee", grad=True) == dict(T=64, F=32, BX=64, num_warps=8, PREC="ieee")
     with mock.patch.multiple(fused, FEATURE_GRAD_TILE=128, FEATURE_GRAD_BLOCK=64, FEATURE_GRAD_NUM_WARPS=4):
         assert fused._feature_meta(64, 128, "ieee", grad=True) == dict(T=128, F=64, BX=64, num_warps=4, PREC="ieee")
-        assert fused._feature_meta(64, 128, "ieee") == dict(T=64, F=32, BX=64, num_warps=8, PREC="ieee")
+        assert fused._feature_meta(64, 128, "ieee") == dict(T=64, F=32, BX=64, num_warps=4, PREC="ieee")
 
 
 def _set_path(fused, monkeypatch, path, data, before):
@@ -1045,11 +1045,13 @@ def test_broadcast_shapes_helper_equals_torchs():
 
 
 def test_features_products_follow_the_dtype(fused, monkeypatch):
-    """The features' kernels' products (feature_products) by x's dtype: "tf32x3" for bf16 and fp16, "ieee" for
+    """The features' kernels' products (feature_products) by x's dtype: "tf32x2" for bf16 and fp16, "ieee" for
     float32, FEATURE_PRECISION where set (a value outside FEATURE_PRECISIONS raises, naming the setting); the
     forward kernel's launches pass it, the gradient's "ieee" (bf16 and float32 x)."""
-    assert fused.feature_products(torch.bfloat16) == fused.feature_products(torch.float16) == "tf32x3"
+    assert fused.feature_products(torch.bfloat16) == fused.feature_products(torch.float16) == "tf32x2"
     assert fused.feature_products(torch.float32) == "ieee"
+    monkeypatch.setattr(fused, "FEATURE_PRECISION", "tf32x3")
+    assert fused.feature_products(torch.bfloat16) == fused.feature_products(torch.float32) == "tf32x3"
     monkeypatch.setattr(fused, "FEATURE_PRECISION", "ieee")
     assert fused.feature_products(torch.bfloat16) == "ieee"
     monkeypatch.setattr(fused, "FEATURE_PRECISION", "tf32x2")  # (half x only: float32 x is not exact in TF32)
@@ -1075,7 +1077,7 @@ def test_features_products_follow_the_dtype(fused, monkeypatch):
         monkeypatch.setattr(fused, name, Recorded(getattr(fused, name)))
     g = torch.Generator().manual_seed(3)
     w = torch.randn(24, 8, generator=g)
-    for dtype, want in ((torch.bfloat16, "tf32x3"), (torch.float32, "ieee")):
+    for dtype, want in ((torch.bfloat16, "tf32x2"), (torch.float32, "ieee")):
         seen.clear()
         x = torch.randn(5, 8, generator=g).to(dtype).requires_grad_(True)
         fused.linear_log_features(x, w, 0.5, 0.25).sum().backward()
@@ -1122,10 +1124,10 @@ def test_features_products_error(fused, monkeypatch, precision):
 
 @cuda
 def test_cuda_features_products_error(monkeypatch):
-    """On a GPU the features' forward kernel with "tf32x3" products (the default for half x) against float64:
-    every entry of l within 1e-5 of its scale (_feature_errors), and so far finer than a bf16 output's
-    rounding, as the gradient (IEEE products); power: plain TF32 products (1e-3 relative per product) exceed
-    the bound in the forward."""
+    """On a GPU the features' forward kernel with "tf32x3" products (opt-in; half x's default is "tf32x2")
+    against float64: every entry of l within 1e-5 of its scale (_feature_errors), and so far finer than a bf16
+    output's rounding, as the gradient (IEEE products); power: plain TF32 products (1e-3 relative per product)
+    exceed the bound in the forward."""
     from montecarlo import _fused
 
     errs = _feature_errors(_fused, monkeypatch, "cuda", "tf32x3")
@@ -1136,9 +1138,9 @@ def test_cuda_features_products_error(monkeypatch):
 
 @cuda
 def test_cuda_features_tf32x2_error(monkeypatch):
-    """On a GPU "tf32x2" products (x times w's TF32 part and times its remainder) meet the bound of "tf32x3"
-    for bf16 x (exact in TF32) and in the gradient; power: forced on float32 x, which TF32 truncates, the
-    forward exceeds it (which is why feature_products gives float32 x "tf32x3")."""
+    """On a GPU "tf32x2" products (x times w's TF32 part and times its remainder; the default for half x) meet
+    the bound of "tf32x3" for bf16 x (exact in TF32) and in the gradient; power: forced on float32 x, which
+    TF32 truncates, the forward exceeds it (which is why feature_products gives float32 x "tf32x3")."""
     from montecarlo import _fused
 
     errs = _feature_errors(_fused, monkeypatch, "cuda", "tf32x2")
