@@ -86,10 +86,13 @@ the diagonal tile elementwise; the earlier chunks' prefix state read in the same
 bfloat16/float16 inputs, IEEE float32 for float32 ones); there the log-features of every kind with a linear
 form in its record (``linear_log_features``: prf, hyperbolic, oprf with one A for the batch) are a kernel of
 their own too, which reads bfloat16/float16 queries and keys as they are.  On an H100
-(bf16, forward + backward, batch x heads 32, m = 128), measured before the operator and the features'
-kernel took that work off torch:
-eager 0.62 x SDPA's time at L = 65536 and 7.1 x at L = 4096; compiled 0.35 x and 5.5 x
-(``benchmarks/README.md``: before the kernels 1.27 x and 15.4 x eager).
+(bf16, forward + backward, batch x heads 32, d 64, m = 128; ``benchmarks/README.md``, session of
+2026-11-27): eager 0.22 x SDPA's time at L = 65536 and 2.9-3.2 x at L = 4096, where the host's Python per
+step is about the GPU's work of the forward (the GPU's own time is 2.68 x SDPA's step); the module captured
+as CUDA graphs, ``torch.cuda.make_graphed_callables(module, (q, k, v))`` (fixed shapes; no host work per
+step, so no Python either: the forward's redraw schedule does not run in replays; call ``redraw()`` between
+replays, which the graphs then read), 2.74 x at 4096: the form for short sequences in a training loop.
+(Before the kernels: 1.27 x and 15.4 x eager.)
 
 Random features, copies, checkpoints
 ------------------------------------
