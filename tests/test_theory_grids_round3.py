@@ -207,6 +207,20 @@ def test_simplex_gram_matrix_refuses_non_integers(n):
         symbolic.simplex_gram_matrix(1)
 
 
+def test_simplex_gram_matrix_bounds_n():
+    """n = 10**6 started building 10^12 sympy expressions (no bound); now a ValueError naming n and the range,
+    before any work; the bound itself still computes (power: the matrix at GRAM_MAX_N has its closed form's
+    corner entries)."""
+    import sympy as sp
+
+    with pytest.raises(ValueError, match="n must be an integer"):  # (first: the old code computed it, 8 s)
+        symbolic.simplex_gram_matrix(symbolic.GRAM_MAX_N + 1)
+    with pytest.raises(ValueError, match=rf"n must be an integer >= 2 and <= {symbolic.GRAM_MAX_N}, got 1000000"):
+        symbolic.simplex_gram_matrix(10**6)
+    g = symbolic.simplex_gram_matrix(24)
+    assert g[0, 0] == 1 and g[0, 23] == g[22, 23] == sp.Rational(-1, 23)
+
+
 def test_simplex_gram_matrix_of_an_integer():
     """Power: n = 3 (numpy's int too) gives d/(d-1) = 3/2 ... scaled: unit diagonal, -1/(n-1) off it."""
     import sympy as sp
