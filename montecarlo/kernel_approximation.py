@@ -513,9 +513,13 @@ class PositiveRandomFeatures(_RandomFeatures):
         Returns
         -------
         ndarray of shape (n_samples, n_features_out)
-            Finite even where :meth:`transform` underflows to 0.
+            Finite even where :meth:`transform` underflows to 0; in the container that ``set_output``
+            chose for :meth:`transform` (a DataFrame with its columns and X's index under
+            ``set_output(transform="pandas")``).
         """
-        return self._map(self._checked(X), log=True)
+        from sklearn.utils._set_output import _wrap_data_with_container  # (what wraps transform itself)
+
+        return _wrap_data_with_container("transform", self._map(self._checked(X), log=True), X, self)
 
 
 class RandomFourierFeatures(_RandomFeatures):

@@ -282,6 +282,21 @@ def test_set_output_pandas():
     assert list(df.columns) == [f"positiverandomfeatures{i}" for i in range(4)]
 
 
+def test_log_transform_follows_set_output():
+    """log_transform returned an ndarray under set_output(transform="pandas") while transform returned a
+    DataFrame; now the same container: transform's columns, X's index, the log of its values (power: the
+    default output is still an ndarray)."""
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(_data(5, 3), columns=["a", "b", "c"], index=list("vwxyz"))
+    est = PositiveRandomFeatures(n_components=4, random_state=0).fit(X)
+    assert isinstance(est.log_transform(X), np.ndarray)
+    est.set_output(transform="pandas")
+    feats, logs = est.transform(X), est.log_transform(X)
+    assert isinstance(logs, pd.DataFrame) and list(logs.columns) == list(feats.columns)
+    assert list(logs.index) == list("vwxyz")
+    np.testing.assert_allclose(np.exp(logs.to_numpy()), feats.to_numpy(), rtol=1e-13)
+
+
 def test_log_transform():
     X = _data(4, 3)
     est = PositiveRandomFeatures(n_components=5, gamma=0.8, random_state=0).fit(X)
