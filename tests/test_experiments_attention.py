@@ -503,7 +503,7 @@ def test_scan_result_methods_and_table():
     (dict(kinds=("rff",)), ValueError, "kinds must be feature kinds from"),
     (dict(kinds=("nope",)), ValueError, "kinds must be feature kinds from"),
     (dict(kinds="prf"), TypeError, "kinds must be a sequence"),
-    (dict(kinds=("prf", "prf")), ValueError, "without repeats"),
+    (dict(kinds=("prf", "prf")), ValueError, r"kinds must not repeat a kind, got \[.prf., .prf.\] \(prf repeated\)"),
     (dict(m_values=130), TypeError, "m_values must be a sequence"),
     (dict(logit_stds=(0.0,)), ValueError, "logit_stds must be a finite real > 0"),
     (dict(n_jobs=0), ValueError, "n_jobs must be None or a nonzero integer"),

@@ -175,7 +175,7 @@ def test_protocol_lookup_and_bad_arguments():
     assert uci.get_protocol("paper").default_seeds == (42,)
     with pytest.raises(ValueError, match="protocol must be one of 'resampled', 'paper', got 'authors'"):
         uci.get_protocol("authors")
-    with pytest.raises(ValueError, match="split_rng must not repeat a seed"):
+    with pytest.raises(ValueError, match=r"split_rng must not repeat a seed, got \[1, 1\] \(1 repeated\)"):
         uci.split_seeds("resampled", [1, 1])
     with pytest.raises(ValueError, match="split_rng must be an int >= 0 or a non-empty sequence"):
         uci.split_seeds("resampled", [])

@@ -174,11 +174,12 @@ def distinct_couplings(couplings, name="couplings"):
 
 
 def refuse_repeats(items, name, what):
-    """ValueError naming ``name`` and the repeated items if one of ``items`` (strings) occurs more than once."""
+    """ValueError naming ``name`` and the repeated items if one of ``items`` (strings or ints: couplings, arms,
+    kinds, seeds) occurs more than once."""
     seq = list(items)
     repeated = sorted({x for x in seq if seq.count(x) > 1})
     if repeated:
-        raise ValueError(f"{name} must not repeat {what}, got {seq} ({', '.join(repeated)} repeated)")
+        raise ValueError(f"{name} must not repeat {what}, got {seq} ({', '.join(map(str, repeated))} repeated)")
 
 
 #: A standard error at or below this fraction of the compared values' scale is round-off, not a measured spread

@@ -89,6 +89,7 @@ from ._common import (
     distinct_couplings,
     format_z,
     mm,
+    refuse_repeats,
     seed_entropy,
     z_score,
 )
@@ -733,8 +734,9 @@ def _check_scan_kinds(values):
         if k not in allowed:
             raise ValueError(f"kinds must be feature kinds from {allowed} (positive softmax kinds whose "
                              f"parameters the scan chooses from the data, and FAVOR#'s 'sderf'), got {k!r}")
-    if not values or len(set(values)) != len(values):
-        raise ValueError(f"kinds must be a non-empty sequence without repeats, got {values}")
+    if not values:
+        raise ValueError(f"kinds must be a non-empty sequence of feature kinds from {allowed}, got {values}")
+    refuse_repeats(values, "kinds", "a kind")
     return values
 
 

@@ -99,7 +99,7 @@ from pathlib import Path
 import numpy as np
 
 from ._common import (MAX_CLASSES, check_array, check_bool, check_choice, check_int, check_labels, check_positive_float,
-                      check_rng, describe)
+                      check_rng, describe, refuse_repeats)
 
 #: Environment variable naming a directory that holds the UCI files (overrides the shipped copy).
 ENV_VAR = "SIMPLEX_RF_UCI_DIR"
@@ -807,8 +807,7 @@ def split_seeds(protocol, seeds=None):
         out = tuple(check_int(s, "split_rng", 0) for s in seeds)
         if not out:
             raise ValueError("split_rng must be an int >= 0 or a non-empty sequence of them, got an empty sequence")
-        if len(set(out)) != len(out):
-            raise ValueError(f"split_rng must not repeat a seed, got {list(out)}")
+        refuse_repeats(out, "split_rng", "a seed")
         return out
     return (check_int(seeds, "split_rng", 0),)
 
