@@ -331,8 +331,9 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
     IEEE products in the features' kernel, with its feature block 64 (``FEATURE_KERNEL_BLOCK``) and with its
     configuration before the night of 2026-11-27 ("tf32x3" products on 8 warps; first length).  ``names``: only
     the forms of these names (and SDPA).  (Two other fast-path shapes, features 32 and tile 32 on 4 warps,
-    took 6.5 ms against 5.4 at L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the top CUDA kernels of the eager default at the first L (30 rows: the kernels and
-    the torch work around them)."""
+    took 6.5 ms against 5.4 at L = 4096 in run 4 of benchmarks/README and are no longer timed.)  Prints the
+    top CUDA kernels of the eager default at the first L (30 rows: the kernels and the torch work around
+    them)."""
     import torch
 
     import montecarlo.nn as mnn
