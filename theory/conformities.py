@@ -58,7 +58,7 @@ from ._context import check_time
 from ._hypergeometric import hyp1f1_neg, hyp1f1_pos
 from ._series import drop_scale, log2abs, peak_in_log, quad_checked, sum_ratio_series, sum_series
 from .distributions import _wij_moment, coupling_cos, simplex_cos
-from .registry import register
+from .registry import get as get_coupling, register
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -818,6 +818,43 @@ def coupling_conformity_v2_coefficient(coupling, d):
     Evaluated at the current precision (internal helper of :mod:`theory.mse`).
     """
     return call_hook(coupling, "prf_conformity_v2", d)
+
+
+def coupling_conformity_v4_excess(coupling, d):
+    r"""Coefficient :math:`e` in :math:`\rho - e^{v^2} = (a - 1)v^2 + e\,v^4 + O(v^6)`, or None where no
+    closed form is known (internal helper of :mod:`theory.mse`, at the current precision).
+
+    For an exact, isotropic pair with :math:`s = \|w_i + w_j\|^2`,
+    :math:`\rho = \mathbb E[{}_0F_1(;\frac d2;\frac{v^2s}{4})]`, whose :math:`v^{2k}` coefficient is
+    :math:`\mathbb E[s^k]/(4^kk!(\frac d2)_k)`: :math:`\mathbb E[s^2]/(8d(d+2))` at k = 2, against 1/2 for
+    :math:`e^{v^2}`.
+
+    * A fixed angle :math:`\cos\theta = c` with independent :math:`\chi_d` norms (orthogonal, simplex):
+      with :math:`\mathbb E r^2 = d`, :math:`\mathbb E r^4 = d(d+2)`,
+      :math:`\mathbb E r^3 = (d+1)\mathbb E r` and :math:`(\mathbb E r)^2 = dR_1`,
+      :math:`\mathbb E[s^2] = 4d(d+1) + 8c(d+1)dR_1 + 4c^2d^2`, so
+
+      .. math:: e = \frac{c^2d - 1 + 2c(d+1)R_1}{2(d+2)}
+
+      (:math:`-\frac{1}{2(d+2)}` for ORFs; its even part in c is the RFF coefficient
+      :math:`b = \frac{dc^2-1}{2(d+2)}` of :func:`theory.rff_mse_ratio`).
+    * c = 0 with coupled norms (pnc_orthogonal): :math:`(w_i, -w_j)` has the law of :math:`(w_i, w_j)`, so
+      :math:`\rho^{\mathrm{RFF}}(z) = \rho(iz)` and e is the RFF coefficient b (registry hook
+      ``rff_conformity_z4``).
+
+    Checked against the Taylor route at v = 1e-5 (60 digits) and against the chi moments
+    (``tests/test_tiny_v_budget.py``).  IID pairs (no fixed angle) give None: there
+    :math:`\rho = e^{v^2}` exactly (Lemma 4.1), which the caller uses.
+    """
+    rec = get_coupling(coupling)
+    if not (rec.exact and rec.isotropic) or rec.cos_theta is None:
+        return None
+    c = coupling_cos(coupling, d)
+    if rec.norm_pairs is None:
+        return (c * c * d - 1 + 2 * c * (d + 1) * _sin_moment_first(d)) / (2 * mp.mpf(d + 2))
+    if c == 0:
+        return call_hook(coupling, "rff_conformity_z4", d)
+    return None
 
 
 # ---------------------------------------------------------------------------

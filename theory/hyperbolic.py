@@ -75,7 +75,7 @@ from ._context import check_time, mp
 from .conformities import _prf_at_angle, check_v
 from .distributions import coupling_cos, dimension_bits
 from .feature_kinds import register
-from .mse import _prf_excess, _small_arg_bits
+from .mse import _prf_excess, _series_excess, _small_arg_bits
 from .registry import MissingHookError, get as get_coupling, hook as coupling_hook, names
 
 __all__ = ["hyperbolic_ordering", "hyperbolic_pair_term"]
@@ -108,12 +108,16 @@ def _pair_excess(coupling, d, vv):
     difference needs: it is of order :math:`v^4/d` (SimRFs: :math:`\beta \approx -1/(2d)`), so
     :func:`theory.mse._small_arg_bits` for the :math:`v^4` and :func:`theory.distributions.dimension_bits` for the
     1/d, as in :func:`theory.mse._prf_excess` (without the latter the SimRF/IIDRF ratio was 2.2e-5 instead of
-    8.3e-14 at d = 1e20, v = 1e-3)."""
+    8.3e-14 at d = 1e20, v = 1e-3); at tiny v its leading Taylor term :math:`b v^4` with a bounded remainder
+    (:func:`theory.mse._series_excess`: the even part's v^2 term vanishes)."""
     if coupling not in _pair_couplings():
         raise MissingHookError(f"coupling must be one of {', '.join(map(repr, _pair_couplings()))} for hyperbolic "
                                f"PRFs in closed form, got {coupling!r}")
     if _sign_symmetric(coupling, d):
         return _prf_excess(coupling, d, vv)
+    small = _series_excess(coupling, d, square(vv), False)  # tiny v: b v^4 (the even part of the PRF series)
+    if small is not None:
+        return small
     c = coupling_cos(coupling, d)
     x = half_square(vv)
     with mp.workprec(mp.prec + _small_arg_bits(vv) + dimension_bits(d, "the hyperbolic pair excess")):

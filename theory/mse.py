@@ -25,6 +25,9 @@ the SimRF limit :math:`1 - R_1 \approx 1/(2d)`): :math:`2\log_2d + 16` more bits
 (:func:`theory.distributions.dimension_bits`), so every d below :math:`2^{16384}` keeps
 every digit (before, 1 - R_1 lost :math:`\log_2 d` bits: the v = 0 SimRF/IIDRF ratio was
 -0.18 at :math:`d = 10^{30}` instead of :math:`5\times10^{-31}`); beyond, ConvergenceError.
+At tiny v the difference takes the leading terms of its Taylor series in :math:`v^2` instead, whose
+remainder is bounded (:func:`_series_excess`), so that no constant is formed at millions of bits
+(v = 1e-100000 ran 7.8 s past a 3 s budget before; 0.15 s now).
 The sum :math:`\mathrm{Var} + \frac Pm(\rho_c - e^{v^2})` cancels too where P/m is of order d (SimRFs
 at m = d: the ratio to IIDRFs is of order 1/d): the bits it loses are measured and the terms formed
 again with as many more (:func:`_kind_inner`).  The kernel prefactor's argument
@@ -59,6 +62,7 @@ from .conformities import (
     check_v,
     conformity,
     coupling_conformity_v2_coefficient,
+    coupling_conformity_v4_excess,
 )
 from ._hypergeometric import hyp1f1_neg, laguerre_scan
 from .distributions import coupling_cos, dimension_bits, simplex_cos
@@ -67,19 +71,108 @@ from .kernels import coupled_pairs, norm_exponent
 from .registry import MissingHookError, block_pair_split, get as get_coupling, names, register
 
 
-def _small_arg_bits(t):
+#: Extra bits that :func:`_small_arg_bits` grants beyond twice the working precision p: t down to about
+#: :math:`2^{-16384 - p/2}` (:math:`10^{-4932}` at 15 digits).  With mpmath's pure-Python backend one
+#: constant at the precision reached costs, measured: pi 0.05 s and exp 0.12 s at :math:`2^{16}` bits, but
+#: 1.6 s and 7.5 s at :math:`2^{19}`, in one call that no time budget can interrupt (pi at 1.3 million bits,
+#: v = 1e-100000, ran 7.2 s: mse_ratio overran budget(3) by 5 s).
+SMALL_ARG_MAX_BITS = 65536
+
+
+def _small_arg_bits(t, what=None):
     """Extra bits needed to resolve a difference of order t**4 against 1 (t may be far below
-    the smallest float: the exponent is read from the mpf, never through a float)."""
+    the smallest float: the exponent is read from the mpf, never through a float).
+
+    More than :data:`SMALL_ARG_MAX_BITS` + 2 p raise ConvergenceError at once, naming t (``what`` names the
+    quantity): the evaluation would outrun the time budget inside one mpmath call.  The differences of this
+    module take such t from their Taylor series first (:func:`_series_excess`), which leaves at most
+    about 2(p + log2 d) + 32 bits to this route."""
     if t == 0:
         return 0
-    return max(0, -4 * int(mp.mag(t))) + 8
+    bits = max(0, -4 * int(mp.mag(t))) + 8
+    if bits > SMALL_ARG_MAX_BITS + 2 * mp.prec:
+        with mp.workprec(64):  # (nstr of the exact mantissa of "1e-100000" exceeds Python's int-to-str limit)
+            shown = mp.nstr(+t, 5)
+        raise ConvergenceError(
+            f"{what or 'a difference of order v^4 against 1'} at v = {shown} needs {bits} extra bits, beyond "
+            f"{SMALL_ARG_MAX_BITS} + 2 x the working precision (v >= about 1e-4932 at 15 digits): one "
+            "evaluation at that precision outruns the time budget; use v = 0 (the MSE ratios return their "
+            "limit v -> 0 there) or a larger v")
+    return bits
+
+
+def _series_excess(coupling, d, x, odd):
+    r"""A pair excess at a tiny argument from its leading Taylor terms; None where they do not give it to
+    the working precision p (or no closed form of the coefficients is known).
+
+    ``odd=True``: the PRF excess :math:`\rho_c(v) - e^{v^2} = \sum_{k\ge1}e_kx^k`, :math:`x = v^2`, from
+    :math:`e_1 = a - 1` (hook ``prf_conformity_v2``) and :math:`e_2`
+    (:func:`theory.conformities.coupling_conformity_v4_excess`).  ``odd=False``: its even part under
+    :math:`w_j \to -w_j`, whose x term vanishes (exact marginals): the RFF excess
+    :math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` at :math:`x = z^2` (signs alternating, :math:`+bx^2` first) and
+    the hyperbolic pair excess at :math:`x = v^2`, b from the hook ``rff_conformity_z4``.
+
+    Remainder, proved for exact isotropic pairs: :math:`s = \|w_i \pm w_j\|^2 \le 2(\|w_i\|^2 + \|w_j\|^2)`,
+    so by convexity :math:`\mathbb E[s^k] \le 2^k2^{k-1}(\mathbb E\|w_i\|^{2k} + \mathbb E\|w_j\|^{2k}) =
+    8^k(\frac d2)_k` and the conformity's :math:`x^k` coefficient :math:`\mathbb E[s^k]/(4^kk!(\frac d2)_k)` lies
+    in :math:`[0, 2^k/k!]`; that of :math:`e^{\pm x}` is :math:`\pm1/k!`, so :math:`|e_k| \le (2^k+1)/k!`.  For
+    :math:`x \le 1/4` the ratios of :math:`(2x)^k/k!` are at most :math:`2x/(k+1)`, whence
+    :math:`\sum_{k\ge2}|e_k|x^k \le \frac54\cdot\frac65\cdot2x^2 = 3x^2` and
+    :math:`\sum_{k\ge3}|e_k|x^k \le \frac98\cdot\frac87\cdot\frac43x^3 \le 2x^3`.  The kept terms are returned
+    where this bound is below :math:`2^{-p-8}` of them: SimRFs (:math:`e_1 = -R_1/(d-1)`) from
+    :math:`x^2 \le 2^{-p-9}|e_1|`, ORFs (:math:`e_1 = 0`, :math:`e_2 = -\frac1{2(d+2)}`) from
+    :math:`x \le 2^{-p-9}|e_2|` (mse_ratio at 15 digits, d = 64, p = 101 here: from v = 1e-9 and 1e-18).
+    Above, the difference formed with :math:`4\log_2(1/v)` more bits needs at most
+    :math:`2(p + 9 + \log_2(1/|e|)) + 8` of them.
+    """
+    prec = mp.prec
+    tol = mp.mpf(2) ** -(prec + 8)
+    # |e_1| <= 3, |e_2| <= 5/2: no branch below can hold unless x^2 <= 2^(-p-7) (and x <= 1/4)
+    if x == 0 or x * x > 4 * tol:
+        return None
+    rec = get_coupling(coupling)
+    if not (rec.exact and rec.isotropic):
+        return None
+    with mp.workprec(prec + dimension_bits(d, "the small-argument series of the pair excess")):
+        if odd:
+            e1 = coupling_conformity_v2_coefficient(coupling, d) - 1  # (1 - 1/d against 1: d-dependent bits)
+            e2 = coupling_conformity_v4_excess(coupling, d)
+        else:
+            e1, e2 = mp.mpf(0), _rff_z4_coefficient(coupling, d)
+        if e1:
+            value = e1 * x + (e2 * x * x if e2 is not None else 0)
+            bound = 2 * x ** 3 if e2 is not None else 3 * x * x
+        elif e2:
+            value, bound = e2 * x * x, 2 * x ** 3
+        else:
+            return None
+        if bound <= tol * abs(value):
+            return value
+    return None
 
 
 def _prf_excess(coupling, d, vv):
     r""":math:`\rho_c - e^{v^2}` without cancellation loss at small v and large d (the difference
-    is of order :math:`v^4e^{v^2}/d`: :func:`theory.distributions.dimension_bits` more bits)."""
-    with mp.workprec(mp.prec + _small_arg_bits(vv) + dimension_bits(d, "the PRF conformity excess")):
-        return conformity(coupling, d, vv) - mp.exp(square(vv))
+    is of order :math:`v^4e^{v^2}/d`: :func:`theory.distributions.dimension_bits` more bits).
+
+    0 for IID pairs (Lemma 4.1: :math:`\rho = e^{v^2}` exactly); at tiny v the leading Taylor terms
+    (:func:`_series_excess`), so that v = 1e-100000 costs no 1.3 million-bit constants (before: 7.8 s past
+    a 3 s budget, then ConvergenceError); else the difference with :func:`_small_arg_bits` more bits."""
+    return _excess(coupling, d, vv, True, "the PRF conformity excess",
+                   lambda: conformity(coupling, d, vv) - mp.exp(square(vv)))
+
+
+def _excess(coupling, d, t, odd, what, difference):
+    """The pair excess ``what`` of :func:`_prf_excess` (``odd``) or :func:`_rff_excess` at argument t: 0 for
+    IID pairs, :func:`_series_excess` at tiny t, else ``difference()`` with :func:`_small_arg_bits` and
+    :func:`theory.distributions.dimension_bits` more bits."""
+    if coupling == "iid":
+        return mp.mpf(0)
+    small = _series_excess(coupling, d, square(t), odd)
+    if small is not None:
+        return small
+    with mp.workprec(mp.prec + _small_arg_bits(t, what) + dimension_bits(d, what)):
+        return difference()
 
 
 def _rff_conformity_raw(coupling, d, zz):
@@ -115,9 +208,11 @@ register("simplex", "rff_conformity_z4", _z4_fixed_angle("simplex"))
 
 
 def _rff_excess(coupling, d, zz):
-    r""":math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` without cancellation loss at small z and large d."""
-    with mp.workprec(mp.prec + _small_arg_bits(zz) + dimension_bits(d, "the RFF conformity excess")):
-        return _rff_conformity_raw(coupling, d, zz) - mp.exp(-square(zz))
+    r""":math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` without cancellation loss at small z and large d: 0 for IID
+    pairs (exactly :math:`e^{-z^2}`), the leading Taylor term :math:`bz^4` at tiny z (:func:`_series_excess`),
+    else the difference with :func:`_small_arg_bits` more bits."""
+    return _excess(coupling, d, zz, False, "the RFF conformity excess",
+                   lambda: _rff_conformity_raw(coupling, d, zz) - mp.exp(-square(zz)))
 
 
 def _pair_weight(d, m):
@@ -277,7 +372,9 @@ def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, 
         A coupling with a closed form for ``kind`` (:func:`kind_couplings`).
     d : int or array_like
     v : real >= 0 or array_like
-        :math:`\|x + y\|` for the positive kinds, :math:`z = \|x - y\|` for RFFs.
+        :math:`\|x + y\|` for the positive kinds, :math:`z = \|x - y\|` for RFFs.  Any v down to 0 for
+        every kind (a tiny v takes the leading Taylor terms of the pair excess, with a bounded remainder:
+        :func:`_series_excess`).
     kind : str, keyword-only
         A feature kind (``theory.feature_kinds.names()``): 'prf', 'rff', 'hyperbolic'.
     x_norm, y_norm : real >= 0 or array_like, keyword-only
@@ -324,8 +421,9 @@ def kernel_mse_ratio(coupling, baseline, d, v, *, kind="prf", m=None, **params):
         Couplings with a closed form for ``kind``.
     d : int or array_like
     v : real >= 0 or array_like
-        From 0 (the limit) or :math:`10^{-300}` up (differences of order
-        :math:`v^2` or :math:`v^4` against 1 are formed with extra bits).
+        From 0 (the limit) up, any v > 0 (differences of order :math:`v^2` or :math:`v^4` against 1:
+        at tiny v their leading Taylor terms with a bounded remainder, :func:`_series_excess`, above
+        with :math:`4\log_2(1/v)` extra bits, at most about :math:`2(p + \log_2 d) + 32`).
     kind : str, keyword-only
     m : int >= 1, optional, keyword-only
         Default d.
@@ -453,9 +551,12 @@ def mse_ratio(coupling, baseline, d, v, *, m=None):
         against IIDRFs, keeps every digit: see the module notes); for v > 0 up to the reach of
         :func:`theory.conformity`.
     v : real >= 0 or array_like
-        From 0 (the limit) or :math:`10^{-300}` (and below: the differences
-        :math:`\rho_c - e^{v^2} = O(v^2)` are formed with :math:`4\log_2(1/v)`
-        extra bits) up to the reach of :func:`theory.conformity`.
+        From 0 (the limit) up to the reach of :func:`theory.conformity`, any v > 0 below it: the
+        differences :math:`\rho_c - e^{v^2} = O(v^2)` take their leading Taylor terms
+        :math:`(a-1)v^2 + e\,v^4` at tiny v (remainder at most :math:`2v^6`, proved in
+        :func:`_series_excess`; every digit and 0.15 s at v = 1e-100000, which ran 7.8 s past a 3 s budget
+        before), and are formed with :math:`4\log_2(1/v)` extra bits above (at most about
+        :math:`2(p + \log_2 d) + 32`).
     m : int >= 1, optional, keyword-only
         Number of features; defaults to d (one full block).
 
@@ -736,10 +837,20 @@ def rff_asymptotic_ratio(d, z, *, m=None):
     zz = check_v(z, "z")
     # 1 - (P/m)/d is of order 1/d at m = d (and small z): P/m formed with d-dependent guard bits
     # (at the working precision it rounded to d: 0.0 instead of 1e-30 at d = 1e30, z = 0)
-    with mp.workprec(mp.prec + _small_arg_bits(zz) + dimension_bits(d, "rff_asymptotic_ratio")):
+    prec = mp.prec
+    with mp.workprec(prec + dimension_bits(d, "rff_asymptotic_ratio")):
         w = _pair_weight(d, m)
+        base = 1 - w / d  # >= 1/d: P/m <= d - 1
         if zz == 0:
-            return 1 - w / d
+            return base
+        # the ratio is base + (w/d)(1 - f), f = e^{-z^2}z^4/(1 - e^{-z^2})^2 = (u/sinh u)^2, u = z^2/2, both terms
+        # >= 0; sinh(u)/u <= 1 + (u^2/6)/(1 - u^2/20) gives 0 <= 1 - f <= (u^2/3)/(1 - u^2/20) <= u^2/2 (u <= 1):
+        # at tiny z base alone (z = 1e-100000 cost exp at 1.3 million bits, seconds past the budget)
+        u = half_square(zz)
+        if u <= 1 and w * u * u / (2 * d) <= mp.mpf(2) ** -(prec + 8) * base:
+            return base
+    with mp.workprec(prec + _small_arg_bits(zz, "rff_asymptotic_ratio") + dimension_bits(d, "rff_asymptotic_ratio")):
+        w = _pair_weight(d, m)
         z2 = square(zz)
         return 1 - w * mp.exp(-z2) * z2 * z2 / (d * mp.expm1(-z2) ** 2)
 
