@@ -1,5 +1,6 @@
-"""Sampled formula-mutation score of montecarlo and of the feature-kind code: the targets, the test command of
-each, and a runner built on ``../shared/tools/mutate.py`` (its mutation sites and operators, unchanged).
+"""Sampled formula-mutation score of montecarlo, of the feature-kind code and of theory's OPRF closed forms (group
+``oprf_theory``): the targets, the test command of each, and a runner built on ``../shared/tools/mutate.py`` (its
+mutation sites and operators, unchanged).
 
 ``mutate.py`` samples mutants over all the files it is given and runs one command on each.  Here every target
 (a file, optionally restricted to some functions) has its own targeted test command, and the sample of a group
@@ -13,6 +14,7 @@ Usage (from the checkout)::
 
     python tests/mutation_targets.py --group montecarlo --sample 80 --seed 22 [--tests before|after]
     python tests/mutation_targets.py --group kinds --sample 70 --seed 22 --json out.json
+    python tests/mutation_targets.py --target oprf_a --sample 20 --seed 1 --timeout 400
     python tests/mutation_targets.py --list          # targets, sites and commands
 
 ``--tests before`` uses the existing tests only (the measurement before tests/test_mutation_*.py existed);
@@ -83,12 +85,21 @@ BEFORE = {
                   OPRF + " -k 'batch_pair or optimal_a'"],
     "mc_edges": [T + "test_montecarlo_limits.py -k 'outside_float64 or frobenius'",
                  T + "test_hardening_montecarlo.py -k round_two"],
+    # group oprf_theory: existing closed-form checks (the pnc quadratures' tests are left out: 12 s a mutant)
+    "oprf_a": [OPRF + " -k 'optimal_a_minimises or data_parameters or bad_input or domain'",
+               T + "test_theory_oprf_edges.py -k optimal_a"],
+    "oprf_var": [T + "test_theory_round3.py -k oprf",
+                 OPRF + " -k 'theorem_pair_term or certified or domain or bad_input'",
+                 T + "test_theory_oprf_edges.py -k 'iid_oprf_mse or theorem_couplings'",
+                 T + "test_mutation_kinds.py::TestOprfTheory -k 'one_eighth or certified'"],
+    "dim_bits": [T + "test_theory_huge_d.py -k 'not pdf_wij and not z_crit'", T + "test_theory_round3.py -k d_1e20"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
 }
 #: The tests added against the survivors of the "before" run (one more pytest run per target).
-MUT_MC, MUT_K = T + "test_mutation_montecarlo.py", T + "test_mutation_kinds.py"
+MUT_MC, MUT_K, MUT_O = (T + "test_mutation_montecarlo.py", T + "test_mutation_kinds.py",
+                        T + "test_mutation_theory_oprf.py")
 AFTER = {
     "couplings": [MUT_MC + "::TestCouplings"],
     "estimators": [MUT_MC + "::TestEstimators"],
@@ -110,6 +121,9 @@ AFTER = {
     "fast_sq": [],
     "oprf_stat": [],
     "mc_edges": [],
+    "oprf_a": [MUT_O + "::TestOptimalA"],
+    "oprf_var": [MUT_O + "::TestOprfMse"],
+    "dim_bits": [MUT_O + "::TestDimensionBits"],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -155,8 +169,16 @@ TARGETS = {
                                                           "_fast_structured")),
     "oprf_stat": ("hardening", "montecarlo/oprf.py", ("_a_star", "_row_moments")),
     "mc_edges": ("hardening", "montecarlo/estimators.py", ("exact_kernel", "gram_estimate")),
+    # the OPRF (FAVOR++) closed forms of theory/oprf.py: the optimal A (and the A=None dispatch), the pieces of the
+    # OPRF kernel MSE (A's check, E[b^2] and the variance's exponent, the v -> 0 values, the pair excess's dispatch,
+    # the certified ball); and the guard bits of an integer dimension (theory.distributions.dimension_bits)
+    "oprf_a": ("oprf_theory", "theory/oprf.py", ("optimal_a", "_optimal_a", "_parameters")),
+    "oprf_var": ("oprf_theory", "theory/oprf.py", ("check_a", "_log_excess_moment", "_exponent", "_variance",
+                                                   "second_moment", "_small_v", "_pair_excess", "certified_mse",
+                                                   "_arb_real")),
+    "dim_bits": ("oprf_theory", "theory/distributions.py", ("dimension_bits",)),
 }
-GROUPS = ("montecarlo", "kinds", "fused", "hardening")
+GROUPS = ("montecarlo", "kinds", "fused", "hardening", "oprf_theory")
 
 
 def load_mutate(path=MUTATE):
@@ -262,7 +284,7 @@ def main(argv=None):
     if a.list:
         for name, (group, path, fns) in TARGETS.items():
             n = len(target_sites(tool, name, ROOT if a.sources is None else Path(a.sources)))
-            print(f"{group:10} {name:14} {path}{' (' + ', '.join(fns) + ')' if fns else ''}: {n} sites\n"
+            print(f"{group:11} {name:14} {path}{' (' + ', '.join(fns) + ')' if fns else ''}: {n} sites\n"
                   f"    {command(name, a.tests)}")
         return 0
     if a.target is not None:
