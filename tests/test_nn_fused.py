@@ -1640,14 +1640,16 @@ def test_launch_probe_needs_cuda(monkeypatch, capsys):
     assert err.count("\n") == 1 and "--launch needs CUDA" in err
 
 
-def test_host_profile_needs_cuda(monkeypatch, capsys):
-    """benchmarks.bench_attention --host-profile without CUDA: exit 2 and one line naming what it needs."""
+@pytest.mark.parametrize("flag", ["--host-profile", "--feature-configs"])
+def test_cuda_probes_need_cuda(monkeypatch, capsys, flag):
+    """benchmarks.bench_attention --host-profile / --feature-configs without CUDA: exit 2 and one line naming
+    what it needs."""
     from benchmarks import bench_attention
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert bench_attention.main(["--host-profile"]) == 2
+    assert bench_attention.main([flag]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--host-profile needs CUDA" in err
+    assert err.count("\n") == 1 and f"{flag} needs CUDA" in err
 
 
 def test_variant_forms_are_checked(capsys):
