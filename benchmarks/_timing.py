@@ -1,10 +1,20 @@
-"""Timing helpers shared by the benchmarks: interleaved repeats and ratios of minima/medians."""
+"""Helpers shared by the benchmarks: interleaved repeats and ratios of minima/medians, and the ``--json`` output
+(checked before any timing, written as strict JSON, atomically)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
+
+#: The repository checkout the benchmarks run from; ``--json`` never overwrites a file git tracks in it.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Default folder of the benchmarks' JSON results (gitignored), whatever the current directory.
+RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 
 
 def interleaved(fns, repeat, clock=time.perf_counter):
@@ -26,3 +36,48 @@ def ratio(times, num, den):
     """(ratio of minima, ratio of medians) of two entries of :func:`interleaved`'s result."""
     a, b = times[num], times[den]
     return min(a) / min(b), float(np.median(a) / np.median(b))
+
+
+def _tracked(path):
+    """True when ``path`` (absolute) is a file git tracks in :data:`REPO_ROOT` (False without git)."""
+    try:
+        rel = os.path.relpath(os.path.realpath(path), REPO_ROOT)
+    except ValueError:  # another drive
+        return False
+    if rel.startswith(os.pardir):
+        return False
+    try:
+        res = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "--error-unmatch", "--", rel],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0
+
+
+def check_json_path(path, name="--json"):
+    """``path`` as a :class:`~pathlib.Path` (``None`` passes through) if a JSON file can be written there, checked
+    before any timing (:func:`theory.cli.check_output_file`); ValueError naming ``name`` otherwise, also for a file
+    that git tracks in the repository (a benchmark never changes tracked files).  Nothing is created here."""
+    from theory.cli import check_output_file
+
+    if path is None:
+        return None
+    text = check_output_file(path, name)
+    p = os.path.abspath(text)
+    if os.path.exists(p) and _tracked(p):
+        raise ValueError(f"{name} {text!r} is a file tracked by git in {str(REPO_ROOT)!r}; write elsewhere "
+                         f"(default: {RESULTS_DIR}, which is gitignored)")
+    return Path(text)
+
+
+def write_json(path, data):
+    """Write ``data`` (through :func:`figures._context.jsonable`) as strict JSON to ``path``, atomically (a temporary
+    ``.NAME.PID.part`` renamed into place, removed on any error or interrupt); the folder is created."""
+    from figures._context import jsonable
+    from theory.cli import atomic_write
+
+    text = json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return path

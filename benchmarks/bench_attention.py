@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import platform
@@ -44,6 +43,8 @@ import subprocess
 import sys
 import time
 from unittest import mock
+
+from benchmarks._timing import RESULTS_DIR, check_json_path, write_json
 
 PROG = "python -m benchmarks.bench_attention"
 CPU_SHAPE = (2, 4)
@@ -739,7 +740,7 @@ def _parser():
                    help="the features' kernels alone on CUDA at each launch shape and product (needs CUDA)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
     p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
-    p.add_argument("--json", nargs="?", const="benchmarks/results/bench_attention.json", default=None, metavar="PATH",
+    p.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_attention.json"), default=None, metavar="PATH",
                    help="also write the rows as JSON (default path: %(const)s)")
     p.add_argument("--_peak", nargs=5, help=argparse.SUPPRESS)
     return p
@@ -758,6 +759,11 @@ def main(argv=None):
         return 2
     if args.threads < 1:
         print(f"{PROG}: error: --threads must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        args.json = check_json_path(args.json)  # (before any timing)
+    except (TypeError, ValueError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     known = [f[0] for f in _variant_forms()]
     if args.forms and not set(args.forms) <= set(known):
@@ -836,15 +842,8 @@ def main(argv=None):
 
 
 def _write_json(path, obj):
-    from theory.cli import atomic_write
-
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    text = json.dumps(obj, indent=1)
-
-    def write(tmp):
-        with open(tmp, "w") as fh:
-            fh.write(text)
-    atomic_write(path, write)
+    """The rows as strict JSON, atomically (:func:`benchmarks._timing.write_json`)."""
+    write_json(path, obj)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ paired          (not in the default set) variance reduction of common random
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -53,7 +52,7 @@ import time
 import numpy as np
 
 import montecarlo as mc
-from theory.cli import atomic_write, int_arg, main_runner, make_parser
+from theory.cli import int_arg, main_runner, make_parser
 from montecarlo.experiments import attention as at
 from montecarlo.experiments import classification as cl
 from montecarlo.experiments import gram, uci
@@ -63,7 +62,7 @@ try:  # optional backend
 except ImportError:  # pragma: no cover
     torch = None
 
-from benchmarks._timing import interleaved, ratio  # noqa: E402
+from benchmarks._timing import RESULTS_DIR, check_json_path, interleaved, ratio, write_json  # noqa: E402
 
 
 def bench_classification(repeat, uci_dir):
@@ -225,7 +224,12 @@ def bench_table(uci_dir, protocol, n_jobs=None):
 
 
 def main(argv=None):
-    return main_runner(PROG, _main, argv)
+    """Run the command line; returns the exit status (0 done, 2 bad options, 130 Ctrl-C, 143 SIGTERM; the
+    ``--json`` path and ``--uci-dir`` are checked before any timing, and an interrupted run leaves no partial
+    file)."""
+    from montecarlo.experiments._common import run_terminable
+
+    return run_terminable(main_runner, PROG, _main, argv)
 
 
 PROG = "python -m benchmarks.bench_experiments"
@@ -244,9 +248,16 @@ def _main(argv):
     p.add_argument("--paired-draws", type=int_arg(2), default=400, help="draws of the paired section")
     p.add_argument("--uci-dir", default=None, help="UCI data directory (default: the shipped copy)")
     p.add_argument("--threads", type=int_arg(1), default=None, help="torch intra-op threads")
-    p.add_argument("--json", nargs="?", const="benchmarks/results/bench_experiments.json", default=None,
-                   help="write the results as JSON (atomically) to this path")
+    p.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_experiments.json"), default=None,
+                   metavar="PATH", help="write the results as strict JSON (atomically) to this path (checked before "
+                                        "any timing)")
     args = p.parse_args(argv)
+    try:
+        json_path = check_json_path(args.json)
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.uci_dir is not None and not os.path.isdir(args.uci_dir):
+        p.error(f"--uci-dir {args.uci_dir!r} does not exist or is not a directory")
     repeat = 3 if args.quick else 7
     sections = args.only or ("classification", "attention", "gram")
     np.seterr(under="ignore")
@@ -270,14 +281,9 @@ def _main(argv):
         res["paired"] = bench_paired(args.uci_dir, args.paired_draws, args.n_jobs)
     if args.table:
         res["table"] = bench_table(args.uci_dir, args.protocol, args.n_jobs)
-    if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-
-        def write(tmp):
-            with open(tmp, "w") as f:
-                json.dump(res, f, indent=1, default=str)
-
-        atomic_write(args.json, write)
+    if json_path is not None:
+        write_json(json_path, res)
+        print(f"wrote {json_path}")
     return 0
 
 

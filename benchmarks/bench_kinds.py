@@ -15,7 +15,6 @@ noisy.  Nothing here asserts.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -26,8 +25,10 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._timing import interleaved, ratio  # noqa: E402
-from theory.cli import atomic_write, main_runner, make_parser  # noqa: E402
+from benchmarks._timing import RESULTS_DIR, check_json_path, interleaved, ratio, write_json  # noqa: E402
+from theory.cli import main_runner, make_parser  # noqa: E402
+
+PROG = "python -m benchmarks.bench_kinds"
 
 SECTIONS = ("map", "theory", "estimators")
 
@@ -112,26 +113,35 @@ def bench_estimators(quick):
 
 
 def _main(argv):
-    parser = make_parser("python -m benchmarks.bench_kinds", __doc__.split("\n")[0])
+    parser = make_parser(PROG, __doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="sections to run")
-    parser.add_argument("--json", nargs="?", const=Path("benchmarks/results/bench_kinds.json"), type=Path,
-                        default=None, help="also write the rows as JSON")
+    parser.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_kinds.json"), default=None,
+                        metavar="PATH", help="also write the rows as strict JSON (checked before any timing)")
     args = parser.parse_args(argv)
+    try:
+        json_path = check_json_path(args.json)
+    except ValueError as exc:
+        parser.error(str(exc))
+    sections = list(dict.fromkeys(args.only))  # a repeated section runs once
     from threadpoolctl import threadpool_limits
 
     out = {}
     with threadpool_limits(1):
-        for name in args.only:
+        for name in sections:
             out[name] = {"map": bench_map, "theory": bench_theory, "estimators": bench_estimators}[name](args.quick)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(args.json, lambda tmp: Path(tmp).write_text(json.dumps(out, indent=1)))
+    if json_path is not None:
+        write_json(json_path, out)
+        print(f"wrote {json_path}")
     return 0
 
 
 def main(argv=None):
-    return main_runner("python -m benchmarks.bench_kinds", _main, argv)
+    """Run the command line; returns the exit status (0 done, 2 bad options, 130 Ctrl-C, 143 SIGTERM; the
+    ``--json`` path is checked before any timing, and an interrupted run leaves no partial file)."""
+    from montecarlo.experiments._common import run_terminable
+
+    return run_terminable(main_runner, PROG, _main, argv)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,7 @@ fast        fast_simplex (HD-product, FWHT) vs simplex (dense): sample one
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import pathlib
 import platform
 import sys
 import warnings
@@ -45,8 +42,12 @@ try:  # optional backend
 except ImportError:  # pragma: no cover
     torch = None
 
-from benchmarks._timing import interleaved, ratio  # noqa: E402
-from theory.cli import atomic_write  # noqa: E402
+from benchmarks._timing import RESULTS_DIR, check_json_path, interleaved, ratio, write_json  # noqa: E402
+from theory.cli import main_runner, make_parser  # noqa: E402
+
+PROG = "python -m benchmarks.bench_montecarlo"
+#: Sections of ``--only`` (the last two are the ``--accuracy`` ones).
+SECTIONS = ("pointwise", "prf", "sampling", "partial", "haar", "fast", "accuracy", "bias")
 
 
 # ---------------------------------------------------------------------------
@@ -342,33 +343,45 @@ def bias_by_d(quick):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the command line; returns the exit status (0 done, 2 bad options, 130 Ctrl-C, 143 SIGTERM; the
+    ``--json`` path is checked before any timing, and an interrupted run leaves no partial file)."""
+    from montecarlo.experiments._common import run_terminable
+
+    return run_terminable(main_runner, PROG, _main, argv)
+
+
+def _main(argv):
+    parser = make_parser(PROG, __doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     parser.add_argument("--accuracy", action="store_true", help="also measure KS distances and biases")
-    parser.add_argument("--json", nargs="?", const="benchmarks/results/bench_montecarlo.json", default=None,
-                        help="write results as JSON (default path benchmarks/results/bench_montecarlo.json)")
-    parser.add_argument("--only", nargs="*", default=None,
-                        choices=["pointwise", "prf", "sampling", "partial", "haar", "fast", "accuracy", "bias"])
+    parser.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_montecarlo.json"), default=None,
+                        metavar="PATH", help="write results as strict JSON (without PATH: "
+                                             "benchmarks/results/bench_montecarlo.json; checked before any timing)")
+    parser.add_argument("--only", nargs="+", default=None, choices=SECTIONS, metavar="SECTION",
+                        help=f"sections to run, one or more of {', '.join(SECTIONS)} (default: all but the last two, "
+                             "which --accuracy adds)")
     args = parser.parse_args(argv)
+    try:
+        json_path = check_json_path(args.json)
+    except ValueError as exc:
+        parser.error(str(exc))
     warnings.simplefilter("ignore", RuntimeWarning)
     info = {"python": sys.version.split()[0], "numpy": np.__version__,
             "torch": getattr(torch, "__version__", None), "cpu_count": os.cpu_count(),
             "machine": platform.machine(), "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None}
     print(f"# bench_montecarlo  {info}")
     sections = {"pointwise": bench_pointwise, "prf": bench_prf, "sampling": bench_sampling, "partial": bench_partial,
-                "haar": bench_haar, "fast": bench_fast}
-    sections_acc = {"accuracy": accuracy, "bias": bias_by_d}
-    chosen = args.only if args.only else list(sections) + (["accuracy", "bias"] if args.accuracy else [])
+                "haar": bench_haar, "fast": bench_fast, "accuracy": accuracy, "bias": bias_by_d}
+    chosen = (list(dict.fromkeys(args.only)) if args.only
+              else list(SECTIONS[:6]) + (["accuracy", "bias"] if args.accuracy else []))
     results = {"info": info}
     for name in chosen:
-        results[name] = {**sections, **sections_acc}[name](args.quick)
-    if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        text = json.dumps(results, indent=1, default=float)
-        atomic_write(args.json, lambda tmp: pathlib.Path(tmp).write_text(text))
-        print(f"\nwrote {args.json}")
-    return results
+        results[name] = sections[name](args.quick)
+    if json_path is not None:
+        write_json(json_path, results)
+        print(f"\nwrote {json_path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -20,16 +20,18 @@ Run: ``python -m benchmarks.bench_theory [--json PATH] [--domain]``.
 
 from __future__ import annotations
 
-import json
 import statistics
+import sys
 import time
-from pathlib import Path
 
 import mpmath
 from mpmath import mp
 
 import theory
-from theory.cli import atomic_write, int_arg, make_parser, real_arg
+from benchmarks._timing import check_json_path, write_json
+from theory.cli import int_arg, main_runner, make_parser, real_arg
+
+PROG = "python -m benchmarks.bench_theory"
 
 
 def best_time(func, repeat=5, number=1):
@@ -43,13 +45,21 @@ def best_time(func, repeat=5, number=1):
     return best
 
 
-def run(dps=30):
+def _progress(text):
+    print(f"  ... {text}", file=sys.stderr, flush=True)
+
+
+def run(dps=30, progress=True):
+    """The timings at ``dps`` digits; ``progress``: one line on stderr as each part starts."""
+    say = _progress if progress else (lambda text: None)
     results = {"dps": dps, "conformity_ms": {}, "ratios_to_baseline": {}}
     with mp.workdps(dps):
+        say(f"baseline hyp1f1(64, 32, 8) at {dps} digits")
         base = best_time(lambda: mp.hyp1f1(64, 32, mp.mpf(8)), repeat=7, number=50)
         results["baseline_hyp1f1_ms"] = base * 1e3
         for coupling in ("iid", "orthogonal", "simplex"):
             for v in ("0.5", "1", "2", "4"):
+                say(f"conformity {coupling} d = 64 v = {v}")
                 t = best_time(lambda: theory.conformity(coupling, 64, v), number=5)
                 results["conformity_ms"][f"{coupling} v={v}"] = t * 1e3
                 results["ratios_to_baseline"][f"{coupling} v={v}"] = t / base
@@ -60,11 +70,13 @@ def run(dps=30):
                 theory.mse_ratio("orthogonal", "iid", 64, v)
                 theory.mse_ratio("simplex", "iid", 64, v)
 
+        say("Fig. 6 curve, 200 v")
         t_curve = best_time(curve, repeat=2)
         results["fig6_curve_200pts_s"] = t_curve
         results["fig6_curve_ratio_to_baseline"] = t_curve / base
         results["printed_over_fast"] = {}
         for v in ("1", "4", "10"):
+            say(f"printed double series v = {v}")
             t_fast = best_time(lambda: theory.conformity("simplex", 64, v), number=3)
             t_printed = best_time(lambda: theory.simrf_conformity_series(64, v), repeat=2)
             results["printed_over_fast"][v] = {
@@ -144,25 +156,29 @@ def z_crit_ratios(ds=(3, 4, 5, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), 
     return out
 
 
-def _write_json(path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-    def write(tmp):
-        with open(tmp, "w") as fh:
-            json.dump(data, fh, indent=2)
-
-    atomic_write(path, write)
-
-
 def main(argv=None):
-    parser = make_parser("python -m benchmarks.bench_theory", __doc__.split("\n")[0])
-    parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
+    """Run the command line; returns the exit status (0 done, 2 bad options, 130 Ctrl-C, 143 SIGTERM; the
+    ``--json`` path is checked before any timing, and an interrupted run leaves no partial file)."""
+    from montecarlo.experiments._common import run_terminable
+
+    return run_terminable(main_runner, PROG, _main, argv)
+
+
+def _main(argv):
+    parser = make_parser(PROG, __doc__.split("\n")[0])
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="also write the results as strict JSON here (checked before any timing)")
     parser.add_argument("--dps", type=int_arg(1, 10_000), default=30, help="decimal digits of working precision")
     parser.add_argument("--domain", action="store_true", help="also probe the reachable domain (minutes)")
     parser.add_argument("--seconds", type=real_arg(0, strict=True), default=30.0,
                         help="time budget per call in the domain probe")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
-    r = run(args.dps)
+    try:
+        json_path = check_json_path(args.json)
+    except ValueError as exc:
+        parser.error(str(exc))
+    r = run(args.dps, progress=not args.no_progress)
     print(f"theory benchmarks at {r['dps']} digits (baseline hyp1f1(64, 32, 8): {r['baseline_hyp1f1_ms']:.3f} ms)")
     print(f"{'conformity, d = 64':28s} {'ms':>9s} {'x baseline':>11s}")
     for key, ms in r["conformity_ms"].items():
@@ -184,9 +200,11 @@ def main(argv=None):
         print(table)
         r["domain"] = {k: [list(row) for row in v] for k, v in probe.items()}
         r["domain_table"] = table
-    if args.json:
-        _write_json(args.json, r)
+    if json_path is not None:
+        write_json(json_path, r)
+        print(f"wrote {json_path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -134,7 +134,7 @@ class Context:
         os.makedirs(self.out, exist_ok=True)
         data = dict(data)
         data["settings"] = {"quick": self.quick, "seed": self.seed, "dps": self.dps, "backend": self.backend}
-        text = json.dumps(_jsonable(data), indent=1, allow_nan=False) + "\n"
+        text = json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"
         paths = []
         try:
             with matplotlib.rc_context(FONT_RC), _quiet_font_subsetting():
@@ -183,14 +183,15 @@ class _NoBar:
         pass
 
 
-def _jsonable(obj):
-    """Convert numpy arrays/scalars and mpmath numbers to JSON types (non-finite -> None)."""
+def jsonable(obj):
+    """Convert numpy arrays/scalars and mpmath numbers to JSON types (non-finite -> None): the figures' data and
+    the benchmarks' results (``benchmarks._timing.write_json``); other objects are left to ``json.dumps``."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
+        return jsonable(obj.tolist())
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):

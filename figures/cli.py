@@ -105,6 +105,27 @@ def _interrupted(exc, during):
     return EXIT_TERMINATED if terminated else 130
 
 
+def _merged_index(out, summary, settings):
+    """The figures of ``index.json``: this run's entries (with ``settings``), and, for the figures of an earlier
+    run into the same folder that this run did not draw and whose three files are still there, that run's entries
+    (their own settings, ``"earlier_run": true``), in the registry's order; so ``--only`` into a full folder keeps
+    the record of every figure in it.  An unreadable earlier index is ignored."""
+    entries = {e["name"]: {**e, "settings": settings} for e in summary}
+    try:
+        with open(os.path.join(out, "index.json"), encoding="utf-8") as fh:
+            old = json.load(fh)
+        old_settings, old_figures = old.get("settings"), old["figures"]
+        for e in old_figures:
+            name = e["name"]
+            if (name not in entries and e.get("status") == "written"
+                    and all(os.path.isfile(os.path.join(out, f"{name}.{ext}")) for ext in ("png", "pdf", "json"))):
+                entries[name] = {**e, "settings": e.get("settings", old_settings), "earlier_run": True}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    order = {f.name: i for i, f in enumerate(registry.FIGURES)}
+    return sorted(entries.values(), key=lambda e: order.get(e["name"], len(order)))
+
+
 def _main(argv):
     parser = _parser()
     args = parser.parse_args(argv)
@@ -158,8 +179,9 @@ def _main(argv):
         entry["cpu_seconds"] = round(time.process_time() - c0, 3)
         summary.append(entry)
     total = time.perf_counter() - t_all
-    index = {"settings": {"quick": ctx.quick, "seed": ctx.seed, "dps": ctx.dps, "backend": ctx.backend},
-             "seconds": round(total, 3), "figures": summary}
+    settings = {"quick": ctx.quick, "seed": ctx.seed, "dps": ctx.dps, "backend": ctx.backend}
+    index = {"settings": settings, "seconds": round(total, 3),
+             "figures": _merged_index(ctx.out, summary, settings)}
     atomic_write(os.path.join(ctx.out, "index.json"), lambda tmp: _write_text(tmp, json.dumps(index, indent=1) + "\n"))
     written = sum(e["status"] == "written" for e in summary)
     skipped = sum(e["status"] == "skipped" for e in summary)

@@ -28,10 +28,31 @@ from theory.cli import check_output_dir, int_arg, main_runner, make_parser, n_jo
 
 
 PROG = "python -m figures.reproduce"
+#: Most splits of ``fig8 --splits`` and points of ``fig10 --n-sigmas``: each is a whole classification run per
+#: dataset (the paper uses 1 split and 9 sigmas); a larger count is refused before any work, not run for days.
+MAX_SPLITS = 1000
+MAX_SIGMAS = 1000
 
 
-def _sub(sub, name, **kwargs):
-    return sub.add_parser(name, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+def _count_arg(minimum, maximum, what):
+    """argparse ``type=``: an integer >= ``minimum`` (:func:`theory.cli.int_arg`'s message) and <= ``maximum``."""
+    below = int_arg(minimum)
+
+    def count(text):
+        value = below(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum} and <= {maximum} ({what}), got {value}")
+        return value
+
+    return count
+
+
+def _sub(sub, name, common=None, **kwargs):
+    """A subcommand's parser; ``common(parser, suppress=True)`` adds the shared options (given after the name)."""
+    q = sub.add_parser(name, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+    if common is not None:
+        common(q, suppress=True)
+    return q
 
 
 def _parser():
@@ -40,22 +61,31 @@ def _parser():
     from .attention import EFFORT as ATT
     from .downstream import FIG8_EFFORT, FIG10_EFFORT
 
+    def common(q, suppress=False):
+        """The options every subcommand shares, on the main parser and (``suppress``: no default, so that a value
+        given after the subcommand's name overrides one given before it) on each subcommand's."""
+        def d(value):
+            return argparse.SUPPRESS if suppress else value
+
+        q.add_argument("--out", default=d("simplex_rf_figures"),
+                       help="output directory (checked and created before anything is computed)")
+        q.add_argument("--seed", type=int_arg(0), default=d(0), help="base random seed")
+        q.add_argument("--uci-dir", default=d(None), metavar="DIR",
+                       help=f"UCI data directory (default: ${uci.ENV_VAR}, else the copy shipped with the package)")
+        q.add_argument("--no-progress", action="store_true", default=d(False), help="no progress bars")
+        q.add_argument("--n-jobs", type=n_jobs_arg, default=d(None), metavar="N",
+                       help="parallel workers of the sweeps (joblib; None: every core); the numbers do not depend on "
+                            "it")
+
     p = make_parser(PROG, __doc__.splitlines()[0])
-    p.add_argument("--out", default="simplex_rf_figures",
-                   help="output directory (checked and created before anything is computed)")
-    p.add_argument("--seed", type=int_arg(0), default=0, help="base random seed")
-    p.add_argument("--uci-dir", default=None, metavar="DIR",
-                   help=f"UCI data directory (default: ${uci.ENV_VAR}, else the copy shipped with the package)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--n-jobs", type=n_jobs_arg, default=None, metavar="N",
-                   help="parallel workers of the sweeps (joblib; None: every core); the numbers do not depend on it")
+    common(p)
     sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention,performer,winners}")
-    f8 = _sub(sub, "fig8", help="Fig. 8: accuracy against m / d")
+    f8 = _sub(sub, "fig8", common, help="Fig. 8: accuracy against m / d")
     f8.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default=FIG8_EFFORT.protocol,
                     help="paper: the authors' split; resampled: several random splits")
-    f8.add_argument("--splits", type=int_arg(1), default=None,
+    f8.add_argument("--splits", type=_count_arg(1, MAX_SPLITS, "each split is a whole run"), default=None,
                     help="number of splits (seeds 0 ... N-1 for resampled, 42, 43, ... for paper; "
-                         "default: the protocol's, 5 or 1)")
+                         f"default: the protocol's, 5 or 1; at most {MAX_SPLITS})")
     f8.add_argument("--draws", type=int_arg(2), default=None,
                     help="feature draws per dataset, coupling, m and split, the same on every dataset (default: "
                          f"the main job's, {FIG8_EFFORT.n_draws} and {dict(FIG8_EFFORT.draws)} on the costly sets)")
@@ -65,31 +95,51 @@ def _parser():
                     metavar="K", help="m = K d")
     f8.add_argument("--datasets", nargs="+", choices=uci.DATASETS, default=None, metavar="NAME",
                     help="datasets (default all eight)")
-    f10 = _sub(sub, "fig10", help="Fig. 10: the sigma search")
+    f10 = _sub(sub, "fig10", common, help="Fig. 10: the sigma search")
     f10.add_argument("--protocol", choices=tuple(uci.PROTOCOLS), default="paper",
                      help="where the validation records come from")
     f10.add_argument("--draws", type=int_arg(2), default=FIG10_EFFORT["n_draws"], help="feature draws")
-    f10.add_argument("--n-sigmas", type=int_arg(2), default=FIG10_EFFORT["n_sigmas"],
-                     help="points of the sigma grid (0.05 ... 2, log-spaced)")
-    at = _sub(sub, "attention", help="random-feature attention error (PRF/OPRF/SDERF x couplings x m) vs logit scale")
+    f10.add_argument("--n-sigmas", type=_count_arg(2, MAX_SIGMAS, "each sigma is a whole run"),
+                     default=FIG10_EFFORT["n_sigmas"],
+                     help=f"points of the sigma grid (0.05 ... 2, log-spaced; at most {MAX_SIGMAS})")
+    at = _sub(sub, "attention", common,
+              help="random-feature attention error (PRF/OPRF/SDERF x couplings x m) vs logit scale")
     at.add_argument("--draws", type=int_arg(2), default=ATT["n_draws"], help="feature draws per cell")
     at.add_argument("--seq-lens", type=int_arg(1), nargs="+", default=list(ATT["seq_lens"]), metavar="L",
                     help="sequence lengths")
     at.add_argument("--logit-stds", type=real_arg(0.0, strict=True), nargs="+", default=list(ATT["logit_stds"]),
                     metavar="S", help="logit standard deviations")
-    pf = _sub(sub, "performer", help="Fig. 9 analogue: a small Performer-ViT on scikit-learn's digits")
+    pf = _sub(sub, "performer", common, help="Fig. 9 analogue: a small Performer-ViT on scikit-learn's digits")
     pf.add_argument("--seeds", type=int_arg(2), default=5, help="seeds per arm")
     pf.add_argument("--epochs", type=int_arg(1), default=10, help="training epochs")
-    wn = _sub(sub, "winners", help="who wins where: every (kind x coupling) closed form over (d, v)")
+    wn = _sub(sub, "winners", common, help="who wins where: every (kind x coupling) closed form over (d, v)")
     wn.add_argument("--full", action="store_true",
                     help="evaluate every pnc_orthogonal contestant exactly, OPRF x PNC included (minutes)")
     wn.add_argument("--ds", type=int_arg(2), nargs="+", default=None, metavar="D",
                     help="dimensions (None: the main job's, 2 ... 1024)")
-    wn.add_argument("--vs", type=real_arg(0.0, strict=True), nargs="+", default=None, metavar="V",
-                    help="values of v = |x + y| (None: the main job's, 0.05 ... 5)")
+    wn.add_argument("--vs", type=real_arg(0.0, strict=True, maximum=1e300), nargs="+", default=None, metavar="V",
+                    help="values of v = |x + y| up to the closed forms' reach, 1e300 (None: the main job's, "
+                         "0.05 ... 5)")
     wn.add_argument("--draws", type=int_arg(2), default=None,
                     help="Monte Carlo draws per simplex_plus point (None: the main job's, 20000)")
     return p
+
+
+#: The list options whose values must not repeat (a repeated value would be computed and drawn twice).
+_NO_REPEATS = (("m_multipliers", "--m-multipliers"), ("datasets", "--datasets"), ("seq_lens", "--seq-lens"),
+               ("logit_stds", "--logit-stds"), ("ds", "--ds"), ("vs", "--vs"))
+
+
+def _refuse_repeats(parser, args):
+    """A parser error (status 2, nothing computed) naming the first list option with a repeated value."""
+    for attr, option in _NO_REPEATS:
+        values = getattr(args, attr, None)
+        if values is None:
+            continue
+        repeated = sorted({v for i, v in enumerate(values) if v in values[:i]})
+        if repeated:
+            parser.error(f"{option} must not repeat a value, got {' '.join(map(str, values))} "
+                         f"({', '.join(map(str, repeated))} repeated)")
 
 
 def main(argv=None):
@@ -101,7 +151,9 @@ def main(argv=None):
 
 
 def _main(argv):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _refuse_repeats(parser, args)
     from montecarlo.experiments import uci
 
     from . import attention, downstream

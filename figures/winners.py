@@ -152,7 +152,9 @@ def cell(d, v, m, full=False):
         bound), ``ratio`` (winner / SimRF-PRF, None unless exact), ``ratio_bounds``, ``runner_up`` and
         ``margin`` (the runner-up's lower bound over the winner's upper bound, minus 1: a guaranteed
         margin; when kind/pnc_orthogonal wins, kind/orthogonal, proven worse, is left out), ``A_star``
-        (FAVOR++'s :math:`A^*(v^2/d)`, the optimal A of the theorem couplings).
+        (FAVOR++'s :math:`A^*(v^2/d)`, the optimal A of the theorem couplings).  A contestant whose closed
+        form did not converge is left out (its status says why; a pnc_orthogonal bracket needs its
+        orthogonal value); without the baseline the cell raises ConvergenceError naming d and v.
     """
     lower, upper, status = {}, {}, {}
 
@@ -172,7 +174,14 @@ def cell(d, v, m, full=False):
     pending = []
     for kind in ("prf", "hyperbolic"):
         name = key(kind, "pnc_orthogonal")
-        lower[name], upper[name] = pnc_bracket(upper[key(kind, "orthogonal")], d, v, m)
+        orth = upper.get(key(kind, "orthogonal"))
+        if orth is None:  # its bracket needs kind/orthogonal's value, which failed: exact or nothing
+            lower[name] = upper[name] = None
+            status[name] = f"not evaluated (its bracket needs {key(kind, 'orthogonal')}, which failed)"
+            if full and not exact(name):
+                lower[name] = upper[name] = None
+            continue
+        lower[name], upper[name] = pnc_bracket(orth, d, v, m)
         status[name] = "bracket"
         if full:
             exact(name)
@@ -186,6 +195,9 @@ def cell(d, v, m, full=False):
         lower[name] = upper[name] = None
         status[name] = "not evaluated"
     dominated = {key(kind, "orthogonal") for kind in ("prf", "hyperbolic")}
+    if upper.get(BASELINE) is None:  # (the map's ratios are to the baseline: nothing to draw without it)
+        raise ConvergenceError(f"the winners' map has no cell at d = {d}, v = {v}: the baseline {BASELINE} "
+                               f"{status[BASELINE]}")
     while True:
         known = [n for n in CONTESTANTS if upper.get(n) is not None]
         top = min(upper[n] for n in known)
@@ -199,8 +211,11 @@ def cell(d, v, m, full=False):
     winner = min(candidates, key=lambda n: (upper[n], n))
     sibling = key(winner.split("/")[0], "orthogonal") if winner.endswith("/pnc_orthogonal") else None
     others = {n: lower[n] for n in known if n not in (winner, sibling)}
-    runner_up = min(others, key=others.get)
+    runner_up = min(others, key=others.get) if others else None  # (None: no other contestant evaluated)
     base = upper[BASELINE]
+    if not math.isfinite(float(base)):  # (the map's values are float64: e^{v^2}-sized MSEs overflow near v = 19)
+        raise ValueError(f"v = {v} is too large for the winners' map at d = {d}: the scaled MSEs ({BASELINE}: "
+                         f"{mp.nstr(base, 5)}) exceed float64's range; use smaller v")
     return {
         "lower": {n: None if lower.get(n) is None else float(lower[n]) for n in CONTESTANTS},
         "upper": {n: None if upper.get(n) is None else float(upper[n]) for n in CONTESTANTS},
@@ -210,7 +225,7 @@ def cell(d, v, m, full=False):
         "ratio": float(upper[winner] / base) if status[winner] == "exact" else None,
         "ratio_bounds": [float(lower[winner] / base), float(upper[winner] / base)],
         "runner_up": runner_up,
-        "margin": float(others[runner_up] / upper[winner] - 1),
+        "margin": None if runner_up is None else float(others[runner_up] / upper[winner] - 1),
         "A_star": float(theory.oprf.optimal_a(mp.mpf(v) ** 2 / d)),
     }
 

@@ -159,3 +159,41 @@ def test_reproduce_command(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         reproduce_main(["--out", str(tmp_path), "winners", "--ds", "1"])
     assert exc.value.code == 2
+
+
+def test_cell_without_the_orthogonal_value_leaves_pnc_out(monkeypatch):
+    """A cell whose kind/orthogonal closed form did not converge read ``upper['prf/orthogonal']`` for the
+    pnc_orthogonal bracket: KeyError 'prf/orthogonal' (a traceback from ``reproduce winners``).  Now the bracket
+    is 'not evaluated' with the reason, the other contestants decide, and the cell is otherwise whole; without
+    the baseline the cell raises ConvergenceError naming d and v (one line, status 1, on the command line)."""
+    real = winners.scaled_mse
+
+    def failing(failed):
+        def f(kind, coupling, d, v, m, **params):
+            if f"{kind}/{coupling}" in failed:
+                raise theory.errors.ConvergenceError("made to fail")
+            return real(kind, coupling, d, v, m, **params)
+        return f
+
+    monkeypatch.setattr(winners, "scaled_mse", failing({"prf/orthogonal", "hyperbolic/orthogonal"}))
+    c = winners.cell(4, 1.0, 4)
+    for kind in ("prf", "hyperbolic"):
+        assert c["status"][f"{kind}/pnc_orthogonal"].startswith("not evaluated (its bracket needs")
+        assert c["upper"][f"{kind}/pnc_orthogonal"] is None and c["status"][f"{kind}/orthogonal"].startswith("failed")
+    assert c["winner"] in winners.CONTESTANTS and c["upper"][c["winner"]] is not None
+    monkeypatch.setattr(winners, "scaled_mse", failing({winners.BASELINE}))
+    with pytest.raises(theory.errors.ConvergenceError, match=r"no cell at d = 4, v = 1.0: the baseline prf/simplex"):
+        winners.cell(4, 1.0, 4)
+
+
+def test_reproduce_winners_refuses_v_beyond_the_map(tmp_path, capsys):
+    """``--vs 1e308`` (beyond the closed forms' reach, 1e300) gave ``KeyError: 'prf/orthogonal'`` after every
+    contestant failed; v = 20 at d = 2 a RuntimeError from the m = 4d check (the float64 values were inf).  Now
+    argparse refuses --vs above 1e300, and a v whose scaled MSEs exceed float64 is a one-line error (status 2)."""
+    with pytest.raises(SystemExit) as exc:
+        reproduce_main(["--out", str(tmp_path), "--no-progress", "winners", "--vs", "1e308", "--ds", "2"])
+    assert exc.value.code == 2 and "<= 1e+300" in capsys.readouterr().err
+    assert reproduce_main(["--out", str(tmp_path), "--no-progress", "winners", "--vs", "20", "--ds", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "v = 20.0 is too large for the winners' map at d = 2" in err
+    assert not any(p.suffix in (".png", ".pdf", ".json") for p in tmp_path.rglob("*"))

@@ -149,6 +149,13 @@ def check_output_dir(path, name="--out"):
     p = os.path.abspath(text)
     if os.path.exists(p) and not os.path.isdir(p):
         raise ValueError(f"{name} {text!r} exists and is not a directory")
+    _check_writable_under(p, text, name)
+    return str(text)
+
+
+def _check_writable_under(p, text, name):
+    """ValueError naming ``name`` unless the nearest existing ancestor of the absolute path ``p`` (``p`` itself
+    where it exists) is a directory this process can write in."""
     existing = p
     while not os.path.exists(existing) and os.path.dirname(existing) != existing:
         existing = os.path.dirname(existing)
@@ -156,4 +163,22 @@ def check_output_dir(path, name="--out"):
         raise ValueError(f"{name} {text!r} is under {existing!r}, which is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"{name} {text!r}: cannot write in {existing!r} (permission denied)")
+
+
+def check_output_file(path, name="--json"):
+    """``path`` as a str if a file can be written there (its folder created as needed); ValueError naming
+    ``name`` otherwise: an empty path, a path ending in a separator, an existing directory, a path under a file,
+    a folder that cannot be written.  Nothing is created here."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path, got {type(path).__name__}")
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise ValueError(f"{name} must be a file path, got an empty string")
+    if text.endswith(("/", os.sep)):
+        raise ValueError(f"{name} {text!r} names a folder; give a file path such as {text}results.json")
+    p = os.path.abspath(text)
+    if os.path.isdir(p):
+        raise ValueError(f"{name} {text!r} is a directory; give a file path such as "
+                         f"{os.path.join(text, 'results.json')}")
+    _check_writable_under(os.path.dirname(p), text, name)
     return str(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import signal
@@ -177,7 +178,7 @@ def refuse_repeats(items, name, what):
     """ValueError naming ``name`` and the repeated items if one of ``items`` (strings or ints: couplings, arms,
     kinds, seeds) occurs more than once."""
     seq = list(items)
-    repeated = sorted({x for x in seq if seq.count(x) > 1})
+    repeated = sorted(x for x, n in collections.Counter(seq).items() if n > 1)  # (linear: seq.count was n^2)
     if repeated:
         raise ValueError(f"{name} must not repeat {what}, got {seq} ({', '.join(map(str, repeated))} repeated)")
 
