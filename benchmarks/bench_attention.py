@@ -615,40 +615,32 @@ def cuda_host_profile(L=4096, repeat=20, device="cuda"):
     for _ in range(3):
         fn(*leaves).backward(cot)
     sync()
-    keys = ("fwd_host", "fwd_wall", "bwd_host", "bwd_wall", "step_fwd_host", "step_bwd_host", "step_wall")
-    t = {key: [] for key in keys}
+    def step(split):
+        """Times (t0 .. t4) of one step from an idle device: forward called, returned, (synchronised where
+        ``split``), backward returned, synchronised."""
+        for x in leaves:
+            x.grad = None
+        sync()
+        t0 = time.perf_counter()
+        out = fn(*leaves)
+        t1 = time.perf_counter()
+        if split:
+            sync()
+        t2 = time.perf_counter()
+        out.backward(cot)
+        t3 = time.perf_counter()
+        sync()
+        return t0, t1, t2, t3, time.perf_counter()
+
+    t = {key: [] for key in ("fwd_host", "fwd_wall", "bwd_host", "bwd_wall", "step_fwd_host", "step_bwd_host",
+                             "step_wall")}
     for _ in range(repeat):
-        for x in leaves:
-            x.grad = None
-        sync()
-        t0 = time.perf_counter()
-        out = fn(*leaves)
-        t1 = time.perf_counter()
-        sync()
-        t2 = time.perf_counter()
-        out.backward(cot)
-        t3 = time.perf_counter()
-        sync()
-        t4 = time.perf_counter()
-        t["fwd_host"].append(t1 - t0)
-        t["fwd_wall"].append(t2 - t0)
-        t["bwd_host"].append(t3 - t2)
-        t["bwd_wall"].append(t4 - t2)
-        for x in leaves:
-            x.grad = None
-        del out
-        sync()
-        t0 = time.perf_counter()
-        out = fn(*leaves)
-        t1 = time.perf_counter()
-        out.backward(cot)
-        t2 = time.perf_counter()
-        sync()
-        t3 = time.perf_counter()
-        t["step_fwd_host"].append(t1 - t0)
-        t["step_bwd_host"].append(t2 - t1)
-        t["step_wall"].append(t3 - t0)
-        del out
+        t0, t1, t2, t3, t4 = step(True)
+        for key, val in (("fwd_host", t1 - t0), ("fwd_wall", t2 - t0), ("bwd_host", t3 - t2), ("bwd_wall", t4 - t2)):
+            t[key].append(val)
+        t0, t1, t2, t3, t4 = step(False)
+        for key, val in (("step_fwd_host", t1 - t0), ("step_bwd_host", t3 - t2), ("step_wall", t4 - t0)):
+            t[key].append(val)
     res = {key: (1e3 * min(val), 1e3 * sorted(val)[len(val) // 2]) for key, val in t.items()}
     print(f"L={L}, chunk {fn.chunk}: ms (minimum, median) over {repeat}: "
           + ", ".join(f"{key} {a:.3f} ({b:.3f})" for key, (a, b) in res.items()), flush=True)
