@@ -131,15 +131,17 @@ _NO_REPEATS = (("m_multipliers", "--m-multipliers"), ("datasets", "--datasets"),
 
 
 def _refuse_repeats(parser, args):
-    """A parser error (status 2, nothing computed) naming the first list option with a repeated value."""
+    """A parser error (status 2, nothing computed) naming the first list option with a repeated value
+    (:func:`montecarlo.experiments._common.refuse_repeats`)."""
+    from montecarlo.experiments._common import refuse_repeats
+
     for attr, option in _NO_REPEATS:
         values = getattr(args, attr, None)
-        if values is None:
-            continue
-        repeated = sorted({v for i, v in enumerate(values) if v in values[:i]})
-        if repeated:
-            parser.error(f"{option} must not repeat a value, got {' '.join(map(str, values))} "
-                         f"({', '.join(map(str, repeated))} repeated)")
+        if values is not None:
+            try:
+                refuse_repeats(values, option, "a value")
+            except ValueError as exc:
+                parser.error(str(exc))
 
 
 def main(argv=None):
