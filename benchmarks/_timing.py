@@ -70,6 +70,14 @@ def check_json_path(path, name="--json"):
     return Path(text)
 
 
+def parsed_json_path(parser, path, name="--json"):
+    """:func:`check_json_path` for a command line: its refusal as ``parser.error`` (one line, status 2)."""
+    try:
+        return check_json_path(path, name)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
 def write_json(path, data):
     """Write ``data`` (through :func:`figures._context.jsonable`) as strict JSON to ``path``, atomically (a temporary
     ``.NAME.PID.part`` renamed into place, removed on any error or interrupt); the folder is created."""

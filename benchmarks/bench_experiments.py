@@ -62,7 +62,7 @@ try:  # optional backend
 except ImportError:  # pragma: no cover
     torch = None
 
-from benchmarks._timing import RESULTS_DIR, check_json_path, interleaved, ratio, write_json  # noqa: E402
+from benchmarks._timing import RESULTS_DIR, interleaved, parsed_json_path, ratio, write_json  # noqa: E402
 
 
 def bench_classification(repeat, uci_dir):
@@ -252,10 +252,7 @@ def _main(argv):
                    metavar="PATH", help="write the results as strict JSON (atomically) to this path (checked before "
                                         "any timing)")
     args = p.parse_args(argv)
-    try:
-        json_path = check_json_path(args.json)
-    except ValueError as exc:
-        p.error(str(exc))
+    json_path = parsed_json_path(p, args.json)
     if args.uci_dir is not None and not os.path.isdir(args.uci_dir):
         p.error(f"--uci-dir {args.uci_dir!r} does not exist or is not a directory")
     repeat = 3 if args.quick else 7

@@ -25,7 +25,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._timing import RESULTS_DIR, check_json_path, interleaved, ratio, write_json  # noqa: E402
+from benchmarks._timing import RESULTS_DIR, interleaved, parsed_json_path, ratio, write_json  # noqa: E402
 from theory.cli import main_runner, make_parser  # noqa: E402
 
 PROG = "python -m benchmarks.bench_kinds"
@@ -119,10 +119,7 @@ def _main(argv):
     parser.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_kinds.json"), default=None,
                         metavar="PATH", help="also write the rows as strict JSON (checked before any timing)")
     args = parser.parse_args(argv)
-    try:
-        json_path = check_json_path(args.json)
-    except ValueError as exc:
-        parser.error(str(exc))
+    json_path = parsed_json_path(parser, args.json)
     sections = list(dict.fromkeys(args.only))  # a repeated section runs once
     from threadpoolctl import threadpool_limits
 

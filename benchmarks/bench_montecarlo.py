@@ -42,7 +42,7 @@ try:  # optional backend
 except ImportError:  # pragma: no cover
     torch = None
 
-from benchmarks._timing import RESULTS_DIR, check_json_path, interleaved, ratio, write_json  # noqa: E402
+from benchmarks._timing import RESULTS_DIR, interleaved, parsed_json_path, ratio, write_json  # noqa: E402
 from theory.cli import main_runner, make_parser  # noqa: E402
 
 PROG = "python -m benchmarks.bench_montecarlo"
@@ -361,10 +361,7 @@ def _main(argv):
                         help=f"sections to run, one or more of {', '.join(SECTIONS)} (default: all but the last two, "
                              "which --accuracy adds)")
     args = parser.parse_args(argv)
-    try:
-        json_path = check_json_path(args.json)
-    except ValueError as exc:
-        parser.error(str(exc))
+    json_path = parsed_json_path(parser, args.json)
     warnings.simplefilter("ignore", RuntimeWarning)
     info = {"python": sys.version.split()[0], "numpy": np.__version__,
             "torch": getattr(torch, "__version__", None), "cpu_count": os.cpu_count(),

@@ -28,7 +28,7 @@ import mpmath
 from mpmath import mp
 
 import theory
-from benchmarks._timing import check_json_path, write_json
+from benchmarks._timing import parsed_json_path, write_json
 from theory.cli import int_arg, main_runner, make_parser, real_arg
 
 PROG = "python -m benchmarks.bench_theory"
@@ -174,10 +174,7 @@ def _main(argv):
                         help="time budget per call in the domain probe")
     parser.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
-    try:
-        json_path = check_json_path(args.json)
-    except ValueError as exc:
-        parser.error(str(exc))
+    json_path = parsed_json_path(parser, args.json)
     r = run(args.dps, progress=not args.no_progress)
     print(f"theory benchmarks at {r['dps']} digits (baseline hyp1f1(64, 32, 8): {r['baseline_hyp1f1_ms']:.3f} ms)")
     print(f"{'conformity, d = 64':28s} {'ms':>9s} {'x baseline':>11s}")
