@@ -178,8 +178,8 @@ def cell(d, v, m, full=False):
         if orth is None:  # its bracket needs kind/orthogonal's value, which failed: exact or nothing
             lower[name] = upper[name] = None
             status[name] = f"not evaluated (its bracket needs {key(kind, 'orthogonal')}, which failed)"
-            if full and not exact(name):
-                lower[name] = upper[name] = None
+            if full:
+                exact(name)
             continue
         lower[name], upper[name] = pnc_bracket(orth, d, v, m)
         status[name] = "bracket"
