@@ -213,7 +213,7 @@ def test_simplex_gram_matrix_bounds_n():
     corner entries)."""
     import sympy as sp
 
-    with pytest.raises(ValueError, match="n must be an integer"):  # (first: the old code computed it, 8 s)
+    with pytest.raises(ValueError, match="n must be an integer"):  # (first: the old code computed it, about 14 s)
         symbolic.simplex_gram_matrix(symbolic.GRAM_MAX_N + 1)
     with pytest.raises(ValueError, match=rf"n must be an integer >= 2 and <= {symbolic.GRAM_MAX_N}, got 1000000"):
         symbolic.simplex_gram_matrix(10**6)

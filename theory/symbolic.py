@@ -179,7 +179,7 @@ def simplex_gram_cases():
 
 
 #: Largest n of :func:`simplex_gram_matrix`: its symbolic work grows as about n^2 (1 s at n = 40 on a 2-core
-#: machine, 8 s at 128; n = 10^4 would have built 10^8 sympy expressions).
+#: machine, 14 s at 128; n = 10^4 would have built 10^8 sympy expressions).
 GRAM_MAX_N = 128
 
 
