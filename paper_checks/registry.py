@@ -521,6 +521,18 @@ CLAIMS = [
             "pair to orthogonalise and the two couplings coincide (checked), so 'any d' means d >= 2. OPRF "
             "ORF/IID at A*: 0.891 / 0.844 / 0.771 / 0.718 at v = 1 and d = 2 / 3 / 8 / 64; the gain can be "
             "negligible away from A* (1 - 1.6e-12 at d = 2, v = 5, A = 0.01, where the variance dominates)."),
+    C("beyond.v4_excess", "Beyond the paper: the PRF conformity excess at tiny v (theory.mse._series_excess)",
+      "For an exact isotropic pair at a fixed angle cos theta = c with independent chi_d norms, rho - e^{v^2} = "
+      "(a - 1) v^2 + e v^4 + O(v^6) with e = (c^2 d - 1 + 2c(d+1)R_1)/(2(d+2)), R_1 = Gamma((d+1)/2)^2/"
+      "(Gamma(d/2) Gamma(d/2+1)) (ORF: -1/(2(d+2))), and every Taylor coefficient of the excess is at most "
+      "(2^k + 1)/k! in size, so the SimRF/IIDRF MSE ratio at v = 1e-100000 is its v -> 0 limit 1 - R_1 to "
+      "the working precision.",
+      ("closed form vs E[s^2]/(8d(d+2)) - 1/2 from the chi moments (loggamma), 35 digits",
+       "closed form vs the conformity's own route, (rho(v) - e^{v^2} - (a-1)v^2)/v^4 at v^2 = 1e-12, 10 digits",
+       "mse_ratio('simplex', 'iid', d, 1e-100000) vs 1 - R_1 by loggamma", "power: e without its R_1 term is "
+       "rejected by both routes"), beyond=True,
+      notes="The tiny-v branch replaced 4 log2(1/v) extra bits (1.33 million at v = 1e-100000, where pi alone took "
+            "7.2 s past a 3 s budget) by these terms; tests/test_tiny_v_budget.py has the remainder bound's uses."),
     # ------------------------------------------ FAVOR+ (Choromanski et al., ICLR 2021): hyperbolic features
     C("favorplus.hyperbolic_variance", "Choromanski et al. 2021 (Performers), hyperbolic positive features",
       "For hyperbolic features [e^{w.x}, e^{-w.x}] e^{-|x|^2}/sqrt(2m) the per-direction statistic cosh(w.v) has "

@@ -7,7 +7,7 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
-from paper_checks._compare import assert_agree, assert_mc_agree, mc_agrees, point_pair
+from paper_checks._compare import assert_agree, assert_mc_agree, mc_agrees, point_pair, rel_diff
 
 
 def _pair(d, seed, xn=0.4, dist=1.0):
@@ -168,3 +168,33 @@ def test_hyperbolic_prfs_prefer_orthogonal_directions(record):
         assert_mc_agree(est, theory.kernel_mse("simplex", d, v, **kw), record)
         assert not mc_agrees(est, theory.kernel_mse("orthogonal", d, v, **kw))
         assert not mc_agrees(est, theory.kernel_mse("simplex", d, v, x_norm=xn, y_norm=yn))
+
+
+@pytest.mark.claim("beyond.v4_excess")
+@pytest.mark.parametrize("coupling, d", [("orthogonal", 3), ("simplex", 3), ("simplex", 64), ("simplex", 1025)])
+def test_v4_excess_coefficient_two_routes(coupling, d, record):
+    """e, the v^4 coefficient of rho - e^{v^2}, in closed form (theory.conformities.coupling_conformity_v4_excess)
+    against the chi moments E r^n = 2^{n/2} Gamma((d+n)/2)/Gamma(d/2) (s = r1^2 + r2^2 + 2c r1 r2, e = E[s^2]/(8d(d+2))
+    - 1/2) and against the conformity's own route at small v; power: e without its R_1 term fails both; the
+    SimRF/IIDRF ratio at v = 1e-100000 is 1 - R_1 (loggamma)."""
+    from theory import _context, conformities
+
+    with mp.workdps(50), _context.entered() as bits, _context.mp.workprec(bits):  # (the helpers: theory's context)
+        c = mp.mpf(0) if coupling == "orthogonal" else mp.mpf(-1) / (d - 1)
+        m1, m2, m3, m4 = (mp.exp(mp.mpf(n) / 2 * mp.log(2) + mp.loggamma(mp.mpf(d + n) / 2)
+                                 - mp.loggamma(mp.mpf(d) / 2)) for n in (1, 2, 3, 4))
+        e_chi = (2 * m4 + 2 * m2 ** 2 + 8 * c * m3 * m1 + 4 * c * c * m2 ** 2) / (8 * d * (d + 2)) - mp.mpf(1) / 2
+        e = mp.mpf(conformities.coupling_conformity_v4_excess(coupling, d))
+        a1 = mp.mpf(conformities.coupling_conformity_v2_coefficient(coupling, d)) - 1
+        assert_agree(e, e_chi, 35, record)
+        x = mp.mpf("1e-12")
+        e_route = (theory.conformity(coupling, d, mp.sqrt(x)) - mp.exp(x) - a1 * x) / x ** 2  # e + O(x)
+        assert_agree(e, e_route, 10, record)
+        if coupling == "simplex":  # power: the R_1 term matters
+            wrong = (c * c * d - 1) / (2 * (d + 2))
+            assert rel_diff(wrong, e_chi) > 1e-3 and rel_diff(wrong, e_route) > 1e-3
+            with mp.workdps(80):  # (the loggamma differences and 1 - R_1 lose about 7 digits at d = 1025)
+                h = mp.mpf(d) / 2
+                limit = 1 - mp.exp(2 * mp.loggamma(h + mp.mpf(1) / 2) - mp.loggamma(h) - mp.loggamma(h + 1))
+            with theory.budget(3):
+                assert_agree(theory.mse_ratio("simplex", "iid", d, mp.mpf("1e-100000")), limit, 45, record)
