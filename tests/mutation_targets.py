@@ -93,6 +93,9 @@ BEFORE = {
                  T + "test_theory_oprf_edges.py -k 'iid_oprf_mse or theorem_couplings'",
                  T + "test_mutation_kinds.py::TestOprfTheory -k 'one_eighth or certified'"],
     "dim_bits": [T + "test_theory_huge_d.py -k 'not pdf_wij and not z_crit'", T + "test_theory_round3.py -k d_1e20"],
+    # group tiny_v: the tests written with the tiny-v branch (no "before": the code is new)
+    "tiny_v_mse": [T + "test_tiny_v_budget.py", "paper_checks/test_beyond.py -k v4"],
+    "tiny_v_e": [T + "test_tiny_v_budget.py", "paper_checks/test_beyond.py -k v4"],
     "mse_kinds": [FK + " -k 'kernel_mse or mean_conformity'",
                   HYP + " -k 'issue_numbers or single_direction or small_v or (monte_carlo and not pnc)'",
                   OPRF + " -k 'domain or bad_input or (monte_carlo and not pnc) or conformity_estimate'"],
@@ -124,6 +127,8 @@ AFTER = {
     "oprf_a": [MUT_O + "::TestOptimalA"],
     "oprf_var": [MUT_O + "::TestOprfMse"],
     "dim_bits": [MUT_O + "::TestDimensionBits"],
+    "tiny_v_mse": [],
+    "tiny_v_e": [],
 }
 
 #: name -> (group, file, functions or None for the whole file)
@@ -177,8 +182,11 @@ TARGETS = {
                                                    "second_moment", "_small_v", "_pair_excess", "certified_mse",
                                                    "_arb_real")),
     "dim_bits": ("oprf_theory", "theory/distributions.py", ("dimension_bits",)),
+    # the pair excess at tiny v: its Taylor terms and remainder bound, the cap on extra bits, the v^4 coefficient
+    "tiny_v_mse": ("tiny_v", "theory/mse.py", ("_series_excess", "_excess", "_small_arg_bits")),
+    "tiny_v_e": ("tiny_v", "theory/conformities.py", ("coupling_conformity_v4_excess",)),
 }
-GROUPS = ("montecarlo", "kinds", "fused", "hardening", "oprf_theory")
+GROUPS = ("montecarlo", "kinds", "fused", "hardening", "oprf_theory", "tiny_v")
 
 
 def load_mutate(path=MUTATE):
