@@ -212,6 +212,19 @@ def test_small_arg_bits_cap_is_loud():
             mse._small_arg_bits(_context.mp.mpf(TINY), "the test difference")
 
 
+def test_small_arg_bits_cap_is_exactly_the_documented_one():
+    """The cap is SMALL_ARG_MAX_BITS + 2p at working precision p, no more, no less: at p = 100, t = 2^-k needs
+    4(k - 1) + 8 bits (mpmath's mag(2^-k) = 1 - k), so k = 16433 gets its 65736 = 65536 + 200 bits and
+    k = 16434 (65740) raises; at p = 200 the same t is granted (the cap grows with p)."""
+    cap = mse.SMALL_ARG_MAX_BITS
+    with _context.mp.workprec(100):
+        assert mse._small_arg_bits(_context.mp.ldexp(1, -16433)) == cap + 200
+        with pytest.raises(ConvergenceError, match=f"needs {cap + 204} extra bits"):
+            mse._small_arg_bits(_context.mp.ldexp(1, -16434))
+    with _context.mp.workprec(200):
+        assert mse._small_arg_bits(_context.mp.ldexp(1, -16434)) == cap + 204
+
+
 def test_hyperbolic_simplex_at_tiny_v_is_the_limit(r1_precisions):
     """The hyperbolic SimRF pair term (theory.hyperbolic) forms its own difference: at v = 1e-100000 its leading
     Taylor term b v^4 (theory.mse._series_excess), so the ratio is the limit, never R_1 at a million bits (it
