@@ -63,8 +63,9 @@ def _half_split(a, b):
 
 
 def _mpmath(a, b, x, what, maxprec=None, zeroprec=None):
-    """mpmath's hyp1f1 with a term budget; None when it gives up."""
-    check_time(what)
+    """mpmath's hyp1f1 with a term budget; None when it gives up (charged as 20 units: its series runs
+    uninterrupted)."""
+    check_time(what, units=20)
     try:
         kwargs = {"maxterms": MAX_TERMS}
         if maxprec is not None:
@@ -116,7 +117,7 @@ def _positive_recurrence(n, b, x, prec, what="1F1"):
         a = b + half
         for k in range(n):
             if k % 256 == 0:
-                check_time(what)
+                check_time(what, units=256)  # 256 steps of a few products
             m0, m1 = m1, ((2 * a - b + x) * m1 + (b - a) * m0) / a
             a += 1
         return m1
@@ -151,7 +152,7 @@ def _kummer_positive(n, b, x, what):
         total = mp.mpf(1)
         for j in range(n):
             if j % 512 == 0:
-                check_time(what)
+                check_time(what, units=512)  # 512 terms of a few products
             term = term * (n - j) / ((j + 1) * (b + j)) * x
             total += term
         return mp.exp(x) * total
@@ -209,7 +210,7 @@ def _recurrence(n, f, b, y, prec, what="1F1"):
         else:
             for k in range(steps):
                 if k % 32 == 0:
-                    check_time(what)
+                    check_time(what, units=32)  # 32 steps of a few products
                 m0, m1 = m1, ((2 * a - b - yy) * m1 + (b - a) * m0) / a
                 a += 1
                 if abs(m1) > scale:
@@ -297,7 +298,7 @@ def laguerre_scan(d, ys):
         m1 = np.empty_like(ys)
         with mp.workprec(64):
             for i, y in enumerate(ys):
-                check_time(f"laguerre_scan at d = {d} (starting values at {ys.size} points y)")
+                check_time(f"laguerre_scan at d = {d} (starting values at {ys.size} points y)", units=4)
                 yy = mp.mpf(float(y))
                 s0 = mp.hyp1f1(mp.mpf(1) / 2, mp.mpf(d) / 2, yy, zeroprec=200)
                 s1 = mp.hyp1f1(-mp.mpf(1) / 2, mp.mpf(d) / 2, yy, zeroprec=200)
@@ -314,7 +315,7 @@ def laguerre_scan(d, ys):
         m0, m1 = m1, nxt
         a += 1
         if k % 8 == 7:
-            check_time(what)
+            check_time(what, units=16 + ys.size // 32)  # 8 steps of about 8 numpy operations each
             big = np.maximum(np.abs(m0), np.abs(m1))
             fix = (big > 1e100) | ((big < 1e-100) & (big > 0))
             if fix.any():
