@@ -51,8 +51,11 @@ def test_bad_arguments_exit_with_message():
     (["ratio", "--d", "4", "--v", "abc"], 2, "v must be a real number"),
     (["table", "--d", "4", "--vs", ","], 2, "--vs must list at least one value"),
     (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1e400"], 1, "beyond the reachable domain"),
+    (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1000", "--work", "20000"], 1,
+     "work budget of 20000 units exhausted"),
     (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1000", "--seconds", "0.2"], 1,
-     "time budget of 0.2 s exhausted"),
+     "time budget of 0.2 s exhausted"),  # the opt-in wall clock (the call needs minutes on any machine)
+    (["ratio", "--d", "4", "--v", "1", "--work", "0"], 2, "--work: must be an integer >= 1"),
     ([], 2, "the following arguments are required: command"),
 ])
 def test_errors_are_one_line_with_status(argv, status, message, capsys):

@@ -89,7 +89,7 @@ from .errors import ConvergenceError
 from .validation import check_int, check_real
 
 __all__ = ["DEFAULT_WORK", "LOCK", "MAX_DPS", "UNIT_PREC", "budget", "caller_prec", "check_grid_time", "check_time",
-           "check_work", "grid_call", "legacy", "mp", "precision", "precision_factor", "to_caller", "work_count",
+           "check_work", "grid_call", "legacy", "mp", "precision", "precision_factor", "to_caller", "traced", "work_count",
            "work_used"]
 
 #: The private context every theory module computes in.
@@ -125,7 +125,7 @@ def _state():
     st = _local.__dict__
     if "depth" not in st:
         st.update(depth=0, prec=None, seconds=None, work=None, deadline=None, grid_deadline=None, checks=0,
-                  used=0, limit=None, budget_units=None, grid_limit=None, grid_units=None)
+                  used=0, limit=None, budget_units=None, grid_limit=None, grid_units=None, tracer=None)
     return _local
 
 
@@ -235,7 +235,10 @@ def check_time(what, units=1):
     """
     st = _state()
     st.checks += 1
-    st.used += units * precision_factor(mp.prec)
+    charge = units * precision_factor(mp.prec)
+    st.used += charge
+    if st.tracer is not None:
+        st.tracer(what, charge)
     limit = st.limit
     if limit is not None and st.used > limit:
         raise ConvergenceError(
@@ -296,6 +299,19 @@ def check_grid_time(what):
         raise ConvergenceError(
             f"{what}: time budget of {st.seconds:g} s exhausted before the grid was done; lower the working "
             "precision, use fewer points, or allow more time with theory.budget(seconds=...)")
+
+
+@contextlib.contextmanager
+def traced(tracer):
+    """Call ``tracer(what, charge)`` at every :func:`check_time` of this thread inside the block (before the
+    budget is tested), for measurements of the work model (``python -m benchmarks.bench_work``)."""
+    st = _state()
+    old = st.tracer
+    st.tracer = tracer
+    try:
+        yield
+    finally:
+        st.tracer = old
 
 
 def work_count():

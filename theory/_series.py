@@ -216,7 +216,7 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     values = {t: None for t in us}
     prev = None
     while scan is None:
-        check_time(what, units=4)
+        check_time(what, units=30)  # one evaluation of lambda (its callers' log-integrands: 100-450 us)
         u -= step
         val = lam(u)
         values[u] = val
@@ -240,7 +240,7 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     c1, c2 = b - g * (b - a), a + g * (b - a)
     f1, f2 = lam(c1), lam(c2)
     for _ in range(2 * mp.prec + 100 if fine else 60):  # fine: down to the resolution of u
-        check_time(what)
+        check_time(what, units=30)  # an evaluation of lambda
         if fine:
             if max(f1, f2) - min(fa, fb) < mp.mpf(1) / 20 or b - a <= mp.eps * (1 + abs(a)):
                 break
@@ -267,7 +267,7 @@ def drop_scale(lam, u0, l0, side, u_hi, start=None, what="the width of an integr
     (-1 left, +1 right): doubling from ``start`` (default 1/64), then four bisections."""
     w = mp.mpf(1) / 64 if start is None else start
     for _ in range(60 if start is None else 2 * mp.prec + 100):  # from start ~ eps up to O(1)
-        check_time(what)
+        check_time(what, units=30)  # an evaluation of lambda
         u = u0 + side * w
         if side > 0 and u >= u_hi:
             return u_hi - u0

@@ -175,7 +175,7 @@ def orf_conformity_kummer(d, v):
     total = mp.mpf(1)
     for j in range(n):
         if j % 256 == 0:
-            check_time(what, units=256)  # 256 terms of a few products
+            check_time(what, units=min(256, n - j))  # up to 256 terms of a few products
         # (-n)_j / (n)_j * (-x)^j / j!  ->  ratio (j - n)/((n + j)(j + 1)) * (-x)
         term *= mp.mpf(j - n) / ((n + j) * (j + 1)) * (-x)
         total += term
@@ -508,7 +508,7 @@ def _rff_even_taylor(d, zz, c):
         r = mp.mpf(1) if p % 2 == 0 else r1
         for j in range(p % 2, p - 1, 2):
             if j % 1024 < 2:
-                check_time(what, units=512)  # 512 steps of a few products
+                check_time(what, units=min(512, (p - j) // 2))  # up to 512 steps of a few products
             r = r * (d + j) / (d + j + 1)
         return r
 
@@ -697,7 +697,7 @@ def _sine_weighted_average(d, log_f, what, maxdegree=None, offset=0):
         val, sign = lam_phi(phi)
         return sign * mp.exp(val - peak) if sign else mp.mpf(0)
 
-    total = quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+    total = quad_checked(integrand, points, what=what, maxdegree=maxdegree, units=30)  # about 300 us per node
     # offset (exact, possibly huge) is exponentiated on its own: adding it to the O(d) rest first
     # would round away its fraction
     return 2 * mp.exp(offset) * mp.exp(log_norm + peak) * total

@@ -320,7 +320,7 @@ def _half_in_log(log_f, hi, what):
                 gap = val - peak
             return mp.exp(gap)
 
-        return quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+        return quad_checked(integrand, points, what=what, maxdegree=maxdegree, units=20)  # 230 us per node
 
     return peak, integrate
 
@@ -458,7 +458,7 @@ def _unimodal_peak(log_g, a, b, hi, what, n_scan=64):
                 gap = val - peak
             return mp.exp(gap)
 
-        return quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+        return quad_checked(integrand, points, what=what, maxdegree=maxdegree, units=20)  # 230 us per node
 
     return peak, integrate
 
@@ -600,10 +600,10 @@ def _wij_moment(n, d, c):
     what = f"wij_moment at n = {n} (a double sum of about n^2/2 = {n * n // 2 + n} terms)"
     per_term = 1 + n // 2048  # the binomials have up to n bits: a product with one costs about n/2048 units
 
-    def checked(items):
+    def checked(items, per=1):
         for i, item in enumerate(items):
             if i % 256 == 0:
-                check_time(what, units=256 * per_term)
+                check_time(what, units=256 * per)
             yield item
 
     # h + 1/2 and h = d/2 exact, the first moment Gamma(h + 1/2)/Gamma(h) to the working precision
@@ -625,7 +625,7 @@ def _wij_moment(n, d, c):
                 a = n - b
                 coef = math.comb(n, b) * (2 * c) ** b
                 inner = mp.fsum(math.comb(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b]
-                                for r in checked(range(a + 1)))
+                                for r in checked(range(a + 1), per_term))
                 total += coef * inner
                 absum += abs(coef * inner)
         if total > 0 and mp.log(absum / total, 2) <= guard - 8:

@@ -996,7 +996,7 @@ def _zcrit_bracket(d, top, default):
 def _separated(d, samples, prev):
     """Insert scan points until no cell (including the one from ``prev``) holds two or more zeros of L."""
     for _ in range(ZCRIT_MAX_DEPTH):
-        check_time("z_crit (scan)")
+        check_time("z_crit (scan)", units=8)
         chain = ([prev] if prev is not None else []) + samples
         new = [(a.y + b.y) / 2 for a, b in zip(chain, chain[1:]) if b.count - a.count >= 2]
         if prev is None and samples[0].count >= 2:
@@ -1077,7 +1077,7 @@ def _zcrit_refine(d, y_lo, y_hi):
     tol = mp.mpf(2) ** (2 - mp.prec) * b
     side = 0
     for _ in range(4 * mp.prec + 100):
-        check_time("z_crit (refinement)")
+        check_time("z_crit (refinement)", units=16)
         if b - a <= tol:
             break
         c = (a * fb - b * fa) / (fb - fa)
