@@ -96,28 +96,63 @@ def _arb_q(q):
     return arb(q.numerator) / q.denominator
 
 
-def ball_json(b):
-    """``{"mid": ..., "rad": ...}``: decimal strings (Fraction-parsable) whose ball contains the arb ball ``b``,
-    with enough digits that a ball proved positive (negative) is still so after rounding to decimals."""
+def _exact(point):
+    """The exact Fraction of an arb point (a ball of radius 0, e.g. ``b.lower()``)."""
+    man, exp = point.man_exp()
+    man, exp = int(man), int(exp)
+    return Fraction(man) * (Fraction(2) ** exp)
+
+
+def _ends(b):
+    """The exact ends (Fractions) of an arb ball."""
     if not b.is_finite():
         raise NotCertified(f"an enclosure is not finite ({b})")
-    sign = 1 if b > 0 else -1 if b < 0 else 0
-    for digits in (20, 40, 80, 160, 320, 640):
-        mid, rad, exp = (int(x) for x in b.mid_rad_10exp(digits))
-        lo, hi = Fraction(mid - rad) * Fraction(10) ** exp, Fraction(mid + rad) * Fraction(10) ** exp
-        if sign == 0 or (sign > 0 and lo > 0) or (sign < 0 and hi < 0):
+    return _exact(b.lower()), _exact(b.upper())
+
+
+def _show(q):
+    """A short decimal of an exact Fraction (for messages)."""
+    m, e = _decimal(Fraction(q), 3, False)
+    return f"{m}e{e}"
+
+
+def _decimal(q, digits, up):
+    """q rounded to ``digits`` significant decimals (toward +inf if ``up`` else toward -inf): (int, exp)."""
+    if q == 0:
+        return 0, 0
+    a = abs(q)
+    e = int((a.numerator.bit_length() - a.denominator.bit_length()) * 0.30103) - digits  # 10^e ~ a / 10^digits
+    while a / Fraction(10) ** e >= 10 ** digits:
+        e += 1
+    while a / Fraction(10) ** e < 10 ** (digits - 1):
+        e -= 1
+    scaled = q / Fraction(10) ** e
+    n = math.ceil(scaled) if up else math.floor(scaled)
+    return n, e
+
+
+def interval_json(lo, hi):
+    """``{"mid": ..., "rad": ...}``: decimal strings (Fraction-parsable) of a ball that contains [lo, hi]
+    (exact Fractions), with enough digits that an interval of one sign keeps its sign."""
+    for digits in (20, 40, 80, 160, 320, 640, 1280):
+        m, e = _decimal((lo + hi) / 2, digits, False)
+        mid = Fraction(m) * Fraction(10) ** e
+        r, re = _decimal(max(hi - mid, mid - lo), digits, True)
+        rad = Fraction(r) * Fraction(10) ** re
+        if not ((lo > 0 and mid - rad <= 0) or (hi < 0 and mid + rad >= 0)):
             break
-    return {"mid": f"{mid}e{exp}" if mid else "0", "rad": f"{rad}e{exp}" if rad else "0"}
+    return {"mid": f"{m}e{e}" if m else "0", "rad": f"{r}e{re}" if r else "0"}
 
 
-def _span(lo, hi):
-    """A ball containing [lo, hi] (arb points or balls: lo's lower end, hi's upper end)."""
-    return lo.lower().union(hi.upper())
+def ball_json(b):
+    """:func:`interval_json` of an arb ball."""
+    return interval_json(*_ends(b))
 
 
 def _interval_terms(terms):
-    """Ball of sum_k g_k P_k with g_k a ball and P_k in [P1_k, P2_k]: the exact interval sum of the corner
-    products, rounded outward once (no dependency between the terms' radii)."""
+    """Exact ends (Fractions) of sum_k g_k P_k with g_k a ball and P_k in [P1_k, P2_k]: the interval sum of
+    the corner products, rounded outward (no 30-bit radius in between: an interval from 1 to 1e30 keeps
+    its lower end)."""
     from flint import arb
 
     lo, hi = arb(0), arb(0)
@@ -125,19 +160,21 @@ def _interval_terms(terms):
         a, b = g * p1, g * p2
         lo += a.lower().min(b.lower())
         hi += a.upper().max(b.upper())
-    return _span(lo, hi)
+    return _exact(lo.lower()), _exact(hi.upper())
 
 
 def _quotient(num, den_lo, den_hi):
-    """Ball of num / den for den in [den_lo, den_hi] (balls; den_lo proved > 0), over the corners."""
+    """Exact ends of num / den for num in [num[0], num[1]] (Fractions) and den in [den_lo, den_hi] (balls,
+    den_lo proved > 0), over the corners."""
     if not den_lo > 0:
         raise NotCertified(f"a denominator is not proved positive ({den_lo})")
-    n1, n2, d1, d2 = num.lower(), num.upper(), den_lo.lower(), den_hi.upper()
-    c = [n1 / d1, n1 / d2, n2 / d1, n2 / d2]
-    lo, hi = c[0].lower(), c[0].upper()
-    for x in c[1:]:
-        lo, hi = lo.min(x.lower()), hi.max(x.upper())
-    return _span(lo, hi)
+    d1, d2 = _exact(den_lo.lower()), _exact(den_hi.upper())
+    c = [num[0] / d1, num[0] / d2, num[1] / d1, num[1] / d2]
+    return min(c), max(c)
+
+
+#: The side 0 of an inequality 0 < G, as an exact interval.
+_ZERO = (Fraction(0), Fraction(0))
 
 
 def _positive(b):
@@ -373,11 +410,14 @@ class _SeriesEvaluator:
                 if k:
                     p_lo, p_hi = p_lo * X_lo, p_hi * X_hi
                 terms.append((g, p_lo, p_hi))
-            total = _interval_terms(terms) + _majorant_tail(q.C, q.alpha, X_hi, self.K)
+            lo_, hi_ = _interval_terms(terms)
+            tail = _exact(_majorant_tail(q.C, q.alpha, X_hi, self.K).upper())
+            total = (lo_ - tail, hi_ + tail)
             if q.ratio_of is not None:  # Fig. 6: (m - 1) G / (e^{v^2} (e^{v^2} - 1)), m = d
                 w_lo, w_hi = 2 * X_lo, 2 * X_hi  # exp and expm1 are increasing: Var in [Var(w_lo), Var(w_hi)]
-                total = _quotient((self.d - 1) * total, w_lo.exp() * w_lo.expm1(), w_hi.exp() * w_hi.expm1())
-            return arb(0), total, prec
+                total = _quotient(((self.d - 1) * total[0], (self.d - 1) * total[1]),
+                                  w_lo.exp() * w_lo.expm1(), w_hi.exp() * w_hi.expm1())
+            return _ZERO, total, prec
 
 
 # ----------------------------------------------------------------------------- RFF gap (Sec. 4.2)
@@ -489,7 +529,7 @@ class _RffEvaluator:
                 if order:
                     raise ValueError("a derivative enclosure needs a cell of positive width")
                 return g0, g0
-            scale = abs(g0).upper() * arb(2) ** -12
+            scale = abs(g0).upper() * arb(2) ** -48
             for J, rem in self._remainders(y_lo, r, order):
                 if J >= 2 and rem < scale or J >= 4000:
                     break
@@ -509,7 +549,7 @@ class _RffEvaluator:
         while True:
             total, g0 = self.enclose(y_lo, y_hi, prec)
             if (total.is_finite() and not g0.rad() * 16 > abs(g0.mid())) or prec >= MAX_PREC:
-                return arb(0), total, prec
+                return _ZERO, _ends(total), prec
             prec *= 2
 
     def root(self, z_guess):
@@ -595,7 +635,7 @@ class _BinexpEvaluator:
                 p1 = t_lo ** j * (1 - t_hi) ** (k - j)
                 p2 = t_hi ** j * (1 - t_lo) ** (k - j)
                 terms.append((math.comb(k, j) * self.one_minus_mu[j], p1, p2))
-            return arb(0), _interval_terms(terms), prec
+            return _ZERO, _interval_terms(terms), prec
 
 
 # ----------------------------------------------------------------------------- claims
@@ -724,16 +764,16 @@ def _tile(cell_fn, d, start, end, label, stats):
         while True:
             lhs, rhs, used = cell_fn(lo, hi, prec)
             count += 1
-            if lhs < rhs:
+            if lhs[1] < rhs[0]:
                 break
-            if rhs < lhs:
+            if rhs[1] < lhs[0]:
                 raise NotCertified(f"{label} at d = {d}: the reverse inequality holds on [{qstr(lo)}, {qstr(hi)}] "
-                                   f"(lhs {lhs}, rhs {rhs})", (d, lo, hi), refuted=True)
+                                   f"(G in [{_show(rhs[0])}, {_show(rhs[1])}])", (d, lo, hi), refuted=True)
             if hi - lo <= min_width and prec < MAX_PREC:
                 prec *= 4
                 continue
             break
-        if not lhs < rhs:
+        if not lhs[1] < rhs[0]:
             if hi - lo <= min_width or count > MAX_CELLS:
                 raise NotCertified(f"{label} at d = {d}: undecided on [{qstr(lo)}, {qstr(hi)}] within the budget "
                                    f"({count} cells, width >= 2^-{MIN_WIDTH_BITS} of the domain, {prec} bits)",
@@ -751,8 +791,8 @@ def _cell_json(index, d, c, k=None):
     out = {"inequality": index, "d": d}
     if k is not None:
         out["k"] = k
-    out.update({"v_lo": qstr(c["lo"]), "v_hi": qstr(c["hi"]), "prec": c["prec"], "lhs": ball_json(c["lhs"]),
-                "rhs": ball_json(c["rhs"])})
+    out.update({"v_lo": qstr(c["lo"]), "v_hi": qstr(c["hi"]), "prec": c["prec"], "lhs": interval_json(*c["lhs"]),
+                "rhs": interval_json(*c["rhs"])})
     return out
 
 
