@@ -726,6 +726,19 @@ def certifiable():
     return list(SPECS)
 
 
+def positive_fraction(text):
+    """argparse ``type=`` of ``--v-max``: an exact positive rational ('8', '0.5', '3/2')."""
+    import argparse
+
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"expected an exact number such as '8', '0.5' or '3/2', got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
 class _prec:
     """flint precision for a block, under the theory lock (theory.certified._Prec)."""
 
