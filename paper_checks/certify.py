@@ -405,14 +405,25 @@ class _SeriesEvaluator:
         q = self.q
         with _prec(prec):
             X_lo, X_hi = _arb_q(q.scale * lo * lo), _arb_q(q.scale * hi * hi)
-            terms, p_lo, p_hi = [], arb(1), arb(1)
+            aX = q.alpha * X_hi
+            s_lo, s_hi = arb(0), arb(0)
+            p_lo, p_hi, major = arb(1), arb(1), arb(q.C)  # X_lo^k, X_hi^k, C (alpha X_hi)^k / k!
+            tail = None
             for k, g in enumerate(self.coeffs):
                 if k:
-                    p_lo, p_hi = p_lo * X_lo, p_hi * X_hi
-                terms.append((g, p_lo, p_hi))
-            lo_, hi_ = _interval_terms(terms)
-            tail = _exact(_majorant_tail(q.C, q.alpha, X_hi, self.K).upper())
-            total = (lo_ - tail, hi_ + tail)
+                    p_lo, p_hi, major = p_lo * X_lo, p_hi * X_hi, major * aX / k
+                a, b = g * p_lo, g * p_hi
+                s_lo += a.lower().min(b.lower())
+                s_hi += a.upper().max(b.upper())
+                if k % 8 == 7 and k + 3 > 2 * aX:  # the terms after k: at most major aX/(k+1) / (1 - aX/(k+2))
+                    bound = major * aX / (k + 1) / (1 - aX / (k + 2))
+                    if bound < s_lo.lower() * arb(2) ** -96:
+                        tail = bound
+                        break
+            if tail is None:
+                tail = _majorant_tail(q.C, q.alpha, X_hi, self.K)
+            tail = _exact(tail.upper())
+            total = (_exact(s_lo.lower()) - tail, _exact(s_hi.upper()) + tail)
             if q.ratio_of is not None:  # Fig. 6: (m - 1) G / (e^{v^2} (e^{v^2} - 1)), m = d
                 w_lo, w_hi = 2 * X_lo, 2 * X_hi  # exp and expm1 are increasing: Var in [Var(w_lo), Var(w_hi)]
                 total = _quotient(((self.d - 1) * total[0], (self.d - 1) * total[1]),

@@ -130,9 +130,13 @@ def _printed_angle_coefficients(d, c, K, parity=None):
 
     inner = []
     cp, pf = arb(1), arb(1)
+    gam = [(arb(d) / 2).gamma(), (arb(d + 1) / 2).gamma()]  # Gamma((d+p)/2), p = 0, 1; then Gamma(x+1) = x Gamma(x)
+    for p in range(K + 2):
+        if p >= 2:
+            gam.append(gam[p - 2] * (arb(d + p - 2) / 2))
     for p in range(K + 1):
         if parity is None or p % 2 == parity:
-            inner.append(cp * (arb(d + p) / 2).gamma() / (arb(d + p + 1) / 2).gamma() / pf)
+            inner.append(cp * gam[p] / gam[p + 1] / pf)
         else:
             inner.append(arb(0))
         cp, pf = cp * c, pf * (p + 1)
@@ -143,7 +147,18 @@ def _printed_angle_coefficients(d, c, K, parity=None):
         f = f * (k + 1)
     conv = (arb_poly(inner) * arb_poly(inv_fact)).coeffs()
     pre = arb.pi().sqrt() / ((arb(d) / 2).gamma() * arb(2) ** (d - 1))
-    return [pre * (arb(k + d)).gamma() / (arb(k) + arb(d) / 2).gamma() * conv[k] for k in range(K + 1)]
+    return [pre * g * conv[k] for k, g in enumerate(_gamma_ratios(d, K))]
+
+
+def _gamma_ratios(d, K):
+    """Gamma(k+d)/Gamma(k+d/2) for k = 0..K (Gamma at k = 0, then Gamma(x+1) = x Gamma(x))."""
+    from flint import arb
+
+    out, r = [], arb(d).gamma() / (arb(d) / 2).gamma()
+    for k in range(K + 1):
+        out.append(r)
+        r = r * (k + d) / (arb(k) + arb(d) / 2)
+    return out
 
 
 def _printed_orf_coefficients(d, K):
@@ -151,7 +166,7 @@ def _printed_orf_coefficients(d, K):
     from flint import arb
 
     pre = (arb(d) / 2).gamma() / arb(d).gamma()
-    return [pre * arb(k + d).gamma() / (arb(k) + arb(d) / 2).gamma() / arb.fac_ui(k) for k in range(K + 1)]
+    return [pre * g / arb.fac_ui(k) for k, g in enumerate(_gamma_ratios(d, K))]
 
 
 def _coef_cor33(d, K):
@@ -234,18 +249,27 @@ class _Series:
     def enclose(self, X_lo, X_hi, ratio):
         from flint import arb
 
-        terms, p1, p2 = [], arb(1), arb(1)
+        aX = self.alpha * X_hi
+        if not aX < self.K + 2:
+            raise ReplayError("the cell lies beyond the series' range")
+        s1, s2 = arb(0), arb(0)
+        p1, p2, m = arb(1), arb(1), arb(self.C)  # X_lo^k, X_hi^k and the majorant term C (alpha X_hi)^k/k!
+        tail = None
         for k, g in enumerate(self.coeffs):
             if k:
-                p1, p2 = p1 * X_lo, p2 * X_hi
-            terms.append((g, p1, p2))
-        aX = self.alpha * X_hi
-        q = aX / (self.K + 2)
-        if not q < 1:
-            raise ReplayError("the cell lies beyond the series' range")
-        tail = _exact((self.C * aX ** (self.K + 1) / arb.fac_ui(self.K + 1) / (1 - q)).upper())
-        lo, hi = _sum_interval(terms)
-        lo, hi = lo - tail, hi + tail
+                p1, p2, m = p1 * X_lo, p2 * X_hi, m * aX / k
+            a, b = g * p1, g * p2
+            s1 += a.lower().min(b.lower())
+            s2 += a.upper().max(b.upper())
+            if k % 16 == 15 and k + 4 > 2 * aX:
+                bound = m * aX / (k + 1) / (1 - aX / (k + 2))  # sum of the majorant after k
+                if bound < s1.lower() * arb(2) ** -100:
+                    tail = bound
+                    break
+        if tail is None:
+            tail = m * aX / (self.K + 1) / (1 - aX / (self.K + 2))
+        tail = _exact(tail.upper())
+        lo, hi = _exact(s1.lower()) - tail, _exact(s2.upper()) + tail
         if ratio:  # (d - 1) G / (e^w (e^w - 1)), w = v^2 = 2X: both factors increasing in w
             w1, w2 = 2 * X_lo, 2 * X_hi
             v1, v2 = w1.exp() * w1.expm1(), w2.exp() * w2.expm1()
