@@ -12,7 +12,7 @@ with s the claim's argument (v, z, u or t = -cos theta).  For every d of the dom
 
 * one **small-argument cell** (0, s_0]: the Taylor series of G in its variable X (v^2/2, z^2/2, u^2/4 or t)
   starts at a power L with a leading coefficient g_L whose ball is positive, the lower coefficients
-  vanish identically, and every coefficient obeys a proved majorant (|g_k| <= C alpha^k / k!, or the
+  vanish identically, and every coefficient obeys a proved majorant (:math:`|g_k| \le C\alpha^k/k!`, or the
   binomial one for binexp), so that G(X) >= X^L (g_L - R(X_0)) > 0 on (0, X_0];
 * **cells** [s_lo, s_hi] with exact dyadic ends, on each of which G is enclosed by interval evaluation
   over the whole cell (arb balls, no sampling) and the enclosure is positive; a cell whose enclosure
@@ -46,6 +46,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from theory.errors import CertificationError
+
+__all__ = ["FORMAT", "MAX_CELLS", "MAX_PREC", "MIN_WIDTH_BITS", "NotCertified", "SPECS", "Spec", "ball_json",
+           "certifiable", "certify", "interval_json", "positive_fraction", "qstr", "run", "write"]
 
 #: Version tag of the JSON format (``docs/guide/certificates.rst``).
 FORMAT = "simplex-rf certificate 1"

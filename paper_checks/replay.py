@@ -32,6 +32,9 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+__all__ = ["FORMAT", "ReplayError", "main", "replay", "replay_file"]
+
+#: Version tag of the format this checker reads (docs/guide/certificates.rst).
 FORMAT = "simplex-rf certificate 1"
 #: Precision (bits) this checker starts from, and the most it tries on an undecided cell.
 BASE_PREC = 128
