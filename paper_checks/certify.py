@@ -563,7 +563,8 @@ class _RffEvaluator:
         while True:
             total, g0 = self.enclose(y_lo, y_hi, prec)
             if (total.is_finite() and not g0.rad() * 16 > abs(g0.mid())) or prec >= MAX_PREC:
-                return _ZERO, _ends(total), prec
+                with _prec(prec):  # the ends at the working precision, not flint's default
+                    return _ZERO, _ends(total), prec
             prec *= 2
 
     def root(self, z_guess):
@@ -580,9 +581,10 @@ class _RffEvaluator:
             hi_val = self.enclose(y_hi, y_hi, prec)[0]
             deriv = self.enclose(y_lo, y_hi, prec, order=1)[0]
             if lo_val > 0 and hi_val < 0 and deriv < 0:
-                return z_lo, z_hi, {"d": self.d, "z_lo": qstr(z_lo), "z_hi": qstr(z_hi), "prec": prec,
-                                    "gap_at_z_lo": ball_json(lo_val), "gap_at_z_hi": ball_json(hi_val),
-                                    "derivative_dG_dy": ball_json(deriv)}
+                with _prec(prec):
+                    return z_lo, z_hi, {"d": self.d, "z_lo": qstr(z_lo), "z_hi": qstr(z_hi), "prec": prec,
+                                        "gap_at_z_lo": ball_json(lo_val), "gap_at_z_hi": ball_json(hi_val),
+                                        "derivative_dG_dy": ball_json(deriv)}
         raise NotCertified(f"rff_gap_iid_orf at d = {self.d}: no certified simple root near z = {z_guess}",
                            (self.d, z_lo, z_hi))
 

@@ -252,3 +252,59 @@ def test_certify_and_replay_command_lines(tmp_path):
     assert _run(["-m", "paper_checks.replay", str(empty)]).returncode == 2
     bad = _run(["-m", "paper_checks", "--certify", "no.such.claim", "--out", str(out)])
     assert bad.returncode == 2 and "certifiable" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- the certified quantities are the claims'
+
+
+def _point(cell, s):
+    """The certifier's enclosure of G at one point (a cell of width 0), as a float."""
+    _, (lo, hi), _ = cell(s, s, 256)
+    assert lo <= hi and (hi - lo) <= abs(lo + hi) * Fraction(1, 10 ** 20)
+    return float((lo + hi) / 2)
+
+
+@pytest.mark.claim("cor3.3", "cor4.4", "fig6.ordering", "beyond.hyperbolic_orthogonal", "thm3.4", "eq.binexp",
+                   "sec4.2.zcrit")
+def test_certified_quantities_are_the_claims_quantities(record):
+    """Each certified G, at points, equals the claim's difference computed by theory (mpmath, 30 digits, other
+    routes: 1F1, the Taylor route in cos theta, quadrature): a certificate of another quantity would prove
+    nothing about the claim."""
+    import theory
+    from mpmath import mp
+
+    worst = 0.0
+
+    def agree(got, want):
+        nonlocal worst
+        rel = abs(got - float(want)) / abs(float(want))
+        worst = max(worst, rel)
+        assert rel < 1e-12, (got, want)
+
+    with mp.workdps(30):
+        for d, v in ((2, Fraction(1, 3)), (5, Fraction(3, 2)), (64, Fraction(5))):
+            vs = str(float(v))
+            s, o = theory.conformity("simplex", d, vs), theory.conformity("orthogonal", d, vs)
+            ev = lambda q: certify._SeriesEvaluator(certify.SERIES[q], d, 8).cell  # noqa: E731
+            agree(_point(ev("prf_gap_orf_simplex"), v), o - s)
+            agree(_point(ev("prf_gap_iid_orf"), v), mp.exp(mp.mpf(vs) ** 2) - o)
+            pair = theory.hyperbolic.hyperbolic_pair_term
+            hyp = pair("simplex", d, vs) - pair("orthogonal", d, vs)
+            agree(_point(ev("hyperbolic_pair_gap_simplex_orf"), v), hyp)
+            u2 = mp.mpf(vs) ** 2
+            agree(_point(ev("equal_norm_gap_orf_simplex"), v),
+                  mp.hyp0f1(mp.mpf(d) / 2, u2 / 2) - mp.hyp0f1(mp.mpf(d) / 2, u2 * (d - 2) / (2 * (d - 1))))
+            if d == 64:
+                ratio = lambda c: theory.mse_ratio(c, "iid", d, vs)  # noqa: E731
+                agree(_point(ev("mse_ratio_gap_orf_simplex"), v), ratio("orthogonal") - ratio("simplex"))
+                agree(_point(ev("mse_ratio_gap_iid_orf"), v), 1 - ratio("orthogonal"))
+        for d, z in ((3, Fraction(5, 2)), (8, Fraction(1, 2)), (64, Fraction(6))):
+            gap = theory.rff_orthogonality_gap(d, str(float(z)), m=2) * 2  # (m-1)/m = 1/2
+            agree(_point(certify._RffEvaluator(d, 8).cell, z), gap)
+        for d, k, t in ((2, 3, Fraction(1, 2)), (7, 20, Fraction(9, 10))):
+            c = -mp.mpf(float(t))
+            integral = lambda cc: mp.quad(lambda p: mp.sin(p) ** (d - 1) * (1 + mp.sin(p) * cc) ** k,  # noqa: E731
+                                          [0, mp.pi / 2, mp.pi])
+            b = certify._BinexpEvaluator(d, 32)
+            agree(_point(lambda lo, hi, prec: b.cell(k, lo, hi, prec), t), 1 - integral(c) / integral(0))
+    record(worst, "rel (certified G vs theory at points)")
