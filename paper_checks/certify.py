@@ -42,7 +42,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from theory.errors import CertificationError
@@ -350,7 +350,6 @@ class _SeriesEvaluator:
     """One series quantity at one d: the coefficients (computed once) and cell enclosures."""
 
     def __init__(self, q, d, s_max):
-        flint = _flint()
         from flint import arb
 
         self.q, self.d = q, d
@@ -372,7 +371,6 @@ class _SeriesEvaluator:
 
     def small(self, s_max):
         """Largest s_0 = 2^-j <= min(s_max, 1/2) with g_L - R(X_0) > 0; the small_v entry."""
-        flint = _flint()
         from flint import arb
 
         q, L = self.q, self.q.L
@@ -402,7 +400,6 @@ class _SeriesEvaluator:
 
     def cell(self, lo, hi, prec):
         """(lhs, rhs) enclosures of the inequality over v in [lo, hi]."""
-        flint = _flint()
         from flint import arb
 
         q = self.q
@@ -488,8 +485,6 @@ class _RffEvaluator:
 
     def _start(self, y_m):
         """(F_0, F_1, e^{-2 y_m}, y_m ball) at the current precision: the expensive part of a Taylor model."""
-        from flint import arb
-
         y = _arb_q(y_m)
         ey = (-y).exp()
         return ey * _kummer_neg_half(self.d, 0, y), 2 * ey * _kummer_neg_half(self.d, 1, y), (-2 * y).exp(), y
@@ -556,7 +551,6 @@ class _RffEvaluator:
             return total + arb(0, rem), g0
 
     def cell(self, lo, hi, prec):
-        from flint import arb
 
         y_lo, y_hi = lo * lo / 2, hi * hi / 2
         prec = max(prec, START_PREC + int(2.9 * float(y_hi)) + 64)
@@ -597,7 +591,6 @@ class _BinexpEvaluator:
     in the Bernstein basis: :math:`\sum_{j\ge1}\binom kj(1-t)^{k-j}t^j(1-\mu_j)`, :math:`\mu_j = E[(1-\sin\phi)^j]`."""
 
     def __init__(self, d, K):
-        flint = _flint()
         from flint import arb
 
         self.d, self.K = d, K
@@ -622,8 +615,6 @@ class _BinexpEvaluator:
         return [j for j in range(1, self.K + 1) if not _positive(self.one_minus_mu[j])]
 
     def small(self, k):
-        flint = _flint()
-        from flint import arb
 
         with _prec(self.prec):
             lead = k * self.R1
@@ -641,8 +632,6 @@ class _BinexpEvaluator:
         raise NotCertified(f"binexp at d = {self.d}, k = {k}: no small-argument cell found")
 
     def cell(self, k, lo, hi, prec):
-        flint = _flint()
-        from flint import arb
 
         with _prec(prec):
             t_lo, t_hi = _arb_q(lo), _arb_q(hi)
@@ -680,7 +669,8 @@ SPECS = {
     "cor3.3": Spec(
         "cor3.3", "series", "v", "v = |x + y|", ("prf_gap_orf_simplex",), 1024, Fraction(8),
         all_d={"statement": "rho_ORF - rho_SimRF > 0 for every d >= 2 and every v > 0",
-               "argument": "the x^k coefficient (x = v^2/2) of rho_ORF - rho_SimRF is a_k E[1 - (1 - sin(phi)/(d-1))^k] "
+               "argument": "the x^k coefficient (x = v^2/2) of rho_ORF - rho_SimRF is "
+                           "a_k E[1 - (1 - sin(phi)/(d-1))^k] "
                            "with a_k = (d)_k/((d/2)_k k!) > 0 and 0 <= 1 - sin(phi)/(d-1) < 1 for phi in (0, pi): "
                            "every coefficient k >= 1 is positive (eq. binexp_main; a proof by hand, not by machine)",
                "checked": "the coefficients k = 1..k_max are proved > 0 by arb at every d of the domain (the "
@@ -749,7 +739,8 @@ def positive_fraction(text):
     try:
         value = Fraction(text)
     except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"expected an exact number such as '8', '0.5' or '3/2', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an exact number such as '8', '0.5' or '3/2', got {text!r}") \
+            from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
     return value
@@ -845,6 +836,7 @@ def certify(claim_id, d_max=None, v_max=None, quiet=True):
     Raises :class:`NotCertified` when a cell is refuted or stays undecided within the work budget."""
     from paper_checks.registry import CLAIMS_BY_ID
 
+    _flint()  # a clear ImportError without python-flint
     if claim_id not in SPECS:
         raise ValueError(f"claim must be one of {', '.join(SPECS)}, got {claim_id!r}")
     spec = SPECS[claim_id]
@@ -944,8 +936,13 @@ def _z_crit_guess(d):
     import theory
     from mpmath import mp
 
-    with mp.workdps(20):
-        return float(theory.z_crit(d))
+    from theory.errors import NoConvergence
+
+    try:
+        with mp.workdps(20):
+            return float(theory.z_crit(d))
+    except NoConvergence as exc:
+        raise NotCertified(f"rff_gap_iid_orf at d = {d}: no guide to z_crit ({exc})") from exc
 
 
 def write(cert, folder):

@@ -22,6 +22,7 @@ decide the inequality, that the recomputed enclosures decide it too and overlap 
 all-d coefficient checks; and, for the RFF gap, the root enclosures (sign change and a negative derivative).
 
 Exit status: 0 every certificate replays, 1 one does not (a line ``FAIL name: reason`` each), 2 bad usage.
+It sets python-flint's process-wide precision without a lock: a command line, not a library for threads.
 """
 
 from __future__ import annotations
@@ -92,8 +93,6 @@ def _recorded(obj, what):
 
 def _show(q):
     """A short decimal of an exact Fraction (for messages; no float overflow)."""
-    from flint import arb
-
     with _Prec(64):
         return _q(q).str(4, radius=False)
 
@@ -407,8 +406,6 @@ def _decide(evaluate, prec0, what):
 
 def replay(cert):
     """Check one certificate (a parsed JSON dict); returns a summary dict, raises ReplayError."""
-    from flint import arb
-
     if not isinstance(cert, dict) or cert.get("format") != FORMAT:
         raise ReplayError(f"not a certificate of format {FORMAT!r}")
     _need(cert, "claim", str, "certificate")
