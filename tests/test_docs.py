@@ -177,7 +177,8 @@ def test_the_build_check_fails_on_a_docstring_warning(tmp_path, docstring, ok):
 
 
 GUIDES = sorted(p.name for p in (DOCS / "guide").glob("*.rst"))
-GUIDE_NEEDS = {"ml.rst": ("sklearn", "torch", "performer_pytorch"), "theory.rst": ("flint",)}
+GUIDE_NEEDS = {"ml.rst": ("sklearn", "torch", "performer_pytorch"), "theory.rst": ("flint",),
+               "certificates.rst": ("flint",)}
 
 
 @pytest.mark.parametrize("page", GUIDES)
