@@ -97,6 +97,7 @@ from ._common import (
     kind_record,
     projected_features,
     seed_entropy,
+    show_int,
     z_score,
 )
 from .sweeps import (
@@ -257,7 +258,7 @@ def _prf_numerators(b, starts, a, W, kind="prf", params=None):
 
 def _reps_per_chunk(n_train, n_test, m):
     """Draws per chunk (at least one, whose (N + N', width m) log-features must fit the memory budget)."""
-    check_budget((n_train + n_test) * m, f"the (N_train + N_test, width m) = ({n_train + n_test}, {m}) "
+    check_budget((n_train + n_test) * m, f"the (N_train + N_test, width m) = ({n_train + n_test}, {show_int(m)}) "
                  "log-features of one draw", "lower m")
     return max(1, CHUNK_ELEMENTS // ((n_train + n_test) * m))
 

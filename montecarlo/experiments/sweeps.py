@@ -62,7 +62,7 @@ import numpy as np
 
 import montecarlo as mc
 
-from ._common import check_budget, check_int, check_rng, describe, distinct_couplings
+from ._common import check_budget, check_int, check_rng, describe, distinct_couplings, show_int
 
 __all__ = ["DRAW_BLOCK", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread", "paired_estimates",
            "paired_weights", "run_units", "unit_seed", "warm_up"]
@@ -105,7 +105,7 @@ def _workers(n_jobs):
 def draw_blocks(n_draws):
     """``[(block index, draws), ...]``: n_draws cut into blocks of :data:`DRAW_BLOCK` (the last one shorter)."""
     n_draws = check_int(n_draws, "n_draws", 1)
-    check_budget(n_draws, f"the per-draw results of n_draws = {n_draws} draws", "lower n_draws")
+    check_budget(n_draws, f"the per-draw results of n_draws = {show_int(n_draws)} draws", "lower n_draws")
     return [(k, min(DRAW_BLOCK, n_draws - lo)) for k, lo in enumerate(range(0, n_draws, DRAW_BLOCK))]
 
 
@@ -334,7 +334,8 @@ def paired_weights(couplings, d, m, n_draws, rng=None, *, paired=True):
             # The largest array _iid_on_haar_stream allocates: the (n_draws, m, d) result (its Gaussian
             # columns, n_draws m d in all, and its chi_d norms, n_draws ceil(m/d) d <= n_draws m d, are
             # no larger); m < d rows never cost a d x d block.
-            check_budget(n_draws * m * d, f"{n_draws} draws of the (m, d) = ({m}, {d}) IID weights (paired)",
+            check_budget(n_draws * m * d, f"{show_int(n_draws)} draws of the (m, d) = ({show_int(m)}, {show_int(d)}) "
+                         "IID weights (paired)",
                          "reduce n_draws, m or d")
             out[c] = _iid_on_haar_stream(d, m, n_draws, ss)
         else:
