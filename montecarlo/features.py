@@ -213,7 +213,7 @@ def _row_sq(X, xp):
     return refuse_overflowed_rows(sq, xp, X.dtype)
 
 
-def refuse_overflowed_rows(sq, xp, dtype, scaled="", hint=""):
+def refuse_overflowed_rows(sq, xp, dtype, scaled="", hint="", name="X"):
     r"""``sq``, the squared row norms of the data, if all are finite; else a ValueError, for every feature kind.
 
     One rule for the feature maps (:func:`random_features` and the scikit-learn transformers): a finite row
@@ -223,9 +223,9 @@ def refuse_overflowed_rows(sq, xp, dtype, scaled="", hint=""):
     :math:`2\pi` by a hundred orders of magnitude) or overflow to inf, whose sine is NaN.
     """
     if not bool(xp.all(xp.isfinite(sq))):
-        raise ValueError(f"X has rows whose squared norm{scaled} overflows {dtype}: they have no usable features "
+        raise ValueError(f"{name} has rows whose squared norm{scaled} overflows {dtype}: they have no usable features "
                          "(the positive kinds' exponent -c |z|^2 is -inf; the RFF phases w^T z are beyond resolution, "
-                         f"or inf and their sines NaN); scale X down{hint}")
+                         f"or inf and their sines NaN); scale {name} down{hint}")
     return sq
 
 
