@@ -286,7 +286,8 @@ def test_closed_forms_at_a_4301_digit_d():
 
 
 @pytest.mark.parametrize("call,kind,shown", [
-    (lambda: theory.orf_conformity_kummer(BIG + 1, 0.5), ValueError, r"got about 3\.26978e\+4300 \(an integer of 14287"),
+    (lambda: theory.orf_conformity_kummer(BIG + 1, 0.5), ValueError,
+     r"got about 3\.26978e\+4300 \(an integer of 14287"),
     (lambda: theory.simplex_vectors(BIG), ValueError, r"d\^2 = 2\^28572 .*got 2\^14286 \(an integer of 14287 bits\)"),
     (lambda: theory.pdf_wij_float(0.5, BIG, 0), ValueError, r"d must be an integer >= 1 and <= 4503599627370496"),
     (lambda: theory.prf_mse_from_conformity(-1, 0.5, m=BIG, x_norm=0.25, y_norm=0.25), ValueError,

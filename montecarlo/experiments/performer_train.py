@@ -115,9 +115,9 @@ class TrainConfig:
     Checked on construction, with the command line's bounds: ``epochs``, ``batch_size``, ``heads``,
     ``n_features``, ``threads`` ints >= 1, ``layers`` an int in [1, :data:`MAX_LAYERS`], ``d_model`` an int
     >= 2 and a multiple of ``heads`` (the model's parameters within ``montecarlo._checks.MAX_ELEMENTS``:
-    an AllocationError naming ``layers`` and ``d_model``), ``lr`` a finite real > 0, ``train_size`` None or an int >= 10 (at most the training
-    images, checked by :func:`digits_tokens`), ``redraw_every`` None (never), ``'epoch'`` or an int
-    >= 1 (steps).  A bad field is a ValueError / TypeError naming it.
+    an AllocationError naming ``layers`` and ``d_model``), ``lr`` a finite real > 0, ``train_size`` None
+    or an int >= 10 (at most the training images, checked by :func:`digits_tokens`), ``redraw_every`` None
+    (never), ``'epoch'`` or an int >= 1 (steps).  A bad field is a ValueError / TypeError naming it.
     """
 
     epochs: int = 10

@@ -64,8 +64,8 @@ import montecarlo as mc
 
 from ._common import check_budget, check_int, check_rng, describe, distinct_couplings, show_int
 
-__all__ = ["DRAW_BLOCK", "MAX_N_JOBS", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread", "paired_estimates",
-           "paired_weights", "run_units", "unit_seed", "warm_up"]
+__all__ = ["DRAW_BLOCK", "MAX_N_JOBS", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread",
+           "paired_estimates", "paired_weights", "run_units", "unit_seed", "warm_up"]
 
 #: Draws per unit of a sweep.  Fixed (never derived from n_jobs), so the seeds and the numbers do not
 #: depend on how the units are scheduled; a run with more draws extends the blocks of a run with fewer.
@@ -74,9 +74,9 @@ DRAW_BLOCK = 25
 #: The Haar route whose stream :func:`paired_weights` shares (numpy's QR of a Gaussian block).
 PAIRED_HAAR_ROUTE = "qr"
 
-#: Largest |n_jobs| a sweep accepts.  A sweep never starts more workers than it has units of work (nor
-#: than joblib's reading of n_jobs), so more only costs: every worker is a thread with its own stack or a
-#: process (measured before the cap: n_jobs = 300 started 303 threads for 8 units, n_jobs = 20000 took
+#: Largest absolute value of n_jobs that a sweep accepts.  A sweep never starts more workers than it has units
+#: of work (nor than joblib's reading of n_jobs), so more only costs: every worker is a thread with its own
+#: stack or a process (measured before the cap: n_jobs = 300 started 303 threads for 8 units, n_jobs = 20000 took
 #: 12 s and 400 MB, joblib failed from n_jobs = 1000 under a 4 GiB address-space limit and from 500001
 #: on any machine).  A Dask cluster's size comes from the cluster, not from n_jobs.
 MAX_N_JOBS = 256
