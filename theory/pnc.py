@@ -80,7 +80,7 @@ from ._context import check_time
 from ._series import quad_checked
 from .errors import ConvergenceError
 from .registry import register
-from .validation import check_choice
+from .validation import check_choice, show_int
 
 __all__ = ["pair_conformity", "pair_conformity_u", "pair_norm_product_moment", "rff_pair_conformity"]
 
@@ -239,7 +239,7 @@ def _prf_pair(d, vv):
         return _pair_series(d, t, 1)
     a = mp.mpf(d) / 2
     return _expect_over_lower_half(d, lambda s: mp.hyp0f1(a, vv * vv * s / 2),
-                                   f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})",
+                                   f"PNC PRF pair conformity (d = {show_int(d)}, v = {mp.nstr(vv, 6)})",
                                    peak=_prf_peak(a, vv))
 
 
@@ -250,7 +250,7 @@ def _rff_pair(d, zz):
     # the result is ~ e^{-z^2} while the integrand is O(1): carry the bits the cancellation costs
     with mp.workprec(mp.prec + _cancellation_bits(zz)):
         return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
-                                       f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)})")
+                                       f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)})")
 
 
 #: The series in v^2 (:func:`_pair_series`) is used for :math:`t = v^2/2 \le 2^{-17}` (v <= 2^{-8} = 0.0039),
@@ -323,7 +323,7 @@ def _pair_sum_moment(d, k, bits):
 def _sum_moment_cached(d, k, bits):
     with mp.workprec(bits):
         return _expect_over_lower_half(d, lambda s: s ** k,
-                                       f"PNC pair moment E[(x1 + x2)^{k}] (d = {d}, {bits} bits)")._mpf_
+                                       f"PNC pair moment E[(x1 + x2)^{k}] (d = {show_int(d)}, {bits} bits)")._mpf_
 
 
 def _cancellation_bits(zz):
@@ -341,7 +341,7 @@ def _norm_product_moment(d):
             return mp.mpf(0)
         return mp.exp(_log_gamma_density(a, x)) * 4 * x * _x_upper_from_lower(a, x)
 
-    return 2 * quad_checked(integrand, _lower_half_points(a), what=f"PNC norm product moment (d = {d})")
+    return 2 * quad_checked(integrand, _lower_half_points(a), what=f"PNC norm product moment (d = {show_int(d)})")
 
 
 @guarded(grid=("d", "v"))
@@ -423,8 +423,8 @@ def pair_conformity_u(d, v, kind="prf"):
     ystar = _prf_peak(a, vv)[0]
     if kind == "prf" and _peak_in_tail(ystar, _lower_half_points(a)):
         raise ConvergenceError(
-            f"the u route of the PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)}) does not resolve the "
-            f"integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(ystar, 4)} beyond 4 and the 0.05 quantile); "
+            f"the u route of the PNC PRF pair conformity (d = {show_int(d)}, v = {mp.nstr(vv, 6)}) does not resolve "
+            f"the integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(ystar, 4)} beyond 4 and the 0.05 quantile); "
             "use pair_conformity (theory.conformity), which integrates that tail in -ln x")
 
     def integrand(u):
@@ -437,7 +437,7 @@ def pair_conformity_u(d, v, kind="prf"):
     points = [mp.mpf(0)] + [mp.mpf(u) for u in ("1e-12", "1e-6", "1e-3", "0.05", "0.2", "0.5")]
     with mp.workprec(mp.prec + (_cancellation_bits(vv) if kind == "rff" else 0)):
         return 2 * quad_checked(integrand, points,
-                                what=f"PNC pair conformity, u route (d = {d}, v = {mp.nstr(vv, 6)})")
+                                what=f"PNC pair conformity, u route (d = {show_int(d)}, v = {mp.nstr(vv, 6)})")
 
 
 @guarded(grid=("d",))
