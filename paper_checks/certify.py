@@ -417,7 +417,8 @@ class _SeriesEvaluator:
                 s_hi += a.upper().max(b.upper())
                 if k % 8 == 7 and k + 3 > 2 * aX:  # the terms after k: at most major aX/(k+1) / (1 - aX/(k+2))
                     bound = major * aX / (k + 1) / (1 - aX / (k + 2))
-                    if bound < s_lo.lower() * arb(2) ** -96:
+                    size = s_lo.lower() if s_lo > 0 else (-s_hi).lower() if s_hi < 0 else arb(0)  # |sum| >= size
+                    if bound < size * arb(2) ** -96:
                         tail = bound
                         break
             if tail is None:

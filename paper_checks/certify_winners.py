@@ -50,6 +50,7 @@ bound) are listed under ``not_against`` with the reason: those comparisons are t
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from fractions import Fraction
@@ -323,8 +324,10 @@ def targets(vs):
     return {v: (ends[j], ends[j + 1]) for j, v in enumerate(vs)}
 
 
+@functools.lru_cache(maxsize=8)
 def _map_winners(ds, vs):
-    """{(d, v): (winner, decided)} of figures.winners.cell at m = d and the figure's 20 digits."""
+    """{(d, v): (winner, decided)} of figures.winners.cell at m = d and the figure's 20 digits (tuples ds, vs;
+    kept for the other row of the same run)."""
     from mpmath import mp
 
     from figures import winners
@@ -350,7 +353,7 @@ def certify_winners(spec, d_max=None, v_max=None, quiet=True, winners=None):
     if not ds or not grid:
         return None
     started, cpu = time.perf_counter(), time.process_time()
-    named = _map_winners(ds, grid) if winners is None else {k: (w, None) for k, w in winners.items()}
+    named = _map_winners(tuple(ds), tuple(grid)) if winners is None else {k: (w, None) for k, w in winners.items()}
     ranges = targets(EFFORT["vs"])
     stats = {"max_prec": START_PREC, "evaluations": 0, "max_terms": 0}
     inequalities, index, cells, entries = [], {}, [], []
