@@ -72,7 +72,8 @@ MIN_WIDTH_BITS = 16
 GRID_BITS = 12
 #: Precisions (bits) tried at the grid point and at a side's narrowest cell.
 POINT_PRECS = (START_PREC, 4 * START_PREC, 16 * START_PREC)
-#: The series in X = v^2/2 a scaled MSE is formed from (name -> definition; every |coefficient| <= 4^k/k!).
+#: The series in X = v^2/2 a scaled MSE is formed from (name -> definition; every coefficient is at most 4^k/k! in
+#: absolute value).
 COMPONENTS = {
     "exp4": "e^{4X} (4^k/k!)",
     "exp2": "e^{2X} (2^k/k!)",
