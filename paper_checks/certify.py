@@ -30,6 +30,10 @@ transformed series at high precision) with the remainder bounded by the proved d
 :func:`theory.conformities._rff_even_taylor`.  Eq. ``binexp_main`` is enclosed in the Bernstein basis of
 t, where every term is non-negative.
 
+The winners map (claims ``beyond.winners_small_v`` and ``beyond.winners_large_v``, the command line's alias
+``winners``) is certified per map cell on a v-interval around its grid v by :mod:`paper_checks.certify_winners`
+(the same series evaluation, plus the monotone OPRF gain), and replayed by :mod:`paper_checks.replay_winners`.
+
 Budgets are work, not time: cells per (inequality, d), the smallest cell width, and precision bits
 (:data:`MAX_CELLS`, :data:`MIN_WIDTH_BITS`, :data:`MAX_PREC`); exceeding one raises :class:`NotCertified`
 naming the cell, and so does a cell on which the negation is proved (the certifier's power: a reversed

@@ -39,7 +39,8 @@ The interval of a map cell.  The target is the cell's own v-range: between the g
 its neighbours on the grid (at the ends, the same ratio outward), rounded to 12 significant bits (dyadic), and
 capped at ``--v-max``.  From the grid v each inequality is proved cell by cell toward both ends of the target
 (bisecting undecided cells); a side stops at a cell where the reverse inequality is proved (a crossing of the
-map) or that stays undecided below 2^-16 of the side's length; the certified interval is the intersection over
+map), at one that stays undecided below 2^-16 of the side's length, or when it has spent its work budget
+(:data:`MAX_SIDE_EVALUATIONS`); the certified interval is the intersection over
 the inequalities, and contains v.  At the grid v itself every inequality whose two sides are closed forms must
 be proved, else :class:`~paper_checks.certify.NotCertified` (``refuted`` when the reverse is proved there: a
 wrong winner).  A loser known only through a bound that does not separate at v (PRF-PNC's Jensen bound),
@@ -56,11 +57,11 @@ import time
 from fractions import Fraction
 
 from paper_checks.certify import (START_PREC, NotCertified, _arb_q, _convolve, _exact, _exp_series, _moment_series,
-                                  _prec, _progress, _rising_ratio, _SeriesEvaluator, _SeriesQuantity, _terms_for,
-                                  _ZERO, interval_json, qstr)
+                                  _prec, _progress, _rising_ratio, _SeriesEvaluator, _SeriesQuantity, _ZERO,
+                                  interval_json, qstr)
 
-__all__ = ["COMPONENTS", "CONTESTANTS", "GRID_BITS", "LEMMAS", "MIN_WIDTH_BITS", "bounds", "certify_winners",
-           "gap_form", "oprf_gain", "targets"]
+__all__ = ["COMPONENTS", "CONTESTANTS", "GRID_BITS", "LEMMAS", "MAX_SIDE_EVALUATIONS", "MIN_WIDTH_BITS", "bounds",
+           "certify_winners", "gap_form", "oprf_gain", "targets"]
 
 #: The map's contestants (figures.winners.CONTESTANTS, in its order).
 KINDS = ("prf", "hyperbolic", "oprf")
@@ -68,6 +69,8 @@ COUPLINGS = ("iid", "orthogonal", "simplex", "pnc_orthogonal")
 CONTESTANTS = tuple(f"{k}/{c}" for k in KINDS for c in COUPLINGS)
 #: A side of a map cell's interval stops at an undecided cell narrower than 2**-MIN_WIDTH_BITS of the side.
 MIN_WIDTH_BITS = 16
+#: Work budget of one side of one inequality: evaluations of the gap (a side that spends it stops there).
+MAX_SIDE_EVALUATIONS = 1 << 12
 #: Significant bits of the dyadic ends of the target intervals (the rounded geometric midpoints).
 GRID_BITS = 12
 #: Precisions (bits) tried at the grid point and at a side's narrowest cell.
@@ -285,12 +288,15 @@ def _side(gap, start, end, stats):
         return start, [], None
     up = end > start
     min_width = abs(end - start) / (1 << MIN_WIDTH_BITS)
-    stack, cells, reach = [(min(start, end), max(start, end))], [], start
+    stack, cells, reach, spent = [(min(start, end), max(start, end))], [], start, 0
     while stack:
         lo, hi = stack.pop()
+        if spent >= MAX_SIDE_EVALUATIONS:
+            return reach, cells, f"work budget spent ({spent} evaluations) before [{qstr(lo)}, {qstr(hi)}]"
         for prec in POINT_PRECS[:2]:
             _, (g_lo, g_hi), used = gap.cell(lo, hi, prec)
             stats["evaluations"] += 1
+            spent += 1
             if g_lo > 0 or g_hi < 0 or hi - lo > min_width:
                 break
         if g_lo > 0:

@@ -13,6 +13,8 @@ own, from the paper's printed closed forms where there are some:
   :math:`|\frac{d^n}{dy^n}M(d, \frac d2, -y)| \le (d)_n/(\frac d2)_n` only;
 * eq. ``binexp_main``: the Bernstein form with the moments :math:`\mu_j = E[(1 - \sin\phi)^j]` from the
   Gamma-function moments :math:`E[\sin^i\phi]`.
+* the winners map (quantity ``winners_gap``): :mod:`paper_checks.replay_winners`, with its own table of the
+  contestants' bounds and the printed OPRF optimum.
 
 What it checks: the format; that for every inequality and every d (and k) of the domain the cells tile
 (0, end] without gaps or overlaps, the first cell (0, s_0] being a small-argument cell; each small-argument

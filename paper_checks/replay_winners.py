@@ -24,9 +24,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from paper_checks.replay import (BASE_PREC, ReplayError, _decide, _ends, _exact, _frac, _need, _Prec,
-                                 _printed_angle_coefficients, _printed_orf_coefficients, _q, _recorded, _Series,
-                                 _show)
+from paper_checks.replay import (BASE_PREC, ReplayError, _decide, _exact, _frac, _need, _printed_angle_coefficients,
+                                 _printed_orf_coefficients, _q, _recorded, _Series, _show)
 
 __all__ = ["replay_winners"]
 

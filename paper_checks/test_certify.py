@@ -450,3 +450,21 @@ def test_certify_winners_command_line(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["beyond.winners_small_v.json"]
     r = _run(["-m", "paper_checks.replay", str(out)])
     assert r.returncode == 0 and r.stdout.startswith("PASS beyond.winners_small_v.json"), r.stdout + r.stderr
+
+
+@pytest.mark.claim("beyond.winners_small_v")
+def test_winners_side_stops_at_its_work_budget(monkeypatch):
+    """A side of a map cell's interval that spends its work budget (evaluations, not time) stops there with the
+    reason, its cells still proved: at d = 2, v = 0.75 the side toward the crossing with OPRF-SimRF needs more
+    than 4 evaluations; with 4 it ends earlier than with the default budget."""
+    from paper_checks import certify_winners as cw
+
+    v, end = Fraction(3, 4), Fraction(3547, 4096)
+    gap = cw._Gap(2, "hyperbolic/pnc_orthogonal", "oprf/simplex", end, {})
+    stats = {"evaluations": 0, "max_prec": 0}
+    full_reach, full_cells, why = cw._side(gap, v, end, stats)
+    assert why.startswith("undecided") and v < full_reach < end
+    monkeypatch.setattr(cw, "MAX_SIDE_EVALUATIONS", 4)
+    reach, cells, why = cw._side(gap, v, end, stats)
+    assert why.startswith("work budget spent (4 evaluations)") and v <= reach < full_reach
+    assert all(c["rhs"][0] > 0 for c in cells) and len(cells) < len(full_cells)
