@@ -29,7 +29,7 @@ from pathlib import Path
 
 from theory.cli import atomic_write, check_output_dir, int_arg, make_parser
 from paper_checks._report import Collector, build_rows, category, to_console, to_json, to_markdown
-from paper_checks.certify import certifiable as certify_claims, positive_fraction
+from paper_checks.certify import ALIASES as CERTIFY_ALIASES, certifiable as certify_claims, positive_fraction
 
 HERE = Path(__file__).resolve().parent
 PROG = "python -m paper_checks"
@@ -56,8 +56,8 @@ def _parser():
                         "passing run of the whole suite, without extra pytest arguments)")
     p.add_argument("--certify", nargs="*", metavar="CLAIM", default=None,
                    help="instead of the suite, write one JSON certificate per claim id into --out (no CLAIM: every "
-                        "certifiable claim: " + ", ".join(certify_claims()) + "); replay with python -m "
-                        "paper_checks.replay DIR")
+                        "certifiable claim: " + ", ".join(certify_claims()) + "; 'winners' names both winners "
+                        "rows); replay with python -m paper_checks.replay DIR")
     p.add_argument("--d-max", type=int_arg(2), default=None, help="with --certify: shrink the domain to d <= D")
     p.add_argument("--v-max", type=positive_fraction, default=None,
                    help="with --certify: shrink the argument to (0, V] (v, u, or z for the RFF claim; exact: '8', "
@@ -112,7 +112,7 @@ def main(argv=None):
     except OSError as exc:
         parser.error(f"--out {args.out!r}: cannot create the folder ({exc.strerror or exc})")
     if args.certify is not None:
-        unknown = [c for c in args.certify if c not in certify_claims()]
+        unknown = [c for c in args.certify if c not in certify_claims() and c not in CERTIFY_ALIASES]
         if unknown:
             parser.error(f"--certify: unknown claim(s) {', '.join(unknown)}; certifiable: {', '.join(certify_claims())}")
         from paper_checks.certify import run as run_certify

@@ -30,6 +30,10 @@ transformed series at high precision) with the remainder bounded by the proved d
 :func:`theory.conformities._rff_even_taylor`.  Eq. ``binexp_main`` is enclosed in the Bernstein basis of
 t, where every term is non-negative.
 
+The winners map (claims ``beyond.winners_small_v`` and ``beyond.winners_large_v``, the command line's alias
+``winners``) is certified per map cell on a v-interval around its grid v by :mod:`paper_checks.certify_winners`
+(the same series evaluation, plus the monotone OPRF gain), and replayed by :mod:`paper_checks.replay_winners`.
+
 Budgets are work, not time: cells per (inequality, d), the smallest cell width, and precision bits
 (:data:`MAX_CELLS`, :data:`MIN_WIDTH_BITS`, :data:`MAX_PREC`); exceeding one raises :class:`NotCertified`
 naming the cell, and so does a cell on which the negation is proved (the certifier's power: a reversed
@@ -417,7 +421,8 @@ class _SeriesEvaluator:
                 s_hi += a.upper().max(b.upper())
                 if k % 8 == 7 and k + 3 > 2 * aX:  # the terms after k: at most major aX/(k+1) / (1 - aX/(k+2))
                     bound = major * aX / (k + 1) / (1 - aX / (k + 2))
-                    if bound < s_lo.lower() * arb(2) ** -96:
+                    size = s_lo.lower() if s_lo > 0 else (-s_hi).lower() if s_hi < 0 else arb(0)  # |sum| >= size
+                    if bound < size * arb(2) ** -96:
                         tail = bound
                         break
             if tail is None:
@@ -651,7 +656,7 @@ class Spec:
     """A certifiable claim: its registry id, argument, full domain and inequalities (quantity names)."""
 
     claim_id: str
-    kind: str  # "series", "rff", "binexp"
+    kind: str  # "series", "rff", "binexp", "winners"
     variable: str
     variable_meaning: str
     quantities: tuple
@@ -663,7 +668,16 @@ class Spec:
     all_d: dict | None = None
     notes: str = ""
     s_capped: bool = True  # whether --v-max caps the argument
+    winner_kinds: tuple = ()  # "winners": the kinds of the map's winners this row certifies
 
+
+_WINNERS_V = ("v = |x + y| (the map's x = y, |x| = |y| = v/2; every positive kind has the prefactor "
+              "e^{-2(|x|^2+|y|^2)}, so the ordering holds for every x, y with the same |x + y|)")
+_WINNERS_NOTES = ("the map of figures.winners (python -m figures --only winners) at its grid d in EFFORT['ds'], v in "
+                  "EFFORT['vs'], m = d (m = 4d: the same scaled MSE); per map cell the winner's scaled MSE is proved "
+                  "below every contestant listed in 'against' on [v_lo, v_hi], which contains the grid v; "
+                  "'not_against' names the comparisons left to the map's points, with the reason (paper_checks."
+                  "certify_winners)")
 
 SPECS = {
     "cor3.3": Spec(
@@ -720,16 +734,38 @@ SPECS = {
               "the gap positive at z_lo, negative at z_hi and strictly decreasing between: exactly one simple root, "
               "the first sign change z_crit; d = 2 has no root (the gap e^{-y}(e^{-y} - 1 + y) > 0) and is covered "
               "to V; the growth of z_crit with d is checked at points"),
+    "beyond.winners_small_v": Spec(
+        "beyond.winners_small_v", "winners", "v", _WINNERS_V, ("winners_gap",), 1024, None,
+        winner_kinds=("hyperbolic",), notes=_WINNERS_NOTES),
+    "beyond.winners_large_v": Spec(
+        "beyond.winners_large_v", "winners", "v", _WINNERS_V, ("winners_gap",), 1024, None,
+        winner_kinds=("oprf", "prf"), notes=_WINNERS_NOTES),
 }
+#: Names the command line accepts for several claims at once.
+ALIASES = {"winners": ("beyond.winners_small_v", "beyond.winners_large_v")}
 
 QUANTITY_TEXT = {name: (q.lhs, q.rhs) for name, q in SERIES.items()}
 QUANTITY_TEXT["rff_gap_iid_orf"] = ("0", _RffEvaluator.q.rhs)
 QUANTITY_TEXT["binexp_gap"] = ("0", "1 - E[(1 - t sin phi)^k] = (I_k(0) - I_k(-t))/I_k(0)")
+QUANTITY_TEXT["winners_gap"] = ("0", "lower bound of the loser's scaled MSE - upper bound of the winner's")
 
 
 def certifiable():
     """The claim ids that have certificates."""
     return list(SPECS)
+
+
+def expand(claims):
+    """Claim ids with the :data:`ALIASES` replaced by their claims (order kept, no repeats); ValueError naming an
+    unknown one."""
+    out = []
+    for c in claims:
+        if c not in SPECS and c not in ALIASES:
+            raise ValueError(f"claim must be one of {', '.join(list(SPECS) + list(ALIASES))}, got {c!r}")
+        for cid in ALIASES.get(c, (c,)):
+            if cid not in out:
+                out.append(cid)
+    return out
 
 
 def positive_fraction(text):
@@ -840,6 +876,10 @@ def certify(claim_id, d_max=None, v_max=None, quiet=True):
     if claim_id not in SPECS:
         raise ValueError(f"claim must be one of {', '.join(SPECS)}, got {claim_id!r}")
     spec = SPECS[claim_id]
+    if v_max is not None and not Fraction(v_max) > 0:
+        raise ValueError(f"v_max must be > 0, got {v_max!r}")
+    if spec.kind == "winners":
+        return _winners_certificate(spec, d_max, v_max, quiet)
     D = spec.d_full if d_max is None else min(spec.d_full, int(d_max))
     S = spec.s_full
     if v_max is not None and spec.s_capped:
@@ -931,6 +971,49 @@ def certify(claim_id, d_max=None, v_max=None, quiet=True):
     return cert
 
 
+def _winners_certificate(spec, d_max, v_max, quiet, winners=None):
+    """:func:`certify` for a row of the winners map (:mod:`paper_checks.certify_winners`); ``winners`` replaces
+    the map's winners ({(d, v string): contestant}, for the tests' wrong winners)."""
+    from paper_checks import certify_winners as cw
+    from paper_checks.registry import CLAIMS_BY_ID
+
+    got = cw.certify_winners(spec, d_max, v_max, quiet, winners)
+    if got is None:
+        return None
+    claim = CLAIMS_BY_ID[spec.claim_id]
+    ds = sorted({e["d"] for e in got["entries"]})
+    stats = got["stats"]
+    import flint
+
+    return {
+        "format": FORMAT,
+        "claim": claim.ref,
+        "claim_id": spec.claim_id,
+        "statement": claim.claim,
+        "domain": {"d_min": ds[0], "d_max": ds[-1], "ds": got["ds"], "vs": got["vs"], "variable": "v",
+                   "meaning": spec.variable_meaning, "v_max": None if v_max is None else qstr(Fraction(v_max)),
+                   "m": "m = d (m = 4d has the same scaled MSE: the same coupled pairs per feature)"},
+        "quantity": "S = m e^{2(|x|^2+|y|^2)} MSE (figures.winners.scaled_mse), Gaussian kernel, m = d; X = v^2/2; "
+                    "S = sum_c weight_c * component_c(X) - gain * D(v)",
+        "components": cw.COMPONENTS,
+        "gain": "D(v) = e^{2v^2}(1 - e^{-t}), t = -8A v^2/(1-8A) - (d/2) log1p(16A^2/(1-8A)) at "
+                "A = A* = -s/(1 - 2s + sqrt((2s+1)^2 + 8s)), s = v^2/d; nondecreasing in v",
+        "contestants": {n: cw.bounds(n, ds[0])[2] for n in cw.CONTESTANTS},
+        "lemmas": list(cw.LEMMAS),
+        "inequalities": got["inequalities"],
+        "map": got["entries"],
+        "cells": got["cells"],
+        "small_v": {"statement": "none: every interval lies inside the grid's range [v_0 (v_0/v_1)^(1/2), v_n "
+                                 "(v_n/v_(n-1))^(1/2)], away from 0", "entries": []},
+        "all_d": None,
+        "notes": spec.notes,
+        "work": {"cells": len(got["cells"]), "map_cells": len(got["entries"]), "small_v_cells": 0,
+                 "evaluations": stats["evaluations"], "max_prec_bits": stats["max_prec"],
+                 "max_terms": stats["max_terms"], "wall_seconds": round(time.perf_counter() - got["started"], 2),
+                 "cpu_seconds": round(time.process_time() - got["cpu"], 2), "python_flint": flint.__version__},
+    }
+
+
 def _z_crit_guess(d):
     """z_crit(d) from theory.z_crit (a guide only: the certificate checks the root it brackets)."""
     import theory
@@ -963,7 +1046,7 @@ def run(claims, out, d_max=None, v_max=None, quiet=False):
     """The ``--certify`` command: certify ``claims`` (all when empty) into ``out``; returns the exit status
     (0 every certificate written, 1 one could not be completed)."""
     status = 0
-    for claim_id in claims or certifiable():
+    for claim_id in expand(claims) or certifiable():
         t0 = time.perf_counter()
         try:
             cert = certify(claim_id, d_max, v_max, quiet=quiet)
@@ -973,10 +1056,21 @@ def run(claims, out, d_max=None, v_max=None, quiet=False):
             continue
         if cert is None:
             spec = SPECS[claim_id]
-            print(f"{claim_id}: skipped (its domain d = {spec.fixed_d or spec.d_min} lies outside --d-max {d_max})")
+            if spec.kind == "winners":
+                print(f"{claim_id}: skipped (no map cell with a winner of kind {' or '.join(spec.winner_kinds)} "
+                      f"within --d-max {d_max}, --v-max {v_max})")
+            else:
+                print(f"{claim_id}: skipped (its domain d = {spec.fixed_d or spec.d_min} lies outside --d-max "
+                      f"{d_max})")
             continue
         path = write(cert, out)
         w, dom = cert["work"], cert["domain"]
+        if "map" in cert:
+            print(f"{claim_id}: proved at {w['map_cells']} map cells (d in {dom['ds']}, grid v up to "
+                  f"{dom['vs'][-1]}), each on an interval around its grid v: {w['cells']} cells, "
+                  f"{w['max_prec_bits']} bits at most, {time.perf_counter() - t0:.1f} s ({w['cpu_seconds']:.1f} s "
+                  f"of CPU) -> {path}")
+            continue
         print(f"{claim_id}: proved on d in [{dom['d_min']}, {dom['d_max']}], {dom['variable']} in (0, {dom['v_max']}]"
               f"{' (capped at z_lo)' if cert.get('root') else ''}: {w['cells']} cells + {w['small_v_cells']} "
               f"small-argument cells, {w['max_prec_bits']} bits at most, {time.perf_counter() - t0:.1f} s "

@@ -480,7 +480,9 @@ CLAIMS = [
       ("closed forms (theory.kernel_mse, 20 digits); PNC by the convex-order / Jensen bracket and by quadrature",
        "certified balls (python-flint): hyperbolic ORF, an upper bound of hyperbolic PNC, below every OPRF and "
        "PRF coupling with i.i.d. norms and below PRF PNC's lower bound; theory.hyperbolic_ordering, "
-       "certify_ordering", "power: the ordering is refuted at an OPRF cell"), beyond=True,
+       "certify_ordering", "power: the ordering is refuted at an OPRF cell",
+       "arb certificates on a continuous v-interval around every map cell (paper_checks.certify_winners) "
+       "replayed by paper_checks.replay; power: wrong winners refuted, tampered files rejected"), beyond=True,
       notes="Figure: python -m figures (new_winners_map; main job 5.2 s of CPU, the pnc contestants bracketed: "
             "pnc pair conformity in [0F1(d/2; d v^2/2), rho_ORF] by convex order of the countermonotone norm sum "
             "and Jensen; the lower end is within 1% of the quadrature for d >= 32, 15% at d = 2). Proven "
@@ -488,7 +490,14 @@ CLAIMS = [
             "SimRF < ORF < IID (the OPRF pair term is the PRF one). OPRF x PNC has no ball: checked by "
             "quadrature (beyond.winners_large_v). Ratios to SimRF-PRF at the crossing, hyperbolic PNC / "
             "OPRF-SimRF: d = 8, v = 0.75: 0.284 / 0.390; d = 16, v = 1: 0.311 / 0.442; d = 64, v = 2: 0.450 / "
-            "0.584; d = 1024, v = 3: 0.498 / 0.857."),
+            "0.584; d = 1024, v = 3: 0.498 / 0.857.",
+      certified="the map's 81 hyperbolic-PNC cells (d 2..1024, grid v 0.05..3): proved on a v-interval around each "
+                "grid v, the cell's range between the geometric midpoints with its neighbours (5 shortened next to a "
+                "crossing of the bounds: d = 2, v = 0.75 up to 0.762 of 0.866; d = 8, 64, 256, 512), that hyperbolic "
+                "ORF, an upper bound of the winner (convex order), lies below PRF, hyperbolic and OPRF under IID, ORF "
+                "and SimRF and below PRF-PNC's Jensen bound (d <= 4 in the suite); not against: hyperbolic ORF itself "
+                "(PNC < ORF by quadrature: points), OPRF-PNC (no proved bound; the map does not evaluate it), and "
+                "at d = 4, v = 0.75 OPRF-SimRF (the bounds do not separate: points)"),
     C("beyond.winners_large_v", "Beyond the paper: who wins where, large v (figure new_winners_map)",
       "OPRF-SimRF (optimised PRFs with simplex directions) has the lowest MSE from v = 1 at d <= 8, v = 1.5 at "
       "d = 16, 2 at d = 32, 3 at d = 64, 128 and v = 5 at d >= 256 (grid v = 0.05 ... 5): 0.244 / 0.257 / 0.325 of "
@@ -498,14 +507,22 @@ CLAIMS = [
       ("closed forms (theory.kernel_mse, 20 digits); certified balls: OPRF-SimRF (theory.oprf.certified_mse) "
        "below the proven lower bound of hyperbolic and PRF PNC and below the OPRF/PRF balls of ORF, IID and "
        "PRF-SimRF", "OPRF x PNC by quadrature with its optimal A (secant search): above OPRF-SimRF",
-       "power: the ordering is refuted at a hyperbolic cell"), beyond=True,
+       "power: the ordering is refuted at a hyperbolic cell",
+       "arb certificates on a continuous v-interval around every map cell (paper_checks.certify_winners) "
+       "replayed by paper_checks.replay; power: wrong winners refuted, tampered files rejected"), beyond=True,
       notes="OPRF-PNC / OPRF-SimRF (theory.kernel_mse, A=None): 1.24 at d = 8, v = 2; 1.003 at d = 64, v = 3. "
             "python -m figures.reproduce winners --full (every PNC contestant by quadrature at every cell of the "
             "10 x 11 grid, no failure at 20 digits; about 5 min of CPU) gives the same winners everywhere: OPRF-PNC "
             "never wins; it is 0.93-1.00 of OPRF-ORF (0.929 at d = 4, v = 0.35) and worse than OPRF-ORF at d = 2, "
             "v = 1.5 ... 3 (1.017 at v = 1.5: the tilt e^{2A|w|^2} makes the norm-coupled pair term depend on A); "
             "at v = 5 every OPRF coupling ties (OPRF-PNC / OPRF-SimRF - 1 = 2.9e-6 at d = 2, 7.6e-10 at "
-            "d = 1024; the variance dominates)."),
+            "d = 1024; the variance dominates).",
+      certified="the map's 29 OPRF-SimRF cells (d 2..1024, grid v 1..5): proved on a v-interval around each grid v, "
+                "the cell's range between the geometric midpoints with its neighbours (6 start later, next to the "
+                "crossing with hyperbolic PNC's Jensen bound: d = 1024, v = 5 from 4.42 of 3.87; d = 2, 8, 16, 32, "
+                "128), below PRF and OPRF under IID and ORF, PRF-SimRF, hyperbolic IID, ORF and SimRF, and the "
+                "Jensen lower bounds of PRF- and hyperbolic-PNC (d <= 4 in the suite); not against OPRF-PNC (no "
+                "proved lower bound: quadrature at points)"),
     C("beyond.winners_simplex_plus", "Beyond the paper: SimRF+ under the winning kinds (figure new_winners_map)",
       "SimRFs+ (no closed form) do not win where tested: with hyperbolic PRFs at d = 4 and 8, v = 0.5 and with "
       "OPRFs at d = 4, v = 1.5 and d = 8, v = 1 their Monte Carlo MSE lies above the cell's winner.",

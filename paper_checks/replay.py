@@ -13,6 +13,8 @@ own, from the paper's printed closed forms where there are some:
   :math:`|\frac{d^n}{dy^n}M(d, \frac d2, -y)| \le (d)_n/(\frac d2)_n` only;
 * eq. ``binexp_main``: the Bernstein form with the moments :math:`\mu_j = E[(1 - \sin\phi)^j]` from the
   Gamma-function moments :math:`E[\sin^i\phi]`.
+* the winners map (quantity ``winners_gap``): :mod:`paper_checks.replay_winners`, with its own table of the
+  contestants' bounds and the printed OPRF optimum.
 
 What it checks: the format; that for every inequality and every d (and k) of the domain the cells tile
 (0, end] without gaps or overlaps, the first cell (0, s_0] being a small-argument cell; each small-argument
@@ -265,7 +267,8 @@ class _Series:
             s2 += a.upper().max(b.upper())
             if k % 16 == 15 and k + 4 > 2 * aX:
                 bound = m * aX / (k + 1) / (1 - aX / (k + 2))  # sum of the majorant after k
-                if bound < s1.lower() * arb(2) ** -100:
+                size = s1.lower() if s1 > 0 else (-s2).lower() if s2 < 0 else arb(0)  # a lower bound of |sum|
+                if bound < size * arb(2) ** -100:
                     tail = bound
                     break
         if tail is None:
@@ -409,6 +412,10 @@ def replay(cert):
     if not isinstance(cert, dict) or cert.get("format") != FORMAT:
         raise ReplayError(f"not a certificate of format {FORMAT!r}")
     _need(cert, "claim", str, "certificate")
+    if any(isinstance(i, dict) and i.get("quantity") == "winners_gap" for i in cert.get("inequalities") or []):
+        from paper_checks.replay_winners import replay_winners
+
+        return replay_winners(cert)
     dom = _need(cert, "domain", dict, "certificate")
     d_min, d_max = _need(dom, "d_min", int, "domain"), _need(dom, "d_max", int, "domain")
     v_max = _frac(_need(dom, "v_max", str, "domain"), "domain.v_max")
@@ -596,6 +603,10 @@ def main(argv=None):
         except ReplayError as exc:
             print(f"FAIL {path.name}: {exc}")
             status = 1
+            continue
+        if "text" in s:
+            print(f"PASS {path.name}: {s['claim']}: {s['text']}: {s['cells']} cells replayed "
+                  f"({time.perf_counter() - t0:.1f} s)")
             continue
         print(f"PASS {path.name}: {s['claim']}: d in [{s['d_min']}, {s['d_max']}], {s['variable']} in (0, "
               f"{s['v_max']}]{', capped at z_lo' if s['roots'] else ''}: {s['cells']} cells and {s['small_cells']} "

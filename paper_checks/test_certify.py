@@ -308,3 +308,163 @@ def test_certified_quantities_are_the_claims_quantities(record):
             b = certify._BinexpEvaluator(d, 32)
             agree(_point(lambda lo, hi, prec: b.cell(k, lo, hi, prec), t), 1 - integral(c) / integral(0))
     record(worst, "rel (certified G vs theory at points)")
+
+
+# ----------------------------------------------------------------------------- the winners map (figures.winners)
+
+#: The suite's reduced domain of the winners map: d in {2, 4} (every grid v; the crossings of both rows included).
+WINNERS_D = 4
+_THEOREM = {f"{k}/{c}" for k in ("prf", "hyperbolic", "oprf") for c in ("iid", "orthogonal", "simplex")}
+
+
+@pytest.fixture(scope="module")
+def winners_certs():
+    """The two rows' certificates on d <= WINNERS_D, every grid v."""
+    return {cid: certify.certify(cid, d_max=WINNERS_D) for cid in certify.ALIASES["winners"]}
+
+
+@pytest.mark.claim("beyond.winners_small_v", "beyond.winners_large_v")
+def test_winners_certificates_on_the_suite_domain_replay(winners_certs, tmp_path):
+    """Every map cell of d <= 4 has its certificate (hyperbolic PNC below v = 1, OPRF-SimRF from there): the
+    winner is proved below every contestant with i.i.d. norms (through hyperbolic ORF, PNC's upper bound, for
+    the hyperbolic winners) on an interval around the grid v, the whole cell's range except next to the
+    crossing of the bounds at d = 2 between v = 0.75 and 1; OPRF-PNC (no lower bound) is left out everywhere;
+    the replay accepts both files."""
+    from figures.winners import EFFORT
+
+    from paper_checks import certify_winners as cw
+
+    covered = set()
+    targets = cw.targets(EFFORT["vs"])
+    for cid, cert in winners_certs.items():
+        assert cert["claim"] == CLAIMS_BY_ID[cid].ref and cert["domain"]["ds"] == [2, 4]
+        for e in cert["map"]:
+            covered.add((e["d"], e["v"]))
+            lo, hi, v = Fraction(e["v_lo"]), Fraction(e["v_hi"]), Fraction(e["v"])
+            t_lo, t_hi = targets[v]
+            assert t_lo <= lo <= v <= hi <= t_hi and lo < hi
+            assert (lo, hi) == (t_lo, t_hi) or e["stopped"], e
+            assert "oprf/pnc_orthogonal" in e["not_against"]
+            if cid == "beyond.winners_small_v":
+                assert e["winner"] == "hyperbolic/pnc_orthogonal" and Fraction(e["v"]) <= Fraction("0.75")
+                assert "hyperbolic/orthogonal" in e["not_against"]  # its own upper bound (convex order)
+                assert set(e["against"]) >= _THEOREM - {"hyperbolic/orthogonal", "oprf/simplex"}
+            else:
+                assert e["winner"] == "oprf/simplex" and Fraction(e["v"]) >= 1
+                assert set(e["against"]) == set(cw.CONTESTANTS) - {"oprf/simplex", "oprf/pnc_orthogonal"}
+        summary = replay.replay_file(certify.write(cert, tmp_path))
+        assert summary["cells"] == cert["work"]["cells"] > 0
+    assert covered == {(d, v) for d in (2, 4) for v in EFFORT["vs"]}
+    shortened = {(e["d"], e["v"]) for c in winners_certs.values() for e in c["map"] if e["stopped"]}
+    assert shortened == {(2, "0.75"), (2, "1")}
+
+
+@pytest.mark.claim("beyond.winners_small_v", "beyond.winners_large_v")
+@pytest.mark.parametrize("d, v, wrong, row", [(2, "0.05", "oprf/simplex", "beyond.winners_large_v"),
+                                              (4, "5", "hyperbolic/orthogonal", "beyond.winners_small_v"),
+                                              (4, "2", "oprf/orthogonal", "beyond.winners_large_v")])
+def test_certifier_refutes_a_wrong_winner(d, v, wrong, row):
+    """A deliberately wrong winner of a map cell (the OPRF where the hyperbolic PNC wins, hyperbolic ORF where
+    OPRF-SimRF wins, OPRF-ORF beside OPRF-SimRF) is refuted at the grid point."""
+    with pytest.raises(certify.NotCertified) as info:
+        certify._winners_certificate(certify.SPECS[row], d, None, True, winners={(d, v): wrong})
+    assert info.value.refuted
+
+
+@pytest.mark.claim("beyond.winners_small_v", "beyond.winners_large_v")
+def test_replay_rejects_tampered_winners_certificates(winners_certs):
+    """The replay rejects: a relabelled winner (its recomputed gaps are not positive), a contestant with a closed
+    form moved to 'not_against', a cell removed (a gap in the tiling), and an interval stretched past the
+    crossing at d = 2 (the last cell extended to v = 1, where OPRF-SimRF wins)."""
+    small, large = winners_certs["beyond.winners_small_v"], winners_certs["beyond.winners_large_v"]
+    replay.replay(json.loads(json.dumps(large)))  # the untampered one passes
+    relabel = copy.deepcopy(large)
+    for e in relabel["map"]:
+        e["winner"] = "oprf/orthogonal"
+        e["against"] = ["oprf/simplex" if n == "oprf/orthogonal" else n for n in e["against"]]
+    for i in relabel["inequalities"]:
+        i["winner"] = "oprf/orthogonal"
+        if i["loser"] == "oprf/orthogonal":
+            i["loser"] = "oprf/simplex"
+    _fails(relabel, "does not prove the inequality")
+    hidden = copy.deepcopy(large)
+    e = hidden["map"][0]
+    e["against"].remove("prf/iid")
+    e["not_against"]["prf/iid"] = "hidden"
+    idx = next(i["index"] for i in hidden["inequalities"] if i["loser"] == "prf/iid")
+    hidden["cells"] = [c for c in hidden["cells"] if not (c["inequality"] == idx and c["d"] == e["d"]
+                                                           and c["v"] == e["v"])]
+    _fails(hidden, "left out although both MSEs are closed forms")
+    gap = copy.deepcopy(small)
+    multi = next(i for i, c in enumerate(gap["cells"]) if Fraction(c["v_lo"]) != Fraction(c["v"])
+                 and Fraction(c["v_hi"]) != Fraction(c["v"]))
+    del gap["cells"][multi]
+    _fails(gap, "do not tile")
+    stretched = copy.deepcopy(small)
+    e = next(e for e in stretched["map"] if (e["d"], e["v"]) == (2, "0.75"))
+    end = e["v_hi"]
+    e["v_hi"] = "1"
+    for c in stretched["cells"]:
+        if (c["d"], c["v"]) == (2, "0.75") and c["v_hi"] == end:
+            c["v_hi"] = "1"
+    _fails(stretched, "does not prove the inequality")
+
+
+@pytest.mark.claim("beyond.winners_small_v", "beyond.winners_large_v")
+def test_winners_quantities_are_the_maps_quantities(record):
+    """The certified gaps at points equal the map's differences (figures.winners.scaled_mse by theory.kernel_mse,
+    mpmath, 40 digits: other routes, e.g. the OPRF variance from theory.oprf's expm1 form and its optimal A):
+    every pair of contestants with i.i.d. norms, and PNC's Jensen bound against figures.winners.pnc_bracket."""
+    from mpmath import mp
+
+    from figures import winners as fw
+    from paper_checks import certify_winners as cw
+
+    worst, cache = 0.0, {}
+    with mp.workdps(40):
+        for d, v in ((2, Fraction(1, 20)), (5, Fraction(3, 4)), (64, Fraction(2)), (1024, Fraction(5))):
+            vs = certify.qstr(v)
+            vm = mp.mpf(v.numerator) / v.denominator
+            s = {n: fw.scaled_mse(*n.split("/"), d, vm, d) for n in sorted(_THEOREM)}
+            lower = fw.pnc_bracket(s["prf/orthogonal"], d, vm, d)[0]
+            pairs = [(a, b, s[b] - s[a]) for a in ("hyperbolic/orthogonal", "oprf/simplex") for b in s if b != a]
+            pairs.append(("oprf/simplex", "prf/pnc_orthogonal", lower - s["oprf/simplex"]))
+            for a, b, want in pairs:
+                _, (lo, hi), _ = cw._Gap(d, a, b, Fraction(7), cache).cell(v, v, 256)
+                got = (lo + hi) / 2
+                rel = abs(float(got) - float(want)) / abs(float(want))
+                worst = max(worst, rel)
+                assert rel < 1e-20 and (hi - lo) <= abs(got) * Fraction(1, 10 ** 25), (d, vs, a, b)
+    record(worst, "rel (certified gaps vs the map's scaled MSEs at points)")
+
+
+@pytest.mark.claim("beyond.winners_small_v", "beyond.winners_large_v")
+def test_certify_winners_command_line(tmp_path):
+    """--certify winners expands to both rows; under --d-max 2 --v-max 1/2 only hyperbolic PNC wins, so the
+    OPRF row is skipped with a line; the replay passes the written file."""
+    out = tmp_path / "certs"
+    r = _run(["-m", "paper_checks", "--certify", "winners", "--out", str(out), "--d-max", "2", "--v-max", "1/2"])
+    assert r.returncode == 0, r.stderr
+    assert "beyond.winners_large_v: skipped" in r.stdout and "beyond.winners_small_v: proved at 5 map cells" \
+        in r.stdout, r.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["beyond.winners_small_v.json"]
+    r = _run(["-m", "paper_checks.replay", str(out)])
+    assert r.returncode == 0 and r.stdout.startswith("PASS beyond.winners_small_v.json"), r.stdout + r.stderr
+
+
+@pytest.mark.claim("beyond.winners_small_v")
+def test_winners_side_stops_at_its_work_budget(monkeypatch):
+    """A side of a map cell's interval that spends its work budget (evaluations, not time) stops there with the
+    reason, its cells still proved: at d = 2, v = 0.75 the side toward the crossing with OPRF-SimRF needs more
+    than 4 evaluations; with 4 it ends earlier than with the default budget."""
+    from paper_checks import certify_winners as cw
+
+    v, end = Fraction(3, 4), Fraction(3547, 4096)
+    gap = cw._Gap(2, "hyperbolic/pnc_orthogonal", "oprf/simplex", end, {})
+    stats = {"evaluations": 0, "max_prec": 0}
+    full_reach, full_cells, why = cw._side(gap, v, end, stats)
+    assert why.startswith("undecided") and v < full_reach < end
+    monkeypatch.setattr(cw, "MAX_SIDE_EVALUATIONS", 4)
+    reach, cells, why = cw._side(gap, v, end, stats)
+    assert why.startswith("work budget spent (4 evaluations)") and v <= reach < full_reach
+    assert all(c["rhs"][0] > 0 for c in cells) and len(cells) < len(full_cells)
