@@ -231,6 +231,18 @@ def _flat_logits(X, W, kind, params=None):
     return z if z.flags.c_contiguous else np.ascontiguousarray(z)
 
 
+def _run_sums(x, starts):
+    """Sums over the runs of rows ``x[starts[k]:starts[k + 1]]`` (the last run to the end): (K, ...).
+
+    One ``np.add.reduce`` per run over contiguous rows; ``np.add.reduceat(x, starts, axis=0)`` computes
+    the same sums (in another summation order) about 20 times slower, its inner loop striding across
+    the rows (measured at (12312, 675): 6.5 against 136 ms)."""
+    out = np.empty((len(starts),) + x.shape[1:], dtype=x.dtype)
+    for k, (lo, hi) in enumerate(zip(starts, [*starts[1:], x.shape[0]])):
+        np.add.reduce(x[lo:hi], axis=0, out=out[k])
+    return out
+
+
 def _prf_numerators(b, starts, a, W, kind="prf", params=None):
     """Stabilised numerators (R, N', K) over the K classes present (module docs).
 
@@ -245,7 +257,7 @@ def _prf_numerators(b, starts, a, W, kind="prf", params=None):
     o = lt.max(axis=0)  # (R, wm)
     lt -= o
     np.exp(lt, out=lt)
-    A = np.add.reduceat(lt.reshape(lt.shape[0], R * wm), starts, axis=0).reshape(-1, R, wm)  # (K, R, wm)
+    A = _run_sums(lt, starts)  # (K, R, wm)
     logz = np.log(A.sum(axis=0))  # (R, wm), >= 0
     lq = _flat_logits(a, W, kind, params)  # (N', R, wm)
     lq += o
