@@ -99,13 +99,13 @@ from ._common import (
     seed_entropy,
     z_score,
 )
+from ._plan import SweepPlan
 from .sweeps import (
     DRAW_BLOCK,
     check_n_jobs,
     coupling_pairs,
     draw_blocks,
     paired_weights,
-    run_units,
     unit_seed,
     warm_up,
 )
@@ -565,13 +565,14 @@ def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind, para
     return out
 
 
-def _run_cells(cells, couplings, n_draws, entropy, paired, kind, params, n_jobs, progress, label, mean_v_for=()):
-    """Per-draw accuracies of every cell, in parallel units of (cell, block of draws).
+def _cells_plan(cells, couplings, n_draws, entropy, paired, kind, params, label, mean_v_for=()):
+    """The units of every cell, (cell, block of draws), as a :class:`~montecarlo.experiments._plan.SweepPlan`
+    whose result is ``(exact, per_cell)``.
 
     ``cells``: list of (keys, split, m, sigma); a cell's units are seeded by
-    ``unit_seed(entropy, *keys, m, block)``.  Returns ({id(split): (exact accuracy, mean v or None)},
-    [(len(couplings), n_draws) per cell]); the splits are those of the cells, each scored once (in a
-    unit of its own, with its mean v when its ``id`` is in ``mean_v_for``)."""
+    ``unit_seed(entropy, *keys, m, block)``.  ``exact``: {id(split): (exact accuracy, mean v or None)};
+    ``per_cell``: [(len(couplings), n_draws) per cell]; the splits are those of the cells, each scored once
+    (in a unit of its own, with its mean v when its ``id`` is in ``mean_v_for``)."""
     blocks = draw_blocks(n_draws)
     width = kind_record(kind).width
     splits, split_index = [], {}
@@ -593,13 +594,15 @@ def _run_cells(cells, couplings, n_draws, entropy, paired, kind, params, n_jobs,
                           params))
             costs.append(15 * n * len(couplings) * (split.X_train.shape[0] + split.X_test.shape[0]) * width * m)
     keys, split, m, sigma = cells[0]
-    res = run_units(_accuracy_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label=label,
-                    warm_up=warm_up(couplings, split.d, m, kind, paired))
-    exact = {sid: res[i] for sid, i in split_index.items()}
     nb = len(blocks)
-    per_cell = [np.concatenate(res[len(splits) + j * nb:len(splits) + (j + 1) * nb], axis=1)
-                for j in range(len(cells))]
-    return exact, per_cell
+
+    def finish(res):
+        exact = {sid: res[i] for sid, i in split_index.items()}
+        per_cell = [np.concatenate(res[len(splits) + j * nb:len(splits) + (j + 1) * nb], axis=1)
+                    for j in range(len(cells))]
+        return exact, per_cell
+
+    return SweepPlan(_accuracy_unit, units, costs, finish, label, warm_up(couplings, split.d, m, kind, paired))
 
 
 def _pooled_cells(samples_per_split, couplings, pairs):
@@ -735,6 +738,21 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     -------
     CurveResult
     """
+    progress = _progress(progress)
+    n_jobs = check_n_jobs(n_jobs)
+    return curve_plan(dataset, couplings, m_multipliers, n_draws, rng, sigma=sigma, protocol=protocol,
+                      split_rng=split_rng, uci_dir=uci_dir, pad_pow2=pad_pow2, kind=kind, kind_params=kind_params,
+                      paired=paired).run(n_jobs, progress)
+
+
+def curve_plan(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(1, 11), n_draws=50, rng=0, *, sigma=None,
+               protocol=uci.DEFAULT_PROTOCOL, split_rng=None, uci_dir=None, pad_pow2=False, kind="prf",
+               kind_params=None, paired=None):
+    """:func:`classification_curve` before it runs: a :class:`~montecarlo.experiments._plan.SweepPlan` of its
+    units ((split, m, block of draws), and each split's exact accuracy) whose ``finish`` returns the
+    :class:`CurveResult`; the data are read and split here.  ``plan.run(n_jobs, progress)`` is
+    :func:`classification_curve`; a caller with several sweeps may run the units of all of them at once.
+    Arguments as :func:`classification_curve` (without ``progress`` and ``n_jobs``)."""
     couplings = distinct_couplings(couplings)
     if isinstance(m_multipliers, (str, bytes)) or not hasattr(m_multipliers, "__iter__"):
         raise TypeError(f"m_multipliers must be a sequence of integers >= 1, got {describe(m_multipliers)}")
@@ -744,9 +762,7 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     n_draws = check_int(n_draws, "n_draws", 2)
     draw_blocks(n_draws)  # the budget of the per-draw results, before any data is read
     pad_pow2 = check_bool(pad_pow2, "pad_pow2")
-    progress = _progress(progress)
     _, params = check_kind_params(kind, kind_params, "classification_curve", positive=True)
-    n_jobs = check_n_jobs(n_jobs)
     splits = _splits(dataset, protocol, split_rng, uci_dir)
     if pad_pow2:
         splits = [(s, sp.padded()) for s, sp in splits]
@@ -756,24 +772,31 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
     entropy = seed_entropy(rng)
     ms = np.array([k * first.d for k in mults])
     cells = [((_CALLER_SPLIT if seed is None else seed,), split, int(m), sigma) for seed, split in splits for m in ms]
-    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, params, n_jobs, progress,
-                                 first.name)
     pairs = coupling_pairs(couplings)
-    pooled = []
-    for j in range(ms.size):  # cells are split-major: cell (s, j) is per_cell[s * len(ms) + j]
-        pooled.append(_pooled_cells([per_cell[s * ms.size + j] for s in range(len(splits))], couplings, pairs))
+    plan = _cells_plan(cells, couplings, n_draws, entropy, paired, kind, params, first.name)
+    finish_cells = plan.finish
 
-    def arr(which, key, attr):
-        return np.array([getattr(p[which][key], attr) for p in pooled])
+    def finish(res):
+        exact, per_cell = finish_cells(res)
+        pooled = []
+        for j in range(ms.size):  # cells are split-major: cell (s, j) is per_cell[s * len(ms) + j]
+            pooled.append(_pooled_cells([per_cell[s * ms.size + j] for s in range(len(splits))], couplings, pairs))
 
-    exact_per_split = tuple(exact[id(sp)][0] for _, sp in splits)
-    return CurveResult(first.name, first.d, sigma, ms,
-                       {c: arr(0, c, "mean") for c in couplings}, {c: arr(0, c, "stderr") for c in couplings},
-                       n_draws, float(np.mean(exact_per_split)), first.X_train.shape[0], first.X_test.shape[0],
-                       first.protocol, tuple(s for s, _ in splits),
-                       {c: arr(0, c, "draw_stderr") for c in couplings}, {c: arr(0, c, "split_sd") for c in couplings},
-                       exact_per_split, {p: arr(1, p, "mean") for p in pairs}, {p: arr(1, p, "stderr") for p in pairs},
-                       paired, kind)
+        def arr(which, key, attr):
+            return np.array([getattr(p[which][key], attr) for p in pooled])
+
+        exact_per_split = tuple(exact[id(sp)][0] for _, sp in splits)
+        return CurveResult(first.name, first.d, sigma, ms,
+                           {c: arr(0, c, "mean") for c in couplings}, {c: arr(0, c, "stderr") for c in couplings},
+                           n_draws, float(np.mean(exact_per_split)), first.X_train.shape[0], first.X_test.shape[0],
+                           first.protocol, tuple(s for s, _ in splits),
+                           {c: arr(0, c, "draw_stderr") for c in couplings},
+                           {c: arr(0, c, "split_sd") for c in couplings}, exact_per_split,
+                           {p: arr(1, p, "mean") for p in pairs}, {p: arr(1, p, "stderr") for p in pairs},
+                           paired, kind)
+
+    plan.finish = finish
+    return plan
 
 
 @dataclass(frozen=True)
@@ -1102,8 +1125,8 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
                       "n_test": splits[0][1].X_test.shape[0], "splits": splits}
         cells.extend(((uci.DATASETS.index(name), s), sp, m, sigma) for s, sp in splits)
     firsts = {id(row["splits"][0][1]) for row in rows.values()}
-    exact, per_cell = _run_cells(cells, couplings, n_draws, entropy, paired, kind, params, n_jobs, progress,
-                                 "table", mean_v_for=firsts)
+    exact, per_cell = _cells_plan(cells, couplings, n_draws, entropy, paired, kind, params, "table",
+                                  mean_v_for=firsts).run(n_jobs, progress)
     pairs = coupling_pairs(couplings)
     j = 0
     for name, row in rows.items():
