@@ -73,6 +73,27 @@ def scan_json(res):
     }
 
 
+#: CPU-seconds per unit of the attention plan's cost estimates (the schedule only).
+ATTENTION_SECONDS_PER_COST = 2.5e-10
+
+
+def _effort(ctx, effort):
+    return {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
+
+
+def new_attention_scan_parts(ctx, effort=None):
+    """The scan's units ((logit std, L, m, block of draws) cells; :func:`attention_scan_plan`)."""
+    from montecarlo.experiments import attention
+
+    from ._sweep import Planned
+
+    eff = _effort(ctx, effort)
+    plan = attention.attention_scan_plan(COUPLINGS, eff["seq_lens"], eff["logit_stds"], eff["m_values"],
+                                         eff["n_draws"], ctx.rng("new_attention_scan"), kinds=KINDS,
+                                         data_rng=ctx.seed)
+    return {"scan": Planned(plan, ATTENTION_SECONDS_PER_COST)}
+
+
 def new_attention_scan(ctx, effort=None):
     """Random-feature attention error vs logit scale: kinds x couplings x m, with uniform attention.
 
@@ -83,17 +104,16 @@ def new_attention_scan(ctx, effort=None):
         Any of ``seq_lens``, ``logit_stds``, ``m_values``, ``n_draws`` (the rest from
         :data:`EFFORT`, :data:`QUICK` with ``--quick``).
     """
+    new_attention_scan_render(ctx, ctx.compute(new_attention_scan_parts(ctx, effort), "attention scan"), effort)
+
+
+def new_attention_scan_render(ctx, results, effort=None):
+    """Draw and save the attention scan from :func:`new_attention_scan_parts`."""
     import matplotlib.pyplot as plt
 
     from montecarlo.experiments import attention
 
-    eff = {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
-    bar = ctx.progress_bar(1, "attention scan")
-    res = attention.attention_scan(COUPLINGS, eff["seq_lens"], eff["logit_stds"], eff["m_values"], eff["n_draws"],
-                                   ctx.rng("new_attention_scan"), kinds=KINDS, data_rng=ctx.seed,
-                                   n_jobs=ctx.n_jobs)
-    bar.update()
-    bar.close()
+    res = results["scan"]
     x = np.array(res.logit_stds)
     j = int(np.argmax(res.seq_lens))
     L = res.seq_lens[j]

@@ -134,38 +134,22 @@ def _band(ax, x, mean, err, key, **kw):
     ax.fill_between(x, mean - err, mean + err, color=st["color"], alpha=0.2, lw=0)
 
 
-def _guarded(run, ex, name, data_dir):
-    """``("ok", run(...))``, or ``("missing", message)`` when the dataset's file is absent."""
+def _missing_or(func, *args):
+    """``("ok", func(*args))``, or ``("missing", message)`` when a dataset's file is absent (a unit of the
+    figures' sweep, or a step of planning)."""
     try:
-        return "ok", run(ex, name, data_dir)
+        return "ok", func(*args)
     except FileNotFoundError as exc:
         return "missing", str(exc)
 
 
-def _per_dataset(ctx, tag, names, run, parallel=False):
-    """Run ``run(ex, name, data_dir)`` for every dataset; missing files are recorded, not fatal.
-
-    ``parallel``: the datasets are the units of one parallel sweep
-    (:func:`montecarlo.experiments.sweeps.run_units`, ``ctx.n_jobs`` workers; each ``run``
-    draws from its own generator, so the numbers do not depend on the schedule); otherwise
-    one after the other (each ``run`` may be a parallel sweep itself)."""
-    ex = _experiments()
-    data_dir = uci_dir(ctx)
-    bar = ctx.progress_bar(len(names), tag)
-    if parallel:
-        outcomes = ex.sweeps.run_units(_guarded, [(run, ex, name, data_dir) for name in names], n_jobs=ctx.n_jobs)
-        bar.update(len(names))
-    else:
-        outcomes = []
-        for name in names:
-            outcomes.append(_guarded(run, ex, name, data_dir))
-            bar.update()
-    bar.close()
+def _split_outcomes(names, outcomes, data_dir):
+    """``(results, missing)`` from ``[(status, value)]`` per dataset; Skip when no dataset was readable."""
     results = {n: r for n, (status, r) in zip(names, outcomes) if status == "ok"}
     missing = {n: r for n, (status, r) in zip(names, outcomes) if status == "missing"}
     if not results:
         raise Skip(f"no UCI dataset readable in {str(data_dir)!r} ({'; '.join(missing.values())})")
-    return ex, results, missing
+    return results, missing
 
 
 def fig8_effort(ctx, effort=None):
@@ -206,6 +190,29 @@ def fig8_verdicts(r):
     return out
 
 
+#: CPU-seconds per unit of the classification plans' cost estimates (the schedule only).
+CLASSIFICATION_SECONDS_PER_COST = 1e-9
+
+
+def fig8_parts(ctx, effort=None):
+    """The classification curve of every readable dataset (:func:`montecarlo.experiments.classification.curve_plan`,
+    whose units are blocks of draws), and the datasets whose files are missing."""
+    from ._sweep import Planned, Value
+
+    eff = fig8_effort(ctx, effort)
+    ex = _experiments()
+    names = list(eff.datasets or ex.uci.DATASETS)
+    data_dir = uci_dir(ctx)
+    outcomes = [_missing_or(lambda name: ex.classification.curve_plan(
+        name, couplings=FIG8_COUPLINGS, m_multipliers=eff.m_multipliers, n_draws=eff.draws_for(name),
+        rng=ctx.rng(f"fig8/{name}"), protocol=eff.protocol, split_rng=eff.split_seeds, uci_dir=data_dir,
+        paired=eff.paired), name) for name in names]
+    plans, missing = _split_outcomes(names, outcomes, data_dir)
+    parts = {("curve", name): Planned(plan, CLASSIFICATION_SECONDS_PER_COST) for name, plan in plans.items()}
+    parts["missing"] = Value(missing)
+    return parts
+
+
 def fig8_nonparametric(ctx, effort=None):
     """Fig. 8 (``nonparam_results``): classification accuracy against m/d per coupling, per dataset.
 
@@ -215,19 +222,16 @@ def fig8_nonparametric(ctx, effort=None):
     effort : Effort, optional
         Default :data:`FIG8_EFFORT` (:data:`FIG8_QUICK` with ``--quick``).
     """
+    fig8_render(ctx, ctx.compute(fig8_parts(ctx, effort), "fig8 classification"), effort)
+
+
+def fig8_render(ctx, res, effort=None):
+    """Draw and save Fig. 8 from the results of :func:`fig8_parts`."""
     import matplotlib.pyplot as plt
 
     eff = fig8_effort(ctx, effort)
-    ex = _experiments()
-    names = list(eff.datasets or ex.uci.DATASETS)
-
-    def run(ex, name, data_dir):
-        return ex.classification_curve(name, couplings=FIG8_COUPLINGS, m_multipliers=eff.m_multipliers,
-                                       n_draws=eff.draws_for(name), rng=ctx.rng(f"fig8/{name}"),
-                                       protocol=eff.protocol, split_rng=eff.split_seeds, uci_dir=data_dir,
-                                       paired=eff.paired, n_jobs=ctx.n_jobs)
-
-    ex, results, missing = _per_dataset(ctx, "fig8 classification", names, run)
+    results = {k[1]: v for k, v in res.items() if k[0] == "curve"}
+    missing = res["missing"]
     rows, cols = _grid(len(results))
     fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 1.6 * rows + 0.4), squeeze=False)
     out = {}
@@ -277,6 +281,29 @@ def fig8_nonparametric(ctx, effort=None):
         "resolved_z": RESOLVED_Z, "couplings": FIG8_COUPLINGS, "results": out, "missing": missing})
 
 
+def _fig10_effort(ctx, effort):
+    eff = effort or (FIG10_QUICK if ctx.quick else FIG10_EFFORT)
+    return eff, tuple(np.round(np.geomspace(0.05, 2.0, eff["n_sigmas"]), 6))
+
+
+def _sigma_search_unit(name, sigmas, n_draws, rng, protocol, data_dir):
+    """One dataset's sigma search (a unit of the figures' sweep): ``("ok", SigmaSearch)`` or ``("missing", ...)``."""
+    ex = _experiments()
+    return _missing_or(lambda: ex.sigma_search(name, sigmas=sigmas, coupling="iid", m_multiplier=10,
+                                               n_draws=n_draws, rng=rng, protocol=protocol, uci_dir=data_dir))
+
+
+def fig10_parts(ctx, effort=None, protocol="paper"):
+    """One sigma search per dataset."""
+    from ._sweep import Cell
+
+    eff, sigmas = _fig10_effort(ctx, effort)
+    data_dir = uci_dir(ctx)
+    return {("search", name): Cell(_sigma_search_unit, (name, sigmas, eff["n_draws"], ctx.rng(f"fig10/{name}"),
+                                                        protocol, data_dir), cost=0.1 * eff["n_sigmas"] * eff["n_draws"])
+            for name in _experiments().uci.DATASETS}
+
+
 def fig10_sigma_search(ctx, effort=None, protocol="paper"):
     """Fig. 10 (``tunegraph``): validation accuracy against sigma, exact kernel and IIDRFs (m = 10 d).
 
@@ -290,18 +317,18 @@ def fig10_sigma_search(ctx, effort=None, protocol="paper"):
         Where the validation records come from (module docs of
         :mod:`montecarlo.experiments.uci`).
     """
+    fig10_render(ctx, ctx.compute(fig10_parts(ctx, effort, protocol), "fig10 sigma search"), effort, protocol)
+
+
+def fig10_render(ctx, res, effort=None, protocol="paper"):
+    """Draw and save Fig. 10 from the results of :func:`fig10_parts`."""
     import matplotlib.pyplot as plt
 
-    eff = effort or (FIG10_QUICK if ctx.quick else FIG10_EFFORT)
-    sigmas = tuple(np.round(np.geomspace(0.05, 2.0, eff["n_sigmas"]), 6))
+    eff, sigmas = _fig10_effort(ctx, effort)
     n_draws = eff["n_draws"]
     ex = _experiments()
-
-    def run(ex, name, data_dir):
-        return ex.sigma_search(name, sigmas=sigmas, coupling="iid", m_multiplier=10, n_draws=n_draws,
-                               rng=ctx.rng(f"fig10/{name}"), protocol=protocol, uci_dir=data_dir)
-
-    ex, results, missing = _per_dataset(ctx, "fig10 sigma search", list(ex.uci.DATASETS), run, parallel=True)
+    names = list(ex.uci.DATASETS)
+    results, missing = _split_outcomes(names, [res["search", n] for n in names], uci_dir(ctx))
     rows, cols = _grid(len(results))
     fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 1.6 * rows + 0.4), squeeze=False)
     out = {}

@@ -52,6 +52,7 @@ from montecarlo.experiments._common import z_score
 import theory
 
 from ._context import to_numpy
+from ._sweep import Cell
 from .style import COLUMN_WIDTH, marker_style, style
 
 COUPLINGS = ("iid", "orthogonal", "simplex")
@@ -62,25 +63,65 @@ FEATURES = (8, 16, 32, 64, 128, 256, 512)
 
 def conformity_excess_interpolant(coupling, d, vmin, vmax, ctx, degree=40):
     r"""Chebyshev interpolant of :math:`\rho_c(v) - e^{v^2}` on [vmin, vmax] from :func:`theory.conformity`."""
-    def f(vs):
-        with ctx.precision():
-            return np.array([float(theory.conformity(coupling, d, v) - theory.conformity("iid", d, v)) for v in vs])
+    return _interpolant(vmin, vmax, degree, _excess_values(coupling, d, _nodes(vmin, vmax, degree), ctx.dps))
+
+
+def _nodes(vmin, vmax, degree):
+    """The points at which ``Chebyshev.interpolate(f, degree, domain=[vmin, vmax])`` evaluates f."""
+    seen = []
+
+    def record(x):
+        seen.append(np.array(x, dtype=float))
+        return np.zeros_like(x)
+
+    chebyshev.Chebyshev.interpolate(record, degree, domain=[vmin, vmax])
+    return seen[0]
+
+
+def _excess_values(coupling, d, vs, dps):
+    r""":math:`\rho_c(v) - \rho_{\mathrm{IID}}(v)` at each v (a unit of the figures' sweep)."""
+    from mpmath import mp
+
+    with mp.workdps(dps):
+        return np.array([float(theory.conformity(coupling, d, v) - theory.conformity("iid", d, v)) for v in vs])
+
+
+def _interpolant(vmin, vmax, degree, values):
+    """The Chebyshev interpolant whose values at :func:`_nodes` are ``values``."""
+    nodes = _nodes(vmin, vmax, degree)
+
+    def f(x):
+        assert np.array_equal(np.asarray(x, dtype=float), nodes)
+        return values
 
     return chebyshev.Chebyshev.interpolate(f, degree, domain=[vmin, vmax])
 
 
-def pair_terms(X, ctx):
-    """Per-pair ingredients of E F for a <= b: indices, norms, v, A and B per coupling."""
+def _pair_geometry(X):
     a, b = np.triu_indices(X.shape[0])
     norms = np.linalg.norm(X, axis=1)
     v = np.linalg.norm(X[a] + X[b], axis=1)
+    return a, b, norms, v, (v.min() * 0.999, v.max() * 1.001)
+
+
+def pair_terms(X, ctx, excess=None):
+    """Per-pair ingredients of E F for a <= b: indices, norms, v, A and B per coupling (``excess``: the
+    conformity excess at the interpolation nodes per coupling, when already computed)."""
+    a, b, norms, v, span = _pair_geometry(X)
     pref = np.exp(-2 * (norms[a] ** 2 + norms[b] ** 2))
     A = pref * np.exp(v * v) * np.expm1(v * v)
-    span = (v.min() * 0.999, v.max() * 1.001)
     B = {"iid": np.zeros_like(v)}
     for c in ("orthogonal", "simplex"):
-        B[c] = pref * conformity_excess_interpolant(c, X.shape[1], *span, ctx)(v)
+        if excess is None:
+            interp = conformity_excess_interpolant(c, X.shape[1], *span, ctx)
+        else:
+            interp = _interpolant(*span, INTERPOLATION_DEGREE, excess[c])
+        B[c] = pref * interp(v)
     return {"a": a, "b": b, "v": v, "A": A, "B": B}
+
+
+#: Degree of the Chebyshev interpolant of the conformity excess (41 nodes per coupling).
+INTERPOLATION_DEGREE = 40
 
 
 def expected_frobenius(terms, coupling, d, m):
@@ -110,26 +151,52 @@ def frobenius_draws(coupling, X, m, n_draws, ctx, gen, chunk_elements=1 << 22):
     return np.concatenate(out)
 
 
-def _monte_carlo(ctx, X, n_draws):
-    """{coupling: (means, stds, stderrs)} over FEATURES, the paired differences {(a, b): (means, stderrs)},
-    and whether the draws were paired (module docs)."""
-    bar = ctx.progress_bar(len(FEATURES), "fig7 Gram")
-    if ctx.backend == "numpy":
-        from montecarlo.experiments import frobenius_curve
+def _paired_monte_carlo(X, n_draws, gen):
+    """The numpy route of Fig. 7's Monte Carlo (a unit of the figures' sweep): paired draws through
+    :func:`montecarlo.experiments.frobenius_curve`."""
+    from montecarlo.experiments import frobenius_curve
 
-        res = frobenius_curve(X, COUPLINGS, FEATURES, n_draws, rng=ctx.rng("fig7/paired"), paired=True,
-                              n_jobs=ctx.n_jobs)
-        bar.update(len(FEATURES))
-        bar.close()
-        root = math.sqrt(n_draws)
-        per = {c: (res.mean[c], res.stderr[c] * root, res.stderr[c]) for c in COUPLINGS}
-        return per, {p: (res.diff_mean[p], res.diff_stderr[p]) for p in res.diff_mean}, True
-    draws = {c: [] for c in COUPLINGS}
-    for m in FEATURES:
-        for c in COUPLINGS:
-            draws[c].append(frobenius_draws(c, X, m, n_draws, ctx, ctx.rng(f"fig7/{c}/{m}")))
-        bar.update()
-    bar.close()
+    res = frobenius_curve(X, COUPLINGS, FEATURES, n_draws, rng=gen, paired=True, n_jobs=1)
+    root = math.sqrt(n_draws)
+    per = {c: (res.mean[c], res.stderr[c] * root, res.stderr[c]) for c in COUPLINGS}
+    return per, {p: (res.diff_mean[p], res.diff_stderr[p]) for p in res.diff_mean}, True
+
+
+def _backend_draws(coupling, X, m, n_draws, backend, gen):
+    """:func:`frobenius_draws` on ``backend`` (a unit of the figures' sweep)."""
+    from types import SimpleNamespace
+
+    return frobenius_draws(coupling, X, m, n_draws, SimpleNamespace(backend=backend), gen)
+
+
+def _data(ctx):
+    return ctx.rng("fig7/data").normal(0.0, SIGMA, size=(N_POINTS, DIM))
+
+
+def fig7_parts(ctx):
+    """The conformity excess at the interpolation nodes of each coupling and the Monte Carlo draws (paired on
+    numpy; per coupling and m on another backend)."""
+    X = _data(ctx)
+    n_draws = ctx.n(300, 30)
+    span = _pair_geometry(X)[-1]
+    nodes = _nodes(*span, INTERPOLATION_DEGREE)
+    parts = {("excess", c): Cell(_excess_values, (c, DIM, nodes, ctx.dps), cost=0.5) for c in ("orthogonal", "simplex")}
+    if ctx.backend == "numpy":
+        parts["mc"] = Cell(_paired_monte_carlo, (X, n_draws, ctx.rng("fig7/paired")), cost=0.01 * n_draws)
+    else:
+        for m in FEATURES:
+            for c in COUPLINGS:
+                parts["draws", c, m] = Cell(_backend_draws, (c, X, m, n_draws, ctx.backend, ctx.rng(f"fig7/{c}/{m}")),
+                                            cost=3e-5 * n_draws * m)
+    return parts
+
+
+def _monte_carlo(ctx, res, n_draws):
+    """{coupling: (means, stds, stderrs)} over FEATURES, the paired differences {(a, b): (means, stderrs)},
+    and whether the draws were paired (module docs), from the results of :func:`fig7_parts`."""
+    if "mc" in res:
+        return res["mc"]
+    draws = {c: [res["draws", c, m] for m in FEATURES] for c in COUPLINGS}
     per = {c: (np.array([F.mean() for F in draws[c]]), np.array([F.std(ddof=1) for F in draws[c]]),
                np.array([F.std(ddof=1) / math.sqrt(F.size) for F in draws[c]])) for c in COUPLINGS}
     diffs = {}
@@ -142,14 +209,19 @@ def _monte_carlo(ctx, X, n_draws):
 
 def fig7_frobenius(ctx):
     """Fig. 7 (``fig:frobnorm``): squared Frobenius Gram error against m, N = d = 64, sigma = 0.1."""
+    fig7_render(ctx, ctx.compute(fig7_parts(ctx), "fig7 Gram"))
+
+
+def fig7_render(ctx, res):
+    """Draw and save Fig. 7 from the results of :func:`fig7_parts`."""
     import matplotlib.pyplot as plt
 
-    X = ctx.rng("fig7/data").normal(0.0, SIGMA, size=(N_POINTS, DIM))
-    terms = pair_terms(X, ctx)
+    X = _data(ctx)
+    terms = pair_terms(X, ctx, {c: res["excess", c] for c in ("orthogonal", "simplex")})
     n_draws = ctx.n(300, 30)
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.4))
     analytic, mcs = [], []
-    per, diffs, paired = _monte_carlo(ctx, X, n_draws)
+    per, diffs, paired = _monte_carlo(ctx, res, n_draws)
     for c in COUPLINGS:
         expect = [expected_frobenius(terms, c, DIM, m) for m in FEATURES]
         analytic.append({"coupling": c, "m": FEATURES, "expected_F": expect,

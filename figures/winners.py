@@ -258,11 +258,8 @@ def compute(ds, vs, *, m_over_d=(1, 4), full=False, progress=None):
     for d in ds:
         row = []
         for j, v in enumerate(vs):
-            c = cell(d, v, d, full)
-            if j == len(vs) // 2:  # P/m does not depend on v: one v per d
-                for k in m_over_d:
-                    if k != 1:
-                        worst = max(worst, check_m_multiple(d, v, k, c))
+            c, w = checked_cell(d, v, m_over_d if j == len(vs) // 2 else (), full)
+            worst = max(worst, w)
             row.append(c)
             if progress is not None:
                 progress.update()
@@ -270,31 +267,51 @@ def compute(ds, vs, *, m_over_d=(1, 4), full=False, progress=None):
     return {"cells": cells, "m_check_max_rel": worst}
 
 
-def simplex_plus_points(ctx, points, cells, ds, vs, n_draws):
+def checked_cell(d, v, m_over_d, full):
+    """:func:`cell` at m = d and, for each k != 1 of ``m_over_d``, :func:`check_m_multiple` (P/m does not
+    depend on v: one v per d suffices): ``(cell, largest relative difference)`` (a unit of the figures'
+    sweep)."""
+    c, worst = cell(d, v, d, full), 0.0
+    for k in m_over_d:
+        if k != 1:
+            worst = max(worst, check_m_multiple(d, v, k, c))
+    return c, worst
+
+
+def simplex_plus_points(ctx, points, cells, ds, vs, n_draws, estimates=None):
     """Monte Carlo MSE of simplex_plus with the kind that wins each point's cell, against the winner's bounds.
 
     ``z_upper`` = (estimate - winner's upper bound) / s.e.: above :data:`RESOLVED_Z` simplex_plus is
-    resolved worse; ``z_lower`` (against the lower bound) below -RESOLVED_Z: resolved better.
+    resolved worse; ``z_lower`` (against the lower bound) below -RESOLVED_Z: resolved better.  ``estimates``:
+    ``{(d, v, kind): figures.mse.empirical_mse_cell(...)}`` already computed (else computed here).  The
+    SimRF+ update's warnings (blocks whose passes did not converge) are recorded with the point.
     """
-    import montecarlo as mc
-
     out = []
     for d, v in points:
         c = cells[ds.index(d)][vs.index(v)]
         kind = c["winner"].split("/")[0]
         vf = float(v)
-        x = np.zeros(d)
-        x[0] = vf / 2
-        est = mc.empirical_mse("simplex_plus", x, x.copy(), d, n_draws, kind=kind, rng=ctx.rng(f"winners-{d}-{v}"))
+        est = (estimates or {}).get((d, v, kind))
+        if est is None:
+            est = _simplex_plus_mse(d, v, kind, n_draws, ctx.rng(f"winners-{d}-{v}"))
         to_mse = math.exp(-vf * vf) / d
         lo, hi = c["lower"][c["winner"]] * to_mse, c["upper"][c["winner"]] * to_mse
-        mean, se = float(est.mean), float(est.stderr)
+        mean, se = est["mean"], est["stderr"]
         z_up, z_lo = (mean - hi) / se, (mean - lo) / se
         out.append({"d": d, "v": vf, "kind": kind, "contestant": key(kind, "simplex_plus"), "mse": mean,
                     "stderr": se, "n_draws": n_draws, "winner": c["winner"], "winner_mse_bounds": [lo, hi],
                     "z_upper": z_up, "z_lower": z_lo, "resolved": z_up > RESOLVED_Z or z_lo < -RESOLVED_Z,
-                    "simplex_plus_wins": z_lo < -RESOLVED_Z})
+                    "simplex_plus_wins": z_lo < -RESOLVED_Z, "sampler_warnings": est["warnings"]})
     return out
+
+
+def _simplex_plus_mse(d, v, kind, n_draws, rng):
+    """The Monte Carlo MSE of simplex_plus with ``kind`` at x = y = v/2 e_1 (a unit of the figures' sweep)."""
+    from .mse import empirical_mse_cell
+
+    x = np.zeros(d)
+    x[0] = float(v) / 2
+    return empirical_mse_cell("simplex_plus", x, x.copy(), d, n_draws, kind, rng, "numpy")
 
 
 def _fmt(r):
@@ -308,6 +325,34 @@ def _cell_text(c):
     return f"\u2265{_fmt(lo)}\n\u2264{_fmt(hi)}" + ("" if c["decided"] else "?")
 
 
+def _effort(ctx, effort):
+    eff = {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
+    unknown = set(eff) - set(EFFORT)
+    if unknown:
+        raise ValueError(f"effort keys must be among {', '.join(EFFORT)}, got {', '.join(sorted(unknown))}")
+    ds, vs = tuple(int(d) for d in eff["ds"]), tuple(str(v) for v in eff["vs"])
+    points = [(int(d), str(v)) for d, v in eff["mc_points"] if int(d) in ds and str(v) in vs]
+    return eff, ds, vs, points
+
+
+def new_winners_map_parts(ctx, effort=None):
+    """Every cell (d, v) of the map (:func:`checked_cell`; the m = 4d check at the middle v of each d), and the
+    simplex_plus Monte Carlo MSE of each positive kind at the Monte Carlo points (the render picks the kind that
+    wins the cell)."""
+    from ._sweep import Cell
+
+    eff, ds, vs, points = _effort(ctx, effort)
+    full, m_over_d = bool(eff["full"]), tuple(eff["m_over_d"])
+    parts = {("cell", d, v): Cell(checked_cell, (d, v, m_over_d if j == len(vs) // 2 else (), full),
+                                  cost=3.0 if full else 0.3, dps=ctx.dps)
+             for d in ds for j, v in enumerate(vs)}
+    for d, v in points:
+        for kind in ("hyperbolic", "oprf", "prf"):
+            parts["mc", d, v, kind] = Cell(_simplex_plus_mse, (d, v, kind, int(eff["mc_draws"]),
+                                                               ctx.rng(f"winners-{d}-{v}")), cost=0.3)
+    return parts
+
+
 def new_winners_map(ctx, effort=None):
     """Who wins where: the best (kind x coupling) over (d, v) at m = d and m = 4d (module docstring).
 
@@ -318,22 +363,21 @@ def new_winners_map(ctx, effort=None):
         Any of ``ds``, ``vs``, ``m_over_d``, ``full``, ``mc_points``, ``mc_draws`` (the rest from
         :data:`EFFORT`, :data:`QUICK` with ``--quick``).
     """
+    new_winners_map_render(ctx, ctx.compute(new_winners_map_parts(ctx, effort), "new winners map"), effort)
+
+
+def new_winners_map_render(ctx, res, effort=None):
+    """Draw and save the winners' map from :func:`new_winners_map_parts`."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    eff = {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
-    unknown = set(eff) - set(EFFORT)
-    if unknown:
-        raise ValueError(f"effort keys must be among {', '.join(EFFORT)}, got {', '.join(sorted(unknown))}")
-    ds, vs = tuple(int(d) for d in eff["ds"]), tuple(str(v) for v in eff["vs"])
-    points = [(int(d), str(v)) for d, v in eff["mc_points"] if int(d) in ds and str(v) in vs]
-    bar = ctx.progress_bar(len(ds) * len(vs), "new winners map")
-    with ctx.precision():
-        grid = compute(ds, vs, m_over_d=tuple(eff["m_over_d"]), full=bool(eff["full"]), progress=bar)
-    bar.close()
-    cells = grid["cells"]
-    mcs = simplex_plus_points(ctx, points, cells, ds, vs, int(eff["mc_draws"]))
+    eff, ds, vs, points = _effort(ctx, effort)
+    got = [[res["cell", d, v] for v in vs] for d in ds]
+    cells = [[c for c, _ in row] for row in got]
+    grid = {"cells": cells, "m_check_max_rel": max(w for row in got for _, w in row)}
+    estimates = {k[1:]: v for k, v in res.items() if k[0] == "mc"}
+    mcs = simplex_plus_points(ctx, points, cells, ds, vs, int(eff["mc_draws"]), estimates)
     winners = [[c["winner"] for c in row] for row in cells]
 
     present = [n for n in CONTESTANTS if any(n in row for row in winners)]
