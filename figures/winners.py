@@ -315,14 +315,35 @@ def _simplex_plus_mse(d, v, kind, n_draws, rng):
 
 
 def _fmt(r):
-    return f"{r:.2f}" if r >= 0.0995 else f"{r:.0e}".replace("e-0", "e-")
+    """Two significant digits, without an exponent down to 0.001."""
+    if r >= 0.0995:
+        return f"{r:.2f}"
+    if r >= 0.000995:
+        return f"{r:.2g}" if r >= 0.00995 else f"{r:.4f}".rstrip("0")
+    return f"{r:.1e}".replace("e-0", "e-")
 
 
-def _cell_text(c):
+def cell_text(c):
+    """The text of a map cell: the winner's MSE over SimRF-PRF's; ``≤x`` where the winner is PNC, bounded
+    above by the same kind's ORF value (proven; not evaluated by quadrature), and ``?`` where the proven bounds
+    leave the winner undecided."""
     if c["ratio"] is not None:
-        return _fmt(c["ratio"]) + ("" if c["decided"] else "?")
-    lo, hi = c["ratio_bounds"]
-    return f"\u2265{_fmt(lo)}\n\u2264{_fmt(hi)}" + ("" if c["decided"] else "?")
+        text = _fmt(c["ratio"])
+    else:
+        text = "≤" + _fmt(c["ratio_bounds"][1])
+    return text + ("" if c["decided"] else "?")
+
+
+#: Font size of the map's cell text (points, at the saved size).
+CELL_FONTSIZE = 7
+#: The profile panel's lower limit: smaller ratios are marked at the axis with their value.
+PROFILE_FLOOR = 2e-3
+
+
+def _text_color(rgba):
+    """Black or white, whichever reads better on the background colour (relative luminance)."""
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3])
+    return "k" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.3 else "w"
 
 
 def _effort(ctx, effort):
@@ -382,33 +403,52 @@ def new_winners_map_render(ctx, res, effort=None):
 
     present = [n for n in CONTESTANTS if any(n in row for row in winners)]
     index = np.array([[present.index(w) for w in row] for row in winners])
-    fig, (ax, az) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.3), gridspec_kw={"width_ratios": [3, 2]})
-    cmap = ListedColormap([contestant_color(n) for n in present])
+    fig, (ax, az) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 7.4), gridspec_kw={"height_ratios": [3, 2]})
+    colors = [contestant_color(n) for n in present]
+    cmap = ListedColormap(colors)
     ax.pcolormesh(np.arange(len(vs)), np.arange(len(ds)), index, cmap=cmap, vmin=-0.5, vmax=len(present) - 0.5,
                   shading="nearest")
+    texts = [[cell_text(c) for c in row] for row in cells]
     for i, row in enumerate(cells):
         for j, c in enumerate(row):
-            ax.text(j, i, _cell_text(c), ha="center", va="center", fontsize=4, linespacing=0.9,
-                    color="k" if c["winner"].startswith("hyperbolic") else "w")
+            ax.text(j, i, texts[i][j], ha="center", va="center", fontsize=CELL_FONTSIZE,
+                    color=_text_color(colors[index[i, j]]))
     for p in mcs:
-        ax.plot(vs.index(next(v for v in vs if float(v) == p["v"])), ds.index(p["d"]), marker="o", markersize=10,
-                markerfacecolor="none", markeredgecolor="m" if p["resolved"] else "0.5", markeredgewidth=0.9)
+        ax.plot(vs.index(next(v for v in vs if float(v) == p["v"])), ds.index(p["d"]), marker="o", markersize=16,
+                markerfacecolor="none", markeredgecolor="m" if p["resolved"] else "0.5", markeredgewidth=1.2)
     ax.set_xticks(np.arange(len(vs)), vs)
     ax.set_yticks(np.arange(len(ds)), [str(d) for d in ds])
     ax.set_xlabel(r"$v = \|\mathbf{x} + \mathbf{y}\|_2$")
     ax.set_ylabel(r"$d$   ($m = d$ and $m = 4d$: the same map)")
-    ax.set_title("lowest kernel MSE (text: MSE / MSE of SimRF-PRF)")
+    unevaluated = [n for n in CONTESTANTS
+                   if all(str(c["status"][n]).startswith("not evaluated") for row in cells for c in row)]
+    ax.set_title("lowest kernel MSE; text: its MSE / MSE of SimRF-PRF"
+                 + ("\nnot evaluated in this run: " + ", ".join(f"{KIND_LABEL[n.split('/')[0]]} x "
+                                                               f"{COUPLING_LABEL[n.split('/')[1]]}"
+                                                               for n in unevaluated)
+                    + " (figures.reproduce winners --full: every contestant)" if unevaluated else
+                    "\nevery contestant evaluated"), fontsize=8)
     handles = [Patch(color=contestant_color(n), label=f"{KIND_LABEL[n.split('/')[0]]}, "
                      f"{COUPLING_LABEL[n.split('/')[1]]}") for n in present]
-    handles.append(plt.Line2D([], [], marker="o", markersize=6, markerfacecolor="none", markeredgecolor="m",
-                              linestyle="none", label=r"SimRF$^+$ (Monte Carlo) resolved worse"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, fontsize=6)
+    handles.append(plt.Line2D([], [], linestyle="none", label="\u2264x: PNC at most its ORF value (proven "
+                              "bound; not evaluated)"))
+    if any(not c["decided"] for row in cells for c in row):
+        handles.append(plt.Line2D([], [], linestyle="none", label="?: the bounds leave the winner open"))
+    if mcs:
+        handles.append(plt.Line2D([], [], marker="o", markersize=7, markerfacecolor="none", markeredgecolor="m",
+                                  linestyle="none", label=r"SimRF$^+$ (Monte Carlo) resolved worse"))
+        if not all(p["resolved"] for p in mcs):
+            handles.append(plt.Line2D([], [], marker="o", markersize=7, markerfacecolor="none",
+                                      markeredgecolor="0.5", linestyle="none", label=r"SimRF$^+$ not resolved"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7)
 
-    # right: each kind's best against v, relative to SimRF-PRF, at up to three dimensions
+    # below: each kind's best against v, relative to SimRF-PRF, at up to three dimensions
     vf = np.array([float(v) for v in vs])
     profile_ds = [d for d in (4, 64, 1024) if d in ds] or [ds[0]]
     dashes = dict(zip(profile_ds, ("-", "--", ":")))
     profiles = []
+    banded = False
+    clipped = []
     for d in profile_ds:
         i = ds.index(d)
         for kind in KINDS:
@@ -422,16 +462,30 @@ def new_winners_map_render(ctx, res, effort=None):
                 names.append(best)
             profiles.append({"d": d, "kind": kind, "v": vf, "lower": lo, "upper": hi, "best_upper": names})
             color = contestant_color(key(kind, "simplex"))
-            az.plot(vf, hi, color=color, linestyle=dashes[d], lw=1.0, label=f"{KIND_LABEL[kind]}, $d = {d}$")
+            shown = np.maximum(np.array(hi), PROFILE_FLOOR)
+            az.plot(vf, shown, color=color, linestyle=dashes[d], lw=1.0, marker="o", markersize=2.5,
+                    label=f"{KIND_LABEL[kind]}, $d = {d}$")
             if np.any(np.array(lo) < np.array(hi)):
-                az.fill_between(vf, lo, hi, color=color, alpha=0.2, lw=0)
+                banded = True
+                az.fill_between(vf, np.maximum(lo, PROFILE_FLOOR), shown, color=color, alpha=0.3, lw=0)
+            below = np.array(hi) < PROFILE_FLOOR
+            if below.any():
+                k = int(np.argmax(below))
+                clipped.append(f"{KIND_LABEL[kind]}, d = {d}: {_fmt(hi[k])} at v = {vs[k]}"
+                               + (f", {_fmt(min(hi))} at v = {vs[int(np.argmin(hi))]}" if int(np.argmin(hi)) != k
+                                  else ""))
     az.axhline(1.0, color="0.5", lw=0.6)
     az.set_xscale("log")
     az.set_yscale("log")
+    az.set_ylim(PROFILE_FLOOR, None)
     az.set_xlabel(r"$v$")
-    az.set_ylabel("best MSE of the kind / MSE(SimRF-PRF)")
-    az.set_title("each kind at its best coupling")
-    az.legend(fontsize=5, ncol=1, loc="lower left")
+    az.set_ylabel("best MSE of the kind\n/ MSE of SimRF-PRF")
+    az.set_title("each kind at its best coupling (markers: the map's v)"
+                 + ("; band: PNC between its proven bounds" if banded else ""), fontsize=8)
+    if clipped:
+        az.text(0.01, 0.02, f"below the axis ({PROFILE_FLOOR:g}):\n" + "\n".join(clipped), transform=az.transAxes,
+                fontsize=7, va="bottom", ha="left", color="0.25")
+    az.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 
     data = {
         "name": "new_winners_map",
@@ -440,14 +494,25 @@ def new_winners_map_render(ctx, res, effort=None):
                     "over d and v = |x + y|, at m = d and m = 4d (the same map: P/m = d - 1 coupled pairs per "
                     "feature either way; checked at one v per d), among {PRF, hyperbolic PRF, OPRF at each "
                     "coupling's optimal A} x {IID, ORF, SimRF, PNC}. Text: the winner's MSE over the paper's "
-                    "SimRF-PRF (a range: PNC bounded by convex order and Jensen, not evaluated). PNC is evaluated "
-                    "by quadrature only where the bounds leave the winner open; OPRF x PNC only with --full "
-                    "(python -m figures.reproduce winners). Circles: SimRF+ by Monte Carlo with the winning kind."),
+                    "SimRF-PRF; '\u2264x' where the winner is PNC, whose MSE lies between a convex-order/Jensen "
+                    "lower bound and the same kind's ORF value x (proven; not evaluated by quadrature: the bounds "
+                    "already decide the winner; both bounds in 'ratio_bounds'); '?' where they leave it open. PNC "
+                    "is evaluated by quadrature only where the bounds leave the winner open"
+                    + ("; OPRF x PNC is not evaluated in this run (python -m figures.reproduce winners --full)"
+                       if unevaluated else "; every contestant evaluated (--full)")
+                    + ". Circles: SimRF+ by Monte Carlo with the winning kind. Below: each kind at its best "
+                    f"coupling against v at d = {', '.join(map(str, profile_ds))} (band: PNC between its bounds; "
+                    f"ratios below {PROFILE_FLOOR:g} marked at the axis with their value)."
+                    + "".join(f" SimRF+ at d = {p['d']}, v = {p['v']:g}: sampler warning recorded in "
+                              "'simplex_plus_monte_carlo' (the unconverged blocks keep their last iterate; their "
+                              "rows stay exactly Gaussian)." for p in mcs if p["sampler_warnings"])),
         "ds": list(ds), "vs": [float(v) for v in vs], "vs_text": list(vs), "m_over_d": list(eff["m_over_d"]),
         "contestants": list(CONTESTANTS), "baseline": BASELINE,
         "quantity": "scaled_mse = m e^{2(|x|^2+|y|^2)} MSE at |x| = |y| = v/2 (Gaussian kernel); the MSE of "
                     "x = y is scaled_mse e^{-v^2} / m",
         "winner": winners,
+        "cell_text": texts,
+        "not_evaluated": unevaluated,
         "decided": [[c["decided"] for c in row] for row in cells],
         "ratio": [[c["ratio"] for c in row] for row in cells],
         "ratio_bounds": [[c["ratio_bounds"] for c in row] for row in cells],

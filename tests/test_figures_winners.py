@@ -24,7 +24,7 @@ from paper_checks._compare import Z_CRIT
 KEYS = {"name", "paper_label", "caption", "ds", "vs", "vs_text", "m_over_d", "contestants", "baseline", "quantity",
         "winner", "decided", "ratio", "ratio_bounds", "runner_up", "margin", "A_star", "scaled_mse_lower",
         "scaled_mse_upper", "status", "m_check_max_rel", "full", "simplex_plus_monte_carlo", "resolved_z",
-        "profiles", "source", "settings"}
+        "profiles", "source", "settings", "cell_text", "not_evaluated"}
 
 
 @pytest.fixture(scope="module")
