@@ -262,7 +262,7 @@ def fig7_render(ctx, res):
     X = _data(ctx)
     terms = pair_terms(X, ctx, {c: res["excess", c] for c in ("orthogonal", "simplex")})
     n_draws = ctx.n(300, 30)
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.4))
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 3.4))
     analytic, mcs = [], []
     per, diffs, paired = _monte_carlo(ctx, res, n_draws)
     for c in COUPLINGS:
@@ -287,7 +287,7 @@ def fig7_render(ctx, res):
     handles = [Line2D([], [], **{**style(c), "label": f"{label(c)}, closed form"}) for c in COUPLINGS]
     handles += [Line2D([], [], **{**marker_style(c), "label": f"{label(c)}, Monte Carlo"}) for c in COUPLINGS]
     handles.append(Line2D([], [], color="0.6", lw=4, alpha=0.5, label=f"band: ±1 s.e. ({n_draws} draws)"))
-    ax.legend(handles=handles, loc="lower left", ncol=2, fontsize=6.5)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=7)
     ax.set_xticks(FEATURES)
     ax.set_xticklabels([str(m) for m in FEATURES])
     data = {

@@ -426,11 +426,11 @@ def new_rff_simplex_map_render(ctx, res):
     ax.set_xlabel(r"$z = \|\mathbf{x} - \mathbf{y}\|_2$")
     ax.set_ylabel("$d$ (= $m$)")
     best = np.unravel_index(np.argmin(ratio), ratio.shape)
-    ax.set_title(f"RFFs: SimRFs vs ORFs (blue: SimRFs better by > 1 %; best {ratio[best]:.3f} at "
-                 f"$d = {ds[best[0]]}$, $z = {zs[best[1]]:g}$)", fontsize=7)
+    ax.set_title(f"RFFs: SimRFs vs ORFs; blue: SimRFs better by > 1 %\n(best {ratio[best]:.3f} at "
+                 f"$d = {ds[best[0]]}$, $z = {zs[best[1]]:g}$; grey: within 1 %)", fontsize=7.5)
     cb = fig.colorbar(mesh, ax=ax, pad=0.02, ticks=MAP_BOUNDS)
     cb.ax.set_yticklabels([f"{b:g}" for b in MAP_BOUNDS])
-    cb.set_label(r"$\mathrm{MSE}_{\mathrm{SimRF}} / \mathrm{MSE}_{\mathrm{ORF}}$ (grey: within 1 %)")
+    cb.set_label(r"$\mathrm{MSE}_{\mathrm{SimRF}} / \mathrm{MSE}_{\mathrm{ORF}}$")
     even = np.abs(ratio - 1) <= MAP_EVEN
     data = {
         "name": "new_rff_simplex_map",

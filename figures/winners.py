@@ -104,7 +104,7 @@ def contestant_color(name):
     import matplotlib
 
     kind, coupling = name.split("/")
-    shade = 0.3 + 0.15 * COUPLINGS.index(coupling)
+    shade = 0.2 + 0.12 * COUPLINGS.index(coupling)  # light enough for black text (contrast >= 4.5)
     return matplotlib.colormaps[KIND_CMAP[kind]](shade)
 
 
@@ -341,9 +341,11 @@ PROFILE_FLOOR = 2e-3
 
 
 def _text_color(rgba):
-    """Black or white, whichever reads better on the background colour (relative luminance)."""
+    """Black or white, whichever has the larger contrast ratio with the background colour (WCAG relative
+    luminance L: (1.05) / (L + 0.05) for white, (L + 0.05) / 0.05 for black)."""
     r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3])
-    return "k" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.3 else "w"
+    lum = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return "k" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "w"
 
 
 def _effort(ctx, effort):
