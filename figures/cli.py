@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from montecarlo.experiments._common import EXIT_TERMINATED, Terminated, terminate_as_interrupt
+from montecarlo.experiments._common import EXIT_TERMINATED, Terminated, one_default_help, terminate_as_interrupt
 from theory.cli import atomic_write, check_output_dir, int_arg, make_parser, n_jobs_arg
 
 from . import registry
@@ -25,12 +25,13 @@ def _parser():
     p = make_parser(
         "python -m figures",
         ("Regenerate the figures of Simplex Random Features (Reid et al., ICML 2023) with analytic "
-         "curves from `theory` and Monte Carlo points from `montecarlo`. Each figure writes "
+         "curves from the theory package and Monte Carlo points from the montecarlo package. Each figure writes "
          "NAME.png, NAME.pdf and its plotted numbers NAME.json (each written under a temporary name and "
          "renamed into place). Exit status: 0 when every selected figure was written or skipped, 1 when one "
          "failed, 2 for bad options, 130 on Ctrl-C, 143 on SIGTERM (no temporary file is left)."),
         epilog="figures: " + ", ".join(f.name for f in FIGURES),
     )
+    one_default_help(p)
     p.add_argument("--out", default=DEFAULT_OUT, help="output directory (created if missing)")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="only these figures (repeat or comma-separate; full name, figN, or LaTeX label)")

@@ -354,8 +354,18 @@ def _effort(ctx, effort):
     if unknown:
         raise ValueError(f"effort keys must be among {', '.join(EFFORT)}, got {', '.join(sorted(unknown))}")
     ds, vs = tuple(int(d) for d in eff["ds"]), tuple(str(v) for v in eff["vs"])
-    points = [(int(d), str(v)) for d, v in eff["mc_points"] if int(d) in ds and str(v) in vs]
-    return eff, ds, vs, points
+    return eff, ds, vs, mc_points_in(eff["mc_points"], ds, vs)
+
+
+def mc_points_in(mc_points, ds, vs):
+    """The simplex_plus Monte Carlo points (d, v) that lie in the grid, each v as the grid writes it (1 and 1.0
+    are the same point)."""
+    out = []
+    for d, v in mc_points:
+        same = [x for x in vs if float(x) == float(v)]
+        if int(d) in ds and same:
+            out.append((int(d), same[0]))
+    return out
 
 
 def new_winners_map_parts(ctx, effort=None):
