@@ -151,7 +151,7 @@ def test_bad_effort_is_refused(tmp_path):
 
 def test_reproduce_command(tmp_path, capsys):
     """figures.reproduce winners on a one-cell grid writes the figure; a bad --ds is a one-line error."""
-    args = ["--out", str(tmp_path), "--no-progress", "winners", "--ds", "4", "--vs", "0.5", "--draws", "500"]
+    args = ["--out", str(tmp_path), "--no-progress", "winners", "--ds", "4", "--vs", "0.5"]
     assert reproduce_main(args) == 0
     out = json.loads((tmp_path / "new_winners_map.json").read_text())
     assert out["ds"] == [4] and out["winner"] == [["hyperbolic/pnc_orthogonal"]]
