@@ -20,6 +20,7 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext"))  # the figure gallery
 os.environ.setdefault("MPLBACKEND", "Agg")  # figures imports matplotlib.pyplot
 
 project = "simplex-rf"
@@ -32,9 +33,10 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
+    "figure_gallery",  # docs/_ext: python -m figures --quick at build time, every figure with its command
 ]
 
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_ext"]
 templates_path = []
 html_static_path = []
 html_theme = "alabaster"

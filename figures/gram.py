@@ -28,7 +28,7 @@ stream (:func:`frobenius_draws`) and the differences are unpaired.
 Low points are chance, not bias.  In the main job's run (300 paired draws) the three
 couplings sit 5-7 % below the curve at m = 8 (z -1.6 to -2.5) and IIDRFs at m = 256 at
 z = -3.66.  :func:`tail_check` (20 000 further draws at m = 8 and 256, seed 424242; about 6
-CPU-minutes) finds every mean within 1.5 % of :math:`\mathbb E F` (|z| <= 1.32: no bias), and
+CPU-minutes) finds every mean within 1.5 % of :math:`\mathbb E F` (``|z| <= 1.32``: no bias), and
 shows why 300-draw means fall low: F is heavy-tailed (skewness 45 at m = 8, 16 for IIDRFs at
 m = 256, up to 120 for SimRFs), so a 300-draw mean is usually below its expectation and its z
 is far from normal: P(z <= -3.66) = 0.6 % for IIDRFs at m = 256 (0.013 % for a normal z) and

@@ -138,7 +138,7 @@ PUBLIC_CODE_TABLE2 = {"wifi": {"simplex": (0.5970, 0.0032)}, "cmc": {"simplex": 
 #: Table 2's SimRF cells over 40 other seeds of the paper's split procedure (``split-spread cmc wifi``, seeds
 #: 43 ... 82): dataset -> {coupling: (lowest, highest per-split mean, quantile of the printed value)}.
 SPLIT_SPREAD_TABLE2 = {"wifi": {"simplex": (0.579, 0.682, 0.50)}, "cmc": {"simplex": (0.366, 0.494, 0.25)}}
-#: |z| at which a gap to the paper counts as resolved in the tables' draw counts.
+#: ``|z|`` at which a gap to the paper counts as resolved in the tables' draw counts.
 GAP_Z = 3.0
 
 
