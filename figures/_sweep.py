@@ -27,9 +27,10 @@ as a :class:`Failed` result of its parts (the figure fails, the others go on).
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 #: Points of one closed form per unit of the sweep (a unit then costs about 0.05-0.5 s).
 POINTS_PER_UNIT = 16
@@ -82,18 +83,21 @@ class Value(Part):
 
 @dataclass(eq=False)
 class Cell(Part):
-    """One call ``func(*args)`` (``func`` module-level: it runs in a worker process), at ``dps`` decimal digits
-    of mpmath when given; ``key`` (optional, hashable) shares it with equal cells of other figures."""
+    """One call ``func(*args)`` (``func`` module-level: it may run in a worker process), at ``dps`` decimal
+    digits of mpmath when given; ``key`` (optional, hashable) shares it with equal cells of other figures;
+    ``threads``: numpy work that releases the GIL, run on a thread of this process (no process start, no
+    copies of its arrays) rather than in a worker process (pure-Python work: the closed forms, drawing)."""
 
     func: object
     args: tuple = ()
     cost: float = 0.1
     dps: int | None = None
     key: object = None
+    threads: bool = False
 
     def requests(self):
         key = ("cell", id(self)) if self.key is None else ("cell", self.key, self.dps)
-        return [(key, ("call", (self.func, self.args, self.dps)), self.cost)]
+        return [(key, ("call", (self.func, self.args, self.dps), self.threads), self.cost)]
 
     def finish(self, values):
         return values[0]
@@ -121,7 +125,7 @@ class Curve(Part):
 
     def requests(self):
         g = self.group()
-        return [(("point", g, x), ("point", (self.func, self.args, self.kwargs, self.dps, x)), self.cost)
+        return [(("point", g, x), ("point", (self.func, self.args, self.kwargs, self.dps, x), False), self.cost)
                 for x in self.xs]
 
     def finish(self, values):
@@ -131,16 +135,17 @@ class Curve(Part):
 @dataclass(eq=False)
 class Planned(Part):
     """The units of a :class:`~montecarlo.experiments._plan.SweepPlan`; ``seconds_per_cost`` converts the
-    plan's cost estimates to CPU-seconds (for the schedule only)."""
+    plan's cost estimates to CPU-seconds (for the schedule only); ``threads`` as :class:`Cell` (the
+    experiments' units are numpy work, written for joblib's threads)."""
 
     plan: object
     seconds_per_cost: float = 1e-9
-    _keys: list = field(default_factory=list, repr=False)
+    threads: bool = True
 
     def requests(self):
         p = self.plan
-        return [(("plan", id(self), i), ("call", (p.func, tuple(u), None)), float(c) * self.seconds_per_cost)
-                for i, (u, c) in enumerate(zip(p.units, p.costs))]
+        return [(("plan", id(self), i), ("call", (p.func, tuple(u), None), self.threads),
+                 float(c) * self.seconds_per_cost) for i, (u, c) in enumerate(zip(p.units, p.costs))]
 
     def finish(self, values):
         return self.plan.finish(list(values))
@@ -158,23 +163,23 @@ def _call(func, args, dps):
 def _run_unit(unit):
     """One unit of the sweep: ``[(value or Failed, cpu_seconds)]`` for its requests (a batch of points of one
     closed form, or one call).  Runs in a worker process (or in this one with one worker)."""
-    kind, payload = unit
+    kind, payload = unit[:2]
     out = []
     if kind == "call":
-        c0 = time.process_time()
+        c0 = time.thread_time()
         try:
             value = _call(*payload)
         except Exception as exc:  # recorded, the figure fails, the sweep goes on
             value = Failed.of(exc)
-        out.append((value, time.process_time() - c0))
+        out.append((value, time.thread_time() - c0))
         return out
     for func, args, kwargs, dps, x in payload:  # "points": one closed form at several x
-        c0 = time.process_time()
+        c0 = time.thread_time()
         try:
             value = float(_call(lambda: func(*args, x, **dict(kwargs)), (), dps))
         except Exception as exc:
             value = Failed.of(exc)
-        out.append((value, time.process_time() - c0))
+        out.append((value, time.thread_time() - c0))
     return out
 
 
@@ -199,7 +204,7 @@ def _units(parts_by_owner):
     for keys in points.values():
         for lo in range(0, len(keys), POINTS_PER_UNIT):
             batch = keys[lo:lo + POINTS_PER_UNIT]
-            units.append(("points", [seen[k][0][1] for k in batch]))
+            units.append(("points", [seen[k][0][1] for k in batch], False))
             costs.append(sum(seen[k][1] for k in batch))
             where.append(batch)
     return units, costs, where
@@ -214,6 +219,84 @@ def _pool(n_jobs):
     from joblib import parallel_config
 
     return parallel_config(backend="loky", inner_max_num_threads=1)
+
+
+class _Progress:
+    """One progress callback over two sweeps running at once (their units done added up)."""
+
+    def __init__(self, progress, label):
+        self.progress, self.label, self.done, self.total = progress, label, {}, {}
+        self.lock = threading.Lock()
+
+    def part(self, name, total):
+        self.done[name], self.total[name] = 0, total
+
+        def report(message):
+            with self.lock:
+                self.done[name] = getattr(message, "done", self.done[name])
+                done, total = sum(self.done.values()), sum(self.total.values())
+                if self.progress is not None:
+                    from montecarlo.experiments.sweeps import UnitsDone
+
+                    self.progress(UnitsDone(f"{self.label}: {done}/{total} units", done, total))
+
+        return report
+
+
+def _run(units, costs, n_jobs, progress, label):
+    """Every unit's result, in order: the GIL-free ones (``unit[2]``) on ``n_jobs`` threads of this process,
+    the others on ``n_jobs`` worker processes at the same time (a second thread drives that pool); with one
+    worker, all in this process."""
+    from montecarlo.experiments.sweeps import run_units
+
+    if not units:
+        return []
+    if n_jobs == 1:
+        return run_units(_run_unit, [(u,) for u in units], n_jobs=1, costs=costs, progress=progress, label=label)
+    threaded = [i for i, u in enumerate(units) if u[2]]
+    pooled = [i for i, u in enumerate(units) if not u[2]]
+    tracker = _Progress(progress, label)
+    out, box = [None] * len(units), {}
+    on_threads, on_processes = tracker.part("threads", len(threaded)), tracker.part("processes", len(pooled))
+
+    def processes():
+        try:
+            with _pool(n_jobs):
+                box["done"] = run_units(_run_unit, [(units[i],) for i in pooled], n_jobs=n_jobs,
+                                        costs=[costs[i] for i in pooled], progress=on_processes, label=label,
+                                        warm_up=lambda: None)
+        except BaseException as exc:  # re-raised in the calling thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=processes, name="figures-process-sweep", daemon=True)
+    if pooled:
+        worker.start()
+    try:
+        if threaded:
+            done = run_units(_run_unit, [(units[i],) for i in threaded], n_jobs=n_jobs,
+                             costs=[costs[i] for i in threaded], progress=on_threads, label=label)
+            for i, r in zip(threaded, done):
+                out[i] = r
+        if pooled:
+            worker.join()
+    except BaseException:  # Ctrl-C or SIGTERM in this thread: stop the worker processes too
+        _stop_workers()
+        raise
+    if "error" in box:
+        raise box["error"]
+    for i, r in zip(pooled, box.get("done", [])):
+        out[i] = r
+    return out
+
+
+def _stop_workers():
+    """Kill the worker processes of joblib's reusable loky executor (after an interruption)."""
+    try:
+        from joblib.externals.loky import get_reusable_executor
+
+        get_reusable_executor().shutdown(wait=False, kill_workers=True)
+    except Exception:  # nothing to stop
+        pass
 
 
 def compute(parts_by_owner, n_jobs=None, progress=None, label="cells"):
@@ -235,16 +318,10 @@ def compute(parts_by_owner, n_jobs=None, progress=None, label="cells"):
     cpu : dict
         owner -> CPU-seconds of its units (a unit shared by several owners counts for each).
     """
-    from montecarlo.experiments.sweeps import run_units
-
     units, costs, where = _units(parts_by_owner)
     values = {}
-    if units:
-        with _pool(n_jobs):
-            done = run_units(_run_unit, [(u,) for u in units], n_jobs=n_jobs, costs=costs, progress=progress,
-                             label=label, warm_up=lambda: None)
-        for keys, out in zip(where, done):
-            values.update(zip(keys, out))
+    for keys, out in zip(where, _run(units, costs, n_jobs, progress, label)):
+        values.update(zip(keys, out))
     results, cpu = {}, {}
     for owner, parts in parts_by_owner.items():
         results[owner], cpu[owner] = {}, 0.0
@@ -307,7 +384,11 @@ def render(ctx, items, progress=None):
     if not items:
         return []
     settings = ctx.settings()
-    with _pool(ctx.n_jobs):
-        return run_units(_render_unit, [(name, settings, res) for name, res in items], n_jobs=ctx.n_jobs,
-                         costs=[RENDER_COST.get(name, 1.0) for name, _ in items], progress=progress,
-                         label="drawing", warm_up=lambda: None)
+    try:
+        with _pool(ctx.n_jobs):
+            return run_units(_render_unit, [(name, settings, res) for name, res in items], n_jobs=ctx.n_jobs,
+                             costs=[RENDER_COST.get(name, 1.0) for name, _ in items], progress=progress,
+                             label="drawing", warm_up=lambda: None)
+    except BaseException:
+        _stop_workers()
+        raise

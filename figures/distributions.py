@@ -139,7 +139,8 @@ def fig5_parts(ctx):
                 parts["pdf", coupling, d, k] = Cell(_pdf, (coupling, pts[lo:lo + chunk], d, ctx.dps),
                                                     cost=0.01 * min(chunk, len(pts) - lo))
             parts["mc", coupling, d] = Cell(_histogram, (coupling, d, n_blocks, edges, ctx.backend,
-                                                         ctx.rng(f"fig5/{coupling}/{d}")), cost=n_blocks * d * 2e-6)
+                                                         ctx.rng(f"fig5/{coupling}/{d}")), cost=n_blocks * d * 2e-6,
+                                             threads=True)
     return parts
 
 

@@ -366,7 +366,8 @@ def fig10_parts(ctx, effort=None, protocol="paper"):
     eff, sigmas = _fig10_effort(ctx, effort)
     data_dir = uci_dir(ctx)
     return {("search", name): Cell(_sigma_search_unit, (name, sigmas, eff["n_draws"], ctx.rng(f"fig10/{name}"),
-                                                        protocol, data_dir), cost=0.1 * eff["n_sigmas"] * eff["n_draws"])
+                                                        protocol, data_dir), cost=0.1 * eff["n_sigmas"] * eff["n_draws"],
+                                    threads=True)
             for name in _experiments().uci.DATASETS}
 
 

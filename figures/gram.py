@@ -225,12 +225,13 @@ def fig7_parts(ctx):
     nodes = _nodes(*span, INTERPOLATION_DEGREE)
     parts = {("excess", c): Cell(_excess_values, (c, DIM, nodes, ctx.dps), cost=0.5) for c in ("orthogonal", "simplex")}
     if ctx.backend == "numpy":
-        parts["mc"] = Cell(_paired_monte_carlo, (X, n_draws, ctx.rng("fig7/paired")), cost=0.01 * n_draws)
+        parts["mc"] = Cell(_paired_monte_carlo, (X, n_draws, ctx.rng("fig7/paired")), cost=0.01 * n_draws,
+                           threads=True)
     else:
         for m in FEATURES:
             for c in COUPLINGS:
                 parts["draws", c, m] = Cell(_backend_draws, (c, X, m, n_draws, ctx.backend, ctx.rng(f"fig7/{c}/{m}")),
-                                            cost=3e-5 * n_draws * m)
+                                            cost=3e-5 * n_draws * m, threads=True)
     return parts
 
 

@@ -48,11 +48,15 @@ def _ratio_with_error(num, den):
     return r, abs(r) * np.hypot(num["stderr"] / num["mean"], den["stderr"] / den["mean"])
 
 
-def empirical_mse_cell(coupling, x, y, d, n_draws, kind, rng, backend):
-    """:func:`montecarlo.empirical_mse` as a dict (mean, stderr, n, and the warnings it raised: a worker's
-    warnings are recorded in the figure's data, not printed where a reader cannot act on them)."""
+def empirical_mse_cell(coupling, x, y, d, n_draws, kind, rng, backend, record_warnings=True):
+    """:func:`montecarlo.empirical_mse` as a dict (mean, stderr, n, and the warnings it raised: recorded in the
+    figure's data, not printed where a reader cannot act on them).  ``record_warnings=False`` on a thread
+    (:func:`warnings.catch_warnings` is process-wide, not safe while other threads run)."""
     import warnings
 
+    if not record_warnings:
+        est = mc.empirical_mse(coupling, x, y, d, n_draws, kind=kind, rng=rng, xp=backend)
+        return {"mean": float(est.mean), "stderr": float(est.stderr), "n": int(est.n), "warnings": []}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = mc.empirical_mse(coupling, x, y, d, n_draws, kind=kind, rng=rng, xp=backend)
@@ -75,7 +79,8 @@ def _mc_parts(ctx, tag, d, points, couplings, n_draws, kind):
         y = x if positive else -x
         for c in ("iid",) + tuple(couplings):
             parts[c, t] = Cell(empirical_mse_cell, (c, x, y, d, n_draws, kind, ctx.rng(f"{tag}/{c}/{d}/{t}"),
-                                                    ctx.backend), cost=MC_SECONDS_PER_MEGA * n_draws * d / 1e6)
+                                                    ctx.backend, False), cost=MC_SECONDS_PER_MEGA * n_draws * d / 1e6,
+                               threads=True)
     return parts
 
 
