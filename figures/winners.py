@@ -368,6 +368,11 @@ def mc_points_in(mc_points, ds, vs):
     return out
 
 
+#: The kinds whose simplex_plus Monte Carlo MSE is computed at each point with the cells (the kinds that can win a
+#: cell: PRFs never win strictly, A = 0 being an OPRF; a PRF winner's estimate would be computed at drawing).
+MC_KINDS = ("hyperbolic", "oprf")
+
+
 def new_winners_map_parts(ctx, effort=None):
     """Every cell (d, v) of the map (:func:`checked_cell`; the m = 4d check at the middle v of each d), and the
     simplex_plus Monte Carlo MSE of each positive kind at the Monte Carlo points (the render picks the kind that
@@ -380,7 +385,7 @@ def new_winners_map_parts(ctx, effort=None):
                                   cost=3.0 if full else 0.3, dps=ctx.dps)
              for d in ds for j, v in enumerate(vs)}
     for d, v in points:
-        for kind in ("hyperbolic", "oprf", "prf"):
+        for kind in MC_KINDS:
             parts["mc", d, v, kind] = Cell(_simplex_plus_mse, (d, v, kind, int(eff["mc_draws"]),
                                                                ctx.rng(f"winners-{d}-{v}")), cost=0.3)
     return parts
