@@ -290,11 +290,26 @@ def _run(units, costs, n_jobs, progress, label):
 
 
 def _stop_workers():
-    """Kill the worker processes of joblib's reusable loky executor (after an interruption)."""
+    """Kill the worker processes of joblib's reusable loky executor, if one runs (after an interruption; never
+    starts one)."""
     try:
-        from joblib.externals.loky import get_reusable_executor
+        from joblib.externals.loky import reusable_executor
 
-        get_reusable_executor().shutdown(wait=False, kill_workers=True)
+        executor = reusable_executor._executor
+        if executor is None:
+            return
+        workers = list(getattr(executor, "_processes", {}).values())
+        for w in workers:  # at once: the executor's own shutdown kills them from a thread that may not run again
+            try:
+                w.kill()
+            except Exception:
+                pass
+        for w in workers:
+            try:
+                w.join(timeout=5)
+            except Exception:
+                pass
+        executor.shutdown(wait=False, kill_workers=True)
     except Exception:  # nothing to stop
         pass
 
@@ -392,3 +407,16 @@ def render(ctx, items, progress=None):
     except BaseException:
         _stop_workers()
         raise
+
+
+#: Exit statuses of an interrupted command (Ctrl-C, SIGTERM).
+INTERRUPTED = (130, 143)
+
+
+def exit_now(status):
+    """End a command line with ``status``; after an interruption (130, 143) the worker processes are killed
+    first, at once (:func:`_stop_workers`): left to the pool's own shutdown they kept running, holding the
+    command's output open, and its exit waited for them."""
+    if status in INTERRUPTED:
+        _stop_workers()
+    raise SystemExit(status)

@@ -235,5 +235,7 @@ def _main(argv):
 
 
 if __name__ == "__main__":
+    from ._sweep import exit_now
+
     np.seterr(under="ignore")
-    sys.exit(main())
+    exit_now(main())
