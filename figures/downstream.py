@@ -275,7 +275,7 @@ def fig8_render(ctx, res, effort=None):
         if exact_drawn:
             lo, hi = min(lo, r.exact), max(hi, r.exact)
         span = max(hi - lo, 0.004)
-        ax.set_ylim(lo - 0.08 * span, hi + 0.75 * span)  # room above the points for the verdicts
+        ax.set_ylim(lo - 0.08 * span, hi + 1.1 * span)  # room above the points for the verdicts
         ax.set_xscale("log")
         ax.set_xlim(x.min() / 1.5, x.max() * 1.5)
         ax.set_xticks(x, [f"{k:g}" for k in x])
@@ -283,12 +283,12 @@ def fig8_render(ctx, res, effort=None):
         verdicts = fig8_verdicts(r)
         z_orf, z_iid = np.asarray(r.z("simplex", "orthogonal")), np.asarray(r.z("simplex", "iid"))
         for xi, v, zo, zi in zip(x, verdicts, z_orf, z_iid):
-            ax.annotate(f"{v}\n{_z_text(zo)} | {_z_text(zi)}", (xi, 1.0), xycoords=("data", "axes fraction"),
+            ax.annotate(f"{v}\nO {_z_text(zo)}\nI {_z_text(zi)}", (xi, 1.0), xycoords=("data", "axes fraction"),
                         ha="center", va="top", fontsize=7, color=VERDICT_COLOR[v], linespacing=1.0)
         ratio = {f"{a} - {b}": pairing_se_ratio(r, a, b) for a, b in FIG8_PAIRS}
         simrf = np.concatenate([ratio["simplex - iid"], ratio["simplex - orthogonal"]])
-        ax.set_title(f"{name} ($d = {r.d}$), {r.n_draws} draws per point\npaired / unpaired s.e. of the SimRF "
-                     f"differences: {np.nanmin(simrf):.2f}-{np.nanmax(simrf):.2f}", fontsize=7.5)
+        ax.set_title(f"{name} ($d = {r.d}$), {r.n_draws} draws per point\npaired / unpaired s.e. of "
+                     f"SimRF - others: {np.nanmin(simrf):.2f}-{np.nanmax(simrf):.2f}", fontsize=7.5)
         ax.set_xlabel("$m / d$")
         ax.set_ylabel("test accuracy")
         out[name] = {"d": r.d, "sigma": r.sigma, "m": r.m, "m_over_d": x, "exact": r.exact,
@@ -308,10 +308,9 @@ def fig8_render(ctx, res, effort=None):
     handles = [h for h in handles if not isinstance(h, Line2D) or h.get_label() != label("exact")][:3]
     handles.append(Line2D([], [], **{k: v for k, v in style("exact").items() if k != "label"},
                           label=label("exact")))
-    handles.append(Line2D([], [], linestyle="none", label=(
-        f"top: verdict on SimRFs (best / tied / behind at |z| >= {RESOLVED_Z:g}), paired z of SimRF - ORF | "
-        "SimRF - IID")))
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7)
+    fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=7)
+    fig.suptitle(f"Above each m/d: the verdict on SimRFs (best / tied / behind at paired |z| >= {RESOLVED_Z:g}) and the "
+                 "paired z of SimRF - ORF (O) and SimRF - IID (I)", fontsize=7.5)
     seeds = next(iter(results.values())).split_seeds
     spread = ("over draws and the splits" if len(seeds) > 1 else "over draws at this split")
     draws = ", ".join(f"{n} {results[n].n_draws}" for n in results if results[n].n_draws != eff.n_draws)
@@ -330,7 +329,7 @@ def fig8_render(ctx, res, effort=None):
                     "far from the measured points (montecarlo.experiments.classification_curve). Above each m/d: "
                     "the verdict on 'SimRFs consistently perform best' (best: SimRF beats ORF and IID by paired "
                     f"z >= {RESOLVED_Z:g}; behind: another coupling beats it by that much; tied otherwise) and the "
-                    "paired z of SimRF - ORF | SimRF - IID. "
+                    "paired z of SimRF - ORF (O) and SimRF - IID (I). "
                     + ("The pairing (common random numbers) gives the SimRF differences a standard error of "
                        f"{pairing} times the one independent draws would give (per dataset, over m/d and both "
                        "SimRF differences; 'pairing_se_ratio'): draws, not the pairing, resolve them. "

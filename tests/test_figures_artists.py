@@ -145,13 +145,13 @@ def test_fig8_markers_verdicts_and_draws_on_the_figure(drawn):
         assert len(notes) == len(r["m_over_d"])
         for t, verdict, zo, zi in zip(notes, r["verdict"], r["differences"]["simplex - orthogonal"]["z"],
                                       r["differences"]["simplex - iid"]["z"]):
-            first, second = t.get_text().split("\n")
+            first, second, third = t.get_text().split("\n")
             assert first == verdict and t.get_fontsize() >= MIN_POINTS
-            assert second == f"{zo:+.1f} | {zi:+.1f}"
+            assert (second, third) == (f"O {zo:+.1f}", f"I {zi:+.1f}")
         assert f"{r['n_draws']} draws" in ax.get_title() and name in ax.get_title()
         assert "paired / unpaired s.e." in ax.get_title()
         assert r["pairing_se_ratio"]["simplex - iid"] is not None
-    assert any(f"|z| >= {RESOLVED_Z:g}" in t for t in _legend_texts(fig))
+    assert f"|z| >= {RESOLVED_Z:g}" in fig.get_suptitle() and "SimRF - ORF (O)" in fig.get_suptitle()
     assert "paired / unpaired" not in data["caption"] or "times the one independent draws would give" in data["caption"]
 
 
