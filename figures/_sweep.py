@@ -259,10 +259,12 @@ def _run(units, costs, n_jobs, progress, label):
     out, box = [None] * len(units), {}
     on_threads, on_processes = tracker.part("threads", len(threaded)), tracker.part("processes", len(pooled))
 
+    n_proc = process_workers(n_jobs, sum(costs[i] for i in pooled))
+
     def processes():
         try:
-            with _pool(n_jobs):
-                box["done"] = run_units(_run_unit, [(units[i],) for i in pooled], n_jobs=n_jobs,
+            with _pool(n_proc):
+                box["done"] = run_units(_run_unit, [(units[i],) for i in pooled], n_jobs=n_proc,
                                         costs=[costs[i] for i in pooled], progress=on_processes, label=label,
                                         warm_up=lambda: None)
         except BaseException as exc:  # re-raised in the calling thread
@@ -287,6 +289,21 @@ def _run(units, costs, n_jobs, progress, label):
     for i, r in zip(pooled, box.get("done", [])):
         out[i] = r
     return out
+
+
+#: CPU-seconds a worker process costs before its first unit (Python, numpy, theory, montecarlo and the figures'
+#: modules with matplotlib imported), and the least work that pays for one.
+WORKER_START = 2.0
+
+
+def process_workers(n_jobs, work):
+    """Worker processes for ``work`` estimated CPU-seconds of pure-Python units: ``n_jobs`` (None: every core),
+    but no more than one per ``2 * WORKER_START`` seconds of work (on 64 cores, 64 workers each importing the
+    figures' modules would cost more than the closed forms they share out)."""
+    import joblib
+
+    workers = joblib.effective_n_jobs(-1 if n_jobs is None else n_jobs)
+    return max(1, min(workers, int(work // (2 * WORKER_START)) or 1))
 
 
 def _stop_workers():
@@ -399,9 +416,10 @@ def render(ctx, items, progress=None):
     if not items:
         return []
     settings = ctx.settings()
+    n_proc = process_workers(ctx.n_jobs, sum(RENDER_COST.get(name, 1.0) for name, _ in items))
     try:
-        with _pool(ctx.n_jobs):
-            return run_units(_render_unit, [(name, settings, res) for name, res in items], n_jobs=ctx.n_jobs,
+        with _pool(n_proc):
+            return run_units(_render_unit, [(name, settings, res) for name, res in items], n_jobs=n_proc,
                              costs=[RENDER_COST.get(name, 1.0) for name, _ in items], progress=progress,
                              label="drawing", warm_up=lambda: None)
     except BaseException:
