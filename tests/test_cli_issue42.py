@@ -191,3 +191,19 @@ def test_performer_progress_by_steps():
     time.sleep(1.05)
     reporter(1, 2, 3)
     assert lines[-1] == "prf-simplex seed 3: epoch 2/2, step 2/3"
+
+
+def test_bench_figures_checks_its_arguments_first(tmp_path, capsys):
+    """``benchmarks.bench_figures``: a folder that is not a checkout for ``--against`` and a tracked ``--json``
+    path are one-line errors (status 2) before any run; ``run_once`` reports wall, CPU of the process tree
+    and the load of a run (here a failing one, ``--n-jobs 0``, raises naming the checkout)."""
+    from benchmarks import bench_figures
+
+    with pytest.raises(SystemExit) as exc:
+        bench_figures.main(["--against", str(tmp_path)])
+    assert exc.value.code == 2 and "is not a checkout of this toolkit" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        bench_figures.main(["--json", str(ROOT / "README.md")])
+    assert exc.value.code == 2
+    with pytest.raises(RuntimeError, match="python -m figures failed in .*status 2"):
+        bench_figures.run_once(ROOT, quick=True, n_jobs=0)
