@@ -20,6 +20,12 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+# the figure gallery's extension (docs/_ext; a configuration exec'd from elsewhere, as tests/test_docs.py's probe
+# project does, builds without it)
+_EXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext")
+GALLERY = os.path.isfile(os.path.join(_EXT, "figure_gallery.py"))
+if GALLERY:
+    sys.path.insert(0, _EXT)
 os.environ.setdefault("MPLBACKEND", "Agg")  # figures imports matplotlib.pyplot
 
 project = "simplex-rf"
@@ -32,9 +38,9 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
-]
+] + (["figure_gallery"] if GALLERY else [])  # docs/_ext: python -m figures --quick at build time
 
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_ext"]
 templates_path = []
 html_static_path = []
 html_theme = "alabaster"

@@ -16,7 +16,14 @@ status 0 when every selected figure was written or skipped, 1 when one failed
 
 The figures (name, the paper's LaTeX label, what it shows, the function that
 draws it) are listed once, in :data:`figures.registry.FIGURES`;
-``python -m figures --list`` prints them.
+``python -m figures --list`` prints them.  Each says what it needs computed
+(its *parts*: closed-form curves, Monte Carlo cells, the experiments' blocks
+of draws) and how it is drawn from their results; the main job runs the parts
+of every selected figure in one parallel sweep (numpy work on threads, the
+pure-Python closed forms on worker processes, points that several curves
+share computed once), then draws the figures in the worker processes and
+writes their files here (``figures._sweep``); ``--n-jobs 1`` does it all in
+one process, with the same numbers.
 
 Colours, line styles, markers and labels per coupling come from each
 coupling's record in :mod:`theory.registry` (through :mod:`figures.style`),

@@ -1,5 +1,6 @@
 """Entry point: ``python -m figures [--quick] [--only NAME] [--out DIR] ...``."""
 
+from ._sweep import exit_now
 from .cli import main
 
-raise SystemExit(main())
+exit_now(main())

@@ -6,6 +6,7 @@ A figure function receives one :class:`Context` and returns nothing; it calls
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -55,9 +56,13 @@ class Context:
         or the copy shipped with :mod:`montecarlo.experiments`); a named
         directory must exist.
     n_jobs : int or None
-        Parallel workers of the Monte Carlo sweeps (joblib,
-        :func:`montecarlo.experiments.sweeps.run_units`; None: every core).  The
-        numbers do not depend on it.
+        Parallel worker processes of the figures' sweep (:func:`figures._sweep.compute`,
+        through :func:`montecarlo.experiments.sweeps.run_units`; None: every core, 1:
+        this process).  The numbers do not depend on it.
+    capture : bool
+        :meth:`save` keeps the files' bytes in :attr:`captured` (name -> {'png', 'pdf',
+        'json'}) instead of writing them (a worker process renders, the main process
+        writes, :meth:`write_files`).
 
     Raises
     ------
@@ -76,7 +81,9 @@ class Context:
     progress: bool = True
     uci_dir: str | None = None
     n_jobs: int | None = None
+    capture: bool = False
     written: list = field(default_factory=list)
+    captured: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.out = check_output_dir(self.out, "out")
@@ -86,6 +93,7 @@ class Context:
         self.backend = check_choice(self.backend, "backend", BACKENDS)
         self.progress = check_bool(self.progress, "progress")
         self.n_jobs = check_n_jobs(self.n_jobs)
+        self.capture = check_bool(self.capture, "capture")
         if self.uci_dir is not None:
             if not isinstance(self.uci_dir, (str, os.PathLike)) or not str(self.uci_dir).strip():
                 raise ValueError(f"uci_dir must be None or a directory path, got {self.uci_dir!r}")
@@ -107,15 +115,34 @@ class Context:
         return quick if self.quick else default
 
     def progress_bar(self, total, desc):
-        """A tqdm bar over ``total`` Monte Carlo tasks on stderr (a silent stand-in when off or without tqdm)."""
+        """A tqdm bar over ``total`` tasks on stderr (a silent stand-in when off or without tqdm); its
+        ``message`` method is a :func:`~montecarlo.experiments.sweeps.run_units` progress callback (the bar
+        follows the units done)."""
         if self.progress:
             try:
                 from tqdm import tqdm
             except ImportError:
                 pass
             else:
-                return tqdm(total=total, desc=desc, leave=False, unit="task", dynamic_ncols=True)
+                return _Bar(tqdm(total=total, desc=desc, leave=False, unit="task", dynamic_ncols=True))
         return _NoBar()
+
+    def settings(self):
+        """The settings a worker process needs to rebuild this context (:class:`Context` keywords)."""
+        return {"out": self.out, "quick": self.quick, "seed": self.seed, "dps": self.dps, "backend": self.backend,
+                "uci_dir": self.uci_dir}
+
+    def compute(self, parts, label="cells"):
+        """The results of a figure's parts (:mod:`figures._sweep`), computed in one sweep on :attr:`n_jobs`
+        worker processes (a progress bar over its units on stderr); a part that failed raises its exception."""
+        from . import _sweep
+
+        bar = self.progress_bar(None, label)
+        try:
+            results, _ = _sweep.compute({label: parts}, self.n_jobs, bar.message if self.progress else None, label)
+        finally:
+            bar.close()
+        return _sweep.raise_failed(results[label])
 
     def save(self, fig, name, data):
         """Write ``NAME.png``, ``NAME.pdf`` and the plotted numbers ``NAME.json`` to :attr:`out`.
@@ -131,10 +158,24 @@ class Context:
         import matplotlib
         import matplotlib.pyplot as plt
 
-        os.makedirs(self.out, exist_ok=True)
         data = dict(data)
         data["settings"] = {"quick": self.quick, "seed": self.seed, "dps": self.dps, "backend": self.backend}
         text = json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"
+        if self.capture:
+            files = {}
+            try:
+                with matplotlib.rc_context(FONT_RC), _quiet_font_subsetting():
+                    for ext in ("png", "pdf"):
+                        buf = io.BytesIO()
+                        fig.savefig(buf, format=ext)
+                        fig.set_layout_engine("none")
+                        files[ext] = buf.getvalue()
+            finally:
+                plt.close(fig)
+            files["json"] = text
+            self.captured[name] = files
+            return []
+        os.makedirs(self.out, exist_ok=True)
         paths = []
         try:
             with matplotlib.rc_context(FONT_RC), _quiet_font_subsetting():
@@ -149,6 +190,22 @@ class Context:
         path = os.path.join(self.out, f"{name}.json")
         atomic_write(path, lambda tmp: _write_text(tmp, text))
         paths.append(path)
+        self.written.extend(paths)
+        return paths
+
+
+    def write_files(self, name, files):
+        """Write the captured files of one figure (PNG, PDF, then the JSON; each atomically) to :attr:`out`."""
+        os.makedirs(self.out, exist_ok=True)
+        paths = []
+        for ext in ("png", "pdf", "json"):
+            path = os.path.join(self.out, f"{name}.{ext}")
+            body = files[ext]
+            if isinstance(body, str):
+                atomic_write(path, lambda tmp, body=body: _write_text(tmp, body))
+            else:
+                atomic_write(path, lambda tmp, body=body: _write_bytes(tmp, body))
+            paths.append(path)
         self.written.extend(paths)
         return paths
 
@@ -173,14 +230,43 @@ def _write_text(path, text):
         fh.write(text)
 
 
+def _write_bytes(path, body):
+    with open(path, "wb") as fh:
+        fh.write(body)
+
+
 class _NoBar:
     """The part of tqdm's interface the figures use, doing nothing."""
 
     def update(self, n=1):
         pass
 
+    def message(self, text):
+        pass
+
     def close(self):
         pass
+
+
+class _Bar:
+    """A tqdm bar with :meth:`message`: a progress callback of
+    :func:`~montecarlo.experiments.sweeps.run_units` (its messages carry ``done`` and ``total``)."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def update(self, n=1):
+        self.bar.update(n)
+
+    def message(self, text):
+        done, total = getattr(text, "done", None), getattr(text, "total", None)
+        if total is not None and self.bar.total != total:
+            self.bar.total = total
+        if done is not None and done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def close(self):
+        self.bar.close()
 
 
 def jsonable(obj):

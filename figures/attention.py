@@ -73,6 +73,27 @@ def scan_json(res):
     }
 
 
+#: CPU-seconds per unit of the attention plan's cost estimates (the schedule only).
+ATTENTION_SECONDS_PER_COST = 2.5e-10
+
+
+def _effort(ctx, effort):
+    return {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
+
+
+def new_attention_scan_parts(ctx, effort=None):
+    """The scan's units ((logit std, L, m, block of draws) cells; :func:`attention_scan_plan`)."""
+    from montecarlo.experiments import attention
+
+    from ._sweep import Planned
+
+    eff = _effort(ctx, effort)
+    plan = attention.attention_scan_plan(COUPLINGS, eff["seq_lens"], eff["logit_stds"], eff["m_values"],
+                                         eff["n_draws"], ctx.rng("new_attention_scan"), kinds=KINDS,
+                                         data_rng=ctx.seed)
+    return {"scan": Planned(plan, ATTENTION_SECONDS_PER_COST)}
+
+
 def new_attention_scan(ctx, effort=None):
     """Random-feature attention error vs logit scale: kinds x couplings x m, with uniform attention.
 
@@ -83,32 +104,42 @@ def new_attention_scan(ctx, effort=None):
         Any of ``seq_lens``, ``logit_stds``, ``m_values``, ``n_draws`` (the rest from
         :data:`EFFORT`, :data:`QUICK` with ``--quick``).
     """
+    new_attention_scan_render(ctx, ctx.compute(new_attention_scan_parts(ctx, effort), "attention scan"), effort)
+
+
+#: Colours of the kinds in the z row (Okabe-Ito colours the couplings do not use).
+KIND_COLOR = {"prf": "#000000", "oprf": "#CC79A7", "sderf": "#D55E00", "hyperbolic": "#56B4E9"}
+
+
+def new_attention_scan_render(ctx, results, effort=None):
+    """Draw and save the attention scan from :func:`new_attention_scan_parts`: one row per kind (each coupling
+    in its colour and marker, error bars +-1 s.e.), and the paired z of SimRF - ORF with each kind in a colour
+    and marker of its own."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from montecarlo.experiments import attention
 
-    eff = {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
-    bar = ctx.progress_bar(1, "attention scan")
-    res = attention.attention_scan(COUPLINGS, eff["seq_lens"], eff["logit_stds"], eff["m_values"], eff["n_draws"],
-                                   ctx.rng("new_attention_scan"), kinds=KINDS, data_rng=ctx.seed,
-                                   n_jobs=ctx.n_jobs)
-    bar.update()
-    bar.close()
+    from .style import marker_style
+
+    res = results["scan"]
     x = np.array(res.logit_stds)
     j = int(np.argmax(res.seq_lens))
     L = res.seq_lens[j]
     n_m = len(res.m_values)
-    fig, axes = plt.subplots(len(KINDS) + 1, n_m, figsize=(PAGE_WIDTH, 1.55 * (len(KINDS) + 1)), sharex=True,
+    fig, axes = plt.subplots(len(KINDS) + 1, n_m, figsize=(PAGE_WIDTH, 1.6 * (len(KINDS) + 1) + 0.3), sharex=True,
                              sharey="row", squeeze=False)
+    rel_se = max(float(np.nanmax(res.stderr[kind, c][:, j] / res.mean[kind, c][:, j]))
+                 for kind in KINDS for c in COUPLINGS)
     for r, kind in enumerate(KINDS):
         for l, m in enumerate(res.m_values):
             ax = axes[r, l]
-            ax.plot(x, res.uniform[:, j], color="0.2", linestyle="--", lw=0.9, label="uniform attention")
+            ax.plot(x, res.uniform[:, j], color="0.2", linestyle="--", lw=0.9)
             for c in COUPLINGS:
-                st = style(c)
+                st, ms = style(c), marker_style(c)
                 ax.errorbar(x, res.mean[kind, c][:, j, l], yerr=res.stderr[kind, c][:, j, l], color=st["color"],
-                            linestyle=st["linestyle"], label=st["label"], marker=KIND_MARKER.get(kind, "o"),
-                            markersize=2.5, markerfacecolor="white", capsize=1.2, lw=0.9)
+                            linestyle=st["linestyle"], marker=ms["marker"], markersize=3.5,
+                            markerfacecolor="white", markeredgewidth=0.9, capsize=2.5, elinewidth=1.0, lw=0.9)
             ax.set_xscale("log")
             ax.set_yscale("log")
             if r == 0:
@@ -120,26 +151,37 @@ def new_attention_scan(ctx, effort=None):
         ax = zrow[l]
         for kind in KINDS:
             z = res.z((kind, "simplex"), (kind, "orthogonal"))[:, j, l]
-            ax.plot(x, z, color="0.2", marker=KIND_MARKER.get(kind, "o"), markersize=3, markerfacecolor="white",
-                    lw=0.8, label=KIND_LABEL.get(kind, kind))
+            ax.plot(x, z, color=KIND_COLOR.get(kind, "0.2"), marker=KIND_MARKER.get(kind, "o"), markersize=4,
+                    markerfacecolor="white", markeredgewidth=1.0, lw=0.9)
         for zc in (-attention.DISTINGUISHABLE_Z, attention.DISTINGUISHABLE_Z):
             ax.axhline(zc, color="0.5", lw=0.6, linestyle="--")
         ax.axhline(0.0, color="0.8", lw=0.5)
         ax.set_xlabel("logit std")
         if l == 0:
             ax.set_ylabel(f"paired z\n{label('simplex')} $-$ {label('orthogonal')}")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    handles2, labels2 = zrow[0].get_legend_handles_labels()
-    fig.legend(handles + handles2, labels + labels2, loc="outside lower center", ncol=4)
+    handles = [Line2D([], [], color="0.2", linestyle="--", lw=0.9, label="uniform attention (exact)")]
+    for c in COUPLINGS:
+        st, ms = style(c), marker_style(c)
+        handles.append(Line2D([], [], color=st["color"], linestyle=st["linestyle"], marker=ms["marker"],
+                              markersize=3.5, markerfacecolor="white", label=f"{st['label']} (mean ±1 s.e.)"))
+    for kind in KINDS:
+        handles.append(Line2D([], [], color=KIND_COLOR.get(kind, "0.2"), marker=KIND_MARKER.get(kind, "o"),
+                              markersize=4, markerfacecolor="white", label=f"z row: {KIND_LABEL.get(kind, kind)}"))
+    handles.append(Line2D([], [], color="0.5", linestyle="--", lw=0.6,
+                          label=f"z row: |z| = {attention.DISTINGUISHABLE_Z}"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=7)
     ctx.save(fig, "new_attention_scan", {
         "name": "new_attention_scan", "paper_label": None,
         "caption": (f"Random-feature attention (d = {res.d_head}, L = {L}, synthetic transformer-like queries and "
                     "keys) "
                     "against exact softmax attention: relative output error (mean +- 1 s.e. over "
-                    f"{res.n_draws} draws) against the logit std, for PRFs, OPRFs (FAVOR++, A from the batch) and "
-                    "SDERFs (FAVOR#, (a, Q) from the batch) under IID, ORF and SimRF couplings at each m, next to "
-                    "uniform attention (dashed; the mean of V); bottom: paired z of SimRF - ORF per kind "
+                    f"{res.n_draws} draws; the error bars are at most {100 * rel_se:.1f} % of the mean, mostly "
+                    "within the markers) against the logit std, for PRFs, OPRFs (FAVOR++, A from the batch) and "
+                    "SDERFs (FAVOR#, (a, Q) from the batch), one row each, under IID, ORF and SimRF couplings "
+                    "(colour and marker per coupling) at each m, next to uniform attention (dashed; the mean of "
+                    "V); bottom: paired z of SimRF - ORF, one colour and marker per kind "
                     f"(dashed: |z| = {attention.DISTINGUISHABLE_Z}, false alarm 0.001 per cell) "
                     "(montecarlo.experiments.attention.attention_scan; common random numbers across couplings "
                     "and kinds)."),
+        "largest_relative_stderr": rel_se,
         **scan_json(res)})

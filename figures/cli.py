@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from montecarlo.experiments._common import EXIT_TERMINATED, Terminated, terminate_as_interrupt
+from montecarlo.experiments._common import EXIT_TERMINATED, Terminated, one_default_help, terminate_as_interrupt
 from theory.cli import atomic_write, check_output_dir, int_arg, make_parser, n_jobs_arg
 
 from . import registry
@@ -25,12 +25,13 @@ def _parser():
     p = make_parser(
         "python -m figures",
         ("Regenerate the figures of Simplex Random Features (Reid et al., ICML 2023) with analytic "
-         "curves from `theory` and Monte Carlo points from `montecarlo`. Each figure writes "
+         "curves from the theory package and Monte Carlo points from the montecarlo package. Each figure writes "
          "NAME.png, NAME.pdf and its plotted numbers NAME.json (each written under a temporary name and "
          "renamed into place). Exit status: 0 when every selected figure was written or skipped, 1 when one "
          "failed, 2 for bad options, 130 on Ctrl-C, 143 on SIGTERM (no temporary file is left)."),
         epilog="figures: " + ", ".join(f.name for f in FIGURES),
     )
+    one_default_help(p)
     p.add_argument("--out", default=DEFAULT_OUT, help="output directory (created if missing)")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="only these figures (repeat or comma-separate; full name, figN, or LaTeX label)")
@@ -126,6 +127,53 @@ def _merged_index(out, summary, settings):
     return sorted(entries.values(), key=lambda e: order.get(e["name"], len(order)))
 
 
+def _outcome(status, reason=None, **extra):
+    return {"status": status, "reason": reason, "files": None, "seconds": 0.0, "cpu_seconds": 0.0, **extra}
+
+
+def _swept(ctx, figures):
+    """Every figure of ``figures`` through two parallel sweeps on ``ctx.n_jobs`` worker processes: the cells of
+    all of them at once (:func:`figures._sweep.compute`), then their drawing (each figure rendered to bytes in a
+    worker, :func:`figures._sweep.render`); the files are written here.  Returns {name: outcome} (``status``
+    'written' with ``files``, 'skipped' or 'failed' with ``reason``; ``cpu_seconds``: of its cells and drawing)."""
+    from . import _sweep
+
+    outcomes, parts = {}, {}
+    for f in figures:
+        try:
+            parts[f.name] = f.parts(ctx)
+        except Skip as exc:
+            outcomes[f.name] = _outcome("skipped", str(exc))
+        except Exception as exc:
+            failure = _sweep.Failed.of(exc)
+            outcomes[f.name] = _outcome("failed", failure.reason, traceback=failure.traceback)
+    if not parts:
+        return outcomes
+    bar = ctx.progress_bar(None, f"cells of {len(parts)} figures")
+    try:
+        results, cpu = _sweep.compute(parts, ctx.n_jobs, bar.message if ctx.progress else None, "cells")
+    finally:
+        bar.close()
+    todo = []
+    for name, res in results.items():
+        failure = next((v for v in res.values() if isinstance(v, _sweep.Failed)), None)
+        if failure is None:
+            todo.append(name)
+        elif isinstance(failure.exc, Skip):
+            outcomes[name] = _outcome("skipped", str(failure.exc), cpu_seconds=cpu[name])
+        else:
+            outcomes[name] = _outcome("failed", failure.reason, traceback=failure.traceback, cpu_seconds=cpu[name])
+    bar = ctx.progress_bar(None, f"drawing {len(todo)} figures")
+    try:
+        rendered = _sweep.render(ctx, [(name, results[name]) for name in todo], bar.message if ctx.progress else None)
+    finally:
+        bar.close()
+    for name, out in zip(todo, rendered):
+        out["cpu_seconds"] += cpu[name]
+        outcomes[name] = out
+    return outcomes
+
+
 def _main(argv):
     parser = _parser()
     args = parser.parse_args(argv)
@@ -151,32 +199,56 @@ def _main(argv):
         parser.error(f"--out {ctx.out!r}: cannot create the directory ({exc.strerror})")
     summary, failed = [], []
     t_all = time.perf_counter()
+    try:
+        swept = _swept(ctx, [f for f in selected if f.parts is not None and f.render is not None])
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc, "the figures' sweep")
     for i, f in enumerate(selected, 1):
-        if ctx.progress:
-            print(f"[{i}/{len(selected)}] {f.name} ...", file=sys.stderr, flush=True)
-        t0, c0 = time.perf_counter(), time.process_time()
         entry = {"name": f.name, "paper_label": f.paper_label}
-        try:
-            f.draw(ctx)
-        except KeyboardInterrupt as exc:
-            return _interrupted(exc, f.name)
-        except Skip as exc:
-            entry.update(status="skipped", reason=str(exc))
-            print(f"{f.name}: skipped: {exc}", flush=True)
-        except Exception as exc:  # report, go on with the other figures, fail at the end
-            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-            entry.update(status="failed", reason=reason)
+        t0, c0 = time.perf_counter(), time.process_time()
+        if f.name in swept:
+            outcome = swept[f.name]
+            try:
+                if outcome["status"] == "written":
+                    ctx.write_files(f.name, outcome["files"])
+            except KeyboardInterrupt as exc:
+                return _interrupted(exc, f.name)
+            except OSError as exc:
+                outcome = {**outcome, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+            status, reason = outcome["status"], outcome.get("reason")
+            if status == "failed" and args.traceback and outcome.get("traceback"):
+                print(outcome["traceback"], file=sys.stderr, end="", flush=True)
+            seconds, cpu = outcome["seconds"], outcome["cpu_seconds"]
+        else:  # a figure without parts: drawn here
+            if ctx.progress:
+                print(f"[{i}/{len(selected)}] {f.name} ...", file=sys.stderr, flush=True)
+            status, reason = "written", None
+            try:
+                f.draw(ctx)
+            except KeyboardInterrupt as exc:
+                return _interrupted(exc, f.name)
+            except Skip as exc:
+                status, reason = "skipped", str(exc)
+            except Exception as exc:  # report, go on with the other figures, fail at the end
+                status, reason = "failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+                if args.traceback:
+                    traceback.print_exc()
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        entry["status"] = status
+        if ctx.progress and f.name in swept:
+            print(f"[{i}/{len(selected)}] {f.name} {status}", file=sys.stderr, flush=True)
+        if status == "skipped":
+            entry["reason"] = reason
+            print(f"{f.name}: skipped: {reason}", flush=True)
+        elif status == "failed":
+            entry["reason"] = reason
             failed.append(f.name)
-            if args.traceback:
-                traceback.print_exc()
             print(f"{f.name}: FAILED: {reason}", flush=True)
             print(f"python -m figures: {f.name} failed: {reason}", file=sys.stderr, flush=True)
         else:
-            entry["status"] = "written"
-            print(f"{f.name}: {time.perf_counter() - t0:.1f} s -> {os.path.join(ctx.out, f.name)}.{{png,pdf,json}}",
-                  flush=True)
-        entry["seconds"] = round(time.perf_counter() - t0, 3)
-        entry["cpu_seconds"] = round(time.process_time() - c0, 3)
+            print(f"{f.name}: {cpu:.1f} CPU-s -> {os.path.join(ctx.out, f.name)}.{{png,pdf,json}}", flush=True)
+        entry["seconds"] = round(seconds, 3)
+        entry["cpu_seconds"] = round(cpu, 3)
         summary.append(entry)
     total = time.perf_counter() - t_all
     settings = {"quick": ctx.quick, "seed": ctx.seed, "dps": ctx.dps, "backend": ctx.backend}

@@ -26,6 +26,7 @@ import theory
 from theory import registry
 
 from ._context import to_numpy
+from ._sweep import Cell
 from .style import COLUMN_WIDTH, marker_style, mc_legend_handle, style
 
 COUPLINGS = ("iid", "orthogonal", "simplex")
@@ -48,12 +49,19 @@ def analytic_pdf(coupling, w, d, ctx):
     source : str
         Which function produced the curve.
     """
+    return _pdf(coupling, w, d, ctx.dps)
+
+
+def _pdf(coupling, w, d, dps):
+    """:func:`analytic_pdf` at ``dps`` digits (a unit of the figures' sweep)."""
     rec = registry.get(coupling)
     c = rec.cos_theta(d) if rec.cos_theta is not None else None
     if c:  # a fixed non-right angle: Lemma 4.2 in double precision (the mpmath route is slow here)
         return (np.array([theory.pdf_wij_float(x, d, float(c)) for x in w]),
                 "theory.pdf_wij_float (Lemma 4.2 in double precision)")
-    with ctx.precision():  # the registry's pair_pdf hook: Lemma 4.1 (IID) or Lemma 4.2 at cos = 0 (chi_2d)
+    from mpmath import mp
+
+    with mp.workdps(dps):  # the registry's pair_pdf hook: Lemma 4.1 (IID) or Lemma 4.2 at cos = 0 (chi_2d)
         return (np.array([float(theory.coupling_pdf(coupling, x, d)) for x in w]),
                 f"theory.coupling_pdf({coupling!r}) (Lemma 4.1 / 4.2)")
 
@@ -64,52 +72,110 @@ def _cos_theta(coupling, d):
     return None if rec.cos_theta is None else float(rec.cos_theta(d))
 
 
+def _bin_nodes(edges, per_bin):
+    """Gauss-Legendre nodes (n_bins, per_bin) in each bin and the weights (per_bin,)."""
+    x, wt = _gauss_legendre(per_bin)
+    lo, hi = edges[:-1], edges[1:]
+    return (lo[:, None] + hi[:, None]) / 2 + (hi - lo)[:, None] / 2 * x[None, :], wt
+
+
+def _bin_sums(vals, edges, wt):
+    return np.sum(vals.reshape(len(edges) - 1, -1) * wt[None, :], axis=1) * np.diff(edges) / 2
+
+
 def bin_probabilities(coupling, edges, d, ctx, per_bin=8):
     """Probability of each histogram bin under the analytic density (Gauss-Legendre in each bin).
 
     With bins narrower than a third of the density's spread, 4 nodes already
     give a relative error far below the Monte Carlo error of a bin.
     """
-    x, wt = _gauss_legendre(per_bin)
-    lo, hi = edges[:-1], edges[1:]
-    pts = (lo[:, None] + hi[:, None]) / 2 + (hi - lo)[:, None] / 2 * x[None, :]
+    pts, wt = _bin_nodes(edges, per_bin)
     vals, _ = analytic_pdf(coupling, pts.reshape(-1), d, ctx)
-    return np.sum(vals.reshape(pts.shape) * wt[None, :], axis=1) * (hi - lo) / 2
+    return _bin_sums(vals, edges, wt)
 
 
 def sample_wij(coupling, d, n_blocks, ctx, gen):
     """w_ij over the disjoint pairs (1,2), (3,4), ... of n_blocks sampled blocks (independent samples)."""
-    w = to_numpy(mc.sample_weights(coupling, d, d, rng=gen, xp=ctx.backend, n_draws=n_blocks))
+    return _sample_wij(coupling, d, n_blocks, ctx.backend, gen)
+
+
+def _sample_wij(coupling, d, n_blocks, backend, gen):
+    w = to_numpy(mc.sample_weights(coupling, d, d, rng=gen, xp=backend, n_draws=n_blocks))
     half = (d // 2) * 2
     pairs = w[:, 0:half:2, :] + w[:, 1:half:2, :]
     return np.linalg.norm(pairs, axis=-1).reshape(-1)
 
 
+def _histogram(coupling, d, n_blocks, edges, backend, gen):
+    """Bin counts of w_ij over n_blocks sampled blocks (a unit of the figures' sweep): (counts, n)."""
+    samples = _sample_wij(coupling, d, n_blocks, backend, gen)
+    counts, _ = np.histogram(samples, bins=edges)
+    return counts, samples.size
+
+
+def _layout(ctx, d):
+    """The grid of the curve, the histogram's edges and the draws of one panel."""
+    n_blocks = {64: ctx.n(4000, 400), 4: ctx.n(60000, 6000)}[d]
+    lo = max(0.0, np.sqrt(2 * d) - 4.5)
+    hi = np.sqrt(2 * d) + (3.5 if d > 8 else 4.5)
+    return np.linspace(lo, hi, ctx.n(121, 61)), np.linspace(lo, hi, ctx.n(40, 24) + 1), n_blocks
+
+
+#: Gauss-Legendre nodes per histogram bin of the expected bin probabilities (bins narrower than a third of the
+#: density's spread: 4 nodes leave an error far below a bin's Monte Carlo error, bin_probabilities).
+BIN_NODES = 4
+#: Points of the analytic density per unit of the sweep (Lemma 4.2 in double precision costs ~10 ms a point).
+PDF_CHUNK = 64
+
+
+def fig5_parts(ctx):
+    """The analytic densities on each panel's grid and at the bins' quadrature nodes (in chunks), and each
+    coupling's histogram."""
+    parts = {}
+    for d in DIMENSIONS:
+        grid, edges, n_blocks = _layout(ctx, d)
+        nodes, _ = _bin_nodes(edges, BIN_NODES)
+        pts = np.concatenate([grid, nodes.reshape(-1)])
+        for coupling in COUPLINGS:
+            chunk = PDF_CHUNK if _cos_theta(coupling, d) else len(pts)
+            for k, lo in enumerate(range(0, len(pts), chunk)):
+                parts["pdf", coupling, d, k] = Cell(_pdf, (coupling, pts[lo:lo + chunk], d, ctx.dps),
+                                                    cost=0.01 * min(chunk, len(pts) - lo))
+            parts["mc", coupling, d] = Cell(_histogram, (coupling, d, n_blocks, edges, ctx.backend,
+                                                         ctx.rng(f"fig5/{coupling}/{d}")), cost=n_blocks * d * 2e-6,
+                                             threads=True)
+    return parts
+
+
 def fig5_wij_pdf(ctx):
     """Fig. 5 (``fig:the_dists``): p(w_ij) for IIDRFs, ORFs and SimRFs at d = 64 and d = 4."""
+    fig5_render(ctx, ctx.compute(fig5_parts(ctx), "fig5 p(w_ij)"))
+
+
+def fig5_render(ctx, res):
+    """Draw and save Fig. 5 from the results of :func:`fig5_parts`."""
     import matplotlib.pyplot as plt
 
-    n_blocks = {64: ctx.n(4000, 400), 4: ctx.n(60000, 6000)}
-    n_bins = ctx.n(40, 24)
     fig, axes = plt.subplots(1, 2, figsize=(COLUMN_WIDTH * 2, 2.2))
     panels = []
-    bar = ctx.progress_bar(len(DIMENSIONS) * len(COUPLINGS), "fig5 p(w_ij)")
     for ax, d in zip(axes, DIMENSIONS):
-        lo = max(0.0, np.sqrt(2 * d) - 4.5)
-        hi = np.sqrt(2 * d) + (3.5 if d > 8 else 4.5)
-        grid = np.linspace(lo, hi, ctx.n(121, 61))
-        edges = np.linspace(lo, hi, n_bins + 1)
+        grid, edges, n_blocks = _layout(ctx, d)
+        lo, hi = grid[0], grid[-1]
         centres = (edges[:-1] + edges[1:]) / 2
         width = edges[1] - edges[0]
+        _, wt = _bin_nodes(edges, BIN_NODES)
         panel = {"d": d, "analytic": [], "monte_carlo": []}
         for coupling in COUPLINGS:
-            pdf, source = analytic_pdf(coupling, grid, d, ctx)
-            ax.plot(grid, pdf, **style(coupling))
+            chunks = sorted((k[3], v) for k, v in res.items() if k[:3] == ("pdf", coupling, d))
+            values = np.concatenate([v[0] for _, v in chunks])
+            source = chunks[0][1][1]
+            pdf, node_values = values[:len(grid)], values[len(grid):]
+            st = style(coupling)
+            st["label"] = f"{st['label']}, closed form"
+            ax.plot(grid, pdf, **st)
             panel["analytic"].append({"coupling": coupling, "w": grid, "pdf": pdf, "source": source,
                                       "cos_theta": _cos_theta(coupling, d)})
-            samples = sample_wij(coupling, d, n_blocks[d], ctx, ctx.rng(f"fig5/{coupling}/{d}"))
-            n = samples.size
-            counts, _ = np.histogram(samples, bins=edges)
+            counts, n = res["mc", coupling, d]
             p = counts / n
             dens = p / width
             err = np.sqrt(p * (1 - p) / n) / width
@@ -117,26 +183,24 @@ def fig5_wij_pdf(ctx):
             panel["monte_carlo"].append({
                 "coupling": coupling, "edges": edges, "centres": centres, "counts": counts, "n": n,
                 "outside": int(n - counts.sum()), "density": dens, "stderr": err,
-                "expected_bin_probability": bin_probabilities(coupling, edges, d, ctx, per_bin=ctx.n(8, 4)),
-                "source": f"montecarlo.sample_weights, {n_blocks[d]} blocks, disjoint pairs"})
-            bar.update()
+                "expected_bin_probability": _bin_sums(node_values, edges, wt),
+                "source": f"montecarlo.sample_weights, {n_blocks} blocks, disjoint pairs"})
         ax.set_xlabel(r"$w_{ij} = \|\mathbf{w}_i + \mathbf{w}_j\|_2$")
         ax.set_ylabel(r"$p(w_{ij})$")
         ax.set_title(f"$d = {d}$")
         ax.set_xlim(lo, hi)
         ax.set_ylim(bottom=0)
         panels.append(panel)
-    bar.close()
     handles, labels = axes[-1].get_legend_handles_labels()
-    handles = handles[:3] + [mc_legend_handle()]
+    handles = handles[:3] + [mc_legend_handle(what="histogram, ±1 s.e.")]
     axes[-1].legend(handles=handles, loc="upper right")
     data = {
         "name": "fig5_wij_pdf",
         "paper_label": "fig:the_dists",
         "caption": ("Density of w_ij = |w_i + w_j| for IIDRFs (eq. iid_pdf), ORFs (chi_2d) and SimRFs "
-                    "(Lemma 4.2 at cos theta = -1/(d-1)), with Monte Carlo histograms (independent disjoint "
-                    "pairs of sampled blocks, error bars 1 multinomial s.e.). Coupling moves mass away from "
-                    "large w_ij, which lowers the RF-conformity."),
+                    "(Lemma 4.2 at cos theta = -1/(d-1)) as lines, with Monte Carlo histograms as markers "
+                    "(independent disjoint pairs of sampled blocks, error bars 1 multinomial s.e.). Coupling moves "
+                    "mass away from large w_ij, which lowers the RF-conformity."),
         "panels": panels,
     }
     ctx.save(fig, "fig5_wij_pdf", data)

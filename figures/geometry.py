@@ -51,7 +51,7 @@ def _angle_labels(ax, vecs2d, radius):
         a1 = ang[order[(k + 1) % len(order)]] + (2 * np.pi if k == len(order) - 1 else 0.0)
         mid = (a0 + a1) / 2
         ax.text(radius * np.cos(mid), radius * np.sin(mid), f"{np.degrees(a1 - a0):.1f}°", ha="center",
-                va="center", fontsize=6, color="0.25")
+                va="center", fontsize=7, color="0.25")
 
 
 def _arrow2d(ax, vec, color, text=None, linestyle="-"):
@@ -61,7 +61,7 @@ def _arrow2d(ax, vec, color, text=None, linestyle="-"):
     if text:
         unit = np.asarray(vec[:2]) / max(float(np.hypot(vec[0], vec[1])), 1e-12)
         x, y = np.asarray(vec[:2]) + 0.22 * unit  # just beyond the tip
-        ax.text(x, y, text, color=color, ha="center", va="center", fontsize=6)
+        ax.text(x, y, text, color=color, ha="center", va="center", fontsize=7)
 
 
 def _square_limits(ax, vectors, pad=1.3):
@@ -93,7 +93,7 @@ def fig2_geometry(ctx):
                     ax.plot([vec[0]], [vec[1]], marker="o", ms=9, mfc="white", mec=color, mew=1.2)
                     ax.plot([vec[0]], [vec[1]], marker="x" if into else ".", ms=4 if into else 5, color=color)
                     ax.text(vec[0] + 0.25 * norms.max(), vec[1] - 0.2 * norms.max(), f"$w_{i + 1}$", color=color,
-                            fontsize=6, ha="center", va="center")
+                            fontsize=7, ha="center", va="center")
                     continue
                 _arrow2d(ax, vec[:2], color, f"$w_{i + 1}$", linestyle=":" if into else "-")
             ax.plot([0], [0], "k.", ms=3)

@@ -24,6 +24,7 @@ import sys
 
 import numpy as np
 
+from montecarlo.experiments._common import HelpFormatter, one_default_help
 from theory.cli import check_output_dir, int_arg, main_runner, make_parser, n_jobs_arg, real_arg
 
 
@@ -49,7 +50,7 @@ def _count_arg(minimum, maximum, what):
 
 def _sub(sub, name, common=None, **kwargs):
     """A subcommand's parser; ``common(parser, suppress=True)`` adds the shared options (given after the name)."""
-    q = sub.add_parser(name, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+    q = sub.add_parser(name, formatter_class=HelpFormatter, **kwargs)
     if common is not None:
         common(q, suppress=True)
     return q
@@ -60,6 +61,7 @@ def _parser():
 
     from .attention import EFFORT as ATT
     from .downstream import FIG8_EFFORT, FIG10_EFFORT
+    from .winners import EFFORT as WINNERS
 
     def common(q, suppress=False):
         """The options every subcommand shares, on the main parser and (``suppress``: no default, so that a value
@@ -77,7 +79,8 @@ def _parser():
                        help="parallel workers of the sweeps (joblib; None: every core); the numbers do not depend on "
                             "it")
 
-    p = make_parser(PROG, __doc__.splitlines()[0])
+    p = one_default_help(make_parser(PROG, "The downstream figures with chosen protocol and effort: Fig. 8, Fig. 10, "
+                                           "the attention scan, the Fig. 9 analogue and the winners' map."))
     common(p)
     sub = p.add_subparsers(dest="figure", required=True, metavar="{fig8,fig10,attention,performer,winners}")
     f8 = _sub(sub, "fig8", common, help="Fig. 8: accuracy against m / d")
@@ -86,9 +89,10 @@ def _parser():
     f8.add_argument("--splits", type=_count_arg(1, MAX_SPLITS, "each split is a whole run"), default=None,
                     help="number of splits (seeds 0 ... N-1 for resampled, 42, 43, ... for paper; "
                          f"default: the protocol's, 5 or 1; at most {MAX_SPLITS})")
+    exceptions = ", ".join(f"{n} on {name}" for name, n in FIG8_EFFORT.draws)
     f8.add_argument("--draws", type=int_arg(2), default=None,
                     help="feature draws per dataset, coupling, m and split, the same on every dataset (default: "
-                         f"the main job's, {FIG8_EFFORT.n_draws} and {dict(FIG8_EFFORT.draws)} on the costly sets)")
+                         f"the main job's, {FIG8_EFFORT.n_draws}" + (f", {exceptions}" if exceptions else "") + ")")
     f8.add_argument("--independent", action="store_true",
                     help="an independent stream per coupling (default: common random numbers across couplings)")
     f8.add_argument("--m-multipliers", type=int_arg(1), nargs="+", default=list(FIG8_EFFORT.m_multipliers),
@@ -121,7 +125,10 @@ def _parser():
                     help="values of v = |x + y| up to the closed forms' reach, 1e300 (None: the main job's, "
                          "0.05 ... 5)")
     wn.add_argument("--draws", type=int_arg(2), default=None,
-                    help="Monte Carlo draws per simplex_plus point (None: the main job's, 20000)")
+                    help="Monte Carlo draws per simplex_plus point (default: the main job's, "
+                         f"{WINNERS['mc_draws']}); the points are (d, v) = "
+                         + ", ".join(f"({d}, {v})" for d, v in WINNERS["mc_points"])
+                         + ", and at least one must lie in the --ds / --vs grid")
     return p
 
 
@@ -152,10 +159,26 @@ def main(argv=None):
     return run_terminable(main_runner, PROG, _main, argv)
 
 
+def _refuse_idle_draws(parser, args):
+    """``winners --draws N`` with no simplex_plus Monte Carlo point in the chosen grid was silently ignored; now
+    a parser error naming the points (status 2, nothing computed)."""
+    if getattr(args, "figure", None) != "winners" or args.draws is None:
+        return
+    from .winners import EFFORT, mc_points_in
+
+    ds = tuple(args.ds) if args.ds is not None else EFFORT["ds"]
+    vs = tuple(repr(v) for v in args.vs) if args.vs is not None else EFFORT["vs"]
+    if not mc_points_in(EFFORT["mc_points"], ds, vs):
+        points = ", ".join(f"({d}, {v})" for d, v in EFFORT["mc_points"])
+        parser.error(f"--draws {args.draws}: no simplex_plus Monte Carlo point (d, v) = {points} lies in the chosen "
+                     "--ds / --vs grid, so no draw would be made; add one of them to the grid or leave --draws out")
+
+
 def _main(argv):
     parser = _parser()
     args = parser.parse_args(argv)
     _refuse_repeats(parser, args)
+    _refuse_idle_draws(parser, args)
     from montecarlo.experiments import uci
 
     from . import attention, downstream
@@ -212,5 +235,7 @@ def _main(argv):
 
 
 if __name__ == "__main__":
+    from ._sweep import exit_now
+
     np.seterr(under="ignore")
-    sys.exit(main())
+    exit_now(main())

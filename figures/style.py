@@ -102,9 +102,11 @@ def use_paper_style():
     })
 
 
-def mc_legend_handle():
-    """A neutral legend entry explaining that hollow markers with error bars are Monte Carlo."""
+def mc_legend_handle(n_draws=None, what="±1 s.e."):
+    """A neutral legend entry explaining that hollow markers with error bars are Monte Carlo (and how many
+    draws each point has, when given)."""
     from matplotlib.lines import Line2D
 
+    draws = "" if n_draws is None else ", " + format(int(n_draws), ",").replace(",", " ") + " draws"
     return Line2D([], [], color="0.3", marker="o", linestyle="none", markersize=4, markerfacecolor="white",
-                  label="Monte Carlo (±1 s.e.)")
+                  label=f"Monte Carlo ({what}{draws})")

@@ -104,7 +104,7 @@ def contestant_color(name):
     import matplotlib
 
     kind, coupling = name.split("/")
-    shade = 0.3 + 0.15 * COUPLINGS.index(coupling)
+    shade = 0.2 + 0.12 * COUPLINGS.index(coupling)  # light enough for black text (contrast >= 4.5)
     return matplotlib.colormaps[KIND_CMAP[kind]](shade)
 
 
@@ -258,11 +258,8 @@ def compute(ds, vs, *, m_over_d=(1, 4), full=False, progress=None):
     for d in ds:
         row = []
         for j, v in enumerate(vs):
-            c = cell(d, v, d, full)
-            if j == len(vs) // 2:  # P/m does not depend on v: one v per d
-                for k in m_over_d:
-                    if k != 1:
-                        worst = max(worst, check_m_multiple(d, v, k, c))
+            c, w = checked_cell(d, v, m_over_d if j == len(vs) // 2 else (), full)
+            worst = max(worst, w)
             row.append(c)
             if progress is not None:
                 progress.update()
@@ -270,42 +267,128 @@ def compute(ds, vs, *, m_over_d=(1, 4), full=False, progress=None):
     return {"cells": cells, "m_check_max_rel": worst}
 
 
-def simplex_plus_points(ctx, points, cells, ds, vs, n_draws):
+def checked_cell(d, v, m_over_d, full):
+    """:func:`cell` at m = d and, for each k != 1 of ``m_over_d``, :func:`check_m_multiple` (P/m does not
+    depend on v: one v per d suffices): ``(cell, largest relative difference)`` (a unit of the figures'
+    sweep)."""
+    c, worst = cell(d, v, d, full), 0.0
+    for k in m_over_d:
+        if k != 1:
+            worst = max(worst, check_m_multiple(d, v, k, c))
+    return c, worst
+
+
+def simplex_plus_points(ctx, points, cells, ds, vs, n_draws, estimates=None):
     """Monte Carlo MSE of simplex_plus with the kind that wins each point's cell, against the winner's bounds.
 
     ``z_upper`` = (estimate - winner's upper bound) / s.e.: above :data:`RESOLVED_Z` simplex_plus is
-    resolved worse; ``z_lower`` (against the lower bound) below -RESOLVED_Z: resolved better.
+    resolved worse; ``z_lower`` (against the lower bound) below -RESOLVED_Z: resolved better.  ``estimates``:
+    ``{(d, v, kind): figures.mse.empirical_mse_cell(...)}`` already computed (else computed here).  The
+    SimRF+ update's warnings (blocks whose passes did not converge) are recorded with the point.
     """
-    import montecarlo as mc
-
     out = []
     for d, v in points:
         c = cells[ds.index(d)][vs.index(v)]
         kind = c["winner"].split("/")[0]
         vf = float(v)
-        x = np.zeros(d)
-        x[0] = vf / 2
-        est = mc.empirical_mse("simplex_plus", x, x.copy(), d, n_draws, kind=kind, rng=ctx.rng(f"winners-{d}-{v}"))
+        est = (estimates or {}).get((d, v, kind))
+        if est is None:
+            est = _simplex_plus_mse(d, v, kind, n_draws, ctx.rng(f"winners-{d}-{v}"))
         to_mse = math.exp(-vf * vf) / d
         lo, hi = c["lower"][c["winner"]] * to_mse, c["upper"][c["winner"]] * to_mse
-        mean, se = float(est.mean), float(est.stderr)
+        mean, se = est["mean"], est["stderr"]
         z_up, z_lo = (mean - hi) / se, (mean - lo) / se
         out.append({"d": d, "v": vf, "kind": kind, "contestant": key(kind, "simplex_plus"), "mse": mean,
                     "stderr": se, "n_draws": n_draws, "winner": c["winner"], "winner_mse_bounds": [lo, hi],
                     "z_upper": z_up, "z_lower": z_lo, "resolved": z_up > RESOLVED_Z or z_lo < -RESOLVED_Z,
-                    "simplex_plus_wins": z_lo < -RESOLVED_Z})
+                    "simplex_plus_wins": z_lo < -RESOLVED_Z, "sampler_warnings": est["warnings"]})
     return out
 
 
+def _simplex_plus_mse(d, v, kind, n_draws, rng):
+    """The Monte Carlo MSE of simplex_plus with ``kind`` at x = y = v/2 e_1 (a unit of the figures' sweep)."""
+    from .mse import empirical_mse_cell
+
+    x = np.zeros(d)
+    x[0] = float(v) / 2
+    return empirical_mse_cell("simplex_plus", x, x.copy(), d, n_draws, kind, rng, "numpy")
+
+
 def _fmt(r):
-    return f"{r:.2f}" if r >= 0.0995 else f"{r:.0e}".replace("e-0", "e-")
+    """Two significant digits, without an exponent down to 0.001."""
+    if r >= 0.0995:
+        return f"{r:.2f}"
+    if r >= 0.000995:
+        return f"{r:.2g}" if r >= 0.00995 else f"{r:.4f}".rstrip("0")
+    return f"{r:.1e}".replace("e-0", "e-")
 
 
-def _cell_text(c):
+def cell_text(c):
+    """The text of a map cell: the winner's MSE over SimRF-PRF's; ``≤x`` where the winner is PNC, bounded
+    above by the same kind's ORF value (proven; not evaluated by quadrature), and ``?`` where the proven bounds
+    leave the winner undecided."""
     if c["ratio"] is not None:
-        return _fmt(c["ratio"]) + ("" if c["decided"] else "?")
-    lo, hi = c["ratio_bounds"]
-    return f"\u2265{_fmt(lo)}\n\u2264{_fmt(hi)}" + ("" if c["decided"] else "?")
+        text = _fmt(c["ratio"])
+    else:
+        text = "≤" + _fmt(c["ratio_bounds"][1])
+    return text + ("" if c["decided"] else "?")
+
+
+#: Font size of the map's cell text (points, at the saved size).
+CELL_FONTSIZE = 7
+#: The profile panel's lower limit: smaller ratios are marked at the axis with their value.
+PROFILE_FLOOR = 2e-3
+
+
+def _text_color(rgba):
+    """Black or white, whichever has the larger contrast ratio with the background colour (WCAG relative
+    luminance L: (1.05) / (L + 0.05) for white, (L + 0.05) / 0.05 for black)."""
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3])
+    lum = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return "k" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "w"
+
+
+def _effort(ctx, effort):
+    eff = {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
+    unknown = set(eff) - set(EFFORT)
+    if unknown:
+        raise ValueError(f"effort keys must be among {', '.join(EFFORT)}, got {', '.join(sorted(unknown))}")
+    ds, vs = tuple(int(d) for d in eff["ds"]), tuple(str(v) for v in eff["vs"])
+    return eff, ds, vs, mc_points_in(eff["mc_points"], ds, vs)
+
+
+def mc_points_in(mc_points, ds, vs):
+    """The simplex_plus Monte Carlo points (d, v) that lie in the grid, each v as the grid writes it (1 and 1.0
+    are the same point)."""
+    out = []
+    for d, v in mc_points:
+        same = [x for x in vs if float(x) == float(v)]
+        if int(d) in ds and same:
+            out.append((int(d), same[0]))
+    return out
+
+
+#: The kinds whose simplex_plus Monte Carlo MSE is computed at each point with the cells (the kinds that can win a
+#: cell: PRFs never win strictly, A = 0 being an OPRF; a PRF winner's estimate would be computed at drawing).
+MC_KINDS = ("hyperbolic", "oprf")
+
+
+def new_winners_map_parts(ctx, effort=None):
+    """Every cell (d, v) of the map (:func:`checked_cell`; the m = 4d check at the middle v of each d), and the
+    simplex_plus Monte Carlo MSE of each positive kind at the Monte Carlo points (the render picks the kind that
+    wins the cell)."""
+    from ._sweep import Cell
+
+    eff, ds, vs, points = _effort(ctx, effort)
+    full, m_over_d = bool(eff["full"]), tuple(eff["m_over_d"])
+    parts = {("cell", d, v): Cell(checked_cell, (d, v, m_over_d if j == len(vs) // 2 else (), full),
+                                  cost=3.0 if full else 0.3, dps=ctx.dps)
+             for d in ds for j, v in enumerate(vs)}
+    for d, v in points:
+        for kind in MC_KINDS:
+            parts["mc", d, v, kind] = Cell(_simplex_plus_mse, (d, v, kind, int(eff["mc_draws"]),
+                                                               ctx.rng(f"winners-{d}-{v}")), cost=0.3)
+    return parts
 
 
 def new_winners_map(ctx, effort=None):
@@ -318,53 +401,71 @@ def new_winners_map(ctx, effort=None):
         Any of ``ds``, ``vs``, ``m_over_d``, ``full``, ``mc_points``, ``mc_draws`` (the rest from
         :data:`EFFORT`, :data:`QUICK` with ``--quick``).
     """
+    new_winners_map_render(ctx, ctx.compute(new_winners_map_parts(ctx, effort), "new winners map"), effort)
+
+
+def new_winners_map_render(ctx, res, effort=None):
+    """Draw and save the winners' map from :func:`new_winners_map_parts`."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    eff = {**(QUICK if ctx.quick else EFFORT), **(effort or {})}
-    unknown = set(eff) - set(EFFORT)
-    if unknown:
-        raise ValueError(f"effort keys must be among {', '.join(EFFORT)}, got {', '.join(sorted(unknown))}")
-    ds, vs = tuple(int(d) for d in eff["ds"]), tuple(str(v) for v in eff["vs"])
-    points = [(int(d), str(v)) for d, v in eff["mc_points"] if int(d) in ds and str(v) in vs]
-    bar = ctx.progress_bar(len(ds) * len(vs), "new winners map")
-    with ctx.precision():
-        grid = compute(ds, vs, m_over_d=tuple(eff["m_over_d"]), full=bool(eff["full"]), progress=bar)
-    bar.close()
-    cells = grid["cells"]
-    mcs = simplex_plus_points(ctx, points, cells, ds, vs, int(eff["mc_draws"]))
+    eff, ds, vs, points = _effort(ctx, effort)
+    got = [[res["cell", d, v] for v in vs] for d in ds]
+    cells = [[c for c, _ in row] for row in got]
+    grid = {"cells": cells, "m_check_max_rel": max(w for row in got for _, w in row)}
+    estimates = {k[1:]: v for k, v in res.items() if k[0] == "mc"}
+    mcs = simplex_plus_points(ctx, points, cells, ds, vs, int(eff["mc_draws"]), estimates)
     winners = [[c["winner"] for c in row] for row in cells]
 
     present = [n for n in CONTESTANTS if any(n in row for row in winners)]
     index = np.array([[present.index(w) for w in row] for row in winners])
-    fig, (ax, az) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.3), gridspec_kw={"width_ratios": [3, 2]})
-    cmap = ListedColormap([contestant_color(n) for n in present])
+    fig, (ax, az) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 7.4), gridspec_kw={"height_ratios": [3, 2]})
+    colors = [contestant_color(n) for n in present]
+    cmap = ListedColormap(colors)
     ax.pcolormesh(np.arange(len(vs)), np.arange(len(ds)), index, cmap=cmap, vmin=-0.5, vmax=len(present) - 0.5,
                   shading="nearest")
+    texts = [[cell_text(c) for c in row] for row in cells]
     for i, row in enumerate(cells):
         for j, c in enumerate(row):
-            ax.text(j, i, _cell_text(c), ha="center", va="center", fontsize=4, linespacing=0.9,
-                    color="k" if c["winner"].startswith("hyperbolic") else "w")
+            ax.text(j, i, texts[i][j], ha="center", va="center", fontsize=CELL_FONTSIZE,
+                    color=_text_color(colors[index[i, j]]))
     for p in mcs:
-        ax.plot(vs.index(next(v for v in vs if float(v) == p["v"])), ds.index(p["d"]), marker="o", markersize=10,
-                markerfacecolor="none", markeredgecolor="m" if p["resolved"] else "0.5", markeredgewidth=0.9)
+        ax.plot(vs.index(next(v for v in vs if float(v) == p["v"])), ds.index(p["d"]), marker="o", markersize=16,
+                markerfacecolor="none", markeredgecolor="m" if p["resolved"] else "0.5", markeredgewidth=1.2)
     ax.set_xticks(np.arange(len(vs)), vs)
     ax.set_yticks(np.arange(len(ds)), [str(d) for d in ds])
     ax.set_xlabel(r"$v = \|\mathbf{x} + \mathbf{y}\|_2$")
     ax.set_ylabel(r"$d$   ($m = d$ and $m = 4d$: the same map)")
-    ax.set_title("lowest kernel MSE (text: MSE / MSE of SimRF-PRF)")
+    unevaluated = [n for n in CONTESTANTS
+                   if all(str(c["status"][n]).startswith("not evaluated") for row in cells for c in row)]
+    ax.set_title("lowest kernel MSE; text: its MSE / MSE of SimRF-PRF"
+                 + ("\nnot evaluated in this run: " + ", ".join(f"{KIND_LABEL[n.split('/')[0]]} x "
+                                                               f"{COUPLING_LABEL[n.split('/')[1]]}"
+                                                               for n in unevaluated)
+                    + " (figures.reproduce winners --full: every contestant)" if unevaluated else
+                    "\nevery contestant evaluated"), fontsize=8)
     handles = [Patch(color=contestant_color(n), label=f"{KIND_LABEL[n.split('/')[0]]}, "
                      f"{COUPLING_LABEL[n.split('/')[1]]}") for n in present]
-    handles.append(plt.Line2D([], [], marker="o", markersize=6, markerfacecolor="none", markeredgecolor="m",
-                              linestyle="none", label=r"SimRF$^+$ (Monte Carlo) resolved worse"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, fontsize=6)
+    handles.append(plt.Line2D([], [], linestyle="none", label="\u2264x: PNC at most its ORF value (proven "
+                              "bound; not evaluated)"))
+    if any(not c["decided"] for row in cells for c in row):
+        handles.append(plt.Line2D([], [], linestyle="none", label="?: the bounds leave the winner open"))
+    if mcs:
+        handles.append(plt.Line2D([], [], marker="o", markersize=7, markerfacecolor="none", markeredgecolor="m",
+                                  linestyle="none", label=r"SimRF$^+$ (Monte Carlo) resolved worse"))
+        if not all(p["resolved"] for p in mcs):
+            handles.append(plt.Line2D([], [], marker="o", markersize=7, markerfacecolor="none",
+                                      markeredgecolor="0.5", linestyle="none", label=r"SimRF$^+$ not resolved"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7)
 
-    # right: each kind's best against v, relative to SimRF-PRF, at up to three dimensions
+    # below: each kind's best against v, relative to SimRF-PRF, at up to three dimensions
     vf = np.array([float(v) for v in vs])
     profile_ds = [d for d in (4, 64, 1024) if d in ds] or [ds[0]]
     dashes = dict(zip(profile_ds, ("-", "--", ":")))
     profiles = []
+    banded = False
+    clipped = []
     for d in profile_ds:
         i = ds.index(d)
         for kind in KINDS:
@@ -378,16 +479,30 @@ def new_winners_map(ctx, effort=None):
                 names.append(best)
             profiles.append({"d": d, "kind": kind, "v": vf, "lower": lo, "upper": hi, "best_upper": names})
             color = contestant_color(key(kind, "simplex"))
-            az.plot(vf, hi, color=color, linestyle=dashes[d], lw=1.0, label=f"{KIND_LABEL[kind]}, $d = {d}$")
+            shown = np.maximum(np.array(hi), PROFILE_FLOOR)
+            az.plot(vf, shown, color=color, linestyle=dashes[d], lw=1.0, marker="o", markersize=2.5,
+                    label=f"{KIND_LABEL[kind]}, $d = {d}$")
             if np.any(np.array(lo) < np.array(hi)):
-                az.fill_between(vf, lo, hi, color=color, alpha=0.2, lw=0)
+                banded = True
+                az.fill_between(vf, np.maximum(lo, PROFILE_FLOOR), shown, color=color, alpha=0.3, lw=0)
+            below = np.array(hi) < PROFILE_FLOOR
+            if below.any():
+                k = int(np.argmax(below))
+                clipped.append(f"{KIND_LABEL[kind]}, d = {d}: {_fmt(hi[k])} at v = {vs[k]}"
+                               + (f", {_fmt(min(hi))} at v = {vs[int(np.argmin(hi))]}" if int(np.argmin(hi)) != k
+                                  else ""))
     az.axhline(1.0, color="0.5", lw=0.6)
     az.set_xscale("log")
     az.set_yscale("log")
+    az.set_ylim(PROFILE_FLOOR, None)
     az.set_xlabel(r"$v$")
-    az.set_ylabel("best MSE of the kind / MSE(SimRF-PRF)")
-    az.set_title("each kind at its best coupling")
-    az.legend(fontsize=5, ncol=1, loc="lower left")
+    az.set_ylabel("best MSE of the kind\n/ MSE of SimRF-PRF")
+    az.set_title("each kind at its best coupling (markers: the map's v)"
+                 + ("; band: PNC between its proven bounds" if banded else ""), fontsize=8)
+    if clipped:
+        az.text(0.01, 0.02, f"below the axis ({PROFILE_FLOOR:g}):\n" + "\n".join(clipped), transform=az.transAxes,
+                fontsize=7, va="bottom", ha="left", color="0.25")
+    az.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 
     data = {
         "name": "new_winners_map",
@@ -396,14 +511,25 @@ def new_winners_map(ctx, effort=None):
                     "over d and v = |x + y|, at m = d and m = 4d (the same map: P/m = d - 1 coupled pairs per "
                     "feature either way; checked at one v per d), among {PRF, hyperbolic PRF, OPRF at each "
                     "coupling's optimal A} x {IID, ORF, SimRF, PNC}. Text: the winner's MSE over the paper's "
-                    "SimRF-PRF (a range: PNC bounded by convex order and Jensen, not evaluated). PNC is evaluated "
-                    "by quadrature only where the bounds leave the winner open; OPRF x PNC only with --full "
-                    "(python -m figures.reproduce winners). Circles: SimRF+ by Monte Carlo with the winning kind."),
+                    "SimRF-PRF; '\u2264x' where the winner is PNC, whose MSE lies between a convex-order/Jensen "
+                    "lower bound and the same kind's ORF value x (proven; not evaluated by quadrature: the bounds "
+                    "already decide the winner; both bounds in 'ratio_bounds'); '?' where they leave it open. PNC "
+                    "is evaluated by quadrature only where the bounds leave the winner open"
+                    + ("; OPRF x PNC is not evaluated in this run (python -m figures.reproduce winners --full)"
+                       if unevaluated else "; every contestant evaluated (--full)")
+                    + ". Circles: SimRF+ by Monte Carlo with the winning kind. Below: each kind at its best "
+                    f"coupling against v at d = {', '.join(map(str, profile_ds))} (band: PNC between its bounds; "
+                    f"ratios below {PROFILE_FLOOR:g} marked at the axis with their value)."
+                    + "".join(f" SimRF+ at d = {p['d']}, v = {p['v']:g}: sampler warning recorded in "
+                              "'simplex_plus_monte_carlo' (the unconverged blocks keep their last iterate; their "
+                              "rows stay exactly Gaussian)." for p in mcs if p["sampler_warnings"])),
         "ds": list(ds), "vs": [float(v) for v in vs], "vs_text": list(vs), "m_over_d": list(eff["m_over_d"]),
         "contestants": list(CONTESTANTS), "baseline": BASELINE,
         "quantity": "scaled_mse = m e^{2(|x|^2+|y|^2)} MSE at |x| = |y| = v/2 (Gaussian kernel); the MSE of "
                     "x = y is scaled_mse e^{-v^2} / m",
         "winner": winners,
+        "cell_text": texts,
+        "not_evaluated": unevaluated,
         "decided": [[c["decided"] for c in row] for row in cells],
         "ratio": [[c["ratio"] for c in row] for row in cells],
         "ratio_bounds": [[c["ratio_bounds"] for c in row] for row in cells],

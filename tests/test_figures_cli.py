@@ -177,9 +177,14 @@ def test_style_is_shared():
 
 
 def test_progress_lines_on_stderr(tmp_path, capsys):
-    assert main(["--quick", "--only", "fig3,fig4", "--out", str(tmp_path)]) == 0
+    """Progress on stderr: a bar over the cells of every selected figure (one sweep), a bar over their drawing,
+    and one line per figure as it is written; none with --no-progress."""
+    assert main(["--quick", "--only", "fig3,fig6", "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err
-    assert "[1/2] fig3_simplex_plus ..." in err and "[2/2] fig4_conformity ..." in err
+    assert "cells of 2 figures" in err and "drawing 2 figures" in err
+    assert "[1/2] fig3_simplex_plus written" in err and "[2/2] fig6_mse_ratio written" in err
+    assert main(["--quick", "--only", "fig3", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_pdf_fonts_are_truetype(tmp_path):
@@ -238,6 +243,31 @@ def test_interrupted_save_leaves_no_partial_file(tmp_path, monkeypatch):
     assert sorted(after) == ["fig.json", "fig.pdf", "fig.png"]  # no .part file left
     assert after["fig.pdf"] == before["fig.pdf"] and after["fig.json"] == before["fig.json"]
     assert after["fig.png"] != before["fig.png"]  # written completely before the interruption
+
+
+def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    """The main process writes the bytes its workers drew (Context.write_files): a write interrupted half-way
+    leaves the previous complete file and no temporary file; the files written before it are complete."""
+    from figures import _context
+    from figures._context import Context
+
+    ctx = Context(out=str(tmp_path), progress=False)
+    ctx.write_files("fig", {"png": b"\x89PNG old", "pdf": b"%PDF- old", "json": '{"x": 1}\n'})
+    real = _context._write_bytes
+
+    def interrupted(path, body):
+        if body.startswith(b"%PDF"):
+            with open(path, "wb") as fh:
+                fh.write(body[:3])
+            raise KeyboardInterrupt
+        return real(path, body)
+
+    monkeypatch.setattr(_context, "_write_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ctx.write_files("fig", {"png": b"\x89PNG new", "pdf": b"%PDF- new", "json": '{"x": 2}\n'})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.json", "fig.pdf", "fig.png"]
+    assert (tmp_path / "fig.png").read_bytes() == b"\x89PNG new"
+    assert (tmp_path / "fig.pdf").read_bytes() == b"%PDF- old" and json.loads((tmp_path / "fig.json").read_text()) == {"x": 1}
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -24,7 +24,7 @@ from paper_checks._compare import Z_CRIT
 KEYS = {"name", "paper_label", "caption", "ds", "vs", "vs_text", "m_over_d", "contestants", "baseline", "quantity",
         "winner", "decided", "ratio", "ratio_bounds", "runner_up", "margin", "A_star", "scaled_mse_lower",
         "scaled_mse_upper", "status", "m_check_max_rel", "full", "simplex_plus_monte_carlo", "resolved_z",
-        "profiles", "source", "settings"}
+        "profiles", "source", "settings", "cell_text", "not_evaluated"}
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_bad_effort_is_refused(tmp_path):
 
 def test_reproduce_command(tmp_path, capsys):
     """figures.reproduce winners on a one-cell grid writes the figure; a bad --ds is a one-line error."""
-    args = ["--out", str(tmp_path), "--no-progress", "winners", "--ds", "4", "--vs", "0.5", "--draws", "500"]
+    args = ["--out", str(tmp_path), "--no-progress", "winners", "--ds", "4", "--vs", "0.5"]
     assert reproduce_main(args) == 0
     out = json.loads((tmp_path / "new_winners_map.json").read_text())
     assert out["ds"] == [4] and out["winner"] == [["hyperbolic/pnc_orthogonal"]]

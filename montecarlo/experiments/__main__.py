@@ -70,8 +70,10 @@ def _sweep(p, paired=True, kinds=None):
 
 
 def _sub(sub, name, **kwargs):
-    """A subcommand parser that shows defaults (argparse does not pass the formatter down)."""
-    return sub.add_parser(name, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
+    """A subcommand parser that shows each default once (argparse does not pass the formatter down)."""
+    from ._common import HelpFormatter
+
+    return sub.add_parser(name, formatter_class=HelpFormatter, **kwargs)
 
 
 def _common(p, data=True, splits=False):
@@ -95,6 +97,9 @@ def _parser():
                            "Tables 2 and 3, Fig. 8, the sigma search of App. C.1, Fig. 7, the attention errors of "
                            "Sec. 5.4, the split-seed spread of Table 2 and a Fig. 9 analogue. Exit status: 0 done, "
                            "2 bad arguments or data, 1 out of memory or no convergence, 130 Ctrl-C, 143 SIGTERM."))
+    from ._common import HelpFormatter, one_default_help
+
+    one_default_help(p)
     sub = p.add_subparsers(dest="command", required=True,
                            metavar="{table,curve,sigma,gram,attention,split-spread,performer-train}")
 
@@ -192,6 +197,7 @@ def _parser():
     from . import performer_train  # its parser only; torch is imported when the command runs
 
     performer_train.add_parser(sub)
+    sub.choices["performer-train"].formatter_class = HelpFormatter  # each default once, like the others
     return p
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import math
@@ -255,3 +256,21 @@ def run_terminable(runner, prog, body, argv):
 
     with terminate_as_interrupt():
         return runner(prog, guarded, argv)
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with each option's default said once: argparse's ``(default: X)`` is added only where the help
+    text does not already say the default (it contains "default") and X says something (not None, not False,
+    not a suppressed value); before, "(default: the protocol's, 5 or 1) (default: None)"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
+def one_default_help(parser):
+    """Give ``parser`` (a :func:`theory.cli.make_parser` parser) the :class:`HelpFormatter`; returns it."""
+    parser.formatter_class = HelpFormatter
+    return parser

@@ -93,7 +93,8 @@ from ._common import (
     seed_entropy,
     z_score,
 )
-from .sweeps import check_n_jobs, coupling_pairs, draw_blocks, paired_estimates, paired_weights, run_units, unit_seed
+from ._plan import SweepPlan
+from .sweeps import check_n_jobs, coupling_pairs, draw_blocks, paired_estimates, paired_weights, unit_seed
 from .sweeps import warm_up as sweep_warm_up
 
 #: Default chunk length of the causal prefix sums.
@@ -925,6 +926,20 @@ def attention_scan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256
     -------
     AttentionScan
     """
+    n_jobs = check_n_jobs(n_jobs)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable taking one string, got {describe(progress)}")
+    return attention_scan_plan(couplings, seq_lens, logit_stds, m_values, n_draws, rng, kinds=kinds, d_head=d_head,
+                               causal=causal, data_rng=data_rng, paired=paired).run(n_jobs, progress)
+
+
+def attention_scan_plan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256, 1024),
+                        logit_stds=(0.1, 0.25, 0.5, 1.0, 2.0), m_values=(64, 130, 512), n_draws=20, rng=0, *,
+                        kinds=("prf",), d_head=64, causal=False, data_rng=0, paired=True):
+    """:func:`attention_scan` before it runs: a :class:`~montecarlo.experiments._plan.SweepPlan` of its units
+    ((logit std, L, m, block of draws); the data, exact attention and data-driven parameters are computed here)
+    whose ``finish`` returns the :class:`AttentionScan`.  ``plan.run(n_jobs, progress)`` is
+    :func:`attention_scan`.  Arguments as :func:`attention_scan` (without ``n_jobs`` and ``progress``)."""
     couplings = distinct_couplings(couplings)
     kinds_ = _check_scan_kinds(kinds)
     if isinstance(logit_stds, (str, bytes)) or not hasattr(logit_stds, "__iter__"):
@@ -939,9 +954,6 @@ def attention_scan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256
     d_head = check_int(d_head, "d_head", 1)
     causal = check_bool(causal, "causal")
     paired = check_bool(paired, "paired")
-    n_jobs = check_n_jobs(n_jobs)
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be None or a callable taking one string, got {describe(progress)}")
     entropy = seed_entropy(rng)
     data_rng = check_rng(data_rng, "data_rng")
     check_budget(max(seq_lens) * max(seq_lens), "the (L, L) exact attention of the longest sequence",
@@ -984,26 +996,27 @@ def attention_scan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256
         import montecarlo.oprf  # noqa: F401
         import montecarlo.sderf  # noqa: F401
 
-    res = run_units(_scan_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="attention scan",
-                    warm_up=warm_all)
-    full = shape + (len(m_values),)
-    per_cell = {}
-    for cell, r in zip(cells, res):
-        per_cell.setdefault(cell, []).append(r)
-    names = [(kind, c) for kind in kinds_ for c in couplings]
-    pairs = [((kind, a), (kind, b)) for kind in kinds_ for a, b in coupling_pairs(couplings)]
-    pairs += [((ka, c), (kb, c)) for c in couplings for ka, kb in coupling_pairs(kinds_)]
-    mean = {nm: np.empty(full) for nm in names}
-    se = {nm: np.empty(full) for nm in names}
-    dmean = {p: np.empty(full) for p in pairs}
-    dse = {p: np.empty(full) for p in pairs}
-    for cell, parts in per_cell.items():
-        errs = np.concatenate(parts, axis=-1)  # (kinds, couplings, n_draws)
-        samples = {(kind, c): errs[ik, ic] for ik, kind in enumerate(kinds_) for ic, c in enumerate(couplings)}
-        for nm in names:
-            x = samples[nm]
-            mean[nm][cell], se[nm][cell] = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
-        for p, est in paired_estimates(samples, pairs).items():
-            dmean[p][cell], dse[p][cell] = est.mean, est.stderr
-    return AttentionScan(kinds_, couplings, seq_lens, stds, m_values, mean, se, uniform, dmean, dse, data_params,
-                         n_draws, causal, paired, d_head)
+    def finish(res):
+        full = shape + (len(m_values),)
+        per_cell = {}
+        for cell, r in zip(cells, res):
+            per_cell.setdefault(cell, []).append(r)
+        names = [(kind, c) for kind in kinds_ for c in couplings]
+        pairs = [((kind, a), (kind, b)) for kind in kinds_ for a, b in coupling_pairs(couplings)]
+        pairs += [((ka, c), (kb, c)) for c in couplings for ka, kb in coupling_pairs(kinds_)]
+        mean = {nm: np.empty(full) for nm in names}
+        se = {nm: np.empty(full) for nm in names}
+        dmean = {p: np.empty(full) for p in pairs}
+        dse = {p: np.empty(full) for p in pairs}
+        for cell, parts in per_cell.items():
+            errs = np.concatenate(parts, axis=-1)  # (kinds, couplings, n_draws)
+            samples = {(kind, c): errs[ik, ic] for ik, kind in enumerate(kinds_) for ic, c in enumerate(couplings)}
+            for nm in names:
+                x = samples[nm]
+                mean[nm][cell], se[nm][cell] = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+            for p, est in paired_estimates(samples, pairs).items():
+                dmean[p][cell], dse[p][cell] = est.mean, est.stderr
+        return AttentionScan(kinds_, couplings, seq_lens, stds, m_values, mean, se, uniform, dmean, dse, data_params,
+                             n_draws, causal, paired, d_head)
+
+    return SweepPlan(_scan_unit, units, costs, finish, "attention scan", warm_all)

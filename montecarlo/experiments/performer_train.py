@@ -310,10 +310,11 @@ def _model(cfg, kind, coupling, seed, steps_per_epoch):
     return ViT()
 
 
-def train_one(kind, coupling, seed, cfg=TrainConfig(), data=None):
+def train_one(kind, coupling, seed, cfg=TrainConfig(), data=None, *, on_step=None):
     """Test accuracy after each epoch of one run (ndarray (epochs,)); ``kind`` None is exact attention.
 
-    The global torch random state is left as it was (``torch.random.fork_rng``).
+    The global torch random state is left as it was (``torch.random.fork_rng``).  ``on_step``, if given, is
+    called after every optimiser step with ``(epoch, step, steps_per_epoch)`` (0-based epoch, 1-based step).
     """
     import torch
 
@@ -337,12 +338,14 @@ def train_one(kind, coupling, seed, cfg=TrainConfig(), data=None):
             for epoch in range(cfg.epochs):
                 model.train()
                 perm = torch.as_tensor(order.permutation(len(Xtr)))
-                for lo in range(0, len(Xtr), cfg.batch_size):
+                for step, lo in enumerate(range(0, len(Xtr), cfg.batch_size), 1):
                     idx = perm[lo:lo + cfg.batch_size]
                     loss = torch.nn.functional.cross_entropy(model(xtr[idx]), ttr[idx])
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
+                    if on_step is not None:
+                        on_step(epoch, step, steps_per_epoch)
                 model.eval()
                 with torch.no_grad():
                     acc[epoch] = float((model(xte).argmax(1) == tte).double().mean())
@@ -361,9 +364,27 @@ def _config_dict(cfg, n_train):
     return d
 
 
-def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None):
-    """Train every arm for ``seeds`` seeds (``seed``, ``seed + 1``, ...; at most :data:`MAX_SEEDS`); returns a
-    :class:`TrainResult`."""
+def _step_reporter(progress, name, s, epochs, on_step):
+    """The ``on_step`` of one run: ``on_step`` itself, and a progress line at most once a second (arm, seed,
+    epoch, step), so that a long run is never silent."""
+    last = [time.perf_counter()]
+
+    def report(epoch, step, per_epoch):
+        if on_step is not None:
+            on_step(epoch, step, per_epoch)
+        now = time.perf_counter()
+        if progress and now - last[0] >= 1.0:
+            last[0] = now
+            progress(f"{name} seed {s}: epoch {epoch + 1}/{epochs}, step {step}/{per_epoch}")
+
+    return report
+
+
+def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None, on_step=None):
+    """Train every arm for ``seeds`` seeds (``seed``, ``seed + 1``, ...; at most :data:`MAX_SEEDS`); returns a :class:`TrainResult`.
+
+    ``progress`` gets a line per finished run and, during a run, at most one a second (epoch and step);
+    ``on_step`` (:func:`train_one`) is called after every optimiser step of every run."""
     seeds = check_int(seeds, "seeds", 1, maximum=MAX_SEEDS)
     seed = check_int(seed, "seed", 0)
     cfg = _check_config(cfg)
@@ -377,7 +398,8 @@ def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None):
         runs = []
         for s in range(seed, seed + seeds):
             t = time.perf_counter()
-            runs.append(train_one(kind, coupling, s, cfg, data))
+            runs.append(train_one(kind, coupling, s, cfg, data,
+                                  on_step=_step_reporter(progress, name, s, cfg.epochs, on_step)))
             if progress:
                 progress(f"{name} seed {s}: "
                          f"final test accuracy {runs[-1][-1]:.4f} ({time.perf_counter() - t:.1f} s)")

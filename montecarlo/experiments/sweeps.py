@@ -176,6 +176,16 @@ def _pinned_call(func, args):
 # Running units
 
 
+class UnitsDone(str):
+    """A progress message of :func:`run_units` (``'label: k/n units, t s'``) that also carries ``done`` (k)
+    and ``total`` (n), so that a progress bar can follow it without parsing the text."""
+
+    def __new__(cls, text, done, total):
+        obj = super().__new__(cls, text)
+        obj.done, obj.total = done, total
+        return obj
+
+
 def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="units", warm_up=None):
     """``[func(*u) for u in units]``, computed in parallel through joblib.
 
@@ -193,7 +203,8 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
         Estimated cost of each unit; units are dispatched largest first
         (longest-processing-time scheduling).  The results do not depend on it.
     progress : callable, optional
-        Called with one line ``'label: k/n units, t s'`` at most once a second and at the end.
+        Called with one line ``'label: k/n units, t s'`` (a :class:`UnitsDone`, with ``done`` and ``total``)
+        at most once a second and at the end.
     label : str
     warm_up : callable, optional
         Called once in this thread before any worker starts (default: the cheapest unit is
@@ -233,7 +244,7 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
         now = time.perf_counter()
         if progress is not None and (done == n or now - last[0] >= 1.0):
             last[0] = now
-            progress(f"{label}: {done}/{n} units, {now - t0:.1f} s")
+            progress(UnitsDone(f"{label}: {done}/{n} units, {now - t0:.1f} s", done, n))
 
     workers = _workers(n_jobs)
     with one_blas_thread():
