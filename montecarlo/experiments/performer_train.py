@@ -381,7 +381,8 @@ def _step_reporter(progress, name, s, epochs, on_step):
 
 
 def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None, on_step=None):
-    """Train every arm for ``seeds`` seeds (``seed``, ``seed + 1``, ...; at most :data:`MAX_SEEDS`); returns a :class:`TrainResult`.
+    """Train every arm for ``seeds`` seeds (``seed``, ``seed + 1``, ...; at most :data:`MAX_SEEDS`); returns a
+    :class:`TrainResult`.
 
     ``progress`` gets a line per finished run and, during a run, at most one a second (epoch and step);
     ``on_step`` (:func:`train_one`) is called after every optimiser step of every run."""
