@@ -25,13 +25,26 @@ and the offsets are detached, so gradients are unchanged):
   of 2s positions reads the first half), and the key at the query's own
   position directly.  Each exponent is then :math:`\le 0` and the denominator
   is >= 1 for every query that sees a key, **whatever the data**: there is no
-  data-dependent fallback path, hence no host synchronisation.  (In exact
-  arithmetic.  In float32 the sums of log-features and offsets round
-  differently from their parts, so an exponent can exceed 0 by a few units in
-  the last place of the log-features: harmless until those reach about 1e9,
-  where it overflows to NaN outputs; measured at d = 8: inputs with entries of
-  3e4 (causal; bidirectional attention is unaffected), never at 1e4.  Use
-  float64 inputs or a smaller ``scale`` there.)
+  data-dependent fallback path, hence no host synchronisation.
+
+Range of the inputs (:func:`input_range`; ``check_inputs=True`` refuses inputs beyond it with a
+ValueError naming ``q`` or ``k``, and a ``scale`` beyond the compute dtype's range is refused at every
+forward without a synchronisation).  The construction above is exact in exact arithmetic; in floating
+point it needs the log-features, about :math:`-s\|x\|^2/2` for a query or key x, to be representable,
+and the causal scan needs more:
+
+* bidirectional attention is exact to rounding while every log-feature stays below a quarter of the
+  largest number of the compute dtype (float32, also for bfloat16 and float16 inputs: 8.5e37, so
+  :math:`s\|x\|^2` up to about 1.7e38, entries of about 5e18 at d = 8; float64: 4.5e307, entries of about
+  1e153), and :math:`\|x\|^2` itself is finite; beyond, with the check off, every output of the sequence
+  is NaN.  A kind parameter taken from the data (oprf's A) sums squared norms over the sequence, which
+  overflows L times earlier (NaN outputs; the check names the input);
+* causal attention: the sums of log-features and offsets round differently from their parts, so an
+  exponent can exceed 0 by about half a unit in the last place of the log-features: exact to rounding
+  while they stay below :math:`\log(\text{largest})/(8\varepsilon)` (float32 9.3e7, :math:`s\|x\|^2`
+  up to about 1.9e8; float64 4.0e17, :math:`s\|x\|^2` about 8e17); measured at d = 8 and 64, every
+  kind: NaN outputs from :math:`s\|x\|^2` about 2.7e9 in float32 (entries of 3e4 at d = 8) and about
+  1.3e19 in float64 (entries of 2e9), never below.  Use float64 inputs or a smaller ``scale`` there.
 
 Precision: the features are computed in float32 (float64 when the inputs or
 the projections are float64) whatever the input dtype, with autocast disabled
@@ -43,7 +56,7 @@ keeps the projections in float32 (a bfloat16-rounded matrix would no longer be
 a draw of the coupling).
 
 No host synchronisation in ``forward``: shape, dtype and device checks are
-free; the finiteness of q, k, v is checked only with ``check_inputs=True``
+free; the finiteness of q, k, v and the range of q and k are checked only with ``check_inputs=True``
 (one synchronisation per tensor).  A kind parameter chosen from the data (oprf's
 A) is one tensor per sequence on the device (the registered oprf map takes
 arrays); only a kind whose map took nothing but floats would cost one
@@ -174,7 +187,8 @@ import torch
 from torch import nn
 
 import montecarlo as mc
-from montecarlo._checks import check_bool, check_coupling, check_int, check_positive_float, check_rng
+from montecarlo._checks import (AllocationError, check_bool, check_coupling, check_int, check_positive_float,
+                                check_rng)
 from montecarlo.oprf import batch_pair_statistic
 from theory import feature_kinds as kinds
 from theory.registry import check_dimension
@@ -185,9 +199,11 @@ __all__ = [
     "INPUT_DTYPES",
     "STORAGE_DTYPES",
     "PRFAttention",
+    "PRFMultiheadAttention",
     "check_device",
     "check_generator",
     "draw_projections",
+    "input_range",
     "oprf_a",
 ]
 
@@ -272,9 +288,27 @@ def _storage_dtype(dtype, name="dtype"):
     return dtype if dtype in STORAGE_DTYPES else torch.float32
 
 
+def _dtype_name(dtype):
+    """``torch.float32`` -> ``'float32'``."""
+    return str(dtype).replace("torch.", "")
+
+
 def _very_negative(dtype):
     """A finite stand-in for -inf in offsets (a few of them still add up without overflow)."""
     return torch.finfo(dtype).min / 8
+
+
+def input_range(dtype, causal):
+    r"""The largest magnitude of a log-feature (about :math:`s\|x\|^2/2` for a query or key x) for which
+    attention computed in ``dtype`` (float32 or float64) is exact to rounding (module docs, "Range of the
+    inputs"): a quarter of the dtype's largest number bidirectionally (the sum of a query's and a key's
+    log-features stays finite), :math:`\log(\text{largest})/(8\varepsilon)` causally (the exponents that
+    exceed 0 by rounding, about :math:`\varepsilon/2` times the log-features, stay below a quarter of the
+    exponential's range)."""
+    info = torch.finfo(dtype)
+    if causal:
+        return math.log(info.max) / (8 * info.eps)
+    return info.max / 4
 
 
 def oprf_a(rho):
@@ -450,6 +484,28 @@ class _RatioJvp(_Ratio):
         return d if seen is None else d.masked_fill(~seen, 0.0)
 
 
+def _batch_first_mask(mask, tensors, name):
+    """A (B, L) padding mask for inputs with two or more leading axes (B, H, ..., L, d) read as
+    ``nn.MultiheadAttention``'s (batch, L) convention: (B, 1, ..., 1, L), one mask per batch element (plain
+    broadcasting would align B with the last leading axis, the heads).  Other masks are returned as given;
+    a first axis that is neither 1 nor the inputs' batch is a ValueError suggesting the shapes that work."""
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2:
+        return mask
+    shapes = [t.shape for t in tensors if isinstance(t, torch.Tensor)]
+    n_lead = max((len(sh) for sh in shapes), default=2) - 2
+    if n_lead < 2:
+        return mask
+    batch = {sh[0] for sh in shapes if len(sh) - 2 == n_lead} - {1}
+    if mask.shape[0] != 1 and len(batch) == 1 and mask.shape[0] not in batch:
+        lead = tuple(max(shapes, key=len)[:-2])
+        raise ValueError(f"{name} of shape {tuple(mask.shape)} is read as nn.MultiheadAttention's (batch, L) mask, "
+                         f"one row per batch element, but the inputs' leading shape (batch, heads, ...) is {lead}: "
+                         f"give one row per batch element (a (batch, L) mask, or mask[:, None] of shape "
+                         f"(batch, 1, L)), or a mask shaped like the leading axes, e.g. (1, heads, L) for one row "
+                         "per head")
+    return mask.reshape((mask.shape[0],) + (1,) * (n_lead - 1) + (mask.shape[1],))
+
+
 def _with_ones(v):
     """[v, 1]: one product then gives the numerator and the denominator (the key mass)."""
     return torch.nn.functional.pad(v, (0, 1), value=1.0)  # (one operator; a ones tensor and a cat made two)
@@ -494,10 +550,20 @@ def _exclusive_cummax(x, dim, fill):
     return torch.cat([first, inc.narrow(dim, 0, inc.shape[dim] - 1)], dim=dim)
 
 
-def _run_eagerly(fn):
-    """``fn`` run eagerly under torch.compile (``torch.compiler.disable``, torch >= 2.1; unchanged before)."""
+def _run_eagerly(reason):
+    """A decorator: the function run eagerly under torch.compile (``torch.compiler.disable``, torch >= 2.1;
+    unchanged before), with ``reason`` in the error of ``fullgraph=True`` (torch >= 2.6 takes one)."""
     disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    return disable(fn) if disable is not None else fn
+
+    def wrap(fn):
+        if disable is None:
+            return fn
+        try:
+            return disable(fn, reason=reason)
+        except TypeError:  # (no reason= before torch 2.6)
+            return disable(fn)
+
+    return wrap
 
 
 def _compiling():
@@ -1078,7 +1144,7 @@ class PRFAttention(nn.Module):
         rec = kinds.get(self.kind)
         if "softmax" not in rec.kernels:
             raise ValueError(f"kind must estimate the softmax kernel, got {kind!r} (kernels {rec.kernels})")
-        self.kind_params = self._check_kind_params(rec, kind_params)
+        self.kind_params = self._check_kind_params(rec, kind_params, self.d_head)
         self.causal = check_bool(causal, "causal")
         self.scale = 1.0 / math.sqrt(self.d_head) if scale is None else check_positive_float(scale, "scale")
         self.redraw_every = None if redraw_every is None else check_int(redraw_every, "redraw_every", 1)
@@ -1104,9 +1170,7 @@ class PRFAttention(nn.Module):
         self._frozen = False
         self._calls = 0
         # drawn before anything is allocated: sample_weights bounds the memory that n_features x d_head asks for
-        self.register_buffer("weights", draw_projections(self.coupling, self.d_head, self.n_features,
-                                                         generator=self._generator, rng=self._rng, device=device,
-                                                         dtype=storage))
+        self.register_buffer("weights", self._draw(device, storage))
         self._data_driven = tuple(p for p in rec.parameters if p not in self.kind_params)
         for name in ("log_features", "linear_log_features", "data_parameters"):  # the kind's modules imported
             if rec.has(name):  # now: an import inside forward would break a torch.compile graph
@@ -1117,7 +1181,7 @@ class PRFAttention(nn.Module):
             self.register_buffer("running_steps", torch.zeros((), dtype=torch.long, device=device))
 
     @staticmethod
-    def _check_kind_params(rec, kind_params):
+    def _check_kind_params(rec, kind_params, d):
         if kind_params is None:
             kind_params = {}
         if not isinstance(kind_params, dict):
@@ -1137,6 +1201,11 @@ class PRFAttention(nn.Module):
             if isinstance(value, torch.Tensor):
                 raise TypeError(f"kind_params[{p!r}] must be a real number, got a tensor")
             out[p] = float(check_real(value, f"kind_params[{p!r}]"))
+        if out and rec.has("float_parameters"):  # the kind's own rule for given values (oprf: A < 1/8), now and
+            try:  # not at the first forward
+                kinds.hook(rec.name, "float_parameters")(d, 0.0, **out)
+            except ValueError as exc:
+                raise ValueError(f"kind_params={kind_params} for kind={rec.name!r}: {exc}") from None
         return out
 
     @classmethod
@@ -1159,12 +1228,21 @@ class PRFAttention(nn.Module):
 
     # -- random features -------------------------------------------------
 
+    def _draw(self, device, dtype):
+        """(n_features, d_head) projections of the module's coupling from its stream; an oversized request is an
+        AllocationError in the module's own words (n_features, d_head)."""
+        try:
+            return draw_projections(self.coupling, self.d_head, self.n_features, generator=self._generator,
+                                    rng=self._rng, device=device, dtype=dtype)
+        except AllocationError as exc:
+            raise AllocationError(f"PRFAttention(d_head={self.d_head}, n_features={self.n_features}) asks for "
+                                  f"(n_features, d_head) = ({self.n_features}, {self.d_head}) projections: reduce "
+                                  f"n_features (the sampler says: {exc})") from None
+
     @torch.no_grad()
     def redraw(self):
         """Draw fresh projections of the module's coupling (in place, on its device and dtype)."""
-        w = draw_projections(self.coupling, self.d_head, self.n_features, generator=self._generator,
-                             rng=self._rng, device=self.weights.device, dtype=self.weights.dtype)
-        self.weights.copy_(w)
+        self.weights.copy_(self._draw(self.weights.device, self.weights.dtype))
         self._calls = 0
         return self
 
@@ -1185,7 +1263,9 @@ class PRFAttention(nn.Module):
                 self._buffers[name].zero_()
         return self
 
-    @_run_eagerly
+    @_run_eagerly("PRFAttention(redraw_every=...) redraws its projections inside forward in training mode, "
+                  "which runs eagerly (a graph break): torch.compile(..., fullgraph=True) needs redraw_every=None "
+                  "(call redraw() outside the compiled model), eval(), or freeze()")
     def _redraw_schedule(self):
         """One training-mode forward of ``redraw_every``: redraw when due, count the call (not in a forward that
         the backward recomputes: activation checkpointing).  Runs eagerly under torch.compile (one graph
@@ -1327,11 +1407,41 @@ class PRFAttention(nn.Module):
         except RuntimeError:
             raise ValueError("the leading (batch, head) shapes of q, k, v and the padding masks must broadcast, "
                              f"got {[tuple(s) for s in shapes]}") from None
+        compute = self._compute_dtype(q.dtype)
+        if self.scale > torch.finfo(compute).max:  # (a Python float: no synchronisation)
+            raise ValueError(f"scale = {self.scale:.3g} is beyond the range of {_dtype_name(compute)}, the dtype the "
+                             f"features of {_dtype_name(q.dtype)} inputs are computed in here (largest "
+                             f"{torch.finfo(compute).max:.3g}): every output would be NaN; compute in float64 "
+                             "(float64 inputs, or a module built with dtype=torch.float64) or use a smaller scale")
         if self.check_inputs:
             for name, t in (("q", q), ("k", k), ("v", v)):
                 if not torch.isfinite(t).all():
                     raise ValueError(f"{name} must be finite (found NaN or inf; check_inputs=True)")
         return tuple(lead)
+
+    def _compute_dtype(self, dtype):
+        """The dtype of the feature computations for inputs of ``dtype`` (module docs, "Precision")."""
+        return torch.float64 if torch.float64 in (self.weights.dtype, dtype) else torch.float32
+
+    def _check_range(self, lq, lk, compute):
+        """ValueError naming q or k where a log-feature is not finite or exceeds :func:`input_range` (a
+        synchronisation each; ``check_inputs=True``)."""
+        limit = input_range(compute, self.causal)
+        for name, lf in (("q", lq), ("k", lk)):
+            if lf.numel() == 0:
+                continue
+            top = float(lf.detach().abs().amax())
+            if top <= limit:
+                continue
+            reach = f"reach |l| = {top:.3g}" if math.isfinite(top) else "are not finite (they overflow)"
+            mode = "causal" if self.causal else "bidirectional"
+            hint = ("compute in float64 (float64 inputs, or a module built with dtype=torch.float64), or use a "
+                    "smaller scale or smaller inputs" if compute != torch.float64 else
+                    "use a smaller scale or smaller inputs")
+            raise ValueError(f"{name}'s log-features {reach} (about s|{name}|^2/2, scale s = "
+                             f"{self.scale:.3g}), beyond {limit:.3g}, the range in which {mode} attention computed in "
+                             f"{_dtype_name(compute)} is exact (montecarlo.nn.input_range; module docs, \"Range of "
+                             f"the inputs\"): its outputs would be NaN or wrong; {hint} (check_inputs=True)")
 
     # -- data-driven kind parameters -----------------------------------------
 
@@ -1441,12 +1551,17 @@ class PRFAttention(nn.Module):
         key_padding_mask : torch.Tensor of bool, optional
             Shape (..., L_k), broadcasting against the leading shape; True
             marks padded keys, which are ignored (the convention of
-            ``torch.nn.MultiheadAttention``).  A query that sees no key (all
+            ``torch.nn.MultiheadAttention``).  A (B, L_k) mask with inputs of
+            two or more leading axes (B, H, L, d) holds one row per batch
+            element, as ``nn.MultiheadAttention``'s: it is read as (B, 1, L_k)
+            (plain broadcasting would pair its rows with the heads); its first
+            axis must then be 1 or B.  A query that sees no key (all
             keys masked, or in the causal case all keys up to its position)
             gets output 0 and zero gradient.
         query_padding_mask : torch.Tensor of bool, optional
-            Shape (..., L_q), True at padded queries: only used by kinds whose
-            parameters come from the data (oprf without A), to leave padded
+            Shape (..., L_q) (a (B, L_q) mask as ``key_padding_mask``'s), True
+            at padded queries: only used by kinds whose parameters come from
+            the data (oprf without A), to leave padded
             queries out of the statistics (in self-attention pass the key mask).
 
         Returns
@@ -1457,6 +1572,8 @@ class PRFAttention(nn.Module):
         if _mixed_under_autocast(q, k, v):  # as SDPA under autocast: one dtype, autocast's
             target = torch.get_autocast_dtype(q.device.type)
             q, k, v = q.to(target), k.to(target), v.to(target)
+        key_padding_mask = _batch_first_mask(key_padding_mask, (q, k, v), "key_padding_mask")
+        query_padding_mask = _batch_first_mask(query_padding_mask, (q, k, v), "query_padding_mask")
         lead = self._check(q, k, v, key_padding_mask, query_padding_mask)
         if self.training and not self._frozen and self.redraw_every is not None:
             if _exporting():  # (an exported program is one traced forward: it would never redraw)
@@ -1468,7 +1585,7 @@ class PRFAttention(nn.Module):
         rec = kinds.get(self.kind)
         w = self.weights
         out_dtype = q.dtype
-        compute = torch.float64 if torch.float64 in (w.dtype, q.dtype) else torch.float32
+        compute = self._compute_dtype(q.dtype)
         with _no_autocast(q.device.type):
             w = w.to(compute)
             fast = rec.has("linear_log_features") and _fused_features_apply(q, w)  # q, k read in their dtype
@@ -1486,6 +1603,8 @@ class PRFAttention(nn.Module):
                     q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
                 w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
                 lq, lk = self._features(q, k, w, w_sq, rec, params)
+            if self.check_inputs:
+                self._check_range(lq, lk, compute)
             if not self.causal:  # (the causal scan casts v where it needs to: _causal)
                 v = v.to(compute)
             seen = None
@@ -1504,3 +1623,6 @@ class PRFAttention(nn.Module):
                 out = _bidirectional(lq, lk, v, seen)
         return out.to(out_dtype)
 
+
+
+from montecarlo._mha import PRFMultiheadAttention  # noqa: E402  (it builds on PRFAttention above)
