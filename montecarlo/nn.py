@@ -125,16 +125,21 @@ redraws exactly as eager mode.
   (numpy stream: a ``SeedSequence`` spawn, which leaves the original's own
   stream untouched; torch generator: the copy's generator is seeded by one
   draw from the original's, which advances it).  Forks are reproducible: the
-  same seeds and the same copies give the same draws.  For *lock-step* copies
+  same seeds and the same copies give the same draws.  Layers that share one
+  stream (one ``torch.Generator``, or one ``numpy.random.Generator`` passed as
+  ``seed``) share one fork of it in a deep copy of the model.  For *lock-step* copies
   (identical redraws), load the original's state into the copy
   (``twin.load_state_dict(orig.state_dict())``, which also copies the stream
   position) or build each with one shared ``torch.Generator`` passed explicitly
   and redraw them in the same order.
 * ``state_dict()`` holds the projections, the redraw counter, the frozen flag
-  and the stream position (``get_extra_state``: plain ints, bools, a dict of
-  ints and a uint8 tensor, all loadable with ``torch.load(weights_only=True)``),
-  and the running statistics of kinds with data-driven parameters: a run
-  resumed from a checkpoint redraws exactly as the uninterrupted run.
+  and the stream position (``get_extra_state``: plain ints, bools, strings,
+  lists and dicts of them and a uint8 tensor, all loadable with
+  ``torch.load(weights_only=True)`` for every numpy bit generator: PCG64,
+  PCG64DXSM, MT19937, Philox, SFC64), for a numpy stream its ``SeedSequence``
+  with the spawn counter, and the running statistics of kinds with
+  data-driven parameters: a run resumed from a checkpoint redraws, and its
+  later deep copies fork, exactly as the uninterrupted run's.
   Checkpoint with ``torch.save(model.state_dict(), path)`` and
   ``model.load_state_dict(torch.load(path))``; ``torch.save(model)`` of the
   whole module needs ``torch.load(path, weights_only=False)`` (the class is not
@@ -236,7 +241,7 @@ GROUP_ENTRIES = 1 << 22
 #: Momentum of the running statistics behind a data-driven kind parameter in causal attention.
 RUNNING_MOMENTUM = 0.1
 #: Version of the ``get_extra_state`` record.
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 #: The array-API namespace of torch tensors handed to the kinds' hooks (looked up once, not per call, so that
 #: torch.compile traces no lookup).
 _XP = array_api_compat.array_namespace(torch.empty(0))
@@ -258,6 +263,69 @@ def fork_generator(generator):
     stream of a deep copy, independent of the original's later draws and reproducible from its seed."""
     seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
     return torch.Generator(device=generator.device).manual_seed(seed)
+
+
+def _forked(stream, memo, fork):
+    """``fork(stream)`` once per deep copy: the fork is kept in the copy's ``memo`` under the stream's id (and
+    the stream kept alive there, as ``copy`` does), so that modules sharing one stream share its fork."""
+    key = ("montecarlo.nn fork", id(stream))
+    if key not in memo:
+        memo[key] = fork(stream)
+        memo.setdefault(id(memo), []).append(stream)
+    return memo[key]
+
+
+#: numpy bit generators whose state a checkpoint may hold (``get_extra_state``).
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def _plain(obj):
+    """A numpy bit generator's state (or seed sequence) as plain Python objects that ``torch.load`` reads with
+    ``weights_only=True``: arrays become ``{"ndarray": dtype, "values": list}``, numpy integers ints."""
+    if isinstance(obj, np.ndarray):
+        return {"ndarray": obj.dtype.str, "values": obj.tolist()}
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _unplain(obj):
+    """The inverse of :func:`_plain`."""
+    if isinstance(obj, dict):
+        if set(obj) == {"ndarray", "values"}:
+            return np.asarray(obj["values"], dtype=np.dtype(obj["ndarray"]))
+        return {k: _unplain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unplain(v) for v in obj]
+    return obj
+
+
+def _restored_rng(rng, state, seed_seq, own):
+    """The numpy Generator a checkpoint's ``state`` (and seed sequence) describes.  A stream the module owns is
+    rebuilt from the saved seed sequence (its spawn counter included) and bit generator; the caller's shared
+    Generator (``own`` False) is set in place (its seed sequence is the caller's)."""
+    if not isinstance(state, dict) or state.get("bit_generator") not in _BIT_GENERATORS:
+        raise ValueError(f"the state's numpy stream must be the state of one of the bit generators "
+                         f"{', '.join(_BIT_GENERATORS)}, got {describe(state)}")
+    name = state["bit_generator"]
+    if own:
+        seq = None
+        if seed_seq is not None:
+            seq = np.random.SeedSequence(seed_seq["entropy"], spawn_key=tuple(seed_seq["spawn_key"]),
+                                         pool_size=seed_seq["pool_size"],
+                                         n_children_spawned=seed_seq["n_children_spawned"])
+        elif type(rng.bit_generator).__name__ == name:  # (a version-1 state: no seed sequence recorded)
+            seq = rng.bit_generator.seed_seq
+        rng = np.random.Generator(getattr(np.random, name)(seq))
+    elif type(rng.bit_generator).__name__ != name:
+        raise ValueError(f"the state's numpy stream is a {name}, this module draws from the caller's "
+                         f"{type(rng.bit_generator).__name__} Generator (passed as seed): pass a Generator of a {name}")
+    rng.bit_generator.state = state
+    return rng
 
 
 def check_device(device, name="device"):
@@ -1315,7 +1383,9 @@ class PRFAttention(nn.Module):
         return out
 
     def __deepcopy__(self, memo):
-        """An exact copy of the current state whose random stream is forked (module docs)."""
+        """An exact copy of the current state whose random stream is forked (module docs); streams that several
+        modules share (one ``torch.Generator``, or one ``numpy.random.Generator`` passed as ``seed``) are forked
+        once per deep copy, and the copies share the fork (the copy's ``memo``)."""
         cls = self.__class__
         new = cls.__new__(cls)
         memo[id(self)] = new
@@ -1323,21 +1393,31 @@ class PRFAttention(nn.Module):
             if key in ("_rng", "_generator"):
                 continue
             new.__dict__[key] = copy.deepcopy(value, memo)
-        new._rng = self._rng.spawn(1)[0]
-        new._draw_state = new._rng.bit_generator.state  # (its reset_parameters draws from its own fork)
-        new._generator = None if self._generator is None else fork_generator(self._generator)
+        shared = self._draw_state is None  # (the caller's numpy Generator: other modules may draw from it too)
+        new._rng = _forked(self._rng, memo, lambda rng: rng.spawn(1)[0]) if shared else self._rng.spawn(1)[0]
+        new._draw_state = None if shared else new._rng.bit_generator.state  # (reset_parameters: its own fork)
+        new._generator = None if self._generator is None else _forked(self._generator, memo, fork_generator)
         return new
 
     def get_extra_state(self):
-        """Redraw counter, frozen flag and the random stream's position (loadable with weights_only=True)."""
+        """Redraw counter, frozen flag and the random stream's position with, for a numpy stream, its seed
+        sequence (the spawn counter: a resumed run's deep copies fork as the uninterrupted run's); plain ints,
+        strings, lists, dicts and a uint8 tensor, loadable with ``weights_only=True`` for every numpy bit
+        generator."""
+        numpy_rng = seed_seq = None
+        if self._generator is None:
+            numpy_rng = _plain(self._rng.bit_generator.state)
+            seq = getattr(self._rng.bit_generator, "seed_seq", None)
+            if isinstance(seq, np.random.SeedSequence):
+                seed_seq = _plain({"entropy": seq.entropy, "spawn_key": list(seq.spawn_key),
+                                   "pool_size": seq.pool_size, "n_children_spawned": seq.n_children_spawned})
         return {"version": _STATE_VERSION, "coupling": self.coupling, "calls": int(self._calls),
-                "frozen": bool(self._frozen),
-                "numpy_rng": None if self._generator is not None else self._rng.bit_generator.state,
+                "frozen": bool(self._frozen), "numpy_rng": numpy_rng, "seed_seq": seed_seq,
                 "torch_rng": None if self._generator is None else self._generator.get_state()}
 
     def set_extra_state(self, state):
-        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-            raise ValueError(f"PRFAttention extra state must be a dict of version {_STATE_VERSION}, "
+        if not isinstance(state, dict) or state.get("version") not in (1, _STATE_VERSION):
+            raise ValueError(f"PRFAttention extra state must be a dict of version 1 or {_STATE_VERSION}, "
                              f"got {describe(state)}")
         if (state["torch_rng"] is None) != (self._generator is None):
             have = "a torch.Generator" if self._generator is not None else "a numpy seed"
@@ -1349,10 +1429,13 @@ class PRFAttention(nn.Module):
             raise ValueError(f"the state holds projections of coupling {saved!r}, this module draws {self.coupling!r}: "
                              f"build it with coupling={saved!r} (its later redraws follow the module's coupling), or "
                              "take the projections alone with PRFAttention.from_weights(state['weights'], ...)")
+        if state["torch_rng"] is None:
+            rng = _restored_rng(self._rng, _unplain(state["numpy_rng"]), _unplain(state.get("seed_seq")),
+                                own=self._draw_state is not None)
         self._calls = int(state["calls"])
         self._frozen = bool(state["frozen"])
         if state["torch_rng"] is None:
-            self._rng.bit_generator.state = state["numpy_rng"]
+            self._rng = rng
         else:
             self._generator.set_state(state["torch_rng"])
 
