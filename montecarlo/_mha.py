@@ -128,14 +128,16 @@ class PRFMultiheadAttention(nn.Module):
         return self.attention.causal
 
     @classmethod
-    def from_multihead(cls, mha, **kwargs):
+    def from_multihead(cls, mha, *, ignore_dropout=False, **kwargs):
         """A module with the configuration and (copied) weights of the ``nn.MultiheadAttention`` ``mha``;
-        ``kwargs`` go to the constructor (the :class:`~montecarlo.nn.PRFAttention` arguments)."""
+        ``kwargs`` go to the constructor (the :class:`~montecarlo.nn.PRFAttention` arguments).  An attention
+        dropout of ``mha`` (``nn.TransformerEncoderLayer``'s default 0.1) cannot be applied (it acts on the
+        attention weights): a ValueError, unless ``ignore_dropout=True`` drops it."""
         if not isinstance(mha, nn.MultiheadAttention):
             raise TypeError(f"mha must be a torch.nn.MultiheadAttention, got {type(mha).__name__}")
-        if mha.dropout:
+        if mha.dropout and not check_bool(ignore_dropout, "ignore_dropout"):
             raise ValueError(f"mha has attention dropout {mha.dropout}, which linear attention cannot apply (it acts "
-                             "on the attention weights); set mha.dropout = 0.0 first")
+                             "on the attention weights): pass ignore_dropout=True to go without it")
         ref = mha.out_proj.weight
         mod = cls(mha.embed_dim, mha.num_heads, bias=mha.in_proj_bias is not None,
                   add_bias_kv=mha.bias_k is not None, add_zero_attn=mha.add_zero_attn, kdim=mha.kdim,

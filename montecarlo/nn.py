@@ -107,6 +107,24 @@ step, so no Python either: the forward's redraw schedule does not run in replays
 replays, which the graphs then read), 2.74 x at 4096: the form for short sequences in a training loop.
 (Before the kernels: 1.27 x and 15.4 x eager.)
 
+Decoding token by token
+-----------------------
+Causal attention generates with an explicit recurrent state: ``out_t, state = attn.step(q_t, k_t, v_t,
+state)`` for one position ((..., 1, d) inputs; ``state=None`` at the first), or ``out, state =
+attn.prefill(q, k, v)`` for a prompt.  The :class:`DecodingState` holds per feature the running maximum of
+the keys' log-features and the value and key-mass sums scaled by it, the stabilised form of the scan above,
+so L steps give the forward's outputs (float64 to about 1e-15; float32/bf16 to the forward's own rounding) at
+a cost per token independent of the position (O(m d_v)).  The state records the module and the projections
+it was built with: after a redraw or ``load_state_dict`` a step with an old state is a ValueError.  Steps
+never redraw nor move running statistics (oprf's A from the data is fixed in the state at the first step).
+On the CPU (d = 64, (batch, heads) (2, 4), one thread; ``python -m benchmarks.bench_attention --decode``):
+see benchmarks/README.md for tokens per second against SDPA reading a key-value cache.
+
+Multi-head attention layers: :class:`PRFMultiheadAttention` has ``nn.MultiheadAttention``'s parameters, call
+and ``(output, None)`` result (``PRFMultiheadAttention.from_multihead(layer.self_attn, n_features=...)``
+swaps a transformer layer's attention in one line; what linear attention cannot do, such as
+``need_weights=True`` or an arbitrary ``attn_mask``, is refused).
+
 Random features, copies, checkpoints
 ------------------------------------
 The projections live in the buffer ``weights`` (width-1 (m, d) matrix shared by
@@ -185,6 +203,7 @@ import contextlib
 import copy
 import inspect
 import math
+from typing import NamedTuple
 
 import array_api_compat
 import numpy as np
@@ -202,6 +221,7 @@ from theory.validation import check_real, describe
 __all__ = [
     "DEFAULT_CHUNK",
     "INPUT_DTYPES",
+    "DecodingState",
     "STORAGE_DTYPES",
     "PRFAttention",
     "PRFMultiheadAttention",
@@ -449,7 +469,7 @@ def _log_features(x, w, w_sq, rec, scale, params):
     r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's record (softmax kernel)."""
     m, d = w.shape
     proj = x @ (w * math.sqrt(scale)).transpose(0, 1)  # w.(s^1/2 x), a fresh tensor the hook may overwrite
-    sq = _with_jvp(_SquaredNorm, _SquaredNormJvp).apply(x) * scale
+    sq = _call(_SquaredNorm, _SquaredNormJvp, x) * scale
     log_map = kinds.hook(rec.name, "log_features")
     return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **hook_extras(log_map, d), **params)
 
@@ -492,6 +512,17 @@ def _with_jvp(fn, with_jvp):
     return with_jvp if _transformed() or level >= 0 else fn
 
 
+def _call(fn, with_jvp, *args):
+    """``fn.apply(*args)`` (or its twin's, :func:`_with_jvp`), or its forward alone where no derivative can be
+    asked for (grad mode off, no forward-mode AD, no torch.func transform, not tracing): an autograd.Function's
+    apply binds its arguments by signature, tens of microseconds per call that decoding token by token pays
+    three times per step."""
+    level = getattr(getattr(torch.autograd, "forward_ad", None), "_current_level", -1)
+    if not torch.is_grad_enabled() and level < 0 and not _transformed() and not _compiling():
+        return fn.forward(*args)
+    return _with_jvp(fn, with_jvp).apply(*args)
+
+
 def _mask_keys(lk, key_padding_mask, lead):
     """``lk`` with -inf at padded keys, broadcast to ``lead``."""
     pad = key_padding_mask.unsqueeze(-1)
@@ -502,7 +533,7 @@ def _mask_keys(lk, key_padding_mask, lead):
 
 def _ratio(nd, seen):
     """Split (..., d_v + 1) numerator/denominator; rows that see no key (``seen`` False) get 0, zero gradient."""
-    return _with_jvp(_Ratio, _RatioJvp).apply(nd, seen)
+    return _call(_Ratio, _RatioJvp, nd, seen)
 
 
 class _Ratio(torch.autograd.Function):
@@ -1237,6 +1268,7 @@ class PRFAttention(nn.Module):
         self._draw_state = None if isinstance(seed, np.random.Generator) else self._rng.bit_generator.state
         self._frozen = False
         self._calls = 0
+        self._draws = 0  # projections drawn or loaded so far: a DecodingState records it (step)
         # drawn before anything is allocated: sample_weights bounds the memory that n_features x d_head asks for
         self.register_buffer("weights", self._draw(device, storage))
         self._data_driven = tuple(p for p in rec.parameters if p not in self.kind_params)
@@ -1311,6 +1343,7 @@ class PRFAttention(nn.Module):
     def redraw(self):
         """Draw fresh projections of the module's coupling (in place, on its device and dtype)."""
         self.weights.copy_(self._draw(self.weights.device, self.weights.dtype))
+        self._draws = getattr(self, "_draws", 0) + 1  # (a decoding state built on the old projections is refused)
         self._calls = 0
         return self
 
@@ -1438,6 +1471,10 @@ class PRFAttention(nn.Module):
             self._rng = rng
         else:
             self._generator.set_state(state["torch_rng"])
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._draws = getattr(self, "_draws", 0) + 1  # (new projections: decoding states of the old are refused)
 
     def extra_repr(self):
         return (f"d_head={self.d_head}, n_features={self.n_features}, coupling={self.coupling!r}, "
@@ -1621,6 +1658,32 @@ class PRFAttention(nn.Module):
 
     # -- forward -----------------------------------------------------------------
 
+    def _log_features_pair(self, q, k, lead, compute, params_of):
+        """Log-features of q and k (autocast off: the caller's region) through the features' kernel where it
+        applies (CUDA, a kind with a linear form), else the kind's map; ``params_of(q, k)`` gives the kind
+        parameters (q, k in the compute dtype where some come from the data).  Checked against
+        :func:`input_range` with ``check_inputs``."""
+        rec = kinds.get(self.kind)
+        w = self.weights.to(compute)
+        fast = rec.has("linear_log_features") and _fused_features_apply(q, w)  # q, k read in their dtype
+        if not fast or self._data_driven:  # (data-driven parameters: statistics in the compute dtype)
+            q, k = q.to(compute), k.to(compute)
+        params = params_of(q, k)
+        rows = self._kernel_rows(w, rec, params) if fast else None  # None: one A per sequence
+        if rows is not None:
+            from montecarlo import _fused  # (one pass over q and k each)
+
+            lq, lk = _fused.scaled_log_features((q, k), *rows, self.scale)
+        else:
+            q, k = q.to(compute), k.to(compute)
+            if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
+                q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
+            w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
+            lq, lk = self._features(q, k, w, w_sq, rec, params)
+        if self.check_inputs:
+            self._check_range(lq, lk, compute)
+        return lq, lk
+
     def forward(self, q, k, v, key_padding_mask=None, *, query_padding_mask=None):
         """Attention output for queries q (..., L_q, d), keys k (..., L_k, d) and values v (..., L_k, d_v).
 
@@ -1665,29 +1728,11 @@ class PRFAttention(nn.Module):
                                    "eval() mode, after freeze(), or with redraw_every=None (and redraw the "
                                    "program's 'weights' buffer yourself)")
             self._redraw_schedule()
-        rec = kinds.get(self.kind)
-        w = self.weights
         out_dtype = q.dtype
         compute = self._compute_dtype(q.dtype)
         with _no_autocast(q.device.type):
-            w = w.to(compute)
-            fast = rec.has("linear_log_features") and _fused_features_apply(q, w)  # q, k read in their dtype
-            if not fast or self._data_driven:  # (data-driven parameters: statistics in the compute dtype)
-                q, k = q.to(compute), k.to(compute)
-            params = self._params(q, k, key_padding_mask, query_padding_mask)
-            rows = self._kernel_rows(w, rec, params) if fast else None  # None: one A per sequence
-            if rows is not None:
-                from montecarlo import _fused  # (one pass over q and k each)
-
-                lq, lk = _fused.scaled_log_features((q, k), *rows, self.scale)
-            else:
-                q, k = q.to(compute), k.to(compute)
-                if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
-                    q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
-                w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
-                lq, lk = self._features(q, k, w, w_sq, rec, params)
-            if self.check_inputs:
-                self._check_range(lq, lk, compute)
+            lq, lk = self._log_features_pair(q, k, lead, compute,
+                                             lambda q, k: self._params(q, k, key_padding_mask, query_padding_mask))
             if not self.causal:  # (the causal scan casts v where it needs to: _causal)
                 v = v.to(compute)
             seen = None
@@ -1706,6 +1751,186 @@ class PRFAttention(nn.Module):
                 out = _bidirectional(lq, lk, v, seen)
         return out.to(out_dtype)
 
+
+    # -- decoding token by token ----------------------------------------------
+
+    def step(self, q, k, v, state=None, *, key_padding_mask=None):
+        r"""One position of causal attention for generation: ``out_t, state = attn.step(q_t, k_t, v_t, state)``.
+
+        The recurrent state holds, per feature f, the running maximum :math:`o_f = \max_{j \le t}\ell_f(k_j)`
+        of the keys' log-features and the sums :math:`S_f = \sum_{j \le t} e^{\ell_f(k_j) - o_f}[v_j, 1]`
+        (values and key mass), the log-space stabilised form of the causal scan (module docs): each new key
+        rescales the sums by :math:`e^{o_f - o'_f} \le 1`, and the query's row offset
+        :math:`r = \max_f(\ell_f(q_t) + o_f)` makes every exponent :math:`\le 0` and the key mass :math:`\ge 1`.
+        So the outputs of L steps equal :meth:`forward` over the L positions (float64: to about 1e-15
+        relative; float32: to the forward's own rounding), at a cost per token independent of the position:
+        O(m d_v) work and memory.  Nothing here redraws, counts towards ``redraw_every``, or moves running
+        statistics; a kind parameter taken from the data (oprf's A from the running statistics) is fixed at
+        the first step and kept in the state.
+
+        Parameters
+        ----------
+        q, k, v : torch.Tensor
+            (..., 1, d), (..., 1, d), (..., 1, d_v): the query, key and value of the new position (leading
+            shapes broadcast, and match the state's after the first step).
+        state : DecodingState, optional
+            The state returned by the previous step of this module (None: the first position).
+        key_padding_mask : torch.Tensor of bool, optional
+            (..., 1), True where the new key is padding: it is not added to the state (the query still reads
+            the earlier keys; a query that has seen no key gets 0, as in :meth:`forward`).
+
+        Returns
+        -------
+        (torch.Tensor, DecodingState)
+            The output (..., 1, d_v) in the input dtype and the state after this position.
+
+        Raises
+        ------
+        ValueError
+            On a module that is not causal, inputs of more than one position, or a state of another module, of
+            other projections (a redraw or ``load_state_dict`` since it was built), shape, dtype or device.
+        """
+        if not self.causal:
+            raise ValueError("step() decodes causal attention: build the module with causal=True")
+        if _mixed_under_autocast(q, k, v):
+            target = torch.get_autocast_dtype(q.device.type)
+            q, k, v = q.to(target), k.to(target), v.to(target)
+        key_padding_mask = _batch_first_mask(key_padding_mask, (q, k, v), "key_padding_mask")
+        lead = self._check(q, k, v, key_padding_mask, None)
+        if q.shape[-2] != 1:
+            raise ValueError(f"step() takes one position: q, k and v of shape (..., 1, d), got {tuple(q.shape)}; "
+                             "forward() takes whole sequences")
+        out_dtype = q.dtype
+        compute = self._compute_dtype(q.dtype)
+        if state is None:
+            params = self._decoding_params()
+        else:
+            lead = self._check_state(state, lead, v.shape[-1], compute, q.device)
+            params = state.params
+        with _no_autocast(q.device.type):
+            lq, lk = self._log_features_pair(q, k, lead, compute, lambda q, k: params)
+            if key_padding_mask is not None:
+                lk = torch.where(key_padding_mask.unsqueeze(-1), -math.inf, lk)
+            lq, lk = lq.expand(lead + lq.shape[-2:])[..., 0, :], lk.expand(lead + lk.shape[-2:])[..., 0, :]
+            vt = v.to(compute).expand(lead + v.shape[-2:])[..., 0, :]
+            out, sums, offset = _decode(lq, lk, vt, None if state is None else state.sums,
+                                        None if state is None else state.offset)
+        new = DecodingState(sums, offset, params, id(self), getattr(self, "_draws", 0))
+        return out.unsqueeze(-2).to(out_dtype), new
+
+    def prefill(self, q, k, v, key_padding_mask=None):
+        """Causal attention over a prompt and the decoding state after it: ``out, state = attn.prefill(q, k, v)``,
+        then :meth:`step` from ``state`` (the same outputs as :meth:`step` over the prompt, in one pass).
+
+        Parameters
+        ----------
+        q, k, v, key_padding_mask
+            As :meth:`forward` (causal: as many queries as keys).
+
+        Returns
+        -------
+        (torch.Tensor, DecodingState)
+            :meth:`forward`'s output and the state after the last position.
+        """
+        if not self.causal:
+            raise ValueError("prefill() decodes causal attention: build the module with causal=True")
+        params = self._decoding_params()  # (before forward: the running statistics its training mode moves)
+        out = self(q, k, v, key_padding_mask)
+        if _mixed_under_autocast(q, k, v):
+            target = torch.get_autocast_dtype(q.device.type)
+            q, k, v = q.to(target), k.to(target), v.to(target)
+        key_padding_mask = _batch_first_mask(key_padding_mask, (q, k, v), "key_padding_mask")
+        lead = _broadcast_shapes(*(t.shape[:-2] for t in (q, k, v)),
+                                 *(() if key_padding_mask is None else (key_padding_mask.shape[:-1],)))
+        compute = self._compute_dtype(q.dtype)
+        with _no_autocast(q.device.type):
+            _, lk = self._log_features_pair(k[..., :1, :], k, lead, compute, lambda q, k: params)
+            if key_padding_mask is not None:
+                lk = torch.where(key_padding_mask.unsqueeze(-1), -math.inf, lk)
+            lk = lk.expand(lead + lk.shape[-2:])
+            with torch.no_grad():
+                offset = lk.detach().amax(-2).clamp_min(_very_negative(lk.dtype))
+            sums = (lk - offset.unsqueeze(-2)).exp().transpose(-1, -2) @ _with_ones(v.to(compute).expand(
+                lead + v.shape[-2:]))
+        return out, DecodingState(sums, offset, params, id(self), getattr(self, "_draws", 0))
+
+    def _decoding_params(self):
+        """The kind parameters of a new decoding state: the given ones, and those taken from the data by the
+        kind's rule from the running statistics as they are (not moved)."""
+        params = dict(self.kind_params)
+        if self._data_driven:
+            with torch.no_grad():
+                chosen = kinds.hook(self.kind, "data_parameters")(self.running_rho.detach().clone(), _XP)
+            params.update({p: chosen[p] for p in self._data_driven})
+        return params
+
+    def _check_state(self, state, lead, dv, compute, device):
+        """The leading shape of a step with ``state`` (ValueError where the state does not belong here)."""
+        if not isinstance(state, DecodingState):
+            raise TypeError(f"state must be None or the DecodingState of this module's previous step, got "
+                            f"{describe(state)}")
+        if state.owner != id(self):
+            raise ValueError("state was built by another PRFAttention module: decode each module with its own "
+                             "states")
+        if state.draws != getattr(self, "_draws", 0):
+            raise ValueError("state was built with other projections (the module redrew or loaded new ones since): "
+                             "start a new state (state=None) and decode the sequence again")
+        have = tuple(state.sums.shape[:-2])
+        try:
+            joint = _broadcast_shapes(lead, have)
+        except RuntimeError:
+            joint = None
+        if joint != have or state.sums.shape[-1] != dv + 1:
+            raise ValueError(f"q, k, v of leading shape {lead} and d_v = {dv} do not fit a state of leading shape "
+                             f"{have} and d_v = {state.sums.shape[-1] - 1}")
+        if state.sums.dtype != compute or state.sums.device != device:
+            raise ValueError(f"state holds {state.sums.dtype} on {state.sums.device}, this step computes in "
+                             f"{compute} on {device}: keep one input dtype and device for a sequence")
+        return have
+
+
+class DecodingState(NamedTuple):
+    r"""The recurrent state of :meth:`PRFAttention.step` (a named tuple: a pytree for ``torch.compile`` and
+    ``torch.utils._pytree``).
+
+    Attributes
+    ----------
+    sums : torch.Tensor
+        (..., width m, d_v + 1): :math:`S_f = \sum_{j \le t} e^{\ell_f(k_j) - o_f}[v_j, 1]`.
+    offset : torch.Tensor
+        (..., width m): :math:`o_f`, the running maximum of the keys' log-features (a very negative finite
+        number before the first unpadded key).
+    params : dict
+        The kind parameters the state was built with (oprf's A from the data: fixed for the sequence).
+    owner : int
+        ``id`` of the module that built it.
+    draws : int
+        Which of the module's projections it was built with (its count of draws and loads).
+    """
+
+    sums: torch.Tensor
+    offset: torch.Tensor
+    params: dict
+    owner: int
+    draws: int
+
+
+def _decode(lq, lk, v, sums, offset):
+    r"""One step of the stabilised recurrence (:meth:`PRFAttention.step`): ``lq``, ``lk`` (..., M) the new
+    position's log-features (padded key: -inf), ``v`` (..., d_v), the previous ``sums`` (..., M, d_v + 1) and
+    ``offset`` (..., M) or None.  Returns the output (..., d_v) and the new sums and offset.  The offsets are
+    detached constants (they cancel), as in the scan."""
+    neg = _very_negative(lk.dtype)
+    with torch.no_grad():
+        new = lk.detach().clamp_min(neg) if offset is None else torch.maximum(offset, lk.detach())
+    add = (lk - new).exp().unsqueeze(-1) * _with_ones(v).unsqueeze(-2)  # (..., M, D); exponents <= 0
+    sums = add if sums is None else torch.addcmul(add, sums, (offset - new).exp().unsqueeze(-1))
+    with torch.no_grad():
+        r = (lq.detach() + new).amax(-1, keepdim=True)
+    eq = (lq + new - r).exp()  # <= 1, one of them 1
+    nd = (eq.unsqueeze(-2) @ sums).squeeze(-2)  # (..., D)
+    seen = sums[..., -1].detach().amax(-1, keepdim=True) > 0  # a key seen: its feature's mass is >= 1
+    return _ratio(nd, seen), sums, new
 
 
 from montecarlo._mha import PRFMultiheadAttention  # noqa: E402  (it builds on PRFAttention above)

@@ -313,6 +313,10 @@ def test_adapter_refuses_what_linear_attention_cannot_do():
         prf(x, x, x, key_padding_mask=torch.zeros(5, 2, dtype=torch.bool))
     with pytest.raises(ValueError, match="dropout must be 0"):
         PRFMultiheadAttention(8, 2, dropout=0.1)
+    with pytest.raises(ValueError, match="ignore_dropout=True"):
+        PRFMultiheadAttention.from_multihead(torch.nn.MultiheadAttention(8, 2, dropout=0.1))
+    assert PRFMultiheadAttention.from_multihead(torch.nn.MultiheadAttention(8, 2, dropout=0.1),
+                                                ignore_dropout=True).dropout == 0.0
     with pytest.raises(ValueError, match="add_bias_kv=True is not supported"):
         PRFMultiheadAttention(8, 2, add_bias_kv=True)
     with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
