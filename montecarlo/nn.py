@@ -790,11 +790,76 @@ def _prefix_states_adjoint(dP, oc, before, neg):
 
 def _loop_states(K, decay):
     """The same exclusive prefix states by the recursion over chunks, P_{c+1} = P_c decay_c + K_c: one
-    step per chunk (autograd on the CPU: a stack of new states)."""
+    step per chunk, with autograd through :class:`_LoopStates` (whose backward is the recursion run backwards:
+    linear in the number of chunks)."""
+    return _call(_LoopStates, _LoopStatesJvp, K, decay)
+
+
+def _loop_recursion(K, decay):
+    """The recursion of :func:`_loop_states` by torch operations (differentiable: autograd, torch.func)."""
     states = [torch.zeros_like(K[:, 0])]
     for i in range(K.shape[1] - 1):
         states.append(torch.addcmul(K[:, i], states[-1], decay[:, i].unsqueeze(-1)))
     return torch.stack(states, dim=1)
+
+
+class _LoopStates(torch.autograd.Function):
+    r"""The exclusive prefix states :math:`P_0 = 0`, :math:`P_{c+1} = P_c\,\delta_c + K_c` (K (n, N, M, D),
+    ``decay`` :math:`\delta` (n, N, M), a constant) written into one buffer, with the backward by the recursion
+    run backwards into one gradient buffer: :math:`A_{N-1} = dP_{N-1}`, :math:`A_c = dP_c + A_{c+1}\delta_c`,
+    :math:`dK_c = A_{c+1}` (:math:`dK_{N-1} = 0`).  Autograd's own backward of the loop zero-filled a full-size
+    gradient of K at every chunk's select, which made the causal backward quadratic in L.  A backward with
+    ``create_graph`` or under torch.func runs through autograd of :func:`_loop_recursion` instead."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(K, decay):
+        P = torch.empty_like(K)
+        P[:, 0] = 0.0
+        for c in range(K.shape[1] - 1):
+            torch.addcmul(K[:, c], P[:, c], decay[:, c].unsqueeze(-1), out=P[:, c + 1])
+        return P
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
+    def backward(ctx, dP):
+        K, decay = ctx.saved_tensors
+        if _transformed() or torch.is_grad_enabled():  # (torch.func, or create_graph: differentiable again)
+            return _loop_adjoint(dP, decay), None
+        N = dP.shape[1]
+        dK = torch.empty_like(dP)
+        dK[:, N - 1] = 0.0
+        A = dP[:, N - 1].clone()
+        for c in range(N - 2, -1, -1):
+            dK[:, c] = A
+            A.mul_(decay[:, c].unsqueeze(-1)).add_(dP[:, c])
+        return dK, None
+
+
+def _loop_adjoint(dP, decay):
+    """The backward of :class:`_LoopStates` by out-of-place torch operations (differentiable again; the map is
+    linear in K, so this is its whole vector-Jacobian product)."""
+    N = dP.shape[1]
+    A = dP[:, N - 1]
+    grads = [torch.zeros_like(A)]
+    for c in range(N - 2, -1, -1):
+        grads.append(A)
+        A = torch.addcmul(dP[:, c], A, decay[:, c].unsqueeze(-1))
+    return torch.stack(grads[::-1], dim=1)
+
+
+class _LoopStatesJvp(_LoopStates):
+    """:class:`_LoopStates` with its forward-mode rule (:func:`_with_jvp`): the map is linear in K."""
+
+    @staticmethod
+    def jvp(ctx, dK, _):
+        K, decay = ctx.saved_tensors
+        return _loop_recursion(torch.zeros_like(K) if dK is None else dK, decay)
 
 
 def _loop_in_place(qr, lk4, v4, nd, oc, before, decay, gain, run):
