@@ -223,13 +223,17 @@ __all__ = [
     "INPUT_DTYPES",
     "DecodingState",
     "STORAGE_DTYPES",
+    "AttentionError",
     "PRFAttention",
     "PRFMultiheadAttention",
+    "attention_error",
     "check_device",
     "check_generator",
     "draw_projections",
     "input_range",
+    "measured_attention_error",
     "oprf_a",
+    "plan_attention",
 ]
 
 #: dtypes of the projections (and of the feature computations); other accepted dtypes store float32.
@@ -1999,3 +2003,12 @@ def _decode(lq, lk, v, sums, offset):
 
 
 from montecarlo._mha import PRFMultiheadAttention  # noqa: E402  (it builds on PRFAttention above)
+from montecarlo._attention_error import (AttentionError, attention_error, measured_attention_error,  # noqa: E402,F401
+                                         plan_attention)
+
+if __name__ == "__main__":  # python -m montecarlo.nn plan|grid ...
+    import sys
+
+    from montecarlo._attention_error import main
+
+    sys.exit(main())
