@@ -125,6 +125,14 @@ and ``(output, None)`` result (``PRFMultiheadAttention.from_multihead(layer.self
 swaps a transformer layer's attention in one line; what linear attention cannot do, such as
 ``need_weights=True`` or an arbitrary ``attn_mask``, is refused).
 
+Predicting the error, choosing m
+--------------------------------
+:func:`attention_error` predicts the expected error of this module's output against exact softmax
+attention from closed forms (first order in 1/m, with the cross-pair conformity of coupled directions of
+:mod:`theory.attention`), and flags where first order is not enough; :func:`plan_attention` (and ``python -m
+montecarlo.nn plan``) returns the smallest m and the best (kind, coupling, OPRF A) for a target error, or
+says that none reaches it (the guide page "Predicting the attention error").
+
 Random features, copies, checkpoints
 ------------------------------------
 The projections live in the buffer ``weights`` (width-1 (m, d) matrix shared by
