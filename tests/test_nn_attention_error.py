@@ -130,3 +130,29 @@ def test_plan_command():
     bad = subprocess.run([sys.executable, "-m", "montecarlo.nn", "plan", "--target", "2", "--L", "32", "--d", "8"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "target must be a relative error" in bad.stderr
+
+
+def test_the_guides_grid_counts_are_those_of_the_shipped_cells(tmp_path):
+    """docs/guide/attention_error.rst states the acceptance counts of the measured grid; they are recomputed from
+    docs/data/attention_error_grid.json with the current flags (a changed threshold or a wrong count fails), and
+    a grid whose measurements are shifted by 30 % is refuted (the check has power)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cells = json.loads((root / "docs" / "data" / "attention_error_grid.json").read_text())["cells"]
+    by_l = {L: ae.grid_summary([c for c in cells if c["L"] == L]) for L in (256, 1024)}
+    page = (root / "docs" / "guide" / "attention_error.rst").read_text()
+    for label, key in (("measured error below 0.5", "below_half"), ("of those, prediction reliable",
+                       "reliable_below_half"), ("reliable and within the tolerance", "reliable_agree"),
+                       ("flagged (``reliable`` False)", "flagged_below_half")):
+        row = next(line for line in page.splitlines() if line.startswith(label))
+        assert row.split()[-2:] == [str(by_l[256][key]), str(by_l[1024][key])], row
+    for s in by_l.values():
+        assert s["reliable_agree"] == s["reliable_below_half"] and not s["under_reported_unflagged"]
+    shifted = [{**c, "measured": 1.3 * c["measured"]} for c in cells]
+    s = ae.grid_summary(shifted)
+    assert s["reliable_agree"] < s["reliable_below_half"] and s["under_reported_unflagged"]
+    path = tmp_path / "grid.png"
+    ae.grid_figure(cells, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
