@@ -26,6 +26,11 @@ Host (``python -m benchmarks.bench_attention --host``; no GPU needed): the CPU w
 training step of the fused CUDA path (Python, the torch operators' dispatch, autograd), measured on tiny
 CPU tensors with the kernels' launches as no-ops, against SDPA's on the same tensors; with the numbers of
 kernel launches, custom-operator calls and other torch operators per step.
+Causal training (``--backward``): CPU time of the causal forward with autograd and its backward (m = 256,
+L = 1024 ... 65536, one thread), the no-grad forward and SDPA's causal forward + backward up to 16384.
+Decoding (``--decode``; ``--cuda`` on the GPU in bfloat16 with (batch, heads) = (4, 8)): tokens per second of
+``PRFAttention.step`` (m = 128, 256) from the state after a prompt of P tokens against SDPA reading a key-value
+cache of P + 1 positions, at P = 1024, 16384, 65536 (``--lengths``).
 Launch (``--launch``; needs CUDA): the host's time per kernel launch through Triton's JIT entry, through
 the compiled kernel's runner (what ``montecarlo._fused.LAUNCH_CACHE`` uses) and for a torch operator.
 ``--json [PATH]`` also writes the rows (default
@@ -671,6 +676,107 @@ def cuda_host_profile(L=4096, repeat=20, device="cuda"):
 # output
 
 
+def decode_rows(positions, m_values, repeat, device="cpu", dtype="float32", shape=CPU_SHAPE):
+    """Tokens per second of generation at each position P: causal PRFAttention's :meth:`step` (a state after a
+    prompt of P tokens, from :meth:`prefill`) against SDPA reading a key-value cache of P + 1 positions (the new
+    key and value written into a preallocated cache, then one query over the cache), one token of every
+    (batch, head) per call; wall time with synchronisation (CUDA), the minimum over interleaved repeats."""
+    import torch
+
+    from montecarlo.nn import PRFAttention
+
+    dt = getattr(torch, dtype)
+    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+    rows = []
+    g = torch.Generator(device=device).manual_seed(0)
+    for P in positions:
+        q = torch.randn(*shape, P + 1, D_HEAD, generator=g, device=device, dtype=dt)
+        K, V = torch.randn_like(q), torch.randn_like(q)
+        qt, kt, vt = q[..., -1:, :].clone(), K[..., -1:, :].clone(), V[..., -1:, :].clone()
+
+        def sdpa():
+            K[..., P:P + 1, :] = kt  # (the cache write of the new position)
+            V[..., P:P + 1, :] = vt
+            torch.nn.functional.scaled_dot_product_attention(qt, K, V)
+            sync()
+
+        fns = {"sdpa": sdpa}
+        for m in m_values:
+            att = PRFAttention(D_HEAD, m, "simplex", causal=True, seed=0, device=device).eval()
+            with torch.no_grad(), mock.patch("montecarlo.nn.FUSED", False):  # (the prompt by the torch levels:
+                _, state = att.prefill(q[..., :P, :], K[..., :P, :], V[..., :P, :])  # no kernel compiled here)
+
+            def step(att=att, state=state):
+                with torch.no_grad():
+                    att.step(qt, kt, vt, state)
+                sync()
+
+            fns[f"prf_m{m}"] = step
+        times = {}
+        for _ in range(repeat):  # interleaved: the load of a shared machine changes every form alike
+            for name, fn in fns.items():
+                fn()
+                t0 = time.perf_counter()
+                fn()
+                times.setdefault(name, []).append(time.perf_counter() - t0)
+        tokens = math.prod(shape)
+        row = {"position": P, "shape": list(shape), "device": device, "dtype": dtype,
+               "ms": {k: 1e3 * min(v) for k, v in times.items()},
+               "tokens_per_s": {k: tokens / min(v) for k, v in times.items()}}
+        rows.append(row)
+        print(f"P = {P:6d}: " + ", ".join(f"{k} {row['ms'][k]:.3f} ms ({row['tokens_per_s'][k]:.0f} tok/s)"
+                                          for k in fns), flush=True)
+        del q, K, V
+    return rows
+
+
+def backward_rows(seq_lens, m, repeat, threads, sdpa_max=16384, shape=CPU_SHAPE):
+    """Causal training on the CPU: CPU time of PRFAttention's forward with autograd, its backward (a fixed
+    cotangent), the forward under no_grad, and SDPA's causal forward + backward up to ``sdpa_max``; one torch
+    thread by default, the minimum over ``repeat`` interleaved repeats."""
+    import torch
+
+    from montecarlo.nn import PRFAttention
+
+    torch.set_num_threads(threads)
+    rows = []
+    for L in seq_lens:
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(*shape, L, D_HEAD, generator=g).requires_grad_() for _ in range(3))
+        cot = torch.randn(*shape, L, D_HEAD, generator=g)
+        att = PRFAttention(D_HEAD, m, "simplex", causal=True, seed=0)
+        t = {"forward": [], "backward": [], "no_grad": [], "sdpa": []}
+        for _ in range(repeat):
+            t0 = time.process_time()
+            out = att(q, k, v)
+            t1 = time.process_time()
+            out.backward(cot)
+            t2 = time.process_time()
+            del out
+            with torch.no_grad():
+                att(q, k, v)
+            t3 = time.process_time()
+            t["forward"].append(t1 - t0)
+            t["backward"].append(t2 - t1)
+            t["no_grad"].append(t3 - t2)
+            if L <= sdpa_max:
+                t4 = time.process_time()
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(cot)
+                t["sdpa"].append(time.process_time() - t4)
+            q.grad = k.grad = v.grad = None
+        row = {"L": L, "m": m, "threads": threads, **{f"{k}_s": min(x) for k, x in t.items() if x}}
+        row["backward_over_forward"] = row["backward_s"] / row["forward_s"]
+        if "sdpa_s" in row:
+            row["prf_over_sdpa"] = (row["forward_s"] + row["backward_s"]) / row["sdpa_s"]
+        rows.append(row)
+        print(f"L = {L:6d}: forward {row['forward_s']:.3f} s, backward {row['backward_s']:.3f} s "
+              f"({row['backward_over_forward']:.2f} x), no-grad forward {row['no_grad_s']:.3f} s"
+              + (f", SDPA forward + backward {row['sdpa_s']:.3f} s ({row['prf_over_sdpa']:.2f} x)" if "sdpa_s" in row
+                 else ""), flush=True)
+        del q, k, v, cot
+    return rows
+
+
 def _ratio(a, b):
     return None if a is None or b is None or isinstance(a, str) or isinstance(b, str) or b == 0 else a / b
 
@@ -730,6 +836,14 @@ def _parser():
                         "host and wall times, cProfile, torch.profiler's CPU table; needs CUDA)")
     p.add_argument("--feature-configs", action="store_true",
                    help="the features' kernels alone on CUDA at each launch shape and product (needs CUDA)")
+    p.add_argument("--decode", action="store_true",
+                   help="generation: tokens per second of causal PRFAttention.step (m = 128, 256) against SDPA "
+                        "with a key-value cache at positions 1k, 16k, 64k (--lengths: others; with --cuda on the "
+                        "GPU, bfloat16)")
+    p.add_argument("--backward", action="store_true",
+                   help="causal training on the CPU: forward with autograd and backward of PRFAttention (m = 256) "
+                        "against its no-grad forward and SDPA's causal forward + backward, L = 1k ... 64k "
+                        "(--lengths: others)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="torch CPU threads")
     p.add_argument("--no-memory", action="store_true", help="skip the CPU memory subprocesses")
     p.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_attention.json"), default=None, metavar="PATH",
@@ -798,6 +912,29 @@ def main(argv=None):
         res = cuda_host_profile(args.lengths[0] if args.lengths else 4096, 5 if args.quick else 20)
         if args.json:
             _write_json(args.json, {"host_profile": res, "torch": torch.__version__})
+        return 0
+    if args.backward:
+        print(f"causal training on the CPU: (batch, heads) = {CPU_SHAPE}, d = {D_HEAD}, m = 256, float32, "
+              f"{args.threads} thread(s), CPU time, minimum over repeats", flush=True)
+        rows = backward_rows(tuple(args.lengths or (1024, 2048, 4096, 8192, 16384, 32768, 65536)), 256,
+                             1 if args.quick else 2, args.threads)
+        if args.json:
+            _write_json(args.json, {"backward": rows, "torch": torch.__version__})
+        return 0
+    if args.decode:
+        if args.cuda and not torch.cuda.is_available():
+            print(f"{PROG}: CUDA is not available here: the CUDA decoding benchmark is skipped", file=sys.stderr)
+            return 0
+        torch.set_num_threads(args.threads)
+        device, dtype = ("cuda", "bfloat16") if args.cuda else ("cpu", "float32")
+        shape = CUDA_SHAPE if args.cuda else CPU_SHAPE
+        print(f"decoding on {device} ({dtype}): (batch, heads) = {shape}, d = {D_HEAD}, one token per (batch, head) "
+              f"per call, {args.threads} thread(s), wall time, minimum over repeats", flush=True)
+        rows = decode_rows(tuple(args.lengths or (1024, 16384, 65536)), (128, 256), 20 if args.quick else 50,
+                           device, dtype, shape)
+        if args.json:
+            _write_json(args.json, {"decode": rows, "torch": torch.__version__,
+                                    "cuda_device": torch.cuda.get_device_name() if args.cuda else None})
         return 0
     if args.cuda:
         if not torch.cuda.is_available():

@@ -3,7 +3,7 @@
 # 2026-11-27, the CUDA tests 172 s of it, mostly compiling the kernels; at most 10; run from the repository
 # root):
 #   1. the CUDA tests of the attention module and of the fused kernels (their GPU half: compiled kernels
-#      against the torch path, no host synchronisation in forward/backward);
+#      against the torch path, no host synchronisation in forward/backward) and of decoding token by token;
 #   2. the standard CUDA table (PRFAttention, SDPA, FastAttention; causal and bidirectional; L = 4096, 16384,
 #      65536);
 #      (SKIP_TABLE=1 skips it);
@@ -22,7 +22,11 @@
 #      captured as CUDA graphs (torch.cuda.make_graphed_callables, chunk 128); each row also gives the
 #      host's time per step (until the call returns, launches queued: about the whole time when the CPU is
 #      the limit).
-# Writes device.txt, tests.txt, table.txt, table.json, variants.txt, variants.json, host.txt and host_profile.txt
+#   5. decoding token by token (issue 41 item 4): tokens per second of causal PRFAttention.step (m = 128, 256;
+#      bf16, (batch, heads) = (4, 8), d = 64) from the state after a prompt of P tokens against SDPA reading a
+#      key-value cache, at P = 1024, 16384, 65536 (about 20 s; writes decode.txt, decode.json).
+# Writes device.txt, tests.txt, table.txt, table.json, variants.txt, variants.json, host.txt, host_profile.txt,
+# decode.txt and decode.json
 # under $OUT
 # (default ./gpu_out); variants.txt ends with a summary: each length's forms fastest first as ratios to SDPA,
 # and whether the eager default and the fastest form meet issue 20's targets.
@@ -45,7 +49,7 @@ export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0  # compiled kernels, also where the
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 } 2>&1 | tee "$OUT/device.txt"
 timeout 230 python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE tests/test_nn_fused.py tests/test_nn_module.py \
-    -k cuda 2>&1 | tail -60 | tee "$OUT/tests.txt"  # (not -x: one failure must not hide the other tests)
+    tests/test_nn_decoding.py -k cuda 2>&1 | tail -60 | tee "$OUT/tests.txt"  # (not -x: one failure must not hide the other tests)
 [ -n "${SKIP_TABLE:-}" ] || timeout 80 python3 -m benchmarks.bench_attention --cuda --quick --json "$OUT/table.json" \
     2>&1 | tee "$OUT/table.txt"
 timeout 30 python3 -m benchmarks.bench_attention --host --quick 2>&1 | tee "$OUT/host.txt"
@@ -53,3 +57,5 @@ timeout 20 python3 -m benchmarks.bench_attention --launch 2>&1 | tee -a "$OUT/ho
 timeout 40 python3 -m benchmarks.bench_attention --host-profile 2>&1 | tee "$OUT/host_profile.txt"
 timeout 200 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
     --budget "${BUDGET:-200}" ${FORMS:+--forms $FORMS} --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"
+timeout 120 python3 -m benchmarks.bench_attention --decode --cuda --quick --json "$OUT/decode.json" 2>&1 \
+    | tee "$OUT/decode.txt"

@@ -25,13 +25,26 @@ and the offsets are detached, so gradients are unchanged):
   of 2s positions reads the first half), and the key at the query's own
   position directly.  Each exponent is then :math:`\le 0` and the denominator
   is >= 1 for every query that sees a key, **whatever the data**: there is no
-  data-dependent fallback path, hence no host synchronisation.  (In exact
-  arithmetic.  In float32 the sums of log-features and offsets round
-  differently from their parts, so an exponent can exceed 0 by a few units in
-  the last place of the log-features: harmless until those reach about 1e9,
-  where it overflows to NaN outputs; measured at d = 8: inputs with entries of
-  3e4 (causal; bidirectional attention is unaffected), never at 1e4.  Use
-  float64 inputs or a smaller ``scale`` there.)
+  data-dependent fallback path, hence no host synchronisation.
+
+Range of the inputs (:func:`input_range`; ``check_inputs=True`` refuses inputs beyond it with a
+ValueError naming ``q`` or ``k``, and a ``scale`` beyond the compute dtype's range is refused at every
+forward without a synchronisation).  The construction above is exact in exact arithmetic; in floating
+point it needs the log-features, about :math:`-s\|x\|^2/2` for a query or key x, to be representable,
+and the causal scan needs more:
+
+* bidirectional attention is exact to rounding while every log-feature stays below a quarter of the
+  largest number of the compute dtype (float32, also for bfloat16 and float16 inputs: 8.5e37, so
+  :math:`s\|x\|^2` up to about 1.7e38, entries of about 5e18 at d = 8; float64: 4.5e307, entries of about
+  1e153), and :math:`\|x\|^2` itself is finite; beyond, with the check off, every output of the sequence
+  is NaN.  A kind parameter taken from the data (oprf's A) sums squared norms over the sequence, which
+  overflows L times earlier (NaN outputs; the check names the input);
+* causal attention: the sums of log-features and offsets round differently from their parts, so an
+  exponent can exceed 0 by about half a unit in the last place of the log-features: exact to rounding
+  while they stay below :math:`\log(\text{largest})/(8\varepsilon)` (float32 9.3e7, :math:`s\|x\|^2`
+  up to about 1.9e8; float64 4.0e17, :math:`s\|x\|^2` about 8e17); measured at d = 8 and 64, every
+  kind: NaN outputs from :math:`s\|x\|^2` about 2.7e9 in float32 (entries of 3e4 at d = 8) and about
+  1.3e19 in float64 (entries of 2e9), never below.  Use float64 inputs or a smaller ``scale`` there.
 
 Precision: the features are computed in float32 (float64 when the inputs or
 the projections are float64) whatever the input dtype, with autocast disabled
@@ -43,7 +56,7 @@ keeps the projections in float32 (a bfloat16-rounded matrix would no longer be
 a draw of the coupling).
 
 No host synchronisation in ``forward``: shape, dtype and device checks are
-free; the finiteness of q, k, v is checked only with ``check_inputs=True``
+free; the finiteness of q, k, v and the range of q and k are checked only with ``check_inputs=True``
 (one synchronisation per tensor).  A kind parameter chosen from the data (oprf's
 A) is one tensor per sequence on the device (the registered oprf map takes
 arrays); only a kind whose map took nothing but floats would cost one
@@ -94,6 +107,32 @@ step, so no Python either: the forward's redraw schedule does not run in replays
 replays, which the graphs then read), 2.74 x at 4096: the form for short sequences in a training loop.
 (Before the kernels: 1.27 x and 15.4 x eager.)
 
+Decoding token by token
+-----------------------
+Causal attention generates with an explicit recurrent state: ``out_t, state = attn.step(q_t, k_t, v_t,
+state)`` for one position ((..., 1, d) inputs; ``state=None`` at the first), or ``out, state =
+attn.prefill(q, k, v)`` for a prompt.  The :class:`DecodingState` holds per feature the running maximum of
+the keys' log-features and the value and key-mass sums scaled by it, the stabilised form of the scan above,
+so L steps give the forward's outputs (float64 to about 1e-15; float32/bf16 to the forward's own rounding) at
+a cost per token independent of the position (O(m d_v)).  The state records the module and the projections
+it was built with: after a redraw or ``load_state_dict`` a step with an old state is a ValueError.  Steps
+never redraw nor move running statistics (oprf's A from the data is fixed in the state at the first step).
+On the CPU (d = 64, (batch, heads) (2, 4), one thread; ``python -m benchmarks.bench_attention --decode``):
+see benchmarks/README.md for tokens per second against SDPA reading a key-value cache.
+
+Multi-head attention layers: :class:`PRFMultiheadAttention` has ``nn.MultiheadAttention``'s parameters, call
+and ``(output, None)`` result (``PRFMultiheadAttention.from_multihead(layer.self_attn, n_features=...)``
+swaps a transformer layer's attention in one line; what linear attention cannot do, such as
+``need_weights=True`` or an arbitrary ``attn_mask``, is refused).
+
+Predicting the error, choosing m
+--------------------------------
+:func:`attention_error` predicts the expected error of this module's output against exact softmax
+attention from closed forms (first order in 1/m, with the cross-pair conformity of coupled directions of
+:mod:`theory.attention`), and flags where first order is not enough; :func:`plan_attention` (and ``python -m
+montecarlo.nn plan``) returns the smallest m and the best (kind, coupling, OPRF A) for a target error, or
+says that none reaches it (the guide page "Predicting the attention error").
+
 Random features, copies, checkpoints
 ------------------------------------
 The projections live in the buffer ``weights`` (width-1 (m, d) matrix shared by
@@ -112,16 +151,21 @@ redraws exactly as eager mode.
   (numpy stream: a ``SeedSequence`` spawn, which leaves the original's own
   stream untouched; torch generator: the copy's generator is seeded by one
   draw from the original's, which advances it).  Forks are reproducible: the
-  same seeds and the same copies give the same draws.  For *lock-step* copies
+  same seeds and the same copies give the same draws.  Layers that share one
+  stream (one ``torch.Generator``, or one ``numpy.random.Generator`` passed as
+  ``seed``) share one fork of it in a deep copy of the model.  For *lock-step* copies
   (identical redraws), load the original's state into the copy
   (``twin.load_state_dict(orig.state_dict())``, which also copies the stream
   position) or build each with one shared ``torch.Generator`` passed explicitly
   and redraw them in the same order.
 * ``state_dict()`` holds the projections, the redraw counter, the frozen flag
-  and the stream position (``get_extra_state``: plain ints, bools, a dict of
-  ints and a uint8 tensor, all loadable with ``torch.load(weights_only=True)``),
-  and the running statistics of kinds with data-driven parameters: a run
-  resumed from a checkpoint redraws exactly as the uninterrupted run.
+  and the stream position (``get_extra_state``: plain ints, bools, strings,
+  lists and dicts of them and a uint8 tensor, all loadable with
+  ``torch.load(weights_only=True)`` for every numpy bit generator: PCG64,
+  PCG64DXSM, MT19937, Philox, SFC64), for a numpy stream its ``SeedSequence``
+  with the spawn counter, and the running statistics of kinds with
+  data-driven parameters: a run resumed from a checkpoint redraws, and its
+  later deep copies fork, exactly as the uninterrupted run's.
   Checkpoint with ``torch.save(model.state_dict(), path)`` and
   ``model.load_state_dict(torch.load(path))``; ``torch.save(model)`` of the
   whole module needs ``torch.load(path, weights_only=False)`` (the class is not
@@ -167,6 +211,7 @@ import contextlib
 import copy
 import inspect
 import math
+from typing import NamedTuple
 
 import array_api_compat
 import numpy as np
@@ -174,7 +219,8 @@ import torch
 from torch import nn
 
 import montecarlo as mc
-from montecarlo._checks import check_bool, check_coupling, check_int, check_positive_float, check_rng
+from montecarlo._checks import (AllocationError, check_bool, check_coupling, check_int, check_positive_float,
+                                check_rng)
 from montecarlo.oprf import batch_pair_statistic
 from theory import feature_kinds as kinds
 from theory.registry import check_dimension
@@ -183,12 +229,19 @@ from theory.validation import check_real, describe
 __all__ = [
     "DEFAULT_CHUNK",
     "INPUT_DTYPES",
+    "DecodingState",
     "STORAGE_DTYPES",
+    "AttentionError",
     "PRFAttention",
+    "PRFMultiheadAttention",
+    "attention_error",
     "check_device",
     "check_generator",
     "draw_projections",
+    "input_range",
+    "measured_attention_error",
     "oprf_a",
+    "plan_attention",
 ]
 
 #: dtypes of the projections (and of the feature computations); other accepted dtypes store float32.
@@ -220,7 +273,7 @@ GROUP_ENTRIES = 1 << 22
 #: Momentum of the running statistics behind a data-driven kind parameter in causal attention.
 RUNNING_MOMENTUM = 0.1
 #: Version of the ``get_extra_state`` record.
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 #: The array-API namespace of torch tensors handed to the kinds' hooks (looked up once, not per call, so that
 #: torch.compile traces no lookup).
 _XP = array_api_compat.array_namespace(torch.empty(0))
@@ -242,6 +295,69 @@ def fork_generator(generator):
     stream of a deep copy, independent of the original's later draws and reproducible from its seed."""
     seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
     return torch.Generator(device=generator.device).manual_seed(seed)
+
+
+def _forked(stream, memo, fork):
+    """``fork(stream)`` once per deep copy: the fork is kept in the copy's ``memo`` under the stream's id (and
+    the stream kept alive there, as ``copy`` does), so that modules sharing one stream share its fork."""
+    key = ("montecarlo.nn fork", id(stream))
+    if key not in memo:
+        memo[key] = fork(stream)
+        memo.setdefault(id(memo), []).append(stream)
+    return memo[key]
+
+
+#: numpy bit generators whose state a checkpoint may hold (``get_extra_state``).
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def _plain(obj):
+    """A numpy bit generator's state (or seed sequence) as plain Python objects that ``torch.load`` reads with
+    ``weights_only=True``: arrays become ``{"ndarray": dtype, "values": list}``, numpy integers ints."""
+    if isinstance(obj, np.ndarray):
+        return {"ndarray": obj.dtype.str, "values": obj.tolist()}
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _unplain(obj):
+    """The inverse of :func:`_plain`."""
+    if isinstance(obj, dict):
+        if set(obj) == {"ndarray", "values"}:
+            return np.asarray(obj["values"], dtype=np.dtype(obj["ndarray"]))
+        return {k: _unplain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unplain(v) for v in obj]
+    return obj
+
+
+def _restored_rng(rng, state, seed_seq, own):
+    """The numpy Generator a checkpoint's ``state`` (and seed sequence) describes.  A stream the module owns is
+    rebuilt from the saved seed sequence (its spawn counter included) and bit generator; the caller's shared
+    Generator (``own`` False) is set in place (its seed sequence is the caller's)."""
+    if not isinstance(state, dict) or state.get("bit_generator") not in _BIT_GENERATORS:
+        raise ValueError(f"the state's numpy stream must be the state of one of the bit generators "
+                         f"{', '.join(_BIT_GENERATORS)}, got {describe(state)}")
+    name = state["bit_generator"]
+    if own:
+        seq = None
+        if seed_seq is not None:
+            seq = np.random.SeedSequence(seed_seq["entropy"], spawn_key=tuple(seed_seq["spawn_key"]),
+                                         pool_size=seed_seq["pool_size"],
+                                         n_children_spawned=seed_seq["n_children_spawned"])
+        elif type(rng.bit_generator).__name__ == name:  # (a version-1 state: no seed sequence recorded)
+            seq = rng.bit_generator.seed_seq
+        rng = np.random.Generator(getattr(np.random, name)(seq))
+    elif type(rng.bit_generator).__name__ != name:
+        raise ValueError(f"the state's numpy stream is a {name}, this module draws from the caller's "
+                         f"{type(rng.bit_generator).__name__} Generator (passed as seed): pass a Generator of a {name}")
+    rng.bit_generator.state = state
+    return rng
 
 
 def check_device(device, name="device"):
@@ -272,9 +388,27 @@ def _storage_dtype(dtype, name="dtype"):
     return dtype if dtype in STORAGE_DTYPES else torch.float32
 
 
+def _dtype_name(dtype):
+    """``torch.float32`` -> ``'float32'``."""
+    return str(dtype).replace("torch.", "")
+
+
 def _very_negative(dtype):
     """A finite stand-in for -inf in offsets (a few of them still add up without overflow)."""
     return torch.finfo(dtype).min / 8
+
+
+def input_range(dtype, causal):
+    r"""The largest magnitude of a log-feature (about :math:`s\|x\|^2/2` for a query or key x) for which
+    attention computed in ``dtype`` (float32 or float64) is exact to rounding (module docs, "Range of the
+    inputs"): a quarter of the dtype's largest number bidirectionally (the sum of a query's and a key's
+    log-features stays finite), :math:`\log(\text{largest})/(8\varepsilon)` causally (the exponents that
+    exceed 0 by rounding, about :math:`\varepsilon/2` times the log-features, stay below a quarter of the
+    exponential's range)."""
+    info = torch.finfo(dtype)
+    if causal:
+        return math.log(info.max) / (8 * info.eps)
+    return info.max / 4
 
 
 def oprf_a(rho):
@@ -347,7 +481,7 @@ def _log_features(x, w, w_sq, rec, scale, params):
     r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's record (softmax kernel)."""
     m, d = w.shape
     proj = x @ (w * math.sqrt(scale)).transpose(0, 1)  # w.(s^1/2 x), a fresh tensor the hook may overwrite
-    sq = _with_jvp(_SquaredNorm, _SquaredNormJvp).apply(x) * scale
+    sq = _call(_SquaredNorm, _SquaredNormJvp, x) * scale
     log_map = kinds.hook(rec.name, "log_features")
     return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **hook_extras(log_map, d), **params)
 
@@ -390,6 +524,17 @@ def _with_jvp(fn, with_jvp):
     return with_jvp if _transformed() or level >= 0 else fn
 
 
+def _call(fn, with_jvp, *args):
+    """``fn.apply(*args)`` (or its twin's, :func:`_with_jvp`), or its forward alone where no derivative can be
+    asked for (grad mode off, no forward-mode AD, no torch.func transform, not tracing): an autograd.Function's
+    apply binds its arguments by signature, tens of microseconds per call that decoding token by token pays
+    three times per step."""
+    level = getattr(getattr(torch.autograd, "forward_ad", None), "_current_level", -1)
+    if not torch.is_grad_enabled() and level < 0 and not _transformed() and not _compiling():
+        return fn.forward(*args)
+    return _with_jvp(fn, with_jvp).apply(*args)
+
+
 def _mask_keys(lk, key_padding_mask, lead):
     """``lk`` with -inf at padded keys, broadcast to ``lead``."""
     pad = key_padding_mask.unsqueeze(-1)
@@ -400,7 +545,7 @@ def _mask_keys(lk, key_padding_mask, lead):
 
 def _ratio(nd, seen):
     """Split (..., d_v + 1) numerator/denominator; rows that see no key (``seen`` False) get 0, zero gradient."""
-    return _with_jvp(_Ratio, _RatioJvp).apply(nd, seen)
+    return _call(_Ratio, _RatioJvp, nd, seen)
 
 
 class _Ratio(torch.autograd.Function):
@@ -450,6 +595,28 @@ class _RatioJvp(_Ratio):
         return d if seen is None else d.masked_fill(~seen, 0.0)
 
 
+def _batch_first_mask(mask, tensors, name):
+    """A (B, L) padding mask for inputs with two or more leading axes (B, H, ..., L, d) read as
+    ``nn.MultiheadAttention``'s (batch, L) convention: (B, 1, ..., 1, L), one mask per batch element (plain
+    broadcasting would align B with the last leading axis, the heads).  Other masks are returned as given;
+    a first axis that is neither 1 nor the inputs' batch is a ValueError suggesting the shapes that work."""
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2:
+        return mask
+    shapes = [t.shape for t in tensors if isinstance(t, torch.Tensor)]
+    n_lead = max((len(sh) for sh in shapes), default=2) - 2
+    if n_lead < 2:
+        return mask
+    batch = {sh[0] for sh in shapes if len(sh) - 2 == n_lead} - {1}
+    if mask.shape[0] != 1 and len(batch) == 1 and mask.shape[0] not in batch:
+        lead = tuple(max(shapes, key=len)[:-2])
+        raise ValueError(f"{name} of shape {tuple(mask.shape)} is read as nn.MultiheadAttention's (batch, L) mask, "
+                         f"one row per batch element, but the inputs' leading shape (batch, heads, ...) is {lead}: "
+                         f"give one row per batch element (a (batch, L) mask, or mask[:, None] of shape "
+                         f"(batch, 1, L)), or a mask shaped like the leading axes, e.g. (1, heads, L) for one row "
+                         "per head")
+    return mask.reshape((mask.shape[0],) + (1,) * (n_lead - 1) + (mask.shape[1],))
+
+
 def _with_ones(v):
     """[v, 1]: one product then gives the numerator and the denominator (the key mass)."""
     return torch.nn.functional.pad(v, (0, 1), value=1.0)  # (one operator; a ones tensor and a cat made two)
@@ -494,10 +661,20 @@ def _exclusive_cummax(x, dim, fill):
     return torch.cat([first, inc.narrow(dim, 0, inc.shape[dim] - 1)], dim=dim)
 
 
-def _run_eagerly(fn):
-    """``fn`` run eagerly under torch.compile (``torch.compiler.disable``, torch >= 2.1; unchanged before)."""
+def _run_eagerly(reason):
+    """A decorator: the function run eagerly under torch.compile (``torch.compiler.disable``, torch >= 2.1;
+    unchanged before), with ``reason`` in the error of ``fullgraph=True`` (torch >= 2.6 takes one)."""
     disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    return disable(fn) if disable is not None else fn
+
+    def wrap(fn):
+        if disable is None:
+            return fn
+        try:
+            return disable(fn, reason=reason)
+        except TypeError:  # (no reason= before torch 2.6)
+            return disable(fn)
+
+    return wrap
 
 
 def _compiling():
@@ -625,11 +802,76 @@ def _prefix_states_adjoint(dP, oc, before, neg):
 
 def _loop_states(K, decay):
     """The same exclusive prefix states by the recursion over chunks, P_{c+1} = P_c decay_c + K_c: one
-    step per chunk (autograd on the CPU: a stack of new states)."""
+    step per chunk, with autograd through :class:`_LoopStates` (whose backward is the recursion run backwards:
+    linear in the number of chunks)."""
+    return _call(_LoopStates, _LoopStatesJvp, K, decay)
+
+
+def _loop_recursion(K, decay):
+    """The recursion of :func:`_loop_states` by torch operations (differentiable: autograd, torch.func)."""
     states = [torch.zeros_like(K[:, 0])]
     for i in range(K.shape[1] - 1):
         states.append(torch.addcmul(K[:, i], states[-1], decay[:, i].unsqueeze(-1)))
     return torch.stack(states, dim=1)
+
+
+class _LoopStates(torch.autograd.Function):
+    r"""The exclusive prefix states :math:`P_0 = 0`, :math:`P_{c+1} = P_c\,\delta_c + K_c` (K (n, N, M, D),
+    ``decay`` :math:`\delta` (n, N, M), a constant) written into one buffer, with the backward by the recursion
+    run backwards into one gradient buffer: :math:`A_{N-1} = dP_{N-1}`, :math:`A_c = dP_c + A_{c+1}\delta_c`,
+    :math:`dK_c = A_{c+1}` (:math:`dK_{N-1} = 0`).  Autograd's own backward of the loop zero-filled a full-size
+    gradient of K at every chunk's select, which made the causal backward quadratic in L.  A backward with
+    ``create_graph`` or under torch.func runs through autograd of :func:`_loop_recursion` instead."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(K, decay):
+        P = torch.empty_like(K)
+        P[:, 0] = 0.0
+        for c in range(K.shape[1] - 1):
+            torch.addcmul(K[:, c], P[:, c], decay[:, c].unsqueeze(-1), out=P[:, c + 1])
+        return P
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
+    def backward(ctx, dP):
+        K, decay = ctx.saved_tensors
+        if _transformed() or torch.is_grad_enabled():  # (torch.func, or create_graph: differentiable again)
+            return _loop_adjoint(dP, decay), None
+        N = dP.shape[1]
+        dK = torch.empty_like(dP)
+        dK[:, N - 1] = 0.0
+        A = dP[:, N - 1].clone()
+        for c in range(N - 2, -1, -1):
+            dK[:, c] = A
+            A.mul_(decay[:, c].unsqueeze(-1)).add_(dP[:, c])
+        return dK, None
+
+
+def _loop_adjoint(dP, decay):
+    """The backward of :class:`_LoopStates` by out-of-place torch operations (differentiable again; the map is
+    linear in K, so this is its whole vector-Jacobian product)."""
+    N = dP.shape[1]
+    A = dP[:, N - 1]
+    grads = [torch.zeros_like(A)]
+    for c in range(N - 2, -1, -1):
+        grads.append(A)
+        A = torch.addcmul(dP[:, c], A, decay[:, c].unsqueeze(-1))
+    return torch.stack(grads[::-1], dim=1)
+
+
+class _LoopStatesJvp(_LoopStates):
+    """:class:`_LoopStates` with its forward-mode rule (:func:`_with_jvp`): the map is linear in K."""
+
+    @staticmethod
+    def jvp(ctx, dK, _):
+        K, decay = ctx.saved_tensors
+        return _loop_recursion(torch.zeros_like(K) if dK is None else dK, decay)
 
 
 def _loop_in_place(qr, lk4, v4, nd, oc, before, decay, gain, run):
@@ -1078,7 +1320,7 @@ class PRFAttention(nn.Module):
         rec = kinds.get(self.kind)
         if "softmax" not in rec.kernels:
             raise ValueError(f"kind must estimate the softmax kernel, got {kind!r} (kernels {rec.kernels})")
-        self.kind_params = self._check_kind_params(rec, kind_params)
+        self.kind_params = self._check_kind_params(rec, kind_params, self.d_head)
         self.causal = check_bool(causal, "causal")
         self.scale = 1.0 / math.sqrt(self.d_head) if scale is None else check_positive_float(scale, "scale")
         self.redraw_every = None if redraw_every is None else check_int(redraw_every, "redraw_every", 1)
@@ -1103,10 +1345,9 @@ class PRFAttention(nn.Module):
         self._draw_state = None if isinstance(seed, np.random.Generator) else self._rng.bit_generator.state
         self._frozen = False
         self._calls = 0
+        self._draws = 0  # projections drawn or loaded so far: a DecodingState records it (step)
         # drawn before anything is allocated: sample_weights bounds the memory that n_features x d_head asks for
-        self.register_buffer("weights", draw_projections(self.coupling, self.d_head, self.n_features,
-                                                         generator=self._generator, rng=self._rng, device=device,
-                                                         dtype=storage))
+        self.register_buffer("weights", self._draw(device, storage))
         self._data_driven = tuple(p for p in rec.parameters if p not in self.kind_params)
         for name in ("log_features", "linear_log_features", "data_parameters"):  # the kind's modules imported
             if rec.has(name):  # now: an import inside forward would break a torch.compile graph
@@ -1117,7 +1358,7 @@ class PRFAttention(nn.Module):
             self.register_buffer("running_steps", torch.zeros((), dtype=torch.long, device=device))
 
     @staticmethod
-    def _check_kind_params(rec, kind_params):
+    def _check_kind_params(rec, kind_params, d):
         if kind_params is None:
             kind_params = {}
         if not isinstance(kind_params, dict):
@@ -1137,6 +1378,11 @@ class PRFAttention(nn.Module):
             if isinstance(value, torch.Tensor):
                 raise TypeError(f"kind_params[{p!r}] must be a real number, got a tensor")
             out[p] = float(check_real(value, f"kind_params[{p!r}]"))
+        if out and rec.has("float_parameters"):  # the kind's own rule for given values (oprf: A < 1/8), now and
+            try:  # not at the first forward
+                kinds.hook(rec.name, "float_parameters")(d, 0.0, **out)
+            except ValueError as exc:
+                raise ValueError(f"kind_params={kind_params} for kind={rec.name!r}: {exc}") from None
         return out
 
     @classmethod
@@ -1159,12 +1405,22 @@ class PRFAttention(nn.Module):
 
     # -- random features -------------------------------------------------
 
+    def _draw(self, device, dtype):
+        """(n_features, d_head) projections of the module's coupling from its stream; an oversized request is an
+        AllocationError in the module's own words (n_features, d_head)."""
+        try:
+            return draw_projections(self.coupling, self.d_head, self.n_features, generator=self._generator,
+                                    rng=self._rng, device=device, dtype=dtype)
+        except AllocationError as exc:
+            raise AllocationError(f"PRFAttention(d_head={self.d_head}, n_features={self.n_features}) asks for "
+                                  f"(n_features, d_head) = ({self.n_features}, {self.d_head}) projections: reduce "
+                                  f"n_features (the sampler says: {exc})") from None
+
     @torch.no_grad()
     def redraw(self):
         """Draw fresh projections of the module's coupling (in place, on its device and dtype)."""
-        w = draw_projections(self.coupling, self.d_head, self.n_features, generator=self._generator,
-                             rng=self._rng, device=self.weights.device, dtype=self.weights.dtype)
-        self.weights.copy_(w)
+        self.weights.copy_(self._draw(self.weights.device, self.weights.dtype))
+        self._draws = getattr(self, "_draws", 0) + 1  # (a decoding state built on the old projections is refused)
         self._calls = 0
         return self
 
@@ -1185,7 +1441,9 @@ class PRFAttention(nn.Module):
                 self._buffers[name].zero_()
         return self
 
-    @_run_eagerly
+    @_run_eagerly("PRFAttention(redraw_every=...) redraws its projections inside forward in training mode, "
+                  "which runs eagerly (a graph break): torch.compile(..., fullgraph=True) needs redraw_every=None "
+                  "(call redraw() outside the compiled model), eval(), or freeze()")
     def _redraw_schedule(self):
         """One training-mode forward of ``redraw_every``: redraw when due, count the call (not in a forward that
         the backward recomputes: activation checkpointing).  Runs eagerly under torch.compile (one graph
@@ -1235,7 +1493,9 @@ class PRFAttention(nn.Module):
         return out
 
     def __deepcopy__(self, memo):
-        """An exact copy of the current state whose random stream is forked (module docs)."""
+        """An exact copy of the current state whose random stream is forked (module docs); streams that several
+        modules share (one ``torch.Generator``, or one ``numpy.random.Generator`` passed as ``seed``) are forked
+        once per deep copy, and the copies share the fork (the copy's ``memo``)."""
         cls = self.__class__
         new = cls.__new__(cls)
         memo[id(self)] = new
@@ -1243,21 +1503,31 @@ class PRFAttention(nn.Module):
             if key in ("_rng", "_generator"):
                 continue
             new.__dict__[key] = copy.deepcopy(value, memo)
-        new._rng = self._rng.spawn(1)[0]
-        new._draw_state = new._rng.bit_generator.state  # (its reset_parameters draws from its own fork)
-        new._generator = None if self._generator is None else fork_generator(self._generator)
+        shared = self._draw_state is None  # (the caller's numpy Generator: other modules may draw from it too)
+        new._rng = _forked(self._rng, memo, lambda rng: rng.spawn(1)[0]) if shared else self._rng.spawn(1)[0]
+        new._draw_state = None if shared else new._rng.bit_generator.state  # (reset_parameters: its own fork)
+        new._generator = None if self._generator is None else _forked(self._generator, memo, fork_generator)
         return new
 
     def get_extra_state(self):
-        """Redraw counter, frozen flag and the random stream's position (loadable with weights_only=True)."""
+        """Redraw counter, frozen flag and the random stream's position with, for a numpy stream, its seed
+        sequence (the spawn counter: a resumed run's deep copies fork as the uninterrupted run's); plain ints,
+        strings, lists, dicts and a uint8 tensor, loadable with ``weights_only=True`` for every numpy bit
+        generator."""
+        numpy_rng = seed_seq = None
+        if self._generator is None:
+            numpy_rng = _plain(self._rng.bit_generator.state)
+            seq = getattr(self._rng.bit_generator, "seed_seq", None)
+            if isinstance(seq, np.random.SeedSequence):
+                seed_seq = _plain({"entropy": seq.entropy, "spawn_key": list(seq.spawn_key),
+                                   "pool_size": seq.pool_size, "n_children_spawned": seq.n_children_spawned})
         return {"version": _STATE_VERSION, "coupling": self.coupling, "calls": int(self._calls),
-                "frozen": bool(self._frozen),
-                "numpy_rng": None if self._generator is not None else self._rng.bit_generator.state,
+                "frozen": bool(self._frozen), "numpy_rng": numpy_rng, "seed_seq": seed_seq,
                 "torch_rng": None if self._generator is None else self._generator.get_state()}
 
     def set_extra_state(self, state):
-        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-            raise ValueError(f"PRFAttention extra state must be a dict of version {_STATE_VERSION}, "
+        if not isinstance(state, dict) or state.get("version") not in (1, _STATE_VERSION):
+            raise ValueError(f"PRFAttention extra state must be a dict of version 1 or {_STATE_VERSION}, "
                              f"got {describe(state)}")
         if (state["torch_rng"] is None) != (self._generator is None):
             have = "a torch.Generator" if self._generator is not None else "a numpy seed"
@@ -1269,12 +1539,19 @@ class PRFAttention(nn.Module):
             raise ValueError(f"the state holds projections of coupling {saved!r}, this module draws {self.coupling!r}: "
                              f"build it with coupling={saved!r} (its later redraws follow the module's coupling), or "
                              "take the projections alone with PRFAttention.from_weights(state['weights'], ...)")
+        if state["torch_rng"] is None:
+            rng = _restored_rng(self._rng, _unplain(state["numpy_rng"]), _unplain(state.get("seed_seq")),
+                                own=self._draw_state is not None)
         self._calls = int(state["calls"])
         self._frozen = bool(state["frozen"])
         if state["torch_rng"] is None:
-            self._rng.bit_generator.state = state["numpy_rng"]
+            self._rng = rng
         else:
             self._generator.set_state(state["torch_rng"])
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._draws = getattr(self, "_draws", 0) + 1  # (new projections: decoding states of the old are refused)
 
     def extra_repr(self):
         return (f"d_head={self.d_head}, n_features={self.n_features}, coupling={self.coupling!r}, "
@@ -1327,11 +1604,41 @@ class PRFAttention(nn.Module):
         except RuntimeError:
             raise ValueError("the leading (batch, head) shapes of q, k, v and the padding masks must broadcast, "
                              f"got {[tuple(s) for s in shapes]}") from None
+        compute = self._compute_dtype(q.dtype)
+        if self.scale > torch.finfo(compute).max:  # (a Python float: no synchronisation)
+            raise ValueError(f"scale = {self.scale:.3g} is beyond the range of {_dtype_name(compute)}, the dtype the "
+                             f"features of {_dtype_name(q.dtype)} inputs are computed in here (largest "
+                             f"{torch.finfo(compute).max:.3g}): every output would be NaN; compute in float64 "
+                             "(float64 inputs, or a module built with dtype=torch.float64) or use a smaller scale")
         if self.check_inputs:
             for name, t in (("q", q), ("k", k), ("v", v)):
                 if not torch.isfinite(t).all():
                     raise ValueError(f"{name} must be finite (found NaN or inf; check_inputs=True)")
         return tuple(lead)
+
+    def _compute_dtype(self, dtype):
+        """The dtype of the feature computations for inputs of ``dtype`` (module docs, "Precision")."""
+        return torch.float64 if torch.float64 in (self.weights.dtype, dtype) else torch.float32
+
+    def _check_range(self, lq, lk, compute):
+        """ValueError naming q or k where a log-feature is not finite or exceeds :func:`input_range` (a
+        synchronisation each; ``check_inputs=True``)."""
+        limit = input_range(compute, self.causal)
+        for name, lf in (("q", lq), ("k", lk)):
+            if lf.numel() == 0:
+                continue
+            top = float(lf.detach().abs().amax())
+            if top <= limit:
+                continue
+            reach = f"reach |l| = {top:.3g}" if math.isfinite(top) else "are not finite (they overflow)"
+            mode = "causal" if self.causal else "bidirectional"
+            hint = ("compute in float64 (float64 inputs, or a module built with dtype=torch.float64), or use a "
+                    "smaller scale or smaller inputs" if compute != torch.float64 else
+                    "use a smaller scale or smaller inputs")
+            raise ValueError(f"{name}'s log-features {reach} (about s|{name}|^2/2, scale s = "
+                             f"{self.scale:.3g}), beyond {limit:.3g}, the range in which {mode} attention computed in "
+                             f"{_dtype_name(compute)} is exact (montecarlo.nn.input_range; module docs, \"Range of "
+                             f"the inputs\"): its outputs would be NaN or wrong; {hint} (check_inputs=True)")
 
     # -- data-driven kind parameters -----------------------------------------
 
@@ -1428,6 +1735,32 @@ class PRFAttention(nn.Module):
 
     # -- forward -----------------------------------------------------------------
 
+    def _log_features_pair(self, q, k, lead, compute, params_of):
+        """Log-features of q and k (autocast off: the caller's region) through the features' kernel where it
+        applies (CUDA, a kind with a linear form), else the kind's map; ``params_of(q, k)`` gives the kind
+        parameters (q, k in the compute dtype where some come from the data).  Checked against
+        :func:`input_range` with ``check_inputs``."""
+        rec = kinds.get(self.kind)
+        w = self.weights.to(compute)
+        fast = rec.has("linear_log_features") and _fused_features_apply(q, w)  # q, k read in their dtype
+        if not fast or self._data_driven:  # (data-driven parameters: statistics in the compute dtype)
+            q, k = q.to(compute), k.to(compute)
+        params = params_of(q, k)
+        rows = self._kernel_rows(w, rec, params) if fast else None  # None: one A per sequence
+        if rows is not None:
+            from montecarlo import _fused  # (one pass over q and k each)
+
+            lq, lk = _fused.scaled_log_features((q, k), *rows, self.scale)
+        else:
+            q, k = q.to(compute), k.to(compute)
+            if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
+                q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
+            w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
+            lq, lk = self._features(q, k, w, w_sq, rec, params)
+        if self.check_inputs:
+            self._check_range(lq, lk, compute)
+        return lq, lk
+
     def forward(self, q, k, v, key_padding_mask=None, *, query_padding_mask=None):
         """Attention output for queries q (..., L_q, d), keys k (..., L_k, d) and values v (..., L_k, d_v).
 
@@ -1441,12 +1774,17 @@ class PRFAttention(nn.Module):
         key_padding_mask : torch.Tensor of bool, optional
             Shape (..., L_k), broadcasting against the leading shape; True
             marks padded keys, which are ignored (the convention of
-            ``torch.nn.MultiheadAttention``).  A query that sees no key (all
+            ``torch.nn.MultiheadAttention``).  A (B, L_k) mask with inputs of
+            two or more leading axes (B, H, L, d) holds one row per batch
+            element, as ``nn.MultiheadAttention``'s: it is read as (B, 1, L_k)
+            (plain broadcasting would pair its rows with the heads); its first
+            axis must then be 1 or B.  A query that sees no key (all
             keys masked, or in the causal case all keys up to its position)
             gets output 0 and zero gradient.
         query_padding_mask : torch.Tensor of bool, optional
-            Shape (..., L_q), True at padded queries: only used by kinds whose
-            parameters come from the data (oprf without A), to leave padded
+            Shape (..., L_q) (a (B, L_q) mask as ``key_padding_mask``'s), True
+            at padded queries: only used by kinds whose parameters come from
+            the data (oprf without A), to leave padded
             queries out of the statistics (in self-attention pass the key mask).
 
         Returns
@@ -1457,6 +1795,8 @@ class PRFAttention(nn.Module):
         if _mixed_under_autocast(q, k, v):  # as SDPA under autocast: one dtype, autocast's
             target = torch.get_autocast_dtype(q.device.type)
             q, k, v = q.to(target), k.to(target), v.to(target)
+        key_padding_mask = _batch_first_mask(key_padding_mask, (q, k, v), "key_padding_mask")
+        query_padding_mask = _batch_first_mask(query_padding_mask, (q, k, v), "query_padding_mask")
         lead = self._check(q, k, v, key_padding_mask, query_padding_mask)
         if self.training and not self._frozen and self.redraw_every is not None:
             if _exporting():  # (an exported program is one traced forward: it would never redraw)
@@ -1465,27 +1805,11 @@ class PRFAttention(nn.Module):
                                    "eval() mode, after freeze(), or with redraw_every=None (and redraw the "
                                    "program's 'weights' buffer yourself)")
             self._redraw_schedule()
-        rec = kinds.get(self.kind)
-        w = self.weights
         out_dtype = q.dtype
-        compute = torch.float64 if torch.float64 in (w.dtype, q.dtype) else torch.float32
+        compute = self._compute_dtype(q.dtype)
         with _no_autocast(q.device.type):
-            w = w.to(compute)
-            fast = rec.has("linear_log_features") and _fused_features_apply(q, w)  # q, k read in their dtype
-            if not fast or self._data_driven:  # (data-driven parameters: statistics in the compute dtype)
-                q, k = q.to(compute), k.to(compute)
-            params = self._params(q, k, key_padding_mask, query_padding_mask)
-            rows = self._kernel_rows(w, rec, params) if fast else None  # None: one A per sequence
-            if rows is not None:
-                from montecarlo import _fused  # (one pass over q and k each)
-
-                lq, lk = _fused.scaled_log_features((q, k), *rows, self.scale)
-            else:
-                q, k = q.to(compute), k.to(compute)
-                if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
-                    q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
-                w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
-                lq, lk = self._features(q, k, w, w_sq, rec, params)
+            lq, lk = self._log_features_pair(q, k, lead, compute,
+                                             lambda q, k: self._params(q, k, key_padding_mask, query_padding_mask))
             if not self.causal:  # (the causal scan casts v where it needs to: _causal)
                 v = v.to(compute)
             seen = None
@@ -1504,3 +1828,195 @@ class PRFAttention(nn.Module):
                 out = _bidirectional(lq, lk, v, seen)
         return out.to(out_dtype)
 
+
+    # -- decoding token by token ----------------------------------------------
+
+    def step(self, q, k, v, state=None, *, key_padding_mask=None):
+        r"""One position of causal attention for generation: ``out_t, state = attn.step(q_t, k_t, v_t, state)``.
+
+        The recurrent state holds, per feature f, the running maximum :math:`o_f = \max_{j \le t}\ell_f(k_j)`
+        of the keys' log-features and the sums :math:`S_f = \sum_{j \le t} e^{\ell_f(k_j) - o_f}[v_j, 1]`
+        (values and key mass), the log-space stabilised form of the causal scan (module docs): each new key
+        rescales the sums by :math:`e^{o_f - o'_f} \le 1`, and the query's row offset
+        :math:`r = \max_f(\ell_f(q_t) + o_f)` makes every exponent :math:`\le 0` and the key mass :math:`\ge 1`.
+        So the outputs of L steps equal :meth:`forward` over the L positions (float64: to about 1e-15
+        relative; float32: to the forward's own rounding), at a cost per token independent of the position:
+        O(m d_v) work and memory.  Nothing here redraws, counts towards ``redraw_every``, or moves running
+        statistics; a kind parameter taken from the data (oprf's A from the running statistics) is fixed at
+        the first step and kept in the state.
+
+        Parameters
+        ----------
+        q, k, v : torch.Tensor
+            (..., 1, d), (..., 1, d), (..., 1, d_v): the query, key and value of the new position (leading
+            shapes broadcast, and match the state's after the first step).
+        state : DecodingState, optional
+            The state returned by the previous step of this module (None: the first position).
+        key_padding_mask : torch.Tensor of bool, optional
+            (..., 1), True where the new key is padding: it is not added to the state (the query still reads
+            the earlier keys; a query that has seen no key gets 0, as in :meth:`forward`).
+
+        Returns
+        -------
+        (torch.Tensor, DecodingState)
+            The output (..., 1, d_v) in the input dtype and the state after this position.
+
+        Raises
+        ------
+        ValueError
+            On a module that is not causal, inputs of more than one position, or a state of another module, of
+            other projections (a redraw or ``load_state_dict`` since it was built), shape, dtype or device.
+        """
+        if not self.causal:
+            raise ValueError("step() decodes causal attention: build the module with causal=True")
+        if _mixed_under_autocast(q, k, v):
+            target = torch.get_autocast_dtype(q.device.type)
+            q, k, v = q.to(target), k.to(target), v.to(target)
+        key_padding_mask = _batch_first_mask(key_padding_mask, (q, k, v), "key_padding_mask")
+        lead = self._check(q, k, v, key_padding_mask, None)
+        if q.shape[-2] != 1:
+            raise ValueError(f"step() takes one position: q, k and v of shape (..., 1, d), got {tuple(q.shape)}; "
+                             "forward() takes whole sequences")
+        out_dtype = q.dtype
+        compute = self._compute_dtype(q.dtype)
+        if state is None:
+            params = self._decoding_params()
+        else:
+            lead = self._check_state(state, lead, v.shape[-1], compute, q.device)
+            params = state.params
+        with _no_autocast(q.device.type):
+            lq, lk = self._log_features_pair(q, k, lead, compute, lambda q, k: params)
+            if key_padding_mask is not None:
+                lk = torch.where(key_padding_mask.unsqueeze(-1), -math.inf, lk)
+            lq, lk = lq.expand(lead + lq.shape[-2:])[..., 0, :], lk.expand(lead + lk.shape[-2:])[..., 0, :]
+            vt = v.to(compute).expand(lead + v.shape[-2:])[..., 0, :]
+            out, sums, offset = _decode(lq, lk, vt, None if state is None else state.sums,
+                                        None if state is None else state.offset)
+        new = DecodingState(sums, offset, params, id(self), getattr(self, "_draws", 0))
+        return out.unsqueeze(-2).to(out_dtype), new
+
+    def prefill(self, q, k, v, key_padding_mask=None):
+        """Causal attention over a prompt and the decoding state after it: ``out, state = attn.prefill(q, k, v)``,
+        then :meth:`step` from ``state`` (the same outputs as :meth:`step` over the prompt, in one pass).
+
+        Parameters
+        ----------
+        q, k, v, key_padding_mask
+            As :meth:`forward` (causal: as many queries as keys).
+
+        Returns
+        -------
+        (torch.Tensor, DecodingState)
+            :meth:`forward`'s output and the state after the last position.
+        """
+        if not self.causal:
+            raise ValueError("prefill() decodes causal attention: build the module with causal=True")
+        params = self._decoding_params()  # (before forward: the running statistics its training mode moves)
+        out = self(q, k, v, key_padding_mask)
+        if _mixed_under_autocast(q, k, v):
+            target = torch.get_autocast_dtype(q.device.type)
+            q, k, v = q.to(target), k.to(target), v.to(target)
+        key_padding_mask = _batch_first_mask(key_padding_mask, (q, k, v), "key_padding_mask")
+        lead = _broadcast_shapes(*(t.shape[:-2] for t in (q, k, v)),
+                                 *(() if key_padding_mask is None else (key_padding_mask.shape[:-1],)))
+        compute = self._compute_dtype(q.dtype)
+        with _no_autocast(q.device.type):
+            _, lk = self._log_features_pair(k[..., :1, :], k, lead, compute, lambda q, k: params)
+            if key_padding_mask is not None:
+                lk = torch.where(key_padding_mask.unsqueeze(-1), -math.inf, lk)
+            lk = lk.expand(lead + lk.shape[-2:])
+            with torch.no_grad():
+                offset = lk.detach().amax(-2).clamp_min(_very_negative(lk.dtype))
+            sums = (lk - offset.unsqueeze(-2)).exp().transpose(-1, -2) @ _with_ones(v.to(compute).expand(
+                lead + v.shape[-2:]))
+        return out, DecodingState(sums, offset, params, id(self), getattr(self, "_draws", 0))
+
+    def _decoding_params(self):
+        """The kind parameters of a new decoding state: the given ones, and those taken from the data by the
+        kind's rule from the running statistics as they are (not moved)."""
+        params = dict(self.kind_params)
+        if self._data_driven:
+            with torch.no_grad():
+                chosen = kinds.hook(self.kind, "data_parameters")(self.running_rho.detach().clone(), _XP)
+            params.update({p: chosen[p] for p in self._data_driven})
+        return params
+
+    def _check_state(self, state, lead, dv, compute, device):
+        """The leading shape of a step with ``state`` (ValueError where the state does not belong here)."""
+        if not isinstance(state, DecodingState):
+            raise TypeError(f"state must be None or the DecodingState of this module's previous step, got "
+                            f"{describe(state)}")
+        if state.owner != id(self):
+            raise ValueError("state was built by another PRFAttention module: decode each module with its own "
+                             "states")
+        if state.draws != getattr(self, "_draws", 0):
+            raise ValueError("state was built with other projections (the module redrew or loaded new ones since): "
+                             "start a new state (state=None) and decode the sequence again")
+        have = tuple(state.sums.shape[:-2])
+        try:
+            joint = _broadcast_shapes(lead, have)
+        except RuntimeError:
+            joint = None
+        if joint != have or state.sums.shape[-1] != dv + 1:
+            raise ValueError(f"q, k, v of leading shape {lead} and d_v = {dv} do not fit a state of leading shape "
+                             f"{have} and d_v = {state.sums.shape[-1] - 1}")
+        if state.sums.dtype != compute or state.sums.device != device:
+            raise ValueError(f"state holds {state.sums.dtype} on {state.sums.device}, this step computes in "
+                             f"{compute} on {device}: keep one input dtype and device for a sequence")
+        return have
+
+
+class DecodingState(NamedTuple):
+    r"""The recurrent state of :meth:`PRFAttention.step` (a named tuple: a pytree for ``torch.compile`` and
+    ``torch.utils._pytree``).
+
+    Attributes
+    ----------
+    sums : torch.Tensor
+        (..., width m, d_v + 1): :math:`S_f = \sum_{j \le t} e^{\ell_f(k_j) - o_f}[v_j, 1]`.
+    offset : torch.Tensor
+        (..., width m): :math:`o_f`, the running maximum of the keys' log-features (a very negative finite
+        number before the first unpadded key).
+    params : dict
+        The kind parameters the state was built with (oprf's A from the data: fixed for the sequence).
+    owner : int
+        ``id`` of the module that built it.
+    draws : int
+        Which of the module's projections it was built with (its count of draws and loads).
+    """
+
+    sums: torch.Tensor
+    offset: torch.Tensor
+    params: dict
+    owner: int
+    draws: int
+
+
+def _decode(lq, lk, v, sums, offset):
+    r"""One step of the stabilised recurrence (:meth:`PRFAttention.step`): ``lq``, ``lk`` (..., M) the new
+    position's log-features (padded key: -inf), ``v`` (..., d_v), the previous ``sums`` (..., M, d_v + 1) and
+    ``offset`` (..., M) or None.  Returns the output (..., d_v) and the new sums and offset.  The offsets are
+    detached constants (they cancel), as in the scan."""
+    neg = _very_negative(lk.dtype)
+    with torch.no_grad():
+        new = lk.detach().clamp_min(neg) if offset is None else torch.maximum(offset, lk.detach())
+    add = (lk - new).exp().unsqueeze(-1) * _with_ones(v).unsqueeze(-2)  # (..., M, D); exponents <= 0
+    sums = add if sums is None else torch.addcmul(add, sums, (offset - new).exp().unsqueeze(-1))
+    with torch.no_grad():
+        r = (lq.detach() + new).amax(-1, keepdim=True)
+    eq = (lq + new - r).exp()  # <= 1, one of them 1
+    nd = (eq.unsqueeze(-2) @ sums).squeeze(-2)  # (..., D)
+    seen = sums[..., -1].detach().amax(-1, keepdim=True) > 0  # a key seen: its feature's mass is >= 1
+    return _ratio(nd, seen), sums, new
+
+
+from montecarlo._mha import PRFMultiheadAttention  # noqa: E402  (it builds on PRFAttention above)
+from montecarlo._attention_error import (AttentionError, attention_error, measured_attention_error,  # noqa: E402,F401
+                                         plan_attention)
+
+if __name__ == "__main__":  # python -m montecarlo.nn plan|grid ...
+    import sys
+
+    from montecarlo._attention_error import main
+
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""montecarlo.nn.attention_error, plan_attention and their command (issue 41 items 1-3): the float64 pair term
+against theory.attention's closed form, the first-order prediction against measurement where first order
+holds (and its power: the wrong coupling's prediction fails the same check), the collapse regime flagged,
+the planner's m verified by measurement, unreachable targets and bad input refused."""
+
+import math
+import subprocess
+import sys
+
+import mpmath
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from montecarlo import _attention_error as ae  # noqa: E402
+from montecarlo.nn import attention_error, measured_attention_error, plan_attention  # noqa: E402
+import theory  # noqa: E402
+from theory import attention as ta  # noqa: E402
+
+
+@pytest.mark.parametrize("d,coupling", [(8, "simplex"), (16, "orthogonal"), (16, "simplex")])
+def test_float64_pair_term_against_the_closed_form(d, coupling):
+    """PairRatio.exact (Gauss-Jacobi in cos phi, Kummer's function interpolated) within 1e-6 of mpmath's
+    cross_conformity / e^{(A+B)/2}; the table within its reported max_error of both, which is below 3e-3."""
+    c = 0.0 if coupling == "orthogonal" else -1.0 / (d - 1)
+    table = ae.PairRatio(d, c, 30.0, a_min=0.5, kappa=(-0.6, 0.95))
+    assert table.max_error < 3e-3
+    for A, B, kap in ((9.0, 4.0, -0.55), (4.0, 4.0, 0.5), (1.0, 2.0, 0.2)):
+        C = kap * math.sqrt(A * B)
+        with mpmath.workdps(15), theory.budget(seconds=900):  # (a hang guard: seconds each, more on a loaded machine)
+            want = float(ta.cross_conformity(coupling, d, A, B, C) / mpmath.exp(mpmath.mpf(A + B) / 2))
+        assert abs(float(table.exact(A, B, C)) - want) <= 1e-6 * want
+        assert abs(float(table(A, B, C)) - want) <= table.max_error + 1e-6
+
+
+def _data(L=48, d=16, std=0.1, seed=0):
+    return ae.gaussian_qkv(L, d, std, seed)
+
+
+@pytest.mark.parametrize("kind", ["prf", "hyperbolic", "oprf"])
+def test_prediction_agrees_with_measurement_where_first_order_holds(kind):
+    """L = 48, d = 16, logit std 0.1, m = 32: the predicted relative error within 15 % + 3 standard errors of the
+    measured one over 200 feature draws, for each coupling (the tolerance's 15 % is the first-order model's
+    allowance of the issue; 3 standard errors of the measurement put a false alarm near 1e-3).  Power: the iid
+    prediction against the simplex measurement fails the same check (the coupling's pair term matters)."""
+    q, k, v = _data()
+    preds = {}
+    for coupling in ("iid", "orthogonal", "simplex"):
+        res = attention_error(q, k, v, 32, coupling, kind=kind)
+        assert res.reliable
+        meas, se = measured_attention_error(q, k, v, 32, coupling, kind=kind, seeds=200)
+        assert abs(res.relative - meas) <= 0.15 * meas + 3 * se, (coupling, res.relative, meas, se)
+        preds[coupling] = (res.relative, meas, se)
+    wrong, meas, se = preds["iid"][0], preds["simplex"][1], preds["simplex"][2]
+    assert abs(wrong - meas) > 0.15 * meas + 3 * se
+
+
+def test_inputs_forms_rows_and_at():
+    """Unbatched numpy and batched torch inputs give the same per-sequence numbers; a row sample reports its
+    sampling error; at(m) equals a fresh call at m; the causal prediction differs from the bidirectional one."""
+    q, k, v = _data(L=40)
+    one = attention_error(q, k, v, 32, "orthogonal")
+    qt, kt, vt = (torch.as_tensor(np.stack([t, t])) for t in (q, k, v))
+    two = attention_error(qt, kt, vt, 32, "orthogonal")
+    assert two.relative == pytest.approx(one.relative, rel=1e-9)
+    assert one.relative_se == 0.0 and len(one.per_row) == 40
+    sampled = attention_error(q, k, v, 32, "orthogonal", rows=10, seed=3)
+    assert len(sampled.rows) == 10 and sampled.relative_se > 0
+    assert abs(sampled.relative - one.relative) < 5 * sampled.relative_se
+    assert one.at(96)[0] == pytest.approx(attention_error(q, k, v, 96, "orthogonal").relative, rel=1e-9)
+    causal = attention_error(q, k, v, 32, "orthogonal", causal=True)
+    assert causal.relative != pytest.approx(one.relative, rel=1e-3)
+
+
+def test_collapse_is_flagged_not_under_reported():
+    """Logit std 1 (and performer-pytorch #69's setting, L = 24, d = 128, m = 1024, q, k, v ~ N(0, 1)): the
+    first-order prediction is flagged unreliable, and it does not under-report the measured error."""
+    q, k, v = _data(std=1.0)
+    res = attention_error(q, k, v, 64, "iid")
+    meas, _ = measured_attention_error(q, k, v, 64, "iid", seeds=32)
+    assert not res.reliable and res.relative > meas
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((24, 128)) for _ in range(3))
+    res = attention_error(q, k, v, 1024, "iid")
+    assert not res.reliable and res.relative > 1.0 and "first order is not enough" in res.note
+
+
+def test_plan_reaches_its_target_by_measurement():
+    """The planner's m for a target of 0.15 (L = 48, d = 16, logit std 0.1): the measured error of its choice is
+    at most the target plus 3 standard errors, and with a quarter of that m it is not (power)."""
+    q, k, v = _data()
+    plan = plan_attention(q, k, 0.15, v=v, max_features=512, kinds_=("prf", "oprf"), rows=48)
+    assert plan["n_features"] is not None and plan["reliable"]
+    params = plan["kind_params"] or None
+    meas, se = measured_attention_error(q, k, v, plan["n_features"], plan["coupling"], kind=plan["kind"],
+                                        kind_params=params, seeds=100)
+    assert meas <= 0.15 + 3 * se
+    few, se2 = measured_attention_error(q, k, v, max(1, plan["n_features"] // 4), plan["coupling"],
+                                        kind=plan["kind"], kind_params=params, seeds=100)
+    assert few > 0.15 + 3 * se2
+
+
+def test_unreachable_target_and_bad_input():
+    q, k, v = _data()
+    plan = plan_attention(q, k, 1e-3, v=v, max_features=64, kinds_=("prf",))
+    assert plan["n_features"] is None and "no candidate reaches" in plan["verdict"]
+    with pytest.raises(ValueError, match="target must be a relative error in"):
+        plan_attention(q, k, 1.5)
+    with pytest.raises(ValueError, match="coupling must be one of 'iid', 'orthogonal', 'simplex'"):
+        attention_error(q, k, v, 32, "pnc_orthogonal")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        attention_error(q, k, v, 32, kind="rff")
+    with pytest.raises(ValueError, match="n_features must be"):
+        attention_error(q, k, v, 0)
+    with pytest.raises(ValueError, match="q and k must share the last dimension"):
+        attention_error(q, k[:, :8], v, 32)
+    with pytest.raises(ValueError, match="causal attention needs as many queries as keys"):
+        attention_error(q[:10], k, v, 32, causal=True)
+    with pytest.raises(ValueError, match="must be finite"):
+        attention_error(np.full_like(q, np.nan), k, v, 32)
+
+
+def test_plan_command():
+    """``python -m montecarlo.nn plan``: the verdict and exit 0; a bad target: one line and exit 2."""
+    ok = subprocess.run([sys.executable, "-m", "montecarlo.nn", "plan", "--target", "0.2", "--L", "32", "--d", "8",
+                         "--logit-std", "0.1", "--max-features", "256"], capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stderr
+    assert "reach a predicted relative error" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "montecarlo.nn", "plan", "--target", "2", "--L", "32", "--d", "8"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "target must be a relative error" in bad.stderr
+
+
+def test_the_guides_grid_counts_are_those_of_the_shipped_cells(tmp_path):
+    """docs/guide/attention_error.rst states the acceptance counts of the measured grid; they are recomputed from
+    docs/data/attention_error_grid.json with the current flags (a changed threshold or a wrong count fails), and
+    a grid whose measurements are shifted by 30 % is refuted (the check has power)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cells = json.loads((root / "docs" / "data" / "attention_error_grid.json").read_text())["cells"]
+    by_l = {L: ae.grid_summary([c for c in cells if c["L"] == L]) for L in (256, 1024)}
+    page = (root / "docs" / "guide" / "attention_error.rst").read_text()
+    for label, key in (("measured error below 0.5", "below_half"), ("of those, prediction reliable",
+                       "reliable_below_half"), ("reliable and within the tolerance", "reliable_agree"),
+                       ("flagged (``reliable`` False)", "flagged_below_half")):
+        row = next(line for line in page.splitlines() if line.startswith(label))
+        assert row.split()[-2:] == [str(by_l[256][key]), str(by_l[1024][key])], row
+    for s in by_l.values():
+        assert s["reliable_agree"] == s["reliable_below_half"] and not s["under_reported_unflagged"]
+    shifted = [{**c, "measured": 1.3 * c["measured"]} for c in cells]
+    s = ae.grid_summary(shifted)
+    assert s["reliable_agree"] < s["reliable_below_half"] and s["under_reported_unflagged"]
+    path = tmp_path / "grid.png"
+    ae.grid_figure(cells, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
