@@ -75,6 +75,7 @@ import mpmath
 
 from ._context import mp
 
+from ._antithetic import Cancellation, PairRule, expect
 from ._checks import check_dimension, check_nonnegative, guarded, half_square
 from ._context import check_time
 from ._series import quad_checked
@@ -87,8 +88,9 @@ __all__ = ["pair_conformity", "pair_conformity_u", "pair_norm_product_moment", "
 #: Newton iterations allowed per incomplete-gamma inversion.
 MAX_NEWTON = 80
 
-#: Largest d checked to finish within the default budget at 15 digits (about 20 s there).
-D_REACH = 65536
+#: Largest d of the closed forms (d = 2^20 takes about 1 s at 15 digits: the incomplete gamma series at the
+#: nodes take about sqrt(d p) terms); beyond, ConvergenceError naming d.
+D_REACH = 2 ** 20
 
 
 def _gammainc(a, lo, hi):
@@ -162,53 +164,77 @@ def _start(a, log_u, upper):
     return x
 
 
-def _x_upper_from_lower(a, x):
-    """x2 with Q_a(x2) = P_a(x): the antithetic partner of x = w^2 / 2.
-
-    Memoised on (a, precision, x): the quadrature nodes do not depend on v or z, so a curve over v
-    (or z) inverts the incomplete gamma function once per node, not once per node and point.
-    """
-    return mp.make_mpf(_partner_cached(a._mpf_, mp.prec, x._mpf_))
-
-
-@functools.lru_cache(maxsize=200_000)
-def _partner_cached(a_mpf, prec, x_mpf):
-    with mp.workprec(prec):
-        a, x = mp.make_mpf(a_mpf), mp.make_mpf(x_mpf)
-        log_p = mp.log(_gammainc(a, 0, x))
-        return _invert(a, log_p, True, _start(a, log_p, True))._mpf_
+@functools.lru_cache(maxsize=64)
+def _pair_rule(d, extra=()):
+    """The quadrature rule of the pair for d (:class:`theory._antithetic.PairRule`; ``extra``: more split
+    points in y = -ln x, floats): its nodes and partners do not depend on the integrand, so the PRF, RFF and
+    OPRF pair terms, their A-derivatives and the moments share them, within a call and across calls at the
+    same d and a precision up to the rule's (a curve over v inverts the incomplete gamma function once per
+    node, not once per node and point)."""
+    return PairRule(d, extra)
 
 
-def _expect_over_lower_half(d, f, what, peak=None):
-    r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair, by quadrature over the lower half in x.
+#: The memo of the nodes and partners (``_partner_cached.cache_clear()`` empties it, as before).
+_partner_cached = _pair_rule
+
+
+def clear_caches():
+    """Forget every memoised rule, partner and moment of this module (for cold-start measurements)."""
+    _pair_rule.cache_clear()
+    _sum_moment_cached.cache_clear()
+    from . import _antithetic
+
+    _antithetic._log_gammas.cache_clear()
+
+
+def _check_reach(d):
+    if d > D_REACH:
+        raise ConvergenceError(
+            f"the incomplete gamma function at a = d/2 = {mp.nstr(mp.mpf(d) / 2, 10)} is beyond the reach of the "
+            f"PNC quadrature (its series at the nodes take about sqrt(d p) terms); the PNC closed forms reach "
+            f"d <= {D_REACH} (see theory.pnc)")
+
+
+def _expect(d, g, what, peak=None):
+    r""":math:`\mathbb E[g(x_1, x_2)]` over an antithetic pair (x = w^2/2), to the working precision: an
+    :class:`theory._antithetic.Expectation`.
 
     ``peak``: None, or (y*, w) where the integrand in :math:`y = -\ln x` has its small-x peak at y* with
     width w (large v: y* = v^2/d, w = 2v/d for the PRF conformity, the maximum of
     :math:`-a y + v\sqrt{2ay}`, the integrand's logarithm as x -> 0).  A peak beyond the 0.05 quantile of
     the norms and beyond y = 4 (x < 0.018; d = 2: v > 2.8, d = 64: v > 16) spreads over orders of
-    magnitude of x, where the split points of the x axis do not resolve it (d = 2 at 20 digits: v >= 5
-    failed, and v = 6 at 15 digits was 3.7e-14 off); that tail is then integrated in y, split at
-    y* + k w (k = -4, 0, 4, 12)."""
-    a = mp.mpf(d) / 2
+    magnitude of x; the rule is then also split at y* + k w (k = -4, 0, 4, 12), and its tail starts beyond.
 
-    def integrand(x):
-        if x <= 0:
-            return mp.mpf(0)
-        return mp.exp(_log_gamma_density(a, x)) * f(x + _x_upper_from_lower(a, x))
+    Where the terms cancel (the RFF integrands, whose values are far below their O(1) terms at large z), the
+    sum is redone with the bits its rounding took (measured: the sum of the absolute values of the terms
+    over the value), up to :data:`MAX_CANCELLATION_BITS` more."""
+    _check_reach(d)
+    rule = _pair_rule(d)
+    if peak is not None:
+        rule.ensure(what)
+        ystar, w = peak
+        if _peak_in_tail(ystar, rule.pieces[2].lo):
+            rule = _pair_rule(d, tuple(float(ystar + k * w) for k in (-4, 0, 4, 12)))
+    extra, goal = 0, mp.prec
+    while True:
+        with mp.workprec(goal + extra):
+            try:
+                return expect(rule, g, what, goal=goal)
+            except Cancellation as exc:
+                lost = exc.lost
+        if lost > MAX_CANCELLATION_BITS or lost <= extra - 8:
+            raise ConvergenceError(f"{what}: the terms of the quadrature cancel by {lost} bits (more than "
+                                   f"{MAX_CANCELLATION_BITS}, or beyond the bits added); lower the argument")
+        extra = lost + 8
 
-    pts = _lower_half_points(a)
-    if peak is None or not _peak_in_tail(peak[0], pts):
-        return 2 * quad_checked(integrand, pts, what=what)
-    ystar, w = peak
-    yc = -mp.log(pts[4])  # the 0.05 quantile
-    ys = sorted({yc, *(ystar + k * w for k in (-4, 0, 4, 12))})
-    ys = [y for y in ys if y >= yc] + [mp.inf]
 
-    def in_y(y):
-        x = mp.exp(-y)
-        return integrand(x) * x
+#: Bits a cancelling pair expectation may add to the working precision (:func:`_expect`).
+MAX_CANCELLATION_BITS = 2048
 
-    return 2 * (quad_checked(in_y, ys, what=what + ", tail in -ln x") + quad_checked(integrand, pts[4:], what=what))
+
+def _expect_over_lower_half(d, f, what, peak=None):
+    r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair (:func:`_expect`)."""
+    return _expect(d, lambda x, X: f(x + X), what, peak).value
 
 
 def _prf_peak(a, vv):
@@ -217,9 +243,9 @@ def _prf_peak(a, vv):
     return vv * vv / (2 * a), vv / a
 
 
-def _peak_in_tail(ystar, pts):
-    """Whether a small-x peak at y* = -ln x lies beyond the 0.05 quantile (``pts[4]``) and beyond y = 4."""
-    return ystar > max(-mp.log(pts[4]), 4)
+def _peak_in_tail(ystar, y05):
+    """Whether a small-x peak at y* = -ln x lies beyond the 0.05 quantile (at y = ``y05``) and beyond y = 4."""
+    return ystar > max(y05, 4)
 
 
 def _lower_half_points(a):
@@ -247,10 +273,9 @@ def _rff_pair(d, zz):
     t = half_square(zz)
     if _series_terms(t) is not None:
         return _pair_series(d, t, -1)
-    # the result is ~ e^{-z^2} while the integrand is O(1): carry the bits the cancellation costs
-    with mp.workprec(mp.prec + _cancellation_bits(zz)):
-        return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
-                                       f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)})")
+    # the terms are O(1) and the value smaller: _expect carries the bits its sum loses
+    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
+                                   f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)})")
 
 
 #: The series in v^2 (:func:`_pair_series`) is used for :math:`t = v^2/2 \le 2^{-17}` (v <= 2^{-8} = 0.0039),
@@ -327,21 +352,14 @@ def _sum_moment_cached(d, k, bits):
 
 
 def _cancellation_bits(zz):
-    """Extra bits for an RFF expectation ~ e^{-z^2} of an O(1) integrand, in steps of 16 bits
-    (so that nearby z share the memoised quadrature nodes)."""
+    """Extra bits for an RFF expectation ~ e^{-z^2} of an O(1) integrand, in steps of 16 bits: the u route's
+    (:func:`pair_conformity_u`) a-priori bound (the x route measures its cancellation instead)."""
     return 16 * (int(zz * zz * 1.5 + 8) // 16 + 1)
 
 
 def _norm_product_moment(d):
     r""":math:`M = \mathbb E[w_1^2w_2^2] = 4\,\mathbb E[x_1x_2]` over an antithetic pair."""
-    a = mp.mpf(d) / 2
-
-    def integrand(x):
-        if x <= 0:
-            return mp.mpf(0)
-        return mp.exp(_log_gamma_density(a, x)) * 4 * x * _x_upper_from_lower(a, x)
-
-    return 2 * quad_checked(integrand, _lower_half_points(a), what=f"PNC norm product moment (d = {d})")
+    return _expect(d, lambda x, X: 4 * x * X, f"PNC norm product moment (d = {d})").value
 
 
 @guarded(grid=("d", "v"))
@@ -421,7 +439,7 @@ def pair_conformity_u(d, v, kind="prf"):
     sign = 1 if kind == "prf" else -1
 
     ystar = _prf_peak(a, vv)[0]
-    if kind == "prf" and _peak_in_tail(ystar, _lower_half_points(a)):
+    if kind == "prf" and _peak_in_tail(ystar, -mp.log(_lower_half_points(a)[4])):
         raise ConvergenceError(
             f"the u route of the PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)}) does not resolve the "
             f"integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(ystar, 4)} beyond 4 and the 0.05 quantile); "
