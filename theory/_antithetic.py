@@ -26,7 +26,8 @@ from __future__ import annotations
 import functools
 import math
 
-from mpmath.libmp import from_man_exp, to_fixed
+from mpmath.libmp import (from_float, from_int, from_man_exp, mpf_add, mpf_div, mpf_exp, mpf_log, mpf_mul, mpf_neg, mpf_pos,
+                          mpf_shift, mpf_sub, round_nearest, to_fixed, to_float)
 
 from ._context import check_time, mp
 from .errors import ConvergenceError
@@ -62,13 +63,20 @@ def _lg(d):
 
 
 def _lower_series(d, x, bits):
-    r""":math:`S = \sum_{k\ge0} x^k/(a+1)_k` (a = d/2, x >= 0) as a fixed-point integer at scale 2^bits.
+    r""":math:`S = \sum_{k\ge0} x^k/(a+1)_k` (a = d/2, x >= 0 an mpf) as a fixed-point integer at scale 2^bits
+    (:func:`_lower_series_fixed`)."""
+    return _lower_series_fixed(d, _fixed(x, bits), bits, x._mpf_)
+
+
+def _lower_series_fixed(d, X, bits, x):
+    r""":math:`S = \sum_{k\ge0} x^k/(a+1)_k` (a = d/2) for x >= 0 given as the fixed-point integer X at scale
+    2^bits, as a fixed-point integer at the same scale (``x``: the mpf tuple, for messages).
 
     Every term is positive and truncated (at most one unit each); the loop stops at the first term
     below one unit, which comes after the terms start to decrease (ratio x/(a+k) < 1), so that the rest
     is below :math:`1/(1 - x/(a+k))` units.  :data:`SERIES_GUARD` guard bits cover both for up to
-    :math:`2^{12}` terms (the callers' x are at most a few times a + the precision)."""
-    X = _fixed(x, bits)
+    :math:`2^{12}` terms (the callers' x are at most a few times a + the precision); every 256 terms are
+    one unit of work (:func:`theory._context.check_time`)."""
     total = term = 1 << bits
     j = d + 2  # 2 (a + k)
     while term:
@@ -364,7 +372,7 @@ def _float_starts(d, ps):
     import numpy as np
     from scipy import special
 
-    fp = np.array([float(v) for v in ps])
+    fp = np.array([to_float(p) for p in ps])
     ok = fp > 1e-300
     out = np.full(fp.shape, np.nan)
     if ok.any():
@@ -372,36 +380,115 @@ def _float_starts(d, ps):
     return [float(v) if 0 < v < math.inf else None for v in out]
 
 
+def _upper_tuple(d, X, wp, lost):
+    r"""(:math:`Q_a(X)`, :math:`\gamma_a(X)`) as mpf tuples at ``wp`` bits (a = d/2, X >= a - 1): the finite sum
+    for integer a <= :data:`FINITE_SUM_MAX` (:func:`upper`), else :math:`1 - P_a(X)` with ``lost`` + 8 more
+    bits; None where the cancellation took more (the caller then takes :func:`upper`'s checked route)."""
+    if d % 2 == 0 and d // 2 <= FINITE_SUM_MAX:
+        n = d // 2
+        bits = wp + 8 + n.bit_length()
+        Xf = to_fixed(X, bits)
+        total = term = 1 << bits
+        for k in range(1, n):
+            term = ((term * Xf) >> bits) // k
+            total += term
+        ex = mpf_exp(mpf_neg(X), wp)
+        return mpf_mul(ex, from_man_exp(total, -bits), wp), mpf_mul(ex, from_man_exp(term, -bits), wp)
+    w2 = 32 * ((wp + lost + 16) // 32 + 1)  # steps of 32 bits: few precisions for the memoised log Gamma
+    lg1 = _log_gammas(d, w2)[1]
+    pref = mpf_exp(mpf_sub(mpf_mul(from_man_exp(d, -1), mpf_log(X, w2), w2), mpf_add(X, lg1, w2), w2), w2)
+    bits = w2 + SERIES_GUARD
+    q = mpf_sub(from_int(1), mpf_mul(pref, from_man_exp(_lower_series_fixed(d, to_fixed(X, bits), bits, X), -bits),
+                                     w2), w2)
+    if q[0] or not q[1] or q[2] + q[3] < -(lost + 12):  # (sign, man, exp, bc): Q <= 0 or below the guess
+        return None
+    return mpf_pos(q, wp, round_nearest), mpf_div(mpf_mul(pref, from_man_exp(d, -1), wp), X, wp)
+
+
+def _fast_partner(d, p, x0, wp, tol):
+    r"""The partner X (Q_a(X) = p, an mpf tuple) by the steps of :func:`_steps` in mpmath's low-level
+    arithmetic (tuples, no mpf objects: about 3x faster), from scipy's float start ``x0``; None where a step
+    leaves the reach of the series (:math:`|q_2\eta| > 1/8`, a relative residual above 2^-20), Q needs its
+    checked route, or three steps do not meet the bound: the caller then takes :func:`invert_upper`, which
+    brackets the root."""
+    fa1 = d / 2 - 1
+    X = from_float(x0)
+    one = from_int(1)
+    lost = max(0, -(p[2] + p[3]))
+    for _ in range(3):
+        qg = _upper_tuple(d, X, wp, lost)
+        if qg is None:
+            return None
+        q, g = qg
+        eps = mpf_div(mpf_sub(q, p, wp), p, wp)
+        fe = to_float(eps)
+        if not abs(fe) < 2.0 ** -20 or abs(fe) ** 5 >= tol / 16:
+            return None
+        resid = mpf_add(mpf_sub(eps, mpf_shift(mpf_mul(eps, eps, wp), -1), wp), from_float(fe ** 3 / 3 - fe ** 4 / 4),
+                        wp)  # log(Q/p) = log1p(eps)
+        hx = mpf_div(mpf_mul(g, X, wp), q, wp)
+        step = mpf_div(resid, hx, wp)  # eta / X (sigma = -1)
+        fh, fx, u = to_float(hx), to_float(X), to_float(step)
+        gg = fa1 - fx + fh
+        h1 = fh * gg
+        g1 = -fa1 + h1
+        h2 = h1 * gg + fh * g1
+        h3 = h2 * gg + 2 * h1 * g1 + fh * (2 * fa1 + h2)
+        q2, q3, q4 = gg / 2, h2 / (6 * fh), h3 / (24 * fh)
+        if not abs(q2 * u) <= 0.125:
+            return None
+        cubic = u ** 3 * (2 * q2 * q2 - q3)
+        q2m = mpf_shift(mpf_add(mpf_sub(from_float(fa1), X, wp), hx, wp), -1)
+        X = mpf_mul(X, mpf_add(mpf_sub(mpf_add(one, step, wp), mpf_mul(mpf_mul(q2m, step, wp), step, wp), wp),
+                               from_float(cubic), wp), wp)
+        if 2 * u ** 4 * (5 * abs(q2) ** 3 + 5 * abs(q2 * q3) + abs(q4)) + abs(cubic) * 2.0 ** -50 <= tol:
+            return X
+    return None
+
+
 def piece_nodes(d, kind, lo, hi, n, what):
     """[(W, x, X)] of the n-point rule on one piece: W = 2 x (weight) x (Gamma(a) density) x (Jacobian),
-    x the node, X its antithetic partner.  ``kind``: ``"x"`` (x from lo to hi), ``"y"`` (y = -ln x from lo to
-    hi) or ``"tail"`` (y from lo to infinity, Gauss-Laguerre in (a - x_lo)(y - lo), a = d/2; ``hi`` unused)."""
-    a = mp.mpf(d) / 2
+    x the node, X its antithetic partner.  ``kind``: ``"y"`` (y = -ln x from lo to hi, Gauss-Legendre) or
+    ``"tail"`` (y from lo to infinity, Gauss-Laguerre in (a - x_lo)(y - lo), a = d/2; ``hi`` unused).
+
+    In mpmath's low-level arithmetic: per node two exponentials and the fixed-point series of
+    :math:`P_a`, then the partner (:func:`_fast_partner`, else :func:`invert_upper`)."""
+    prec = mp.prec
+    wp = prec + 8
+    a = from_man_exp(d, -1)
+    lg1 = _lg(d)[1]._mpf_
+    two_a = from_int(d)
     if kind == "tail":
         ts, ws = laguerre(n)
         # gamma(x) x dy = e^{-a y - x} / Gamma(a) dy decays at the rate lam = a - x_lo at y = lo: the Laguerre
         # weight e^{-t} in t = lam (y - lo) leaves a factor that decays (like a Gaussian in t for large a)
-        lam = a - mp.exp(-lo)
-        pts = [(mp.exp(-lo - t / lam), -lo - t / lam, w / lam * mp.exp(t)) for t, w in zip(ts, ws)]
+        lam = mp.mpf(d) / 2 - mp.exp(-lo)
+        pts = [((lo + t / lam)._mpf_, (w / lam * mp.exp(t))._mpf_) for t, w in zip(ts, ws)]
     else:
         ts, ws = legendre(n)
         mid, half = (lo + hi) / 2, (hi - lo) / 2
-        zs = [mid + half * t for t in ts]
-        if kind == "x":
-            pts = [(z, mp.log(z), half * w) for z, w in zip(zs, ws)]
-        else:
-            pts = [(mp.exp(-z), -z, half * w) for z, w in zip(zs, ws)]
-    out, ps = [], []
-    for x, lx, j in pts:
+        pts = [((mid + half * t)._mpf_, (half * w)._mpf_) for t, w in zip(ts, ws)]
+    bits = wp + SERIES_GUARD
+    xs, ps, weights = [], [], []
+    for y, j in pts:
         check_time(what)
-        p, g = lower(d, x, lx)
-        if kind != "x":
-            g *= x  # dx = x dy
-        out.append([2 * j * g, x, None])
-        ps.append(p)
-    for node, p, x0 in zip(out, ps, _float_starts(d, ps)):
-        node[2] = invert_upper(d, p, x0, what)
-    return [tuple(v) for v in out]
+        ny = mpf_neg(y)
+        x = mpf_exp(ny, wp)
+        pref = mpf_exp(mpf_sub(mpf_mul(a, ny, wp), mpf_add(x, lg1, wp), wp), wp)  # x^a e^-x / Gamma(a + 1)
+        s = _lower_series_fixed(d, to_fixed(x, bits), bits, x)
+        ps.append(mpf_mul(pref, from_man_exp(s, -bits), wp))
+        weights.append(mpf_mul(mpf_mul(j, pref, wp), two_a, wp))  # 2 j gamma(x) x = 2 j a pref
+        xs.append(x)
+    tol = 2.0 ** -(prec + 4)
+    out = []
+    for x, p, W, x0 in zip(xs, ps, weights, _float_starts(d, ps)):
+        X = _fast_partner(d, p, x0, prec + 20, tol) if x0 is not None else None
+        if X is None:
+            X = invert_upper(d, mp.make_mpf(p), x0, what)._mpf_
+        else:
+            check_time(what)
+        out.append((mp.make_mpf(W), mp.make_mpf(x), mp.make_mpf(mpf_pos(X, prec, round_nearest))))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -560,3 +647,32 @@ def expect(rule, f, what, absolute=None, goal=None):
         else:
             raise ConvergenceError(f"{what}: the tail piece of the quadrature (beyond the 1e-12 quantile) did not "
                                    f"converge with {LADDER[-1]} nodes at {p} bits")
+
+
+# ---------------------------------------------------------------------------
+# the integrands' Bessel-type function
+
+def hyp0f1(b2, z):
+    r""":math:`{}_0F_1(;b;z) = \sum_k z^k/((b)_k\,k!)` with b = ``b2``/2 (``b2`` an integer >= 1), to a relative
+    accuracy of the working precision.
+
+    z >= 0 (the integrands of the PRF and OPRF pair terms): the positive series in fixed point (about
+    :math:`2\sqrt z` + p/log2 terms; each truncation at most one unit, covered by the guard bits), as fast
+    as mpmath's at small b and 40x faster at b = 512 (where mpmath takes its asymptotic expansion).  z < 0
+    (the RFF pair terms, an alternating series): mpmath's."""
+    zt = z._mpf_
+    if zt[0] and zt[1]:
+        return mp.hyp0f1(mp.mpf(b2) / 2, z)
+    prec = mp.prec
+    bits = prec + 16 + (int(to_float(zt)) + prec).bit_length()
+    Z = to_fixed(zt, bits)
+    total = term = 1 << bits
+    j, k = b2, 1  # 2 (b + k - 1), k
+    while term:
+        term = ((term * Z) >> bits) * 2 // (j * k)
+        total += term
+        j += 2
+        k += 1
+        if not k % 256:
+            check_time("the 0F1 series of a pair integrand")
+    return mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest))

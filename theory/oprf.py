@@ -192,18 +192,20 @@ def _optimal_a(s):
 def _pnc_pair_term(d, vv, a):
     r""":math:`(1-4A)^d\,\mathbb E[e^{4As}{}_0F_1(;\frac d2;\frac{(1-4A)v^2s}{2})]`, s = x_1 + x_2 over an antithetic
     pair (x = w^2/2), by the quadrature of :mod:`theory.pnc`."""
+    from ._antithetic import hyp0f1
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
     t = (1 - 4 * a) * square(vv) / 2
     scale = d * mp.log1p(-4 * a)
     return _expect_over_lower_half(
-        d, lambda s: mp.exp(scale + 4 * a * s) * mp.hyp0f1(h, t * s),
+        d, lambda s: mp.exp(scale + 4 * a * s) * hyp0f1(d, t * s),
         f"OPRF pair term of pnc_orthogonal (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
 
 
 def _pnc_pair_term_derivative(d, vv, a):
     r""":math:`\partial_A` of :func:`_pnc_pair_term` (the integrand differentiated under the integral)."""
+    from ._antithetic import hyp0f1
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
@@ -213,8 +215,8 @@ def _pnc_pair_term_derivative(d, vv, a):
 
     def f(s):
         base = mp.exp(scale + 4 * a * s)
-        f0 = mp.hyp0f1(h, t * s)
-        f1 = mp.hyp0f1(h + 1, t * s) / h  # 0F1'(h; z) = 0F1(h + 1; z) / h
+        f0 = hyp0f1(d, t * s)
+        f1 = hyp0f1(d + 2, t * s) / h  # 0F1'(h; z) = 0F1(h + 1; z) / h
         return base * ((4 * s - 4 * d / (1 - 4 * a)) * f0 - 2 * v2 * s * f1)
 
     return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {d})")

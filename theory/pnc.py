@@ -75,7 +75,7 @@ import mpmath
 
 from ._context import mp
 
-from ._antithetic import Cancellation, PairRule, expect
+from ._antithetic import Cancellation, PairRule, expect, hyp0f1
 from ._checks import check_dimension, check_nonnegative, guarded, half_square
 from ._context import check_time
 from ._series import quad_checked
@@ -264,7 +264,7 @@ def _prf_pair(d, vv):
     if _series_terms(t) is not None:
         return _pair_series(d, t, 1)
     a = mp.mpf(d) / 2
-    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(a, vv * vv * s / 2),
+    return _expect_over_lower_half(d, lambda s: hyp0f1(d, vv * vv * s / 2),
                                    f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})",
                                    peak=_prf_peak(a, vv))
 
