@@ -508,13 +508,14 @@ MAX_NODES = 6000
 
 class Piece:
     """One piece of the lower half in y = -ln x: from lo to hi (Gauss-Legendre), or from lo to infinity
-    (``hi`` None, Gauss-Laguerre in a (y - lo)); its node lists per rung of :data:`LADDER`, computed lazily
-    at the rule's precision."""
+    (``hi`` None, Gauss-Laguerre in (a - x_lo)(y - lo)); its node lists per rung of :data:`LADDER`, computed
+    lazily at the rule's precision.  ``off``: log2 of 1/(the Gamma(a) mass below lo), at least (the piece
+    holds at most that share of the mass: its first rung is chosen for that many fewer bits)."""
 
-    __slots__ = ("lo", "hi", "nodes")
+    __slots__ = ("lo", "hi", "off", "nodes")
 
-    def __init__(self, lo, hi):
-        self.lo, self.hi = lo, hi
+    def __init__(self, lo, hi, off):
+        self.lo, self.hi, self.off = lo, hi, off
         self.nodes = {}
 
     def rule(self, d, n, what, prec):
@@ -525,13 +526,20 @@ class Piece:
 
     def halves(self):
         mid = (self.lo + self.hi) / 2
-        return Piece(self.lo, mid), Piece(mid, self.hi)
+        return Piece(self.lo, mid, self.off), Piece(mid, self.hi, self.off)
+
+
+def rule_precision(prec):
+    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 32 bits above
+    prec + 4, so that the expectations of one call at nearby precisions (an OPRF secant at prec/2 + 24 bits,
+    a cancellation's few more bits) share one set of nodes."""
+    return 32 * ((prec + 4) // 32 + 1)
 
 
 class PairRule:
     """The pieces of the lower half for one d (split at :data:`QUANTILES` and at ``extra`` points in y),
     their nodes and partners: shared by every integrand at every precision up to the rule's (a request at
-    a higher precision recomputes them)."""
+    a higher precision rebuilds them, at :func:`rule_precision`)."""
 
     def __init__(self, d, extra=()):
         self.d, self.extra = d, tuple(extra)
@@ -542,15 +550,21 @@ class PairRule:
         prec = mp.prec if prec is None else prec
         if self.pieces and self.prec >= prec:
             return
-        self.prec = prec
-        with mp.workprec(prec):
-            ys = [-mp.log(invert_lower(self.d, mp.log(mp.mpf(u)), what)) for u in QUANTILES]
-            ys = sorted(set(ys) | {mp.mpf(y) for y in self.extra if y > ys[0]})
-            self.pieces = [Piece(ys[i], ys[i + 1]) for i in range(len(ys) - 1)] + [Piece(ys[-1], None)]
+        self.prec = rule_precision(prec)
+        with mp.workprec(self.prec):
+            cuts = [(-mp.log(invert_lower(self.d, mp.log(mp.mpf(u)), what)), int(-math.log2(float(u))))
+                    for u in QUANTILES]
+            for y in self.extra:
+                y = mp.mpf(y)
+                if y > cuts[0][0]:
+                    cuts.append((y, max(off for c, off in cuts if c <= y)))
+            cuts.sort(key=lambda c: c[0])
+            self.pieces = [Piece(cuts[i][0], cuts[i + 1][0], cuts[i][1]) for i in range(len(cuts) - 1)]
+            self.pieces.append(Piece(cuts[-1][0], None, cuts[-1][1]))
 
 
 def _start_rung(prec):
-    """Index in :data:`LADDER` of the first checked rung at ``prec`` bits (about 5 bits per node)."""
+    """Index in :data:`LADDER` of the first checked rung at ``prec`` bits (about 6 bits per node)."""
     want = prec / 6
     for i in range(1, len(LADDER)):
         if LADDER[i] >= want:
@@ -596,7 +610,7 @@ def expect(rule, f, what, absolute=None, goal=None):
     p = mp.prec
     tol = mp.mpf(2) ** (10 - (p if goal is None else goal))
     eps = mp.mpf(2) ** (8 - p)
-    start = _start_rung(p)
+
     sums = {}
 
     def piece_sum(piece, n):
@@ -617,7 +631,7 @@ def expect(rule, f, what, absolute=None, goal=None):
         err = 16 * s * (diff / s) ** (mp.mpf(n1) / n0) if s and diff <= s / 256 else diff
         return [piece, k, v1, err + eps * s, s]
 
-    state = [evaluate(piece, start) for piece in rule.pieces]
+    state = [evaluate(piece, _start_rung(p - piece.off)) for piece in rule.pieces]
     added = 0
     while True:
         total = mp.fsum(st[2] for st in state)
@@ -642,8 +656,8 @@ def expect(rule, f, what, absolute=None, goal=None):
             halves = piece.halves()
             idx = rule.pieces.index(piece)
             rule.pieces[idx:idx + 1] = list(halves)
-            state[worst:worst + 1] = [evaluate(h, start) for h in halves]
-            added += 2 * (LADDER[start] + LADDER[start - 1])
+            state[worst:worst + 1] = [evaluate(h, _start_rung(p - h.off)) for h in halves]
+            added += sum(LADDER[_start_rung(p - h.off)] + LADDER[_start_rung(p - h.off) - 1] for h in halves)
         else:
             raise ConvergenceError(f"{what}: the tail piece of the quadrature (beyond the 1e-12 quantile) did not "
                                    f"converge with {LADDER[-1]} nodes at {p} bits")
