@@ -29,6 +29,8 @@ import math
 from mpmath.libmp import (from_float, from_int, from_man_exp, mpf_add, mpf_div, mpf_exp, mpf_log, mpf_mul, mpf_neg, mpf_pos,
                           mpf_shift, mpf_sub, round_nearest, to_fixed, to_float)
 
+from mpmath.libmp.libelefun import exp_basecase, ln2_fixed
+
 from ._context import check_time, mp
 from .errors import ConvergenceError
 
@@ -368,11 +370,11 @@ def laguerre(n):
 
 
 def _float_starts(d, ps):
-    """scipy's float partners for a list of P values (one vectorised call), None where not representable."""
+    """scipy's float partners for a list of P values (floats; one vectorised call), None where not representable."""
     import numpy as np
     from scipy import special
 
-    fp = np.array([to_float(p) for p in ps])
+    fp = np.array(ps, dtype=float)
     ok = fp > 1e-300
     out = np.full(fp.shape, np.nan)
     if ok.any():
@@ -446,48 +448,145 @@ def _fast_partner(d, p, x0, wp, tol):
     return None
 
 
+def _exp_pair(t, bits, ln2):
+    """exp(t) for a fixed-point t (scale 2^bits) as (m, n): the value m 2^(n - bits), 2^bits <= m < 2^(bits+1)."""
+    n, r = divmod(t, ln2)
+    return exp_basecase(r, bits), n
+
+
+def _pair_float(m, e):
+    """m 2^e as a float (0.0 or inf beyond the double range)."""
+    k = max(0, m.bit_length() - 60)
+    try:
+        return math.ldexp(m >> k, e + k)
+    except OverflowError:
+        return math.inf
+
+
+def _upper_fixed(d, X, bits, ln2, lost):
+    r"""(Q, hx) for the fixed-point X (scale 2^bits): :math:`Q = Q_a(X)` as (m, e) with value
+    :math:`m 2^{e - bits}` and :math:`hx = \gamma_a(X)X/Q_a(X)` fixed at scale 2^bits (a = d/2), both to about
+    bits - 8 bits; None where :math:`1 - P_a` cancels beyond ``lost`` + 8 bits.
+
+    Integer a <= :data:`FINITE_SUM_MAX`: :math:`Q_a(X) = e^{-X}\sum_{k<a}X^k/k!` (positive terms; its last term
+    is :math:`\gamma_a(X)/e^{-X}`).  Else :math:`1 - P_a(X)` at ``lost`` + 8 more bits (``lost``:
+    :math:`\log_2(1/Q)` as the target gives it), :math:`P_a(X) = X^ae^{-X}S(X)/\Gamma(a+1)` with the series S
+    (:func:`_lower_series_fixed`) and :math:`\gamma_a(X)X = aX^ae^{-X}/\Gamma(a+1)`."""
+    one = 1 << bits
+    if d % 2 == 0 and d // 2 <= FINITE_SUM_MAX:
+        total = last = one
+        for k in range(1, d // 2):
+            last = ((last * X) >> bits) // k
+            total += last
+        em, en = _exp_pair(-X, bits, ln2)
+        return ((em * total) >> bits, en), (last * X) // total
+    wide = bits + lost + 8
+    Xw = X << (wide - bits)
+    lx = to_fixed(mpf_log(from_man_exp(X, -bits), wide), wide)
+    fm, fe = _exp_pair(((d * lx) >> 1) - Xw - to_fixed(_log_gammas(d, wide + 8)[1], wide), wide, ln2_fixed(wide))
+    pref = fm << fe if fe >= 0 else fm >> -fe  # X^a e^-X / Gamma(a + 1), fixed at scale 2^wide
+    q = (1 << wide) - ((pref * _lower_series_fixed(d, Xw, wide, None)) >> wide)
+    if q <= 0 or q.bit_length() < bits + 4:
+        return None
+    return (q, -wide + bits), ((pref * d) << (bits - 1)) // q
+
+
+def _fixed_partner(d, pm, pe, x0, bits, ln2, tol):
+    r"""The partner X of the node whose :math:`P_a(x) = p_m 2^{p_e - bits}` (a = d/2), as a fixed-point integer
+    at scale 2^bits: the steps of :func:`_steps` (log form, third-order reversion, the a-posteriori bound) in
+    fixed-point integer arithmetic (about 5x faster than mpf arithmetic), from scipy's float start ``x0``,
+    with :math:`Q_a` by :func:`_upper_fixed`; None where a step leaves the reach of the series
+    (:math:`|q_2\eta| > 1/8`, a relative residual above 2^-20), Q needs more bits, or three steps do not meet
+    the bound (the caller then takes :func:`invert_upper`, which brackets the root)."""
+    one = 1 << bits
+    X = int(math.ldexp(x0, 60)) << (bits - 60)
+    fa1 = d / 2 - 1
+    FA1 = (d - 2) << (bits - 1)
+    scale = 2.0 ** -bits
+    lost = max(0, bits - pe - pm.bit_length())  # log2(1/p), p = pm 2^(pe - bits)
+    for _ in range(3):
+        qh = _upper_fixed(d, X, bits, ln2, lost)
+        if qh is None:
+            return None
+        (qm, qe), hx = qh
+        sh = qe - pe
+        if sh >= 0:
+            num, den = (qm << sh) - pm, pm
+        else:
+            num, den = qm - (pm << -sh), pm << -sh
+        eps = (num << bits) // den  # (Q - p) / p
+        fe = eps * scale
+        if not abs(fe) < 2.0 ** -20 or abs(fe) ** 5 >= tol / 16:
+            return None
+        resid = eps - ((eps * eps) >> (bits + 1)) + int((fe ** 3 / 3 - fe ** 4 / 4) * one)  # log1p(eps)
+        step = (resid << bits) // hx  # eta / X (sigma = -1)
+        fh, fx, u = hx * scale, X * scale, step * scale
+        gg = fa1 - fx + fh
+        h1 = fh * gg
+        g1 = -fa1 + h1
+        h2 = h1 * gg + fh * g1
+        h3 = h2 * gg + 2 * h1 * g1 + fh * (2 * fa1 + h2)
+        q2, q3, q4 = gg / 2, h2 / (6 * fh), h3 / (24 * fh)
+        if not abs(q2 * u) <= 0.125:
+            return None
+        cubic = u ** 3 * (2 * q2 * q2 - q3)
+        q2m = (FA1 - X + hx) >> 1
+        corr = step - ((((q2m * step) >> bits) * step) >> bits) + int(cubic * one)
+        X += (X * corr) >> bits
+        if 2 * u ** 4 * (5 * abs(q2) ** 3 + 5 * abs(q2 * q3) + abs(q4)) + abs(cubic) * 2.0 ** -50 <= tol:
+            return X
+    return None
+
+
 def piece_nodes(d, kind, lo, hi, n, what):
     """[(W, x, X)] of the n-point rule on one piece: W = 2 x (weight) x (Gamma(a) density) x (Jacobian),
     x the node, X its antithetic partner.  ``kind``: ``"y"`` (y = -ln x from lo to hi, Gauss-Legendre) or
     ``"tail"`` (y from lo to infinity, Gauss-Laguerre in (a - x_lo)(y - lo), a = d/2; ``hi`` unused).
 
-    In mpmath's low-level arithmetic: per node two exponentials and the fixed-point series of
-    :math:`P_a`, then the partner (:func:`_fast_partner`, else :func:`invert_upper`)."""
+    Per node, in fixed-point integer arithmetic at 24 bits beyond the working precision: x = e^{-y}, the
+    prefactor :math:`x^ae^{-x}/\\Gamma(a+1)` (two exponentials), the series of :math:`P_a`; then the partner
+    (:func:`_fixed_partner` for integer a <= :data:`FINITE_SUM_MAX`, :func:`_fast_partner` else, and
+    :func:`invert_upper` where they decline)."""
     prec = mp.prec
-    wp = prec + 8
-    a = from_man_exp(d, -1)
-    lg1 = _lg(d)[1]._mpf_
-    two_a = from_int(d)
+    bits = prec + 24
+    ln2 = ln2_fixed(bits)
+    lg1 = to_fixed(_log_gammas(d, bits + 8)[1], bits)
     if kind == "tail":
         ts, ws = laguerre(n)
         # gamma(x) x dy = e^{-a y - x} / Gamma(a) dy decays at the rate lam = a - x_lo at y = lo: the Laguerre
         # weight e^{-t} in t = lam (y - lo) leaves a factor that decays (like a Gaussian in t for large a)
         lam = mp.mpf(d) / 2 - mp.exp(-lo)
-        pts = [((lo + t / lam)._mpf_, (w / lam * mp.exp(t))._mpf_) for t, w in zip(ts, ws)]
+        pts = [(to_fixed((lo + t / lam)._mpf_, bits), (w / lam * mp.exp(t))._mpf_) for t, w in zip(ts, ws)]
     else:
         ts, ws = legendre(n)
         mid, half = (lo + hi) / 2, (hi - lo) / 2
-        pts = [((mid + half * t)._mpf_, (half * w)._mpf_) for t, w in zip(ts, ws)]
-    bits = wp + SERIES_GUARD
-    xs, ps, weights = [], [], []
+        pts = [(to_fixed((mid + half * t)._mpf_, bits), (half * w)._mpf_) for t, w in zip(ts, ws)]
+    xs, pms, pes, weights, pfloats = [], [], [], [], []
     for y, j in pts:
         check_time(what)
-        ny = mpf_neg(y)
-        x = mpf_exp(ny, wp)
-        pref = mpf_exp(mpf_sub(mpf_mul(a, ny, wp), mpf_add(x, lg1, wp), wp), wp)  # x^a e^-x / Gamma(a + 1)
-        s = _lower_series_fixed(d, to_fixed(x, bits), bits, x)
-        ps.append(mpf_mul(pref, from_man_exp(s, -bits), wp))
-        weights.append(mpf_mul(mpf_mul(j, pref, wp), two_a, wp))  # 2 j gamma(x) x = 2 j a pref
-        xs.append(x)
+        xm, xn = _exp_pair(-y, bits, ln2)
+        x = xm << xn if xn >= 0 else xm >> -xn  # x, fixed
+        fm, pn = _exp_pair(-((d * y) >> 1) - x - lg1, bits, ln2)  # x^a e^-x / Gamma(a + 1) = fm 2^(pn - bits)
+        pm = (fm * _lower_series_fixed(d, x, bits, None)) >> bits  # P = pm 2^(pn - bits)
+        pms.append(pm)
+        pes.append(pn)
+        pfloats.append(_pair_float(pm, pn - bits))
+        weights.append(from_man_exp(j[1] * fm * d, j[2] + pn - bits))  # 2 j gamma(x) x = 2 a j x^a e^-x / Gamma(a+1)
+        xs.append(from_man_exp(xm, xn - bits))
+    starts = _float_starts(d, pfloats)
     tol = 2.0 ** -(prec + 4)
     out = []
-    for x, p, W, x0 in zip(xs, ps, weights, _float_starts(d, ps)):
-        X = _fast_partner(d, p, x0, prec + 20, tol) if x0 is not None else None
+    for x, pm, pn, W, x0 in zip(xs, pms, pes, weights, starts):
+        X = None
+        if x0 is not None:
+            X = _fixed_partner(d, pm, pn, x0, bits, ln2, tol)
+            X = None if X is None else from_man_exp(X, -bits)
         if X is None:
-            X = invert_upper(d, mp.make_mpf(p), x0, what)._mpf_
+            X = invert_upper(d, mp.make_mpf(from_man_exp(pm, pn - bits)), x0, what)._mpf_
         else:
             check_time(what)
-        out.append((mp.make_mpf(W), mp.make_mpf(x), mp.make_mpf(mpf_pos(X, prec, round_nearest))))
+        out.append((mp.make_mpf(mpf_pos(W, prec, round_nearest)), mp.make_mpf(mpf_pos(x, prec, round_nearest)),
+                    mp.make_mpf(mpf_pos(X, prec, round_nearest))))
     return out
 
 
@@ -500,7 +599,7 @@ LADDER = (6, 8, 12, 16, 24, 32, 48, 64, 96)
 
 #: Lower quantiles of Gamma(a) at which the lower half [0, median] is split (the median first); beyond the
 #: last one the tail is a Gauss-Laguerre piece.
-QUANTILES = ("0.5", "0.2", "0.05", "1e-3", "1e-6", "1e-12")
+QUANTILES = ("0.5", "0.05", "1e-6")
 
 #: Node evaluations one expectation may add to its rule (refinements) before ConvergenceError.
 MAX_NODES = 6000
@@ -530,10 +629,11 @@ class Piece:
 
 
 def rule_precision(prec):
-    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 32 bits above
-    prec + 4, so that the expectations of one call at nearby precisions (an OPRF secant at prec/2 + 24 bits,
-    a cancellation's few more bits) share one set of nodes."""
-    return 32 * ((prec + 4) // 32 + 1)
+    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 64 bits above
+    prec + 4, at least 192, so that the expectations of one call at different precisions (at 15 digits: an
+    OPRF secant at ~90 bits, a pair term at ~130, the moments of the small-v series at ~160) share one set of
+    nodes (their rungs still follow each request's own precision)."""
+    return max(192, 64 * ((prec + 4) // 64 + 1))
 
 
 class PairRule:
@@ -545,6 +645,7 @@ class PairRule:
         self.d, self.extra = d, tuple(extra)
         self.prec = 0
         self.pieces = []
+        self.y05 = None
 
     def ensure(self, what, prec=None):
         prec = mp.prec if prec is None else prec
@@ -552,8 +653,10 @@ class PairRule:
             return
         self.prec = rule_precision(prec)
         with mp.workprec(self.prec):
-            cuts = [(-mp.log(invert_lower(self.d, mp.log(mp.mpf(u)), what)), int(-math.log2(float(u))))
-                    for u in QUANTILES]
+            us = [mp.mpf(u) for u in QUANTILES] + [mp.mpf(2) ** -(prec // 2)]
+            us = [u for i, u in enumerate(us) if i < len(QUANTILES) or u < us[len(QUANTILES) - 1]]
+            cuts = [(-mp.log(invert_lower(self.d, mp.log(u), what)), int(-mp.log(u, 2))) for u in us]
+            self.y05 = cuts[QUANTILES.index("0.05")][0]  # (where a PRF peak starts to need its own pieces)
             for y in self.extra:
                 y = mp.mpf(y)
                 if y > cuts[0][0]:
@@ -601,15 +704,17 @@ def expect(rule, f, what, absolute=None, goal=None):
     difference and S the sum of the absolute values of the terms of the n'-rule, the n'-rule's error is
     estimated as :math:`16S(D/S)^{n'/n}` where D < S/256 (the error of Gauss rules on an integrand analytic
     around the piece decays geometrically in the node count, and D estimates the n-rule's error), as D
-    elsewhere (no decay seen yet), plus the rounding :math:`2^{8-p}S`.  The piece with the largest estimate
+    elsewhere (no decay seen yet), plus the rounding :math:`2^{4-p}S` (16 units of the last place per term: the
+    weight, the integrand and its argument's partner each to a few units).  The piece with the largest estimate
     goes up one rung until the estimates sum to at most the tolerance; beyond the last rung a finite piece is
     split in two.  ConvergenceError naming ``what`` after :data:`MAX_NODES` more nodes (or a tail piece beyond
     the last rung)."""
     d = rule.d
     rule.ensure(what)
     p = mp.prec
-    tol = mp.mpf(2) ** (10 - (p if goal is None else goal))
-    eps = mp.mpf(2) ** (8 - p)
+    goal = p if goal is None else goal
+    tol = mp.mpf(2) ** (10 - goal)
+    eps = mp.mpf(2) ** (4 - p)
 
     sums = {}
 
@@ -628,10 +733,13 @@ def expect(rule, f, what, absolute=None, goal=None):
         v0 = piece_sum(piece, n0)[0]
         v1, s = piece_sum(piece, n1)
         diff = abs(v1 - v0)
-        err = 16 * s * (diff / s) ** (mp.mpf(n1) / n0) if s and diff <= s / 256 else diff
+        if piece.hi is not None and s and diff <= s / 256:
+            err = 16 * s * (diff / s) ** (mp.mpf(n1) / n0)
+        else:  # no decay seen yet, or the Gauss-Laguerre tail (not geometric from n = 0: measured)
+            err = diff
         return [piece, k, v1, err + eps * s, s]
 
-    state = [evaluate(piece, _start_rung(p - piece.off)) for piece in rule.pieces]
+    state = [evaluate(piece, _start_rung(goal - piece.off)) for piece in rule.pieces]
     added = 0
     while True:
         total = mp.fsum(st[2] for st in state)
@@ -656,11 +764,11 @@ def expect(rule, f, what, absolute=None, goal=None):
             halves = piece.halves()
             idx = rule.pieces.index(piece)
             rule.pieces[idx:idx + 1] = list(halves)
-            state[worst:worst + 1] = [evaluate(h, _start_rung(p - h.off)) for h in halves]
-            added += sum(LADDER[_start_rung(p - h.off)] + LADDER[_start_rung(p - h.off) - 1] for h in halves)
+            state[worst:worst + 1] = [evaluate(h, _start_rung(goal - h.off)) for h in halves]
+            added += sum(LADDER[_start_rung(goal - h.off)] + LADDER[_start_rung(goal - h.off) - 1] for h in halves)
         else:
-            raise ConvergenceError(f"{what}: the tail piece of the quadrature (beyond the 1e-12 quantile) did not "
-                                   f"converge with {LADDER[-1]} nodes at {p} bits")
+            raise ConvergenceError(f"{what}: the tail piece of the quadrature (beyond the 2^-{p // 2} quantile) did "
+                                   f"not converge with {LADDER[-1]} nodes at {p} bits")
 
 
 # ---------------------------------------------------------------------------
@@ -690,3 +798,26 @@ def hyp0f1(b2, z):
         if not k % 256:
             check_time("the 0F1 series of a pair integrand")
     return mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest))
+
+
+def hyp0f1_pair(b2, z):
+    r"""(:math:`{}_0F_1(;b;z)`, :math:`{}_0F_1(;b+1;z)`) for z >= 0, b = ``b2``/2, from one fixed-point loop (the
+    terms of the second are those of the first times b/(b+k)); as :func:`hyp0f1`, relative accuracy."""
+    zt = z._mpf_
+    if zt[0] and zt[1]:
+        raise ValueError("hyp0f1_pair takes z >= 0")
+    prec = mp.prec
+    bits = prec + 16 + (int(to_float(zt)) + prec).bit_length()
+    Z = to_fixed(zt, bits)
+    total = total1 = term = 1 << bits
+    j, k = b2, 1  # 2 (b + k - 1), k
+    while term:
+        term = ((term * Z) >> bits) * 2 // (j * k)
+        total += term
+        total1 += term * b2 // (j + 2)  # b / (b + k) = b2 / (2 (b + k - 1) + 2)
+        j += 2
+        k += 1
+        if not k % 256:
+            check_time("the 0F1 series of a pair integrand")
+    return (mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest)),
+            mp.make_mpf(mpf_pos(from_man_exp(total1, -bits), prec, round_nearest)))

@@ -77,6 +77,7 @@ cores, 30 s budget): at 15 and at 30 digits every point of d in {2, 3, 5, 8,
 from __future__ import annotations
 
 import functools
+import math
 
 from ._checks import check_dimension, guarded, square, to_mpf
 from ._context import caller_prec, check_time, mp
@@ -91,6 +92,11 @@ __all__ = ["certified_mse", "check_a", "optimal_a", "pnc_pair_term", "second_mom
 
 #: Secant steps allowed when locating the optimal A of a norm-coupled coupling.
 MAX_SECANT = 60
+
+#: The secant's derivative takes the small-(A, v) route (:func:`_pnc_excess_small_derivative`, about 5x the work
+#: per node) only where the quadrature of the differentiated pair term would need more than this many extra bits
+#: (v below about 1e-3); elsewhere that quadrature, with its extra bits.
+SMALL_ROUTE_BITS = 48
 
 
 def check_a(value, name="A"):
@@ -203,9 +209,9 @@ def _pnc_pair_term(d, vv, a):
         f"OPRF pair term of pnc_orthogonal (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
 
 
-def _pnc_pair_term_derivative(d, vv, a):
+def _pnc_pair_term_derivative(d, vv, a, cancel=0):
     r""":math:`\partial_A` of :func:`_pnc_pair_term` (the integrand differentiated under the integral)."""
-    from ._antithetic import hyp0f1
+    from ._antithetic import hyp0f1_pair
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
@@ -213,13 +219,13 @@ def _pnc_pair_term_derivative(d, vv, a):
     t = (1 - 4 * a) * v2 / 2
     scale = d * mp.log1p(-4 * a)
 
-    def f(s):
-        base = mp.exp(scale + 4 * a * s)
-        f0 = hyp0f1(d, t * s)
-        f1 = hyp0f1(d + 2, t * s) / h  # 0F1'(h; z) = 0F1(h + 1; z) / h
-        return base * ((4 * s - 4 * d / (1 - 4 * a)) * f0 - 2 * v2 * s * f1)
+    c0, c1 = 4 * d / (1 - 4 * a), 2 * v2 / h
 
-    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {d})")
+    def f(s):
+        f0, f1 = hyp0f1_pair(d, t * s)  # 0F1'(h; z) = 0F1(h + 1; z) / h
+        return mp.exp(scale + 4 * a * s) * ((4 * s - c0) * f0 - c1 * s * f1)
+
+    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {d})", cancel=cancel)
 
 
 @guarded(grid=("d", "v"))
@@ -465,18 +471,22 @@ def _pnc_optimal_a(d, vv, m, a0):
         check_time("OPRF optimal A (pnc_orthogonal)")
         dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * (
             16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2)
-        if _pnc_small_excess_applies(d, vv, a):
+        if extra > SMALL_ROUTE_BITS and _pnc_small_excess_applies(d, vv, a):
             pair = _pnc_excess_small_derivative(d, vv, a)
         else:
             with mp.workprec(mp.prec + extra):
-                pair = _pnc_pair_term_derivative(d, vv, a)
+                pair = _pnc_pair_term_derivative(d, vv, a, cancel=extra)
         return dvar + n_pnc * pair
 
+    start = _pnc_float_a(d, vv, n_pnc, a0)
     try:
         # the search stops at a relative step of tol = 2^(-prec/2): g carries 24 bits beyond that (near the root
         # dvar and the pair term cancel), or the steps wander at g's rounding level
         with mp.workprec(max(53, mp.prec // 2) + 24):
-            a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
+            if start is None:
+                a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
+            else:  # two points within the double-precision model's error of the root
+                a, b = start, start * (1 + mp.mpf(2) ** -26)
             ga, gb = g(a), g(b)
             for _ in range(MAX_SECANT):
                 if gb == ga:
@@ -499,6 +509,44 @@ def _pnc_optimal_a(d, vv, m, a0):
             return a
     raise ConvergenceError(f"the optimal OPRF A for pnc_orthogonal at d = {d}, v = {mp.nstr(vv, 6)} {cause}; "
                            f"pass A= explicitly")
+
+
+def _pnc_float_a(d, vv, n_pnc, a0):
+    r"""A start for the secant of :func:`_pnc_optimal_a`: the root of the derivative of the MSE in double precision
+    on the nodes of theory.pnc's rule (:func:`theory.pnc._float_rule`), by the secant method from the theorem's
+    A* (``a0``); None where it does not settle (then the secant starts at a0).  Only a starting point: the
+    secant at the working precision checks every digit that is returned, and takes 3-4 steps from it
+    instead of 8-11 from a0."""
+    import numpy as np
+    from scipy import special
+
+    from .pnc import _float_rule
+
+    W, x1, x2 = _float_rule(d)
+    s = x1 + x2
+    v2, h, fd = float(vv) ** 2, d / 2, float(d)
+
+    def gf(a):
+        if not a < 0.125:
+            return None
+        dvar = math.exp(v2 + fd / 2 * math.log1p(16 * a * a / (1 - 8 * a)) + v2 / (1 - 8 * a)) * (
+            16 * a * fd / ((1 - 4 * a) * (1 - 8 * a)) + 8 * v2 / (1 - 8 * a) ** 2)
+        t = (1 - 4 * a) * v2 / 2
+        base = np.exp(fd * math.log1p(-4 * a) + 4 * a * s)
+        f0, f1 = special.hyp0f1(h, t * s), special.hyp0f1(h + 1, t * s) / h
+        return dvar + float(n_pnc) * float(np.sum(W * base * ((4 * s - 4 * fd / (1 - 4 * a)) * f0 - 2 * v2 * s * f1)))
+
+    with np.errstate(all="ignore"):
+        a, b = float(a0), float(a0) * 1.125 - 2.0 ** -20
+        ga, gb = gf(a), gf(b)
+        for _ in range(60):
+            if ga is None or gb is None or not (math.isfinite(ga) and math.isfinite(gb)) or gb == ga:
+                return None
+            c = b - gb * (b - a) / (gb - ga)
+            a, ga, b, gb = b, gb, c, gf(c)
+            if abs(b - a) <= 2.0 ** -40 * abs(b):
+                return mp.mpf(b) if gb is not None and math.isfinite(b) and b < 0.125 else None
+    return None
 
 
 def _pnc_golden_a(d, vv, n_pnc, a_s, width, tol):

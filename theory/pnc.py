@@ -195,7 +195,7 @@ def _check_reach(d):
             f"d <= {D_REACH} (see theory.pnc)")
 
 
-def _expect(d, g, what, peak=None):
+def _expect(d, g, what, peak=None, cancel=0):
     r""":math:`\mathbb E[g(x_1, x_2)]` over an antithetic pair (x = w^2/2), to the working precision: an
     :class:`theory._antithetic.Expectation`.
 
@@ -207,34 +207,49 @@ def _expect(d, g, what, peak=None):
 
     Where the terms cancel (the RFF integrands, whose values are far below their O(1) terms at large z), the
     sum is redone with the bits its rounding took (measured: the sum of the absolute values of the terms
-    over the value), up to :data:`MAX_CANCELLATION_BITS` more."""
+    over the value), up to :data:`MAX_CANCELLATION_BITS` more.  ``cancel``: bits of cancellation the caller
+    has added to the working precision already (the value is then wanted to that many bits fewer)."""
     _check_reach(d)
     rule = _pair_rule(d)
     if peak is not None:
         rule.ensure(what)
         ystar, w = peak
-        if _peak_in_tail(ystar, rule.pieces[2].lo):
+        if _peak_in_tail(ystar, rule.y05):
             rule = _pair_rule(d, tuple(float(ystar + k * w) for k in (-4, 0, 4, 12)))
-    extra, goal = 0, mp.prec
+    extra, goal = 0, mp.prec - cancel
     while True:
-        with mp.workprec(goal + extra):
+        with mp.workprec(goal + cancel + extra):
             try:
                 return expect(rule, g, what, goal=goal)
             except Cancellation as exc:
                 lost = exc.lost
-        if lost > MAX_CANCELLATION_BITS or lost <= extra - 8:
+        need = lost + 8 - cancel
+        if lost > MAX_CANCELLATION_BITS or need <= extra:
             raise ConvergenceError(f"{what}: the terms of the quadrature cancel by {lost} bits (more than "
                                    f"{MAX_CANCELLATION_BITS}, or beyond the bits added); lower the argument")
-        extra = lost + 8
+        extra = need
+
+
+def _float_rule(d):
+    """(W, x1, x2) as float64 arrays: the nodes of the finest rung of each piece of the rule for d (built at the
+    working precision by an expectation of s^2 if it has no nodes yet): a double-precision model of the pair's
+    law, for starting points of searches (theory.oprf's optimal A), never for returned values."""
+    import numpy as np
+
+    rule = _pair_rule(d)
+    if not rule.pieces or not any(pc.nodes for pc in rule.pieces):
+        _expect(d, lambda x, X: (x + X) ** 2, f"second moment of the pnc pair sum (d = {d})")
+    nodes = [n for pc in rule.pieces if pc.nodes for n in pc.nodes[max(pc.nodes)]]
+    return tuple(np.array([float(v[i]) for v in nodes]) for i in range(3))
 
 
 #: Bits a cancelling pair expectation may add to the working precision (:func:`_expect`).
 MAX_CANCELLATION_BITS = 2048
 
 
-def _expect_over_lower_half(d, f, what, peak=None):
+def _expect_over_lower_half(d, f, what, peak=None, cancel=0):
     r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair (:func:`_expect`)."""
-    return _expect(d, lambda x, X: f(x + X), what, peak).value
+    return _expect(d, lambda x, X: f(x + X), what, peak, cancel).value
 
 
 def _prf_peak(a, vv):
