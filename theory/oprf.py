@@ -240,7 +240,7 @@ def pnc_pair_term(d, v, A):
 
 
 def _tail_exp(x):
-    """e^x - 1 - x without cancellation.
+    r"""e^x - 1 - x without cancellation.
 
     For |x| < 1/2: :math:`x^2\sum_{k\ge0}x^k/(k+2)!`, the sum (in [0.42, 0.61]) in fixed point at 16 bits
     beyond the working precision: its term ratios are at most 1/6, each term is truncated by at most one
@@ -273,7 +273,7 @@ def _fixed_sum(x, q2, m, first):
 
 
 def _tail_0f1(h, z):
-    """0F1(; h; z) - 1 - z/h (z >= 0, h a half-integer) without cancellation: for z < 1/2,
+    r"""0F1(; h; z) - 1 - z/h (z >= 0, h a half-integer) without cancellation: for z < 1/2,
     :math:`\frac{z^2}{2h(h+1)}\sum_{k\ge0}z^k\,\frac{2h(h+1)}{(h)_{k+2}(k+2)!}`, the sum (in [1, 1.1]) in fixed
     point as for :func:`_tail_exp` (term ratios :math:`z/((h+k+2)(k+3))` below 1/6)."""
     if z < mp.mpf(1) / 2:
@@ -527,6 +527,12 @@ def _pnc_float_a(d, vv, n_pnc, a0):
     v2, h, fd = float(vv) ** 2, d / 2, float(d)
 
     def gf(a):
+        try:
+            return _gf(a)
+        except (ArithmeticError, ValueError):  # overflow at huge v: no start from the model
+            return None
+
+    def _gf(a):
         if not a < 0.125:
             return None
         dvar = math.exp(v2 + fd / 2 * math.log1p(16 * a * a / (1 - 8 * a)) + v2 / (1 - 8 * a)) * (
