@@ -8,7 +8,7 @@ v <= 4 (goal < 20 ms), the 200-point MSE-ratio curve of Fig. 6 at d = 64
 (eq. simrf_conformity) relative to the fast route, at v in {1, 4, 10}.
 
 Reachable domain (issue 11): ``--domain`` probes every closed form on a grid of
-d (2 .. 65536) and v or z (1e-300 .. 1e300) at 30 digits under a time budget
+d (2 .. 65536) and v or z (1e-300 .. 1e300) at 30 digits under the work budget
 per call, records which calls return and which raise NoConvergence, and
 prints the README table (function, d range, v/z range reached, typical time
 at 30 digits), plus z_crit(d)/sqrt(d) for d = 3 .. 4096.  Times are wall
@@ -28,8 +28,9 @@ import mpmath
 from mpmath import mp
 
 import theory
+from theory import _context
 from benchmarks._timing import parsed_json_path, write_json
-from theory.cli import int_arg, main_runner, make_parser, real_arg
+from theory.cli import int_arg, main_runner, make_parser
 
 PROG = "python -m benchmarks.bench_theory"
 
@@ -106,8 +107,11 @@ def _domain_functions():
     return fns
 
 
-def probe_domain(seconds=30.0, dps=30, ds=DOMAIN_DS, xs=DOMAIN_XS):
-    """{function: [(d, x, 'ok' | 'no convergence' | error, seconds)]} at ``dps`` digits."""
+def probe_domain(work=None, dps=30, ds=DOMAIN_DS, xs=DOMAIN_XS):
+    """{function: [(d, x, 'ok' | 'no convergence' | error, seconds)]} at ``dps`` digits under a work budget of
+    ``work`` units per call (default theory's DEFAULT_WORK): the reach is then the same on every machine, and
+    the seconds say what it costs on this one."""
+    work = _context.DEFAULT_WORK if work is None else work
     out = {}
     for name, fn in _domain_functions().items():
         rows = out[name] = []
@@ -115,7 +119,7 @@ def probe_domain(seconds=30.0, dps=30, ds=DOMAIN_DS, xs=DOMAIN_XS):
             for x in xs:
                 t0 = time.perf_counter()
                 try:
-                    with theory.precision(dps=dps), theory.budget(seconds=seconds):
+                    with theory.precision(dps=dps), theory.budget(work=work):
                         fn(d, x)
                     status = "ok"
                 except mpmath.libmp.NoConvergence as exc:
@@ -170,8 +174,9 @@ def _main(argv):
                         help="also write the results as strict JSON here (checked before any timing)")
     parser.add_argument("--dps", type=int_arg(1, 10_000), default=30, help="decimal digits of working precision")
     parser.add_argument("--domain", action="store_true", help="also probe the reachable domain (minutes)")
-    parser.add_argument("--seconds", type=real_arg(0, strict=True), default=30.0,
-                        help="time budget per call in the domain probe")
+    parser.add_argument("--work", type=int_arg(1), default=None,
+                        help="work budget per call in the domain probe, in theory's units of work (default: "
+                             "theory._context.DEFAULT_WORK, as for any call)")
     parser.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     json_path = parsed_json_path(parser, args.json)
@@ -191,8 +196,9 @@ def _main(argv):
         for d, (z, ratio, t) in zr.items():
             print(f"  d = {d:5d}  z_crit = {z:12.6f}  z_crit/sqrt(d) = {ratio:.4f}  ({t:.2f} s)")
         r["z_crit"] = {str(d): v for d, v in zr.items()}
-        print(f"reachable domain at 30 digits, budget {args.seconds:g} s per call:")
-        probe = probe_domain(args.seconds)
+        work = _context.DEFAULT_WORK if args.work is None else args.work
+        print(f"reachable domain at 30 digits, work budget {work} units per call:")
+        probe = probe_domain(work)
         table = domain_table(probe)
         print(table)
         r["domain"] = {k: [list(row) for row in v] for k, v in probe.items()}

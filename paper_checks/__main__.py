@@ -1,6 +1,8 @@
 """Run the proof regression suite and write the claim table.
 
-Usage: ``python -m paper_checks [--out DIR] [-n WORKERS] [--write-committed] [-- PYTEST_ARGS]``.
+Usage: ``python -m paper_checks [--out DIR] [-n WORKERS] [--write-committed] [-- PYTEST_ARGS]``, or
+``python -m paper_checks --certify [CLAIM ...] --out DIR [--d-max D] [--v-max V]`` to write the
+certificates of :mod:`paper_checks.certify` instead of running the suite.
 
 Prints the table (label, status, largest discrepancy, totals) and writes
 ``REPORT.md`` and ``report.json`` to ``--out`` (default
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from theory.cli import atomic_write, check_output_dir, int_arg, make_parser
 from paper_checks._report import Collector, build_rows, category, to_console, to_json, to_markdown
+from paper_checks.certify import certifiable as certify_claims, positive_fraction
 
 HERE = Path(__file__).resolve().parent
 PROG = "python -m paper_checks"
@@ -39,6 +42,14 @@ def _parser():
     p.add_argument("--write-committed", action="store_true",
                    help=f"also rewrite the committed {HERE.name}/REPORT.md and report.json (only after a complete, "
                         "passing run of the whole suite, without extra pytest arguments)")
+    p.add_argument("--certify", nargs="*", metavar="CLAIM", default=None,
+                   help="instead of the suite, write one JSON certificate per claim id into --out (no CLAIM: every "
+                        "certifiable claim: " + ", ".join(certify_claims()) + "); replay with python -m "
+                        "paper_checks.replay DIR")
+    p.add_argument("--d-max", type=int_arg(2), default=None, help="with --certify: shrink the domain to d <= D")
+    p.add_argument("--v-max", type=positive_fraction, default=None,
+                   help="with --certify: shrink the argument to (0, V] (v, u, or z for the RFF claim; exact: '8', "
+                        "'0.5', '3/2')")
     p.add_argument("pytest_args", nargs="*", metavar="PYTEST_ARGS", help="extra arguments for pytest (after --)")
     return p
 
@@ -79,6 +90,13 @@ def main(argv=None):
     if out == HERE or HERE in out.parents:
         parser.error(f"--out {args.out!r} is inside the package folder {str(HERE)!r}: write elsewhere, or use "
                      "--write-committed to regenerate the committed table deliberately")
+    if args.certify is not None:
+        unknown = [c for c in args.certify if c not in certify_claims()]
+        if unknown:
+            parser.error(f"--certify: unknown claim(s) {', '.join(unknown)}; certifiable: {', '.join(certify_claims())}")
+        from paper_checks.certify import run as run_certify
+
+        return run_certify(args.certify, out, d_max=args.d_max, v_max=args.v_max)
     collector = Collector()
     pytest_args = [str(HERE), "-q", "-p", "no:cacheprovider"]
     if args.workers:

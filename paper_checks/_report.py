@@ -88,14 +88,17 @@ def to_markdown(rows, unclaimed):
         "and the outcome of the last run.  Status `erratum`: the printed form disagrees with an",
         "independent computation, the corrected form is verified (details below the table).",
         "Discrepancy units: `rel` relative difference, `abs` absolute, `sigma` Monte Carlo |z|",
-        "(checks fail beyond 4.5), others as named.",
+        "(checks fail beyond 4.5), others as named.  Certified domain: where the inequality is proved",
+        "over a continuous domain (`python -m paper_checks --certify`, replayed by `python -m",
+        "paper_checks.replay`; docs/guide/certificates.rst), and what is checked at points only.",
         "",
-        "| label | claim | method | status | largest discrepancy |",
-        "|---|---|---|---|---|",
+        "| label | claim | method | status | certified domain | largest discrepancy |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {_cell(r['ref'])} | {_cell(r['claim'])} | {_cell('; '.join(r['methods']) or '-')} | "
-                     f"{_cell(r['result'])} | {_cell(_fmt_disc(r['largest_discrepancy']))} |")
+                     f"{_cell(r['result'])} | {_cell(r.get('certified') or '-')} | "
+                     f"{_cell(_fmt_disc(r['largest_discrepancy']))} |")
     lines += ["", totals_line(rows),
               f"Suite self-checks (mutation resistance, registry): {unclaimed.get('passed', 0)} passed, "
               f"{unclaimed.get('failed', 0)} failed.", "", "## Errata", ""]

@@ -13,6 +13,11 @@ methods (two independent computations), and a status:
     with the reason.
 
 Rows marked ``beyond=True`` are statements of this project, not of the paper.
+
+``certified`` (the claim table's column "certified domain") says where an inequality is proved over a
+continuous domain by the certificates of :mod:`paper_checks.certify` (``python -m paper_checks --certify``,
+replayed by ``python -m paper_checks.replay``), where an all-d argument covers the rest, and what is still
+checked at points only; empty for rows without such a certificate.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class Claim:
     reason: str = ""
     beyond: bool = False
     notes: str = ""
+    certified: str = ""
 
     def as_dict(self):
         d = asdict(self)
@@ -116,12 +122,20 @@ CLAIMS = [
       ("0F1 series vs Bessel I closed form", "Monte Carlo empirical E[b_i b_j] vs the series")),
     C("cor3.3", "Cor 3.3 (SimRFs outperform ORFs)",
       "For PRFs the SimRF MSE is strictly below the ORF MSE for every d.",
-      ("closed forms on a grid d = 2..4096, v in (0, 8]", "Monte Carlo at d = 8")),
+      ("closed forms on a grid d = 2..4096, v in (0, 8]", "Monte Carlo at d = 8",
+       "arb certificates over the continuous domain (paper_checks.certify) replayed by paper_checks.replay", "power: the reversed inequality is refuted"),
+      certified="d in [2, 1024], v in (0, 8]: proved (cells; d <= 64 in the suite); every d >= 2 and v > 0: the "
+                "coefficient argument (by hand), whose x^k coefficients k <= 411 are proved > 0 by arb at every d"
+                " <= 1024; d up to 4096: points"),
     C("thm3.4", "Thm 3.4 (thm:simplex_optimal); App. A.2 lemma:equal_weights, eq. perm_sum_warmup",
       "With i.i.d. norms, SimRFs give the lowest PRF MSE among weight-independent geometrical couplings "
       "(for equal norms: conformity >= m(m-1) f(2(m-2)/(m-1)), attained by the simplex).",
       ("random and numerically optimised geometries never beat the simplex",
-       "Lemma A.2 bound evaluated by Bessel functions", "expected conformity over chi_d norms by common random numbers")),
+       "Lemma A.2 bound evaluated by Bessel functions", "expected conformity over chi_d norms by common random numbers",
+       "arb certificates over the continuous domain (paper_checks.certify) replayed by paper_checks.replay" " (Lemma A.2's equal-norm inequality)"),
+      certified="Lemma A.2's inequality between closed forms (equal norms: the simplex bound below the ORF "
+                "value): d in [2, 1024], u = v w in (0, 8]: proved (d <= 64 in the suite); Thm 3.4 itself (all "
+                "geometries, i.i.d. norms): points"),
     C("lemma.equal_weights.algebra", "App. A.2 (proof of lemma:equal_weights)",
       "sum_{i != j} |w_i + w_j|^2 = 2m(m-2) + 2 |sum_i w_i|^2 for unit vectors.",
       ("sympy identity", "numeric on random unit vectors")),
@@ -202,7 +216,9 @@ CLAIMS = [
       ("mpmath quadrature of each displayed step",), notes="App. A.7 writes w_ij = ||w_i^2 + w_j^2|| (typo for ||w_i + w_j||)."),
     C("eq.binexp", "eq. binexp_main (Sec. 4)",
       "int_0^pi sin^{d-1} (1 + sin phi cos theta)^k is strictly smaller for cos theta < 0 than for cos theta = 0.",
-      ("quadrature", "binomial expansion")),
+      ("quadrature", "binomial expansion", "arb certificates over the continuous domain (paper_checks.certify) replayed by paper_checks.replay"),
+      certified="d in [2, 1024], k in [1, 32], cos theta in [-1, 0): proved (d <= 64 in the suite); every d, k: "
+                "the pointwise argument (by hand)"),
     C("thm4.3.orf", "Thm 4.3, eq. orf_conformity",
       "rho_ORF = Gamma(d/2)/Gamma(d) sum_k v^2k/(2^k k!) Gamma(k+d)/Gamma(k+d/2).",
       ("printed series vs 1F1 vs Kummer (finite) vs chi_2d quadrature", "Monte Carlo")),
@@ -211,12 +227,15 @@ CLAIMS = [
       ("printed double series vs Taylor-in-cos route vs 1-D quadrature vs exact moments", "Monte Carlo")),
     C("cor4.4", "Cor 4.4 (corr:orth_gap), eq. prf_orth_gap; App. A.8",
       "The PRF orthogonality gap is e^{-2x^2-2y^2} (m-1)/m (e^{v^2} - rho_ORF) and is positive everywhere.",
-      ("closed form vs App. A.8 positive series vs MSE difference", "grid positivity"), status=ERRATUM,
+      ("closed form vs App. A.8 positive series vs MSE difference", "grid positivity",
+       "arb certificates over the continuous domain (paper_checks.certify) replayed by paper_checks.replay" " (the corrected gap; the printed bracket is refuted)"), status=ERRATUM,
       printed="Delta MSE = e^{-2x^2-2y^2} (m-1)/m (e^{v^2} - Gamma(d/2)/Gamma(d) sum_k v^2k/k! Gamma(k+d)/Gamma(k+d/2))",
       corrected="... sum_k v^2k/(2^k k!) Gamma(k+d)/Gamma(k+d/2) (the 2^k of eq. orf_conformity, present in App. A.8)",
       evidence="d = 16, v = 1: the printed bracket is -4.0125 (a negative 'gap'), the corrected one 0.067937; the "
                "corrected gap equals the App. A.8 positive series to 25 digits on d in {2, 3, 16, 64, 1024} x "
-               "v in {0.05, 0.5, 1, 2.5, 5}, and the printed form disagrees at every such point"),
+               "v in {0.05, 0.5, 1, 2.5, 5}, and the printed form disagrees at every such point",
+      certified="the corrected gap: d in [2, 1024], v in (0, 8]: proved (d <= 64 in the suite); every d, v: App. "
+                "A.8's argument (by hand), coefficients k <= 411 proved > 0 at every d <= 1024"),
     C("thm4.5", "Thm 4.5 (thm:rff_gap); App. A.5",
       "RFF orthogonality gap = (m-1)/m (e^{-z^2} - Gamma(d/2)/Gamma(d) sum_k (-z^2)^k/(2^k k!) Gamma(k+d)/Gamma(k+d/2)).",
       ("printed series vs 1F1 vs Bessel-J quadrature over chi_2d", "Monte Carlo RFF MSEs")),
@@ -226,10 +245,14 @@ CLAIMS = [
       ("pairwise brute force", "Monte Carlo")),
     C("sec4.2.zcrit", "Sec. 4.2 text after Thm 4.5",
       "ORFs beat IIDRFs for RFFs up to a threshold z_crit(d) which diverges as d -> infinity.",
-      ("bracketed sign change of the exact gap", "growth of z_crit with d"),
+      ("bracketed sign change of the exact gap", "growth of z_crit with d",
+       "arb certificates over the continuous domain (paper_checks.certify) replayed by paper_checks.replay" " (Taylor models; power: z_crit cannot be shifted)"),
       notes="Refinement: at d = 2 there is no threshold (the gap e^{-y}(e^{-y}-1+y)(m-1)/m > 0 for all z), and "
             "beyond z_crit the gap changes sign repeatedly (spacing ~ 3/sqrt(d)); z_crit/sqrt(d) runs from "
-            "1.91 (d = 3) through 0.86 (d = 64) to 0.808 (d = 2048, 4096)."),
+            "1.91 (d = 3) through 0.86 (d = 64) to 0.808 (d = 2048, 4096).",
+      certified="d in [2, 256], z <= 16: gap > 0 on (0, z_lo(d)] and exactly one simple root in [z_lo, z_hi] "
+                "(width about z 2^-30), so z_crit(d) in [z_lo, z_hi]: proved (d = 2: no root, (0, 16]; d <= 64, z"
+                " <= 8 in the suite); the growth of z_crit with d: points"),
     C("cor4.6", "Cor 4.6 (eq. asymptotic_ratio); App. A.9",
       "MSE_ORF/MSE_IID = 1 - (m-1)(e^{-z^2} z^4 / (d (1 - e^{-z^2})^2) + O(1/d^2)) for RFFs.",
       ("sympy 1/d expansion of each factor", "exact ratio: d^2 (exact - asymptotic) converges")),
@@ -262,7 +285,8 @@ CLAIMS = [
     # ------------------------------------------------------------------ Sec. 5
     C("fig6.ordering", "Fig. 6 (var_comp_fig), Sec. 5.1",
       "At d = 64, MSE ratios satisfy SimRF/IID < ORF/IID < 1 at every v, with the largest gain at small v.",
-      ("closed forms on a 200-point grid", "Monte Carlo MSE ratios at a few v")),
+      ("closed forms on a 200-point grid", "Monte Carlo MSE ratios at a few v", "arb certificates over the continuous domain (paper_checks.certify) replayed by paper_checks.replay"),
+      certified="d = 64, v in (0, 8]: proved (in the suite; the figure plots (0, 4])"),
     C("sec5.1.prefactor", "Sec. 5.1 (the 0.0078 statement)",
       "MSE_SimRF = v^2 (1 - sqrt(pi) Gamma(d+1) Gamma(d/2+1/2) / (Gamma(d/2) Gamma(d/2+1)^2 2^d)) + O(v^4); "
       "0.0078 at d = 64.",
@@ -390,7 +414,8 @@ CLAIMS = [
       ("closed forms vs Monte Carlo MSE at m = 2d + 3 for IID, ORF and SimRF, PRF and RFF",), beyond=True),
     C("beyond.certified", "Beyond the paper: certified ordering",
       "rho_SimRF < rho_ORF < rho_IID is proved with arb ball arithmetic on d in {2..1024} x v in {0.1..5}.",
-      ("python-flint arb enclosures (Taylor route with rigorous remainder ball)",), beyond=True),
+      ("python-flint arb enclosures (Taylor route with rigorous remainder ball)",), beyond=True,
+      certified="points (the continuous-domain certificates are those of Cor 3.3 and Cor 4.4)"),
     C("beyond.optimum", "Beyond the paper: distance to the true optimum in expectation (Fig. 4 over many draws)",
       "Over i.i.d. chi_d norms, SimRF+ is closer to the numerically optimised geometry than SimRF, which is closer "
       "than ORF; the share of SimRF's gap that SimRF+ leaves grows with v (2% at d = 3, v = 0.5; 61% at v = 2).",
@@ -426,14 +451,17 @@ CLAIMS = [
       "feature map (Thm 3.4 is about PRFs). Norm coupling (pnc_orthogonal) beats orthogonal.",
       ("pair term by the Taylor route vs the quadrature of eq. theta_conformity at +-cos theta (30 digits)",
        "SimRF/ORF MSE ratio > 1 on a (d, v) grid; certified arb balls (python-flint) at d = 3, 64",
-       "Monte Carlo MSE of the simplex sampler vs the closed form (power: the ORF and PRF values rejected)"),
+       "Monte Carlo MSE of the simplex sampler vs the closed form (power: the ORF and PRF values rejected)",
+       "arb certificates over the continuous domain (paper_checks.certify) replayed by paper_checks.replay"),
       beyond=True,
       notes="Added through the feature-kind record: one record (theory/feature_kinds.py), theory/hyperbolic.py, "
             "montecarlo/hyperbolic.py. Hyperbolic MSE ratios to ORF at m = d (SimRF / PNC / IID): d=3, v=1: "
             "1.285/0.923/1.384; d=8, v=1: 1.192/0.866/2.189; d=64, v=0.25: 1.323/0.687/21.04; d=64, v=2: "
             "1.005/0.996/1.328; d=2 (simplex = antipodal pairs) v=0.25: 1.648 (worse than IID, 1.324). Sampled at "
             "d=8, v=1.15 (Monte Carlo): PNC 0.0533 < ORF 0.0593 < fast ORF 0.060 < SimRF 0.0681 < SimRF+ 0.082 < "
-            "IID 0.115. Hyperbolic ORF vs the paper's SimRF-PRF: 0.09-0.49 of its MSE on the same grid."),
+            "IID 0.115. Hyperbolic ORF vs the paper's SimRF-PRF: 0.09-0.49 of its MSE on the same grid.",
+      certified="d in [2, 1024], v in (0, 8]: proved (d <= 64 in the suite); every d, v: the convexity argument "
+                "(by hand), coefficients k <= 759 proved > 0 at every d <= 1024"),
     C("latex.duplicate_labels", "LaTeX source (tab:splus_table, prf_variance_2)",
       "Labels are unique, so Sec. 5.3.1's reference to Table tab:splus_table points at Table 2.",
       ("count of \\label occurrences in the source",), status=ERRATUM,

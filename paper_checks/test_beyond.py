@@ -196,5 +196,5 @@ def test_v4_excess_coefficient_two_routes(coupling, d, record):
             with mp.workdps(80):  # (the loggamma differences and 1 - R_1 lose about 7 digits at d = 1025)
                 h = mp.mpf(d) / 2
                 limit = 1 - mp.exp(2 * mp.loggamma(h + mp.mpf(1) / 2) - mp.loggamma(h) - mp.loggamma(h + 1))
-            with theory.budget(3):
+            with theory.budget(work=100_000):  # (a step at a million bits would cost 15 million units)
                 assert_agree(theory.mse_ratio("simplex", "iid", d, mp.mpf("1e-100000")), limit, 45, record)

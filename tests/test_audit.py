@@ -426,7 +426,7 @@ def test_load_sampler():
 
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "montecarlo", "audit", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=600)
 
 
 def test_cli_exit_codes():

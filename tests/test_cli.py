@@ -27,7 +27,7 @@ from theory.errors import ConvergenceError
 from test_figures_cli import ROOT, _env  # one home for the subprocess environment of the CLI tests
 
 
-def _run(args, cwd, timeout=60):
+def _run(args, cwd, timeout=600):
     return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=_env(), capture_output=True, text=True,
                           timeout=timeout)
 
@@ -52,7 +52,7 @@ def _one_error_line(err, prog):
 ])
 def test_help_runs_nothing_and_shows_defaults(tmp_path, module, options):
     """Before the fix ``python -m montecarlo.optimum --help`` ignored --help and ran for minutes."""
-    proc = _run([module, "--help"], tmp_path, timeout=30)
+    proc = _run([module, "--help"], tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     for opt in options:
@@ -62,8 +62,8 @@ def test_help_runs_nothing_and_shows_defaults(tmp_path, module, options):
 
 
 def test_montecarlo_help_lists_audit(tmp_path):
-    top = _run(["montecarlo", "--help"], tmp_path, timeout=30)
-    sub = _run(["montecarlo", "audit", "--help"], tmp_path, timeout=30)
+    top = _run(["montecarlo", "--help"], tmp_path, timeout=600)
+    sub = _run(["montecarlo", "audit", "--help"], tmp_path, timeout=600)
     assert top.returncode == sub.returncode == 0
     assert "audit" in top.stdout
     for opt in ("--d", "--m", "--coupling", "--n ", "--seed", "--alpha", "--no-progress", "(default: 5000)"):
@@ -196,7 +196,7 @@ def test_paper_checks_writes_outside_the_package_and_counts_right(tmp_path):
     the totals line counts every category (was: 'not run' and 'not verifiable here' merged as 'not')."""
     package = ROOT / "paper_checks"
     before = _digest(package)
-    proc = _run(["paper_checks", "-n", "0", "--", "-k", "test_registry"], tmp_path, timeout=300)
+    proc = _run(["paper_checks", "-n", "0", "--", "-k", "test_registry"], tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr
     report = tmp_path / "paper_checks_report"
     assert sorted(p.name for p in report.iterdir()) == ["REPORT.md", "report.json"]
@@ -232,7 +232,7 @@ def test_paper_checks_refuses_the_package_folder_and_partial_committed_runs(tmp_
     proc = _run(["paper_checks", "--out", str(package)], tmp_path)
     assert proc.returncode == 2 and "is inside the package folder" in _one_error_line(proc.stderr,
                                                                                         "python -m paper_checks")
-    proc = _run(["paper_checks", "--write-committed", "-n", "0", "--", "-k", "test_registry"], tmp_path, timeout=300)
+    proc = _run(["paper_checks", "--write-committed", "-n", "0", "--", "-k", "test_registry"], tmp_path, timeout=900)
     assert proc.returncode == 1
     assert "committed table not rewritten: extra pytest arguments select part of the suite" in proc.stderr
     assert _digest(package) == before

@@ -207,7 +207,7 @@ def test_sigterm_during_a_figure_leaves_no_part_file(tmp_path):
                 time.sleep(0.002)
         assert seen, "no temporary file was seen"
         proc.send_signal(signal.SIGTERM)
-        text, _ = proc.communicate(timeout=60)
+        text, _ = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -196,7 +196,7 @@ def test_sigterm_and_ctrl_c_leave_no_partial_file(tmp_path):
                                                                       argv=argv)])
     cmds.append([sys.executable, "-c", _INTERRUPT_IN_RUN.format(root=str(ROOT),
                                                                argv=["--json", str(tmp_path / "t.json")])])
-    results = run_groups(cmds, timeout=120, cwd=str(tmp_path))
+    results = run_groups(cmds, timeout=600, cwd=str(tmp_path))
     for (code, out), folder in zip(results[:2], folders):
         assert code == 143, out
         assert "terminated (SIGTERM)" in out and "Traceback" not in out

@@ -17,7 +17,7 @@ UCI_DIR = uci.resolve_uci_dir()
 SUBCOMMANDS = ("table", "curve", "sigma", "gram", "attention", "split-spread", "performer-train")
 
 
-def _run(*args, timeout=120):
+def _run(*args, timeout=600):
     """The command in a subprocess (its own process group is not needed: it starts no children)."""
     return subprocess.run([sys.executable, "-m", "montecarlo.experiments", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)

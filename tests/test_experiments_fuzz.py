@@ -27,7 +27,7 @@ from montecarlo.experiments import gram, uci
 #: CPU seconds of the process per case (ITIMER_PROF: a loaded machine does not trip it), and a wall-clock guard
 #: against a hang that burns no CPU.
 TIME_LIMIT = 10.0
-WALL_LIMIT = 300.0
+WALL_LIMIT = 900.0
 MEMORY_LIMIT = 64 * 2**20
 
 _g = np.random.default_rng(0)

@@ -28,7 +28,7 @@ def _env():
 def test_module_entry_point_writes_png_pdf_json(tmp_path):
     """``python -m figures`` from another directory: default output folder, three files, index.json."""
     proc = subprocess.run([sys.executable, "-m", "figures", "--quick", "--only", "fig3", "--no-progress"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "simplex_rf_figures"
     for ext in ("png", "pdf", "json"):

@@ -26,7 +26,7 @@ from montecarlo import features
 pytestmark = pytest.mark.skipif(sys.platform == "win32" or "fork" not in multiprocessing.get_all_start_methods(),
                                 reason="needs the fork start method")
 
-TIMEOUT = 60  # seconds for a child that takes well under one
+TIMEOUT = 600  # seconds: a deadlock guard for a child that takes well under one (generous: a loaded machine)
 
 
 def _data():
@@ -52,7 +52,7 @@ def _run_forked(target):
         if proc.is_alive():
             pytest.fail(f"the forked child did not finish in {TIMEOUT} s (deadlock in prf_features' thread pool?)")
         assert proc.exitcode == 0
-        return queue.get(timeout=5)
+        return queue.get(timeout=60)
     finally:
         if proc.is_alive():
             proc.kill()

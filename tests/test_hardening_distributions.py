@@ -73,7 +73,7 @@ def test_pdf_at_cos_zero_and_d_2_to_the_63_against_the_closed_form():
 def test_simplex_pdf_at_d_2_to_the_63_against_the_convolution_route():
     d = 2**63
     w = 2**32
-    with mp.workdps(15), theory.budget(240):  # a generous budget: the oracle takes 10-25 s
+    with mp.workdps(15), theory.budget(work=40_000_000):  # a generous budget: the oracle takes 10-25 s
         got = theory.coupling_pdf("simplex", w, d)
         ref = theory.pdf_wij_convolution(w, d, mp.mpf(-1) / (d - 1))
         assert abs(got / ref - 1) < mp.mpf(10) ** -13
@@ -83,7 +83,7 @@ def test_simplex_pdf_at_d_2_to_the_63_against_the_convolution_route():
 def test_large_and_tiny_w_against_the_convolution_route(w, c):
     """Large w puts the mass at phi ~ d / w^2 (10^-19 at w = 1e10), which the fixed partition could not
     resolve; w = 1e-300 at cos_theta = -1 puts it at delta ~ 1e-300."""
-    with mp.workdps(20), theory.budget(240):  # a generous budget: the convolution takes up to 15 s at w = 1e10
+    with mp.workdps(20), theory.budget(work=40_000_000):  # generous: the convolution takes up to 15 s at w = 1e10
         got = theory.pdf_wij(w, 8, c)
         ref = theory.pdf_wij_convolution(w, 8, c)
         assert got > 0 and abs(got / ref - 1) < mp.mpf(10) ** -18
@@ -98,9 +98,9 @@ def test_convolution_route_at_cos_minus_one_and_large_d_against_the_oracle():
 
 
 def test_errors_name_the_arguments_and_the_reachable_range():
-    """w = 1e300 needs 2000-bit arithmetic (5 to 30 s); a 0.5 s budget certainly runs out, and the
-    message says which arguments and what the reachable domain is."""
-    with theory.budget(0.5), pytest.raises(theory.ConvergenceError) as info:
+    """w = 1e300 needs 2000-bit arithmetic (5 to 30 s); a budget of 20 000 units of work (at 2000 bits, a few
+    dozen steps) certainly runs out, and the message says which arguments and what the reachable domain is."""
+    with theory.budget(work=20_000), pytest.raises(theory.ConvergenceError) as info:
         theory.pdf_wij("1e300", 2**63, "-0.5")
     msg = str(info.value)
     assert "w = 1.0e+300, d = 9223372036854775808, cos_theta = -0.5" in msg

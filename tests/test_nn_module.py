@@ -1025,7 +1025,7 @@ def test_two_ranks_of_distributed_data_parallel(tmp_path):
                OMP_NUM_THREADS="1")
     cmds = [[sys.executable, "-m", "tests._ddp_rank", str(rank), str(tmp_path / "rendezvous")] for rank in (0, 1)]
     try:  # (about 4 s; a stuck rank dumps its threads' stacks after 75 s, which the failure shows)
-        results = run_groups(cmds, timeout=100, cwd=root, env=env, stdin=subprocess.DEVNULL)
+        results = run_groups(cmds, timeout=600, cwd=root, env=env, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the two ranks did not finish in 100 s:\n{(exc.output or '')[-6000:]}")
     for rc, out in results:

@@ -64,16 +64,16 @@ def test_redraw_intervals_reach_the_module():
 def test_command_line_contract(tmp_path):
     """--help exits 0 and runs nothing; a bad option is one line and status 2; --redraw-study runs."""
     cmd = [sys.executable, "-m", "montecarlo.experiments.performer_train"]
-    res = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0 and "--redraw-study" in res.stdout
-    res = subprocess.run([*cmd, "--seeds", "0"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([*cmd, "--seeds", "0"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
-    res = subprocess.run([*cmd, "--redraw-every", "sometimes"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([*cmd, "--redraw-every", "sometimes"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 2
     out = tmp_path / "redraw.json"
     res = subprocess.run([*cmd, "--redraw-study", "--arms", "prf-simplex", "--seeds", "2", "--epochs", "1",
                           "--train-size", "60", "--quiet", "--out", str(out)], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=900)
     assert res.returncode == 0, res.stderr
     assert set(json.loads(out.read_text())["redraw_study"]) == {"never", "10", "100", "epoch"}
 

@@ -356,14 +356,14 @@ def test_optimal_parameters_where_float64_m_fails():
             assert agrees(abs(q[1] / q[0]), 2, 28)  # the top eigenvector is along v = (1, 2)
 
 
-def test_exact_moment_respects_the_time_budget():
-    """The exact pair statistic of a large data set stops at the time budget with ConvergenceError (an
+def test_exact_moment_respects_the_work_budget():
+    """The exact pair statistic of a large data set stops at the work budget with ConvergenceError (an
     mpmath.NoConvergence) naming it, instead of running on; mp.dps unchanged."""
     import mpmath
 
     X = np.random.default_rng(0).standard_normal((20000, 64))
     before = mpmath.mp.dps
-    with theory.budget(seconds=0.2), pytest.raises(mpmath.libmp.NoConvergence, match="pair statistic"):
+    with theory.budget(work=20_000), pytest.raises(mpmath.libmp.NoConvergence, match="pair statistic"):
         ts.sderf_log_objective(X, None, [0] * 64)
     assert mpmath.mp.dps == before
 
@@ -628,7 +628,7 @@ def test_float32_is_stable_at_d_64():
 def test_montecarlo_loads_no_closed_form():
     """``import montecarlo.sderf`` loads no closed-form module of theory (nor theory.sderf)."""
     code = "import sys, montecarlo.sderf; print(sorted(m for m in sys.modules if m.startswith('theory.')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600,
                          check=True).stdout
     assert eval(out) == ["theory.errors", "theory.feature_kinds", "theory.registry", "theory.validation"]
 

@@ -28,7 +28,7 @@ from flint import arb  # noqa: E402
 
 from theory import certified as C  # noqa: E402
 
-BUDGET = 60.0
+BUDGET = 8_000_000  # units of work (theory._context): twice the default
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -85,17 +85,18 @@ def tight(compute, dps, start=None, top=1 << 16):
 def call(func, *args, in_domain=True, **kwargs):
     """Run a theory call under the test budget; None if it (legitimately) raised NoConvergence.
 
-    This suite checks the values returned, not how fast they come: a call that runs out of the (wall-clock)
-    time budget is inconclusive and its example is rejected, whatever the machine's load (the reach in time
-    is measured by ``python -m benchmarks.bench_theory --domain``; that every loop reaches a budget check is
-    tested in test_hardening_budget.py with budgets whose expiry is certain).  Any other NoConvergence inside
-    the claimed domain (a term limit, a precision retry, an unconfirmed bracket) fails the test."""
+    This suite checks the values returned, not how fast they come: a call that runs out of its work budget
+    is inconclusive and its example is rejected (the same examples on every machine: the budget counts work,
+    not seconds; the reach is measured by ``python -m benchmarks.bench_theory --domain``; that every loop
+    reaches a budget check is tested in test_hardening_budget.py with budgets whose expiry is certain).  Any
+    other NoConvergence inside the claimed domain (a term limit, a precision retry, an unconfirmed bracket)
+    fails the test."""
     try:
-        with theory.budget(seconds=BUDGET):
+        with theory.budget(work=BUDGET):
             return func(*args, **kwargs)
     except mpmath.libmp.NoConvergence as exc:
         assert isinstance(exc, theory.ConvergenceError)
-        if "time budget" in str(exc):
+        if "work budget" in str(exc):
             assume(False)  # inconclusive: the machine's speed, not the function, decided
         assert not in_domain, f"NoConvergence inside the claimed domain: {exc}"
         return None
@@ -265,7 +266,7 @@ def test_quadrature_route_against_taylor_route(d, t, k, dps):
     with mp.workdps(dps):
         v = mp.sqrt(2 * mp.mpf(t) / abs(c))  # an exact binary input; x = v^2 / 2 exactly below
         quad = call(theory.conformity_at_angle_quad, d, v, c)
-    with theory.budget(seconds=300), _context.entered():
+    with theory.budget(work=40_000_000), _context.entered():
         _context.mp.prec = bits(dps) + 40
         x = theory._checks.half_square(_context.mp.make_mpf(v._mpf_))
         taylor = theory.conformities._taylor_in_cos(d, x, _context.mp.mpf(c))

@@ -36,7 +36,7 @@ def test_table_prefactor_zcrit_conformity(capsys):
 
 def test_bad_arguments_exit_with_message():
     proc = subprocess.run([sys.executable, "-m", "theory", "conformity", "--coupling", "simplex",
-                           "--d", "1", "--v", "1"], capture_output=True, text=True, timeout=120)
+                           "--d", "1", "--v", "1"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2
     assert "d must be an integer >= 2 for the simplex coupling" in proc.stderr
     assert main(["conformity", "--coupling", "orf", "--d", "4", "--v", "1"]) == 2
@@ -51,8 +51,11 @@ def test_bad_arguments_exit_with_message():
     (["ratio", "--d", "4", "--v", "abc"], 2, "v must be a real number"),
     (["table", "--d", "4", "--vs", ","], 2, "--vs must list at least one value"),
     (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1e400"], 1, "beyond the reachable domain"),
+    (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1000", "--work", "20000"], 1,
+     "work budget of 20000 units exhausted"),
     (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1000", "--seconds", "0.2"], 1,
-     "time budget of 0.2 s exhausted"),
+     "time budget of 0.2 s exhausted"),  # the opt-in wall clock (the call needs minutes on any machine)
+    (["ratio", "--d", "4", "--v", "1", "--work", "0"], 2, "--work: must be an integer >= 1"),
     ([], 2, "the following arguments are required: command"),
 ])
 def test_errors_are_one_line_with_status(argv, status, message, capsys):
@@ -76,10 +79,10 @@ def test_huge_m_and_tiny_v_are_answered(capsys):
 
 
 def test_help_and_subprocess_exit_codes():
-    proc = subprocess.run([sys.executable, "-m", "theory", "--help"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "theory", "--help"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "zcrit" in proc.stdout and "Exit status" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "theory", "conformity", "--coupling", "simplex", "--d", "64",
-                           "--v", "1e400"], capture_output=True, text=True, timeout=120)
+                           "--v", "1e400"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
 
 

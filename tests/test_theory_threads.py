@@ -67,7 +67,7 @@ def test_threads_at_different_precisions_get_their_own_digits(references):
     for t in threads:
         t.join(timeout=300)
     stop.set()
-    w.join(timeout=10)
+    w.join(timeout=600)
     assert not any(t.is_alive() for t in threads) and not errors, errors
     assert mp.prec == start_prec and seen == {start_prec}, seen
     assert len(results) == 6 * len(CASES) * len(DIGITS)
@@ -108,7 +108,7 @@ def test_global_context_users_are_not_disturbed():
     t.start()
     t.join(timeout=300)
     stop.set()
-    u.join(timeout=10)
+    u.join(timeout=600)
     assert not t.is_alive() and not bad
 
 
@@ -133,7 +133,7 @@ def test_a_failure_in_one_thread_leaves_the_others_correct(references):
 
     def failing():
         try:
-            with theory.budget(seconds=0.05):
+            with theory.budget(work=2_000):
                 theory.conformity("simplex", 64, 1000)
         except mpmath.libmp.NoConvergence as exc:
             errors.append(exc)
@@ -166,7 +166,7 @@ def test_processes_compute_the_same_digits(method, references):
     ctx = multiprocessing.get_context(method)
     tasks = [(name, args, dps) for name, args in CASES[:2] for dps in (15, 50)]
     with ctx.Pool(2) as pool:
-        out = pool.map_async(_in_child, tasks).get(timeout=240)
+        out = pool.map_async(_in_child, tasks).get(timeout=600)
     for name, dps, text, child_prec in out:
         assert child_prec == 53
         with mp.workdps(dps + 20):
@@ -182,18 +182,18 @@ def test_fork_while_another_thread_holds_the_lock():
     def holder():
         with _context.LOCK:
             held.set()
-            release.wait(timeout=60)
+            release.wait(timeout=600)
 
     h = threading.Thread(target=holder)
     h.start()
-    assert held.wait(timeout=30)
+    assert held.wait(timeout=600)
     try:
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(1) as pool:
             name, dps, text, _ = pool.apply_async(_in_child, (("conformity", ("simplex", 8, "1"), 20),)).get(
-                timeout=120)
+                timeout=600)
     finally:
         release.set()
-        h.join(timeout=30)
+        h.join(timeout=600)
     with mp.workdps(40):
         assert _digits_ok(mp.mpf(text), _reference("conformity", ("simplex", 8, "1"), 20), 20)

@@ -1,9 +1,9 @@
-"""Tiny v within the time budget (found by an exploration helper).
+"""Tiny v within the budget (found by an exploration helper; the budgets count work since issue 38).
 
 The pair excess :math:`\\rho_c - e^{v^2}` (theory.mse._prf_excess, _rff_excess) was formed with 4 log2(1/v)
 extra bits: 1.33 million at v = 1e-100000, where the first constant (pi, inside R_1 =
 conformities._sin_moment_first) alone took 7.2 s in one mpmath call that no time budget can interrupt.
-Under theory.budget(3), mse_ratio('simplex', 'iid', 64, 1e-100000) raised ConvergenceError after 7.9 s
+Under theory.budget(work=TINY_WORK), mse_ratio('simplex', 'iid', 64, 1e-100000) raised ConvergenceError after 7.9 s
 (10.3 s, then the value, without a budget block); the RFF ratio took 8.1 s, the hyperbolic one 8.0 s,
 rff_asymptotic_ratio(64, 1e-100000) had exp at 1.3 million bits.  Now a tiny argument takes the leading
 Taylor terms of the excess, whose remainder is bounded (theory.mse._series_excess): 0.15 s, every digit,
@@ -28,6 +28,10 @@ from theory import _context, conformities, mse
 from theory.errors import ConvergenceError
 
 TINY = "1e-100000"
+
+#: The work these calls may take: one step at the old 1.33 million bits would cost 27 million units
+#: (theory._context.precision_factor), so the old route cannot pass; the new one needs a few thousand.
+TINY_WORK = 100_000
 PREC_LIMIT = 2 ** 14
 
 
@@ -74,7 +78,7 @@ def _mpf(q):
 def test_simplex_prf_ratio_at_tiny_v_is_the_limit(r1_precisions, baseline, dps):
     """At v = 1e-100000 the ratio is its v -> 0 limit 1 - R_1 (m = d; the excess of the ratio is O(v^2))."""
     with mp.workdps(dps):
-        with theory.budget(3):
+        with theory.budget(work=TINY_WORK):
             r = theory.mse_ratio("simplex", baseline, 64, TINY)
         assert mp.dps == dps
     ref = _one_minus_r1(64)  # 0.00778174641445748830814670398723...
@@ -98,7 +102,7 @@ def _rff_limit(d, coupling, baseline):
 def test_rff_ratio_at_tiny_z_is_the_limit(r1_precisions, coupling, baseline):
     """Before: 8.1 s under budget(3), then ConvergenceError (simplex against orthogonal)."""
     with mp.workdps(30):
-        with theory.budget(3):
+        with theory.budget(work=TINY_WORK):
             r = theory.rff_mse_ratio(coupling, baseline, 64, TINY)
         ref = _mpf(_rff_limit(64, coupling, baseline))  # 1.33862433862433862433862433862 (simplex / orthogonal)
         assert abs(r - ref) <= mp.mpf(10) ** -29 * ref
@@ -171,7 +175,7 @@ def test_orthogonality_gaps_at_tiny_v_against_the_positive_series(r1_precisions)
     and against (m-1)/m e^{-2|x|^2} v^4 / (2(d+2)); the RFF gap against (m-1)/m z^4 / (2(d+2))."""
     d = 64
     with mp.workdps(30):
-        with theory.budget(3):
+        with theory.budget(work=TINY_WORK):
             gap = theory.orthogonality_gap(d, TINY, x_norm=TINY, y_norm=0)
             series = theory.orthogonality_gap_series(d, TINY, x_norm=TINY, y_norm=0)
             rff_gap = theory.rff_orthogonality_gap(d, TINY)
@@ -185,7 +189,7 @@ def test_orthogonality_gaps_at_tiny_v_against_the_positive_series(r1_precisions)
 def test_rff_asymptotic_ratio_at_tiny_z():
     """1 - (P/m)/d exactly at z = 1e-100000 (before: exp at 1.3 million bits)."""
     with mp.workdps(30):
-        with theory.budget(3):
+        with theory.budget(work=TINY_WORK):
             assert theory.rff_asymptotic_ratio(64, TINY) == mp.mpf(1) / 64
             assert theory.rff_asymptotic_ratio(64, TINY, m=4) == 1 - mp.mpf(3) / 64  # P/m = m - 1 = 3
         assert mp.dps == 30
@@ -194,7 +198,7 @@ def test_rff_asymptotic_ratio_at_tiny_z():
 @pytest.mark.parametrize("kind", ["prf", "oprf"])
 def test_other_kinds_through_the_prf_excess(r1_precisions, kind):
     """The OPRF ratio (theorem couplings: the PRF excess) and the hyperbolic orthogonal one at tiny v."""
-    with mp.workdps(20), theory.budget(3):
+    with mp.workdps(20), theory.budget(work=TINY_WORK):
         r = theory.kernel_mse_ratio("simplex", "iid", 64, TINY, kind=kind)
         assert abs(r - _one_minus_r1(64)) <= mp.mpf(10) ** -19 * r
         h = theory.kernel_mse_ratio("orthogonal", "iid", 64, TINY, kind="hyperbolic")
@@ -232,7 +236,7 @@ def test_hyperbolic_simplex_at_tiny_v_is_the_limit(r1_precisions):
     gives the limit (1/2 + 63 b) / (1/2)."""
     ref = _mpf(_rff_limit(64, "simplex", "iid"))
     with mp.workdps(15):
-        with theory.budget(3):
+        with theory.budget(work=TINY_WORK):
             r = theory.kernel_mse_ratio("simplex", "iid", 64, TINY, kind="hyperbolic")
             assert abs(r - ref) <= mp.mpf(10) ** -14 * ref
         assert mp.dps == 15
@@ -245,7 +249,7 @@ def test_hyperbolic_simplex_at_tiny_v_is_the_limit(r1_precisions):
 def test_pnc_ratio_at_tiny_v_is_the_limit(kind):
     """Before: mse_ratio('pnc_orthogonal', 'iid', 16, 1e-100000) ran 54.7 s under budget(3), then ConvergenceError;
     the ratio at v = 1e-100000 is its v = 0 limit (the small_v hook: the v^2 coefficients, (1/2 + (P/m) b) for RFFs)."""
-    with mp.workdps(20), theory.budget(3):
+    with mp.workdps(20), theory.budget(work=TINY_WORK):
         tiny = theory.kernel_mse_ratio("pnc_orthogonal", "iid", 16, TINY, kind=kind)
         zero = theory.kernel_mse_ratio("pnc_orthogonal", "iid", 16, 0, kind=kind)
         assert abs(tiny - zero) <= mp.mpf(10) ** -19 * zero

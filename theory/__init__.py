@@ -2,8 +2,8 @@
 
 Every function returns mpmath numbers correct to the caller's working
 precision, or raises :class:`~theory.errors.ConvergenceError` (an
-``mpmath.NoConvergence``) within a time budget when a series or quadrature
-cannot reach it; bad input raises ``ValueError`` (or
+``mpmath.NoConvergence``) within a work budget when a series or quadrature
+cannot reach it (counted in work, not seconds: the same answer on any machine at any load); bad input raises ``ValueError`` (or
 :class:`~theory.validation.ArgumentTypeError`, also a ``TypeError``) naming
 the argument.
 
@@ -12,8 +12,10 @@ thread's own :func:`precision` setting if one is active, else
 ``mpmath.mp.dps`` (``mp.workdps`` is process-global, by mpmath's design).  The
 computation runs in a private mpmath context under one lock, so results never
 depend on other threads and ``mpmath.mp`` is never changed; :func:`budget`
-sets the time budget of each call, a call over a grid of arguments included
-(without it, 30 s for each point).  See :mod:`theory._context`.
+sets the work budget of each call, a call over a grid of arguments included
+(without it, :data:`~theory._context.DEFAULT_WORK` units for each point, about a
+minute of a 2-core machine), and an opt-in wall-clock limit
+(``budget(seconds=...)``).  See :mod:`theory._context`.
 
 Grids.  Functions of v, z, w, cos(theta), d and m accept a sequence or numpy
 array for those arguments and return a numpy object array of mpf of the

@@ -17,6 +17,7 @@ computed.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from mpmath import mp
@@ -43,8 +44,12 @@ def build_parser():
         if need_v:
             p.add_argument("--v", type=str, required=True, help="v = ||x + y|| (a decimal string is exact)")
         p.add_argument("--dps", type=int_arg(1, MAX_CLI_DPS), default=30, help="decimal digits of working precision")
-        p.add_argument("--seconds", type=real_arg(0, strict=True), default=30.0,
-                       help="time budget per computation in seconds")
+        p.add_argument("--work", type=int_arg(1), default=None,
+                       help="work budget per computation in units of work (default: theory's DEFAULT_WORK, about a "
+                            "minute of a 2-core machine; the same on any machine)")
+        p.add_argument("--seconds", type=real_arg(0, strict=True), default=None,
+                       help="an additional wall-clock budget per computation in seconds (off by default: on a busy "
+                            "machine it can turn a value into an error)")
 
     def add_m(p):
         p.add_argument("--m", type=int_arg(1), default=None, help="number of features (default d)")
@@ -78,7 +83,9 @@ def main(argv=None, out=None):
     def body(argv):
         args = build_parser().parse_args(argv)
         # the command line owns its process: the global precision is set too, for the arithmetic on results
-        with precision(dps=args.dps), mp.workdps(args.dps), budget(args.seconds):
+        limits = (budget(args.seconds, work=args.work) if (args.seconds, args.work) != (None, None)
+                  else contextlib.nullcontext())
+        with precision(dps=args.dps), mp.workdps(args.dps), limits:
             for line in _run(args):
                 print(line, file=out, flush=True)
         return 0

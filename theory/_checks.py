@@ -8,7 +8,7 @@ function of :mod:`theory` wears.
 
 :func:`guarded` reads the caller's precision once, computes in the private
 context of :mod:`theory._context` at that precision plus guard bits (under
-the theory lock, with a time budget), turns mpmath's own failures into
+the theory lock, with a work budget), turns mpmath's own failures into
 :class:`~theory.errors.ConvergenceError`, maps the function over grids of its
 real arguments (lists, tuples, numpy arrays) and returns ``mpmath.mp`` numbers
 rounded to the caller's precision.

@@ -28,12 +28,35 @@ different threads, use the thread-local :func:`precision` instead of
     with theory.precision(dps=50):        # this thread only
         rho = theory.conformity("simplex", 64, "0.5")
 
-Every public call also runs under a time budget (:func:`budget`, default
-:data:`DEFAULT_SECONDS` seconds per call): series and quadratures check it and
-raise :class:`~theory.errors.ConvergenceError` (an ``mpmath.NoConvergence``)
-naming what to try, instead of running for minutes.  An explicit budget bounds
-a call over a grid of arguments as a whole; the default applies to each point
-(:func:`budget`, :func:`grid_call`).
+Every public call also runs under a **work budget** (:func:`budget`, default
+:data:`DEFAULT_WORK` units per call): the loops of :mod:`theory` (series terms,
+quadrature nodes, root-finding steps, recurrence steps) charge their work with
+:func:`check_time`, and a call that has used up its budget raises
+:class:`~theory.errors.ConvergenceError` (an ``mpmath.NoConvergence``) naming
+what to try, instead of running for minutes.  The budget counts work, not
+seconds, so the same call on the same inputs returns the same value or raises
+the same error on any machine at any load.  A wall-clock budget is available
+as an opt-in (``theory.budget(seconds=...)``, off by default).  An explicit
+budget bounds a call over a grid of arguments as a whole; the default applies
+to each point (:func:`budget`, :func:`grid_call`).
+
+Units of work
+-------------
+One unit is about the cost of one elementary function (``exp``, ``log``) at
+up to :data:`UNIT_PREC` = 256 bits: about 15 microseconds on the 2-core
+reference machine the defaults were calibrated on.  A loop iteration charges
+``units`` (1 for a series term or a Newton step, more for a quadrature node
+that evaluates special functions: the call site says) times the **precision
+factor** :func:`precision_factor` ``max(1, p/256)**2`` at the private working
+precision p of the moment: the elementary functions of mpmath cost about
+:math:`p^2` beyond a few hundred bits (measured: exp and log at 4096 bits
+85-240 times, at 65536 bits 20 000-34 000 times their cost at 53 bits), so one
+iteration at a million bits is charged as what it is, and refused at once
+under the default budget instead of running for minutes.  So the number of
+steps a call may take falls with the precision it works at, as its time per
+step rises, and the budget bounds the time of a call to within a small
+factor of ``DEFAULT_WORK`` x 15 us (about a minute here) whatever the
+arguments.
 
 The same lock guards python-flint's process-global ``flint.ctx.prec`` in
 :mod:`theory.certified`, and :func:`os.register_at_fork` gives a forked child
@@ -65,8 +88,9 @@ from mpmath.libmp import mpf_pos, round_nearest
 from .errors import ConvergenceError
 from .validation import check_int, check_real
 
-__all__ = ["DEFAULT_SECONDS", "LOCK", "MAX_DPS", "budget", "caller_prec", "check_grid_time", "check_time",
-           "grid_call", "legacy", "mp", "precision", "to_caller", "work_count"]
+__all__ = ["DEFAULT_WORK", "LOCK", "MAX_DPS", "UNIT_PREC", "budget", "caller_prec", "check_grid_time", "check_time",
+           "check_work", "grid_call", "legacy", "mp", "precision", "precision_factor", "to_caller", "traced", "work_count",
+           "work_used"]
 
 #: The private context every theory module computes in.
 mp = MPContext()
@@ -74,8 +98,13 @@ mp = MPContext()
 #: Serialises theory calls (and python-flint's global precision in theory.certified).
 LOCK = threading.RLock()
 
-#: Default time budget of one public call, in seconds.
-DEFAULT_SECONDS = 30.0
+#: Default work budget of one public call (of each point of a grid), in units of work (module docstring):
+#: about a minute of the reference machine.  The longest calls of the test suite and the figures use
+#: under a tenth of it (benchmarks/README.md, "Work budgets").
+DEFAULT_WORK = 4_000_000
+
+#: Precision (bits) up to which a step costs its stated units; beyond, :func:`precision_factor`.
+UNIT_PREC = 256
 
 #: Largest working precision a caller may ask for (decimal digits).
 MAX_DPS = 100_000
@@ -95,7 +124,8 @@ if hasattr(os, "register_at_fork"):
 def _state():
     st = _local.__dict__
     if "depth" not in st:
-        st.update(depth=0, prec=None, seconds=None, deadline=None, grid_deadline=None, checks=0)
+        st.update(depth=0, prec=None, seconds=None, work=None, deadline=None, grid_deadline=None, checks=0,
+                  used=0, limit=None, budget_units=None, grid_limit=None, grid_units=None, tracer=None)
     return _local
 
 
@@ -134,31 +164,45 @@ def precision(dps=None, *, prec=None):
 
 
 @contextlib.contextmanager
-def budget(seconds):
-    """Thread-local time budget of each top-level theory call inside the block (a context manager).
+def budget(seconds=None, *, work=None):
+    """Thread-local budget of each top-level theory call inside the block (a context manager).
 
-    A call that has not finished after ``seconds`` raises
-    :class:`~theory.errors.ConvergenceError` at its next check (series terms,
-    quadrature nodes, root-finding steps, and the start of each point of a
-    grid).  A call over a grid of arguments (a sequence or array of v, d, ...)
-    is one call: the budget bounds the whole grid, not each point (a 9-point
-    grid under ``budget(0.57)`` ran 2.6 s before).  Each top-level call inside
-    the block gets its own ``seconds``; an inner ``budget`` block sets the
-    budget of the calls inside it.
+    Parameters
+    ----------
+    seconds : positive real, optional
+        A wall-clock budget (opt-in; off by default): a call that has not finished after ``seconds``
+        raises :class:`~theory.errors.ConvergenceError` at its next check.  Whether it is reached depends
+        on the machine and its load, so a value can become an error on a busy machine; the work budget
+        does not.
+    work : positive int, optional
+        The work budget in units of work (module docstring; default :data:`DEFAULT_WORK`): a call that
+        has charged more raises :class:`~theory.errors.ConvergenceError` at the check that crossed it, the
+        same check on every machine.
 
-    Without a ``budget`` block the default, :data:`DEFAULT_SECONDS`, applies to
-    each scalar evaluation, so to each point of a grid: it guards against a
-    hang, not the length of a curve (a grid of N points may take up to N times
-    :data:`DEFAULT_SECONDS`); bound a grid as a whole with an explicit budget.
+    Give at least one.  A call over a grid of arguments (a sequence or array of v, d, ...) is one call:
+    the budget bounds the whole grid, not each point (a 9-point grid under ``budget(0.57)`` ran 2.6 s
+    before).  Each top-level call inside the block gets its own budget; an inner ``budget`` block sets
+    the budget of the calls inside it (its ``seconds`` and ``work``; a value not given there is taken from
+    the enclosing block).
+
+    Without a ``budget`` block :data:`DEFAULT_WORK` applies to each scalar evaluation, so to each point of a
+    grid, and there is no wall-clock limit: it guards against a hang, not the length of a curve (a grid of
+    N points may take up to N times the default); bound a grid as a whole with an explicit budget.
     """
-    seconds = check_real(seconds, "seconds", minimum=0.0, strict_minimum=True)
+    if seconds is None and work is None:
+        raise ValueError("budget needs seconds=... (a wall-clock limit) or work=... (units of work), got neither")
+    if seconds is not None:
+        seconds = check_real(seconds, "seconds", minimum=0.0, strict_minimum=True)
+    if work is not None:
+        work = check_int(work, "work", 1)
     st = _state()
-    old = st.seconds
-    st.seconds = seconds
+    old = st.seconds, st.work
+    st.seconds = seconds if seconds is not None else st.seconds
+    st.work = work if work is not None else st.work
     try:
-        yield seconds
+        yield seconds if work is None else work
     finally:
-        st.seconds = old
+        st.seconds, st.work = old
 
 
 def caller_prec():
@@ -167,59 +211,107 @@ def caller_prec():
     return st.prec if st.prec is not None else mpmath.mp.prec
 
 
-def check_time(what):
-    """Raise ConvergenceError if the current top-level call has used up its time budget.
+def precision_factor(prec):
+    """Units one step costs per stated unit at ``prec`` bits: ``max(1, prec / UNIT_PREC) ** 2``, an integer.
+
+    mpmath's elementary functions cost about ``prec**2`` beyond a few hundred bits (module docstring)."""
+    prec = int(prec)
+    return 1 if prec <= UNIT_PREC else (prec * prec) // (UNIT_PREC * UNIT_PREC)
+
+
+def check_time(what, units=1):
+    """Charge one step of ``units`` units of work; raise ConvergenceError once the call's budget is spent.
 
     Every loop of :mod:`theory` whose trip count an argument sets calls this (every iteration, or
-    every few cheap ones); ``what`` names the loop and, where an argument makes it long, that
-    argument (``"orf_conformity_kummer at d = 10**8 (a finite sum of d/2 terms)"``), so that the
-    error says which input to change.  The calls are counted (:func:`work_count`).
+    every few cheap ones, before the step's work); ``what`` names the loop and, where an argument
+    makes it long, that argument (``"orf_conformity_kummer at d = 10**8 (a finite sum of d/2 terms)"``),
+    so that the error says which input to change.  ``units``: the step's cost at up to
+    :data:`UNIT_PREC` bits in units of one elementary function (a series term or a Newton step: 1; a
+    quadrature node that evaluates an incomplete gamma function or a hypergeometric series: more);
+    it is multiplied by :func:`precision_factor` at the private working precision.  The calls are
+    counted (:func:`work_count`) and their charges summed (:func:`work_used`).  Under an opt-in
+    ``budget(seconds=...)`` the call's deadline is checked too.  (The name is historical: the budget
+    was a wall-clock one before; :func:`check_work` is the same function.)
     """
     st = _state()
     st.checks += 1
+    charge = units * precision_factor(mp.prec)
+    st.used += charge
+    if st.tracer is not None:
+        st.tracer(what, charge)
+    limit = st.limit
+    if limit is not None and st.used > limit:
+        raise ConvergenceError(
+            f"{what}: work budget of {st.budget_units} units exhausted (at {mp.prec} bits); lower the working "
+            "precision, use a smaller argument, or allow more work with theory.budget(work=...)")
     deadline = st.deadline
     if deadline is not None and time.monotonic() > deadline:
-        seconds = st.seconds or DEFAULT_SECONDS
         raise ConvergenceError(
-            f"{what}: time budget of {seconds:g} s exhausted; lower the working precision, use a "
+            f"{what}: time budget of {st.seconds:g} s exhausted; lower the working precision, use a "
             "smaller argument, or allow more time with theory.budget(seconds=...)")
+
+
+check_work = check_time
 
 
 @contextlib.contextmanager
 def grid_call():
-    """One deadline for a whole grid call (used by :func:`theory._checks.guarded`'s grid mapping).
+    """One budget for a whole grid call (used by :func:`theory._checks.guarded`'s grid mapping).
 
-    Under an explicit :func:`budget` and outside any theory call, the deadline
-    ``now + seconds`` is set here, once for the grid; every point's call
-    (:func:`entered`) then keeps the earlier of it and its own deadline, and
-    :func:`check_grid_time` refuses to start a point after it.  Under the
-    default budget, or inside a theory call (a grid mapped by a nested call
-    already runs under the enclosing call's deadline), nothing is set.
+    Under an explicit :func:`budget` and outside any theory call, the grid's work limit (and, with
+    ``seconds``, its deadline ``now + seconds``) is set here, once for the grid; every point's call
+    (:func:`entered`) then keeps the earlier of the grid's limits and its own, and :func:`check_grid_time`
+    refuses to start a point once either is spent.  Under the default budget, or inside a theory call (a
+    grid mapped by a nested call already runs under the enclosing call's budget), nothing is set.
     """
     st = _state()
-    if st.depth or st.seconds is None:
+    if st.depth or (st.seconds is None and st.work is None):
         yield
         return
-    old = st.grid_deadline
-    new = time.monotonic() + st.seconds
-    st.grid_deadline = new if old is None else min(old, new)
+    old = st.grid_deadline, st.grid_limit, st.grid_units
+    if st.seconds is not None:
+        new = time.monotonic() + st.seconds
+        st.grid_deadline = new if old[0] is None else min(old[0], new)
+    units = st.work or DEFAULT_WORK
+    new_limit = st.used + units
+    if old[1] is None or new_limit < old[1]:
+        st.grid_limit, st.grid_units = new_limit, units
     try:
         yield
     finally:
-        st.grid_deadline = old
+        st.grid_deadline, st.grid_limit, st.grid_units = old
 
 
 def check_grid_time(what):
-    """Raise ConvergenceError before a grid point if the grid's (or the enclosing call's) deadline has
-    passed: a grid of cheap points, which make no :func:`check_time` call of their own, is bounded too.
-    Not counted by :func:`work_count`."""
+    """Raise ConvergenceError before a grid point if the grid's (or the enclosing call's) budget is spent:
+    a grid of cheap points, which make no :func:`check_time` call of their own, is bounded too.  Charges
+    nothing and is not counted by :func:`work_count`."""
     st = _state()
-    deadline = st.deadline if st.depth else st.grid_deadline
-    if deadline is not None and time.monotonic() > deadline:
-        seconds = st.seconds or DEFAULT_SECONDS
+    if st.depth:
+        limit, units, deadline = st.limit, st.budget_units, st.deadline
+    else:
+        limit, units, deadline = st.grid_limit, st.grid_units, st.grid_deadline
+    if limit is not None and st.used >= limit:
         raise ConvergenceError(
-            f"{what}: time budget of {seconds:g} s exhausted before the grid was done; lower the working "
+            f"{what}: work budget of {units} units exhausted before the grid was done; lower the working "
+            "precision, use fewer points, or allow more work with theory.budget(work=...)")
+    if deadline is not None and time.monotonic() > deadline:
+        raise ConvergenceError(
+            f"{what}: time budget of {st.seconds:g} s exhausted before the grid was done; lower the working "
             "precision, use fewer points, or allow more time with theory.budget(seconds=...)")
+
+
+@contextlib.contextmanager
+def traced(tracer):
+    """Call ``tracer(what, charge)`` at every :func:`check_time` of this thread inside the block (before the
+    budget is tested), for measurements of the work model (``python -m benchmarks.bench_work``)."""
+    st = _state()
+    old = st.tracer
+    st.tracer = tracer
+    try:
+        yield
+    finally:
+        st.tracer = old
 
 
 def work_count():
@@ -227,6 +319,13 @@ def work_count():
     the work a computation did (series terms, quadrature nodes, recurrence steps), for tests that
     bound work instead of wall-clock time.  Read it before and after a call and subtract."""
     return _state().checks
+
+
+def work_used():
+    """Units of work charged by this thread so far (the sum of :func:`check_time`'s charges, precision
+    factor included): read it before and after a call and subtract.  A top-level call raises once its
+    own charges exceed its budget (:data:`DEFAULT_WORK` by default)."""
+    return _state().used
 
 
 def inside():
@@ -251,9 +350,14 @@ def entered():
     bits = caller_prec()
     with LOCK:
         st.depth = 1
-        st.deadline = time.monotonic() + (st.seconds or DEFAULT_SECONDS)
-        if st.grid_deadline is not None:  # a point of a grid under an explicit budget: the earlier deadline
-            st.deadline = min(st.deadline, st.grid_deadline)
+        units = st.work or DEFAULT_WORK
+        st.limit, st.budget_units = st.used + units, units
+        if st.grid_limit is not None and st.grid_limit < st.limit:  # a point of a grid under an explicit budget
+            st.limit, st.budget_units = st.grid_limit, st.grid_units
+        if st.seconds is not None:
+            st.deadline = time.monotonic() + st.seconds
+            if st.grid_deadline is not None:  # the grid's deadline, if earlier
+                st.deadline = min(st.deadline, st.grid_deadline)
         old = mp.prec
         try:
             yield bits
@@ -261,6 +365,7 @@ def entered():
             mp.prec = old
             st.depth = 0
             st.deadline = None
+            st.limit = st.budget_units = None
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ def log2abs(x):
 
     A float is all the callers need (bits lost to cancellation, the size of a term), so no
     logarithm is taken at the working precision: at :math:`10^5` bits ``mp.log`` costs seconds
-    and cannot be interrupted by the time budget.  ``math.log2`` of the integer mantissa (any
+    and cannot be interrupted by the budget.  ``math.log2`` of the integer mantissa (any
     size) is accurate to a few units in the last place of a double, so the result is within a few
     ulps of the true value for any exponent, also far beyond the float range.
     """
@@ -90,7 +90,7 @@ def _sum_once(terms, ratio_bound, remainder, what, max_terms):
         if k >= max_terms:
             break
         if k % 16 == 0:
-            check_time(what)
+            check_time(what, units=16)  # 16 terms of a few products
         total += term
         a = abs(term)
         if a > biggest:
@@ -136,7 +136,7 @@ def sum_ratio_series(ratio, x, *, what, first=1, max_terms=MAX_TERMS):
     return sum_series(make_terms, lambda k: abs(x * ratio(k)), what=what, max_terms=max_terms)
 
 
-def quad_checked(f, points, *, what, maxdegree=None):
+def quad_checked(f, points, *, what, maxdegree=None, units=1):
     """``mpmath.quad`` piece by piece, with each piece's error estimate checked.
 
     mpmath stops refining a piece once its estimated *absolute* error is
@@ -147,13 +147,14 @@ def quad_checked(f, points, *, what, maxdegree=None):
     estimate is required to be below :math:`2^{10-p}` relative to the total.
 
     Raises ``mpmath.NoConvergence`` naming ``what`` and suggesting a larger
-    ``maxdegree`` or a lower precision.
+    ``maxdegree`` or a lower precision.  ``units``: the work of one evaluation of ``f`` in units of
+    work (:func:`theory._context.check_time`), charged at every node.
     """
     kwargs = {"error": True}
     g = f
 
     def f(t):
-        check_time(what)
+        check_time(what, units)
         return g(t)
 
     if maxdegree is not None:
@@ -215,7 +216,7 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     values = {t: None for t in us}
     prev = None
     while scan is None:
-        check_time(what)
+        check_time(what, units=30)  # one evaluation of lambda (its callers' log-integrands: 100-450 us)
         u -= step
         val = lam(u)
         values[u] = val
@@ -239,7 +240,7 @@ def peak_in_log(lam, u_hi, what, fine=False, scan=None):
     c1, c2 = b - g * (b - a), a + g * (b - a)
     f1, f2 = lam(c1), lam(c2)
     for _ in range(2 * mp.prec + 100 if fine else 60):  # fine: down to the resolution of u
-        check_time(what)
+        check_time(what, units=30)  # an evaluation of lambda
         if fine:
             if max(f1, f2) - min(fa, fb) < mp.mpf(1) / 20 or b - a <= mp.eps * (1 + abs(a)):
                 break
@@ -266,7 +267,7 @@ def drop_scale(lam, u0, l0, side, u_hi, start=None, what="the width of an integr
     (-1 left, +1 right): doubling from ``start`` (default 1/64), then four bisections."""
     w = mp.mpf(1) / 64 if start is None else start
     for _ in range(60 if start is None else 2 * mp.prec + 100):  # from start ~ eps up to O(1)
-        check_time(what)
+        check_time(what, units=30)  # an evaluation of lambda
         u = u0 + side * w
         if side > 0 and u >= u_hi:
             return u_hi - u0

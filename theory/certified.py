@@ -30,7 +30,7 @@ arguments the alternating Taylor terms cancel): :func:`conformity`,
 below :math:`10^{-\mathrm{min\_digits}}` of its midpoint, else
 :class:`~theory.errors.CertificationError` is raised (``min_digits=0``
 accepts any valid ball).  A series that cannot be summed within its term or
-time budget raises :class:`~theory.errors.ConvergenceError`; both are
+work budget raises :class:`~theory.errors.ConvergenceError`; both are
 ``mpmath.NoConvergence``.
 
 Threads: python-flint's working precision ``flint.ctx.prec`` is process-wide;
@@ -94,7 +94,7 @@ class _Prec:
 
 
 def _entry(func):
-    """Public entry: the theory lock, a time budget, and the private mpmath context for conversions."""
+    """Public entry: the theory lock, a work budget, and the private mpmath context for conversions."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -203,7 +203,7 @@ def _hyp1f1(x, a, b):
         what = f"certified 1F1 series at a = {a.mid().str(8, radius=False)}, b = {b.mid().str(8, radius=False)}"
         for k in range(MAX_TERMS):
             if k % 64 == 0:
-                check_time(what)
+                check_time(what, units=32)  # 64 ball terms
             total += term
             q = abs(x) * (a + k + 1) / ((b + k + 1) * (k + 2))
             nxt = term * x * (a + k) / ((b + k) * (k + 1))
@@ -251,7 +251,7 @@ def _taylor_ball(d, x, c, even_only=False):
     what = f"certified Taylor series at d = {d}"
     for p in range(MAX_TERMS):
         if p % 16 == 0:
-            check_time(what)
+            check_time(what, units=16)  # 16 ball terms
         if not (even_only and p % 2):
             total += coef * _hyp1f1(x, d + p, h + p) * r_prev
         q = cabs * ax / (p + 1) * (arb(d + p) / (h + p))
@@ -289,7 +289,7 @@ def _documented(summary, args):
     return (f"{summary}\n\n    Parameters\n    ----------\n{args}{shared}\n    Returns\n    -------\n"
             "    flint.arb\n        A ball that contains the exact value.\n\n    Raises\n    ------\n"
             "    theory.errors.CertificationError\n        The ball stays wider than ``min_digits`` allow.\n"
-            "    theory.errors.ConvergenceError\n        A series exceeds its term or time budget.\n    ")
+            "    theory.errors.ConvergenceError\n        A series exceeds its term or work budget.\n    ")
 
 
 @_entry

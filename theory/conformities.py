@@ -175,7 +175,7 @@ def orf_conformity_kummer(d, v):
     total = mp.mpf(1)
     for j in range(n):
         if j % 256 == 0:
-            check_time(what)
+            check_time(what, units=min(256, n - j))  # up to 256 terms of a few products
         # (-n)_j / (n)_j * (-x)^j / j!  ->  ratio (j - n)/((n + j)(j + 1)) * (-x)
         term *= mp.mpf(j - n) / ((n + j) * (j + 1)) * (-x)
         total += term
@@ -341,7 +341,7 @@ def conformity_at_angle(d, v, cos_theta):
     Raises
     ------
     theory.errors.ConvergenceError
-        Outside the reachable domain or past the time budget.
+        Outside the reachable domain or past the work budget.
 
     Notes
     -----
@@ -407,7 +407,7 @@ def _prf_quad(d, x, c, maxdegree=None):
             term = mp.mpf(1)
             for k in range(d):  # stops after about p / log2(t / (d k)) terms, t >= d^2
                 if k % 64 == 63:
-                    check_time(what_d)
+                    check_time(what_d, units=64)  # 64 terms of a few products
                 term = term * (k - h) * (k + 1 - d) / (k + 1) * u
                 total += term
                 if abs(term) < abs(total) * mp.eps / 4:
@@ -508,7 +508,7 @@ def _rff_even_taylor(d, zz, c):
         r = mp.mpf(1) if p % 2 == 0 else r1
         for j in range(p % 2, p - 1, 2):
             if j % 1024 < 2:
-                check_time(what)
+                check_time(what, units=min(512, (p - j) // 2))  # up to 512 steps of a few products
             r = r * (d + j) / (d + j + 1)
         return r
 
@@ -516,7 +516,7 @@ def _rff_even_taylor(d, zz, c):
         out = mp.mpf(1)
         for j in range(p):
             if j % 1024 == 1023:
-                check_time(what)
+                check_time(what, units=1024)  # 1024 steps of a few products
             out = out * y / (j + 1) * (d + j) / (h + j)
         return out
 
@@ -555,7 +555,7 @@ def _rff_even_taylor(d, zz, c):
                 bound = min(bound, _recurrence_tail(d, h, ax, abs(c), p, cf, f(p - 1), f(p), cap))
             except ConvergenceError:
                 # f_{p-1} at an exact zero has no relative accuracy (d = 2: M(9, 8, -8) = 0): skip this
-                # optional bound; a spent time budget raises again here and propagates
+                # optional bound; a spent work budget raises again here and propagates
                 check_time(what)
         return bound
 
@@ -584,7 +584,7 @@ def _recurrence_tail(d, h, t, cabs, p, cf, f_prev, f_p, cap, max_steps=20_000):
     k = p
     for step in range(max_steps):
         if step % 1024 == 1023:
-            check_time("rff_conformity_at_angle (remainder bound of the even Taylor terms)")
+            check_time("rff_conformity_at_angle (remainder bound of the even Taylor terms)", units=1024)
         a, b = d + k, h + k
         g_prev, g = g, min((b * abs(b - 1 + t) * g + b * abs(b - 1) * g_prev) / (a * t), cap)
         cf = cf * cabs * t / (k + 1) * (d + k) / (h + k)
@@ -697,7 +697,7 @@ def _sine_weighted_average(d, log_f, what, maxdegree=None, offset=0):
         val, sign = lam_phi(phi)
         return sign * mp.exp(val - peak) if sign else mp.mpf(0)
 
-    total = quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+    total = quad_checked(integrand, points, what=what, maxdegree=maxdegree, units=30)  # about 300 us per node
     # offset (exact, possibly huge) is exponentiated on its own: adding it to the O(d) rest first
     # would round away its fraction
     return 2 * mp.exp(offset) * mp.exp(log_norm + peak) * total
@@ -797,7 +797,7 @@ def conformity(coupling, d, v):
     ------
     theory.errors.ConvergenceError
         Outside the reachable domain (see :func:`conformity_at_angle`) or
-        past the time budget (:func:`theory.budget`).
+        past the work budget (:func:`theory.budget`).
 
     Examples
     --------

@@ -125,7 +125,7 @@ def pdf_wij_iid(w, d):
         return mp.exp((d - 1) * mp.log(w) - w * w / 4 - (d - 1) * mp.log(2) - mp.loggamma(mp.mpf(d) / 2))
 
 
-#: Largest w that :func:`pdf_wij` is known to reach within the default time budget (every d and angle).
+#: Largest w that :func:`pdf_wij` is known to reach within the default work budget (every d and angle).
 W_REACH = mp.mpf("1e100")
 
 
@@ -169,7 +169,7 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
 
     Domain: every d (checked up to :math:`2^{63}` against the closed form at
     :math:`\cos\theta = 0` and the convolution at :math:`\cos\theta = \pm1`), every
-    :math:`\cos\theta`, and :math:`0 \le w \le 10^{100}` within the default time budget (a
+    :math:`\cos\theta`, and :math:`0 \le w \le 10^{100}` within the default work budget (a
     few seconds; :math:`w = 10^{300}` needs 2000-bit arithmetic and 5 to 30 s).  Beyond,
     :class:`~theory.errors.ConvergenceError` naming w, d and :math:`\cos\theta`.
     """
@@ -320,7 +320,7 @@ def _half_in_log(log_f, hi, what):
                 gap = val - peak
             return mp.exp(gap)
 
-        return quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+        return quad_checked(integrand, points, what=what, maxdegree=maxdegree, units=20)  # 230 us per node
 
     return peak, integrate
 
@@ -350,7 +350,7 @@ def pdf_wij_convolution(w, d, cos_theta):
 
     Domain (a check route): d up to :math:`2^{63}` at moderate w; w up to :math:`10^{10}` at
     :math:`\cos\theta = \pm1`; beyond (e.g. w = :math:`10^{10}`, :math:`\cos\theta = -0.5`)
-    the time budget runs out (ConvergenceError naming w, d and :math:`\cos\theta`).
+    the work budget runs out (ConvergenceError naming w, d and :math:`\cos\theta`).
     """
     d = check_dimension(d)
     w = check_nonnegative(w, "w")
@@ -458,7 +458,7 @@ def _unimodal_peak(log_g, a, b, hi, what, n_scan=64):
                 gap = val - peak
             return mp.exp(gap)
 
-        return quad_checked(integrand, points, what=what, maxdegree=maxdegree)
+        return quad_checked(integrand, points, what=what, maxdegree=maxdegree, units=20)  # 230 us per node
 
     return peak, integrate
 
@@ -598,11 +598,12 @@ def _wij_moment(n, d, c):
     prec = mp.prec
     guard = 16 + (2 * n + 1).bit_length()  # the moment recurrence accumulates up to 2n roundings
     what = f"wij_moment at n = {n} (a double sum of about n^2/2 = {n * n // 2 + n} terms)"
+    per_term = 1 + n // 2048  # the binomials have up to n bits: a product with one costs about n/2048 units
 
-    def checked(items):
+    def checked(items, per=1):
         for i, item in enumerate(items):
             if i % 256 == 0:
-                check_time(what)
+                check_time(what, units=256 * per)
             yield item
 
     # h + 1/2 and h = d/2 exact, the first moment Gamma(h + 1/2)/Gamma(h) to the working precision
@@ -620,11 +621,11 @@ def _wij_moment(n, d, c):
             # (A + B)^n with A = w_i^2 + w_j^2, B = 2c w_i w_j; A^a = sum_r C(a,r) w_i^{2r} w_j^{2(a-r)}
             # (binomials as exact integers; at c = 0 only b = 0 contributes)
             for b in range(n + 1 if c else 1):
-                check_time(what)
+                check_time(what, units=per_term)
                 a = n - b
                 coef = math.comb(n, b) * (2 * c) ** b
                 inner = mp.fsum(math.comb(a, r) * mom[2 * r + b] * mom[2 * (a - r) + b]
-                                for r in checked(range(a + 1)))
+                                for r in checked(range(a + 1), per_term))
                 total += coef * inner
                 absum += abs(coef * inner)
         if total > 0 and mp.log(absum / total, 2) <= guard - 8:

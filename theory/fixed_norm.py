@@ -48,7 +48,7 @@ Domain: d >= 1, v (or z) >= 0 as far as mpmath's 0F1 reaches (any v for PRFs; RF
 alternating series costs about :math:`\sqrt d z` guard digits), with relative accuracy down to
 the smallest positive mpf (v = 0 gives exactly 0).  ``mpmath.NoConvergence`` when a difference
 still cancels after 10 increases of the precision (an RFF bias at a crossing of the Bessel and
-the Gaussian kernels) or the time budget runs out.
+the Gaussian kernels) or the work budget runs out.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def simplex_vectors(d):
     b = (mp.sqrt(d) + 1) / mp.mpf(d - 1) ** (mp.mpf(3) / 2)
     s = mp.matrix(d, d)
     for i in range(d - 1):
-        check_time(f"simplex_vectors at d = {d} (a dense d x d matrix)")
+        check_time(f"simplex_vectors at d = {d} (a dense d x d matrix)", units=d)
         for j in range(d - 1):
             s[i, j] = -b
         s[i, i] += a
@@ -57,7 +57,7 @@ def simplex_gram(d):
     d = _dense_d(d)
     g = mp.matrix(d, d)
     for i in range(d):
-        check_time(f"simplex_gram at d = {d} (a dense d x d matrix)")
+        check_time(f"simplex_gram at d = {d} (a dense d x d matrix)", units=d)
         for j in range(d):
             g[i, j] = 1 if i == j else mp.mpf(-1) / (d - 1)
     return g
@@ -88,7 +88,7 @@ def simplex_apply(x):
     xs = []
     for t in x:
         if len(xs) % 1024 == 0:
-            check_time(what)
+            check_time(what, units=1024)
         xs.append(to_mpf(t, "x"))
     d = check_dimension(len(xs), "simplex", name="len(x)")
     yd = mp.fsum(xs[:-1]) / mp.sqrt(d - 1)

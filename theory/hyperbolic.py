@@ -165,7 +165,7 @@ def hyperbolic_ordering(ds, vs, coupling="simplex", baseline="orthogonal", prec=
     (int >= prec) while the balls overlap.  ``ds`` and ``vs`` are non-empty
     sequences or 1-D arrays (a string, a masked array or a scalar is refused, not
     iterated), as in :func:`theory.certified.certify_ordering`; the whole grid runs
-    under one time budget (:func:`theory.budget`).
+    under one work budget (:func:`theory.budget`).
 
     Returns
     -------

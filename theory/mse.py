@@ -74,7 +74,7 @@ from .registry import MissingHookError, block_pair_split, get as get_coupling, n
 #: Extra bits that :func:`_small_arg_bits` grants beyond twice the working precision p: t down to about
 #: :math:`2^{-16384 - p/2}` (:math:`10^{-4932}` at 15 digits).  With mpmath's pure-Python backend one
 #: constant at the precision reached costs, measured: pi 0.05 s and exp 0.12 s at :math:`2^{16}` bits, but
-#: 1.6 s and 7.5 s at :math:`2^{19}`, in one call that no time budget can interrupt (pi at 1.3 million bits,
+#: 1.6 s and 7.5 s at :math:`2^{19}`, in one call that no budget check can interrupt (pi at 1.3 million bits,
 #: v = 1e-100000, ran 7.2 s: mse_ratio overran budget(3) by 5 s).
 SMALL_ARG_MAX_BITS = 65536
 
@@ -84,7 +84,7 @@ def _small_arg_bits(t, what=None):
     the smallest float: the exponent is read from the mpf, never through a float).
 
     More than :data:`SMALL_ARG_MAX_BITS` + 2 p raise ConvergenceError at once, naming t (``what`` names the
-    quantity): the evaluation would outrun the time budget inside one mpmath call.  The differences of this
+    quantity): the evaluation would outrun the work budget inside one mpmath call.  The differences of this
     module take such t from their Taylor series first (:func:`_series_excess`), which leaves at most
     about 2(p + log2 d) + 32 bits to this route."""
     if t == 0:
@@ -96,7 +96,7 @@ def _small_arg_bits(t, what=None):
         raise ConvergenceError(
             f"{what or 'a difference of order v^4 against 1'} at v = {shown} needs {bits} extra bits, beyond "
             f"{SMALL_ARG_MAX_BITS} + 2 x the working precision (v >= about 1e-4932 at 15 digits): one "
-            "evaluation at that precision outruns the time budget; use v = 0 (the MSE ratios return their "
+            "evaluation at that precision outruns the work budget; use v = 0 (the MSE ratios return their "
             "limit v -> 0 there) or a larger v")
     return bits
 
@@ -632,7 +632,7 @@ def orthogonality_gap_series(d, v, *, x_norm, y_norm, m=None):
     with mp.workprec(mp.prec + 16):  # every term >= 0: a few bits for the roundings of the sum
         while True:
             if k % 64 == 0:
-                check_time("orthogonality_gap_series")
+                check_time("orthogonality_gap_series", units=64)
             total += power * gap
             # remainder after k: sum_{j>k} v^{2j}/j! <= power * q/(1-q), q = v^2/(k+2) once < 1
             nxt = power * v2 / (k + 1)
@@ -735,7 +735,7 @@ def rff_conformity(coupling, d, z):
       :math:`z \approx 10^{30}` (d = 2) or :math:`10^{100}` the quadrature route exhausts
       the budget.
 
-    Outside: ConvergenceError within the time budget (:func:`theory.budget`).
+    Outside: ConvergenceError within the work budget (:func:`theory.budget`).
     """
     coupling = check_coupling(coupling, has="rff_conformity")
     d = check_dimension(d, coupling)
@@ -996,7 +996,7 @@ def _zcrit_bracket(d, top, default):
 def _separated(d, samples, prev):
     """Insert scan points until no cell (including the one from ``prev``) holds two or more zeros of L."""
     for _ in range(ZCRIT_MAX_DEPTH):
-        check_time("z_crit (scan)")
+        check_time("z_crit (scan)", units=8)
         chain = ([prev] if prev is not None else []) + samples
         new = [(a.y + b.y) / 2 for a, b in zip(chain, chain[1:]) if b.count - a.count >= 2]
         if prev is None and samples[0].count >= 2:
@@ -1077,7 +1077,7 @@ def _zcrit_refine(d, y_lo, y_hi):
     tol = mp.mpf(2) ** (2 - mp.prec) * b
     side = 0
     for _ in range(4 * mp.prec + 100):
-        check_time("z_crit (refinement)")
+        check_time("z_crit (refinement)", units=16)
         if b - a <= tol:
             break
         c = (a * fb - b * fa) / (fb - fa)

@@ -60,7 +60,7 @@ and the structured ones have no closed form (Monte Carlo,
 Domain: d >= 1, v >= 0 (relative accuracy down to v = 1e-300 and up to the
 reach of :func:`theory.conformity`), A real with A < 1/8; the pnc pair term
 needs its quadrature to converge (A <= 0 always does; 0 < A < 1/8 within the
-time budget or ConvergenceError).  pnc_orthogonal with ``A=None``: the optimum
+work budget or ConvergenceError).  pnc_orthogonal with ``A=None``: the optimum
 is the small-v series (:func:`_pnc_small_v_a`) where the MSE at the series' A
 is the minimum to 8 bits below the caller's precision (4 d^2 v^6 <
 2^-(prec+8)), else a secant search on the derivative, else (its quadrature

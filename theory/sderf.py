@@ -136,7 +136,7 @@ The parameters are the exact optimum of M rounded entrywise to the working preci
 eigen-decomposed by ``mpmath.eigsy`` there (about 13 s at d = 64, 30 digits): eigenvalues far
 below :math:`\lVert\mathbf M\rVert` are known to about :math:`d\,2^{-p}\lVert\mathbf M\rVert` only,
 but the objective is stationary at the optimum, so it is reached to the working precision
-(:func:`sderf_optimal_parameters`).  The call's time budget, :func:`theory.budget`, applies.
+(:func:`sderf_optimal_parameters`).  The call's work budget, :func:`theory.budget`, applies.
 
 Checked in ``tests/test_sderf.py``: the second moment against the dense-matrix route
 (:func:`sderf_second_moment_dense`, matrix square root and determinants, no
@@ -256,7 +256,7 @@ def _orthonormal(Q, d, name="Q"):
     if not dev <= ORTHOGONALITY_TOL:
         raise ValueError(f"{name} must be an orthogonal matrix (max |Q^T Q - I| <= {ORTHOGONALITY_TOL:g}), got "
                          f"max |Q^T Q - I| = {dev:.3g}")
-    check_time("sderf: orthonormalising Q (O(d^3))")
+    check_time("sderf: orthonormalising Q (O(d^3))", units=1 + d ** 3)  # mp.qr runs uninterrupted
     q, r = mp.qr(exact)
     for j in range(d):
         if r[j, j] < 0:  # keep every column's orientation: Gram-Schmidt, R with a positive diagonal
@@ -484,7 +484,7 @@ def sderf_moment_matrix(X, Y=None):
     return (M + M.T) / 2
 
 
-#: Rows of the data per exact block product (the time budget is checked between blocks).
+#: Rows of the data per exact block product (the work budget is checked between blocks).
 _EXACT_BLOCK = 256
 
 
@@ -510,11 +510,11 @@ def _dyadic_ints(arrays):
 
 
 def _gram(A, what):
-    """A^T A of an object array of ints, exactly, in row blocks (the time budget checked between them)."""
+    """A^T A of an object array of ints, exactly, in row blocks (the work budget checked between them)."""
     d = A.shape[1]
     total = np.zeros((d, d), dtype=object)
     for start in range(0, A.shape[0], _EXACT_BLOCK):
-        check_time(what)
+        check_time(what, units=1 + _EXACT_BLOCK * d * d // 4)  # a block's d^2 products of Python ints
         block = A[start:start + _EXACT_BLOCK]
         total = total + block.T @ block
     return total
@@ -575,9 +575,9 @@ def _eigen(N, e, n, d):
     for i in range(d):
         for j in range(d):
             Mm[i, j] = _rounded(N[i, j], e - shift, n)
-    check_time(f"sderf_optimal_parameters: eigen-decomposition at d = {d} (O(d^3))")
+    # mp.eigsy runs uninterrupted: charged first, about 12 d^3 units (6 s at d = 32, 44 s at d = 64, 80 bits)
+    check_time(f"sderf_optimal_parameters: eigen-decomposition at d = {d} (O(d^3))", units=12 * d ** 3)
     E, Q = mp.eigsy(Mm)
-    check_time(f"sderf_optimal_parameters: eigen-decomposition at d = {d} (O(d^3))")
     # M is positive semidefinite exactly; rounding M and eigsy leave eigenvalues of order d eps tr M below 0
     tol = mp.mpf(64 * d) * mp.eps * mp.fsum(abs(Mm[i, i]) for i in range(d))
     lam = []
@@ -661,7 +661,7 @@ def sderf_log_objective(X, Y, a, Q=None):
     N, e, n = _exact_moment(X, Y)
     terms = []
     for k, ak in enumerate(a):
-        check_time(f"sderf_log_objective: the quadratic forms q^T M q at d = {d} (O(d^3))")
+        check_time(f"sderf_log_objective: the quadratic forms q^T M q at d = {d} (O(d^3))", units=1 + d * d)
         if Qo is None:
             quad = _rounded(N[k, k], e, n)
         else:

@@ -54,7 +54,7 @@ def _as_vectors(vectors, name="vectors"):
                                 f"got {describe(vectors)}") from exc
     rows = []
     for i, row in enumerate(raw):
-        check_time(f"reading {name} (row {i})")
+        check_time(f"reading {name} (row {i})", units=len(row) if hasattr(row, "__len__") else 1)
         rows.append([to_mpf(t, f"{name}[{i}][{j}]") for j, t in enumerate(row)])
     if len(rows) < 2:
         raise ValueError(f"{name} must hold at least 2 vectors, got {len(rows)}")
@@ -92,7 +92,7 @@ def _pair_sq_sums(rows):
     m = len(rows)
     out = []
     for i in range(m):
-        check_time(f"the m (m - 1) pair norms w_ij at m = {m}, d = {len(rows[0])}")
+        check_time(f"the m (m - 1) pair norms w_ij at m = {m}, d = {len(rows[0])}", units=m * len(rows[0]))
         for j in range(m):
             if i != j:
                 out.append(_norm2([a + b for a, b in zip(rows[i], rows[j])]))
@@ -225,7 +225,7 @@ def simplex_plus_update(norms, directions=None, tol=None, max_passes=10_000, his
             moved = mp.mpf(0)
             for i in range(m):
                 if i % 16 == 0:
-                    check_time(what.format(passes))
+                    check_time(what.format(passes), units=16 * m * d)  # 16 rows, each against m rows of d
                 r = [total[k] - vecs[i][k] for k in range(d)]
                 rn = mp.sqrt(_norm2(r))
                 if rn == 0:
