@@ -9,16 +9,23 @@ module evaluates
   precision, about 10-50x faster than mpmath's ``gammainc``;
 * the partner by a fourth-order step (series reversion of :math:`\log Q_a` with its analytic derivatives)
   from scipy's float start, with an a-posteriori bound on the step's error: one evaluation of
-  :math:`Q_a` per inversion at up to about 190 bits, a second step where the bound asks for it;
-* expectations :math:`\mathbb E[f(x_1, x_2)]` over the pair by Gauss-Legendre rules on pieces of the
-  lower half :math:`[0, x_{1/2}]` (:class:`PairRule`), with a conservative error control: each piece's
-  value from the rule of 2n nodes is accepted with the difference from the rule of n nodes as its error,
-  and a piece whose error is above its share of the tolerance is split in two (refinement), up to a
-  work budget; beyond it :class:`~theory.errors.ConvergenceError`.
+  :math:`Q_a` per inversion at up to about 190 bits, a second step where the bound asks for it, and the
+  bracketed steps of :func:`invert_upper` where the fast step declines (:func:`_fixed_partner`);
+* expectations :math:`\mathbb E[f(x_1, x_2)]` over the pair (:func:`expect`) by Gauss rules on pieces of
+  the lower half in :math:`y = -\ln x` (:class:`PairRule`): each piece by two rules of successive sizes of
+  :data:`LADDER`, the larger one's error estimated from their difference (extrapolated by the geometric
+  convergence of Gauss-Legendre rules on analytic integrands; not extrapolated for the Gauss-Laguerre tail),
+  the piece with the largest estimate refined (more nodes, then split) until the sum is within the
+  tolerance, or :class:`~theory.errors.ConvergenceError` after :data:`MAX_NODES` more nodes; a sum whose
+  terms cancel beyond its guard bits raises :class:`Cancellation` for the caller to add bits;
+* :math:`{}_0F_1(;b;z)` for z >= 0 (the PRF and OPRF integrands) by its series in fixed point
+  (:func:`hyp0f1`, :func:`hyp0f1_pair`).
 
 The nodes and partners of a rule depend on d and the precision only, not on the integrand: the PRF, RFF
 and OPRF pair terms, their A-derivatives and the moments of the small-v series share them (within a call,
-and across calls through a small memo keyed on d and the precision).
+and across calls through theory.pnc's memo keyed on d; a rule serves every precision up to its own, which
+is rounded up to 64-bit steps of at least 192 bits).  Every node, batch of series terms and integrand
+evaluation charges its work (:data:`NODE_UNITS`, :data:`SERIES_UNITS`, :data:`INTEGRAND_UNITS`).
 """
 
 from __future__ import annotations
@@ -26,9 +33,8 @@ from __future__ import annotations
 import functools
 import math
 
-from mpmath.libmp import (from_float, from_int, from_man_exp, mpf_add, mpf_div, mpf_exp, mpf_log, mpf_mul, mpf_neg, mpf_pos,
-                          mpf_shift, mpf_sub, round_nearest, to_fixed, to_float)
-
+from mpmath.libmp import (from_float, from_int, from_man_exp, mpf_add, mpf_div, mpf_exp, mpf_log, mpf_mul, mpf_neg,
+                          mpf_pos, mpf_shift, mpf_sub, round_nearest, to_fixed, to_float)
 from mpmath.libmp.libelefun import exp_basecase, ln2_fixed
 
 from ._context import check_time, mp
@@ -77,21 +83,32 @@ def _lower_series_fixed(d, X, bits, x):
     Every term is positive and truncated (at most one unit each); the loop stops at the first term
     below one unit, which comes after the terms start to decrease (ratio x/(a+k) < 1), so that the rest
     is below :math:`1/(1 - x/(a+k))` units.  :data:`SERIES_GUARD` guard bits cover both for up to
-    :math:`2^{12}` terms (the callers' x are at most a few times a + the precision); every 256 terms are
-    one unit of work (:func:`theory._context.check_time`)."""
+    :math:`2^{12}` terms (the callers' x are at most a few times a + the precision); every 128 terms are
+    charged :data:`SERIES_UNITS` units of work (:func:`theory._context.check_time`)."""
     total = term = 1 << bits
     j = d + 2  # 2 (a + k)
     while term:
         term = ((term * X) >> bits) * 2 // j
         total += term
         j += 2
-        if not (j - d) % 512:  # every 256 terms (about sqrt(a p) of them near the median)
-            check_time(f"the incomplete gamma series at a = d/2 = {d}/2")
+        if not (j - d) % 256:  # every 128 terms (about sqrt(a p) of them near the median)
+            check_time(f"the incomplete gamma series at a = d/2 = {d}/2", units=SERIES_UNITS)
     return total
 
 
 #: Guard bits of the fixed-point series (:func:`_lower_series`).
 SERIES_GUARD = 24
+
+#: Units of work (theory._context.check_time) charged per 128 terms of the fixed-point series (measured about
+#: 0.25-0.4 us per term at 150-250 bits, one unit being one mpmath exp at 53 bits, about 10 us).
+SERIES_UNITS = 4
+
+#: Units charged per node of a rule (two fixed-point exponentials, the start of the series, the partner's
+#: step and its exponential: about 40-60 us at 150-250 bits).
+NODE_UNITS = 5
+
+#: Units charged per evaluation of an integrand at a node (a 0F1 series or an exponential and a few products).
+INTEGRAND_UNITS = 2
 
 
 def _finite_upper(n, x, bits):
@@ -145,13 +162,6 @@ def upper(d, x, lost=0):
                            f"{extra} bits")
 
 
-def log_density(d, x, log_x=None):
-    """log of the Gamma(a) density at x, a = d/2."""
-    a = mp.mpf(d) / 2
-    lx = mp.log(x) if log_x is None else log_x
-    return (a - 1) * lx - x - _lg(d)[0]
-
-
 def _steps(d, x, value, sigma, target, tol, what):
     r"""Root of :math:`T(x) = u` (``target``; T = P_a for ``sigma`` = 1, Q_a for -1) from x; ``value(x)``
     gives (T(x), :math:`\gamma_a(x)`).
@@ -173,7 +183,7 @@ def _steps(d, x, value, sigma, target, tol, what):
     lo, hi = mp.mpf(0), mp.inf
     cut = mp.mpf(2) ** -20
     for _ in range(MAX_STEPS):
-        check_time(what)
+        check_time(what, units=NODE_UNITS)
         t, g = value(x)
         r = t - target
         if not r:
@@ -183,9 +193,12 @@ def _steps(d, x, value, sigma, target, tol, what):
         else:
             hi = x
         eps = r / target
-        fe = float(eps)
-        if abs(eps) < cut and abs(fe) ** 5 < tol / 16:
-            resid = eps - eps * eps / 2 + fe ** 3 / 3 - fe ** 4 / 4  # log1p(eps) to below tol / 16
+        if abs(eps) < cut:  # log1p(eps), a term per 20 bits
+            resid, power, k = eps, eps, 1
+            while abs(power) > tol / 64:
+                power = -power * eps
+                k += 1
+                resid += power / k
         elif t > 0:
             resid = mp.log(t / target)
         else:
@@ -382,72 +395,6 @@ def _float_starts(d, ps):
     return [float(v) if 0 < v < math.inf else None for v in out]
 
 
-def _upper_tuple(d, X, wp, lost):
-    r"""(:math:`Q_a(X)`, :math:`\gamma_a(X)`) as mpf tuples at ``wp`` bits (a = d/2, X >= a - 1): the finite sum
-    for integer a <= :data:`FINITE_SUM_MAX` (:func:`upper`), else :math:`1 - P_a(X)` with ``lost`` + 8 more
-    bits; None where the cancellation took more (the caller then takes :func:`upper`'s checked route)."""
-    if d % 2 == 0 and d // 2 <= FINITE_SUM_MAX:
-        n = d // 2
-        bits = wp + 8 + n.bit_length()
-        Xf = to_fixed(X, bits)
-        total = term = 1 << bits
-        for k in range(1, n):
-            term = ((term * Xf) >> bits) // k
-            total += term
-        ex = mpf_exp(mpf_neg(X), wp)
-        return mpf_mul(ex, from_man_exp(total, -bits), wp), mpf_mul(ex, from_man_exp(term, -bits), wp)
-    w2 = 32 * ((wp + lost + 16) // 32 + 1)  # steps of 32 bits: few precisions for the memoised log Gamma
-    lg1 = _log_gammas(d, w2)[1]
-    pref = mpf_exp(mpf_sub(mpf_mul(from_man_exp(d, -1), mpf_log(X, w2), w2), mpf_add(X, lg1, w2), w2), w2)
-    bits = w2 + SERIES_GUARD
-    q = mpf_sub(from_int(1), mpf_mul(pref, from_man_exp(_lower_series_fixed(d, to_fixed(X, bits), bits, X), -bits),
-                                     w2), w2)
-    if q[0] or not q[1] or q[2] + q[3] < -(lost + 12):  # (sign, man, exp, bc): Q <= 0 or below the guess
-        return None
-    return mpf_pos(q, wp, round_nearest), mpf_div(mpf_mul(pref, from_man_exp(d, -1), wp), X, wp)
-
-
-def _fast_partner(d, p, x0, wp, tol):
-    r"""The partner X (Q_a(X) = p, an mpf tuple) by the steps of :func:`_steps` in mpmath's low-level
-    arithmetic (tuples, no mpf objects: about 3x faster), from scipy's float start ``x0``; None where a step
-    leaves the reach of the series (:math:`|q_2\eta| > 1/8`, a relative residual above 2^-20), Q needs its
-    checked route, or three steps do not meet the bound: the caller then takes :func:`invert_upper`, which
-    brackets the root."""
-    fa1 = d / 2 - 1
-    X = from_float(x0)
-    one = from_int(1)
-    lost = max(0, -(p[2] + p[3]))
-    for _ in range(3):
-        qg = _upper_tuple(d, X, wp, lost)
-        if qg is None:
-            return None
-        q, g = qg
-        eps = mpf_div(mpf_sub(q, p, wp), p, wp)
-        fe = to_float(eps)
-        if not abs(fe) < 2.0 ** -20 or abs(fe) ** 5 >= tol / 16:
-            return None
-        resid = mpf_add(mpf_sub(eps, mpf_shift(mpf_mul(eps, eps, wp), -1), wp), from_float(fe ** 3 / 3 - fe ** 4 / 4),
-                        wp)  # log(Q/p) = log1p(eps)
-        hx = mpf_div(mpf_mul(g, X, wp), q, wp)
-        step = mpf_div(resid, hx, wp)  # eta / X (sigma = -1)
-        fh, fx, u = to_float(hx), to_float(X), to_float(step)
-        gg = fa1 - fx + fh
-        h1 = fh * gg
-        g1 = -fa1 + h1
-        h2 = h1 * gg + fh * g1
-        h3 = h2 * gg + 2 * h1 * g1 + fh * (2 * fa1 + h2)
-        q2, q3, q4 = gg / 2, h2 / (6 * fh), h3 / (24 * fh)
-        if not abs(q2 * u) <= 0.125:
-            return None
-        cubic = u ** 3 * (2 * q2 * q2 - q3)
-        q2m = mpf_shift(mpf_add(mpf_sub(from_float(fa1), X, wp), hx, wp), -1)
-        X = mpf_mul(X, mpf_add(mpf_sub(mpf_add(one, step, wp), mpf_mul(mpf_mul(q2m, step, wp), step, wp), wp),
-                               from_float(cubic), wp), wp)
-        if 2 * u ** 4 * (5 * abs(q2) ** 3 + 5 * abs(q2 * q3) + abs(q4)) + abs(cubic) * 2.0 ** -50 <= tol:
-            return X
-    return None
-
-
 def _exp_pair(t, bits, ln2):
     """exp(t) for a fixed-point t (scale 2^bits) as (m, n): the value m 2^(n - bits), 2^bits <= m < 2^(bits+1)."""
     n, r = divmod(t, ln2)
@@ -483,12 +430,15 @@ def _upper_fixed(d, X, bits, ln2, lost):
     wide = bits + lost + 8
     Xw = X << (wide - bits)
     lx = to_fixed(mpf_log(from_man_exp(X, -bits), wide), wide)
+    # X^a e^-X / Gamma(a + 1) = fm 2^(fe - wide), kept as such (a fixed-point prefactor would lose its
+    # -log2 of bits: 110 at d = 65, X = 155)
     fm, fe = _exp_pair(((d * lx) >> 1) - Xw - to_fixed(_log_gammas(d, wide + 8)[1], wide), wide, ln2_fixed(wide))
-    pref = fm << fe if fe >= 0 else fm >> -fe  # X^a e^-X / Gamma(a + 1), fixed at scale 2^wide
-    q = (1 << wide) - ((pref * _lower_series_fixed(d, Xw, wide, None)) >> wide)
+    ps = fm * _lower_series_fixed(d, Xw, wide, None)  # P = ps 2^(fe - 2 wide)
+    q = (1 << wide) - (ps >> (wide - fe) if wide >= fe else ps << (fe - wide))
     if q <= 0 or q.bit_length() < bits + 4:
         return None
-    return (q, -wide + bits), ((pref * d) << (bits - 1)) // q
+    sh = fe + bits - 1  # hx = gamma X / Q = a pref / Q = d fm 2^(fe - 1) / q, at scale 2^bits
+    return (q, -wide + bits), ((fm * d) << sh) // q if sh >= 0 else ((fm * d) >> -sh) // q
 
 
 def _fixed_partner(d, pm, pe, x0, bits, ln2, tol):
@@ -515,10 +465,14 @@ def _fixed_partner(d, pm, pe, x0, bits, ln2, tol):
         else:
             num, den = qm - (pm << -sh), pm << -sh
         eps = (num << bits) // den  # (Q - p) / p
-        fe = eps * scale
-        if not abs(fe) < 2.0 ** -20 or abs(fe) ** 5 >= tol / 16:
+        if not abs(eps * scale) < 2.0 ** -20:
             return None
-        resid = eps - ((eps * eps) >> (bits + 1)) + int((fe ** 3 / 3 - fe ** 4 / 4) * one)  # log1p(eps)
+        resid, power, k = eps, eps, 1
+        while power:  # log1p(eps) at the fixed precision (|eps| < 2^-20: a term per 20 bits), truncated to 0
+            prod = -power * eps
+            power = prod >> bits if prod >= 0 else -(-prod >> bits)
+            k += 1
+            resid += power // k if power >= 0 else -(-power // k)
         step = (resid << bits) // hx  # eta / X (sigma = -1)
         fh, fx, u = hx * scale, X * scale, step * scale
         gg = fa1 - fx + fh
@@ -545,8 +499,7 @@ def piece_nodes(d, kind, lo, hi, n, what):
 
     Per node, in fixed-point integer arithmetic at 24 bits beyond the working precision: x = e^{-y}, the
     prefactor :math:`x^ae^{-x}/\\Gamma(a+1)` (two exponentials), the series of :math:`P_a`; then the partner
-    (:func:`_fixed_partner` for integer a <= :data:`FINITE_SUM_MAX`, :func:`_fast_partner` else, and
-    :func:`invert_upper` where they decline)."""
+    (:func:`_fixed_partner`, or :func:`invert_upper` where it declines)."""
     prec = mp.prec
     bits = prec + 24
     ln2 = ln2_fixed(bits)
@@ -563,7 +516,7 @@ def piece_nodes(d, kind, lo, hi, n, what):
         pts = [(to_fixed((mid + half * t)._mpf_, bits), (half * w)._mpf_) for t, w in zip(ts, ws)]
     xs, pms, pes, weights, pfloats = [], [], [], [], []
     for y, j in pts:
-        check_time(what)
+        check_time(what, units=NODE_UNITS)
         xm, xn = _exp_pair(-y, bits, ln2)
         x = xm << xn if xn >= 0 else xm >> -xn  # x, fixed
         fm, pn = _exp_pair(-((d * y) >> 1) - x - lg1, bits, ln2)  # x^a e^-x / Gamma(a + 1) = fm 2^(pn - bits)
@@ -581,10 +534,8 @@ def piece_nodes(d, kind, lo, hi, n, what):
         if x0 is not None:
             X = _fixed_partner(d, pm, pn, x0, bits, ln2, tol)
             X = None if X is None else from_man_exp(X, -bits)
-        if X is None:
+        if X is None:  # (its steps charge their own work)
             X = invert_upper(d, mp.make_mpf(from_man_exp(pm, pn - bits)), x0, what)._mpf_
-        else:
-            check_time(what)
         out.append((mp.make_mpf(mpf_pos(W, prec, round_nearest)), mp.make_mpf(mpf_pos(x, prec, round_nearest)),
                     mp.make_mpf(mpf_pos(X, prec, round_nearest))))
     return out
@@ -723,7 +674,7 @@ def expect(rule, f, what, absolute=None, goal=None):
         if key not in sums:
             terms = []
             for W, x, X in piece.rule(d, n, what, rule.prec):
-                check_time(what)
+                check_time(what, units=INTEGRAND_UNITS)
                 terms.append(W * f(x, X))
             sums[key] = (mp.fsum(terms), mp.fsum(abs(t) for t in terms))
         return sums[key]
@@ -796,7 +747,7 @@ def hyp0f1(b2, z):
         j += 2
         k += 1
         if not k % 256:
-            check_time("the 0F1 series of a pair integrand")
+            check_time("the 0F1 series of a pair integrand", units=SERIES_UNITS * 2)
     return mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest))
 
 
@@ -818,6 +769,6 @@ def hyp0f1_pair(b2, z):
         j += 2
         k += 1
         if not k % 256:
-            check_time("the 0F1 series of a pair integrand")
+            check_time("the 0F1 series of a pair integrand", units=SERIES_UNITS * 2)
     return (mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest)),
             mp.make_mpf(mpf_pos(from_man_exp(total1, -bits), prec, round_nearest)))

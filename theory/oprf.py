@@ -337,7 +337,7 @@ def _gamma_series(d, h, a, t, v2, derivative):
     four_a, dt = 4 * a, -2 * v2
     alpha, beta = [mp.mpf(1)], [mp.mpf(1)]
     while True:
-        check_time("OPRF pnc pair excess (Gamma(d) series)")
+        check_time("OPRF pnc pair excess (Gamma(d) series)", units=1 + n // 4)  # a Cauchy product of n + 1 terms
         while len(alpha) <= n:
             j = len(alpha)
             alpha.append(alpha[-1] * four_a / j)

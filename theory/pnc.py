@@ -34,8 +34,24 @@ the expectation is twice an integral over the lower half,
 :math:`2\int_0^{x_{1/2}}\gamma_a(x)\,f(x + x_2(x))\,dx` with :math:`x_{1/2}` the
 median (:func:`pair_conformity`, one inversion of :math:`Q_a` per node), or
 :math:`2\int_0^{1/2} f(P_a^{-1}(u) + Q_a^{-1}(u))\,du` (:func:`pair_conformity_u`,
-the independent second route used by the tests).  With independent norms the
-same expectation is :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})`, the ORF conformity.
+the independent second route used by the tests, with mpmath's incomplete gamma function).  With
+independent norms the same expectation is :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})`, the ORF conformity.
+
+The quadrature (:mod:`theory._antithetic`): the lower half in :math:`y = -\ln x`, split at the lower
+quantiles 0.5, 0.05, :math:`10^{-6}` and :math:`2^{-p/2}` of Gamma(a) (p the working precision), Gauss-Legendre
+on each piece and Gauss-Laguerre beyond; at each node :math:`P_a(x)` by its series in fixed-point integer
+arithmetic and the partner by one fourth-order step from scipy's double-precision inverse, with an
+a-posteriori bound on the step's error (:math:`Q_a` by its finite sum for even d <= 128, else
+:math:`1 - P_a` with the bits it cancels).  Each piece is checked by two rules (e.g. 16 and 24 nodes): the
+larger one's error is estimated from their difference by the geometric convergence of Gauss-Legendre rules
+on analytic integrands, the Laguerre tail's by the difference itself (its convergence is not geometric from
+the start: extrapolating let :math:`2^{-155}` through at 183 bits), plus the rounding of the terms; the
+piece with the largest estimate takes more nodes until the sum is below :math:`2^{10-p}` of the value, or
+:class:`~theory.errors.ConvergenceError` (:data:`theory._antithetic.MAX_NODES` more nodes).  A sum whose
+terms cancel (the RFF integrands at large z) is redone with the bits it measured lost.  The nodes and
+partners do not depend on the integrand: the PRF, RFF and OPRF terms, the A-derivatives and the moments of
+one d share them (:func:`_pair_rule`, memoised; :func:`clear_caches`).  Measured cost (benchmarks/README.md,
+``python -m benchmarks.bench_pnc``): 200-500 nodes at 15-30 digits, 15-80 ms per pair term (d <= 64).
 
 The other pairs of a block (rows of different antithetic pairs) are ORF pairs,
 so a block of b rows has :math:`2\lfloor b/2\rfloor` ordered norm-coupled pairs
@@ -61,15 +77,18 @@ the caller's precision instead of one at thousands of bits.
 Domain: d >= 2 (d = 1 has no pair), v, z >= 0: every :math:`v \le 0.0039` (down to
 :math:`10^{-300}` and 0, the MSE forms included) by the series, larger v and z by quadrature as
 far as it reaches its error bound at the working precision (checked: d <= 1024, v <= 6, z <= 6 at
-30 digits; d = 2 .. 5 to v = 10 at 15, 20 and 30 digits, the PRF integrand's peak deep in the norms'
-lower tail integrated in -ln x); d up to :data:`D_REACH` = 65536 within the default time budget at 15 digits (about
-20 s there).  Beyond, :class:`~theory.errors.ConvergenceError` naming d (the time budget, or
-mpmath's incomplete gamma function, which fails near d = :math:`10^8`) or the quadrature.
+15, 20 and 30 digits; d = 2 .. 5 to v = 10 at 15, 20 and 30 digits, the PRF integrand's peak deep in the
+norms' lower tail on pieces of its own; the RFF integrand to about 25 oscillations over the norms' range,
+z <= 20 at d <= 8, z <= 30 at d = 64, and refused at once beyond :data:`RFF_MAX_OSCILLATIONS`); d up to
+:data:`D_REACH` = :math:`2^{20}` (about 1 s at 15 digits there: the series take about :math:`\sqrt{dp}` terms).
+Beyond, :class:`~theory.errors.ConvergenceError` naming d, z or the quadrature, within the work budget of
+:mod:`theory._context` (every node, series term batch and integrand evaluation is charged).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import mpmath
 
@@ -123,7 +142,7 @@ def _invert(a, target_log, upper, x0):
     what = f"incomplete-gamma inversion at a = d/2 = {mp.nstr(a, 8)}"
     with mp.workprec(mp.prec + 20):
         for _ in range(MAX_NEWTON):
-            check_time(what)
+            check_time(what, units=40)  # mpmath's gammainc: 100-1000 us (the u route, the tests' reference)
             if upper:
                 tail = _gammainc(a, x, mp.inf)
             else:
@@ -284,10 +303,38 @@ def _prf_pair(d, vv):
                                    peak=_prf_peak(a, vv))
 
 
+#: Oscillations of the RFF pair integrand over the bulk of the pair's law (:func:`_rff_oscillations`) beyond
+#: which its quadrature is refused at once: it fails beyond about 25-35 anyway (its tail piece, or its node
+#: limit, after seconds of work: 3-6 s at z = 1000 before), so that z = 1000 raises in microseconds.
+RFF_MAX_OSCILLATIONS = 64
+
+
+def _rff_oscillations(d, zz):
+    r"""About how many periods the RFF pair integrand :math:`{}_0F_1(;a;-z^2s/2) \propto J_{a-1}(z\sqrt{2s})/(\ldots)`
+    has over the pair's law: :math:`z(\sqrt{2s_{hi}} - \sqrt{2s_{lo}})/(2\pi)`, s from twice the median (its
+    minimum) to its value at the :math:`2^{-p/2}` quantile (floats; an estimate for the refusal only)."""
+    from scipy import special
+
+    a = d / 2
+    u = 2.0 ** -min(mp.prec // 2, 990)
+    s_lo = 2 * float(special.gammaincinv(a, 0.5))
+    s_hi = float(special.gammaincinv(a, u)) + float(special.gammainccinv(a, u))
+    if not math.isfinite(s_hi) or s_hi <= s_lo:
+        return 0.0
+    return float(zz) * (math.sqrt(2 * s_hi) - math.sqrt(2 * s_lo)) / (2 * math.pi)
+
+
 def _rff_pair(d, zz):
     t = half_square(zz)
     if _series_terms(t) is not None:
         return _pair_series(d, t, -1)
+    _check_reach(d)
+    n = _rff_oscillations(d, zz)
+    if n > RFF_MAX_OSCILLATIONS:
+        raise ConvergenceError(
+            f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)}): its integrand oscillates about {n:.0f} times "
+            f"over the norms' range, beyond the quadrature's reach ({RFF_MAX_OSCILLATIONS}; it resolves about 25: "
+            f"z <= 20 at d <= 8, z <= 30 at d = 64); use a smaller z (or Monte Carlo: montecarlo.empirical_mse)")
     # the terms are O(1) and the value smaller: _expect carries the bits its sum loses
     return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
                                    f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)})")
