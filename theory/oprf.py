@@ -65,13 +65,19 @@ is the small-v series (:func:`_pnc_small_v_a`) where the MSE at the series' A
 is the minimum to 8 bits below the caller's precision (4 d^2 v^6 <
 2^-(prec+8)), else a secant search on the derivative, else (its quadrature
 failing near A = 0) a golden-section search on the MSE around the series' A.
-The pnc pair excess at small A and v comes from :func:`_pnc_excess_small`
-(no cancellation against e^{v^2}, so no extra bits growing with log(1/v)),
-and the secant's derivative from :func:`_pnc_excess_small_derivative`;
-elsewhere both come from quadratures of the pair term.  Measured (2 busy
-cores, 30 s budget): at 15 and at 30 digits every point of d in {2, 3, 5, 8,
-64, 256} x v in {1e-300, 1e-30, 1e-8, 1e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3,
-1e-2, 0.1, 1, 3} returns a value (15 digits: 0.1-6.6 s; 30 digits: 0.2-11.7 s).
+The secant starts next to the root found by a double-precision model of the
+derivative on the nodes of theory.pnc's quadrature (:func:`_pnc_float_a`; 3-4
+steps at the working precision instead of 8-11 from A*).  The pnc pair excess
+at small A and v comes from :func:`_pnc_excess_small` (no cancellation against
+e^{v^2}, so no extra bits growing with log(1/v)), and the secant's derivative
+from :func:`_pnc_excess_small_derivative` where the direct quadrature would
+need more than :data:`SMALL_ROUTE_BITS` extra bits; elsewhere both come from
+quadratures of the pair term.  Measured (2 busy cores, CPU time, caches
+emptied before each call): at 15 and at 30 digits every point of d in {2, 3,
+5, 8, 64, 256, 1024} x v in {1e-300, 1e-30, 1e-8, 1e-6, 1e-5, 3e-5, 1e-4,
+3e-4, 1e-3, 1e-2, 0.1, 1, 3} returns a value (15 digits: at most 0.35 s;
+30 digits: at most 0.85 s; before issue 38: 0.1-6.6 s and 0.2-11.7 s up to
+d = 256).
 """
 
 from __future__ import annotations

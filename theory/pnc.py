@@ -41,7 +41,7 @@ The quadrature (:mod:`theory._antithetic`): the lower half in :math:`y = -\ln x`
 quantiles 0.5, 0.05, :math:`10^{-6}` and :math:`2^{-p/2}` of Gamma(a) (p the working precision), Gauss-Legendre
 on each piece and Gauss-Laguerre beyond; at each node :math:`P_a(x)` by its series in fixed-point integer
 arithmetic and the partner by one fourth-order step from scipy's double-precision inverse, with an
-a-posteriori bound on the step's error (:math:`Q_a` by its finite sum for even d <= 128, else
+a-posteriori bound on the step's error (:math:`Q_a` by its finite sum for even d <= 1024, else
 :math:`1 - P_a` with the bits it cancels).  Each piece is checked by two rules (e.g. 16 and 24 nodes): the
 larger one's error is estimated from their difference by the geometric convergence of Gauss-Legendre rules
 on analytic integrands, the Laguerre tail's by the difference itself (its convergence is not geometric from
