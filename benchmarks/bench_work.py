@@ -24,7 +24,7 @@ import mpmath
 
 import theory
 from benchmarks._timing import parsed_json_path, write_json
-from theory import _context
+from theory import _context, fixed_norm
 from theory.cli import int_arg, main_runner, make_parser
 
 PROG = "python -m benchmarks.bench_work"
@@ -57,9 +57,8 @@ def _calls():
         "hyperbolic ratio grid": lambda: theory.kernel_mse_ratio("simplex", "iid", 7, [0.8] * 5, kind="hyperbolic"),
         "simplex_apply, 20000": lambda: theory.simplex_apply([1.0] * 20000),
         "tiny v ratio": lambda: theory.mse_ratio("simplex", "iid", 64, "1e-1000"),
-        "fixed-norm MSE": lambda: theory.kernel_mse("fixed_orthogonal", 8, "1", kind="prf", x_norm="0.5",
-                                                    y_norm="0.5"),
-        "orthogonality gap series": lambda: theory.orthogonality_gap_series(64, "2"),
+        "fixed-norm MSE": lambda: fixed_norm.fixed_norm_mse(8, "1", x_norm="0.5", y_norm="0.5"),
+        "orthogonality gap series": lambda: theory.orthogonality_gap_series(64, "2", x_norm="1", y_norm="1"),
     }
 
 

@@ -34,6 +34,7 @@ from theory.validation import (
     check_real,
     check_rng,
     describe as _describe,
+    show_int,
 )
 from theory.feature_kinds import KERNELS, check_kernel, check_kind
 
@@ -105,7 +106,8 @@ def check_work(work, what, hint):
     """Refuse ``work`` entries of computation above :data:`MAX_WORK` with a :class:`WorkLimitError`."""
     work = int(work)
     if work > MAX_WORK:
-        raise WorkLimitError(f"{what} would process {work:.3g} entries, more than montecarlo._checks.MAX_WORK = "
+        raise WorkLimitError(f"{what} would process {show_int(work, 3)} entries, more than "
+                             "montecarlo._checks.MAX_WORK = "
                              f"{MAX_WORK:.3g} (about an hour of one core); {hint}, or raise MAX_WORK for a longer run")
     return work
 
@@ -142,13 +144,15 @@ def check_budget(n_elements, what, hint):
     """
     n_elements = int(n_elements)
     if n_elements > MAX_ELEMENTS:
-        raise AllocationError(f"{what} would need {n_elements:.3g} entries ({_gib(n_elements * 8)} in float64), "
-                              f"more than montecarlo._checks.MAX_ELEMENTS = {MAX_ELEMENTS:.3g} "
+        raise AllocationError(f"{what} would need {show_int(n_elements, 3)} entries ({_gib(n_elements * 8)} in "
+                              f"float64), more than montecarlo._checks.MAX_ELEMENTS = {MAX_ELEMENTS:.3g} "
                               f"({_gib(MAX_ELEMENTS * 8)}) for one array; {hint}")
     return n_elements
 
 
 def _gib(n_bytes):
+    if n_bytes.bit_length() > 1000:  # (beyond a float)
+        return f"{show_int(n_bytes >> 60)} EiB"
     for unit, size in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
         if n_bytes >= size:
             return f"{n_bytes / size:.3g} {unit}"

@@ -137,6 +137,7 @@ from scipy import special, stats
 
 from theory import feature_kinds as fk
 from theory.registry import get as get_coupling, names as coupling_names
+from theory.validation import show_int
 
 from ._backend import to_numpy
 from ._checks import check_budget, check_int, check_positive_float, check_rng
@@ -832,9 +833,11 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
         seed_text = "fresh entropy" if rng is None else "SeedSequence" if not isinstance(rng, int) else str(rng)
     n_dirs = (d if d <= max_axes else 2 * (max_axes // 2)) + 3
     b = min(m, d)
-    check_budget(n * m * (n_dirs + 1), f"the projections of n_draws x m = {n} x {m} rows on {n_dirs} directions",
+    check_budget(n * m * (n_dirs + 1), f"the projections of n_draws x m = {show_int(n)} x {show_int(m)} rows on "
+                 f"{n_dirs} directions",
                  "reduce n_draws or m")
-    check_budget(min(chunk, n) * (m * d + b * b), f"a chunk of {min(chunk, n)} draws of (m, d) = ({m}, {d}) "
+    check_budget(min(chunk, n) * (m * d + b * b), f"a chunk of {show_int(min(chunk, n))} draws of (m, d) = "
+                 f"({show_int(m)}, {show_int(d)}) "
                  "matrices and their block cosines", "reduce chunk, m or d")
 
     dirs = audit_directions(d, max_axes)

@@ -65,7 +65,7 @@ import numpy as np
 
 from ._backend import Random, backend_name, device_kind, namespace, resolve_device, resolve_dtype, to_numpy
 from theory.errors import IterationError
-from theory.validation import describe
+from theory.validation import describe, show_int
 from theory.registry import get as get_coupling, has_hook, hook, register as register_hook
 
 from ._checks import (
@@ -128,7 +128,7 @@ def simplex_matrix(d, xp=None, device=None, dtype=None):
         \qquad s_d = \frac{1}{\sqrt{d-1}}(1,\ldots,1,0)^\top.
     """
     d = check_dimension(d, "simplex")
-    check_budget(d * d, f"the dense d x d simplex matrix (d = {d})",
+    check_budget(d * d, f"the dense d x d simplex matrix (d = {show_int(d)})",
                  "use simplex_apply (Algorithm 1, O(d) per vector) instead of the dense matrix")
     xp = namespace(xp)
     dev = resolve_device(xp, device)
@@ -160,11 +160,17 @@ def simplex_apply(x, axis=-1):
     Returns
     -------
     array of the same shape
+        Correct wherever it is representable: S is orthogonal, so every entry
+        is at most :math:`\|x\|_2` in magnitude, but the sum :math:`\sum_{i<d}x_i`
+        can overflow where the result does not (entries near the largest
+        float); such x are transformed again scaled down by a power of two
+        (exact), and scaled back.
 
     Raises
     ------
     ValueError
-        ``x`` holds NaN or inf entries (one ``isfinite`` pass over x), or is too short along ``axis``.
+        ``x`` holds NaN or inf entries (one ``isfinite`` pass over x), or is too short along ``axis``,
+        or the result itself overflows x's dtype (some :math:`|y_i|` beyond its largest float).
     """
     xp = _array_ns(x, "x")
     axis = check_int(axis, "axis")
@@ -174,7 +180,26 @@ def simplex_apply(x, axis=-1):
     if d < 2:
         raise ValueError(f"x must have length >= 2 along axis {axis} (the simplex needs d >= 2), got {d}")
     _check_finite(x, xp, "x")
-    return _simplex_apply(x, axis, xp)
+    return _unscaled_or_rescued(lambda t: _simplex_apply(t, axis, xp), x, xp, d.bit_length() + 1,
+                                "the simplex rotation S x")
+
+
+def _unscaled_or_rescued(transform, x, xp, shift, what):
+    r"""``transform(x)`` for an orthogonal transform of finite x whose intermediate sums (up to
+    :math:`2^{\mathrm{shift}}\max|x|`) may overflow where the result does not: on a non-finite result, the
+    transform of :math:`2^{-\mathrm{shift}}x` scaled back by :math:`2^{\mathrm{shift}}` (exact scalings; entries
+    below :math:`2^{\mathrm{shift}}` times the smallest normal lose bits, far below the normwise rounding), and
+    a ValueError naming x where that overflows too (the result is not representable)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # (numpy's warnings: an overflow is handled here)
+        y = transform(x)
+        if bool(xp.all(xp.isfinite(y))):
+            return y
+        scale = 2.0 ** shift
+        y = transform(x * (1.0 / scale)) * scale
+    if not bool(xp.all(xp.isfinite(y))):
+        raise ValueError(f"x is too large: {what} has entries beyond the largest {x.dtype} "
+                         f"({float(xp.finfo(x.dtype).max):.4g}); scale x down")
+    return y
 
 
 def _simplex_apply(x, axis, xp):
@@ -375,7 +400,8 @@ def haar_orthogonal(n, d, rng=None, xp=None, device=None, dtype=None, route=None
     n = check_int(n, "n", 1)
     d = check_int(d, "d", 1)
     c = d if cols is None else check_int(cols, "cols", 1, maximum=d)
-    check_budget(n * d * c, f"the (n, d, cols) = ({n}, {d}, {c}) Haar frames", "reduce n, d or cols")
+    check_budget(n * d * c, f"the (n, d, cols) = ({show_int(n)}, {show_int(d)}, {show_int(c)}) Haar frames",
+                 "reduce n, d or cols")
     xp = namespace(xp)
     dev = resolve_device(xp, device)
     random = Random(rng, xp, dev, resolve_dtype(xp, dtype))
@@ -508,7 +534,8 @@ def simplex_plus_vectors(norms, tol=None, max_passes=SIMPLEX_PLUS_MAX_PASSES, on
     if tol < floor:
         raise ValueError(f"tol must be >= {floor:.3g} ({SIMPLEX_PLUS_MIN_TOL_EPS} machine epsilons) for {norms.dtype} "
                          f"norms: rounding keeps the vectors moving below that, got {tol!r}")
-    check_budget(n * d * d, f"the SimRFs+ update of (n, d) = ({n}, {d}) norms (n d x d blocks)", "reduce n or d")
+    check_budget(n * d * d, f"the SimRFs+ update of (n, d) = ({show_int(n)}, {show_int(d)}) norms (n d x d blocks)",
+                 "reduce n or d")
     eye = xp.eye(d, dtype=norms.dtype, device=_dev(norms))
     vec = _simplex_rows_scaled(xp.broadcast_to(eye, (n, d, d)) * 1.0, norms)  # rows w_i s_i
     passes = xp.full((n,), max_passes, dtype=xp.int64, device=_dev(norms))
@@ -585,11 +612,22 @@ def fwht(x):
     ----------
     x : array (..., p), p a power of two, any backend
 
+    Returns
+    -------
+    array of the same shape
+        Correct wherever it is representable: every entry is at most
+        :math:`\|x\|_2` in magnitude, but the unnormalised sums of the
+        radix-16 steps (up to :math:`p\max|x|`) can overflow where the result
+        does not (entries near the largest float); such x are transformed again
+        scaled down by :math:`2^{-\log_2 p}` (exact) and scaled back.
+
     Raises
     ------
     ValueError
         ``x`` holds NaN or inf entries (one ``isfinite`` pass over x), or its
-        last axis is not a power of two.
+        last axis is not a power of two, or the transform itself overflows x's
+        dtype (some :math:`|(\mathbf H_px)_i|` beyond its largest float, e.g.
+        ``np.full(8, 1e308)``, whose first entry is :math:`\sqrt8\cdot10^{308}`).
     """
     xp = _array_ns(x, "x")
     if x.ndim < 1:
@@ -598,7 +636,8 @@ def fwht(x):
     if p < 1 or p & (p - 1):
         raise ValueError(f"x must have a power-of-two length along the last axis, got {p}")
     _check_finite(x, xp, "x")
-    return _fwht(x, xp)
+    return _unscaled_or_rescued(lambda t: _fwht(t, xp), x, xp, p.bit_length() - 1,
+                                "the Walsh-Hadamard transform H x")
 
 
 def _fwht(x, xp):
@@ -766,8 +805,8 @@ def _blocks_simplex_plus(d, n_blocks, random, route, info):
     :math:`\mathbf B^\top\mathbf R` is uniform on the Stiefel manifold given the norms.
     """
     r = _rows(info, d)
-    check_budget(n_blocks * d * d, f"{n_blocks} SimRFs+ blocks of d x d = {d} x {d} vectors",
-                 "reduce n_draws, m or d (the SimRFs+ update needs all d vectors of a block)")
+    check_budget(n_blocks * d * d, f"{show_int(n_blocks)} SimRFs+ blocks of d x d = {show_int(d)} x {show_int(d)} "
+                 "vectors", "reduce n_draws, m or d (the SimRFs+ update needs all d vectors of a block)")
     norms = random.chi(d, (n_blocks, d))
     q, s = _haar_columns(random, n_blocks, d, r, route)
     vec, passes, converged = simplex_plus_vectors(norms)
@@ -857,8 +896,9 @@ def _fast_structured(coupling, simplex):
         # second call), so that sample_projection(...).weights equals sample_weights(...) for a seed
         p = next_power_of_two(d)
         nb = -(-m // p)
-        check_budget(4 * nb * p, f"the chi_p norms and 3 Rademacher diagonals of {nb} blocks of p = {p} "
-                     f"(m = {m}, d = {d}) of a {coupling!r} projection", "reduce m or d")
+        check_budget(4 * nb * p, f"the chi_p norms and 3 Rademacher diagonals of {show_int(nb)} blocks of "
+                     f"p = {show_int(p)} (m = {show_int(m)}, d = {show_int(d)}) of a {coupling!r} projection",
+                     "reduce m or d")
         if m % p and nb > 1:
             n1, s1 = _fast_draw(d, nb - 1, random)
             n2, s2 = _fast_draw(d, 1, random)
@@ -923,8 +963,9 @@ def _weights_batch(coupling, d, m, n, random, route, info):
     b = _block_rows(coupling, d)
     nb = -(-m // b)
     r = m - (nb - 1) * b
-    check_budget(n * m * max(b, d), f"{n} draws of the (m, d) = ({m}, {d}) weights of the {coupling!r} coupling"
-                 + (f" (blocks of {b} rows)" if b != d else ""), "reduce n_draws, m or d")
+    check_budget(n * m * max(b, d), f"{show_int(n)} draws of the (m, d) = ({show_int(m)}, {show_int(d)}) weights of "
+                 f"the {coupling!r} coupling" + (f" (blocks of {show_int(b)} rows)" if b != d else ""),
+                 "reduce n_draws, m or d")
     if r == b:
         blocks = _draw_blocks(coupling, d, n * nb, random, route, info)
         return xp.reshape(blocks, (n, nb * b, d))

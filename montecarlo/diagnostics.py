@@ -26,7 +26,7 @@ from scipy import stats
 
 from ._backend import to_numpy
 from theory.registry import get as get_coupling
-from theory.validation import ArgumentTypeError, describe
+from theory.validation import ArgumentTypeError, describe, show_int
 
 from ._backend import namespace
 from ._checks import (FAST_COUPLINGS, check_budget, check_coupling, check_data, check_dimension, check_int, check_rng,
@@ -38,7 +38,7 @@ from .estimators import exact_kernel, kernel_estimate, pair_projections
 def standard_directions(d, rng=0):
     """Named unit vectors: the first and last axes, the diagonal and one fixed random direction (O(d) memory)."""
     d = check_dimension(d)
-    check_budget(4 * d, f"four direction vectors of length d = {d}", "reduce d")
+    check_budget(4 * d, f"four direction vectors of length d = {show_int(d)}", "reduce d")
     g = np.random.default_rng(check_rng(rng)).standard_normal(d)
     first, last = np.zeros(d), np.zeros(d)
     first[0] = 1.0
@@ -81,7 +81,8 @@ def ks_marginals(coupling, d, n, rows=None, directions=None, rng=None, weights=N
         n = check_int(n, "n", 2)
         b = get_coupling(coupling).block_rows(d)
     rows = _default_rows(b) if rows is None else _check_rows(rows, b)
-    check_budget(n * len(rows) * len(directions), f"{n} blocks x {len(rows)} rows x {len(directions)} directions "
+    check_budget(n * len(rows) * len(directions), f"{show_int(n)} blocks x {len(rows)} rows x {len(directions)} "
+                 "directions "
                  "of projections", "reduce n, rows or directions")
     if weights is not None:
         projs = {name: (w @ u)[:, rows] for name, u in directions.items()}

@@ -41,7 +41,7 @@ import numpy as np
 from theory import feature_kinds as kinds
 from theory.feature_kinds import kernel_c
 from theory.registry import has_hook, hook, register as register_hook
-from theory.validation import describe
+from theory.validation import describe, show_int
 
 from ._backend import Random, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 
@@ -372,14 +372,15 @@ def _chunk_and_cost(coupling, d, m, path, per_draw_extra=0):
         per = nb * b * 8 + per_draw_extra
         if coupling == "simplex_plus":  # the update holds the d vectors of each block
             per += nb * d * d * 2
-    check_budget(per, f"one draw of m = {m} features in d = {d} ({coupling!r}, path {path!r})",
+    check_budget(per, f"one draw of m = {show_int(m)} features in d = {show_int(d)} ({coupling!r}, path {path!r})",
                  "reduce m or d")
     return max(1, CHUNK_ELEMENTS // per), per
 
 
 def _work(n_draws, per_draw, label):
     """Refuse a call whose work (draws x entries per draw) exceeds the limit; else return n_draws."""
-    check_work(n_draws * per_draw, f"{label} with n_draws = {n_draws} ({per_draw} entries per draw)",
+    check_work(n_draws * per_draw, f"{label} with n_draws = {show_int(n_draws)} ({show_int(per_draw)} entries "
+               "per draw)",
                "reduce n_draws")
     return n_draws
 
@@ -423,7 +424,7 @@ def pair_projections(coupling, v, m, n_draws, rng=None, xp=None, device=None, *,
     m = check_int(m, "m", 1)
     n = check_int(n_draws, "n_draws", 1)
     vec = _as_vector(v, d, random, "v")
-    check_budget(n * m, f"the (n_draws, m) = ({n}, {m}) projections", "reduce n_draws or m")
+    check_budget(n * m, f"the (n_draws, m) = ({show_int(n)}, {show_int(m)}) projections", "reduce n_draws or m")
     size, per = _chunk_and_cost(coupling, d, m, path)
     _work(n, per, "pair_projections")
     parts = [_project_chunk(coupling, d, m, vec, k, random, route, path)
@@ -586,7 +587,7 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, p
     params = _float_params(rec, d, float(xpn.linalg.vector_norm(vec)), params, "conformity")
     extra = m * m * 3 if matrix else 0
     if matrix:
-        check_budget(m * m, f"the (m, m) = ({m}, {m}) pair moments", "reduce m")
+        check_budget(m * m, f"the (m, m) = ({show_int(m)}, {show_int(m)}) pair moments", "reduce m")
     size, per = _chunk_and_cost(coupling, d, m, path, extra)
     label = "pair moments" if matrix else "conformity"
     _work(n_draws, per, label)
@@ -738,7 +739,8 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
                          "montecarlo.features.log_kernel_matrix)")
     width = kinds.get(kind).width * m
     per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * width * 3 + m * d * 3
-    check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {m}, d = {d})",
+    check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {show_int(m)}, "
+                 f"d = {d})",
                  "pass fewer points or features")
     _work(n_draws, per, "gram_estimate")
     size = max(1, CHUNK_ELEMENTS // per)

@@ -206,13 +206,26 @@ def feature_params(kind, params, where="random_features"):
 
 
 def _row_sq(X, xp):
-    """Squared norms (N, 1) of the validated rows of X; a ValueError where one overflows (entries near 1e154
-    in float64, 1e19 in float32: finite X whose log-features would be -inf or NaN)."""
+    """Squared norms (N, 1) of the validated rows of X, refused by :func:`refuse_overflowed_rows` where one
+    overflows."""
     with np.errstate(over="ignore"):  # (numpy's warning would precede the error)
         sq = xp.sum(X * X, axis=1)[:, None]
+    return refuse_overflowed_rows(sq, xp, X.dtype)
+
+
+def refuse_overflowed_rows(sq, xp, dtype, scaled="", hint="", name="X"):
+    r"""``sq``, the squared row norms of the data, if all are finite; else a ValueError, for every feature kind.
+
+    One rule for the feature maps (:func:`random_features` and the scikit-learn transformers): a finite row
+    whose squared norm overflows (entries near 1e154 in float64, 1e19 in float32) has no usable features, of any
+    kind: the positive kinds' exponent :math:`-c\|z\|^2` would be -inf (NaN features), and the RFF
+    projections :math:`w^\top z` are beyond any phase resolution (their spacing in ``dtype`` exceeds
+    :math:`2\pi` by a hundred orders of magnitude) or overflow to inf, whose sine is NaN.
+    """
     if not bool(xp.all(xp.isfinite(sq))):
-        raise ValueError(f"X has rows whose squared norm overflows {X.dtype} (entries too large for the features' "
-                         "exponent |x|^2 / 2): scale X down")
+        raise ValueError(f"{name} has rows whose squared norm{scaled} overflows {dtype}: they have no usable features "
+                         "(the positive kinds' exponent -c |z|^2 is -inf; the RFF phases w^T z are beyond resolution, "
+                         f"or inf and their sines NaN); scale {name} down{hint}")
     return sq
 
 
@@ -311,7 +324,8 @@ def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None, **param
     Parameters
     ----------
     X : array (N, d)
-        Data (finite; NaN or inf raise ValueError).
+        Data (finite; NaN or inf raise ValueError, and so do rows whose
+        squared norm overflows, for every kind: :func:`refuse_overflowed_rows`).
     W : array (m, d) or RandomProjection
         Projections from :func:`~montecarlo.sample_weights` or
         :func:`~montecarlo.sample_projection`.
@@ -352,8 +366,8 @@ def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None, **param
         check_budget(rec.width * X.shape[0] * m, f"the (N, {rec.width} m) = ({X.shape[0]}, {rec.width * m}) "
                      "features", "pass fewer rows of X at a time or fewer features")
         w_sq = row_sq_norms(W) if rec.needs_w_sq() else None
-        return kinds.hook(kind, "features")(project(X), xp.sum(X * X, axis=1)[:, None], m, c, xp, w_sq=w_sq, d=d,
-                                            **params)
+        sq = _row_sq(X, xp)  # (refused before projecting: an overflowing row's projection would warn first)
+        return kinds.hook(kind, "features")(project(X), sq, m, c, xp, w_sq=w_sq, d=d, **params)
     if stabilize is None:
         return _positive_logits(X, W, kind, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)), params)[0]
     if stabilize == "row":

@@ -139,7 +139,7 @@ from ._checks import (
 )
 from . import oprf as _oprf
 from .couplings import sample_weights
-from .features import row_sq_norms, thread_limit
+from .features import refuse_overflowed_rows, row_sq_norms, thread_limit
 
 __all__ = ["FeatureUnderflowWarning", "PositiveRandomFeatures", "RandomFourierFeatures"]
 
@@ -307,18 +307,18 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         n, width = X.shape[0], rec.width * m
         check_budget(n * width, f"the (n_samples, {rec.width} n_components) = ({n}, {width}) features",
                      "transform fewer rows at a time or use fewer n_components")
+        scale = math.sqrt(2.0 * self.gamma_)
+        with np.errstate(over="ignore"):  # (an overflow is refused just below, for every kind)
+            sq = _sq_norms(X)
+            if scale != 1.0:
+                sq *= X.dtype.type(scale * scale)
+        refuse_overflowed_rows(sq, array_api_compat.array_namespace(sq), X.dtype, " (times 2 gamma)",
+                               " (or lower gamma)")
         proj = X @ W.T
         if not isinstance(proj, np.ndarray):  # np.matrix from some scipy.sparse products
             proj = np.asarray(proj)
-        with np.errstate(over="ignore"):  # (an overflow is refused just below for the kinds that read it)
-            sq = _sq_norms(X)
-            scale = math.sqrt(2.0 * self.gamma_)
-            if scale != 1.0:  # the features of z = sqrt(2 gamma) x, without copying X
-                proj *= X.dtype.type(scale)
-                sq *= X.dtype.type(scale * scale)
-        if rec.positive and not np.all(np.isfinite(sq)):
-            raise ValueError(f"X has rows whose squared norm (times 2 gamma) overflows {X.dtype}: the positive "
-                             "features' exponent -|z|^2 / 2 would be -inf; scale X down (or lower gamma)")
+        if scale != 1.0:  # the features of z = sqrt(2 gamma) x, without copying X
+            proj *= X.dtype.type(scale)
         xp = array_api_compat.array_namespace(proj)
         hook = _kinds.hook(kind, "log_features" if rec.positive else "features")
         w_sq = row_sq_norms(W)[None, :] if rec.needs_w_sq() else None
@@ -382,7 +382,9 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         sklearn.exceptions.NotFittedError
             Before ``fit`` (a ValueError).
         ValueError
-            For data of another width, or with NaN or inf.
+            For data of another width, or with NaN or inf, or rows whose
+            squared norm times 2 gamma overflows (every kind:
+            :func:`montecarlo.features.refuse_overflowed_rows`).
 
         Warns
         -----

@@ -38,6 +38,7 @@ import numpy as np
 from scipy import integrate, stats
 
 from theory.errors import ConvergenceError
+from theory.validation import show_int
 
 from ._checks import check_budget, check_choice, check_int, check_real, check_rng, check_work
 from .couplings import haar_orthogonal, simplex_first_rows, simplex_matrix
@@ -57,7 +58,7 @@ def coupled_norms(d, n_blocks, kind, rng=None):
     n = check_int(n_blocks, "n_blocks", 1)
     d = check_int(d, "d", 2)
     _check_kind(kind)
-    check_budget(n * d, f"(n_blocks, d) = ({n}, {d}) norms", "reduce n_blocks or d")
+    check_budget(n * d, f"(n_blocks, d) = ({show_int(n)}, {show_int(d)}) norms", "reduce n_blocks or d")
     gen = np.random.default_rng(check_rng(rng))
     if kind == "iid":
         return np.sqrt(gen.chisquare(d, (n, d)))
@@ -90,7 +91,8 @@ def sample_norm_coupled_weights(d, m, kind, rng=None, n_draws=None):
     draws = 1 if n_draws is None else check_int(n_draws, "n_draws", 1)
     gen = np.random.default_rng(check_rng(rng))
     full, r = divmod(m, d)
-    check_budget(draws * m * d, f"{draws} draws of {m} rows in d = {d}", "reduce n_draws, m or d")
+    check_budget(draws * m * d, f"{show_int(draws)} draws of {show_int(m)} rows in d = {show_int(d)}",
+                 "reduce n_draws, m or d")
     parts = []
     if full:
         norms = coupled_norms(d, draws * full, kind, gen)
@@ -160,11 +162,12 @@ def _conformity(d, v, kind):
         return quad1(lambda u: _pair_kernel(d, v, 2 * q(u) ** 2 * (1 + c)))
     if kind == "stratified":
         nodes = _de_nodes(2.0 ** -_STRATIFIED_LEVEL)[0].size
-        check_budget(2 * d * nodes, f"the stratified quadrature's (d, nodes) = ({d}, {nodes}) quantile grids",
+        check_budget(2 * d * nodes, f"the stratified quadrature's (d, nodes) = ({show_int(d)}, {nodes}) quantile "
+                     "grids",
                      "reduce d")
         # every chi_d quantile costs about a hundred entries' work (scipy's ppf / isf): d quantile grids per offset
-        check_work(100 * d * (d - 1) * nodes * 3 // 2, f"the stratified quadrature at d = {d} (d - 1 offsets of d x "
-                   f"{nodes} chi_d quantiles, two rules)", "reduce d")
+        check_work(100 * d * (d - 1) * nodes * 3 // 2, f"the stratified quadrature at d = {show_int(d)} (d - 1 "
+                   f"offsets of d x {nodes} chi_d quantiles, two rules)", "reduce d")
         return _stratified(d, v, c, _STRATIFIED_LEVEL)
     anti = quad1(lambda u: pair(q(u), q(1.0 - u)))
     n_anti = 2 * (d // 2)  # ordered pairs inside antithetic couples

@@ -62,6 +62,7 @@ import torch
 
 import montecarlo as mc
 from montecarlo._checks import (
+    check_budget,
     check_coupling,
     check_couplings,
     check_dimension,
@@ -69,6 +70,8 @@ from montecarlo._checks import (
     check_positive_float,
     check_rng,
 )
+
+from theory.validation import show_int
 
 from .nn import check_generator, draw_projections, fork_generator
 
@@ -312,6 +315,8 @@ def fast_attention_errors(logit_stds=(0.25, 0.5, 1.0), couplings=("orthogonal", 
     d_head = check_int(d_head, "d_head", 2)
     n_features = check_int(n_features, "n_features", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
+    check_budget(n_features * d_head, f"FastAttention's (n_features, d_head) = ({show_int(n_features)}, {d_head}) "
+                 "projection", "reduce n_features")
     entropy = seed_entropy(rng)
     fa = FastAttention(d_head, n_features)
     out = {name: {} for name in ("unbiased", "unbiased_se", "fast", "fast_se", "fast_vs_mean", "fast_vs_mean_se")}

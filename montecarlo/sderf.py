@@ -40,7 +40,7 @@ import array_api_compat
 import numpy as np
 
 from theory.feature_kinds import kernel_c
-from theory.validation import describe
+from theory.validation import describe, show_int
 
 from ._backend import check_rng, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
 from ._checks import (
@@ -319,9 +319,10 @@ def _pointwise(stat, coupling, x, y, m, n_draws, a, Q, kernel, rng, xp, device, 
     bv = _to(xpn, B @ (xn + yn), ref)
     log_pref = -c * float(xn @ xn + yn @ yn) - math.log(m)
     per = 3 * m * d
-    check_budget(per, f"one draw of m = {m} features in d = {d}", "reduce m or d")
+    check_budget(per, f"one draw of m = {show_int(m)} features in d = {show_int(d)}", "reduce m or d")
     size = max(1, CHUNK_ELEMENTS // per)
-    check_work(n_draws * per, f"{label} with n_draws = {n_draws} ({per} entries per draw)", "reduce n_draws")
+    check_work(n_draws * per, f"{label} with n_draws = {show_int(n_draws)} ({show_int(per)} entries per draw)",
+               "reduce n_draws")
     acc = _Moments()
     bar = _Progress(progress, n_draws, label)
     done = 0

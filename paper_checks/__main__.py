@@ -10,10 +10,16 @@ Prints the table (label, status, largest discrepancy, totals) and writes
 files).  The committed copies in the ``paper_checks`` folder are rewritten only
 with ``--write-committed``, and only from a complete, passing run of the whole
 suite.  Nothing is written when pytest did not run the checks (bad pytest
-arguments, collection errors, interruption): the previous report stays.
+arguments, collection errors, interruption): the previous report stays.  The
+``--out`` folder is created before the checks run (a folder that cannot be made
+stops the command at once).
 
-Exit status: pytest's (0 all checks pass, 1 a check failed, 2-5 pytest could
-not run them); 2 for bad options of this command.
+Exit status: 0 every check passed and the report was written; 1 a check failed,
+the suite could not be collected or run (pytest's statuses 1, 2 with collection
+errors, 3), or the report could not be written; 2 bad options of this command,
+including PYTEST_ARGS that pytest refuses or that select no check (pytest's 4
+and 5); 130 interrupted (Ctrl-C: pytest's 2 without collection errors).  Every
+error of this command is one line on stderr.
 """
 
 from __future__ import annotations
@@ -30,6 +36,12 @@ PROG = "python -m paper_checks"
 DEFAULT_OUT = "paper_checks_report"
 #: pytest exit codes after which the checks did run (0: all passed, 1: some failed).
 RAN = (0, 1)
+#: pytest's exit status -> this command's (module docstring); pytest's 2 is an interruption or collection errors.
+_STATUS = {0: 0, 1: 1, 3: 1, 4: 2, 5: 2}
+
+
+def _status(code, collector):
+    return (1 if collector.collect_errors else 130) if code == 2 else _STATUS.get(code, 1)
 
 
 def _parser():
@@ -55,10 +67,15 @@ def _parser():
 
 
 def _write(folder, rows, unclaimed):
-    folder.mkdir(parents=True, exist_ok=True)
+    """(REPORT.md, report.json) written in ``folder``; None after a one-line error on stderr (an OSError)."""
     md, js = folder / "REPORT.md", folder / "report.json"
-    atomic_write(md, lambda tmp: Path(tmp).write_text(to_markdown(rows, unclaimed)))
-    atomic_write(js, lambda tmp: Path(tmp).write_text(to_json(rows, unclaimed)))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(md, lambda tmp: Path(tmp).write_text(to_markdown(rows, unclaimed)))
+        atomic_write(js, lambda tmp: Path(tmp).write_text(to_json(rows, unclaimed)))
+    except OSError as exc:
+        print(f"{PROG}: error: could not write the report in {str(folder)!r} ({exc.strerror or exc})", file=sys.stderr)
+        return None
     return md, js
 
 
@@ -90,6 +107,10 @@ def main(argv=None):
     if out == HERE or HERE in out.parents:
         parser.error(f"--out {args.out!r} is inside the package folder {str(HERE)!r}: write elsewhere, or use "
                      "--write-committed to regenerate the committed table deliberately")
+    try:  # (before the checks: a pre-check cannot foresee every folder, e.g. one under /proc)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out {args.out!r}: cannot create the folder ({exc.strerror or exc})")
     if args.certify is not None:
         unknown = [c for c in args.certify if c not in certify_claims()]
         if unknown:
@@ -106,17 +127,21 @@ def main(argv=None):
     if code not in RAN:
         print(f"{PROG}: error: pytest did not run the checks (exit status {code}); no report written "
               f"(the previous one in {str(out)!r} is unchanged)", file=sys.stderr)
-        return code
+        return _status(code, collector)
     print(to_console(rows))
-    md, js = _write(out, rows, collector.unclaimed)
-    print(f"wrote {md} and {js}")
+    written = _write(out, rows, collector.unclaimed)
+    if written is None:
+        return 1
+    print(f"wrote {written[0]} and {written[1]}")
     if args.write_committed:
         why = _refuse_committed(code, rows, collector, args.pytest_args)
         if why:
             print(f"{PROG}: error: committed table not rewritten: {why}", file=sys.stderr)
             return code or 1
-        md, js = _write(HERE, rows, collector.unclaimed)
-        print(f"rewrote the committed {md} and {js}")
+        written = _write(HERE, rows, collector.unclaimed)
+        if written is None:
+            return 1
+        print(f"rewrote the committed {written[0]} and {written[1]}")
     return code
 
 

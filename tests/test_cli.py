@@ -16,8 +16,10 @@ minutes-long default work fails the test instead of hanging it.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -221,9 +223,35 @@ def test_paper_checks_keeps_the_previous_report_when_pytest_does_not_run(tmp_pat
     out.mkdir()
     (out / "REPORT.md").write_text("previous")
     proc = _run(["paper_checks", "--out", str(out), "-n", "0", "--", "--no-such-pytest-option"], tmp_path)
-    assert proc.returncode == 4
+    assert proc.returncode == 2  # (a bad PYTEST_ARGS is a bad option of this command: issue 38, was pytest's 4)
     assert "pytest did not run the checks (exit status 4); no report written" in proc.stderr
     assert (out / "REPORT.md").read_text() == "previous" and not (out / "report.json").exists()
+    proc = _run(["paper_checks", "--out", str(out), "-n", "0", "--", "-k", "no_check_has_this_name"], tmp_path,
+                timeout=300)
+    assert proc.returncode == 2 and "pytest did not run the checks (exit status 5)" in proc.stderr  # (was 5)
+    assert (out / "REPORT.md").read_text() == "previous"
+
+
+def test_paper_checks_exit_statuses_and_unwritable_output(tmp_path, capsys):
+    """Issue 38: ``--out /proc/pc`` passed the pre-check (root may write in /proc, yet nothing can be created
+    there), ran the checks, then died with a FileNotFoundError traceback (status 1); pytest's statuses 4 and 5
+    passed straight through.  Now the folder is created before the checks (one line, status 2), a report that
+    cannot be written is one line and status 1, and pytest's statuses map to the command's own (module
+    docstring): 0, 1 (failed, broken suite), 2 (bad options), 130 (interrupted)."""
+    from paper_checks.__main__ import _status, _write
+    from paper_checks._report import Collector
+
+    if os.path.isdir("/proc/self"):
+        proc = _run(["paper_checks", "--out", "/proc/pc", "-n", "0"], tmp_path)
+        assert proc.returncode == 2
+        assert "--out '/proc/pc': cannot create the folder" in _one_error_line(proc.stderr, "python -m paper_checks")
+        assert _write(Path("/proc/pc"), [], []) is None
+        assert "could not write the report in '/proc/pc'" in _one_error_line(capsys.readouterr().err,
+                                                                              "python -m paper_checks")
+    c = Collector()
+    assert [_status(code, c) for code in (0, 1, 2, 3, 4, 5)] == [0, 1, 130, 1, 2, 2]
+    c.collect_errors.append("paper_checks/test_x.py")
+    assert _status(2, c) == 1
 
 
 def test_paper_checks_refuses_the_package_folder_and_partial_committed_runs(tmp_path):

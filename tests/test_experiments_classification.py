@@ -90,6 +90,45 @@ def test_stabilisation_prevents_underflow_and_is_exact():
             assert np.allclose(probs[a], [float(v / tot) for v in num], rtol=1e-10, atol=1e-300)
 
 
+def test_exact_and_prf_classifiers_at_huge_sigma():
+    """Issue 38: sigma = 1e300 gave NaN class probabilities.  The exact classifier now returns the probabilities
+    for any sigma (here against the Sec. 5.3 formula at 50 digits in mpmath, where e^{-sigma^2 D/2} never
+    underflows: the nearest training rows, split evenly between two duplicated rows of different classes),
+    also for data near 1e200 at sigma = 1 (squared norms beyond float64); the PRF classifier refuses rows whose
+    squared norm times sigma^2 overflows (their log-features would be -inf), naming the data and sigma, and
+    still answers at sigma = 1e150 (|sigma x|^2 ~ 1e300, finite)."""
+    Xtr, ytr, Xte, _ = _toy(n_train=15, n_test=4, d=3, seed=2)
+    Xtr = np.vstack([Xtr, Xtr[:1]])
+    ytr = np.append(ytr, (ytr[0] + 1) % 3)  # a duplicate of row 0 in another class: a tie at Xte[0]
+    Xte[0] = Xtr[0]
+
+    def reference(Xtr, Xte, sigma):
+        out = []
+        with mp.workdps(50):
+            s2 = mp.mpf(sigma) ** 2
+            for x in Xte:
+                dist = [mp.fsum((mp.mpf(float(a)) - mp.mpf(float(b))) ** 2 for a, b in zip(x, t)) for t in Xtr]
+                lo = min(dist)
+                w = [mp.exp(-s2 * (q - lo) / 2) for q in dist]
+                tot = mp.fsum(w)
+                out.append([float(mp.fsum(wi for wi, c in zip(w, ytr) if c == k) / tot) for k in range(3)])
+        return np.array(out)
+
+    for X1, X2, sigma in ((Xtr, Xte, 1e3), (Xtr, Xte, 1e300), (Xtr, Xte, 1.7e308), (Xtr * 1e200, Xte * 1e200, 1.0)):
+        with np.errstate(over="raise", invalid="raise", divide="raise"):  # (underflow is the point)
+            probs = cl.kernel_regression_exact(X1, ytr, X2, sigma)
+        assert np.allclose(probs, reference(X1, X2, sigma), rtol=0, atol=1e-12)
+    assert np.allclose(probs[0][[ytr[0], ytr[-1]]], 0.5)
+    W = mc.sample_weights("orthogonal", 3, 6, rng=1)
+    for sigma, bad in ((1e300, "X_train"), (1e150, "X_test")):
+        X2 = Xte if bad == "X_train" else Xte * 1e20
+        with pytest.raises(ValueError, match=rf"^{bad} has rows whose squared norm \(times sigma\^2\) overflows "
+                                             r"float64.*or lower sigma \(now 1e\+\d+\)"):
+            cl.kernel_regression_prf(Xtr, ytr, X2, W, sigma)
+    probs = cl.kernel_regression_prf(Xtr, ytr, Xte, W, 1e150)
+    assert np.all(np.isfinite(probs)) and np.allclose(probs.sum(axis=1), 1)
+
+
 def test_prf_classifier_converges_to_exact_kernel():
     """RMS deviation of the PRF class probabilities from the exact ones scales like m^{-1/2} where the
     PRF variance is moderate (sigma |x| ~ 0.4; at sigma |x| ~ 1 the heavy-tailed regime converges more

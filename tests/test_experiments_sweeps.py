@@ -156,6 +156,51 @@ def test_run_units_keeps_the_order_and_pins_blas_to_one_thread():
         sweeps.run_units(_unit, units, costs=[1.0])
 
 
+def _threads_seen(i, seen):
+    import threading
+    import time
+
+    seen.append(threading.active_count())
+    time.sleep(0.02)  # (every unit overlaps the pool's start-up: all workers the pool made are alive)
+    return i
+
+
+def test_a_sweep_starts_no_more_workers_than_units(monkeypatch):
+    """Issue 38: n_jobs = 300 started 303 threads for 8 units (and loky one process per n_jobs): joblib starts
+    every worker up front.  Now at most one worker per unit left after the warm-up: the threads alive during
+    the units (joblib's thread pool adds 3 of its own) and the n_jobs that joblib is given, for the threading
+    backend and an active parallel_config (loky: recorded, not started); the results are unchanged."""
+    import threading
+
+    import joblib
+
+    base = threading.active_count()
+    seen = []
+    out = sweeps.run_units(_threads_seen, [(i, seen) for i in range(8)], n_jobs=200)
+    assert out == list(range(8)) and max(seen) <= base + 7 + 3
+    given = []
+    real = joblib.Parallel
+
+    def recording(*args, **kwargs):
+        given.append(kwargs["n_jobs"])
+        return real(*args, **{**kwargs, "backend": "threading"})
+
+    monkeypatch.setattr(joblib, "Parallel", recording)
+    with joblib.parallel_config(backend="loky", n_jobs=24):
+        assert sweeps.run_units(_unit, [(i, 2) for i in range(4)]) == [(2 * i, 1) for i in range(4)]
+    assert sweeps.run_units(_unit, [(i, 2) for i in range(30)], n_jobs=256)[-1] == (58, 1)
+    assert given == [3, 29]
+
+
+@pytest.mark.parametrize("bad", [257, -257, 20000, 500001, 2**14286], ids=["257", "-257", "20000", "500001", "2^14286"])
+def test_n_jobs_beyond_its_documented_bound_is_refused_by_name(bad):
+    """|n_jobs| <= MAX_N_JOBS = 256 (issue 38: n_jobs >= 500001 failed inside joblib with 'Numeric literal ...
+    too large', n_jobs = 20000 ran 12 s starting threads), in the functions and in the command line."""
+    assert sweeps.MAX_N_JOBS == 256 and sweeps.check_n_jobs(-256) == -256 and sweeps.check_n_jobs(256) == 256
+    with pytest.raises(ValueError, match=r"^n_jobs must be None or a nonzero integer in \[-256, 256\] .*got "):
+        gram.frobenius_curve(np.ones((3, 2)), n_draws=2, n_jobs=bad)
+
+
 @pytest.mark.parametrize("bad, exc", [(0, ValueError), (True, TypeError), (1.5, TypeError), ("2", TypeError)])
 def test_n_jobs_is_checked_by_name(bad, exc):
     with pytest.raises(exc, match="n_jobs must be None or a nonzero integer"):

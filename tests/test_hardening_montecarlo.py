@@ -122,8 +122,8 @@ def test_round_two_inputs_are_refused_by_name():
     numbers, returned complex output for complex input, and met strings with numpy's own ufunc error; now an
     ArgumentTypeError naming x (integers still work: power).  Finite X whose squared norm overflows gave -inf
     log-features, NaN stabilised features, and PositiveRandomFeatures.log_transform returned -inf although
-    documented finite: now a ValueError saying to scale X down; RFFs, which do not read the norm, still map
-    such X."""
+    documented finite: now a ValueError saying to scale X down; RFFs too since issue 38 (their phases w^T z are
+    beyond resolution there, and at entries near 1e308 the projections overflowed to inf: NaN features)."""
     torch = pytest.importorskip("torch")
     from montecarlo._checks import ArgumentTypeError
     from montecarlo.kernel_approximation import PositiveRandomFeatures, RandomFourierFeatures
@@ -147,9 +147,12 @@ def test_round_two_inputs_are_refused_by_name():
     for call in (prf.log_transform, prf.transform):
         with pytest.raises(ValueError, match="squared norm .times 2 gamma. overflows float64"):
             call(huge)
-    assert np.isfinite(mc.random_features(huge, W, "rff")).all()
-    assert np.isfinite(RandomFourierFeatures(n_components=4, random_state=0).fit(huge).transform(huge)).all()
+    rff = RandomFourierFeatures(n_components=4, random_state=0).fit(huge)
+    for call in (lambda: mc.random_features(huge, W, "rff"), lambda: rff.transform(huge)):
+        with pytest.raises(ValueError, match="squared norm .*overflows float64"):
+            call()
     assert np.isfinite(mc.log_features(np.full((2, 8), 1e150), W)).all()
+    assert np.isfinite(mc.random_features(np.full((2, 8), 1e150), W, "rff")).all()
 
 
 def test_round_two_api_findings():

@@ -267,6 +267,48 @@ def test_simplex_apply_bad_input():
         mc.simplex_matrix(1)
 
 
+@pytest.mark.parametrize("p", [4, 8, 64, 2048])
+def test_fwht_and_simplex_apply_near_the_largest_float(p):
+    """Finite x whose transform is representable but whose unnormalised intermediate sums are not (issue 38:
+    fwht(np.full(8, 1e308 / 2)) and simplex_apply(np.full(4, 1.7e308 / 4)) came back inf / NaN): the result
+    is the transform of x / s scaled by s (s a power of two: exact), here against the dense scipy Hadamard
+    matrix and the dense simplex matrix of montecarlo applied to x / s, to 1e-14 of the 2-norm (every entry of
+    an orthogonal transform is at most |x|_2 = 1.6e308 < 1.8e308, while the sums reach 0.8 sqrt(p) |x|_2); a transform
+    beyond the largest float raises ValueError naming x (np.full(8, 1e308): sqrt(8) 1e308 overflows)."""
+    from scipy.linalg import hadamard
+
+    s = 2.0**1000
+    rng = np.random.default_rng(p)
+    x = np.abs(rng.standard_normal((3, p)))
+    x *= 1.6e308 / np.linalg.norm(x, axis=1, keepdims=True)  # |x|_2 = 1.6e308 per row, all entries > 0
+    with np.errstate(over="ignore"):
+        assert not np.all(np.isfinite(np.sum(x[:, :-1], axis=1)))  # (plain sums overflow)
+    with np.errstate(over="raise", invalid="raise"):  # (no numpy warning escapes either)
+        y = mc.fwht(x)
+        ref = ((x / s) @ hadamard(p).T / math.sqrt(p)) * s
+        assert np.all(np.isfinite(y)) and np.max(np.abs(y - ref)) < 1e-14 * np.linalg.norm(x / s) * s
+        d = p - 1 if p > 4 else p
+        xs = x[:, :d]
+        z = mc.simplex_apply(xs)
+        ref = ((xs / s) @ mc.simplex_matrix(d).T) * s
+        assert np.all(np.isfinite(z)) and np.max(np.abs(z - ref)) < 1e-14 * np.linalg.norm(xs / s) * s
+        zt = mc.simplex_apply(np.ascontiguousarray(xs.T), axis=0)  # (another summation order)
+        assert np.max(np.abs(zt.T - ref)) < 1e-14 * np.linalg.norm(xs / s) * s
+    for call in (lambda: mc.fwht(np.full(8, 1e308)), lambda: mc.simplex_apply(np.full(4, 1.7e308))):
+        with pytest.raises(ValueError, match=r"^x is too large: the .* has entries beyond the largest float64"):
+            call()
+
+
+def test_fwht_near_the_largest_float32_on_torch():
+    """The same for torch float32: 8 entries of 1e38 transform to sqrt(8) 1e38 (float32 max 3.4e38)."""
+    torch = pytest.importorskip("torch")
+    y = mc.fwht(torch.full((8,), 1e38))
+    assert y.dtype == torch.float32 and abs(float(y[0]) / (math.sqrt(8) * 1e38) - 1) < 1e-6
+    assert float(torch.max(torch.abs(y[1:]))) < 1e32  # (rounding only: 0 in exact arithmetic)
+    with pytest.raises(ValueError, match=r"largest torch.float32"):
+        mc.fwht(torch.full((8,), 3e38))
+
+
 def test_docstring_examples():
     """The examples in the package and sampler docstrings run and print what they show."""
     import doctest

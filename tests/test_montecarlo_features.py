@@ -97,6 +97,29 @@ def test_stabilised_attention_is_exact_and_absolute_values_are_not():
     assert np.max(np.abs(bad - att)) > 1e-3
 
 
+def test_rows_near_the_largest_float_are_refused_by_every_kind():
+    """Issue 38: RFF features of finite rows near 1e308 came back NaN without an error (the projections overflow
+    to inf, whose sine is NaN), where the positive kinds raised a ValueError for the same rows; one rule now
+    (montecarlo.features.refuse_overflowed_rows) for every kind, the plain maps and the transformers.  Power:
+    rows of 1e150 (squared norm 5e300, finite) still map to finite features of every kind."""
+    from montecarlo.kernel_approximation import PositiveRandomFeatures, RandomFourierFeatures
+
+    W = np.random.default_rng(0).standard_normal((4, 5))
+    calls = [lambda X, k=k: mc.random_features(X, W, kind=k) for k in ("prf", "rff", "hyperbolic")]
+    calls += [lambda X: mc.rff_features(X, W), lambda X: mc.prf_features(X, W)]
+    for X in (np.full((2, 5), 1e308), np.full((3, 5), 1.7e308), np.array([[1.0] * 5, [1e160] * 5])):
+        for call in calls:
+            with pytest.raises(ValueError, match=r"^X has rows whose squared norm overflows float64"):
+                call(X)
+        for cls in (RandomFourierFeatures, PositiveRandomFeatures):
+            with pytest.raises(ValueError, match=r"^X has rows whose squared norm \(times 2 gamma\) overflows"):
+                cls(n_components=4, random_state=0).fit_transform(X)
+    ok = np.full((2, 5), 1e150)
+    for call in calls:
+        assert np.all(np.isfinite(call(ok)))
+    assert np.all(np.isfinite(RandomFourierFeatures(n_components=4, random_state=0).fit_transform(ok)))
+
+
 def test_estimator_classes():
     x = _data(10, 8)
     prf = mc.PositiveRandomFeatures(n_components=24, coupling="simplex", random_state=0)

@@ -9,6 +9,7 @@ import pytest
 
 import montecarlo as mc
 from montecarlo import _checks
+from montecarlo.experiments import sweeps
 
 
 @pytest.mark.parametrize("call", [
@@ -156,3 +157,46 @@ def test_gram_estimate_frobenius_error_and_its_budget(monkeypatch):
         mc.gram_estimate("simplex", X, 3, 10, rng=1)
     monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", per)
     assert mc.gram_estimate("simplex", X, 3, 10, rng=1)[0].mean.shape == (4, 4)
+
+
+_BIG = 2**14286  # 4301 digits: beyond Python's int -> str limit (sys.get_int_max_str_digits() = 4300)
+_SHOWN = r"2\^14286 \(an integer of 14287 bits\)"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: mc.sample_weights("orthogonal", _BIG, 8),
+    lambda: mc.sample_weights("simplex", 8, _BIG),
+    lambda: mc.sample_weights("iid", 8, 8, n_draws=_BIG),
+    lambda: mc.sample_projection("orthogonal", 8, _BIG),
+    lambda: mc.simplex_matrix(_BIG),
+    lambda: mc.haar_orthogonal(_BIG, 8),
+    lambda: mc.empirical_conformity("simplex", 8, 1.0, m=_BIG, n_draws=4, rng=0),
+    lambda: mc.empirical_conformity("simplex", 8, 1.0, m=8, n_draws=_BIG, rng=0),
+    lambda: mc.empirical_pair_moments("simplex", 8, 1.0, m=_BIG, n_draws=4, rng=0),
+    lambda: mc.diagnostics.standard_directions(_BIG),
+    lambda: mc.diagnostics.ks_marginals("orthogonal", 8, _BIG),
+    lambda: sweeps.draw_blocks(_BIG),
+    lambda: sweeps.paired_weights(("iid", "orthogonal"), 8, 8, _BIG),
+], ids=["d", "m", "n_draws", "projection", "simplex_matrix", "haar", "conformity_m", "conformity_n_draws",
+        "pair_moments", "directions", "ks", "draw_blocks", "paired_weights"])
+def test_huge_sizes_are_named_in_the_allocation_error(call):
+    """A size of 4301 digits is refused by the allocation budget with the size named by
+    theory.validation.show_int (issue 38).  Before: 'Exceeds the limit (4300 digits) for integer string
+    conversion' from the label (or OverflowError from the entry count formatted with :.3g)."""
+    from montecarlo._checks import AllocationError, WorkLimitError
+
+    with pytest.raises((AllocationError, WorkLimitError), match=_SHOWN):
+        call()
+
+
+def test_allocation_and_work_errors_format_any_count():
+    """check_budget / check_work format counts beyond a float (1e308) by their size, and small ones as before."""
+    from montecarlo._checks import AllocationError, WorkLimitError, check_budget, check_work
+
+    with pytest.raises(AllocationError, match=r"would need 2\^14286 \(an integer of 14287 bits\) entries \(2\^14229 "
+                                              r"\(an integer of 14230 bits\) EiB in float64\)"):
+        check_budget(_BIG, "x", "y")
+    with pytest.raises(WorkLimitError, match=r"would process 2\^14286 \(an integer of 14287 bits\) entries"):
+        check_work(_BIG, "x", "y")
+    with pytest.raises(AllocationError, match=r"would need 1e\+12 entries \(7.28 TiB in float64\)"):
+        check_budget(10**12, "x", "y")

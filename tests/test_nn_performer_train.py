@@ -3,6 +3,7 @@
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -89,3 +90,30 @@ def test_figure(tmp_path):
     data = json.loads((tmp_path / "fig9_performer_digits.json").read_text())
     assert data["paper_label"] == "performer_fig" and len(data["arms"]) == 5
     assert (tmp_path / "fig9_performer_digits.png").exists()
+
+
+def test_counts_beyond_their_documented_limits_are_refused_at_once(capsys):
+    """Issue 38: ``--layers 99999999999999999999`` was accepted (the model built block after block, memory growing
+    ~13 MB/s) and ``--seeds 99999999999999999999`` trained seed after seed.  Now --layers <= MAX_LAYERS = 64 and
+    --seeds <= MAX_SEEDS = 1000 (argparse: one line, status 2; the API: ValueError naming them), and the sizes
+    without a cap of their own are held to the allocation budget before any work (d_model: the parameters,
+    epochs: the accuracies; numpy's 'Maximum allowed dimension exceeded' and torch's allocator error before)."""
+    assert (pt.MAX_LAYERS, pt.MAX_SEEDS) == (64, 1000) and pt.TrainConfig(layers=64).layers == 64
+    for argv, text in ((["--layers", "99999999999999999999"], r"argument --layers: must be an integer >= 1 and <= 64, "
+                                                            "got 99999999999999999999"),
+                       (["--seeds", "1001"], r"argument --seeds: must be an integer >= 1 and <= 1000, got 1001"),
+                       (["--seeds", "9" * 5000], r"argument --seeds: .* got an integer of 5000 digits")):
+        with pytest.raises(SystemExit) as exc:
+            pt.main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and re.search(text, err), err
+    for argv, text in ((["--d-model", "1000000", "--heads", "1"], r"the model's parameters \(layers = 2, d_model = "
+                                                                    r"1000000\) would need 1.6e\+13 entries"),
+                       (["--epochs", "99999999999999999999"], r"5 arms x 5 seeds x 99999999999999999999 epochs")):
+        assert pt.main([*argv, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and re.search(text, err), err
+    with pytest.raises(ValueError, match=r"TrainConfig.layers must be an integer >= 1 and <= 64, got 65"):
+        pt.TrainConfig(layers=65)
+    with pytest.raises(ValueError, match=r"seeds must be an integer >= 1 and <= 1000, got 1001"):
+        pt.train_arms(seeds=1001)

@@ -93,3 +93,16 @@ def test_huge_v_is_a_convergence_error_not_an_overflow(coupling, v):
         return
     with pytest.raises(ConvergenceError, match=r"\|cos theta\| x = 7\.9365e\+(597|317)"):
         C.conformity(coupling, 64, v, prec=128)
+
+
+def test_huge_integers_in_certified_messages_and_results():
+    """A 4301-digit integer (beyond Python's int -> str limit) as min_digits or d is named by its size, not
+    printed (issue 38).  Before: math.isfinite(min_digits) raised OverflowError; the labels and the
+    Certificate's repr raised 'Exceeds the limit (4300 digits) for integer string conversion'."""
+    big = 2**14286
+    with pytest.raises(theory.CertificationError, match=r"fewer than 2\^14286 \(an integer of 14287 bits\) correct"):
+        C.conformity("orthogonal", 8, "0.5", min_digits=big)
+    (cert,) = C.certify_ordering([big], ["0.5"], max_prec=256)
+    assert cert.d == big and repr(cert).startswith("Certificate(d=2^14286 (an integer of 14287 bits), x='0.5', ")
+    (small,) = C.certify_ordering([8], ["0.5"])
+    assert repr(small).startswith("Certificate(d=8, x='0.5', certified=True, prec=128, margins=(")

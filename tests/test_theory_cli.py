@@ -49,7 +49,8 @@ def test_bad_arguments_exit_with_message():
     (["ratio", "--d", "0", "--v", "1"], 2, "--d: must be an integer >= 1, got 0"),
     (["ratio", "--d", "4", "--v", "-1"], 2, "v must be >= 0"),
     (["ratio", "--d", "4", "--v", "abc"], 2, "v must be a real number"),
-    (["table", "--d", "4", "--vs", ","], 2, "--vs must list at least one value"),
+    (["table", "--d", "4", "--vs", ","], 2, "--vs must be comma-separated values, none of them empty, got ','"),
+    (["table", "--d", "4", "--vs", "0.5,,1"], 2, "none of them empty, got '0.5,,1'"),  # issue 38: skipped the item
     (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1e400"], 1, "beyond the reachable domain"),
     (["conformity", "--coupling", "simplex", "--d", "64", "--v", "1000", "--work", "20000"], 1,
      "work budget of 20000 units exhausted"),

@@ -239,3 +239,63 @@ def test_z_crit_scan_beyond_the_default_range(d):
         y_lo, y_hi = mse._zcrit_bracket(d, pmp.mpf(10) ** 12, pmp.mpf(1))
     z = float(theory.z_crit(d))
     assert math.sqrt(2 * y_lo) <= z * (1 + 1e-9) and z <= math.sqrt(2 * y_hi) * (1 + 1e-9)
+
+
+def test_z_crit_refuses_d_beyond_its_cap_at_once(monkeypatch):
+    """d > ZCRIT_MAX_D = 2^16: ValueError naming d and the range (issue 38).  Before: a raw MemoryError (a 16 TiB
+    grid) at d = 2^40, numpy's 'Maximum allowed size exceeded' at 2^63 (d unnamed), the str-conversion limit
+    at 2^14286.  The cap itself gets through to the scan (a stub stops it there: the scan at 2^16 runs minutes)."""
+    assert mse.ZCRIT_MAX_D == 2**16
+    for d, shown in ((2**16 + 1, "65537"), (2**40, "1099511627776"), (2**63, "9223372036854775808"),
+                     (2**14286, r"2\^14286 \(an integer of 14287 bits\)")):
+        with pytest.raises(ValueError, match=rf"d must be an integer >= 2 and <= 65536 \(z_crit .*got {shown} "):
+            theory.z_crit(d)
+
+    class Reached(Exception):
+        pass
+
+    def stub(d, top, default):
+        raise Reached(d)
+
+    monkeypatch.setattr(mse, "_zcrit_bracket", stub)
+    with pytest.raises(Reached):
+        theory.z_crit(2**16)
+
+
+# ---------------------------------------------------------------------------
+# E: integers beyond Python's int -> str limit (4300 digits) in messages (issue 38)
+
+BIG = 2**14286  # 4301 digits: str(BIG) raises ValueError (sys.get_int_max_str_digits() = 4300)
+
+
+def test_closed_forms_at_a_4301_digit_d():
+    """d = 2^14286 lies in the documented domain (d < 2^16384): the conformities equal their d -> oo limit
+    e^{v^2} (the 1/d corrections are 10^-4300 away).  The PRF MSE with m = d is e^{-2(|x|^2+|y|^2)} / m times
+    Var b = e^{2v^2} - e^{v^2} (IID) plus, for ORFs, (m - 1)(rho_ORF - e^{v^2}) -> -e^{v^2} v^4 / 2 (from
+    (d)_k / (d/2)_k = 2^k (1 - k(k-1)/(2d) + O(1/d^2)) in 1F1(d; d/2; v^2/2)), up to O(1/d).  Before: 'Exceeds
+    the limit (4300 digits) for integer string conversion' from a label formatting d (conformity, kernel_mse,
+    mse_ratio, orthogonality_gap, ...)."""
+    v, xn, yn = mpmath.mpf("0.5"), mpmath.mpf("0.25"), mpmath.mpf("0.25")
+    for coupling in ("iid", "orthogonal", "simplex"):
+        assert rel(theory.conformity(coupling, BIG, v), mpmath.exp(v * v)) < 1e-14
+    pre, e1, e2 = mpmath.exp(-2 * (xn * xn + yn * yn)) / BIG, mpmath.exp(v * v), mpmath.exp(2 * v * v)
+    iid, orf = pre * (e2 - e1), pre * (e2 - e1 - e1 * v**4 / 2)
+    assert rel(theory.kernel_mse("iid", BIG, v, x_norm=xn, y_norm=yn), iid) < 1e-13
+    assert rel(theory.kernel_mse("orthogonal", BIG, v, x_norm=xn, y_norm=yn), orf) < 1e-13
+    assert rel(theory.mse_ratio("orthogonal", "iid", BIG, v), orf / iid) < 1e-13
+
+
+@pytest.mark.parametrize("call,kind,shown", [
+    (lambda: theory.orf_conformity_kummer(BIG + 1, 0.5), ValueError,
+     r"got about 3\.26978e\+4300 \(an integer of 14287"),
+    (lambda: theory.simplex_vectors(BIG), ValueError, r"d\^2 = 2\^28572 .*got 2\^14286 \(an integer of 14287 bits\)"),
+    (lambda: theory.pdf_wij_float(0.5, BIG, 0), ValueError, r"d must be an integer >= 1 and <= 4503599627370496"),
+    (lambda: theory.prf_mse_from_conformity(-1, 0.5, m=BIG, x_norm=0.25, y_norm=0.25), ValueError,
+     r"for m = 2\^14286 \(an integer of 14287 bits\) PRF features"),
+    (lambda: theory.conformity_iid(2, -BIG), ValueError, r"got -2\^14286 \(an integer of 14287 bits\) \(int\)"),
+], ids=["kummer", "simplex_vectors", "pdf_wij_float", "mse_from_conformity", "describe"])
+def test_huge_integers_are_named_in_messages(call, kind, shown):
+    """The error names the huge argument by its size (theory.validation.show_int) instead of failing to print
+    it.  Before: the str-conversion ValueError (pdf_wij_float: OverflowError, d unnamed)."""
+    with pytest.raises(kind, match=shown):
+        call()

@@ -3,6 +3,7 @@ z_crit and the Sec. 5.1 prefactor, each against an independent computation."""
 
 import itertools
 
+import numpy as np
 import pytest
 from mpmath import mp
 
@@ -294,3 +295,29 @@ def test_cor_4_6_error_at_m_equal_d_is_order_1_over_d(z):
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_norms_and_v_are_checked_relatively_at_every_scale():
+    """Issue 38: kernel_mse('simplex', 8, 1e-30, x_norm=2.5e-31, y_norm=2.5e-31) was accepted at dps <= 15 (v twice
+    the largest |x + y| = 5e-31: an absolute slack of 2^-prec), while prf_mse refused it.  One relative check
+    (1e-9 of |x| + |y|) for both, at every precision; v rounded within it is still accepted (power), and so is
+    v = |x| + |y| = 0."""
+    for dps in (15, 30):
+        with mp.workdps(dps):
+            for f in (theory.kernel_mse, theory.prf_mse):
+                with pytest.raises(ValueError, match=r"v = \|\|x \+ y\|\| must lie in \[.*5.0e-31\], got 1e-30"):
+                    f("simplex", 8, 1e-30, x_norm=2.5e-31, y_norm=2.5e-31)
+                assert f("simplex", 8, 1e-30 * (1 + 1e-10), x_norm=5e-31, y_norm=5e-31) > 0
+                assert f("simplex", 8, 0, x_norm=0, y_norm=0) == 0
+
+
+def test_an_empty_grid_is_refused_by_name():
+    """Issue 38: kernel_mse with v=[] returned an empty array without checking d (d = 1 passed).  An empty grid
+    argument is refused, naming it, as certified's and hyperbolic_ordering's grids are; a one-point grid works."""
+    for call, name in ((lambda: theory.kernel_mse("simplex", 1, [], x_norm=0.1, y_norm=0.1), "v"),
+                       (lambda: theory.kernel_mse("simplex", 8, np.zeros(0), x_norm=0.1, y_norm=0.1), "v"),
+                       (lambda: theory.conformity("simplex", np.zeros((3, 0), dtype=int), 0.5), "d"),
+                       (lambda: theory.rff_mse("orthogonal", 8, ()), "z")):
+        with pytest.raises(ValueError, match=rf"^{name} must hold at least one value .*got "):
+            call()
+    assert theory.conformity("simplex", 8, [0.5]).shape == (1,)

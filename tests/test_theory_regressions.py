@@ -412,3 +412,30 @@ def test_check_int_accepts_integers_and_forms_its_message_only_to_refuse(monkeyp
     assert V.check_int(7, "d", 1, maximum=9) == 7 and V.check_int(np.int32(2), "d") == 2
     with pytest.raises(AssertionError, match="message formed"):
         V.check_int(0, "d", 1)
+
+
+def test_show_int_names_integers_beyond_the_str_limit():
+    """theory.validation.show_int: str(n) up to 256 bits, beyond that the leading digits (or the power of two)
+    and the bit length, never str(n), which Python refuses beyond 4300 digits (issue 38: d = 2^14286 in a
+    message raised 'Exceeds the limit (4300 digits)').  The leading digits are checked against mpmath's own
+    decimal conversion; describe() and show() of containers holding such integers do not raise either."""
+    from fractions import Fraction
+
+    from theory import validation as V
+
+    assert V.show_int(2**256 - 1) == str(2**256 - 1) and V.show_int(np.int64(-7)) == "-7"
+    assert V.show_int(2**256) == "2^256 (an integer of 257 bits)"
+    assert V.show_int(-(2**14286)) == "-2^14286 (an integer of 14287 bits)"
+    for n in (2**256 + 1, 3 * 2**20000, 10**5000 + 1, 7**9000, -(5**7000)):
+        lead = mp.nstr(mp.mpf(abs(n)), 6, min_fixed=1, max_fixed=0, strip_zeros=False)  # e.g. '1.19408e+6021'
+        sign = "-" if n < 0 else ""
+        assert V.show_int(n) == f"about {sign}{lead} (an integer of {abs(n).bit_length()} bits)"
+    assert V.show_int(10**300 - 1) == "about 1.00000e+300 (an integer of 997 bits)"  # (9.99999... rounds up)
+    assert V.show_int(12345, 3) == "1.23e+04" and V.show_int(2**14286, 3).startswith("2^14286")
+    assert V.show_int("8") == "'8'"  # (a label formed before its argument is checked shows it as it came)
+    big = 2**14286
+    assert V.describe(big) == "2^14286 (an integer of 14287 bits) (int)"
+    assert V.describe(Fraction(big, 3)) == "2^14286 (an integer of 14287 bits) / 3 (Fraction)"
+    assert V.describe([big]) == "<a list too large to print> (list)"
+    with pytest.raises(ValueError, match="Exceeds the limit"):
+        str(big)  # (the limit that show_int avoids: without it every message above raised this)

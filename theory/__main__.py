@@ -114,9 +114,9 @@ def _run(args):
     elif args.command == "conformity":
         yield _digits(conformity(args.coupling, args.d, args.v), dps)
     elif args.command == "table":
-        vs = [t.strip() for t in args.vs.split(",") if t.strip()]
-        if not vs:
-            raise ValueError("--vs must list at least one value")
+        vs = [t.strip() for t in args.vs.split(",")]
+        if not all(vs):  # ("0.5,,1" skipped its empty item silently: a typo is refused, not guessed)
+            raise ValueError(f"--vs must be comma-separated values, none of them empty, got {args.vs!r}")
         _check_table(args.d, vs)
         yield f"PRF MSE ratios, d = {args.d}, m = {args.m or args.d} (theory, {dps} digits)"
         yield f"{'v':>6}  {'ORF/IID':>22}  {'SimRF/IID':>22}  {'SimRF/ORF':>22}"

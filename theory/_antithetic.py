@@ -39,6 +39,7 @@ from mpmath.libmp.libelefun import exp_basecase, ln2_fixed
 
 from ._context import check_time, mp
 from .errors import ConvergenceError
+from .validation import show_int
 
 #: Steps allowed per inversion (each one evaluation of Q_a): the fourth-order step from scipy's start
 #: needs one at up to ~190 bits; the safeguarded fall-back (bracket and bisection in log x) more.
@@ -93,7 +94,7 @@ def _lower_series_fixed(d, X, bits, x):
         total += term
         j += 2
         if not (j - d) % 256:  # every 128 terms (about sqrt(a p) of them near the median)
-            check_time(f"the incomplete gamma series at a = d/2 = {d}/2", units=SERIES_UNITS)
+            check_time(f"the incomplete gamma series at a = d/2 = {show_int(d)}/2", units=SERIES_UNITS)
     return total
 
 
@@ -159,7 +160,7 @@ def upper(d, x, lost=0):
             if took <= extra - 4:
                 return +q, pref * a / x
         extra = took + 16
-    raise ConvergenceError(f"Q_a(x) at a = d/2 = {d}/2, x = {mp.nstr(x, 8)}: cancellation in 1 - P_a(x) beyond "
+    raise ConvergenceError(f"Q_a(x) at a = d/2 = {show_int(d)}/2, x = {mp.nstr(x, 8)}: cancellation in 1 - P_a(x) beyond "
                            f"{extra} bits")
 
 

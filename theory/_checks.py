@@ -145,13 +145,15 @@ def check_norms_and_v(x_norm, y_norm, v):
 
     A v outside [| ||x|| - ||y|| |, ||x|| + ||y||] describes no pair of vectors,
     so it is rejected rather than silently used (it usually means z = ||x - y||
-    was passed for v).  A relative slack of 1e-9 admits inputs rounded in
-    double precision.
+    was passed for v).  A relative slack of 1e-9 of ||x|| + ||y|| admits inputs
+    rounded in double precision; it is relative only (an absolute slack of
+    2^-prec admitted norms of 2.5e-31 with v = 1e-30, twice their sum, at 15
+    digits: issue 38), so the check reads the same at every scale and precision.
     """
     xn = check_nonnegative(x_norm, "x_norm")
     yn = check_nonnegative(y_norm, "y_norm")
     vv = check_nonnegative(v, "v")
-    slack = mp.mpf("1e-9") * (xn + yn) + mp.mpf(2) ** (-mp.prec)
+    slack = mp.mpf("1e-9") * (xn + yn)
     if vv > xn + yn + slack or vv < abs(xn - yn) - slack:
         raise ValueError(
             "v = ||x + y|| must lie in [|x_norm - y_norm|, x_norm + y_norm] "
@@ -255,6 +257,10 @@ def _map_grid(scalar_call, bound, grid_names):
     except ValueError:
         shapes = ", ".join(f"{k}: {a.shape}" for k, a in arrays.items())
         raise ValueError(f"grid arguments must broadcast to one shape, got {shapes}") from None
+    empty = [k for k, a in arrays.items() if a.size == 0]
+    if empty:  # (no point would be computed, so no other argument would be checked either: refused, as certified's)
+        raise ValueError(f"{empty[0]} must hold at least one value (an empty grid computes nothing, and the other "
+                         f"arguments would go unchecked), got {_describe(bound.arguments[empty[0]])}")
     out = np.empty(shape, dtype=object)
     views = {k: np.broadcast_to(a, shape) for k, a in arrays.items()}
     what = f"grid of {out.size} points ({', '.join(f'{k}: {a.shape}' for k, a in arrays.items())})"
@@ -280,9 +286,11 @@ def guarded(extra_bits=GUARD_BITS, grid=()):
         Arguments that may be a sequence or numpy array: the function is then
         evaluated at every point of their broadcast shape and returns a numpy
         object array of mpf of that shape (scalars stay scalars).  A ragged
-        sequence (``[[1, 2], [3]]``, ``[4, [5, 6]]``) is refused (ValueError
-        naming the argument), and so is a numpy masked array (ArgumentTypeError
-        naming the argument): its masked entries would be computed with.  Under
+        sequence (``[[1, 2], [3]]``, ``[4, [5, 6]]``) and an empty one are
+        refused (ValueError naming the argument: an empty grid would check none
+        of the other arguments), and so is a numpy masked array
+        (ArgumentTypeError naming the argument): its masked entries would be
+        computed with.  Under
         an explicit :func:`theory.budget` the whole grid is one call with one
         deadline; under the default budget each point gets its own (see
         :func:`theory._context.grid_call`).

@@ -66,10 +66,12 @@ def _mpmath(a, b, x, what, maxprec=None, zeroprec=None):
     """mpmath's hyp1f1 with a term budget; None when it gives up.
 
     Its series runs uninterrupted, so it is charged first, by its cost as measured at 15 and 50 digits:
-    about |x|^1.5/4 units for x < 0 (the cancellation raises mpmath's precision: 1 ms at x = -40, 37 ms at
-    -600, 240 ms at -2000) and |x|/4 for x > 0, plus 20 (a call at a small argument)."""
-    ax = float(min(abs(x), mp.mpf(10) ** 6))
-    check_time(what, units=20 + int(min(ax ** 1.5 / 4 if x < 0 else ax / 4, 250_000)))
+    with s = min(|x|, max(|a|, |b|)) (beyond the parameters mpmath's asymptotic expansion takes over, about
+    0.1-0.3 ms whatever x), about s^1.5/4 units for x < 0 (the cancellation raises mpmath's precision: 1 ms
+    at a = 64, x = -40; 37-50 ms at a = 512 or 1024, x = -600; 0.2-1.3 s at a = 2048-4096, x = -2000 to -5000)
+    and s/4 for x > 0, plus 20 (a call at a small argument)."""
+    s = float(min(abs(x), max(abs(a), abs(b)), mp.mpf(10) ** 6))
+    check_time(what, units=20 + int(min(s ** 1.5 / 4 if x < 0 else s / 4, 250_000)))
     try:
         kwargs = {"maxterms": MAX_TERMS}
         if maxprec is not None:

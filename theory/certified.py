@@ -59,7 +59,7 @@ from ._checks import check_coupling, check_cos_theta, check_dimension, check_int
 from ._context import LOCK, check_time, entered, mp
 from .errors import CertificationError, ConvergenceError
 from .registry import get as get_coupling, hook, register
-from .validation import ArgumentTypeError, describe as _describe
+from .validation import ArgumentTypeError, describe as _describe, show, show_int
 
 MAX_TERMS = 100_000
 
@@ -127,8 +127,9 @@ def _tight(compute, prec, min_digits, max_prec, what):
         min_digits = 1
     if not isinstance(min_digits, numbers.Real) or isinstance(min_digits, bool):
         raise ArgumentTypeError(f"min_digits must be a finite real number >= 0, got {_describe(min_digits)}")
-    if not (math.isfinite(min_digits) and min_digits >= 0):
+    if not ((isinstance(min_digits, numbers.Integral) or math.isfinite(min_digits)) and min_digits >= 0):
         raise ValueError(f"min_digits must be a finite real number >= 0, got {_describe(min_digits)}")
+    shown = show_int(min_digits) if isinstance(min_digits, numbers.Integral) else min_digits
     max_prec = 16 * prec if max_prec is None else check_int(max_prec, "max_prec", prec)
     bits = prec
     while True:
@@ -141,7 +142,7 @@ def _tight(compute, prec, min_digits, max_prec, what):
         if bits >= max_prec:
             raise CertificationError(
                 f"{what}: the enclosure at {bits} bits is valid but too wide (radius {width}, fewer than "
-                f"{min_digits} correct digits); raise max_prec (now {max_prec}) or pass min_digits=0 to accept it")
+                f"{shown} correct digits); raise max_prec (now {max_prec}) or pass min_digits=0 to accept it")
         bits = min(2 * bits, max_prec)
 
 
@@ -248,7 +249,7 @@ def _taylor_ball(d, x, c, even_only=False):
     coef_abs = arb(1)  # (|c| |x|)^p/p! (d)_p/(d/2)_p
     r_prev, r_cur = arb(1), r1  # R_p, R_{p+1}
     cabs = abs(c)
-    what = f"certified Taylor series at d = {d}"
+    what = f"certified Taylor series at d = {show_int(d)}"
     for p in range(MAX_TERMS):
         if p % 16 == 0:
             check_time(what, units=16)  # 16 ball terms
@@ -298,7 +299,7 @@ def conformity(coupling, d, v, prec=128, min_digits=1, max_prec=None):
     d = check_dimension(d, coupling)
     func = hook(coupling, "certified_prf_conformity")
     return _tight(lambda bits: func(d, _to_arb(v, "v")), prec, min_digits, max_prec,
-                  f"certified.conformity({coupling!r}, {d}, {v!r})")
+                  f"certified.conformity({coupling!r}, {show_int(d)}, {show(v)})")
 
 
 register("iid", "certified_prf_conformity", lambda d, vv: (vv * vv).exp())
@@ -315,7 +316,8 @@ def conformity_at_angle(d, v, cos_theta, prec=128, min_digits=1, max_prec=None):
         c = _to_arb(cos_theta, "cos_theta", nonnegative=False)
         return _taylor_ball(d, vv * vv / 2, c)
 
-    return _tight(compute, prec, min_digits, max_prec, f"certified.conformity_at_angle({d}, {v!r}, {cos_theta!r})")
+    return _tight(compute, prec, min_digits, max_prec,
+                  f"certified.conformity_at_angle({show_int(d)}, {show(v)}, {show(cos_theta)})")
 
 
 @_entry
@@ -324,7 +326,7 @@ def rff_conformity(coupling, d, z, prec=128, min_digits=1, max_prec=None):
     d = check_dimension(d, coupling)
     func = hook(coupling, "certified_rff_conformity")
     return _tight(lambda bits: func(d, _to_arb(z, "z")), prec, min_digits, max_prec,
-                  f"certified.rff_conformity({coupling!r}, {d}, {z!r})")
+                  f"certified.rff_conformity({coupling!r}, {show_int(d)}, {show(z)})")
 
 
 register("iid", "certified_rff_conformity", lambda d, zz: (-zz * zz).exp())
@@ -337,14 +339,14 @@ register("simplex", "certified_rff_conformity",
 def orthogonality_gap_bracket(d, v, prec=128, min_digits=1, max_prec=None):
     d = check_dimension(d)
     return _tight(lambda bits: conformity("iid", d, v, bits, 0) - conformity("orthogonal", d, v, bits, 0),
-                  prec, min_digits, max_prec, f"certified.orthogonality_gap_bracket({d}, {v!r})")
+                  prec, min_digits, max_prec, f"certified.orthogonality_gap_bracket({show_int(d)}, {show(v)})")
 
 
 @_entry
 def rff_gap_bracket(d, z, prec=128, min_digits=1, max_prec=None):
     d = check_dimension(d)
     return _tight(lambda bits: rff_conformity("iid", d, z, bits, 0) - rff_conformity("orthogonal", d, z, bits, 0),
-                  prec, min_digits, max_prec, f"certified.rff_gap_bracket({d}, {z!r})")
+                  prec, min_digits, max_prec, f"certified.rff_gap_bracket({show_int(d)}, {show(z)})")
 
 
 _V = ("    v : real >= 0\n        :math:`v = \\|x + y\\|`, enclosed exactly (a decimal string or Fraction exactly, a "
@@ -383,6 +385,10 @@ class Certificate:
     certified: object
     prec: int
     margins: tuple
+
+    def __repr__(self):  # (the dataclass's own would fail on a d beyond Python's int -> str limit)
+        return (f"Certificate(d={show_int(self.d)}, x={self.x!r}, certified={self.certified!r}, prec={self.prec!r}, "
+                f"margins={self.margins!r})")
 
 
 def _decide(lhs_rhs_pairs):
@@ -435,7 +441,7 @@ def certify_ordering(ds, vs, prec=128, max_prec=2048):
         for v in vs:
             bits = prec
             while True:
-                check_time(f"certify_ordering at d = {d}, v = {v!r} ({bits} bits)")
+                check_time(f"certify_ordering at d = {show_int(d)}, v = {show(v)} ({bits} bits)")
                 s, o, i = (conformity(c, d, v, bits, 0) for c in ("simplex", "orthogonal", "iid"))
                 verdict = _decide([(s, o), (o, i)])
                 if verdict is not None or bits >= max_prec:
@@ -459,7 +465,7 @@ def certify_rff_sign(ds, zs, coupling="simplex", baseline="orthogonal", prec=128
         for z in zs:
             bits = prec
             while True:
-                check_time(f"certify_rff_sign at d = {d}, z = {z!r} ({bits} bits)")
+                check_time(f"certify_rff_sign at d = {show_int(d)}, z = {show(z)} ({bits} bits)")
                 a = rff_conformity(coupling, d, z, bits, 0)
                 b = rff_conformity(baseline, d, z, bits, 0)
                 verdict = _decide([(a, b)])

@@ -17,6 +17,7 @@ import os
 import sys
 
 from .errors import NoConvergence
+from .validation import show, show_int
 
 __all__ = ["OneLineParser", "atomic_write", "check_output_dir", "int_arg", "main_runner", "make_parser",
            "real_arg"]
@@ -46,15 +47,20 @@ def n_jobs_arg(text):
 def int_arg(minimum=None, maximum=None):
     """argparse ``type=``: an integer in [minimum, maximum] (the message names the bounds)."""
 
+    bounds = " and ".join(b for b in (f">= {minimum}" if minimum is not None else "",
+                                      f"<= {maximum}" if maximum is not None else "") if b)
+
     def integer(text):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+            digits = text.strip().lstrip("+-").replace("_", "")
+            if digits.isdigit():  # more digits than Python converts (sys.get_int_max_str_digits)
+                raise argparse.ArgumentTypeError(f"must be an integer{' ' + bounds if bounds else ''}, got an "
+                                                 f"integer of {len(digits)} digits") from None
+            raise argparse.ArgumentTypeError(f"expected an integer, got {show(text)}") from None
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            bounds = " and ".join(b for b in (f">= {minimum}" if minimum is not None else "",
-                                              f"<= {maximum}" if maximum is not None else "") if b)
-            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {show_int(value)}")
         return value
 
     return integer

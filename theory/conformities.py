@@ -59,6 +59,7 @@ from ._hypergeometric import hyp1f1_neg, hyp1f1_pos
 from ._series import drop_scale, log2abs, peak_in_log, quad_checked, sum_ratio_series, sum_series
 from .distributions import _wij_moment, coupling_cos, simplex_cos
 from .registry import get as get_coupling, register
+from .validation import show_int
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -138,7 +139,8 @@ def conformity_orthogonal(d, v):
 
 
 def _orf(d, vv):
-    return hyp1f1_pos(mp.mpf(d), mp.mpf(d) / 2, half_square(vv), f"ORF conformity 1F1(d; d/2; v^2/2) at d = {d}")
+    return hyp1f1_pos(mp.mpf(d), mp.mpf(d) / 2, half_square(vv),
+                      f"ORF conformity 1F1(d; d/2; v^2/2) at d = {show_int(d)}")
 
 
 @guarded(grid=("d", "v"))
@@ -166,11 +168,12 @@ def orf_conformity_kummer(d, v):
     """
     d = check_dimension(d)
     if d % 2:
-        raise ValueError(f"d must be even for the Kummer route (a finite sum), got {d}")
+        raise ValueError(f"d must be even for the Kummer route (a finite sum), got {show_int(d)}")
     vv = check_v(v)
     x = half_square(vv)
     n = d // 2
-    what = f"orf_conformity_kummer at d = {d} (a finite sum of d/2 = {n} terms; conformity_orthogonal is O(1) in d)"
+    what = (f"orf_conformity_kummer at d = {show_int(d)} (a finite sum of d/2 = {show_int(n)} terms; "
+            "conformity_orthogonal is O(1) in d)")
     term = mp.mpf(1)
     total = mp.mpf(1)
     for j in range(n):
@@ -392,7 +395,7 @@ def _prf_quad(d, x, c, maxdegree=None):
     t0 = max(mp.mpf(d) * d, 2 * mp.prec + 128)
     log_gamma_ratio = mp.loggamma(h) - mp.loggamma(dd)
     what = "conformity_at_angle (quadrature route)"
-    what_d = f"{what} at d = {d} (large-argument expansion of 1F1(d; d/2; t), up to d terms)"
+    what_d = f"{what} at d = {show_int(d)} (large-argument expansion of 1F1(d; d/2; t), up to d terms)"
 
     def one_plus_cs(phi, s):
         if c == -1:
@@ -450,7 +453,8 @@ def _rff_at_angle(d, zz, c):
         return hyp1f1_neg(mp.mpf(d), mp.mpf(d) / 2, y, "RFF conformity 1F1(d; d/2; -z^2/2)")
     if d % 2 and max(d, ODD_RFF_Y_MAX) < y < 4 * (d + 1) ** 2 + 2 * mp.prec:
         raise ConvergenceError(
-            f"RFF conformity at an angle: z^2/2 = {mp.nstr(y, 6)} is outside the reachable domain for odd d = {d} "
+            f"RFF conformity at an angle: z^2/2 = {mp.nstr(y, 6)} is outside the reachable domain for odd "
+            f"d = {show_int(d)} "
             f"(z^2/2 <= max(d, {ODD_RFF_Y_MAX}) or >= 4 (d + 1)^2: in between each of the many 1F1 evaluations "
             "needs about 1.45 z^2/2 guard bits); use an even d nearby")
     if abs(c) * y <= TAYLOR_MAX:

@@ -31,7 +31,7 @@ from ._series import drop_scale, peak_in_log, quad_checked
 from ._context import check_time
 from .errors import ConvergenceError
 from .registry import RECORDS, get as get_coupling, register
-from .validation import check_real
+from .validation import check_real, show_int
 
 
 def simplex_cos(d):
@@ -180,7 +180,7 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
         if c == -1:
             return mp.gamma(d - mp.mpf(1) / 2) / (mp.mpf(2) ** (d - 2) * mp.gamma(mp.mpf(d) / 2) ** 2)
         return mp.mpf(0)
-    what = f"pdf_wij (Lemma 4.2) at w = {mp.nstr(w, 8)}, d = {d}, cos_theta = {mp.nstr(c, 17)}"
+    what = f"pdf_wij (Lemma 4.2) at w = {mp.nstr(w, 8)}, d = {show_int(d)}, cos_theta = {mp.nstr(c, 17)}"
     if w > W_REACH:
         what += (f" (w > {mp.nstr(W_REACH, 3)} needs {2 * int(mp.mag(w))}-bit arithmetic; the reachable domain "
                  f"within the default budget is w <= {mp.nstr(W_REACH, 3)})")
@@ -355,7 +355,7 @@ def pdf_wij_convolution(w, d, cos_theta):
     d = check_dimension(d)
     w = check_nonnegative(w, "w")
     c = check_cos_theta(cos_theta)
-    what = f"pdf_wij_convolution at w = {mp.nstr(w, 8)}, d = {d}, cos_theta = {mp.nstr(c, 17)}"
+    what = f"pdf_wij_convolution at w = {mp.nstr(w, 8)}, d = {show_int(d)}, cos_theta = {mp.nstr(c, 17)}"
     if w == 0 and c != -1:
         return mp.mpf(0)
     s = mp.sqrt(1 - c * c)
@@ -463,6 +463,10 @@ def _unimodal_peak(log_g, a, b, hi, what, n_scan=64):
     return peak, integrate
 
 
+#: Largest d of :func:`pdf_wij_float` (d, d/2 and 2d - 1 exact in double precision).
+FLOAT_MAX_D = 2**52
+
+
 def pdf_wij_float(w, d, cos_theta):
     r"""Eq. ``theta_proby_dist`` in double precision (scipy quadrature over phi).
 
@@ -489,7 +493,8 @@ def pdf_wij_float(w, d, cos_theta):
     import numpy as np
     from scipy import integrate, special
 
-    d = check_dimension(d)
+    d = check_int(d, "d", 1, "(pdf_wij_float computes in double precision, where larger d are not exact; "
+                  "use pdf_wij)", maximum=FLOAT_MAX_D)
     w = check_real(w, "w", minimum=0.0)
     c = check_real(cos_theta, "cos_theta", minimum=-1.0, maximum=1.0)
     if w == 0 or (c == -1 and w <= 1e-150):
@@ -549,7 +554,8 @@ def pdf_wij_float(w, d, cos_theta):
             err += e
     if not err <= 1e-10 * abs(total) and total > 1e-290:
         raise ConvergenceError(f"pdf_wij_float: quadrature error estimate {err:.3g} exceeds 1e-10 of the density "
-                               f"{total:.3g} at w = {w}, d = {d}, cos_theta = {c}; use pdf_wij (arbitrary precision)")
+                               f"{total:.3g} at w = {w}, d = {show_int(d)}, cos_theta = {c}; use pdf_wij "
+                               "(arbitrary precision)")
     return 2 * total
 
 
@@ -597,7 +603,7 @@ def _wij_moment(n, d, c):
     more bits when the terms (signed for c < 0) cancel."""
     prec = mp.prec
     guard = 16 + (2 * n + 1).bit_length()  # the moment recurrence accumulates up to 2n roundings
-    what = f"wij_moment at n = {n} (a double sum of about n^2/2 = {n * n // 2 + n} terms)"
+    what = f"wij_moment at n = {show_int(n)} (a double sum of about n^2/2 = {show_int(n * n // 2 + n)} terms)"
     per_term = 1 + n // 2048  # the binomials have up to n bits: a product with one costs about n/2048 units
 
     def checked(items, per=1):

@@ -63,6 +63,7 @@ from .conformities import check_v
 from .errors import ConvergenceError
 from .feature_kinds import check_kind, kernel_c
 from .kernels import coupled_pairs, norm_exponent
+from .validation import show_int
 
 __all__ = ["fixed_norm_bias", "fixed_norm_mean", "fixed_norm_mse"]
 
@@ -206,8 +207,8 @@ def _closed_forms(kind, d, vv, p, whats):
         # a value with a dozen correct bits left measures its loss; one of noise (or 0) only bounds it
         guard = int(lost) + 24 if lost < guard + mp.prec - 12 else 2 * guard + 64
     raise ConvergenceError(
-        f"fixed-norm {'/'.join(whats)} at d = {d}, v = {mp.nstr(vv, 5)}: a difference cancels beyond 10 increases "
-        f"of the precision (last attempt lost {lost:.0f} bits); lower the working precision or move v")
+        f"fixed-norm {'/'.join(whats)} at d = {show_int(d)}, v = {mp.nstr(vv, 5)}: a difference cancels beyond 10 "
+        f"increases of the precision (last attempt lost {lost:.0f} bits); lower the working precision or move v")
 
 
 def _small_v_parts(kind, d, vv, p, whats):

@@ -17,7 +17,7 @@ import collections.abc
 from ._context import check_time, mp
 
 from ._checks import check_dimension, guarded, to_mpf
-from .validation import ArgumentTypeError, describe
+from .validation import ArgumentTypeError, describe, show_int
 
 #: Largest d of the dense d x d matrices (about d^2 mpf objects); Algorithm 1
 #: (:func:`simplex_apply`) applies S to a vector in O(d) for any d.
@@ -27,8 +27,8 @@ DENSE_MAX_D = 1024
 def _dense_d(d):
     d = check_dimension(d, "simplex")
     if d > DENSE_MAX_D:
-        raise ValueError(f"d must be <= {DENSE_MAX_D} for a dense {d} x {d} matrix of mpf (about {d * d:.3g} "
-                         "numbers); use simplex_apply (Algorithm 1, O(d)) for larger d")
+        raise ValueError(f"d must be <= {DENSE_MAX_D} for a dense d x d matrix of mpf (d^2 = {show_int(d * d)} "
+                         f"numbers), got {show_int(d)}; use simplex_apply (Algorithm 1, O(d)) for larger d")
     return d
 
 

@@ -77,6 +77,7 @@ from .distributions import coupling_cos, dimension_bits
 from .feature_kinds import register
 from .mse import _prf_excess, _series_excess, _small_arg_bits
 from .registry import MissingHookError, get as get_coupling, hook as coupling_hook, names
+from .validation import show, show_int
 
 __all__ = ["hyperbolic_ordering", "hyperbolic_pair_term"]
 
@@ -194,7 +195,7 @@ def _ordering(certified, ds, vs, coupling, baseline, prec, max_prec):
         for v in vs:
             bits = prec
             while True:
-                check_time(f"hyperbolic_ordering at d = {d}, v = {v!r} ({bits} bits)")
+                check_time(f"hyperbolic_ordering at d = {show_int(d)}, v = {show(v)} ({bits} bits)")
                 a = _certified_pair(certified, coupling, d, v, bits)
                 b = _certified_pair(certified, baseline, d, v, bits)
                 diff = a - b

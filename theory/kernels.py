@@ -55,6 +55,7 @@ from ._checks import (
     to_mpf,
 )
 from .registry import check_dimension
+from .validation import show_int
 
 from .feature_kinds import KERNELS, check_kernel  # noqa: F401  (one home: the feature-kind registry)
 
@@ -211,8 +212,8 @@ def _check_pair_conformity(rho, m, mean, var, second_moment, kind):
     slack = mp.mpf(2) ** (8 - mp.prec) * max(abs(lo), abs(hi), 1)
     if not lo - slack <= r <= hi + slack:
         raise ValueError(
-            f"rho must lie in [{mp.nstr(lo, 8)}, {mp.nstr(hi, 8)}] for m = {m} {kind} features (no joint law of "
-            f"the features has another pair-averaged conformity), got {mp.nstr(r, 8)}")
+            f"rho must lie in [{mp.nstr(lo, 8)}, {mp.nstr(hi, 8)}] for m = {show_int(m)} {kind} features (no joint law "
+            f"of the features has another pair-averaged conformity), got {mp.nstr(r, 8)}")
     return r
 
 

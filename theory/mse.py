@@ -69,6 +69,7 @@ from .distributions import coupling_cos, dimension_bits, simplex_cos
 from . import feature_kinds as kinds
 from .kernels import coupled_pairs, norm_exponent
 from .registry import MissingHookError, block_pair_split, get as get_coupling, names, register
+from .validation import show_int
 
 
 #: Extra bits that :func:`_small_arg_bits` grants beyond twice the working precision p: t down to about
@@ -329,9 +330,9 @@ def _kind_inner(kind, coupling, d, m, vv, params=None):
         if lost <= extra + 8:
             return total
         extra = max(lost + 16, 2 * extra)
-    raise ConvergenceError(f"the {kind} MSE of {coupling!r} at d = {d}, m = {m}: Var + pair terms cancel beyond "
-                           f"{_MAX_RAISES} increases of the precision (last: {extra} bits); lower the working "
-                           "precision")
+    raise ConvergenceError(f"the {kind} MSE of {coupling!r} at d = {show_int(d)}, m = {show_int(m)}: Var + pair terms "
+                           f"cancel beyond {_MAX_RAISES} increases of the precision (last: {extra} bits); lower the "
+                           "working precision")
 
 
 #: Times :func:`_kind_inner` raises its precision when the sum of its terms cancels.
@@ -865,6 +866,13 @@ ZCRIT_MAX_DEPTH = 48
 #: rescaled every 8 steps, stay in range); a larger z_max is searched up to here, then ConvergenceError.
 ZCRIT_SCAN_MAX = 1e12
 
+#: Largest d of z_crit.  Its scan runs the Laguerre recurrence (d/2 steps) over a grid of about 2d
+#: points up to the first sign change, about d^2/5 steps in all: measured 5 s at d = 4096 and 30 s at
+#: 16384 (the default budget's limit), so about 8 minutes at this cap under a raised budget.  Larger d
+#: are refused at once (ValueError) rather than left to the budget: the grid alone outgrows memory
+#: (16 TiB at d = 2^40).
+ZCRIT_MAX_D = 2**16
+
 
 @guarded(grid=("d",))
 def z_crit(d, z_max=None):
@@ -876,7 +884,8 @@ def z_crit(d, z_max=None):
 
     Parameters
     ----------
-    d : int >= 2, or array_like of them
+    d : int in [2, :data:`ZCRIT_MAX_D`] (= 65536), or array_like of them
+        A larger d raises ValueError (the scan's work grows as :math:`d^2`).
     z_max : real > 0, optional
         Search limit (default :math:`4\sqrt d + 10`).  Any larger z_max gives the same
         answer (the range up to the default is scanned first); beyond it the scan continues
@@ -922,7 +931,8 @@ def z_crit(d, z_max=None):
     Measured: :math:`z_{\mathrm{crit}}/\sqrt d` falls from 1.91 (d = 3) to
     0.814 (d = 512) and 0.808 (d = 2048 and 4096).
     """
-    d = check_int(d, "d", 2, "(z_crit compares coupled pairs)")
+    d = check_int(d, "d", 2, "(z_crit compares coupled pairs; its scan costs about d^2/5 recurrence steps, "
+                  "see theory.mse.ZCRIT_MAX_D)", maximum=ZCRIT_MAX_D)
     if d == 2:
         return mp.inf
     default = 4 * mp.sqrt(d) + 10

@@ -92,7 +92,7 @@ from .errors import ConvergenceError
 from .feature_kinds import register
 from .mse import _prf_excess, _small_arg_bits, _weighted_pairs
 from .registry import MissingHookError, get as get_coupling, names
-from .validation import ArgumentTypeError, describe
+from .validation import ArgumentTypeError, describe, show_int
 
 __all__ = ["certified_mse", "check_a", "optimal_a", "pnc_pair_term", "second_moment", "theorem_couplings"]
 
@@ -212,7 +212,7 @@ def _pnc_pair_term(d, vv, a):
     scale = d * mp.log1p(-4 * a)
     return _expect_over_lower_half(
         d, lambda s: mp.exp(scale + 4 * a * s) * hyp0f1(d, t * s),
-        f"OPRF pair term of pnc_orthogonal (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
+        f"OPRF pair term of pnc_orthogonal (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
 
 
 def _pnc_pair_term_derivative(d, vv, a, cancel=0):
@@ -231,7 +231,7 @@ def _pnc_pair_term_derivative(d, vv, a, cancel=0):
         f0, f1 = hyp0f1_pair(d, t * s)  # 0F1'(h; z) = 0F1(h + 1; z) / h
         return mp.exp(scale + 4 * a * s) * ((4 * s - c0) * f0 - c1 * s * f1)
 
-    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {d})", cancel=cancel)
+    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {show_int(d)})", cancel=cancel)
 
 
 @guarded(grid=("d", "v"))
@@ -326,7 +326,7 @@ def _pnc_excess_small(d, vv, a):
             return scale * (_tail_exp(x) * (1 + z / h + tz) + (1 + x) * tz + x * z / h)
 
         e_pnc = _expect_over_lower_half(
-            d, ftilde, f"OPRF pnc pair excess (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
+            d, ftilde, f"OPRF pnc pair excess (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
         e_gamma = _gamma_series(d, h, a, t, square(vv), False)
         result = (e_pnc - scale * e_gamma) + _prf_excess("orthogonal", d, vv)
     return +result
@@ -389,7 +389,8 @@ def _pnc_excess_small_derivative(d, vv, a):
             return dscale * inner + scale * dinner
 
         e_pnc = _expect_over_lower_half(
-            d, dftilde, f"derivative of the OPRF pnc pair term (d = {d}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
+            d, dftilde,
+            f"derivative of the OPRF pnc pair term (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
         e_gamma = dscale * _gamma_series(d, h, a, t, v2, False) + scale * _gamma_series(d, h, a, t, v2, True)
         result = e_pnc - e_gamma
     return +result
@@ -439,7 +440,7 @@ def _pnc_pair_covariance(d):
     from .pnc import _expect_over_lower_half
 
     with mp.workprec(mp.prec + 2 * max(0, int(mp.mag(d))) + 8):
-        es2 = _expect_over_lower_half(d, lambda s: s * s, f"second moment of the pnc pair sum (d = {d})")
+        es2 = _expect_over_lower_half(d, lambda s: s * s, f"second moment of the pnc pair sum (d = {show_int(d)})")
         return (es2 - mp.mpf(d) * d - d) / 2
 
 
@@ -513,7 +514,7 @@ def _pnc_optimal_a(d, vv, m, a0):
         a = _pnc_golden_a(d, vv, n_pnc, _pnc_small_v_a(d, vv, n_pnc), width, tol)
         if a is not None:
             return a
-    raise ConvergenceError(f"the optimal OPRF A for pnc_orthogonal at d = {d}, v = {mp.nstr(vv, 6)} {cause}; "
+    raise ConvergenceError(f"the optimal OPRF A for pnc_orthogonal at d = {show_int(d)}, v = {mp.nstr(vv, 6)} {cause}; "
                            f"pass A= explicitly")
 
 

@@ -100,7 +100,7 @@ from ._context import check_time
 from ._series import quad_checked
 from .errors import ConvergenceError
 from .registry import register
-from .validation import check_choice
+from .validation import check_choice, show_int
 
 __all__ = ["pair_conformity", "pair_conformity_u", "pair_norm_product_moment", "rff_pair_conformity"]
 
@@ -257,7 +257,7 @@ def _float_rule(d):
 
     rule = _pair_rule(d)
     if not rule.pieces or not any(pc.nodes for pc in rule.pieces):
-        _expect(d, lambda x, X: (x + X) ** 2, f"second moment of the pnc pair sum (d = {d})")
+        _expect(d, lambda x, X: (x + X) ** 2, f"second moment of the pnc pair sum (d = {show_int(d)})")
     nodes = [n for pc in rule.pieces if pc.nodes for n in pc.nodes[max(pc.nodes)]]
     return tuple(np.array([float(v[i]) for v in nodes]) for i in range(3))
 
@@ -299,7 +299,7 @@ def _prf_pair(d, vv):
         return _pair_series(d, t, 1)
     a = mp.mpf(d) / 2
     return _expect_over_lower_half(d, lambda s: hyp0f1(d, vv * vv * s / 2),
-                                   f"PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)})",
+                                   f"PNC PRF pair conformity (d = {show_int(d)}, v = {mp.nstr(vv, 6)})",
                                    peak=_prf_peak(a, vv))
 
 
@@ -332,12 +332,12 @@ def _rff_pair(d, zz):
     n = _rff_oscillations(d, zz)
     if n > RFF_MAX_OSCILLATIONS:
         raise ConvergenceError(
-            f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)}): its integrand oscillates about {n:.0f} times "
+            f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)}): its integrand oscillates about {n:.0f} times "
             f"over the norms' range, beyond the quadrature's reach ({RFF_MAX_OSCILLATIONS}; it resolves about 25: "
             f"z <= 20 at d <= 8, z <= 30 at d = 64); use a smaller z (or Monte Carlo: montecarlo.empirical_mse)")
     # the terms are O(1) and the value smaller: _expect carries the bits its sum loses
     return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
-                                   f"PNC RFF pair conformity (d = {d}, z = {mp.nstr(zz, 6)})")
+                                   f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)})")
 
 
 #: The series in v^2 (:func:`_pair_series`) is used for :math:`t = v^2/2 \le 2^{-17}` (v <= 2^{-8} = 0.0039),
@@ -410,7 +410,7 @@ def _pair_sum_moment(d, k, bits):
 def _sum_moment_cached(d, k, bits):
     with mp.workprec(bits):
         return _expect_over_lower_half(d, lambda s: s ** k,
-                                       f"PNC pair moment E[(x1 + x2)^{k}] (d = {d}, {bits} bits)")._mpf_
+                                       f"PNC pair moment E[(x1 + x2)^{k}] (d = {show_int(d)}, {bits} bits)")._mpf_
 
 
 def _cancellation_bits(zz):
@@ -421,7 +421,7 @@ def _cancellation_bits(zz):
 
 def _norm_product_moment(d):
     r""":math:`M = \mathbb E[w_1^2w_2^2] = 4\,\mathbb E[x_1x_2]` over an antithetic pair."""
-    return _expect(d, lambda x, X: 4 * x * X, f"PNC norm product moment (d = {d})").value
+    return _expect(d, lambda x, X: 4 * x * X, f"PNC norm product moment (d = {show_int(d)})").value
 
 
 @guarded(grid=("d", "v"))
@@ -503,8 +503,8 @@ def pair_conformity_u(d, v, kind="prf"):
     ystar = _prf_peak(a, vv)[0]
     if kind == "prf" and _peak_in_tail(ystar, -mp.log(_lower_half_points(a)[4])):
         raise ConvergenceError(
-            f"the u route of the PNC PRF pair conformity (d = {d}, v = {mp.nstr(vv, 6)}) does not resolve the "
-            f"integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(ystar, 4)} beyond 4 and the 0.05 quantile); "
+            f"the u route of the PNC PRF pair conformity (d = {show_int(d)}, v = {mp.nstr(vv, 6)}) does not resolve "
+            f"the integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(ystar, 4)} beyond 4 and the 0.05 quantile); "
             "use pair_conformity (theory.conformity), which integrates that tail in -ln x")
 
     def integrand(u):
@@ -517,7 +517,7 @@ def pair_conformity_u(d, v, kind="prf"):
     points = [mp.mpf(0)] + [mp.mpf(u) for u in ("1e-12", "1e-6", "1e-3", "0.05", "0.2", "0.5")]
     with mp.workprec(mp.prec + (_cancellation_bits(vv) if kind == "rff" else 0)):
         return 2 * quad_checked(integrand, points,
-                                what=f"PNC pair conformity, u route (d = {d}, v = {mp.nstr(vv, 6)})")
+                                what=f"PNC pair conformity, u route (d = {show_int(d)}, v = {mp.nstr(vv, 6)})")
 
 
 @guarded(grid=("d",))

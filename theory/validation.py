@@ -39,6 +39,8 @@ __all__ = [
     "check_real",
     "check_rng",
     "describe",
+    "show",
+    "show_int",
 ]
 
 
@@ -46,12 +48,57 @@ class ArgumentTypeError(TypeError, ValueError):
     """An argument of the wrong type (also a ValueError, for callers that catch that)."""
 
 
+#: Integers of at most this many bits (78 decimal digits) are shown in full by :func:`show_int`.
+SHOW_INT_MAX_BITS = 256
+
+
+def show_int(n, sig=None):
+    """An integer for a message: ``str(n)`` up to :data:`SHOW_INT_MAX_BITS` bits (with ``sig``,
+    ``f"{n:.{sig}g}"``, e.g. ``1e+12`` for a count), beyond that its size.
+
+    ``2^14286 (an integer of 14287 bits)`` for a power of two, else e.g.
+    ``about 1.23457e+4300 (an integer of 14287 bits)``.  Python refuses
+    ``str()`` of an integer of more than 4300 digits (``sys.get_int_max_str_digits``),
+    and a message with hundreds of digits is unreadable anyway: every message and
+    label that shows a user's integer (a dimension d, a count m) formats it here.
+    """
+    if not _is_int(n):  # (a label formed before its argument is checked: the check names it)
+        return show(n)
+    n = int(n)
+    a = abs(n)
+    bits = a.bit_length()
+    if bits <= SHOW_INT_MAX_BITS:
+        return str(n) if sig is None else f"{n:.{sig}g}"
+    sign = "-" if n < 0 else ""
+    if a & (a - 1) == 0:
+        lead = f"{sign}2^{bits - 1}"
+    else:  # the leading digits from log10 (exact enough for 6 digits below 10^(10^9)); never str(a)
+        lg = math.log10(a)
+        k = math.floor(lg)
+        mant = 10.0 ** (lg - k)
+        if mant >= 9.999995:
+            mant, k = 1.0, k + 1
+        lead = f"about {sign}{mant:.5f}e+{k}"
+    return f"{lead} (an integer of {bits} bits)"
+
+
+def show(value):
+    """``repr(value)`` for messages and labels, shortened to 80 characters; an integer by :func:`show_int`
+    (never an int -> str conversion beyond Python's limit, which would raise in its place)."""
+    if _is_int(value) and int(value).bit_length() > SHOW_INT_MAX_BITS:
+        text = show_int(value)
+    else:
+        try:
+            text = repr(value)
+        except ValueError:  # an int -> str conversion beyond Python's limit inside repr (a Fraction, a list)
+            text = (f"{show_int(value.numerator)} / {show_int(value.denominator)}"
+                    if isinstance(value, numbers.Rational) else f"<a {type(value).__name__} too large to print>")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def describe(value):
-    """``repr(value) (type)`` for error messages, shortened to 80 characters."""
-    text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"{text} ({type(value).__name__})"
+    """``repr(value) (type)`` for error messages (:func:`show`)."""
+    return f"{show(value)} ({type(value).__name__})"
 
 
 def _is_int(value):

@@ -40,7 +40,7 @@ import numpy as np
 from theory import feature_kinds
 from theory.cli import int_arg, main_runner, make_parser, n_jobs_arg, real_arg
 
-from . import attention, classification, gram, spread, uci
+from . import attention, classification, gram, spread, sweeps, uci
 from ._common import format_z, run_terminable
 
 
@@ -58,7 +58,8 @@ _PLAIN_POSITIVE = tuple(k for k in feature_kinds.names(positive=True) if not fea
 def _sweep(p, paired=True, kinds=None):
     """Options of the parallel sweeps: workers, common random numbers, feature kind (one of ``kinds``)."""
     p.add_argument("--n-jobs", type=n_jobs_arg, default=None, metavar="N",
-                   help="parallel workers (joblib; None: every core, -1 likewise); the numbers do not depend on it")
+                   help=f"parallel workers (joblib; None: every core, -1 likewise; |N| <= {sweeps.MAX_N_JOBS}, and "
+                        "never more than the sweep's units of work); the numbers do not depend on it")
     if paired:
         p.add_argument("--paired", action=argparse.BooleanOptionalAction, default=None,
                        help="common random numbers across couplings (the same norms and Gaussian blocks behind "

@@ -28,7 +28,7 @@ from montecarlo._checks import (  # noqa: F401  (re-exported for the experiment 
     check_rng,
 )
 from theory import feature_kinds as kinds
-from theory.validation import ArgumentTypeError, describe  # noqa: F401  (re-exported)
+from theory.validation import ArgumentTypeError, describe, show_int  # noqa: F401  (re-exported)
 
 #: The array-API namespace of numpy that the feature-kind hooks take.
 _NP = array_api_compat.array_namespace(np.empty(0))

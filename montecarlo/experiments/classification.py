@@ -73,10 +73,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import montecarlo as mc
-from montecarlo.features import log_kernel_matrix
+from montecarlo.features import log_kernel_matrix, refuse_overflowed_rows
 
 from . import uci
 from ._common import (
+    _NP,
     CHUNK_ELEMENTS,
     MAX_CLASSES,
     check_array,
@@ -97,6 +98,7 @@ from ._common import (
     kind_record,
     projected_features,
     seed_entropy,
+    show_int,
     z_score,
 )
 from .sweeps import (
@@ -190,7 +192,12 @@ def kernel_regression_exact(X_train, y_train, X_test, sigma=1.0, n_classes=None)
     ndarray (N', n_classes)
         :math:`\sum_i K(\sigma x', \sigma x_i) y_i / \sum_i K(\sigma x', \sigma x_i)`
         (rows sum to 1), computed with a per-row log offset (no underflow),
-        over chunks of test rows (memory O(N + chunk N), not O(N' N)).
+        over chunks of test rows (memory O(N + chunk N), not O(N' N)).  Any
+        sigma: where the squared distances of the scaled data would approach
+        the largest float, the log-kernel is formed from the data times a
+        power of two :math:`2^{-e}` and multiplied by :math:`(\sigma 2^e)^2`
+        after the offset (as sigma grows the probabilities tend to those of
+        the nearest training rows).
 
     Raises
     ------
@@ -204,20 +211,41 @@ def kernel_regression_exact(X_train, y_train, X_test, sigma=1.0, n_classes=None)
     order, present, starts = _groups(y_train)
     check_budget(X_test.shape[0] * n_classes, "the (N', n_classes) class probabilities", "lower n_classes")
     out = np.zeros((X_test.shape[0], n_classes))
-    out[:, present] = _exact_class_weights(sigma * X_train[order], starts, sigma * X_test)
+    scale, factor = _exact_scale(sigma, X_train, X_test)
+    out[:, present] = _exact_class_weights(scale * X_train[order], starts, scale * X_test, factor)
     return out
 
 
-def _exact_class_weights(b, starts, a):
+def _exact_scale(sigma, X_train, X_test):
+    """(scale, factor): the exact log-kernel of sigma x is ``factor`` times that of ``scale`` x.
+
+    (sigma, 1.0) when the squared distances of sigma x stay far inside float64 (every sigma and data of the
+    paper); else a power of two that brings the data to entries <= 1/sqrt(d) (exact) and
+    factor = (sigma / scale)^2, at most the largest float: an overflowing factor only sends the log-kernel's
+    negative offsets to -inf (weight 0), which the exact weights underflow to anyway (issue 38: sigma = 1e300
+    gave NaN probabilities)."""
+    d = X_train.shape[1]
+    big = max(float(np.max(np.abs(X_train), initial=0.0)), float(np.max(np.abs(X_test), initial=0.0)))
+    if sigma * big * math.sqrt(4 * d) <= 2.0**500:  # (Python floats: a product overflows to inf, silently)
+        return sigma, 1.0
+    e = math.frexp(big * math.sqrt(d))[1]  # big sqrt(d) < 2^e
+    t = sigma * 2.0**e
+    return 2.0**-e, min(t * t, float(np.finfo(np.float64).max))
+
+
+def _exact_class_weights(b, starts, a, factor=1.0):
     """Normalised per-class kernel sums (N', K) for scaled test rows a and class-sorted training rows b.
 
     The log-kernel is :func:`montecarlo.features.log_kernel_matrix` (one home of the exact kernels),
-    offset per test row by its largest entry before the exponential (no underflow to 0/0)."""
+    offset per test row by its largest entry before the exponential (no underflow to 0/0), and times
+    ``factor`` (:func:`_exact_scale`) after the offset."""
     out = np.empty((a.shape[0], starts.size))
     rows = max(1, 4 * CHUNK_ELEMENTS // b.shape[0])
     for sl in chunks(a.shape[0], rows):  # a loop over chunks of test rows (bounded memory)
         logk = log_kernel_matrix(a[sl], b, "gaussian")
         logk -= logk.max(axis=1, keepdims=True)
+        if factor != 1.0:
+            logk *= factor
         np.exp(logk, out=logk)
         num = np.add.reduceat(logk, starts, axis=1)
         out[sl] = num / num.sum(axis=1, keepdims=True)
@@ -255,9 +283,21 @@ def _prf_numerators(b, starts, a, W, kind="prf", params=None):
     return np.matmul(lq.transpose(1, 0, 2), A.transpose(1, 2, 0))  # (R, N', K)
 
 
+def _scaled_rows(X_train, order, X_test, sigma):
+    """(sigma X_train[order], sigma X_test) for the PRF classifiers, refused where a row's squared norm
+    overflows (:func:`montecarlo.features.refuse_overflowed_rows`: its log-features would be -inf, the
+    probabilities NaN; issue 38, sigma = 1e300)."""
+    with np.errstate(over="ignore"):
+        b, a = sigma * X_train[order], sigma * X_test
+        for z, name in ((b, "X_train"), (a, "X_test")):
+            refuse_overflowed_rows(np.einsum("nd,nd->n", z, z), _NP, z.dtype, " (times sigma^2)",
+                                   f" or lower sigma (now {sigma:g})", name)
+    return b, a
+
+
 def _reps_per_chunk(n_train, n_test, m):
     """Draws per chunk (at least one, whose (N + N', width m) log-features must fit the memory budget)."""
-    check_budget((n_train + n_test) * m, f"the (N_train + N_test, width m) = ({n_train + n_test}, {m}) "
+    check_budget((n_train + n_test) * m, f"the (N_train + N_test, width m) = ({n_train + n_test}, {show_int(m)}) "
                  "log-features of one draw", "lower m")
     return max(1, CHUNK_ELEMENTS // ((n_train + n_test) * m))
 
@@ -290,7 +330,10 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     Raises
     ------
     ValueError, TypeError
-        As :func:`kernel_regression_exact`; W of the wrong width or rank.
+        As :func:`kernel_regression_exact`; W of the wrong width or rank; rows
+        whose squared norm times :math:`\sigma^2` overflows (their log-features
+        would be -inf and the probabilities NaN:
+        :func:`montecarlo.features.refuse_overflowed_rows`).
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
     sigma = check_positive_float(sigma, "sigma")
@@ -300,7 +343,7 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
         W = (W if hasattr(W, "shape") else np.asarray(W))[None]
     Wa = check_array(W, "W", 3, X_train.shape[1], "X_train's width")
     order, present, starts = _groups(y_train)
-    b, a = sigma * X_train[order], sigma * X_test
+    b, a = _scaled_rows(X_train, order, X_test, sigma)
     check_budget(Wa.shape[0] * X_test.shape[0] * n_classes, "the (R, N', n_classes) class probabilities",
                  "pass fewer draws at once or lower n_classes")
     out = np.zeros((Wa.shape[0], X_test.shape[0], n_classes))
@@ -322,7 +365,7 @@ def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None, kind=
     m = draw[1] if draw is not None else W.shape[1]
     step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], kind_record(kind).width * m)
     acc = np.empty(check_budget(n_draws, "the per-draw accuracies", "lower n_draws"))
-    b, a = sigma * X_train[order], sigma * X_test
+    b, a = _scaled_rows(X_train, order, X_test, sigma)
     for sl in chunks(n_draws, step):
         if draw is None:
             w = W[sl]
@@ -542,7 +585,7 @@ def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind, para
     if task == "exact":
         return exact_accuracy(split, sigma), (uci.mean_v(split, sigma) if m else None)
     order, present, starts = _groups(split.y_train)
-    b, a = sigma * split.X_train[order], sigma * split.X_test
+    b, a = _scaled_rows(split.X_train, order, split.X_test, sigma)
     Ws = paired_weights(couplings, split.d, m, n, seed, paired=paired)
     step = _reps_per_chunk(b.shape[0], a.shape[0], kind_record(kind).width * m)
     out = np.empty((len(couplings), n))

@@ -35,7 +35,10 @@ trained four times for nothing).
 ``--out`` is checked before anything is trained: its folder must be, or be
 creatable as, a writable directory (it is created), and the path must not be a
 directory; otherwise the command stops at once with one line naming ``--out``
-and status 2.
+and status 2.  So do counts beyond their limits: ``--seeds`` at most
+:data:`MAX_SEEDS`, ``--layers`` at most :data:`MAX_LAYERS`, and the model's
+parameters and the accuracies (seeds x epochs) within the allocation budget
+(``montecarlo._checks.MAX_ELEMENTS``).
 
 Measured (defaults, 5 seeds, one CPU thread each; final test accuracy, mean +- s.e.; oprf with A chosen
 from each training batch's statistics):
@@ -68,10 +71,13 @@ import numpy as np
 
 from theory.cli import atomic_write, check_output_dir, int_arg, main_runner, make_parser, real_arg
 
-from ._common import check_int, check_positive_float, check_rng, describe, refuse_repeats, run_terminable
+from ._common import (check_budget, check_int, check_positive_float, check_rng, describe, refuse_repeats,
+                      run_terminable, show_int)
 
 __all__ = [
     "ARMS",
+    "MAX_LAYERS",
+    "MAX_SEEDS",
     "REDRAW_INTERVALS",
     "TEST_SIZE",
     "TrainConfig",
@@ -93,6 +99,13 @@ ARMS = (("exact", None, None), ("prf-orthogonal", "prf", "orthogonal"), ("prf-si
         ("oprf-orthogonal", "oprf", "orthogonal"), ("oprf-simplex", "oprf", "simplex"))
 #: Redraw intervals of the redraw study: None = never, an int = every so many steps, "epoch" = once per epoch.
 REDRAW_INTERVALS = (None, 10, 100, "epoch")
+#: Largest number of seeds of one run (the measured table uses 5; 1000 seeds of the five arms at the defaults
+#: train for about a day on one core).  More is refused at once, not trained seed after seed.
+MAX_SEEDS = 1000
+#: Largest number of transformer blocks (the paper's ViTs have 12).  More is refused at once: the model was
+#: built block after block, its memory growing without bound.  The parameters of the whole model are also held
+#: to montecarlo._checks.MAX_ELEMENTS (about 8 d_model^2 per block: a large d_model is refused by name too).
+MAX_LAYERS = 64
 
 
 @dataclass(frozen=True)
@@ -100,10 +113,11 @@ class TrainConfig:
     """Settings of one training run (the defaults are the command line's).
 
     Checked on construction, with the command line's bounds: ``epochs``, ``batch_size``, ``heads``,
-    ``layers``, ``n_features``, ``threads`` ints >= 1, ``d_model`` an int >= 2 and a multiple of
-    ``heads``, ``lr`` a finite real > 0, ``train_size`` None or an int >= 10 (at most the training
-    images, checked by :func:`digits_tokens`), ``redraw_every`` None (never), ``'epoch'`` or an int
-    >= 1 (steps).  A bad field is a ValueError / TypeError naming it.
+    ``n_features``, ``threads`` ints >= 1, ``layers`` an int in [1, :data:`MAX_LAYERS`], ``d_model`` an int
+    >= 2 and a multiple of ``heads`` (the model's parameters within ``montecarlo._checks.MAX_ELEMENTS``:
+    an AllocationError naming ``layers`` and ``d_model``), ``lr`` a finite real > 0, ``train_size`` None
+    or an int >= 10 (at most the training images, checked by :func:`digits_tokens`), ``redraw_every`` None
+    (never), ``'epoch'`` or an int >= 1 (steps).  A bad field is a ValueError / TypeError naming it.
     """
 
     epochs: int = 10
@@ -119,11 +133,16 @@ class TrainConfig:
 
     def __post_init__(self):
         fields = {name: check_int(getattr(self, name), f"TrainConfig.{name}", low)
-                  for name, low in (("epochs", 1), ("batch_size", 1), ("d_model", 2), ("heads", 1), ("layers", 1),
+                  for name, low in (("epochs", 1), ("batch_size", 1), ("d_model", 2), ("heads", 1),
                                     ("n_features", 1), ("threads", 1))}
-        if fields["d_model"] % fields["heads"]:
+        fields["layers"] = check_int(self.layers, "TrainConfig.layers", 1, maximum=MAX_LAYERS)
+        d, layers = fields["d_model"], fields["layers"]
+        if d % fields["heads"]:
             raise ValueError(f"TrainConfig.d_model must be a multiple of TrainConfig.heads, got d_model = "
-                             f"{fields['d_model']} and heads = {fields['heads']}")
+                             f"{show_int(d)} and heads = {show_int(fields['heads'])}")
+        # per block: qkv and out projections 4 d^2 + 4 d, the MLP 4 d^2 + 3 d, two LayerNorms 4 d; the rest 33 d + 10
+        check_budget(layers * (8 * d * d + 11 * d) + 33 * d + 10, f"the model's parameters (layers = {layers}, "
+                     f"d_model = {show_int(d)})", "lower layers or d_model")
         fields["lr"] = check_positive_float(self.lr, "TrainConfig.lr")
         if self.train_size is not None:
             fields["train_size"] = check_int(self.train_size, "TrainConfig.train_size", 10)
@@ -343,11 +362,14 @@ def _config_dict(cfg, n_train):
 
 
 def train_arms(arms=None, seeds=5, cfg=TrainConfig(), *, seed=0, progress=None):
-    """Train every arm for ``seeds`` seeds (``seed``, ``seed + 1``, ...); returns a :class:`TrainResult`."""
-    seeds = check_int(seeds, "seeds", 1)
+    """Train every arm for ``seeds`` seeds (``seed``, ``seed + 1``, ...; at most :data:`MAX_SEEDS`); returns a
+    :class:`TrainResult`."""
+    seeds = check_int(seeds, "seeds", 1, maximum=MAX_SEEDS)
     seed = check_int(seed, "seed", 0)
     cfg = _check_config(cfg)
     todo = arms_available(arms)
+    check_budget(len(todo) * seeds * cfg.epochs, f"the test accuracies of {len(todo)} arms x {seeds} seeds x "
+                 f"{show_int(cfg.epochs)} epochs", "lower seeds or epochs")
     data = digits_tokens(cfg.train_size)
     t0 = time.perf_counter()
     acc = {}
@@ -435,14 +457,14 @@ def add_parser(subparsers):
 def _add_options(p):
     p.add_argument("--arms", nargs="+", default=None, metavar="ARM", choices=[a[0] for a in ARMS],
                    help=f"arms to train (default all: {', '.join(a[0] for a in ARMS)})")
-    p.add_argument("--seeds", type=int_arg(1), default=5, help="number of seeds (seed, seed + 1, ...)")
+    p.add_argument("--seeds", type=int_arg(1, MAX_SEEDS), default=5, help="number of seeds (seed, seed + 1, ...)")
     p.add_argument("--seed", type=int_arg(0), default=0, help="first seed")
     p.add_argument("--epochs", type=int_arg(1), default=TrainConfig.epochs, help="training epochs")
     p.add_argument("--batch-size", type=int_arg(1), default=TrainConfig.batch_size, help="batch size")
     p.add_argument("--lr", type=real_arg(0.0, strict=True), default=TrainConfig.lr, help="AdamW learning rate")
     p.add_argument("--d-model", type=int_arg(2), default=TrainConfig.d_model, help="model width")
     p.add_argument("--heads", type=int_arg(1), default=TrainConfig.heads, help="attention heads")
-    p.add_argument("--layers", type=int_arg(1), default=TrainConfig.layers, help="transformer blocks")
+    p.add_argument("--layers", type=int_arg(1, MAX_LAYERS), default=TrainConfig.layers, help="transformer blocks")
     p.add_argument("--n-features", type=int_arg(1), default=TrainConfig.n_features, help="random features m")
     p.add_argument("--train-size", type=int_arg(10), default=None, help="use only this many training images")
     p.add_argument("--redraw-every", type=_redraw_arg, default=_REDRAW_DEFAULT, metavar="{never,epoch,N}",

@@ -62,10 +62,10 @@ import numpy as np
 
 import montecarlo as mc
 
-from ._common import check_budget, check_int, check_rng, describe, distinct_couplings
+from ._common import check_budget, check_int, check_rng, describe, distinct_couplings, show_int
 
-__all__ = ["DRAW_BLOCK", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread", "paired_estimates",
-           "paired_weights", "run_units", "unit_seed", "warm_up"]
+__all__ = ["DRAW_BLOCK", "MAX_N_JOBS", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread",
+           "paired_estimates", "paired_weights", "run_units", "unit_seed", "warm_up"]
 
 #: Draws per unit of a sweep.  Fixed (never derived from n_jobs), so the seeds and the numbers do not
 #: depend on how the units are scheduled; a run with more draws extends the blocks of a run with fewer.
@@ -74,6 +74,13 @@ DRAW_BLOCK = 25
 #: The Haar route whose stream :func:`paired_weights` shares (numpy's QR of a Gaussian block).
 PAIRED_HAAR_ROUTE = "qr"
 
+#: Largest absolute value of n_jobs that a sweep accepts.  A sweep never starts more workers than it has units
+#: of work (nor than joblib's reading of n_jobs), so more only costs: every worker is a thread with its own
+#: stack or a process (measured before the cap: n_jobs = 300 started 303 threads for 8 units, n_jobs = 20000 took
+#: 12 s and 400 MB, joblib failed from n_jobs = 1000 under a 4 GiB address-space limit and from 500001
+#: on any machine).  A Dask cluster's size comes from the cluster, not from n_jobs.
+MAX_N_JOBS = 256
+
 
 # ---------------------------------------------------------------------------
 # Arguments
@@ -81,13 +88,16 @@ PAIRED_HAAR_ROUTE = "qr"
 
 def check_n_jobs(n_jobs, name="n_jobs"):
     """``n_jobs`` as joblib reads it: None (the machine's cores, or the ``n_jobs`` of an active
-    ``joblib.parallel_config``), or a nonzero integer (-1: every core, -2: all but one, ...)."""
+    ``joblib.parallel_config``), or a nonzero integer in [-:data:`MAX_N_JOBS`, :data:`MAX_N_JOBS`]
+    (-1: every core, -2: all but one, ...)."""
     if n_jobs is None:
         return None
+    what = (f"{name} must be None or a nonzero integer in [-{MAX_N_JOBS}, {MAX_N_JOBS}] (-1: every core; a sweep "
+            "never starts more workers than its units of work)")
     if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, (int, np.integer)):
-        raise TypeError(f"{name} must be None or a nonzero integer (-1: every core), got {describe(n_jobs)}")
-    if n_jobs == 0:
-        raise ValueError(f"{name} must be None or a nonzero integer (-1: every core), got 0")
+        raise TypeError(f"{what}, got {describe(n_jobs)}")
+    if n_jobs == 0 or abs(int(n_jobs)) > MAX_N_JOBS:
+        raise ValueError(f"{what}, got {describe(n_jobs)}")
     return int(n_jobs)
 
 
@@ -99,13 +109,13 @@ def _workers(n_jobs):
     if n_jobs is None:
         configured = get_active_backend()[1]
         n_jobs = -1 if configured is None else configured
-    return n_jobs, joblib.effective_n_jobs(n_jobs)
+    return joblib.effective_n_jobs(n_jobs)
 
 
 def draw_blocks(n_draws):
     """``[(block index, draws), ...]``: n_draws cut into blocks of :data:`DRAW_BLOCK` (the last one shorter)."""
     n_draws = check_int(n_draws, "n_draws", 1)
-    check_budget(n_draws, f"the per-draw results of n_draws = {n_draws} draws", "lower n_draws")
+    check_budget(n_draws, f"the per-draw results of n_draws = {show_int(n_draws)} draws", "lower n_draws")
     return [(k, min(DRAW_BLOCK, n_draws - lo)) for k, lo in enumerate(range(0, n_draws, DRAW_BLOCK))]
 
 
@@ -177,7 +187,8 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
         Arguments of each call.
     n_jobs : None or nonzero int
         :func:`check_n_jobs`.  One effective worker (or one unit) runs in this
-        process without joblib.
+        process without joblib; otherwise joblib starts at most as many
+        workers as there are units left after the warm-up.
     costs : sequence of float, optional
         Estimated cost of each unit; units are dispatched largest first
         (longest-processing-time scheduling).  The results do not depend on it.
@@ -224,7 +235,7 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
             last[0] = now
             progress(f"{label}: {done}/{n} units, {now - t0:.1f} s")
 
-    jobs, workers = _workers(n_jobs)
+    workers = _workers(n_jobs)
     with one_blas_thread():
         if workers == 1 or n <= 1:
             for done, i in enumerate(order, 1):
@@ -242,7 +253,8 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
             first = order.pop()
             out[first] = _pinned_call(func, units[first])
             start = 2
-        results = Parallel(n_jobs=jobs, prefer="threads", return_as="generator")(
+        # never more workers than units: joblib starts every worker up front (threads or processes)
+        results = Parallel(n_jobs=min(workers, len(order)), prefer="threads", return_as="generator")(
             delayed(_pinned_call)(func, units[i]) for i in order)
         for done, (i, r) in enumerate(zip(order, results), start):
             out[i] = r
@@ -334,7 +346,8 @@ def paired_weights(couplings, d, m, n_draws, rng=None, *, paired=True):
             # The largest array _iid_on_haar_stream allocates: the (n_draws, m, d) result (its Gaussian
             # columns, n_draws m d in all, and its chi_d norms, n_draws ceil(m/d) d <= n_draws m d, are
             # no larger); m < d rows never cost a d x d block.
-            check_budget(n_draws * m * d, f"{n_draws} draws of the (m, d) = ({m}, {d}) IID weights (paired)",
+            check_budget(n_draws * m * d, f"{show_int(n_draws)} draws of the (m, d) = ({show_int(m)}, {show_int(d)}) "
+                         "IID weights (paired)",
                          "reduce n_draws, m or d")
             out[c] = _iid_on_haar_stream(d, m, n_draws, ss)
         else:
