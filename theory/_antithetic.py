@@ -160,8 +160,8 @@ def upper(d, x, lost=0):
             if took <= extra - 4:
                 return +q, pref * a / x
         extra = took + 16
-    raise ConvergenceError(f"Q_a(x) at a = d/2 = {show_int(d)}/2, x = {mp.nstr(x, 8)}: cancellation in 1 - P_a(x) beyond "
-                           f"{extra} bits")
+    raise ConvergenceError(f"Q_a(x) at a = d/2 = {show_int(d)}/2, x = {mp.nstr(x, 8)}: cancellation in 1 - P_a(x) "
+                           f"beyond {extra} bits")
 
 
 def _steps(d, x, value, sigma, target, tol, what):
@@ -764,7 +764,9 @@ def hyp0f1(b2, z):
         j += 2
         k += 1
         if not k % 256:
-            check_time("the 0F1 series of a pair integrand", units=SERIES_UNITS * 2)
+            # the terms grow to ~2.9 sqrt(z) bits, each step costs ~ their length in words: ~1 unit per 32 bits (bench_work)
+            check_time("the 0F1 series of a pair integrand",
+                       units=SERIES_UNITS * 2 * (1 + total.bit_length() // 256))
     return mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest))
 
 
@@ -786,6 +788,8 @@ def hyp0f1_pair(b2, z):
         j += 2
         k += 1
         if not k % 256:
-            check_time("the 0F1 series of a pair integrand", units=SERIES_UNITS * 2)
+            # the terms grow to ~2.9 sqrt(z) bits, each step costs ~ their length in words: ~1 unit per 32 bits (bench_work)
+            check_time("the 0F1 series of a pair integrand",
+                       units=SERIES_UNITS * 2 * (1 + total.bit_length() // 256))
     return (mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest)),
             mp.make_mpf(mpf_pos(from_man_exp(total1, -bits), prec, round_nearest)))
