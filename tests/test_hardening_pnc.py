@@ -147,7 +147,7 @@ def test_route_choice():
 
 
 def test_d_beyond_mpmaths_incomplete_gamma_names_d():
-    with pytest.raises(theory.ConvergenceError, match=r"a = d/2 = 50000000.0 .*the PNC closed forms reach d <= 65536"):
+    with pytest.raises(theory.ConvergenceError, match=r"a = d/2 = 50000000.0 .*the PNC closed forms reach d <= 1048576"):
         theory.conformity(C, 10**8, "0.5")
 
 

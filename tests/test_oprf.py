@@ -188,7 +188,7 @@ def test_pnc_optimal_a_golden_fallback_and_tiny_v(monkeypatch):
     n = _weighted_pairs("pnc_orthogonal", d, d, lambda c: 1 if c == "pnc_orthogonal" else 0)
     secant = oprf._pnc_optimal_a(d, v, d, optimal_a(v ** 2 / d))
 
-    def broken(*args):
+    def broken(*args, **kwargs):
         raise ConvergenceError("quadrature failed (test)")
 
     monkeypatch.setattr(oprf, "_pnc_pair_term_derivative", broken)

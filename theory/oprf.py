@@ -65,18 +65,25 @@ is the small-v series (:func:`_pnc_small_v_a`) where the MSE at the series' A
 is the minimum to 8 bits below the caller's precision (4 d^2 v^6 <
 2^-(prec+8)), else a secant search on the derivative, else (its quadrature
 failing near A = 0) a golden-section search on the MSE around the series' A.
-The pnc pair excess at small A and v comes from :func:`_pnc_excess_small`
-(no cancellation against e^{v^2}, so no extra bits growing with log(1/v)),
-and the secant's derivative from :func:`_pnc_excess_small_derivative`;
-elsewhere both come from quadratures of the pair term.  Measured (2 busy
-cores, 30 s budget): at 15 and at 30 digits every point of d in {2, 3, 5, 8,
-64, 256} x v in {1e-300, 1e-30, 1e-8, 1e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3,
-1e-2, 0.1, 1, 3} returns a value (15 digits: 0.1-6.6 s; 30 digits: 0.2-11.7 s).
+The secant starts next to the root found by a double-precision model of the
+derivative on the nodes of theory.pnc's quadrature (:func:`_pnc_float_a`; 3-4
+steps at the working precision instead of 8-11 from A*).  The pnc pair excess
+at small A and v comes from :func:`_pnc_excess_small` (no cancellation against
+e^{v^2}, so no extra bits growing with log(1/v)), and the secant's derivative
+from :func:`_pnc_excess_small_derivative` where the direct quadrature would
+need more than :data:`SMALL_ROUTE_BITS` extra bits; elsewhere both come from
+quadratures of the pair term.  Measured (2 busy cores, CPU time, caches
+emptied before each call): at 15 and at 30 digits every point of d in {2, 3,
+5, 8, 64, 256, 1024} x v in {1e-300, 1e-30, 1e-8, 1e-6, 1e-5, 3e-5, 1e-4,
+3e-4, 1e-3, 1e-2, 0.1, 1, 3} returns a value (15 digits: at most 0.35 s;
+30 digits: at most 0.85 s; before issue 38: 0.1-6.6 s and 0.2-11.7 s up to
+d = 256).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 from ._checks import check_dimension, guarded, square, to_mpf
 from ._context import caller_prec, check_time, mp
@@ -91,6 +98,11 @@ __all__ = ["certified_mse", "check_a", "optimal_a", "pnc_pair_term", "second_mom
 
 #: Secant steps allowed when locating the optimal A of a norm-coupled coupling.
 MAX_SECANT = 60
+
+#: The secant's derivative takes the small-(A, v) route (:func:`_pnc_excess_small_derivative`, about 5x the work
+#: per node) only where the quadrature of the differentiated pair term would need more than this many extra bits
+#: (v below about 1e-3); elsewhere that quadrature, with its extra bits.
+SMALL_ROUTE_BITS = 48
 
 
 def check_a(value, name="A"):
@@ -192,18 +204,20 @@ def _optimal_a(s):
 def _pnc_pair_term(d, vv, a):
     r""":math:`(1-4A)^d\,\mathbb E[e^{4As}{}_0F_1(;\frac d2;\frac{(1-4A)v^2s}{2})]`, s = x_1 + x_2 over an antithetic
     pair (x = w^2/2), by the quadrature of :mod:`theory.pnc`."""
+    from ._antithetic import hyp0f1
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
     t = (1 - 4 * a) * square(vv) / 2
     scale = d * mp.log1p(-4 * a)
     return _expect_over_lower_half(
-        d, lambda s: mp.exp(scale + 4 * a * s) * mp.hyp0f1(h, t * s),
+        d, lambda s: mp.exp(scale + 4 * a * s) * hyp0f1(d, t * s),
         f"OPRF pair term of pnc_orthogonal (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
 
 
-def _pnc_pair_term_derivative(d, vv, a):
+def _pnc_pair_term_derivative(d, vv, a, cancel=0):
     r""":math:`\partial_A` of :func:`_pnc_pair_term` (the integrand differentiated under the integral)."""
+    from ._antithetic import hyp0f1_pair
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
@@ -211,13 +225,13 @@ def _pnc_pair_term_derivative(d, vv, a):
     t = (1 - 4 * a) * v2 / 2
     scale = d * mp.log1p(-4 * a)
 
-    def f(s):
-        base = mp.exp(scale + 4 * a * s)
-        f0 = mp.hyp0f1(h, t * s)
-        f1 = mp.hyp0f1(h + 1, t * s) / h  # 0F1'(h; z) = 0F1(h + 1; z) / h
-        return base * ((4 * s - 4 * d / (1 - 4 * a)) * f0 - 2 * v2 * s * f1)
+    c0, c1 = 4 * d / (1 - 4 * a), 2 * v2 / h
 
-    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {show_int(d)})")
+    def f(s):
+        f0, f1 = hyp0f1_pair(d, t * s)  # 0F1'(h; z) = 0F1(h + 1; z) / h
+        return mp.exp(scale + 4 * a * s) * ((4 * s - c0) * f0 - c1 * s * f1)
+
+    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {show_int(d)})", cancel=cancel)
 
 
 @guarded(grid=("d", "v"))
@@ -232,35 +246,44 @@ def pnc_pair_term(d, v, A):
 
 
 def _tail_exp(x):
-    """e^x - 1 - x without cancellation.
+    r"""e^x - 1 - x without cancellation.
 
-    For |x| < 1/2 the term ratios x/k (k >= 3) are at most 1/6, so stopping at a term below eps |sum| leaves
-    a remainder below eps |sum| / 5.  (Written out rather than through :func:`theory._series.sum_ratio_series`:
-    it runs at every quadrature node of the pnc routes, where that general summation measured 1.4-2x slower
-    for the whole call.)"""
+    For |x| < 1/2: :math:`x^2\sum_{k\ge0}x^k/(k+2)!`, the sum (in [0.42, 0.61]) in fixed point at 16 bits
+    beyond the working precision: its term ratios are at most 1/6, each term is truncated by at most one
+    unit and the loop stops at the first term below one unit, so the sum is exact to a few units.  (Written
+    out: it runs at every quadrature node of the pnc routes.)"""
     if abs(x) < mp.mpf(1) / 2:
-        term, total, k = x * x / 2, mp.mpf(0), 2
-        while True:
-            total += term
-            if abs(term) <= mp.eps * abs(total):
-                return total
-            k += 1
-            term = term * x / k
+        return x * x * _fixed_sum(x, 6, None, 2)
     with mp.workprec(mp.prec + 4):
         return mp.expm1(x) - x
 
 
+def _fixed_sum(x, q2, m, first):
+    r""":math:`\sum_{k\ge0} c_kx^k` with :math:`c_0 = 1/` ``first`` and :math:`c_{k+1} = 2c_k/((q_2 + 2k)(m + k))`
+    (no second factor for ``m`` None), for |x| < 1/2 and term ratios below 1/6 (the tails of exp: q2 = 6,
+    ratio 1/(k+3); of 0F1: q2 = 2h + 4, m = 3), in fixed point at 16 bits beyond the working precision (each
+    term truncated by at most one unit; the loop stops at the first term below one unit); an mpf."""
+    from mpmath.libmp import from_man_exp, to_fixed
+
+    bits = mp.prec + 16
+    X = to_fixed(x._mpf_, bits)
+    neg = X < 0
+    X = -X if neg else X
+    total = term = (1 << bits) // first
+    k = 0
+    while term:
+        term = ((term * X) >> bits) * 2 // ((q2 + 2 * k) * (1 if m is None else m + k))
+        total += -term if neg and k % 2 == 0 else term
+        k += 1
+    return mp.make_mpf(from_man_exp(total, -bits))
+
+
 def _tail_0f1(h, z):
-    """0F1(; h; z) - 1 - z/h (z >= 0) without cancellation (for z < 1/2 the term ratios z/((h+k)(k+1)) are below
-    1/6, so the stopping rule bounds the remainder as in :func:`_tail_exp`)."""
+    r"""0F1(; h; z) - 1 - z/h (z >= 0, h a half-integer) without cancellation: for z < 1/2,
+    :math:`\frac{z^2}{2h(h+1)}\sum_{k\ge0}z^k\,\frac{2h(h+1)}{(h)_{k+2}(k+2)!}`, the sum (in [1, 1.1]) in fixed
+    point as for :func:`_tail_exp` (term ratios :math:`z/((h+k+2)(k+3))` below 1/6)."""
     if z < mp.mpf(1) / 2:
-        term, total, k = z * z / (2 * h * (h + 1)), mp.mpf(0), 2
-        while True:
-            total += term
-            if term <= mp.eps * total:
-                return total
-            term = term * z / ((h + k) * (k + 1))
-            k += 1
+        return z * z / (2 * h * (h + 1)) * _fixed_sum(z, int(2 * h) + 4, 3, 1)
     with mp.workprec(mp.prec + 4):
         return mp.hyp0f1(h, z) - 1 - z / h
 
@@ -310,23 +333,26 @@ def _pnc_excess_small(d, vv, a):
 
 
 def _gamma_series(d, h, a, t, v2, derivative):
-    r""":math:`\sum_{n\ge2}(d)_nc_n` with :math:`c_n = \sum_{j+k=n}\frac{(4A)^j}{j!}\frac{t^k}{(h)_kk!}` (t =
-    (1-4A)v^2/2), or its derivative in A (t' = -2v^2): the expectation over Gamma(d) of the part of
-    :math:`e^{4As}{}_0F_1(;h;ts)` beyond the linear one (:func:`_pnc_excess_small`)."""
+    r""":math:`\sum_{n\ge2}(d)_nc_n` with :math:`c_n = \sum_{j+k=n}\alpha_j\beta_k`,
+    :math:`\alpha_j = \frac{(4A)^j}{j!}`, :math:`\beta_k = \frac{t^k}{(h)_kk!}` (t = (1-4A)v^2/2), or its
+    derivative in A (:math:`\alpha_j' = 4\alpha_{j-1}`, :math:`\beta_k' = t'\beta_{k-1}/(h+k-1)`, t' = -2v^2):
+    the expectation over Gamma(d) of the part of :math:`e^{4As}{}_0F_1(;h;ts)` beyond the linear one
+    (:func:`_pnc_excess_small`).  The coefficients are kept in lists (each c_n a Cauchy product, n + 1
+    products); stopped after n > 3 at a term below eps/4 of the sum."""
     total, n, rising = mp.mpf(0), 2, mp.mpf(d) * (d + 1)
+    four_a, dt = 4 * a, -2 * v2
+    alpha, beta = [mp.mpf(1)], [mp.mpf(1)]
     while True:
-        check_time("OPRF pnc pair excess (Gamma(d) series)")
-        c = mp.mpf(0)
-        for k in range(n + 1):
-            j = n - k
-            a_part = mp.power(4 * a, j) / mp.factorial(j)
-            t_part = mp.power(t, k) / (mp.rf(h, k) * mp.factorial(k))
-            if derivative:
-                da = 4 * mp.power(4 * a, j - 1) / mp.factorial(j - 1) if j else mp.mpf(0)
-                dt = k * mp.power(t, k - 1) * (-2 * v2) / (mp.rf(h, k) * mp.factorial(k)) if k else mp.mpf(0)
-                c += da * t_part + a_part * dt
-            else:
-                c += a_part * t_part
+        check_time("OPRF pnc pair excess (Gamma(d) series)", units=1 + n // 4)  # a Cauchy product of n + 1 terms
+        while len(alpha) <= n:
+            j = len(alpha)
+            alpha.append(alpha[-1] * four_a / j)
+            beta.append(beta[-1] * t / ((h + j - 1) * j))
+        if derivative:
+            c = mp.fsum(4 * alpha[n - k - 1] * beta[k] for k in range(n)) + mp.fsum(
+                alpha[n - k] * dt * beta[k - 1] / (h + k - 1) for k in range(1, n + 1))
+        else:
+            c = mp.fsum(alpha[n - k] * beta[k] for k in range(n + 1))
         term = rising * c
         total += term
         if n > 3 and abs(term) <= mp.eps * abs(total) / 4:
@@ -452,18 +478,22 @@ def _pnc_optimal_a(d, vv, m, a0):
         check_time("OPRF optimal A (pnc_orthogonal)")
         dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * (
             16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2)
-        if _pnc_small_excess_applies(d, vv, a):
+        if extra > SMALL_ROUTE_BITS and _pnc_small_excess_applies(d, vv, a):
             pair = _pnc_excess_small_derivative(d, vv, a)
         else:
             with mp.workprec(mp.prec + extra):
-                pair = _pnc_pair_term_derivative(d, vv, a)
+                pair = _pnc_pair_term_derivative(d, vv, a, cancel=extra)
         return dvar + n_pnc * pair
 
+    start = _pnc_float_a(d, vv, n_pnc, a0)
     try:
         # the search stops at a relative step of tol = 2^(-prec/2): g carries 24 bits beyond that (near the root
         # dvar and the pair term cancel), or the steps wander at g's rounding level
         with mp.workprec(max(53, mp.prec // 2) + 24):
-            a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
+            if start is None:
+                a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
+            else:  # two points within the double-precision model's error of the root
+                a, b = start, start * (1 + mp.mpf(2) ** -26)
             ga, gb = g(a), g(b)
             for _ in range(MAX_SECANT):
                 if gb == ga:
@@ -486,6 +516,50 @@ def _pnc_optimal_a(d, vv, m, a0):
             return a
     raise ConvergenceError(f"the optimal OPRF A for pnc_orthogonal at d = {show_int(d)}, v = {mp.nstr(vv, 6)} {cause}; "
                            f"pass A= explicitly")
+
+
+def _pnc_float_a(d, vv, n_pnc, a0):
+    r"""A start for the secant of :func:`_pnc_optimal_a`: the root of the derivative of the MSE in double precision
+    on the nodes of theory.pnc's rule (:func:`theory.pnc._float_rule`), by the secant method from the theorem's
+    A* (``a0``); None where it does not settle (then the secant starts at a0).  Only a starting point: the
+    secant at the working precision checks every digit that is returned, and takes 3-4 steps from it
+    instead of 8-11 from a0."""
+    import numpy as np
+    from scipy import special
+
+    from .pnc import _float_rule
+
+    W, x1, x2 = _float_rule(d)
+    s = x1 + x2
+    v2, h, fd = float(vv) ** 2, d / 2, float(d)
+
+    def gf(a):
+        try:
+            return _gf(a)
+        except (ArithmeticError, ValueError):  # overflow at huge v: no start from the model
+            return None
+
+    def _gf(a):
+        if not a < 0.125:
+            return None
+        dvar = math.exp(v2 + fd / 2 * math.log1p(16 * a * a / (1 - 8 * a)) + v2 / (1 - 8 * a)) * (
+            16 * a * fd / ((1 - 4 * a) * (1 - 8 * a)) + 8 * v2 / (1 - 8 * a) ** 2)
+        t = (1 - 4 * a) * v2 / 2
+        base = np.exp(fd * math.log1p(-4 * a) + 4 * a * s)
+        f0, f1 = special.hyp0f1(h, t * s), special.hyp0f1(h + 1, t * s) / h
+        return dvar + float(n_pnc) * float(np.sum(W * base * ((4 * s - 4 * fd / (1 - 4 * a)) * f0 - 2 * v2 * s * f1)))
+
+    with np.errstate(all="ignore"):
+        a, b = float(a0), float(a0) * 1.125 - 2.0 ** -20
+        ga, gb = gf(a), gf(b)
+        for _ in range(60):
+            if ga is None or gb is None or not (math.isfinite(ga) and math.isfinite(gb)) or gb == ga:
+                return None
+            c = b - gb * (b - a) / (gb - ga)
+            a, ga, b, gb = b, gb, c, gf(c)
+            if abs(b - a) <= 2.0 ** -40 * abs(b):
+                return mp.mpf(b) if gb is not None and math.isfinite(b) and b < 0.125 else None
+    return None
 
 
 def _pnc_golden_a(d, vv, n_pnc, a_s, width, tol):

@@ -34,8 +34,24 @@ the expectation is twice an integral over the lower half,
 :math:`2\int_0^{x_{1/2}}\gamma_a(x)\,f(x + x_2(x))\,dx` with :math:`x_{1/2}` the
 median (:func:`pair_conformity`, one inversion of :math:`Q_a` per node), or
 :math:`2\int_0^{1/2} f(P_a^{-1}(u) + Q_a^{-1}(u))\,du` (:func:`pair_conformity_u`,
-the independent second route used by the tests).  With independent norms the
-same expectation is :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})`, the ORF conformity.
+the independent second route used by the tests, with mpmath's incomplete gamma function).  With
+independent norms the same expectation is :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})`, the ORF conformity.
+
+The quadrature (:mod:`theory._antithetic`): the lower half in :math:`y = -\ln x`, split at the lower
+quantiles 0.5, 0.05, :math:`10^{-6}` and :math:`2^{-p/2}` of Gamma(a) (p the working precision), Gauss-Legendre
+on each piece and Gauss-Laguerre beyond; at each node :math:`P_a(x)` by its series in fixed-point integer
+arithmetic and the partner by one fourth-order step from scipy's double-precision inverse, with an
+a-posteriori bound on the step's error (:math:`Q_a` by its finite sum for even d <= 1024, else
+:math:`1 - P_a` with the bits it cancels).  Each piece is checked by two rules (e.g. 16 and 24 nodes): the
+larger one's error is estimated from their difference by the geometric convergence of Gauss-Legendre rules
+on analytic integrands, the Laguerre tail's by the difference itself (its convergence is not geometric from
+the start: extrapolating let :math:`2^{-155}` through at 183 bits), plus the rounding of the terms; the
+piece with the largest estimate takes more nodes until the sum is below :math:`2^{10-p}` of the value, or
+:class:`~theory.errors.ConvergenceError` (:data:`theory._antithetic.MAX_NODES` more nodes).  A sum whose
+terms cancel (the RFF integrands at large z) is redone with the bits it measured lost.  The nodes and
+partners do not depend on the integrand: the PRF, RFF and OPRF terms, the A-derivatives and the moments of
+one d share them (:func:`_pair_rule`, memoised; :func:`clear_caches`).  Measured cost (benchmarks/README.md,
+``python -m benchmarks.bench_pnc``): 200-500 nodes at 15-30 digits, 15-80 ms per pair term (d <= 64).
 
 The other pairs of a block (rows of different antithetic pairs) are ORF pairs,
 so a block of b rows has :math:`2\lfloor b/2\rfloor` ordered norm-coupled pairs
@@ -61,20 +77,24 @@ the caller's precision instead of one at thousands of bits.
 Domain: d >= 2 (d = 1 has no pair), v, z >= 0: every :math:`v \le 0.0039` (down to
 :math:`10^{-300}` and 0, the MSE forms included) by the series, larger v and z by quadrature as
 far as it reaches its error bound at the working precision (checked: d <= 1024, v <= 6, z <= 6 at
-30 digits; d = 2 .. 5 to v = 10 at 15, 20 and 30 digits, the PRF integrand's peak deep in the norms'
-lower tail integrated in -ln x); d up to :data:`D_REACH` = 65536 within the default time budget at 15 digits (about
-20 s there).  Beyond, :class:`~theory.errors.ConvergenceError` naming d (the time budget, or
-mpmath's incomplete gamma function, which fails near d = :math:`10^8`) or the quadrature.
+15, 20 and 30 digits; d = 2 .. 5 to v = 10 at 15, 20 and 30 digits, the PRF integrand's peak deep in the
+norms' lower tail on pieces of its own; the RFF integrand to about 25 oscillations over the norms' range,
+z <= 20 at d <= 8, z <= 30 at d = 64, and refused at once beyond :data:`RFF_MAX_OSCILLATIONS`); d up to
+:data:`D_REACH` = :math:`2^{20}` (about 1 s at 15 digits there: the series take about :math:`\sqrt{dp}` terms).
+Beyond, :class:`~theory.errors.ConvergenceError` naming d, z or the quadrature, within the work budget of
+:mod:`theory._context` (every node, series term batch and integrand evaluation is charged).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import mpmath
 
 from ._context import mp
 
+from ._antithetic import Cancellation, PairRule, expect, hyp0f1
 from ._checks import check_dimension, check_nonnegative, guarded, half_square
 from ._context import check_time
 from ._series import quad_checked
@@ -87,8 +107,9 @@ __all__ = ["pair_conformity", "pair_conformity_u", "pair_norm_product_moment", "
 #: Newton iterations allowed per incomplete-gamma inversion.
 MAX_NEWTON = 80
 
-#: Largest d checked to finish within the default budget at 15 digits (about 20 s there).
-D_REACH = 65536
+#: Largest d of the closed forms (d = 2^20 takes about 1 s at 15 digits: the incomplete gamma series at the
+#: nodes take about sqrt(d p) terms); beyond, ConvergenceError naming d.
+D_REACH = 2 ** 20
 
 
 def _gammainc(a, lo, hi):
@@ -121,7 +142,7 @@ def _invert(a, target_log, upper, x0):
     what = f"incomplete-gamma inversion at a = d/2 = {mp.nstr(a, 8)}"
     with mp.workprec(mp.prec + 20):
         for _ in range(MAX_NEWTON):
-            check_time(what)
+            check_time(what, units=40)  # mpmath's gammainc: 100-1000 us (the u route, the tests' reference)
             if upper:
                 tail = _gammainc(a, x, mp.inf)
             else:
@@ -162,53 +183,92 @@ def _start(a, log_u, upper):
     return x
 
 
-def _x_upper_from_lower(a, x):
-    """x2 with Q_a(x2) = P_a(x): the antithetic partner of x = w^2 / 2.
-
-    Memoised on (a, precision, x): the quadrature nodes do not depend on v or z, so a curve over v
-    (or z) inverts the incomplete gamma function once per node, not once per node and point.
-    """
-    return mp.make_mpf(_partner_cached(a._mpf_, mp.prec, x._mpf_))
-
-
-@functools.lru_cache(maxsize=200_000)
-def _partner_cached(a_mpf, prec, x_mpf):
-    with mp.workprec(prec):
-        a, x = mp.make_mpf(a_mpf), mp.make_mpf(x_mpf)
-        log_p = mp.log(_gammainc(a, 0, x))
-        return _invert(a, log_p, True, _start(a, log_p, True))._mpf_
+@functools.lru_cache(maxsize=64)
+def _pair_rule(d, extra=()):
+    """The quadrature rule of the pair for d (:class:`theory._antithetic.PairRule`; ``extra``: more split
+    points in y = -ln x, floats): its nodes and partners do not depend on the integrand, so the PRF, RFF and
+    OPRF pair terms, their A-derivatives and the moments share them, within a call and across calls at the
+    same d and a precision up to the rule's (a curve over v inverts the incomplete gamma function once per
+    node, not once per node and point)."""
+    return PairRule(d, extra)
 
 
-def _expect_over_lower_half(d, f, what, peak=None):
-    r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair, by quadrature over the lower half in x.
+#: The memo of the nodes and partners (``_partner_cached.cache_clear()`` empties it, as before).
+_partner_cached = _pair_rule
+
+
+def clear_caches():
+    """Forget every memoised rule, partner and moment of this module (for cold-start measurements)."""
+    _pair_rule.cache_clear()
+    _sum_moment_cached.cache_clear()
+    from . import _antithetic
+
+    _antithetic._log_gammas.cache_clear()
+
+
+def _check_reach(d):
+    if d > D_REACH:
+        raise ConvergenceError(
+            f"the incomplete gamma function at a = d/2 = {mp.nstr(mp.mpf(d) / 2, 10)} is beyond the reach of the "
+            f"PNC quadrature (its series at the nodes take about sqrt(d p) terms); the PNC closed forms reach "
+            f"d <= {D_REACH} (see theory.pnc)")
+
+
+def _expect(d, g, what, peak=None, cancel=0):
+    r""":math:`\mathbb E[g(x_1, x_2)]` over an antithetic pair (x = w^2/2), to the working precision: an
+    :class:`theory._antithetic.Expectation`.
 
     ``peak``: None, or (y*, w) where the integrand in :math:`y = -\ln x` has its small-x peak at y* with
     width w (large v: y* = v^2/d, w = 2v/d for the PRF conformity, the maximum of
     :math:`-a y + v\sqrt{2ay}`, the integrand's logarithm as x -> 0).  A peak beyond the 0.05 quantile of
     the norms and beyond y = 4 (x < 0.018; d = 2: v > 2.8, d = 64: v > 16) spreads over orders of
-    magnitude of x, where the split points of the x axis do not resolve it (d = 2 at 20 digits: v >= 5
-    failed, and v = 6 at 15 digits was 3.7e-14 off); that tail is then integrated in y, split at
-    y* + k w (k = -4, 0, 4, 12)."""
-    a = mp.mpf(d) / 2
+    magnitude of x; the rule is then also split at y* + k w (k = -4, 0, 4, 12), and its tail starts beyond.
 
-    def integrand(x):
-        if x <= 0:
-            return mp.mpf(0)
-        return mp.exp(_log_gamma_density(a, x)) * f(x + _x_upper_from_lower(a, x))
+    Where the terms cancel (the RFF integrands, whose values are far below their O(1) terms at large z), the
+    sum is redone with the bits its rounding took (measured: the sum of the absolute values of the terms
+    over the value), up to :data:`MAX_CANCELLATION_BITS` more.  ``cancel``: bits of cancellation the caller
+    has added to the working precision already (the value is then wanted to that many bits fewer)."""
+    _check_reach(d)
+    rule = _pair_rule(d)
+    if peak is not None:
+        rule.ensure(what)
+        ystar, w = peak
+        if _peak_in_tail(ystar, rule.y05):
+            rule = _pair_rule(d, tuple(float(ystar + k * w) for k in (-4, 0, 4, 12)))
+    extra, goal = 0, mp.prec - cancel
+    while True:
+        with mp.workprec(goal + cancel + extra):
+            try:
+                return expect(rule, g, what, goal=goal)
+            except Cancellation as exc:
+                lost = exc.lost
+        need = lost + 8 - cancel
+        if lost > MAX_CANCELLATION_BITS or need <= extra:
+            raise ConvergenceError(f"{what}: the terms of the quadrature cancel by {lost} bits (more than "
+                                   f"{MAX_CANCELLATION_BITS}, or beyond the bits added); lower the argument")
+        extra = need
 
-    pts = _lower_half_points(a)
-    if peak is None or not _peak_in_tail(peak[0], pts):
-        return 2 * quad_checked(integrand, pts, what=what)
-    ystar, w = peak
-    yc = -mp.log(pts[4])  # the 0.05 quantile
-    ys = sorted({yc, *(ystar + k * w for k in (-4, 0, 4, 12))})
-    ys = [y for y in ys if y >= yc] + [mp.inf]
 
-    def in_y(y):
-        x = mp.exp(-y)
-        return integrand(x) * x
+def _float_rule(d):
+    """(W, x1, x2) as float64 arrays: the nodes of the finest rung of each piece of the rule for d (built at the
+    working precision by an expectation of s^2 if it has no nodes yet): a double-precision model of the pair's
+    law, for starting points of searches (theory.oprf's optimal A), never for returned values."""
+    import numpy as np
 
-    return 2 * (quad_checked(in_y, ys, what=what + ", tail in -ln x") + quad_checked(integrand, pts[4:], what=what))
+    rule = _pair_rule(d)
+    if not rule.pieces or not any(pc.nodes for pc in rule.pieces):
+        _expect(d, lambda x, X: (x + X) ** 2, f"second moment of the pnc pair sum (d = {show_int(d)})")
+    nodes = [n for pc in rule.pieces if pc.nodes for n in pc.nodes[max(pc.nodes)]]
+    return tuple(np.array([float(v[i]) for v in nodes]) for i in range(3))
+
+
+#: Bits a cancelling pair expectation may add to the working precision (:func:`_expect`).
+MAX_CANCELLATION_BITS = 2048
+
+
+def _expect_over_lower_half(d, f, what, peak=None, cancel=0):
+    r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair (:func:`_expect`)."""
+    return _expect(d, lambda x, X: f(x + X), what, peak, cancel).value
 
 
 def _prf_peak(a, vv):
@@ -217,9 +277,9 @@ def _prf_peak(a, vv):
     return vv * vv / (2 * a), vv / a
 
 
-def _peak_in_tail(ystar, pts):
-    """Whether a small-x peak at y* = -ln x lies beyond the 0.05 quantile (``pts[4]``) and beyond y = 4."""
-    return ystar > max(-mp.log(pts[4]), 4)
+def _peak_in_tail(ystar, y05):
+    """Whether a small-x peak at y* = -ln x lies beyond the 0.05 quantile (at y = ``y05``) and beyond y = 4."""
+    return ystar > max(y05, 4)
 
 
 def _lower_half_points(a):
@@ -238,19 +298,46 @@ def _prf_pair(d, vv):
     if _series_terms(t) is not None:
         return _pair_series(d, t, 1)
     a = mp.mpf(d) / 2
-    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(a, vv * vv * s / 2),
+    return _expect_over_lower_half(d, lambda s: hyp0f1(d, vv * vv * s / 2),
                                    f"PNC PRF pair conformity (d = {show_int(d)}, v = {mp.nstr(vv, 6)})",
                                    peak=_prf_peak(a, vv))
+
+
+#: Oscillations of the RFF pair integrand over the bulk of the pair's law (:func:`_rff_oscillations`) beyond
+#: which its quadrature is refused at once: it fails beyond about 25-35 anyway (its tail piece, or its node
+#: limit, after seconds of work: 3-6 s at z = 1000 before), so that z = 1000 raises in microseconds.
+RFF_MAX_OSCILLATIONS = 64
+
+
+def _rff_oscillations(d, zz):
+    r"""About how many periods the RFF pair integrand :math:`{}_0F_1(;a;-z^2s/2) \propto J_{a-1}(z\sqrt{2s})/(\ldots)`
+    has over the pair's law: :math:`z(\sqrt{2s_{hi}} - \sqrt{2s_{lo}})/(2\pi)`, s from twice the median (its
+    minimum) to its value at the :math:`2^{-p/2}` quantile (floats; an estimate for the refusal only)."""
+    from scipy import special
+
+    a = d / 2
+    u = 2.0 ** -min(mp.prec // 2, 990)
+    s_lo = 2 * float(special.gammaincinv(a, 0.5))
+    s_hi = float(special.gammaincinv(a, u)) + float(special.gammainccinv(a, u))
+    if not math.isfinite(s_hi) or s_hi <= s_lo:
+        return 0.0
+    return float(zz) * (math.sqrt(2 * s_hi) - math.sqrt(2 * s_lo)) / (2 * math.pi)
 
 
 def _rff_pair(d, zz):
     t = half_square(zz)
     if _series_terms(t) is not None:
         return _pair_series(d, t, -1)
-    # the result is ~ e^{-z^2} while the integrand is O(1): carry the bits the cancellation costs
-    with mp.workprec(mp.prec + _cancellation_bits(zz)):
-        return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
-                                       f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)})")
+    _check_reach(d)
+    n = _rff_oscillations(d, zz)
+    if n > RFF_MAX_OSCILLATIONS:
+        raise ConvergenceError(
+            f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)}): its integrand oscillates about {n:.0f} times "
+            f"over the norms' range, beyond the quadrature's reach ({RFF_MAX_OSCILLATIONS}; it resolves about 25: "
+            f"z <= 20 at d <= 8, z <= 30 at d = 64); use a smaller z (or Monte Carlo: montecarlo.empirical_mse)")
+    # the terms are O(1) and the value smaller: _expect carries the bits its sum loses
+    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
+                                   f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)})")
 
 
 #: The series in v^2 (:func:`_pair_series`) is used for :math:`t = v^2/2 \le 2^{-17}` (v <= 2^{-8} = 0.0039),
@@ -327,21 +414,14 @@ def _sum_moment_cached(d, k, bits):
 
 
 def _cancellation_bits(zz):
-    """Extra bits for an RFF expectation ~ e^{-z^2} of an O(1) integrand, in steps of 16 bits
-    (so that nearby z share the memoised quadrature nodes)."""
+    """Extra bits for an RFF expectation ~ e^{-z^2} of an O(1) integrand, in steps of 16 bits: the u route's
+    (:func:`pair_conformity_u`) a-priori bound (the x route measures its cancellation instead)."""
     return 16 * (int(zz * zz * 1.5 + 8) // 16 + 1)
 
 
 def _norm_product_moment(d):
     r""":math:`M = \mathbb E[w_1^2w_2^2] = 4\,\mathbb E[x_1x_2]` over an antithetic pair."""
-    a = mp.mpf(d) / 2
-
-    def integrand(x):
-        if x <= 0:
-            return mp.mpf(0)
-        return mp.exp(_log_gamma_density(a, x)) * 4 * x * _x_upper_from_lower(a, x)
-
-    return 2 * quad_checked(integrand, _lower_half_points(a), what=f"PNC norm product moment (d = {show_int(d)})")
+    return _expect(d, lambda x, X: 4 * x * X, f"PNC norm product moment (d = {show_int(d)})").value
 
 
 @guarded(grid=("d", "v"))
@@ -421,7 +501,7 @@ def pair_conformity_u(d, v, kind="prf"):
     sign = 1 if kind == "prf" else -1
 
     ystar = _prf_peak(a, vv)[0]
-    if kind == "prf" and _peak_in_tail(ystar, _lower_half_points(a)):
+    if kind == "prf" and _peak_in_tail(ystar, -mp.log(_lower_half_points(a)[4])):
         raise ConvergenceError(
             f"the u route of the PNC PRF pair conformity (d = {show_int(d)}, v = {mp.nstr(vv, 6)}) does not resolve "
             f"the integrand's peak at u ~ e^(-v^2/2) (v^2/d = {mp.nstr(ystar, 4)} beyond 4 and the 0.05 quantile); "
