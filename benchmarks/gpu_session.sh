@@ -55,7 +55,7 @@ timeout 230 python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE tests/tes
 timeout 30 python3 -m benchmarks.bench_attention --host --quick 2>&1 | tee "$OUT/host.txt"
 timeout 20 python3 -m benchmarks.bench_attention --launch 2>&1 | tee -a "$OUT/host.txt"
 timeout 40 python3 -m benchmarks.bench_attention --host-profile 2>&1 | tee "$OUT/host_profile.txt"
-timeout 200 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
-    --budget "${BUDGET:-200}" ${FORMS:+--forms $FORMS} --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"
-timeout 120 python3 -m benchmarks.bench_attention --decode --cuda --quick --json "$OUT/decode.json" 2>&1 \
+timeout 130 python3 -m benchmarks.bench_attention --cuda --variants --quick --lengths ${LENGTHS:-4096 65536} \
+    --budget "${BUDGET:-120}" ${FORMS:+--forms $FORMS} --json "$OUT/variants.json" 2>&1 | tee "$OUT/variants.txt"
+timeout 70 python3 -m benchmarks.bench_attention --decode --cuda --quick --json "$OUT/decode.json" 2>&1 \
     | tee "$OUT/decode.txt"

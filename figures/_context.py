@@ -260,10 +260,15 @@ class _Bar:
 
     def message(self, text):
         done, total = getattr(text, "done", None), getattr(text, "total", None)
-        if total is not None and self.bar.total != total:
+        changed = total is not None and self.bar.total != total
+        if changed:
             self.bar.total = total
         if done is not None and done > self.bar.n:
             self.bar.update(done - self.bar.n)
+        if changed or (total is not None and self.bar.n == total):
+            # tqdm draws an update only after its mininterval: a new total and the last unit are drawn always,
+            # so that the bar shows k/n however fast (or slow) the units come
+            self.bar.refresh()
 
     def close(self):
         self.bar.close()

@@ -161,6 +161,35 @@ def test_fig8_progress_by_blocks_of_draws(tmp_path, capsys):
     assert _bar_totals(err, "fig8 classification") == {5}
 
 
+def test_the_bar_shows_its_total_and_last_unit_however_fast_the_units_come():
+    """tqdm draws an update only after its mininterval: in the full suite the fig8 bar's units came within one
+    interval and no ``k/n`` was drawn (test_fig8_progress_by_blocks_of_draws failed under xdist, passed alone);
+    a new total and the last unit are now drawn always.  Power: the plain tqdm bar draws neither."""
+    import io
+    from types import SimpleNamespace
+
+    from tqdm import tqdm
+
+    from figures._context import _Bar
+
+    def run(wrap):
+        stream = io.StringIO()
+        bar = tqdm(total=None, desc="fig8 classification", mininterval=1e9, file=stream, leave=False)
+        for done in range(6):
+            msg = SimpleNamespace(done=done, total=5)
+            if wrap:
+                _Bar(bar).message(msg)
+            else:
+                bar.total = 5
+                bar.update(done - bar.n)
+        bar.close()
+        return _bar_totals(stream.getvalue(), "fig8 classification"), stream.getvalue()
+
+    totals, text = run(True)
+    assert totals == {5} and "5/5" in text
+    assert run(False)[0] == set()
+
+
 def test_attention_progress_by_cells(tmp_path, capsys):
     """The attention scan was one 0/1 task; now one unit per (logit std, L, m, block of draws): 2 x 1 x 3 x 1."""
     from figures.reproduce import main

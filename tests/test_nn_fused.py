@@ -1627,7 +1627,7 @@ def test_gpu_session_fits_one_device_call():
     assert subprocess.run(["bash", "-n", path], capture_output=True, timeout=600).returncode == 0
     steps = [line for line in open(path).read().splitlines() if "python3 -m" in line and not line.startswith("#")]
     limits = [int(m.group(1)) for line in steps for m in [re.search(r"timeout (\d+) python3", line)] if m]
-    assert len(limits) == len(steps) == 6 and sum(limits) <= 600, (steps, limits)
+    assert len(limits) == len(steps) == 7 and sum(limits) <= 600, (steps, limits)
 
 
 def test_launch_probe_needs_cuda(monkeypatch, capsys):
