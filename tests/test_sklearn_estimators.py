@@ -6,6 +6,7 @@ scikit-learn installed (issue 14 item 1; kinds through the record: issue 18).  s
 
 import copy
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -124,7 +125,8 @@ def test_oprf_chooses_a_from_the_training_data():
     assert PositiveRandomFeatures(n_components=8, kind="oprf", A=-0.05).fit(X).A_ == -0.05
     with pytest.raises(ValueError, match="A must be None for kind='prf'"):
         PositiveRandomFeatures(A=-0.1).fit(X)
-    with pytest.raises(ValueError, match="A must be a finite real < 1/8"):
+    with pytest.raises(ValueError, match=r"'A' parameter of PositiveRandomFeatures must be None or a float in the "
+                                         r"range \(-inf, 0.125\)\. Got 0.2"):
         PositiveRandomFeatures(kind="oprf", A=0.2).fit(X)
 
 
@@ -307,25 +309,48 @@ def test_log_transform():
     assert np.all(np.isfinite(est.log_transform(far)))
 
 
-@pytest.mark.parametrize("params, err, match", [
-    ({"coupling": "favor"}, ValueError, "coupling must be one of 'iid'"),
-    ({"coupling": 3}, TypeError, "coupling must be a coupling name"),
-    ({"n_components": 0}, ValueError, "n_components must be an integer >= 1"),
-    ({"n_components": 2.0}, TypeError, "n_components must be an integer >= 1"),
-    ({"gamma": -1.0}, ValueError, "gamma must be a finite real > 0"),
-    ({"gamma": "auto"}, ValueError, "gamma must be one of 'scale'"),
-    ({"gamma": float("nan")}, ValueError, "gamma must be finite"),
-    ({"kernel": "rbf"}, ValueError, "kernel must be one of 'gaussian', 'softmax'"),
-    ({"kernel": "rff"}, ValueError, "RFFs are asked for with kind='rff'"),
-    ({"kind": "rff"}, ValueError, "kind must be one of 'prf', 'hyperbolic'.*a positive kind is needed"),
-    ({"kind": "favor"}, ValueError, "kind must be one of 'prf', 'rff', 'hyperbolic'"),
-    ({"kind": None}, TypeError, "kind must be a feature-kind name"),
-    ({"random_state": -1}, ValueError, "random_state must be None"),
-    ({"random_state": "0"}, TypeError, "random_state must be None"),
+#: The start of scikit-learn's message for a value outside the declared constraints (InvalidParameterError, a
+#: ValueError and a TypeError): it names the parameter, the estimator and the allowed values (a set, unordered).
+_BAD = "The '{}' parameter of PositiveRandomFeatures must be "
+
+
+@pytest.mark.parametrize("params, err, match, among", [
+    ({"coupling": "favor"}, ValueError, _BAD.format("coupling") + r"a str among {.*}\. Got 'favor'", registry.names()),
+    ({"coupling": 3}, TypeError, _BAD.format("coupling") + r"a str among {.*}\. Got 3 instead", registry.names()),
+    ({"n_components": 0}, ValueError, _BAD.format("n_components") + r"an int in the range \[1, inf\)\. Got 0", None),
+    ({"n_components": 2.0}, TypeError, _BAD.format("n_components") + r"an int in the range \[1, inf\)\. Got 2.0",
+     None),
+    ({"gamma": -1.0}, ValueError, _BAD.format("gamma") + r"a float in the range \(0.0, inf\) or a str among "
+                                                         r"{'scale'}\. Got -1.0", ("scale",)),
+    ({"gamma": "auto"}, ValueError, _BAD.format("gamma") + r".* or a str among {'scale'}\. Got 'auto'", ("scale",)),
+    ({"gamma": float("nan")}, ValueError, _BAD.format("gamma") + r"a float in the range \(0.0, inf\).*Got nan",
+     ("scale",)),
+    ({"gamma": float("inf")}, ValueError, _BAD.format("gamma") + r"a float in the range \(0.0, inf\).*Got inf",
+     ("scale",)),
+    ({"kernel": "rbf"}, ValueError, _BAD.format("kernel") + r"a str among {.*}\. Got 'rbf'", feature_kinds.KERNELS),
+    ({"kernel": "rff"}, ValueError, _BAD.format("kernel") + r"a str among {.*}\. Got 'rff'", feature_kinds.KERNELS),
+    ({"kind": "rff"}, ValueError, _BAD.format("kind") + r"a str among {.*}\. Got 'rff'", POSITIVE_KINDS),
+    ({"kind": "favor"}, ValueError, _BAD.format("kind") + r"a str among {.*}\. Got 'favor'", POSITIVE_KINDS),
+    ({"kind": None}, TypeError, _BAD.format("kind") + r"a str among {.*}\. Got None", POSITIVE_KINDS),
+    ({"random_state": -1}, ValueError, _BAD.format("random_state") + r"None, an int in the range \[0, inf\), .*"
+                                                                     r"Generator.*SeedSequence.*RandomState'\. Got -1",
+     None),
+    ({"random_state": "0"}, TypeError, _BAD.format("random_state") + "None, an int .*Got '0'", None),
+    ({"random_state": True}, TypeError, "random_state must be None, an int >= 0", None),  # the toolkit's check_rng
+    ({"A": float("nan"), "kind": "oprf"}, ValueError, _BAD.format("A") + r"None or a float in the range "
+                                                                         r"\(-inf, 0.125\)\. Got nan", None),
+    ({"kind": "hyperbolic", "A": -0.1}, ValueError, "A must be None for kind='hyperbolic'", None),  # a rule between
 ])
-def test_bad_parameters_name_the_argument(params, err, match):
-    with pytest.raises(err, match=match):
+def test_bad_parameters_name_the_argument(params, err, match, among):
+    """A bad parameter makes fit raise, naming the parameter and the allowed values: scikit-learn's
+    InvalidParameterError from the declarative _parameter_constraints for a single parameter (issue 39 item 6;
+    it is a ValueError and a TypeError), with the allowed strings exactly the registry's (``among``); the
+    library's message for the rules between parameters."""
+    with pytest.raises(err, match=match) as info:
         PositiveRandomFeatures(**params).fit(_data(3, 4))
+    if among is not None:
+        listed = re.search(r"a str among \{([^}]*)\}", str(info.value)).group(1)
+        assert sorted(listed.split(", ")) == sorted(repr(n) for n in among)
 
 
 def test_bad_data():
