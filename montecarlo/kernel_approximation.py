@@ -351,7 +351,7 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         min_d = _registry.get(coupling).min_d
         if d < min_d:
             raise ValueError(f"X has {d} feature(s), but coupling {coupling!r} needs n_features = d >= {min_d}")
-        if isinstance(gamma, str):  # 'scale': RBFSampler's rule, also for sparse X
+        if isinstance(gamma, str) and gamma == "scale":  # RBFSampler's rule, also for sparse X
             var = float(X.multiply(X).mean() - X.mean() ** 2) if _sparse.issparse(X) else float(X.var())
             gamma = 1.0 / (d * var) if var > 0 else 1.0
         self.gamma_ = float(gamma)
