@@ -134,7 +134,7 @@ from theory import registry as _registry
 
 from ._checks import AllocationError, check_budget, check_rng
 from . import oprf as _oprf
-from .couplings import sample_weights
+from .couplings import _caller_level, sample_weights
 from .features import refuse_overflowed_rows, row_sq_norms, thread_limit
 
 __all__ = ["FeatureUnderflowWarning", "PositiveRandomFeatures", "RandomFeatures", "RandomFourierFeatures"]
@@ -168,18 +168,6 @@ def _row_blocks(n, width, job):
         return
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="montecarlo-sklearn") as pool:
         list(pool.map(job, blocks))
-
-
-def _caller_stacklevel():
-    """The ``stacklevel`` of the first frame outside this module and scikit-learn (the user's call, also
-    through ``fit_transform``, ``set_output`` wrappers and pipelines)."""
-    import sys
-
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_globals.get("__name__", "") == __name__
-                                 or frame.f_globals.get("__name__", "").split(".")[0] == "sklearn"):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _sq_norms(X):
@@ -439,7 +427,7 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             f"{float(np.median(sq)):.4g} with gamma = {self.gamma_:.4g}; the features carry exp(-c 2 gamma |x|^2)). "
             f"Scale the data (sklearn.preprocessing.StandardScaler), use a smaller gamma ({hint}), "
             "or use log_transform for the logarithms of the features", FeatureUnderflowWarning,
-            stacklevel=_caller_stacklevel())
+            stacklevel=_caller_level())
 
     def _checked(self, X):
         check_is_fitted(self, "weights_")

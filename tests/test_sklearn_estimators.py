@@ -510,6 +510,22 @@ def test_no_private_scikit_learn_api():
     assert found and private == allowed, private - allowed
 
 
+def test_warnings_of_fit_point_at_the_caller():
+    """fit's warnings point at the caller, not into the library or scikit-learn: FastCouplingBiasWarning from
+    the draws (fit now runs inside scikit-learn's _fit_context wrapper, whose frame the warning named, found in
+    issue 39 item 6), also through a pipeline, and FeatureUnderflowWarning from transform."""
+    X = _data(4, 3)
+    for est in (RandomFourierFeatures(n_components=3, coupling="fast_orthogonal", random_state=0),
+                make_pipeline(RandomFeatures(n_components=3, coupling="fast_simplex", random_state=0))):
+        with pytest.warns(mc.FastCouplingBiasWarning) as rec:
+            est.fit(X)
+        assert [w.filename for w in rec] == [__file__]
+    est = PositiveRandomFeatures(n_components=3, random_state=0).fit(X)
+    with pytest.warns(FeatureUnderflowWarning) as rec:
+        est.fit_transform(np.full((2, 3), 40.0))
+    assert [w.filename for w in rec] == [__file__]
+
+
 def test_bad_data():
     with pytest.raises(MemoryError, match="would need"):  # montecarlo's AllocationError (also a ValueError)
         RandomFourierFeatures(n_components=10**12).fit(_data(2, 3))
