@@ -1,16 +1,28 @@
 r"""Random feature maps as scikit-learn transformers (optional extra ``sklearn``).
 
-:class:`PositiveRandomFeatures` (any positive feature kind of
-:mod:`theory.feature_kinds`: PRFs, eq. ``def_prf``; hyperbolic PRFs, ...) and
+:class:`RandomFeatures` (any feature kind of :mod:`theory.feature_kinds`,
+``kind=``) and its named forms :class:`PositiveRandomFeatures` (the positive
+kinds: PRFs, eq. ``def_prf``; hyperbolic PRFs, ...) and
 :class:`RandomFourierFeatures` (RFFs, eq. ``rffdef2``) are genuine
 scikit-learn estimators, drop-in neighbours of
 :class:`sklearn.kernel_approximation.RBFSampler`: parameters in
 ``__init__``, the random projections drawn in ``fit`` by
 :func:`montecarlo.sample_weights` for any coupling of the paper,
-``transform(X)`` returning one numpy array.  They pass
-:func:`sklearn.utils.estimator_checks.check_estimator`, and work in
+``transform(X)`` returning one numpy array.  A named form gives the features
+of the general class with the same parameters and seed, bit for bit.  They
+pass :func:`sklearn.utils.estimator_checks.check_estimator`, and work in
 :class:`~sklearn.pipeline.Pipeline`, :class:`~sklearn.model_selection.GridSearchCV`,
 :func:`~sklearn.base.clone`, ``pickle``, ``copy.deepcopy`` and ``set_output``.
+
+They are written as scikit-learn writes its own estimators: the parameters are
+validated declaratively (the class attribute ``_parameter_constraints``, checked
+by ``fit`` through ``sklearn.base._fit_context``), so a bad value raises
+scikit-learn's ``InvalidParameterError`` (a ValueError and a TypeError) naming
+the parameter, the estimator and the allowed values; only the rules between
+parameters (a kernel the kind does not estimate, ``A`` for a kind without it)
+are the module's own ValueErrors.  ``set_output`` wraps ``transform`` and
+``fit_transform``, and ``log_transform`` returns what ``transform`` would wrap,
+in the same container.
 
 This module imports scikit-learn (``pip install 'simplex-rf[sklearn]'``);
 the plain feature maps :func:`montecarlo.random_features` (``prf_features``,
@@ -262,6 +274,7 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     See Also
     --------
     montecarlo.random_features : The plain function (any array backend, optional log-space offsets).
+    PositiveRandomFeatures, RandomFourierFeatures : The named forms.
 
     Examples
     --------
@@ -328,9 +341,12 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         Raises
         ------
         ValueError
-            For a bad parameter (naming it and the allowed values), non-finite
-            or empty data, or fewer features than the coupling needs
-            (d >= 2 for the simplex couplings).
+            For a bad parameter: scikit-learn's ``InvalidParameterError`` (a
+            ValueError and a TypeError) naming it and the allowed values.  For
+            parameters that do not go together (a kernel the kind does not
+            estimate, ``A`` for a kind without it), non-finite or empty data, or
+            fewer features than the coupling needs (d >= 2 for the simplex
+            couplings).
         """
         rec, rng = self._check_params()
         coupling, m, gamma = self.coupling, int(self.n_components), self.gamma
@@ -471,6 +487,9 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         r"""Logarithms of the features: for PRFs :math:`w_i^\top z - c\|z\|^2 - \frac12\log m`,
         :math:`z = \sqrt{2\gamma}x` (each kind's ``log_features`` hook).
 
+        Only for the kinds with log-features (the positive kinds); absent (``hasattr`` is False) for the others,
+        so for :class:`RandomFourierFeatures` and ``RandomFeatures(kind='rff')``.
+
         Parameters
         ----------
         X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
@@ -552,6 +571,7 @@ class PositiveRandomFeatures(RandomFeatures):
     See Also
     --------
     montecarlo.random_features : The plain function (any array backend, optional log-space offsets).
+    RandomFeatures : The general form (any kind, ``kind='rff'`` too), with the same parameters.
     RandomFourierFeatures : The RFF map with the same parameters.
 
     Notes
@@ -622,6 +642,7 @@ class RandomFourierFeatures(RandomFeatures):
     See Also
     --------
     montecarlo.random_features : The plain function (``kind='rff'``; any array backend).
+    RandomFeatures : The general form; ``RandomFeatures(kind='rff', ...)`` gives the same features.
     PositiveRandomFeatures : The positive maps with the same parameters.
 
     References
