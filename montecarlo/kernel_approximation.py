@@ -299,6 +299,9 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     def _check_params(self):
         """The rules between parameters, which the declarative constraints cannot state; the kind's record and
         the Generator of the draws."""
+        for name in ("n_components", "gamma", "A"):  # scikit-learn's Interval takes True for 1: no coercion here
+            if isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be a number, not a bool, got {getattr(self, name)!r}")
         kind = self.kind
         rec = _kinds.get(kind)
         _kinds.kernel_c(kind, self.kernel)  # the kernel must be one the kind estimates

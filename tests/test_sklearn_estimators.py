@@ -347,6 +347,10 @@ _BAD = "The '{}' parameter of PositiveRandomFeatures must be "
     ({"A": float("nan"), "kind": "oprf"}, ValueError, _BAD.format("A") + r"None or a float in the range "
                                                                          r"\(-inf, 0.125\)\. Got nan", None),
     ({"kind": "hyperbolic", "A": -0.1}, ValueError, "A must be None for kind='hyperbolic'", None),  # a rule between
+    # scikit-learn's Interval takes a bool as an int: the toolkit refuses it (no silent coercion of True to 1)
+    ({"n_components": True}, TypeError, "n_components must be a number, not a bool", None),
+    ({"gamma": True}, TypeError, "gamma must be a number, not a bool", None),
+    ({"A": False, "kind": "oprf"}, TypeError, "A must be a number, not a bool", None),
 ])
 def test_bad_parameters_name_the_argument(params, err, match, among):
     """A bad parameter makes fit raise, naming the parameter and the allowed values: scikit-learn's
