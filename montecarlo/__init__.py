@@ -11,6 +11,7 @@ matrices, MSEs, pair terms and pair moments with standard errors
 Where users import from:
 
 * :mod:`montecarlo.kernel_approximation`: the scikit-learn transformers
+  :class:`~montecarlo.kernel_approximation.RandomFeatures` (any kind, ``kind=``) and its named forms
   :class:`~montecarlo.kernel_approximation.PositiveRandomFeatures` and
   :class:`~montecarlo.kernel_approximation.RandomFourierFeatures` (also served
   here on first access; only they need scikit-learn);
@@ -128,6 +129,7 @@ __all__ = [
     "Estimate",
     "FastCouplingBiasWarning",
     "PositiveRandomFeatures",
+    "RandomFeatures",
     "RandomFourierFeatures",
     "RandomProjection",
     "budget",
@@ -157,7 +159,7 @@ __all__ = [
 ]
 
 #: Names served by :mod:`montecarlo.kernel_approximation` on first access (they need scikit-learn).
-_SKLEARN_ESTIMATORS = ("PositiveRandomFeatures", "RandomFourierFeatures")
+_SKLEARN_ESTIMATORS = ("PositiveRandomFeatures", "RandomFeatures", "RandomFourierFeatures")
 
 
 def __getattr__(name):

@@ -929,11 +929,13 @@ def _warn_if_biased(coupling, d):
 
 
 def _caller_level():
-    """``stacklevel`` of the first frame outside the toolkit's packages (so a warning points at user code)."""
+    """``stacklevel`` of the first frame outside the toolkit's packages and scikit-learn (so a warning points at
+    user code, also through the scikit-learn transformers, their ``fit`` wrapper and pipelines)."""
     import sys
 
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in ("montecarlo", "theory"):
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in ("montecarlo", "theory",
+                                                                                      "sklearn"):
         frame, level = frame.f_back, level + 1
     return level
 

@@ -1,16 +1,28 @@
 r"""Random feature maps as scikit-learn transformers (optional extra ``sklearn``).
 
-:class:`PositiveRandomFeatures` (any positive feature kind of
-:mod:`theory.feature_kinds`: PRFs, eq. ``def_prf``; hyperbolic PRFs, ...) and
+:class:`RandomFeatures` (any feature kind of :mod:`theory.feature_kinds`,
+``kind=``) and its named forms :class:`PositiveRandomFeatures` (the positive
+kinds: PRFs, eq. ``def_prf``; hyperbolic PRFs, ...) and
 :class:`RandomFourierFeatures` (RFFs, eq. ``rffdef2``) are genuine
 scikit-learn estimators, drop-in neighbours of
 :class:`sklearn.kernel_approximation.RBFSampler`: parameters in
 ``__init__``, the random projections drawn in ``fit`` by
 :func:`montecarlo.sample_weights` for any coupling of the paper,
-``transform(X)`` returning one numpy array.  They pass
-:func:`sklearn.utils.estimator_checks.check_estimator`, and work in
+``transform(X)`` returning one numpy array.  A named form gives the features
+of the general class with the same parameters and seed, bit for bit.  They
+pass :func:`sklearn.utils.estimator_checks.check_estimator`, and work in
 :class:`~sklearn.pipeline.Pipeline`, :class:`~sklearn.model_selection.GridSearchCV`,
 :func:`~sklearn.base.clone`, ``pickle``, ``copy.deepcopy`` and ``set_output``.
+
+They are written as scikit-learn writes its own estimators: the parameters are
+validated declaratively (the class attribute ``_parameter_constraints``, checked
+by ``fit`` through ``sklearn.base._fit_context``), so a bad value raises
+scikit-learn's ``InvalidParameterError`` (a ValueError and a TypeError) naming
+the parameter, the estimator and the allowed values; only the rules between
+parameters (a kernel the kind does not estimate, ``A`` for a kind without it)
+are the module's own ValueErrors.  ``set_output`` wraps ``transform`` and
+``fit_transform``, and ``log_transform`` returns what ``transform`` would wrap,
+in the same container.
 
 This module imports scikit-learn (``pip install 'simplex-rf[sklearn]'``);
 the plain feature maps :func:`montecarlo.random_features` (``prf_features``,
@@ -109,16 +121,20 @@ Examples
 
 from __future__ import annotations
 
+import contextvars
 import math
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral, Real
 
 import array_api_compat
 import numpy as np
 
 try:
     import scipy.sparse as _sparse
-    from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+    from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+    from sklearn.utils._param_validation import Interval, StrOptions
+    from sklearn.utils.metaestimators import available_if
     from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError as exc:  # missing, or older than 1.6 (no validate_data / __sklearn_tags__)
     raise ImportError("montecarlo.kernel_approximation needs scikit-learn >= 1.6 "
@@ -128,20 +144,12 @@ except ImportError as exc:  # missing, or older than 1.6 (no validate_data / __s
 from theory import feature_kinds as _kinds
 from theory import registry as _registry
 
-from ._checks import (
-    AllocationError,
-    check_budget,
-    check_choice,
-    check_coupling,
-    check_int,
-    check_positive_float,
-    check_rng,
-)
+from ._checks import AllocationError, check_budget, check_rng
 from . import oprf as _oprf
-from .couplings import sample_weights
+from .couplings import _caller_level, sample_weights
 from .features import refuse_overflowed_rows, row_sq_norms, thread_limit
 
-__all__ = ["FeatureUnderflowWarning", "PositiveRandomFeatures", "RandomFourierFeatures"]
+__all__ = ["FeatureUnderflowWarning", "PositiveRandomFeatures", "RandomFeatures", "RandomFourierFeatures"]
 
 _DTYPES = [np.float64, np.float32]
 _SPARSE = ("csr", "csc")
@@ -149,6 +157,10 @@ _SPARSE = ("csr", "csc")
 #: Entries of one row block of the elementwise work (the map and exp), and the least work worth a second thread.
 _BLOCK = 1 << 16
 _PARALLEL_MIN = 1 << 18
+
+#: True while :meth:`RandomFeatures.log_transform` runs ``transform``: the map then returns the logarithms, and
+#: scikit-learn's ``set_output`` wrapping of ``transform`` gives them transform's container.
+_LOG = contextvars.ContextVar("montecarlo_kernel_approximation_log", default=False)
 
 
 class FeatureUnderflowWarning(RuntimeWarning):
@@ -170,18 +182,6 @@ def _row_blocks(n, width, job):
         list(pool.map(job, blocks))
 
 
-def _caller_stacklevel():
-    """The ``stacklevel`` of the first frame outside this module and scikit-learn (the user's call, also
-    through ``fit_transform``, ``set_output`` wrappers and pipelines)."""
-    import sys
-
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_globals.get("__name__", "") == __name__
-                                 or frame.f_globals.get("__name__", "").split(".")[0] == "sklearn"):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def _sq_norms(X):
     """Row squared norms (N, 1) of a dense array or a CSR/CSC matrix, in X's dtype."""
     if _sparse.issparse(X):
@@ -199,34 +199,120 @@ def _generator(random_state):
     return rng
 
 
-class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Shared ``fit`` (validation and draws) and map of the two transformers."""
+def _names(items):
+    return ", ".join(repr(n) for n in items)
 
-    def _kind(self):
-        raise NotImplementedError
 
-    def _kernel(self):
-        return "gaussian"
+def _constraints(kinds):
+    """The declarative parameter constraints (scikit-learn's ``_parameter_constraints``), ``kind`` among
+    ``kinds``; an invalid value makes ``fit`` raise :class:`sklearn.utils._param_validation.InvalidParameterError`
+    (a ValueError and a TypeError) naming the parameter, the estimator and the allowed values."""
+    return {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "coupling": [StrOptions(set(_registry.names()))],
+        "kind": [StrOptions(set(kinds))],
+        "kernel": [StrOptions(set(_kinds.KERNELS))],
+        "gamma": [Interval(Real, 0, math.inf, closed="neither"), StrOptions({"scale"})],
+        "A": [None, Interval(Real, None, 0.125, closed="neither")],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.SeedSequence, np.random.RandomState],
+    }
+
+
+def _has_log_features(est):
+    """Whether ``est.kind`` has log-features (the positive kinds): :meth:`RandomFeatures.log_transform` exists
+    only then."""
+    return est.kind in _kinds.names(has="log_features")
+
+
+class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    r"""Random features of any feature kind as a scikit-learn transformer.
+
+    ``transform(X)`` returns :math:`\phi(\sqrt{2\gamma}\,x)` with :math:`\phi` the
+    map of ``kind`` (the features of :func:`montecarlo.random_features`), so that
+    :math:`\phi(x)^\top\phi(y)` estimates :math:`e^{-\gamma\|x-y\|^2}`
+    (``kernel="gaussian"``) or, for the positive kinds, :math:`e^{2\gamma x^\top y}`
+    (``kernel="softmax"``), unbiasedly for the exact couplings.
+    :class:`PositiveRandomFeatures` (the positive kinds, with the same
+    parameters) and :class:`RandomFourierFeatures` (``kind='rff'``) are its
+    named forms, with the same features for the same parameters and seed.
+
+    Parameters
+    ----------
+    n_components : int >= 1, default 100
+        Number m of random projections; the output has ``width * m`` columns
+        (width 1 for ``'prf'`` and ``'oprf'``, 2 for ``'hyperbolic'`` and
+        ``'rff'``).  Any m, not only multiples of d.
+    coupling : str, default 'simplex'
+        Any coupling of the registry, ``theory.registry.names()`` (now
+        {couplings}).  For ``kind='rff'`` prefer ``'orthogonal'``, the default
+        of :class:`RandomFourierFeatures` (whose docstring gives the numbers).
+    kind : str, default 'prf'
+        Any feature kind, ``theory.feature_kinds.names()`` (now {all_kinds}).
+    kernel : {'gaussian', 'softmax'}, default 'gaussian'
+        The target kernel; ``'softmax'`` for the positive kinds only.
+    gamma : float > 0 or 'scale', default 0.5
+        Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`
+        (module docstring); 0.5 is the paper's kernel.
+    A : float < 1/8 or None, default None
+        Only for ``kind='oprf'``, as in :class:`PositiveRandomFeatures`.
+    random_state : None, int >= 0, numpy.random.Generator, SeedSequence or RandomState
+        Seed of the projections (module docstring).
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape (n_components, n_features)
+        The projections :math:`w_i` (rows), float64.
+    gamma_ : float
+        The bandwidth used (``gamma``, or its value for ``'scale'``).
+    A_ : float
+        Only for ``kind='oprf'``: the A used.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when ``fit`` saw a DataFrame with string column names.
+
+    See Also
+    --------
+    montecarlo.random_features : The plain function (any array backend, optional log-space offsets).
+    PositiveRandomFeatures, RandomFourierFeatures : The named forms.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(5, 3)) / 3
+    >>> RandomFeatures(n_components=4, kind="rff", coupling="orthogonal", random_state=0).fit_transform(X).shape
+    (5, 8)
+    """
+
+    _parameter_constraints: dict = _constraints(_kinds.names())
+
+    def __init__(self, n_components=100, *, coupling="simplex", kind="prf", kernel="gaussian", gamma=0.5,
+                 A=None, random_state=None):
+        self.n_components = n_components
+        self.coupling = coupling
+        self.kind = kind
+        self.kernel = kernel
+        self.gamma = gamma
+        self.A = A
+        self.random_state = random_state
 
     def _check_params(self):
-        kind = self._kind()
+        """The rules between parameters, which the declarative constraints cannot state; the kind's record and
+        the Generator of the draws."""
+        for name in ("n_components", "gamma", "A"):  # scikit-learn's Interval takes True for 1: no coercion here
+            if isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be a number, not a bool, got {getattr(self, name)!r}")
+        kind = self.kind
         rec = _kinds.get(kind)
-        c = _kinds.kernel_c(kind, self._kernel())
+        _kinds.kernel_c(kind, self.kernel)  # the kernel must be one the kind estimates
         unsupported = [p for p in rec.parameters if p != "A"]
         if unsupported:  # a kind whose parameters this class has no rule for
-            usable = [k for k in _kinds.names(positive=rec.positive) if set(_kinds.get(k).parameters) <= {"A"}]
+            usable = [k for k in _kinds.names() if set(_kinds.get(k).parameters) <= {"A"}]
             raise ValueError(f"kind={kind!r} has the parameter(s) {rec.parameters}, which {type(self).__name__} "
                              f"cannot choose; use one of {_names(usable)}")
-        A = getattr(self, "A", None)
-        if A is not None and "A" not in rec.parameters:
-            raise ValueError(f"A must be None for kind={kind!r} (only 'oprf' takes A), got {A!r}")
-        coupling = check_coupling(self.coupling)
-        m = check_int(self.n_components, "n_components", 1)
-        if isinstance(self.gamma, str):
-            gamma = check_choice(self.gamma, "gamma", ("scale",))
-        else:
-            gamma = check_positive_float(self.gamma, "gamma")
-        return rec, c, coupling, m, gamma, _generator(self.random_state)
+        if self.A is not None and "A" not in rec.parameters:
+            raise ValueError(f"A must be None for kind={kind!r} (only 'oprf' takes A), got {self.A!r}")
+        return rec, _generator(self.random_state)
 
     def _validate(self, X, reset):
         try:
@@ -238,6 +324,7 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                                  ) from exc
             raise
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Draw the random projections for data of X's width.
 
@@ -257,17 +344,21 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Raises
         ------
         ValueError
-            For a bad parameter (naming it and the allowed values), non-finite
-            or empty data, or fewer features than the coupling needs
-            (d >= 2 for the simplex couplings).
+            For a bad parameter: scikit-learn's ``InvalidParameterError`` (a
+            ValueError and a TypeError) naming it and the allowed values.  For
+            parameters that do not go together (a kernel the kind does not
+            estimate, ``A`` for a kind without it), non-finite or empty data, or
+            fewer features than the coupling needs (d >= 2 for the simplex
+            couplings).
         """
-        rec, _, coupling, m, gamma, rng = self._check_params()
+        rec, rng = self._check_params()
+        coupling, m, gamma = self.coupling, int(self.n_components), self.gamma
         X = self._validate(X, reset=True)
         d = X.shape[1]
         min_d = _registry.get(coupling).min_d
         if d < min_d:
             raise ValueError(f"X has {d} feature(s), but coupling {coupling!r} needs n_features = d >= {min_d}")
-        if gamma == "scale":  # RBFSampler's rule, also for sparse X
+        if isinstance(gamma, str) and gamma == "scale":  # RBFSampler's rule, also for sparse X
             var = float(X.multiply(X).mean() - X.mean() ** 2) if _sparse.issparse(X) else float(X.var())
             gamma = 1.0 / (d * var) if var > 0 else 1.0
         self.gamma_ = float(gamma)
@@ -299,9 +390,9 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     def _map(self, X, log=False):
         """The features (or, ``log=True``, the log-features of a positive kind) of validated X: one product
         for the projections, then the kind's hook and exp per row block."""
-        kind = self._kind()
+        kind = self.kind
         rec = _kinds.get(kind)
-        c = _kinds.kernel_c(kind, self._kernel())
+        c = _kinds.kernel_c(kind, self.kernel)
         W = self.weights_.astype(X.dtype, copy=False)
         m = W.shape[0]
         n, width = X.shape[0], rec.width * m
@@ -355,7 +446,7 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             f"{float(np.median(sq)):.4g} with gamma = {self.gamma_:.4g}; the features carry exp(-c 2 gamma |x|^2)). "
             f"Scale the data (sklearn.preprocessing.StandardScaler), use a smaller gamma ({hint}), "
             "or use log_transform for the logarithms of the features", FeatureUnderflowWarning,
-            stacklevel=_caller_stacklevel())
+            stacklevel=_caller_level())
 
     def _checked(self, X):
         check_is_fitted(self, "weights_")
@@ -392,7 +483,33 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             When every feature of some rows underflows to 0 (module docstring:
             scale of the data).
         """
-        return self._map(self._checked(X))
+        return self._map(self._checked(X), log=_LOG.get())
+
+    @available_if(_has_log_features)
+    def log_transform(self, X):
+        r"""Logarithms of the features: for PRFs :math:`w_i^\top z - c\|z\|^2 - \frac12\log m`,
+        :math:`z = \sqrt{2\gamma}x` (each kind's ``log_features`` hook).
+
+        Only for the kinds with log-features (the positive kinds); absent (``hasattr`` is False) for the others,
+        so for :class:`RandomFourierFeatures` and ``RandomFeatures(kind='rff')``.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Data of the width seen by ``fit``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features_out)
+            Finite even where :meth:`transform` underflows to 0; in the container that ``set_output``
+            chose for :meth:`transform` (a DataFrame with its columns and X's index under
+            ``set_output(transform="pandas")``).
+        """
+        token = _LOG.set(True)  # transform, as scikit-learn wraps it for set_output, computes the logarithms
+        try:
+            return self.transform(X)
+        finally:
+            _LOG.reset(token)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -401,11 +518,8 @@ class _RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return tags
 
 
-def _names(items):
-    return ", ".join(repr(n) for n in items)
 
-
-class PositiveRandomFeatures(_RandomFeatures):
+class PositiveRandomFeatures(RandomFeatures):
     r"""Positive random features of any positive feature kind as a scikit-learn transformer.
 
     ``transform(X)`` returns :math:`\phi(\sqrt{2\gamma}\,x)` with :math:`\phi` the
@@ -460,6 +574,7 @@ class PositiveRandomFeatures(_RandomFeatures):
     See Also
     --------
     montecarlo.random_features : The plain function (any array backend, optional log-space offsets).
+    RandomFeatures : The general form (any kind, ``kind='rff'`` too), with the same parameters.
     RandomFourierFeatures : The RFF map with the same parameters.
 
     Notes
@@ -487,44 +602,10 @@ class PositiveRandomFeatures(_RandomFeatures):
     True
     """
 
-    def __init__(self, n_components=100, *, coupling="simplex", kind="prf", kernel="gaussian", gamma=0.5,
-                 A=None, random_state=None):
-        self.n_components = n_components
-        self.coupling = coupling
-        self.kind = kind
-        self.kernel = kernel
-        self.gamma = gamma
-        self.A = A
-        self.random_state = random_state
-
-    def _kind(self):
-        return _kinds.check_kind(self.kind, positive=True)
-
-    def _kernel(self):
-        return _kinds.check_kernel(self.kernel)
-
-    def log_transform(self, X):
-        r"""Logarithms of the features: for PRFs :math:`w_i^\top z - c\|z\|^2 - \frac12\log m`,
-        :math:`z = \sqrt{2\gamma}x` (each kind's ``log_features`` hook).
-
-        Parameters
-        ----------
-        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
-            Data of the width seen by ``fit``.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features_out)
-            Finite even where :meth:`transform` underflows to 0; in the container that ``set_output``
-            chose for :meth:`transform` (a DataFrame with its columns and X's index under
-            ``set_output(transform="pandas")``).
-        """
-        from sklearn.utils._set_output import _wrap_data_with_container  # (what wraps transform itself)
-
-        return _wrap_data_with_container("transform", self._map(self._checked(X), log=True), X, self)
+    _parameter_constraints: dict = _constraints(_kinds.names(positive=True))
 
 
-class RandomFourierFeatures(_RandomFeatures):
+class RandomFourierFeatures(RandomFeatures):
     r"""Random Fourier features (eq. ``rffdef2``) as a scikit-learn transformer.
 
     ``transform(X)`` returns :math:`\phi(\sqrt{2\gamma}\,x)` with
@@ -564,6 +645,7 @@ class RandomFourierFeatures(_RandomFeatures):
     See Also
     --------
     montecarlo.random_features : The plain function (``kind='rff'``; any array backend).
+    RandomFeatures : The general form; ``RandomFeatures(kind='rff', ...)`` gives the same features.
     PositiveRandomFeatures : The positive maps with the same parameters.
 
     References
@@ -572,19 +654,24 @@ class RandomFourierFeatures(_RandomFeatures):
     Rahimi and Recht, "Random Features for Large-Scale Kernel Machines", 2007.
     """
 
+    _parameter_constraints: dict = {name: rule for name, rule in _constraints(("rff",)).items()
+                                    if name in ("n_components", "coupling", "gamma", "random_state")}
+
+    #: The named form's fixed settings (not parameters: ``get_params`` and ``set_params`` do not list them).
+    kind = property(lambda self: "rff", doc="``'rff'``, fixed.")
+    kernel = property(lambda self: "gaussian", doc="``'gaussian'``, fixed.")
+    A = property(lambda self: None, doc="None, fixed (RFFs have no parameter).")
+
     def __init__(self, n_components=100, *, coupling="orthogonal", gamma=0.5, random_state=None):
         self.n_components = n_components
         self.coupling = coupling
         self.gamma = gamma
         self.random_state = random_state
 
-    def _kind(self):
-        return "rff"
-
 
 # The registries' current names in the docstrings (derived, never hand-written).
-for _cls in (PositiveRandomFeatures, RandomFourierFeatures):
+for _cls in (RandomFeatures, PositiveRandomFeatures, RandomFourierFeatures):
     if _cls.__doc__:  # None under python -OO
         _cls.__doc__ = _cls.__doc__.replace("{couplings}", _names(_registry.names())).replace(
-            "{kinds}", _names(_kinds.names(positive=True)))
+            "{kinds}", _names(_kinds.names(positive=True))).replace("{all_kinds}", _names(_kinds.names()))
 del _cls

@@ -165,7 +165,8 @@ def test_random_state_accepts_a_legacy_randomstate(cls):
     assert np.array_equal(again, w1)
     c = clone(cls(n_components=6, random_state=np.random.RandomState(7)))
     assert np.array_equal(c.fit(X).weights_, w1)
-    with pytest.raises(TypeError, match="random_state must be None, an int >= 0.*RandomState"):
+    with pytest.raises(TypeError, match="'random_state' parameter of .* must be None, an int in the range "
+                                        r"\[0, inf\), .*RandomState'\. Got '0'"):
         cls(random_state="0").fit(X)
 
 

@@ -6,6 +6,7 @@ scikit-learn installed (issue 14 item 1; kinds through the record: issue 18).  s
 
 import copy
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ import montecarlo as mc  # noqa: E402
 from montecarlo.kernel_approximation import (  # noqa: E402
     FeatureUnderflowWarning,
     PositiveRandomFeatures,
+    RandomFeatures,
     RandomFourierFeatures,
 )
 from theory import feature_kinds, registry  # noqa: E402
@@ -41,6 +43,9 @@ ESTIMATORS = [
     RandomFourierFeatures(n_components=5, coupling="iid", gamma=2.0),
     RandomFourierFeatures(),
     *(PositiveRandomFeatures(n_components=5, kind=k, gamma="scale") for k in POSITIVE_KINDS if k != "prf"),
+    RandomFeatures(),
+    RandomFeatures(n_components=5, kind="rff", coupling="orthogonal", gamma="scale"),
+    RandomFeatures(n_components=6, kind="hyperbolic", kernel="softmax"),
 ]
 
 
@@ -52,7 +57,8 @@ def _xfail_unfitted(estimator):
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_check_estimator(estimator, check):
     """scikit-learn's check_estimator, one test per check (46 pass and 1 is skipped per estimator on
-    scikit-learn 1.9: the array-API check without SCIPY_ARRAY_API), for every positive kind and RFFs; the
+    scikit-learn 1.9: the array-API check without SCIPY_ARRAY_API), for every positive kind and RFFs, through
+    the named forms and the general RandomFeatures; the
     sparse-input checks now exercise sparse acceptance.  The all-zero rows of checks that feed data far
     larger than the bandwidth are expected (FeatureUnderflowWarning, tests/test_sklearn_conventions.py)."""
     _xfail_unfitted(estimator)
@@ -124,7 +130,8 @@ def test_oprf_chooses_a_from_the_training_data():
     assert PositiveRandomFeatures(n_components=8, kind="oprf", A=-0.05).fit(X).A_ == -0.05
     with pytest.raises(ValueError, match="A must be None for kind='prf'"):
         PositiveRandomFeatures(A=-0.1).fit(X)
-    with pytest.raises(ValueError, match="A must be a finite real < 1/8"):
+    with pytest.raises(ValueError, match=r"'A' parameter of PositiveRandomFeatures must be None or a float in the "
+                                         r"range \(-inf, 0.125\)\. Got 0.2"):
         PositiveRandomFeatures(kind="oprf", A=0.2).fit(X)
 
 
@@ -164,12 +171,14 @@ def test_hyperbolic_estimates_the_kernel():
 
 def test_the_coupling_and_kind_lists_come_from_the_registries():
     """The docstrings name the registries' couplings and kinds, derived at import (no hand-written list)."""
-    for cls in (PositiveRandomFeatures, RandomFourierFeatures):
+    for cls in (PositiveRandomFeatures, RandomFourierFeatures, RandomFeatures):
         for name in registry.names():
             assert repr(name) in cls.__doc__
+        assert not any(f"{{{key}}}" in cls.__doc__ for key in ("couplings", "kinds", "all_kinds"))
     for name in POSITIVE_KINDS:
         assert repr(name) in PositiveRandomFeatures.__doc__
-    assert "{couplings}" not in PositiveRandomFeatures.__doc__ and "{kinds}" not in PositiveRandomFeatures.__doc__
+    for name in feature_kinds.names():
+        assert repr(name) in RandomFeatures.__doc__
 
 
 def test_default_gamma_is_the_papers_kernel():
@@ -307,25 +316,218 @@ def test_log_transform():
     assert np.all(np.isfinite(est.log_transform(far)))
 
 
-@pytest.mark.parametrize("params, err, match", [
-    ({"coupling": "favor"}, ValueError, "coupling must be one of 'iid'"),
-    ({"coupling": 3}, TypeError, "coupling must be a coupling name"),
-    ({"n_components": 0}, ValueError, "n_components must be an integer >= 1"),
-    ({"n_components": 2.0}, TypeError, "n_components must be an integer >= 1"),
-    ({"gamma": -1.0}, ValueError, "gamma must be a finite real > 0"),
-    ({"gamma": "auto"}, ValueError, "gamma must be one of 'scale'"),
-    ({"gamma": float("nan")}, ValueError, "gamma must be finite"),
-    ({"kernel": "rbf"}, ValueError, "kernel must be one of 'gaussian', 'softmax'"),
-    ({"kernel": "rff"}, ValueError, "RFFs are asked for with kind='rff'"),
-    ({"kind": "rff"}, ValueError, "kind must be one of 'prf', 'hyperbolic'.*a positive kind is needed"),
-    ({"kind": "favor"}, ValueError, "kind must be one of 'prf', 'rff', 'hyperbolic'"),
-    ({"kind": None}, TypeError, "kind must be a feature-kind name"),
-    ({"random_state": -1}, ValueError, "random_state must be None"),
-    ({"random_state": "0"}, TypeError, "random_state must be None"),
+#: The start of scikit-learn's message for a value outside the declared constraints (InvalidParameterError, a
+#: ValueError and a TypeError): it names the parameter, the estimator and the allowed values (a set, unordered).
+_BAD = "The '{}' parameter of PositiveRandomFeatures must be "
+
+
+@pytest.mark.parametrize("params, err, match, among", [
+    ({"coupling": "favor"}, ValueError, _BAD.format("coupling") + r"a str among {.*}\. Got 'favor'", registry.names()),
+    ({"coupling": 3}, TypeError, _BAD.format("coupling") + r"a str among {.*}\. Got 3 instead", registry.names()),
+    ({"n_components": 0}, ValueError, _BAD.format("n_components") + r"an int in the range \[1, inf\)\. Got 0", None),
+    ({"n_components": 2.0}, TypeError, _BAD.format("n_components") + r"an int in the range \[1, inf\)\. Got 2.0",
+     None),
+    ({"gamma": -1.0}, ValueError, _BAD.format("gamma") + r"a float in the range \(0.0, inf\) or a str among "
+                                                         r"{'scale'}\. Got -1.0", ("scale",)),
+    ({"gamma": "auto"}, ValueError, _BAD.format("gamma") + r".* or a str among {'scale'}\. Got 'auto'", ("scale",)),
+    ({"gamma": float("nan")}, ValueError, _BAD.format("gamma") + r"a float in the range \(0.0, inf\).*Got nan",
+     ("scale",)),
+    ({"gamma": float("inf")}, ValueError, _BAD.format("gamma") + r"a float in the range \(0.0, inf\).*Got inf",
+     ("scale",)),
+    ({"kernel": "rbf"}, ValueError, _BAD.format("kernel") + r"a str among {.*}\. Got 'rbf'", feature_kinds.KERNELS),
+    ({"kernel": "rff"}, ValueError, _BAD.format("kernel") + r"a str among {.*}\. Got 'rff'", feature_kinds.KERNELS),
+    ({"kind": "rff"}, ValueError, _BAD.format("kind") + r"a str among {.*}\. Got 'rff'", POSITIVE_KINDS),
+    ({"kind": "favor"}, ValueError, _BAD.format("kind") + r"a str among {.*}\. Got 'favor'", POSITIVE_KINDS),
+    ({"kind": None}, TypeError, _BAD.format("kind") + r"a str among {.*}\. Got None", POSITIVE_KINDS),
+    ({"random_state": -1}, ValueError, _BAD.format("random_state") + r"None, an int in the range \[0, inf\), .*"
+                                                                     r"Generator.*SeedSequence.*RandomState'\. Got -1",
+     None),
+    ({"random_state": "0"}, TypeError, _BAD.format("random_state") + "None, an int .*Got '0'", None),
+    ({"random_state": True}, TypeError, "random_state must be None, an int >= 0", None),  # the toolkit's check_rng
+    ({"A": float("nan"), "kind": "oprf"}, ValueError, _BAD.format("A") + r"None or a float in the range "
+                                                                         r"\(-inf, 0.125\)\. Got nan", None),
+    ({"kind": "hyperbolic", "A": -0.1}, ValueError, "A must be None for kind='hyperbolic'", None),  # a rule between
+    # scikit-learn's Interval takes a bool as an int: the toolkit refuses it (no silent coercion of True to 1)
+    ({"n_components": True}, TypeError, "n_components must be a number, not a bool", None),
+    ({"gamma": True}, TypeError, "gamma must be a number, not a bool", None),
+    ({"A": False, "kind": "oprf"}, TypeError, "A must be a number, not a bool", None),
 ])
-def test_bad_parameters_name_the_argument(params, err, match):
-    with pytest.raises(err, match=match):
+def test_bad_parameters_name_the_argument(params, err, match, among):
+    """A bad parameter makes fit raise, naming the parameter and the allowed values: scikit-learn's
+    InvalidParameterError from the declarative _parameter_constraints for a single parameter (issue 39 item 6;
+    it is a ValueError and a TypeError), with the allowed strings exactly the registry's (``among``); the
+    library's message for the rules between parameters."""
+    with pytest.raises(err, match=match) as info:
         PositiveRandomFeatures(**params).fit(_data(3, 4))
+    if among is not None:
+        listed = re.search(r"a str among \{([^}]*)\}", str(info.value)).group(1)
+        assert sorted(listed.split(", ")) == sorted(repr(n) for n in among)
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's own way (issue 39 item 6): one general transformer, declarative constraints, public API only
+
+
+#: Kinds the general transformer can fit (a kind with parameters fit does not choose is refused, as above).
+FITTABLE_KINDS = tuple(k for k in feature_kinds.names() if not set(feature_kinds.get(k).parameters) - {"A"})
+
+
+def _named_form(params):
+    """The named class that takes ``params["kind"]`` (None for a kind neither takes), with the same parameters."""
+    params, kind = dict(params), params["kind"]
+    if kind == "rff":
+        params.pop("kind"), params.pop("kernel")
+        return RandomFourierFeatures(**params)
+    return PositiveRandomFeatures(**params) if kind in POSITIVE_KINDS else None
+
+
+@pytest.mark.filterwarnings("ignore:coupling 'fast_")
+@pytest.mark.parametrize("kind", FITTABLE_KINDS)
+def test_the_general_transformer_equals_its_named_forms_and_the_functions(kind):
+    """RandomFeatures(kind=...) gives bit for bit the projections, features and log-features of its named form
+    (PositiveRandomFeatures or RandomFourierFeatures, same parameters and seed), for every kernel the kind
+    estimates, three couplings, two bandwidths, float64 and float32 data; and those of the plain functions
+    montecarlo.random_features / log_features at sqrt(2 gamma) X with sample_weights' projections (bit for bit at
+    gamma = 0.5, where the scaling is 1; to 1e-13 at gamma = 1.7, where the product is scaled after, not before).
+    Power: the plain function with the projections of another seed differs."""
+    rec = feature_kinds.get(kind)
+    X = _data(6, 3)
+    for kernel in rec.kernels:
+        for coupling in ("simplex", "orthogonal", "fast_simplex"):
+            for gamma in (0.5, 1.7):
+                params = dict(n_components=7, coupling=coupling, kind=kind, kernel=kernel, gamma=gamma,
+                              random_state=3)
+                est = RandomFeatures(**params).fit(X)
+                W = mc.sample_weights(coupling, 3, 7, rng=3)
+                assert np.array_equal(est.weights_, W)
+                kw = {"A": est.A_} if "A" in rec.parameters else {}
+                Z = np.sqrt(2 * gamma) * X
+                phi = est.transform(X)
+                ref = mc.random_features(Z, W, kind, kernel, **kw)
+                assert phi.shape == (6, rec.width * 7)
+                if gamma == 0.5:
+                    assert np.array_equal(phi, ref)
+                else:
+                    np.testing.assert_allclose(phi, ref, rtol=1e-13, atol=1e-15)
+                other = mc.random_features(Z, mc.sample_weights(coupling, 3, 7, rng=4), kind, kernel, **kw)
+                assert not np.allclose(phi, other, rtol=1e-3)
+                if hasattr(est, "log_transform"):
+                    np.testing.assert_allclose(est.log_transform(X), mc.log_features(Z, W, kind, kernel, **kw),
+                                               rtol=1e-13, atol=1e-14)
+                named = _named_form(params)
+                if named is None:
+                    continue
+                named.fit(X)
+                assert np.array_equal(named.weights_, est.weights_) and named.gamma_ == est.gamma_
+                assert np.array_equal(named.transform(X), phi)
+                assert np.array_equal(named.fit_transform(X.astype(np.float32)),
+                                      est.fit_transform(X.astype(np.float32)))
+                assert hasattr(named, "log_transform") == hasattr(est, "log_transform")
+                if hasattr(est, "log_transform"):
+                    assert np.array_equal(named.log_transform(X), est.log_transform(X))
+
+
+@pytest.mark.parametrize("estimator", [RandomFeatures(), RandomFeatures(kind="rff"), PositiveRandomFeatures(kind="oprf"),
+                                       RandomFourierFeatures()], ids=lambda e: repr(e))
+def test_parameter_constraints_pass_scikit_learns_check(estimator):
+    """scikit-learn's own check of declarative constraints (check_param_validation: check_estimator does not
+    run it): one constraint per parameter of each class, and for each parameter a value of a bad type and each
+    constraint's generated invalid value make fit and fit_transform raise InvalidParameterError naming the
+    parameter.  Fails on hand validation (no _parameter_constraints)."""
+    from sklearn.utils.estimator_checks import check_param_validation
+
+    check_param_validation(type(estimator).__name__, estimator)
+
+
+def test_named_forms_fix_their_settings():
+    """RandomFourierFeatures fixes kind='rff' (and the Gaussian kernel, no A): readable, not parameters, so
+    set_params and grid search refuse them; its features are RandomFeatures(kind='rff')'s.  Only the kinds with
+    log-features have log_transform (scikit-learn's available_if), as RandomFourierFeatures never had it."""
+    rff = RandomFourierFeatures()
+    assert (rff.kind, rff.kernel, rff.A) == ("rff", "gaussian", None)
+    assert sorted(rff.get_params()) == ["coupling", "gamma", "n_components", "random_state"]
+    with pytest.raises(ValueError, match="Invalid parameter 'kind'"):
+        rff.set_params(kind="prf")
+    assert not hasattr(rff, "log_transform") and not hasattr(RandomFeatures(kind="rff"), "log_transform")
+    for kind in POSITIVE_KINDS:
+        assert hasattr(RandomFeatures(kind=kind), "log_transform")
+    with pytest.raises(ValueError, match="kernel must be one of 'gaussian' for kind='rff', got 'softmax'"):
+        RandomFeatures(kind="rff", kernel="softmax").fit(_data(3, 4))
+    grid = GridSearchCV(make_pipeline(RandomFeatures(n_components=20, random_state=0), RidgeClassifier()),
+                        {"randomfeatures__kind": ["prf", "rff"]}, cv=2)
+    X = _data(40, 3, scale=1.0)
+    grid.fit(X, (X[:, 0] > 0).astype(int))
+    assert grid.best_params_["randomfeatures__kind"] in ("prf", "rff")
+
+
+def test_log_transform_leaves_transform_alone():
+    """log_transform runs transform (as scikit-learn wraps it for set_output) with a context flag that asks for
+    the logarithms; the flag never leaks: after a log_transform that raised, and in 8 threads running transform
+    and log_transform at once on one estimator, transform gives the features and log_transform their
+    logarithms (power: the two differ)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X = _data(300, 4)
+    est = PositiveRandomFeatures(n_components=64, random_state=0).fit(X)
+    feats, logs = est.transform(X), est.log_transform(X)
+    assert not np.allclose(feats, logs)
+    with pytest.raises(ValueError, match="expecting 4"):
+        est.log_transform(_data(2, 3))
+    assert np.array_equal(est.transform(X), feats)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: (i % 2, (est.log_transform if i % 2 else est.transform)(X)), range(200)))
+    for odd, out in results:
+        assert np.array_equal(out, logs if odd else feats)
+
+
+def test_log_transform_follows_the_global_output_config():
+    """sklearn.config_context(transform_output="pandas") makes transform and log_transform return DataFrames
+    alike, for the general class too (its columns randomfeatures0, ...); the default is an ndarray (power)."""
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(_data(5, 3), columns=["a", "b", "c"])
+    est = RandomFeatures(n_components=4, kind="hyperbolic", random_state=0).fit(X)
+    assert isinstance(est.log_transform(X), np.ndarray)
+    with sklearn.config_context(transform_output="pandas"):
+        logs, feats = est.log_transform(X), est.transform(X)
+    assert isinstance(logs, pd.DataFrame) and list(logs.columns) == [f"randomfeatures{i}" for i in range(8)]
+    np.testing.assert_allclose(np.exp(logs.to_numpy()), feats.to_numpy(), rtol=1e-13)
+
+
+def test_no_private_scikit_learn_api():
+    """The module imports from scikit-learn only public names, plus the developer API that scikit-learn's guide
+    "Developing scikit-learn estimators" documents for declarative validation (_fit_context, Interval,
+    StrOptions); it called sklearn.utils._set_output._wrap_data_with_container before (issue 39 item 6)."""
+    import ast
+    import inspect
+
+    import montecarlo.kernel_approximation as ka
+
+    allowed = {("sklearn.base", "_fit_context"), ("sklearn.utils._param_validation", "Interval"),
+               ("sklearn.utils._param_validation", "StrOptions")}
+    found = set()
+    for node in ast.walk(ast.parse(inspect.getsource(ka))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sklearn":
+            found |= {(node.module, alias.name) for alias in node.names}
+        elif isinstance(node, ast.Import):
+            assert not any(alias.name.startswith("sklearn") for alias in node.names)
+    private = {(mod, name) for mod, name in found if name.startswith("_") or "._" in mod}
+    assert found and private == allowed, private - allowed
+
+
+def test_warnings_of_fit_point_at_the_caller():
+    """fit's warnings point at the caller, not into the library or scikit-learn: FastCouplingBiasWarning from
+    the draws (fit now runs inside scikit-learn's _fit_context wrapper, whose frame the warning named, found in
+    issue 39 item 6), also through a pipeline, and FeatureUnderflowWarning from transform."""
+    X = _data(4, 3)
+    for est in (RandomFourierFeatures(n_components=3, coupling="fast_orthogonal", random_state=0),
+                make_pipeline(RandomFeatures(n_components=3, coupling="fast_simplex", random_state=0))):
+        with pytest.warns(mc.FastCouplingBiasWarning) as rec:
+            est.fit(X)
+        assert [w.filename for w in rec] == [__file__]
+    est = PositiveRandomFeatures(n_components=3, random_state=0).fit(X)
+    with pytest.warns(FeatureUnderflowWarning) as rec:
+        est.fit_transform(np.full((2, 3), 40.0))
+    assert [w.filename for w in rec] == [__file__]
 
 
 def test_bad_data():
@@ -351,8 +553,9 @@ def test_aliases_and_the_removed_rng_keyword():
     ordinary TypeError."""
     assert mc.PositiveRandomFeatures is PositiveRandomFeatures
     assert mc.RandomFourierFeatures is RandomFourierFeatures
-    assert "PositiveRandomFeatures" in mc.__all__
-    for cls in (PositiveRandomFeatures, RandomFourierFeatures):
+    assert mc.RandomFeatures is RandomFeatures
+    assert {"PositiveRandomFeatures", "RandomFourierFeatures", "RandomFeatures"} <= set(mc.__all__)
+    for cls in (PositiveRandomFeatures, RandomFourierFeatures, RandomFeatures):
         with pytest.raises(TypeError, match="unexpected keyword argument 'rng'"):
             cls(n_components=3, rng=4)
         assert cls(n_components=3, random_state=4).random_state == 4
@@ -373,9 +576,9 @@ def test_plain_functions_without_sklearn():
         X = np.ones((2, 3)) / 4
         W = mc.sample_weights("simplex", 3, 5, rng=0)
         assert mc.prf_features(X, W).shape == (2, 5) and mc.rff_features(X, W).shape == (2, 10)
-        assert "PositiveRandomFeatures" not in mc.__all__
+        assert "PositiveRandomFeatures" not in mc.__all__ and "RandomFeatures" not in mc.__all__
         try:
-            mc.PositiveRandomFeatures
+            mc.RandomFeatures
         except ImportError as exc:
             assert "scikit-learn" in str(exc) and "prf_features" in str(exc), exc
         else:
