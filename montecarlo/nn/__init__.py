@@ -210,12 +210,12 @@ from __future__ import annotations
 import sys
 import types
 
+from montecarlo.nn import _features, _module
 from montecarlo.nn._attention_error import AttentionError, attention_error, measured_attention_error, plan_attention
 from montecarlo.nn._dispatch import FUSED
-from montecarlo.nn._features import (INPUT_DTYPES, STORAGE_DTYPES, check_device, draw_projections, hook_extras,
-                                     input_range, oprf_a)
+from montecarlo.nn._features import check_device, draw_projections, hook_extras, input_range, oprf_a
 from montecarlo.nn._mha import PRFMultiheadAttention
-from montecarlo.nn._module import DEFAULT_CHUNK, RUNNING_MOMENTUM, DecodingState, PRFAttention
+from montecarlo.nn._module import RUNNING_MOMENTUM, DecodingState, PRFAttention
 from montecarlo.nn._scan import DIRECT_BLOCK, GROUP_ENTRIES, PRODUCT_STATES
 from montecarlo.nn._streams import check_generator, fork_generator
 
@@ -236,6 +236,16 @@ __all__ = [
     "oprf_a",
     "plan_attention",
 ]
+
+#: dtypes of the projections (and of the feature computations); other accepted dtypes store float32.
+STORAGE_DTYPES = _features.STORAGE_DTYPES
+#: Input dtypes the module accepts (features computed in float32 for the half types).
+INPUT_DTYPES = _features.INPUT_DTYPES
+#: Default chunk length of the causal scan per device type (a power of two).  On a GPU the fused kernels'
+#: chunks: on an H100 (bf16, batch x heads 32, d 64, m 128, forward + backward) 128 took 35.6 ms at
+#: L = 65536 against 41.0 for 256 and 51.6 for 512 (and 2.84 against 3.19 ms at 4096 under CUDA graphs), at
+#: 12% more memory than 256 (benchmarks/README); on the CPU the within-chunk work dominates.
+DEFAULT_CHUNK = _module.DEFAULT_CHUNK
 
 #: The package's files in dependency order (each imports only files before it; ``_fused``, which needs Triton,
 #: is imported by ``_dispatch`` and ``_module`` when the kernels first run).

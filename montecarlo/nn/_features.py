@@ -16,9 +16,8 @@ from theory import feature_kinds as kinds
 from theory.validation import describe
 
 
-#: dtypes of the projections (and of the feature computations); other accepted dtypes store float32.
+# (STORAGE_DTYPES, INPUT_DTYPES: documented in montecarlo.nn)
 STORAGE_DTYPES = (torch.float32, torch.float64)
-#: Input dtypes the module accepts (features computed in float32 for the half types).
 INPUT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 #: The array-API namespace of torch tensors handed to the kinds' hooks (looked up once, not per call, so that
 #: torch.compile traces no lookup).

@@ -26,10 +26,7 @@ from theory.registry import check_dimension
 from theory.validation import check_real, describe
 
 
-#: Default chunk length of the causal scan per device type (a power of two).  On a GPU the fused kernels'
-#: chunks: on an H100 (bf16, batch x heads 32, d 64, m 128, forward + backward) 128 took 35.6 ms at
-#: L = 65536 against 41.0 for 256 and 51.6 for 512 (and 2.84 against 3.19 ms at 4096 under CUDA graphs), at
-#: 12% more memory than 256 (benchmarks/README); on the CPU the within-chunk work dominates.
+# (documented in montecarlo.nn)
 DEFAULT_CHUNK = {"cpu": 64, "cuda": 128}
 #: Momentum of the running statistics behind a data-driven kind parameter in causal attention.
 RUNNING_MOMENTUM = 0.1
