@@ -274,7 +274,9 @@ class _Package(types.ModuleType):
         local = name in vars(self)
         old = vars(self)[name] if local else next((vars(m)[name] for m in _files() if name in vars(m)), _MISSING)
         if old is not _MISSING:
-            if not local:
+            if not local and _ORIGINALS.get(name, _MISSING) is value:  # (set back: the override has ended)
+                del _ORIGINALS[name]
+            elif not local:
                 _ORIGINALS.setdefault(name, old)
             for mod in _files():
                 if vars(mod).get(name, _MISSING) is old:
@@ -284,7 +286,7 @@ class _Package(types.ModuleType):
 
     def __delattr__(self, name):
         if name in _ORIGINALS and name not in vars(self):
-            self.__setattr__(name, _ORIGINALS.pop(name))
+            self.__setattr__(name, _ORIGINALS[name])
         else:
             super().__delattr__(name)
 
