@@ -12,7 +12,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 # Triton (installed by CI for these tests) runs kernels in its interpreter, on numpy, where there is no
-# NVIDIA device, so that the fused kernels of montecarlo._fused are tested on the CPU.  Set before Triton
+# NVIDIA device, so that the fused kernels of montecarlo.nn._fused are tested on the CPU.  Set before Triton
 # is imported: its own library functions are decorated, compiled or interpreted, at import.
 if not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("TRITON_INTERPRET", "1")

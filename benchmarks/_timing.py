@@ -79,9 +79,9 @@ def parsed_json_path(parser, path, name="--json"):
 
 
 def write_json(path, data):
-    """Write ``data`` (through :func:`figures._context.jsonable`) as strict JSON to ``path``, atomically (a temporary
+    """Write ``data`` (through :func:`montecarlo.experiments.runtime.jsonable`) as strict JSON to ``path``, atomically (a temporary
     ``.NAME.PID.part`` renamed into place, removed on any error or interrupt); the folder is created."""
-    from figures._context import jsonable
+    from montecarlo.experiments.runtime import jsonable
     from theory.cli import atomic_write
 
     text = json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"

@@ -32,7 +32,7 @@ Decoding (``--decode``; ``--cuda`` on the GPU in bfloat16 with (batch, heads) = 
 ``PRFAttention.step`` (m = 128, 256) from the state after a prompt of P tokens against SDPA reading a key-value
 cache of P + 1 positions, at P = 1024, 16384, 65536 (``--lengths``).
 Launch (``--launch``; needs CUDA): the host's time per kernel launch through Triton's JIT entry, through
-the compiled kernel's runner (what ``montecarlo._fused.LAUNCH_CACHE`` uses) and for a torch operator.
+the compiled kernel's runner (what ``montecarlo.nn._fused.LAUNCH_CACHE`` uses) and for a torch operator.
 ``--json [PATH]`` also writes the rows (default
 ``benchmarks/results/bench_attention.json``).  Nothing here asserts.
 """
@@ -281,7 +281,7 @@ def _variant_row(name, chunk, comp, kw, plain, q, k, v, cot, repeat, dev):
 def _variant_forms():
     """The forms of :func:`cuda_causal_variants`: (name, chunk, compiled (False, True, a torch.compile mode,
     or "graphed": torch.cuda.make_graphed_callables of the eager module), keywords of ``_causal`` with the
-    settings "kernel" (of montecarlo._fused) and "nn" (of montecarlo.nn), "float32" inputs and "first_only" (at
+    settings "kernel" (of montecarlo.nn._fused) and "nn" (of montecarlo.nn), "float32" inputs and "first_only" (at
     the first length only))."""
     return [("sdpa", None, False, {}), ("fused_c256", 256, False, {"fused": True}),
             ("fused_c256_tile", 256, False, {"fused": True, "kernel": {"GAP": None}}),
@@ -359,15 +359,15 @@ def cuda_causal_variants(seq_lens, repeat, budget_s, device="cuda", names=None):
                 continue
             kw = dict(kw)
             kw.pop("first_only", None)
-            settings = kw.pop("kernel", {})  # module settings of montecarlo._fused for this form, restored after
+            settings = kw.pop("kernel", {})  # module settings of montecarlo.nn._fused for this form, restored after
             nn_settings = kw.pop("nn", {})  # and of montecarlo.nn
             args = [t.float() for t in (q, k, v, cot)] if kw.pop("float32", False) else [q, k, v, cot]
             try:
                 with contextlib.ExitStack() as stack:
                     if settings:
-                        import montecarlo._fused
+                        import montecarlo.nn._fused
 
-                        stack.enter_context(mock.patch.multiple(montecarlo._fused, **settings))
+                        stack.enter_context(mock.patch.multiple(montecarlo.nn._fused, **settings))
                     if nn_settings:
                         stack.enter_context(mock.patch.multiple(mnn, **nn_settings))
                     row = _variant_row(name, chunk, comp, kw, plain, *args, repeat, dev)
@@ -448,7 +448,7 @@ def host_overhead(repeat, L=64, d=16, m=16):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    import montecarlo._fused as fused
+    import montecarlo.nn._fused as fused
     import montecarlo.nn as mnn
     from benchmarks._timing import interleaved
 
@@ -514,7 +514,7 @@ def launch_overhead(repeat=300):
     would save."""
     import torch
 
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     o = torch.randn(1, 4, 32, device="cuda")
     bef, off = torch.empty_like(o), torch.empty_like(o)
@@ -553,7 +553,7 @@ def cuda_feature_configs(L=4096, repeat=50, device="cuda"):
     precision, shape, us)."""
     import torch
 
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     gen = torch.Generator(device=device).manual_seed(0)
     x = (0.5 * torch.randn(32, L, D_HEAD, generator=gen, device=device)).to(torch.bfloat16)

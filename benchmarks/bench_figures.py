@@ -49,13 +49,13 @@ def run_once(root, quick, n_jobs=None):
 
 def main(argv=None):
     """Run the command line; returns the exit status (0 done, 2 bad options, 130 Ctrl-C, 143 SIGTERM)."""
-    from montecarlo.experiments._common import run_terminable
+    from montecarlo.experiments.runtime import run_terminable
 
     return run_terminable(main_runner, PROG, _main, argv)
 
 
 def _main(argv):
-    from montecarlo.experiments._common import one_default_help
+    from montecarlo.experiments.runtime import one_default_help
 
     p = one_default_help(make_parser(PROG, __doc__.splitlines()[0]))
     p.add_argument("--quick", action="store_true", help="time python -m figures --quick")

@@ -136,7 +136,7 @@ def _main(argv):
 def main(argv=None):
     """Run the command line; returns the exit status (0 done, 2 bad options, 130 Ctrl-C, 143 SIGTERM; the
     ``--json`` path is checked before any timing, and an interrupted run leaves no partial file)."""
-    from montecarlo.experiments._common import run_terminable
+    from montecarlo.experiments.runtime import run_terminable
 
     return run_terminable(main_runner, PROG, _main, argv)
 

@@ -129,7 +129,7 @@ def run(work=100_000, dps_list=(15, 50), progress=True):
 
 
 def main(argv=None):
-    from montecarlo.experiments._common import run_terminable
+    from montecarlo.experiments.runtime import run_terminable
 
     return run_terminable(main_runner, PROG, _main, argv)
 

@@ -1,4 +1,4 @@
-"""Registers and spills of the fused causal kernels (montecarlo._fused) per tile shape, without a GPU.
+"""Registers and spills of the fused causal kernels (montecarlo.nn._fused) per tile shape, without a GPU.
 
 Each of the kernels is compiled by Triton for a CUDA architecture and its PTX assembled by Triton's own
 ptxas with ``-v``, which reports the registers per thread and the bytes spilled to local memory: a static
@@ -59,7 +59,7 @@ def registers(arch, prec, T, F, W, chunk=256, d_value=64):
     import torch
     from triton.compiler import ASTSource, compile
 
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     ptxas = get_ptxas(arch).path
     # the fast path's shape as the launches size it (module settings; m at least its feature block; the row

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import zlib
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ import numpy as np
 from mpmath import mp
 
 from theory.cli import atomic_write, check_output_dir
+from montecarlo.experiments.runtime import jsonable
 from montecarlo.experiments.sweeps import check_n_jobs
 from montecarlo.experiments.uci import ENV_VAR
 from theory.validation import check_bool, check_choice, check_int
@@ -272,25 +272,6 @@ class _Bar:
 
     def close(self):
         self.bar.close()
-
-
-def jsonable(obj):
-    """Convert numpy arrays/scalars and mpmath numbers to JSON types (non-finite -> None): the figures' data and
-    the benchmarks' results (``benchmarks._timing.write_json``); other objects are left to ``json.dumps``."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)) or type(obj).__module__.startswith("mpmath"):
-        x = float(obj)
-        return x if math.isfinite(x) else None
-    return obj
 
 
 def to_numpy(a):

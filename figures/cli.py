@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from montecarlo.experiments._common import EXIT_TERMINATED, Terminated, one_default_help, terminate_as_interrupt
+from montecarlo.experiments.runtime import EXIT_TERMINATED, Terminated, one_default_help, terminate_as_interrupt
 from theory.cli import atomic_write, check_output_dir, int_arg, make_parser, n_jobs_arg
 
 from . import registry

@@ -59,7 +59,7 @@ import numpy as np
 from numpy.polynomial import chebyshev
 
 import montecarlo as mc
-from montecarlo.experiments._common import z_score
+from montecarlo.experiments.runtime import z_score
 import theory
 
 from ._context import to_numpy
@@ -187,7 +187,7 @@ def tail_check(ctx, m_values=(8, 256), n_draws=20_000, seed=424242, n_boot=20_00
     probability that such a mean's z is <= ``z`` and that it lies below 0.95 E F (module docstring)."""
     from scipy import stats
 
-    from montecarlo.experiments.gram import _frobenius_unit, exact_gram
+    from montecarlo.experiments.gram import exact_gram, frobenius_unit
     from montecarlo.experiments.sweeps import draw_blocks, unit_seed
     from theory.feature_kinds import kernel_c
 
@@ -197,7 +197,7 @@ def tail_check(ctx, m_values=(8, 256), n_draws=20_000, seed=424242, n_boot=20_00
     gen = np.random.default_rng(seed)
     out = []
     for m in m_values:
-        F = np.concatenate([_frobenius_unit(X, K, COUPLINGS, m, n, unit_seed(seed, m, k), True, "prf", {}, c, None)
+        F = np.concatenate([frobenius_unit(X, K, COUPLINGS, m, n, unit_seed(seed, m, k), True, "prf", {}, c, None)
                             for k, n in draw_blocks(n_draws)], axis=1)
         idx = gen.integers(0, F.shape[1], size=(n_boot, 300))
         for i, cp in enumerate(COUPLINGS):

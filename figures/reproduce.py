@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from montecarlo.experiments._common import HelpFormatter, one_default_help
+from montecarlo.experiments.runtime import HelpFormatter, one_default_help
 from theory.cli import check_output_dir, int_arg, main_runner, make_parser, n_jobs_arg, real_arg
 
 
@@ -139,8 +139,8 @@ _NO_REPEATS = (("m_multipliers", "--m-multipliers"), ("datasets", "--datasets"),
 
 def _refuse_repeats(parser, args):
     """A parser error (status 2, nothing computed) naming the first list option with a repeated value
-    (:func:`montecarlo.experiments._common.refuse_repeats`)."""
-    from montecarlo.experiments._common import refuse_repeats
+    (:func:`montecarlo.experiments.runtime.refuse_repeats`)."""
+    from montecarlo.experiments.runtime import refuse_repeats
 
     for attr, option in _NO_REPEATS:
         values = getattr(args, attr, None)
@@ -154,7 +154,7 @@ def _refuse_repeats(parser, args):
 def main(argv=None):
     """Run the command line; returns the exit status (0 written, 2 bad arguments or data, 1 other failure,
     130 Ctrl-C, 143 SIGTERM; an interrupted run leaves no temporary ``.NAME.PID.part`` file)."""
-    from montecarlo.experiments._common import run_terminable
+    from montecarlo.experiments.runtime import run_terminable
 
     return run_terminable(main_runner, PROG, _main, argv)
 

@@ -145,28 +145,33 @@ TARGETS = {
     "th_oprf": ("kinds", "theory/oprf.py", None),
     "mse_kinds": ("kinds", "theory/mse.py", ("kernel_mse", "_kind_inner", "_kind_scaled", "mean_conformity")),
     # the fused causal scan's kernels over the chunks and of the ratio, and their launches (Triton's interpreter)
-    "fused_scans": ("fused", "montecarlo/_fused.py",
+    "fused_scans": ("fused", "montecarlo/nn/_fused.py",
                     ("_scan_program", "_chunk_offsets_kernel", "_row_offsets_kernel", "_states_kernel",
                      "_states_adjoint_kernel", "_ratio_rows", "_ratio_kernel", "_ratio_grad_kernel",
                      "_chunk_offsets_impl", "_states", "_prefix_states", "_states_adjoint", "_ratio_launch",
                      "_seen_rows", "ratio")),
     # the kernels' products (the bfloat16 operands and the interpreter's rounding of them, also of the values'
     # gradient stored in bfloat16) and their sizes
-    "fused_products": ("fused", "montecarlo/_fused.py", ("_bf16_bits", "_bf16_rounded", "_mm", "products", "_sizes")),
+    "fused_products": ("fused", "montecarlo/nn/_fused.py", ("_bf16_bits", "_bf16_rounded", "_mm", "products", "_sizes")),
     # the launch cache (the compiled kernels' runners) and the features' kernels' products and sizes
-    "fused_launch": ("fused", "montecarlo/_fused.py", ("_arg_key", "_launch_key", "_launch", "_launch_cache_off",
+    "fused_launch": ("fused", "montecarlo/nn/_fused.py", ("_arg_key", "_launch_key", "_launch", "_launch_cache_off",
                                                        "feature_products", "_feature_meta")),
     # the host's work of an eager step (the features' rows kept, the leading shapes written directly, the grids
     # kept) and the values' layout without a ones column (the kernels' loads and stores of values)
-    "fused_host": ("fused", "montecarlo/_fused.py", ("feature_rows", "scaled_log_features", "_grids", "_grids_of",
+    "fused_host": ("fused", "montecarlo/nn/_fused.py", ("feature_rows", "scaled_log_features", "_grids", "_grids_of",
                                                      "_linear_features_impl", "_linear_features_backward_impl",
                                                      "_cols", "_values", "_store_cols", "_store_value_grads")),
-    "nn_host": ("fused", "montecarlo/nn.py", ("_kernel_rows", "_as_rows", "_broadcast_shapes")),
+    "nn_host": ("fused", "montecarlo/nn/_module.py", ("_kernel_rows",)),
+    "nn_host_dispatch": ("fused", "montecarlo/nn/_dispatch.py", ("_as_rows",)),
+    "nn_host_ops": ("fused", "montecarlo/nn/_ops.py", ("_broadcast_shapes",)),
     # torch.func and torch.export: the forward-mode rules, the Functions' contexts, the switches that pick them;
     # deferred initialisation (the meta device, reset_parameters)
-    "nn_func": ("fused", "montecarlo/nn.py", ("jvp", "setup_context", "_with_jvp", "_transformed", "_no_autocast",
-                                              "_autocast_on", "_exporting", "_rho", "reset_parameters",
-                                              "draw_projections")),
+    "nn_func": ("fused", "montecarlo/nn/_ops.py", ("jvp", "setup_context", "_with_jvp")),
+    "nn_func_scan": ("fused", "montecarlo/nn/_scan.py", ("jvp", "setup_context")),
+    "nn_func_probes": ("fused", "montecarlo/nn/_probes.py", ("_transformed", "_no_autocast", "_autocast_on",
+                                                              "_exporting")),
+    "nn_func_module": ("fused", "montecarlo/nn/_module.py", ("_rho", "reset_parameters")),
+    "nn_func_features": ("fused", "montecarlo/nn/_features.py", ("draw_projections",)),
     # the second exploration run's fixes (2026-11-27): the fast couplings' row norms cut to d of p columns, the
     # input checks of the HD-product and Algorithm 1; FAVOR++'s A* on both sides of s = 1/2 and its statistic
     # over the unpadded finite rows; exact_kernel's and the features' float64 range
@@ -186,6 +191,11 @@ TARGETS = {
     "tiny_v_mse": ("tiny_v", "theory/mse.py", ("_series_excess", "_excess", "_small_arg_bits")),
     "tiny_v_e": ("tiny_v", "theory/conformities.py", ("coupling_conformity_v4_excess",)),
 }
+# (montecarlo.nn is a package: its targets of one concern span files, one target per file, the same commands)
+for _name in ("nn_host_dispatch", "nn_host_ops"):
+    BEFORE[_name], AFTER[_name] = BEFORE["nn_host"], AFTER["nn_host"]
+for _name in ("nn_func_scan", "nn_func_probes", "nn_func_module", "nn_func_features"):
+    BEFORE[_name], AFTER[_name] = BEFORE["nn_func"], AFTER["nn_func"]
 GROUPS = ("montecarlo", "kinds", "fused", "hardening", "oprf_theory", "tiny_v")
 
 

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from montecarlo import _attention_error as ae  # noqa: E402
+from montecarlo.nn import _attention_error as ae  # noqa: E402
 from montecarlo.nn import attention_error, measured_attention_error, plan_attention  # noqa: E402
 import theory  # noqa: E402
 from theory import attention as ta  # noqa: E402

@@ -198,7 +198,7 @@ def test_steps_through_the_kernels_interpreted(monkeypatch):
     exact = PRFAttention.from_weights(att.weights.double(), causal=True).eval()(q.double(), k.double(), v.double())
     monkeypatch.setattr(mnn, "_fused_applies", lambda x, b: True)
     monkeypatch.setattr(mnn, "_fused_features_apply", lambda x, w: True)
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     calls, real = [], _fused.scaled_log_features
     monkeypatch.setattr(_fused, "scaled_log_features", lambda *a: calls.append(1) or real(*a))

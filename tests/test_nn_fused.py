@@ -1,4 +1,4 @@
-"""The fused Triton kernels of the causal within-chunk part (montecarlo._fused, issue 20): run on the CPU
+"""The fused Triton kernels of the causal within-chunk part (montecarlo.nn._fused, issue 20): run on the CPU
 through Triton's interpreter (TRITON_INTERPRET=1, set by the root conftest where there is no NVIDIA
 device), against the masked quadratic form, by gradcheck, and inside the causal scan, the module and
 torch.compile against the torch levels; compiled to cubins for sm 80/90 without a GPU; on a GPU (skipped
@@ -21,7 +21,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from montecarlo import nn as mnn  # noqa: E402
-from montecarlo._fused import _bf16_rounded, _store_value_grads  # noqa: E402
+from montecarlo.nn._fused import _bf16_rounded, _store_value_grads  # noqa: E402
 from montecarlo.nn import PRFAttention  # noqa: E402
 from theory import feature_kinds  # noqa: E402
 
@@ -33,11 +33,11 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 @pytest.fixture
 def fused():
-    """montecarlo._fused with its kernels interpreted on the CPU (the root conftest sets TRITON_INTERPRET=1
+    """montecarlo.nn._fused with its kernels interpreted on the CPU (the root conftest sets TRITON_INTERPRET=1
     before Triton is imported where there is no NVIDIA device)."""
     if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("Triton's interpreter is off here (on a GPU the compiled kernels are tested: test_cuda_*)")
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     return _fused
 
@@ -96,7 +96,7 @@ def test_host_integer_helpers_equal_tritons():
     """The launches' sizes in Python ints (_pow2: montecarlo.couplings.next_power_of_two, and _cdiv; no
     constexpr-function call per launch) equal triton.next_power_of_2 and triton.cdiv over the sizes that
     occur."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     for x in range(1, 1100):
         assert _fused._pow2(x) == triton.next_power_of_2(x), x
@@ -385,7 +385,7 @@ def test_data_driven_oprf_uses_the_features_kernel_with_one_a(fused, monkeypatch
                                                  (torch.float32, "tf32", "tf32"), (torch.bfloat16, "bf16", "bf16")])
 def test_products_precision_follows_the_inputs(fused, monkeypatch, dtype, setting, want):
     """The kernels' matrix products run in TF32 for bfloat16/float16 module inputs and in IEEE float32 for
-    float32 inputs, forward and backward alike, unless montecarlo._fused.PRECISION says otherwise."""
+    float32 inputs, forward and backward alike, unless montecarlo.nn._fused.PRECISION says otherwise."""
     seen = []
     for name in ("_launch_forward", "_launch_backward"):
         real = getattr(fused, name)
@@ -470,7 +470,7 @@ def _bf16_errors(fused, monkeypatch, device, precisions, n=2, L=256):
     """{precision: relative (Frobenius) errors against float64 of the causal scan's output and the gradients of
     its three inputs} on one case (``n`` sequences of length ``L``, 64 log-features offset by -3, values of width
     16, chunks of 64), the fused kernels on ``device`` at each products precision (``fused``:
-    montecarlo._fused)."""
+    montecarlo.nn._fused)."""
     g = torch.Generator().manual_seed(8)
     lq, lk = (torch.randn(n, L, 64, generator=g, dtype=torch.float64) - 3 for _ in range(2))
     v = torch.randn(n, L, 16, generator=g, dtype=torch.float64)
@@ -528,7 +528,7 @@ def test_shapes_are_checked(fused):
 
 def _chunked(g, n, N, b, M, D, wild=False, pad=True):
     """Log-features lq, lk (n, N, b, M) and values (D - 1 columns), as the causal scan hands them to
-    montecarlo._fused.causal; ``pad``: the first sequence's first 5 keys and a middle tile of the second
+    montecarlo.nn._fused.causal; ``pad``: the first sequence's first 5 keys and a middle tile of the second
     padded (-inf: its first queries see no key); ``wild``: the first sequence's last chunk's keys x 30."""
     lq = torch.randn(n, N, b, M, generator=g, dtype=torch.float64)
     lk = 3.0 * torch.randn(n, N, b, M, generator=g, dtype=torch.float64)
@@ -562,7 +562,7 @@ def _dense_causal(lq, lk, v, r):
 
 @pytest.mark.parametrize("scans", [True, False])
 def test_chunk_offsets_are_the_running_maxima(fused, monkeypatch, scans):
-    """The chunks' offsets (montecarlo._fused.chunk_offsets: the offsets over the chunks by their scan kernel,
+    """The chunks' offsets (montecarlo.nn._fused.chunk_offsets: the offsets over the chunks by their scan kernel,
     or by torch's cummax with SCAN_KERNELS off; r and the flags by the rows' offsets kernel) equal torch's
     forms: r the running maxima over all earlier keys (the earlier chunks through ``before``, the tile's own
     keys by a scan), with padded keys, wild chunks and rows that see no key (the floor -1e30); ``before``
@@ -641,7 +641,7 @@ def test_state_scan_kernels_equal_the_product(fused, N, M, D):
 @pytest.mark.parametrize("path,states", [("tile", "kernel"), ("fast", "kernel"), ("mixed", "kernel"),
                                          ("mixed", "product"), ("mixed", "scan")])
 def test_causal_operator_equals_the_dense_form(fused, monkeypatch, path, states):
-    """The whole causal scan in one operator (montecarlo._fused.causal: the chunks' offsets, chunk summaries,
+    """The whole causal scan in one operator (montecarlo.nn._fused.causal: the chunks' offsets, chunk summaries,
     prefix states by their scan kernel, or with SCAN_KERNELS off by torch's product or log-depth scan, both
     paths' kernels, and the backward with the states' adjoint and the summaries' gradient)
     equals the plain (L, L, M) form with the same offsets r and its autograd gradients in float64, with
@@ -1130,7 +1130,7 @@ def test_cuda_features_products_error(monkeypatch):
     against float64: every entry of l within 1e-5 of its scale (_feature_errors), and so far finer than a bf16
     output's rounding, as the gradient (IEEE products); power: plain TF32 products (1e-3 relative per product)
     exceed the bound in the forward."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     errs = _feature_errors(_fused, monkeypatch, "cuda", "tf32x3")
     assert max(errs) < 1e-5, errs
@@ -1143,7 +1143,7 @@ def test_cuda_features_tf32x2_error(monkeypatch):
     """On a GPU "tf32x2" products (x times w's TF32 part and times its remainder; the default for half x) meet
     the bound of "tf32x3" for bf16 x (exact in TF32) and in the gradient; power: forced on float32 x, which
     TF32 truncates, the forward exceeds it (which is why feature_products gives float32 x "tf32x3")."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     errs = _feature_errors(_fused, monkeypatch, "cuda", "tf32x2")
     assert errs[0] < 1e-5 and errs[2] < 1e-5, errs
@@ -1248,7 +1248,7 @@ def test_cuda_launch_cache_equals_the_jit_entry(monkeypatch):
     """On a GPU the module's forward and backward (bf16, causal, a mask) with LAUNCH_CACHE on, run twice (the
     second through the compiled kernels' runners), equal those with every launch through the JIT entry, bit for
     bit; the cache holds the kernels launched."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     monkeypatch.setattr(_fused, "_COMPILED", {})
     g = torch.Generator().manual_seed(29)
@@ -1322,7 +1322,7 @@ def test_exported_program_calls_the_kernels_as_operators(fused, monkeypatch, tmp
     as the registered operators (simplex_rf::linear_log_features, and for causal attention chunk_offsets and
     causal), and the saved and loaded program equals the eager module (bf16: within one rounding, since the
     export, as torch.compile, takes the ratio's torch form instead of its kernel).  In a fresh process the
-    saved program loads once montecarlo._fused is imported (it registers the operators), not with
+    saved program loads once montecarlo.nn._fused is imported (it registers the operators), not with
     montecarlo.nn alone (which imports the kernels only when they run), as the module docs say."""
     _force_fused(monkeypatch, True)
     g = torch.Generator().manual_seed(8)
@@ -1342,7 +1342,7 @@ def test_exported_program_calls_the_kernels_as_operators(fused, monkeypatch, tmp
         torch.export.save(ep, str(path))
         script = ("import sys, torch, montecarlo.nn\n"
                   "try:\n    torch.export.load(sys.argv[1])\nexcept Exception:\n    print('refused')\n"
-                  "import montecarlo._fused\ntorch.export.load(sys.argv[1])\nprint('loaded')\n")
+                  "import montecarlo.nn._fused\ntorch.export.load(sys.argv[1])\nprint('loaded')\n")
         rc, text = run_group([sys.executable, "-c", script, str(path)], 300,
                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         assert rc == 0 and text.split()[-2:] == ["refused", "loaded"], text[-2000:]
@@ -1387,7 +1387,7 @@ def test_dispatch(monkeypatch):
 def _register_report(tmp_path, *args, timeout=300):
     """``python -m benchmarks.kernel_registers ARGS`` in a process of its own, without TRITON_INTERPRET (so
     that Triton compiles), its cache in the test's temporary folder: (exit code, output)."""
-    root = os.path.dirname(os.path.dirname(mnn.__file__))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(mnn.__file__)))  # (montecarlo/nn/__init__.py)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1",
                PYTHONPATH=os.pathsep.join([root, env.get("PYTHONPATH", "")]))
@@ -1404,7 +1404,7 @@ def test_kernels_compile_within_the_registers(tmp_path, arch, prec):
     constexpr, the dot shapes are legal), through benchmarks.kernel_registers, whose ptxas -v report for the
     default tile shapes shows every kernel within the 255 registers a thread can have and, with TF32
     products, with no spill to local memory (a spill makes a kernel slower)."""
-    from montecarlo import _fused as real
+    from montecarlo.nn import _fused as real
 
     config = f"{real.TILE},{real.FEATURE_BLOCK},{real.NUM_WARPS}"
     code, out = _register_report(tmp_path, "--arch", str(arch), "--precision", prec, "--configs", config)
@@ -1438,7 +1438,7 @@ def test_cuda_fused_equals_the_torch_path(grad, dtype, gap, monkeypatch):
     the causal module, the default chunk, L = 1000 with a padding mask; float32 inputs (IEEE products, 1e-4)
     and bf16 inputs (TF32 products, to bf16's rounding); fast chunks (GAP 40: all here) and the tile path
     (GAP None)."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     monkeypatch.setattr(_fused, "GAP", gap)
     g = torch.Generator().manual_seed(5)
@@ -1472,7 +1472,7 @@ def test_cuda_value_gradient_rounds_as_torch(monkeypatch):
     stand-in: test_bf16_rounding_is_to_nearest_even): the same edge values round bit for bit as torch's cast
     (NaN as NaN), and the causal operator's gradient in bfloat16/float16 values equals that in their float32
     copies rounded once (float32 log-features; chunks on both paths: GAP 40 and None)."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     x = _bf16_edge_values().cuda()
     y = torch.empty(x.shape, dtype=torch.bfloat16, device="cuda")
@@ -1535,7 +1535,7 @@ def test_cuda_long_sequence_scans_equal_the_torch_path():
     with the scans by torch operations (SCAN_KERNELS off) equal the torch levels, outputs and gradients,
     float32 inputs (IEEE products), keys whose scale grows along the sequence (the offsets over the chunks
     keep rising)."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     g = torch.Generator().manual_seed(19)
     L = 32768
@@ -1580,7 +1580,7 @@ def test_cuda_bf16_products_error(monkeypatch):
     """Products of bfloat16 operands (PRECISION "bf16": the compiled tensor-core products, not the
     interpreter's stand-in of test_bf16_products_error) against float64 on the case of that test: relative
     error of the output under 4e-3 and of the gradients under 1e-2, over 100 times the IEEE products'."""
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     errs = _bf16_errors(_fused, monkeypatch, "cuda", ("ieee", "tf32", "bf16"))
     assert errs["bf16"][0] < 4e-3 and max(errs["bf16"][1:]) < 1e-2, errs
@@ -1656,10 +1656,10 @@ def test_cuda_probes_need_cuda(monkeypatch, capsys, flag):
 
 def test_variant_forms_are_checked(capsys):
     """--forms names variants of the table (unknown names: exit 2, one line naming them and the known ones);
-    the variants' settings name settings that exist (montecarlo._fused, montecarlo.nn), so that no form
+    the variants' settings name settings that exist (montecarlo.nn._fused, montecarlo.nn), so that no form
     times the default by a misspelt setting."""
     from benchmarks import bench_attention
-    from montecarlo import _fused
+    from montecarlo.nn import _fused
 
     assert bench_attention.main(["--cuda", "--variants", "--forms", "fused_c128", "nope"]) == 2
     err = capsys.readouterr().err

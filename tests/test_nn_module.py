@@ -589,7 +589,7 @@ def test_cuda_kinds_match_cpu(kind):
 def test_cuda_torch_func_and_export():
     """On a GPU (the fused path where Triton imports): torch.func.grad of a causal bf16 module equals autograd's
     gradient (the kernels step aside under the transform: the torch levels, to bf16's rounding), and the module
-    exported and loaded again (the kernels as registered operators; montecarlo._fused imported) gives its
+    exported and loaded again (the kernels as registered operators; montecarlo.nn._fused imported) gives its
     outputs (within one bf16 rounding: the ratio's torch form)."""
     g = torch.Generator().manual_seed(14)
     q, k, v = (torch.randn(2, 4, 512, 64, generator=g).to("cuda", torch.bfloat16) for _ in range(3))
@@ -598,7 +598,7 @@ def test_cuda_torch_func_and_export():
     mod(x, k, v).float().square().sum().backward()
     got = torch.func.grad(lambda a: mod(a, k, v).float().square().sum())(q)
     assert torch.allclose(got.float(), x.grad.float(), rtol=5e-2, atol=5e-2 * x.grad.float().abs().max())
-    importlib.import_module("montecarlo._fused")  # (registers the operators a loaded program calls)
+    importlib.import_module("montecarlo.nn._fused")  # (registers the operators a loaded program calls)
     buf = io.BytesIO()
     torch.export.save(torch.export.export(mod, (q, k, v)), buf)
     buf.seek(0)

@@ -838,7 +838,7 @@ class AttentionScan:
     def z(self, a, b):
         """Paired z-scores of error(a) - error(b), a and b (kind, coupling) pairs (negative: a is more
         accurate); the pair may be given in either order.  NaN (n/a) where the standard error is 0 or
-        round-off relative to the two mean errors (:func:`~montecarlo.experiments._common.z_score`)."""
+        round-off relative to the two mean errors (:func:`~montecarlo.experiments.runtime.z_score`)."""
         if (a, b) in self.diff_mean or (b, a) in self.diff_mean:
             scale = np.maximum(np.abs(self.mean[a]), np.abs(self.mean[b]))
             if (a, b) in self.diff_mean:

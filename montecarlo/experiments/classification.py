@@ -753,7 +753,7 @@ class CurveResult:
     def z(self, a, b):
         """z-scores of the difference a - b per m (positive: a is more accurate), from the per-draw
         differences (paired when the draws were); NaN (n/a) where the standard error is 0 or round-off
-        (every draw gave the same difference, :func:`~montecarlo.experiments._common.z_score`)."""
+        (every draw gave the same difference, :func:`~montecarlo.experiments.runtime.z_score`)."""
         if (a, b) in self.diff_mean:
             return z_score(self.diff_mean[a, b], self.diff_stderr[a, b], 1.0)
         return -z_score(self.diff_mean[b, a], self.diff_stderr[b, a], 1.0)
@@ -988,7 +988,7 @@ class Comparison:
 
     ``z = (mean - paper_mean) / stderr`` uses the reproduced standard error
     (the paper's +- follow another convention, :data:`PAPER_SE_CONVENTION`); NaN when that
-    standard error is 0 or round-off (:func:`~montecarlo.experiments._common.z_score`).
+    standard error is 0 or round-off (:func:`~montecarlo.experiments.runtime.z_score`).
     """
 
     dataset: str
@@ -1068,7 +1068,7 @@ class AccuracyTable:
         resolved (:meth:`draws_to_resolve`; one split), under the paper's protocol for Table 2 where its gaps
         come from (:func:`paper_gap_attribution`), the paired differences ``a - b`` with their
         standard errors and z, and the protocol and effort.  A z whose standard error is 0 or round-off
-        (all draws equal) is printed ``n/a`` (:func:`~montecarlo.experiments._common.z_score`)."""
+        (all draws equal) is printed ``n/a`` (:func:`~montecarlo.experiments.runtime.z_score`)."""
         head = ["dataset", "d", "m", "mean v", "exact"] + list(self.couplings)
         lines = [" | ".join(head)]
         for name, row in self.rows.items():

@@ -204,15 +204,17 @@ class FrobeniusCurve:
 
     def z(self, a, b):
         """Paired z-scores of ``a - b`` per m (positive: a's error is larger); NaN (n/a) where the standard
-        error is 0 or round-off relative to the two means (:func:`~montecarlo.experiments._common.z_score`)."""
+        error is 0 or round-off relative to the two means (:func:`~montecarlo.experiments.runtime.z_score`)."""
         scale = np.maximum(np.abs(self.mean[a]), np.abs(self.mean[b]))
         if (a, b) in self.diff_mean:
             return z_score(self.diff_mean[a, b], self.diff_stderr[a, b], scale)
         return -z_score(self.diff_mean[b, a], self.diff_stderr[b, a], scale)
 
 
-def _frobenius_unit(X, K, couplings, m, n, seed, paired, kind, params, c, relative_norm):
-    """One unit of :func:`frobenius_curve`: per-draw errors (len(couplings), n) of one block at one m."""
+def frobenius_unit(X, K, couplings, m, n, seed, paired, kind, params, c, relative_norm):
+    """One unit of :func:`frobenius_curve`: per-draw errors (len(couplings), n) of one block of n paired draws at
+    one m (seed ``seed``, feature kind ``kind`` with parameters ``params`` and kernel constant ``c``; divided by
+    ``relative_norm`` unless it is None), against the exact Gram matrix ``K`` of the rows of ``X``."""
     Ws = paired_weights(couplings, X.shape[1], m, n, seed, paired=paired)
     rec = kind_record(kind)
     out = np.stack([_gram_errors(X, Ws[cp], K, rec, c, params) for cp in couplings])
@@ -280,7 +282,7 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
         for k, n in blocks:
             units.append((X, K, couplings, int(m), n, unit_seed(entropy, m, k), paired, kind, params, c, norm))
             costs.append(n * len(couplings) * X.shape[0] * (X.shape[0] + rec.width * int(m)))
-    res = run_units(_frobenius_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="gram",
+    res = run_units(frobenius_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="gram",
                     warm_up=warm_up(couplings, X.shape[1], int(ms.min()), kind, paired))
     nb = len(blocks)
     mean = {cp: np.empty(ms.size) for cp in couplings}

@@ -24,6 +24,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from montecarlo._checks import check_bool, check_int
+from montecarlo.nn._features import check_device
+from montecarlo.nn._module import PRFAttention
 
 
 class PRFMultiheadAttention(nn.Module):
@@ -66,8 +68,6 @@ class PRFMultiheadAttention(nn.Module):
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None, *, n_features=130,
                  coupling="simplex", kind="prf", kind_params=None, causal=False, scale=None, seed=None,
                  generator=None, redraw_every=None, chunk=None, check_inputs=False):
-        from montecarlo.nn import PRFAttention, check_device
-
         super().__init__()
         self.embed_dim = check_int(embed_dim, "embed_dim", 1)
         self.num_heads = check_int(num_heads, "num_heads", 1)

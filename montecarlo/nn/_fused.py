@@ -83,6 +83,7 @@ import triton
 import triton.language as tl
 
 from montecarlo.couplings import next_power_of_two as _pow2
+from montecarlo.nn import _ops, _probes, _scan
 from theory.validation import describe
 
 #: Tile length T (positions), feature block F and warps per program of the tile path's kernels; T x T x F
@@ -914,7 +915,7 @@ def _launch_cache_off(exc):
     global LAUNCH_CACHE
     LAUNCH_CACHE = False
     _COMPILED.clear()
-    warnings.warn(f"montecarlo._fused: the compiled kernels' runner refused its arguments ({type(exc).__name__}: "
+    warnings.warn(f"montecarlo.nn._fused: the compiled kernels' runner refused its arguments ({type(exc).__name__}: "
                   f"{exc}); LAUNCH_CACHE is off, launches go through Triton's JIT entry", RuntimeWarning,
                   stacklevel=3)
 
@@ -960,7 +961,7 @@ def _setting(name, value, allowed):
     """A precision setting of this module (``name``, its ``value``): None, or one of ``allowed`` (else a
     ValueError naming the setting and the allowed values)."""
     if value is not None and value not in allowed:
-        raise ValueError(f"montecarlo._fused.{name} must be None or one of {allowed}, got {value!r}")
+        raise ValueError(f"montecarlo.nn._fused.{name} must be None or one of {allowed}, got {value!r}")
     return value
 
 
@@ -1122,9 +1123,7 @@ def _eager(*tensors):
     time per call (7 calls per causal training step, a quarter of the host's work: benchmarks/README); not
     under torch.compile or other tracing, nor for tensor subclasses (fake tensors), which need the registered
     operators (their fake implementations; opaque calls instead of traces into Triton's launcher)."""
-    from montecarlo import nn as _nn
-
-    return not _nn._compiling() and all(type(t) is torch.Tensor for t in tensors)
+    return not _probes._compiling() and all(type(t) is torch.Tensor for t in tensors)
 
 
 def _chunk_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor
@@ -1137,9 +1136,7 @@ def _chunk_offsets_impl(lq4: torch.Tensor, lk4: torch.Tensor
         _launch(_chunk_offsets_kernel, (n, _cdiv(M, SCAN_BLOCK)), o, before, off, N, M, F=SCAN_BLOCK,
                 num_warps=SCAN_NUM_WARPS)
     else:
-        from montecarlo import nn as _nn
-
-        before, off = _nn._exclusive_cummax(o, 1, -math.inf), o.clamp_min(FLOOR)
+        before, off = _ops._exclusive_cummax(o, 1, -math.inf), o.clamp_min(FLOOR)
     r = torch.empty((n, N, b), dtype=lq4.dtype, device=lq4.device)
     flag = torch.empty((n, N), dtype=torch.int32, device=lq4.device)
     tiles, _, meta = _grids(n, N, b, M, 1)[1]  # (the fast path's tiles; no values)
@@ -1175,9 +1172,7 @@ def _prefix_states(K, off, before, BD):
     ``before`` (at least the floor): by the scan kernel, else (:data:`SCAN_KERNELS` off) by
     :func:`montecarlo.nn._prefix_states`."""
     if not SCAN_KERNELS:
-        from montecarlo import nn as _nn
-
-        return _nn._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
+        return _scan._prefix_states(K, off, before, FLOOR).contiguous()  # (the kernels index raw memory)
     n, N, M, D = K.shape
     P = torch.empty_like(K)
     _launch(_states_kernel, (n, _cdiv(M, SCAN_BLOCK)), K, off, before, P, N, M, D, F=SCAN_BLOCK, BD=BD,
@@ -1188,9 +1183,7 @@ def _prefix_states(K, off, before, BD):
 def _states_adjoint(gP, off, before, BD):
     """The summaries' cotangent (n, N, M, D) from the states' ``gP`` (the adjoint of :func:`_prefix_states`)."""
     if not SCAN_KERNELS:
-        from montecarlo import nn as _nn
-
-        return _nn._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
+        return _scan._prefix_states_adjoint(gP, off, before, FLOOR).contiguous()
     n, N, M, D = gP.shape
     gP, dK = gP.contiguous(), torch.empty_like(gP)
     _launch(_states_adjoint_kernel, (n, _cdiv(M, SCAN_BLOCK)), gP, off, before, dK, N, M, D, F=SCAN_BLOCK,
@@ -1245,13 +1238,11 @@ def _causal_grads(ctx, G, backward):
     if G is None:
         return (None,) * 8
     if torch.is_grad_enabled():  # backward(create_graph=True): through the torch levels, differentiable again
-        from montecarlo import nn as _nn
-
         lq4, lk4, v4 = ctx.saved_tensors[:3]
-        neg = _nn._very_negative(lq4.dtype)
-        grads = _nn._differentiable_vjp(lambda a, b, c: _nn._unfused(a, b, _nn._with_ones(c.to(a.dtype)), neg, True,
-                                                                      True),
-                                        (lq4, lk4, v4), G, ctx.needs_input_grad[:3])
+        neg = _ops._very_negative(lq4.dtype)
+        grads = _ops._differentiable_vjp(lambda a, b, c: _scan._unfused(a, b, _ops._with_ones(c.to(a.dtype)), neg,
+                                                                        True, True),
+                                         (lq4, lk4, v4), G, ctx.needs_input_grad[:3])
         return (*grads, None, None, None, None, None)
     return (*backward(*ctx.saved_tensors, G, ctx.precision), None, None, None, None, None)
 
@@ -1541,11 +1532,9 @@ class _RatioEager(torch.autograd.Function):
         nd, seen, rows = ctx.saved_tensors
         L = ctx.L
         if torch.is_grad_enabled():  # backward(create_graph=True): the torch form, differentiable again
-            from montecarlo import nn as _nn
-
             n, D = nd.shape[0], nd.shape[-1]
             nd3 = nd.reshape(n, -1, D)
-            G = _nn._Ratio.cotangent(nd3[:, :L], seen, g.reshape(n, L, D - 1).to(nd.dtype))
+            G = _ops._Ratio.cotangent(nd3[:, :L], seen, g.reshape(n, L, D - 1).to(nd.dtype))
             return torch.nn.functional.pad(G, (0, 0, 0, nd3.shape[1] - L)).reshape(nd.shape), None, None, None, None
         grid, sizes, meta = _ratio_launch(nd, seen, L)
         Lp = sizes[2]
@@ -1565,7 +1554,5 @@ def ratio(nd, seen, L, dtype, shape=None):
     if math.prod(shape) != n * L * (D - 1):
         raise ValueError(f"shape must hold n L (D - 1) = {n * L * (D - 1)} entries, got {shape}")
     if not (RATIO_KERNELS_ON and _eager(nd)):
-        from montecarlo import nn as _nn
-
-        return _nn._Ratio.apply(nd.reshape(n, -1, D)[:, :L], seen).to(dtype).reshape(shape)
+        return _ops._Ratio.apply(nd.reshape(n, -1, D)[:, :L], seen).to(dtype).reshape(shape)
     return _RatioEager.apply(nd.contiguous(), seen, L, dtype, shape)

@@ -48,8 +48,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from montecarlo._checks import check_int, check_positive_float, check_rng
+from montecarlo.nn._module import PRFAttention
 from theory import feature_kinds as kinds
 from theory.validation import describe
 
@@ -586,10 +588,6 @@ def measured_attention_error(q, k, v, n_features, coupling="simplex", *, kind="p
     """The measured relative error of :class:`~montecarlo.nn.PRFAttention` (float64) against exact softmax
     attention over ``seeds`` independent draws of the features: (relative, standard error), relative =
     sqrt(mean over draws of ||O_hat - O||_F^2) / ||O||_F, its standard error by the delta method."""
-    import torch
-
-    from montecarlo.nn import PRFAttention
-
     seeds = check_int(seeds, "seeds", 2)
     qt, kt, vt = (torch.as_tensor(np.asarray(_as_array(t, n), dtype=np.float64)) for t, n in
                   ((q, "q"), (k, "k"), (v, "v")))

@@ -1,0 +1,7 @@
+"""``python -m montecarlo.nn plan|grid ...``: :func:`montecarlo.nn.plan_attention` from the command line."""
+
+import sys
+
+from montecarlo.nn._attention_error import main
+
+sys.exit(main())
