@@ -180,8 +180,8 @@ SPECS = [
 
 _OPTIONAL_NONE_OK = {("synthetic_qkv", "rng"), ("prf_accuracy", "rng"), ("gram_frobenius_error", "rng"),
                      ("paper_gram_data", "rng"), ("classification_curve", "rng"), ("sigma_search", "rng"),
-                     ("accuracy_table", "rng"), ("attention_errors", "rng"), ("attention_scan", "rng"), ("attention_scan_plan", "rng"),
-                     ("curve_plan", "rng"), ("curve_plan", "sigma"),
+                     ("accuracy_table", "rng"), ("attention_errors", "rng"), ("attention_scan", "rng"),
+                     ("attention_scan_plan", "rng"), ("curve_plan", "rng"), ("curve_plan", "sigma"),
                      ("frobenius_curve", "rng"), ("Split.padded", "width"), ("kernel_regression_exact", "n_classes"),
                      ("kernel_regression_prf", "n_classes"), ("uci.mean_v", "sigma"), ("exact_accuracy", "sigma"),
                      ("prf_accuracy", "sigma"), ("classification_curve", "sigma"), ("softmax_attention", "scale"),
@@ -286,7 +286,10 @@ def test_the_table_covers_every_public_function():
                     and isinstance(fn, type(run_case)) and fn.__name__ not in ("add_table_arguments", "run_table",
                                                                               "causal_chunk", "with_effort",
                                                                               "rel_error", "scan_kinds",
-                                                                              "paper_gap_attribution"):  # no arguments
+                                                                              "paper_gap_attribution",  # none
+                                                                              # a sweep's unit: frobenius_curve
+                                                                              # checks its arguments
+                                                                              "frobenius_unit"):
                 assert prefix + fn.__name__ in names, fn.__name__
     assert len(CASES) > 300
 
