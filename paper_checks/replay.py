@@ -99,6 +99,23 @@ def _show(q):
         return _q(q).str(4, radius=False)
 
 
+def _recorded_gap(c, cw):
+    """The recorded enclosure of a cell's gap G (its "rhs"), after checking that the cell records 0 < G
+    ("lhs" exactly 0, "rhs" above 0)."""
+    lhs = _recorded(_need(c, "lhs", dict, cw), cw + " lhs")
+    rhs = _recorded(_need(c, "rhs", dict, cw), cw + " rhs")
+    if lhs != (0, 0) or not rhs[0] > 0:
+        raise ReplayError(f"{cw}: the recorded sides do not show 0 < G (lhs {c['lhs']}, rhs {c['rhs']})")
+    return rhs
+
+
+def _check_meets(ball, rhs, c, cw):
+    """The recomputed enclosure ``ball`` of a cell's gap must meet the recorded one ``rhs``."""
+    if ball[0] > rhs[1] or ball[1] < rhs[0]:
+        raise ReplayError(f"{cw}: the recorded enclosure {c['rhs']} misses the recomputed one "
+                          f"[{_show(ball[0])}, {_show(ball[1])}]")
+
+
 def _exact(point):
     man, exp = point.man_exp()
     return Fraction(int(man)) * Fraction(2) ** int(exp)
@@ -514,10 +531,7 @@ def replay(cert):
         for lo, hi, c in cells[1:]:
             n_cells += 1
             cw = f"{where}, cell [{lo}, {hi}]"
-            lhs = _recorded(_need(c, "lhs", dict, cw), cw + " lhs")
-            rhs = _recorded(_need(c, "rhs", dict, cw), cw + " rhs")
-            if lhs != (0, 0) or not rhs[0] > 0:
-                raise ReplayError(f"{cw}: the recorded sides do not show 0 < G (lhs {c['lhs']}, rhs {c['rhs']})")
+            rhs = _recorded_gap(c, cw)
             if series is not None and name != "rff_gap_iid_orf":
                 ball = _decide(lambda: series.enclose(_q(series.scale * lo * lo), _q(series.scale * hi * hi), ratio),
                                c.get("prec", BASE_PREC), cw)
@@ -526,9 +540,7 @@ def replay(cert):
                                BASE_PREC + 5.8 * float(hi * hi / 2) + 64, cw)
             else:
                 ball = _decide(lambda: binexp.enclose(k, _q(lo), _q(hi)), c.get("prec", BASE_PREC), cw)
-            if ball[0] > rhs[1] or ball[1] < rhs[0]:
-                raise ReplayError(f"{cw}: the recorded enclosure {c['rhs']} misses the recomputed one "
-                                  f"[{_show(ball[0])}, {_show(ball[1])}]")
+            _check_meets(ball, rhs, c, cw)
         # the root enclosure
         if name == "rff_gap_iid_orf" and d in roots:
             z_lo, z_hi, _entry = roots[d]

@@ -25,7 +25,8 @@ import math
 from fractions import Fraction
 
 from paper_checks.replay import (BASE_PREC, ReplayError, _decide, _exact, _frac, _need, _printed_angle_coefficients,
-                                 _printed_orf_coefficients, _q, _recorded, _Series, _show)
+                                 _printed_orf_coefficients, _q, _recorded, _recorded_gap, _check_meets,
+                                 _Series, _show)
 
 __all__ = ["replay_winners"]
 
@@ -219,14 +220,9 @@ def replay_winners(cert):
             for c_lo, c_hi, c in cells:
                 n_cells += 1
                 cw = f"{where}, {loser}, cell [{c_lo}, {c_hi}]"
-                lhs = _recorded(_need(c, "lhs", dict, cw), cw + " lhs")
-                rhs = _recorded(_need(c, "rhs", dict, cw), cw + " rhs")
-                if lhs != (0, 0) or not rhs[0] > 0:
-                    raise ReplayError(f"{cw}: the recorded sides do not show 0 < G")
+                rhs = _recorded_gap(c, cw)
                 ball = _decide(lambda: route.enclose(c_lo, c_hi), c.get("prec", BASE_PREC), cw)
-                if ball[0] > rhs[1] or ball[1] < rhs[0]:
-                    raise ReplayError(f"{cw}: the recorded enclosure {c['rhs']} misses the recomputed one "
-                                      f"[{_show(ball[0])}, {_show(ball[1])}]")
+                _check_meets(ball, rhs, c, cw)
     if set(groups) - used:
         raise ReplayError(f"cells that no map entry uses: {sorted(set(groups) - used, key=str)[:3]}")
     return {"claim": cert["claim"], "claim_id": cert.get("claim_id", "?"), "d_min": min(ds), "d_max": max(ds),
