@@ -601,7 +601,7 @@ def rule_precision(prec):
     prec + 4, at least 192, so that the expectations of one call at different precisions (at 15 digits: an
     OPRF secant at ~90 bits, a pair term at ~130, the moments of the small-v series at ~160) share one set of
     nodes (their rungs still follow each request's own precision)."""
-    return max(192, 64 * ((prec + 4) // 64 + 1))
+    return max(128, 32 * ((prec + 4) // 32 + 1))
 
 
 class PairRule:
