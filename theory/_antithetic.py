@@ -261,6 +261,28 @@ def float_start(d, log_u, upper_tail):
     return x
 
 
+def cut_y(d, log_u):
+    r"""y = -ln x of the lower quantile :math:`e^{\log u}` of Gamma(a), a = d/2, about: a split point of the lower
+    half in :class:`PairRule` (any point serves, the median excepted: it bounds the domain; near the quantile,
+    each piece holds about the share of the mass its first rung assumes).  scipy's float where representable,
+    else the tail asymptotics :math:`P_a(x) \approx x^a/\Gamma(a+1)` in y (no underflow at any precision),
+    rounded to 24 significant bits (an exact dyadic number, the same on every platform but where scipy's last
+    bits straddle a rounding boundary); before, each cut was an inversion at the working precision (14 % of a
+    PRF pair term at d = 8)."""
+    from scipy import special
+
+    fa, lu = d / 2, float(log_u)
+    y = None
+    if lu > -690:
+        x0 = float(special.gammaincinv(fa, math.exp(lu)))
+        if 0 < x0 < math.inf:
+            y = -math.log(x0)
+    if y is None:
+        y = -(lu + math.lgamma(fa) + math.log(fa)) / fa
+    m, e = math.frexp(y)
+    return mp.mpf(math.ldexp(round(m * 2 ** 24), e - 24))
+
+
 def invert_lower(d, log_u, what="incomplete-gamma inversion"):
     """x with log P_a(x) = ``log_u`` (a = d/2), to the working precision."""
     tol = 2.0 ** -(mp.prec + 4)
@@ -623,7 +645,9 @@ class PairRule:
         with mp.workprec(self.prec):
             us = [mp.mpf(u) for u in QUANTILES] + [mp.mpf(2) ** -(prec // 2)]
             us = [u for i, u in enumerate(us) if i < len(QUANTILES) or u < us[len(QUANTILES) - 1]]
-            cuts = [(-mp.log(invert_lower(self.d, mp.log(u), what)), int(-mp.log(u, 2))) for u in us]
+            # the median bounds the lower half (the domain: exact); the other quantiles only split it (cut_y)
+            cuts = [(-mp.log(invert_lower(self.d, mp.log(us[0]), what)) if i == 0 else cut_y(self.d, mp.log(u)),
+                     int(-mp.log(u, 2))) for i, u in enumerate(us)]
             self.y05 = cuts[QUANTILES.index("0.05")][0]  # (where a PRF peak starts to need its own pieces)
             for y in self.extra:
                 y = mp.mpf(y)
