@@ -24,7 +24,7 @@ module evaluates
 The nodes and partners of a rule depend on d and the precision only, not on the integrand: the PRF, RFF
 and OPRF pair terms, their A-derivatives and the moments of the small-v series share them (within a call,
 and across calls through theory.pnc's memo keyed on d; a rule serves every precision up to its own, which
-is rounded up to 64-bit steps of at least 192 bits).  Every node, batch of series terms and integrand
+is rounded up to 32-bit steps of at least 128 bits).  Every node, batch of series terms and integrand
 evaluation charges its work (:data:`NODE_UNITS`, :data:`SERIES_UNITS`, :data:`INTEGRAND_UNITS`).
 """
 
@@ -619,10 +619,11 @@ class Piece:
 
 
 def rule_precision(prec):
-    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 64 bits above
-    prec + 4, at least 192, so that the expectations of one call at different precisions (at 15 digits: an
-    OPRF secant at ~90 bits, a pair term at ~130, the moments of the small-v series at ~160) share one set of
-    nodes (their rungs still follow each request's own precision)."""
+    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 32 bits above
+    prec + 4, at least 128, so that the expectations of one call at nearby precisions share one set of nodes
+    (at 15 digits: the OPRF float model, secant and pair term at 77-97 bits, the PRF pair term at 109; their
+    rungs still follow each request's own precision).  Before: 64-bit steps from 192 bits, which made every
+    node of a 15-digit call cost 216 bits instead of 152."""
     return max(128, 32 * ((prec + 4) // 32 + 1))
 
 

@@ -66,8 +66,9 @@ is the minimum to 8 bits below the caller's precision (4 d^2 v^6 <
 2^-(prec+8)), else a secant search on the derivative, else (its quadrature
 failing near A = 0) a golden-section search on the MSE around the series' A.
 The secant starts next to the root found by a double-precision model of the
-derivative on the nodes of theory.pnc's quadrature (:func:`_pnc_float_a`; 3-4
-steps at the working precision instead of 8-11 from A*).  The pnc pair excess
+derivative on the nodes of theory.pnc's quadrature (:func:`_pnc_float_a`), with a
+Newton step on the model's slope as its second point (2-3 evaluations of the
+derivative's quadrature at 15 digits, 3-4 at 30, instead of 8-11 from A*).  The pnc pair excess
 at small A and v comes from :func:`_pnc_excess_small` (no cancellation against
 e^{v^2}, so no extra bits growing with log(1/v)), and the secant's derivative
 from :func:`_pnc_excess_small_derivative` where the direct quadrature would
