@@ -415,3 +415,51 @@ def test_fast_projection_row_norms_and_oprf_features_match_the_dense_rows(coupli
     if d < proj.padded_d:  # power: the chi_p norms alone are not the rows' norms
         chi = np.reshape(proj._norms ** 2, -1)[:m]
         assert not np.allclose(chi, sq, rtol=1e-3)
+
+
+@pytest.mark.parametrize("d,v", [(3, "0.25"), (8, "1"), (64, "1")])
+def test_pnc_optimal_a_takes_at_most_three_derivative_quadratures(monkeypatch, d, v):
+    """Issue 38 item 2 (speed without a clock): the secant for the pnc OPRF optimum starts at the double-precision
+    model's root with a Newton step on the model's slope and checks each step before evaluating the derivative
+    there, so it takes 2-3 quadratures of the differentiated pair term at 15 digits (4 before: a point next to the
+    root, and an evaluation after the last step).  The A it returns is a stationary point of the MSE (the
+    derivative's quadrature at A, at 30 digits, is below 1e-6 of its value at the theorem's A*).  Power: the
+    secant from A* without the model (the fallback) takes more."""
+    from theory import oprf
+
+    calls = []
+    real = oprf._pnc_pair_term_derivative
+
+    def counted(*args, **kwargs):
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(oprf, "_pnc_pair_term_derivative", counted)
+    vv = mp.mpf(v)
+    with mp.workdps(15):
+        a = oprf._parameters("pnc_orthogonal", d, vv, d)["A"]
+    assert 1 <= len(calls) <= 3
+    calls.clear()
+    monkeypatch.setattr(oprf, "_pnc_float_a", lambda *args: None)
+    with mp.workdps(15):
+        a_star_start = oprf._parameters("pnc_orthogonal", d, vv, d)["A"]
+    assert len(calls) > 3
+    assert abs(a / a_star_start - 1) < mp.mpf(2) ** -30
+
+
+def test_tail_0f1_keeps_relative_accuracy_at_large_h():
+    """0F1(;h;z) - 1 - z/h at z >= 1/2 (the pnc OPRF excess integrand): 1 + z/h cancels against 0F1 by up to
+    log2(8h(h+1)) bits, which the evaluation now carries (4 guard bits before: relative error 1e-12 at h = 512,
+    z = 0.7, 53 bits).  Reference: mpmath at 300 bits.  Power: the same reference refutes the value with its
+    last 12 bits changed."""
+    from theory import oprf
+
+    for h in ("1.5", "32", "512"):
+        for z in ("0.5", "0.7", "3"):
+            with mp.workprec(300):
+                ref = mp.hyp0f1(mp.mpf(h), mp.mpf(z)) - 1 - mp.mpf(z) / mp.mpf(h)
+            with mp.workprec(53):
+                got = oprf._tail_0f1(mp.mpf(h), mp.mpf(z))
+            with mp.workprec(300):
+                assert abs(got / ref - 1) < mp.mpf(2) ** -50, (h, z)
+                assert abs(got * (1 + mp.mpf(2) ** -41) / ref - 1) > mp.mpf(2) ** -50

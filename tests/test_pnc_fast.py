@@ -257,3 +257,56 @@ def test_bench_pnc_json_refused_before_timing_and_strict(tmp_path, monkeypatch, 
     assert [r["v"] for r in data["rows"]] == ["1e-300", "1"]
     assert all(r["cold_ratio"] > 0 and r["warm_ratio"] > 0 for r in data["rows"])
     assert data["summary"]["all"]["cold_ratio"]["n"] == 2
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the rule's split points and the float model's nodes (issue 38 item 2, second round)
+
+
+@pytest.mark.parametrize("d", [2, 3, 8, 64, 1024])
+def test_rule_bounds_the_lower_half_at_the_exact_median_and_splits_it_near_the_quantiles(d):
+    """The rule's first boundary is the median of Gamma(d/2) to the working precision (it bounds the domain of
+    the lower half: mpmath's gammainc there is 1/2); the other split points (cut_y: scipy's float rounded to 24
+    bits, no inversion at the working precision) are dyadic numbers near the 0.05, 1e-6 and 2^-(p/2) quantiles
+    (each within 1e-6 in y).  Power: the median moved by 2^-40 is refuted by the same check."""
+    with pmp.workprec(128):
+        rule = A.PairRule(d)
+        rule.ensure("test", 109)
+        pts = [pc.lo for pc in rule.pieces]
+        a = pmp.mpf(d) / 2
+        with pmp.workprec(400):
+            p_med = pmp.gammainc(a, 0, pmp.exp(-pts[0]), regularized=True)
+            assert abs(p_med - pmp.mpf(1) / 2) < pmp.mpf(2) ** -120
+            moved = pmp.gammainc(a, 0, pmp.exp(-pts[0]) * (1 + pmp.mpf(2) ** -40), regularized=True)
+            assert abs(moved - pmp.mpf(1) / 2) > pmp.mpf(2) ** -120
+            for y, u in zip(pts[1:], ("0.05", "1e-6", pmp.mpf(2) ** -(109 // 2))):
+                assert pmp.mpf(y).man.bit_length() <= 24
+                exact = -pmp.log(A.invert_lower(d, pmp.log(pmp.mpf(u)), "test"))
+                assert abs(y - exact) < 1e-6 * max(1, abs(exact)), (d, u, y, exact)
+
+
+def test_float_model_builds_only_the_rungs_of_a_double_precision_sum():
+    """pnc._float_rule (the double-precision model of the OPRF optimum's search) computes its second moment to 53
+    bits on a rule at the working precision: at 30 digits, d = 8, it builds at most 120 nodes (260 before, rungs
+    the quadratures after it do not use), and the model's second moment E[(x1 + x2)^2] = d^2 + d + 2 Cov agrees
+    with the full-precision quadrature to 1e-13."""
+    built = []
+    real = A.piece_nodes
+
+    def counted(d, kind, lo, hi, n, what):
+        built.append(n)
+        return real(d, kind, lo, hi, n, what)
+
+    pnc.clear_caches()
+    try:
+        A.piece_nodes = counted
+        with pmp.workprec(127):
+            W, x1, x2 = pnc._float_rule(8)
+    finally:
+        A.piece_nodes = real
+    assert sum(built) <= 120
+    model = float((W * (x1 + x2) ** 2).sum())
+    with pmp.workprec(127):
+        full = pnc._expect_over_lower_half(8, lambda s: s * s, "test")
+    assert abs(model / float(full) - 1) < 1e-13
+    pnc.clear_caches()

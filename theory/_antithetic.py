@@ -24,7 +24,7 @@ module evaluates
 The nodes and partners of a rule depend on d and the precision only, not on the integrand: the PRF, RFF
 and OPRF pair terms, their A-derivatives and the moments of the small-v series share them (within a call,
 and across calls through theory.pnc's memo keyed on d; a rule serves every precision up to its own, which
-is rounded up to 64-bit steps of at least 192 bits).  Every node, batch of series terms and integrand
+is rounded up to 32-bit steps of at least 128 bits).  Every node, batch of series terms and integrand
 evaluation charges its work (:data:`NODE_UNITS`, :data:`SERIES_UNITS`, :data:`INTEGRAND_UNITS`).
 """
 
@@ -259,6 +259,28 @@ def float_start(d, log_u, upper_tail):
     for _ in range(60):  # Q_a(x) ~ x^(a-1) e^-x / Gamma(a), a contraction for x > a - 1
         x = max(fa, -lu - lg + (fa - 1) * math.log(x))
     return x
+
+
+def cut_y(d, log_u):
+    r"""y = -ln x of the lower quantile :math:`e^{\log u}` of Gamma(a), a = d/2, about: a split point of the lower
+    half in :class:`PairRule` (any point serves, the median excepted: it bounds the domain; near the quantile,
+    each piece holds about the share of the mass its first rung assumes).  scipy's float where representable,
+    else the tail asymptotics :math:`P_a(x) \approx x^a/\Gamma(a+1)` in y (no underflow at any precision),
+    rounded to 24 significant bits (an exact dyadic number, the same on every platform but where scipy's last
+    bits straddle a rounding boundary); before, each cut was an inversion at the working precision (14 % of a
+    PRF pair term at d = 8)."""
+    from scipy import special
+
+    fa, lu = d / 2, float(log_u)
+    y = None
+    if lu > -690:
+        x0 = float(special.gammaincinv(fa, math.exp(lu)))
+        if 0 < x0 < math.inf:
+            y = -math.log(x0)
+    if y is None:
+        y = -(lu + math.lgamma(fa) + math.log(fa)) / fa
+    m, e = math.frexp(y)
+    return mp.mpf(math.ldexp(round(m * 2 ** 24), e - 24))
 
 
 def invert_lower(d, log_u, what="incomplete-gamma inversion"):
@@ -597,11 +619,12 @@ class Piece:
 
 
 def rule_precision(prec):
-    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 64 bits above
-    prec + 4, at least 192, so that the expectations of one call at different precisions (at 15 digits: an
-    OPRF secant at ~90 bits, a pair term at ~130, the moments of the small-v series at ~160) share one set of
-    nodes (their rungs still follow each request's own precision)."""
-    return max(192, 64 * ((prec + 4) // 64 + 1))
+    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 32 bits above
+    prec + 4, at least 128, so that the expectations of one call at nearby precisions share one set of nodes
+    (at 15 digits: the OPRF float model, secant and pair term at 77-97 bits, the PRF pair term at 109; their
+    rungs still follow each request's own precision).  Before: 64-bit steps from 192 bits, which made every
+    node of a 15-digit call cost 216 bits instead of 152."""
+    return max(128, 32 * ((prec + 4) // 32 + 1))
 
 
 class PairRule:
@@ -623,7 +646,9 @@ class PairRule:
         with mp.workprec(self.prec):
             us = [mp.mpf(u) for u in QUANTILES] + [mp.mpf(2) ** -(prec // 2)]
             us = [u for i, u in enumerate(us) if i < len(QUANTILES) or u < us[len(QUANTILES) - 1]]
-            cuts = [(-mp.log(invert_lower(self.d, mp.log(u), what)), int(-mp.log(u, 2))) for u in us]
+            # the median bounds the lower half (the domain: exact); the other quantiles only split it (cut_y)
+            cuts = [(-mp.log(invert_lower(self.d, mp.log(us[0]), what)) if i == 0 else cut_y(self.d, mp.log(u)),
+                     int(-mp.log(u, 2))) for i, u in enumerate(us)]
             self.y05 = cuts[QUANTILES.index("0.05")][0]  # (where a PRF peak starts to need its own pieces)
             for y in self.extra:
                 y = mp.mpf(y)

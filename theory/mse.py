@@ -160,7 +160,7 @@ def _prf_excess(coupling, d, vv):
     (:func:`_series_excess`), so that v = 1e-100000 costs no 1.3 million-bit constants (before: 7.8 s past
     a 3 s budget, then ConvergenceError); else the difference with :func:`_small_arg_bits` more bits."""
     return _excess(coupling, d, vv, True, "the PRF conformity excess",
-                   lambda: conformity(coupling, d, vv) - mp.exp(square(vv)))
+                   lambda: call_hook(coupling, "prf_conformity", d, vv) - mp.exp(square(vv)))
 
 
 def _excess(coupling, d, t, odd, what, difference):

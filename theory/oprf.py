@@ -66,8 +66,9 @@ is the minimum to 8 bits below the caller's precision (4 d^2 v^6 <
 2^-(prec+8)), else a secant search on the derivative, else (its quadrature
 failing near A = 0) a golden-section search on the MSE around the series' A.
 The secant starts next to the root found by a double-precision model of the
-derivative on the nodes of theory.pnc's quadrature (:func:`_pnc_float_a`; 3-4
-steps at the working precision instead of 8-11 from A*).  The pnc pair excess
+derivative on the nodes of theory.pnc's quadrature (:func:`_pnc_float_a`), with a
+Newton step on the model's slope as its second point (2-3 evaluations of the
+derivative's quadrature at 15 digits, 3-4 at 30, instead of 8-11 from A*).  The pnc pair excess
 at small A and v comes from :func:`_pnc_excess_small` (no cancellation against
 e^{v^2}, so no extra bits growing with log(1/v)), and the secant's derivative
 from :func:`_pnc_excess_small_derivative` where the direct quadrature would
@@ -284,8 +285,11 @@ def _tail_0f1(h, z):
     point as for :func:`_tail_exp` (term ratios :math:`z/((h+k+2)(k+3))` below 1/6)."""
     if z < mp.mpf(1) / 2:
         return z * z / (2 * h * (h + 1)) * _fixed_sum(z, int(2 * h) + 4, 3, 1)
-    with mp.workprec(mp.prec + 4):
-        return mp.hyp0f1(h, z) - 1 - z / h
+    from ._antithetic import hyp0f1
+
+    # 1 + z/h cancels against 0F1 by at most log2(0F1 / tail) < log2(8 h (h + 1)) + 2 bits at z >= 1/2
+    with mp.workprec(mp.prec + 8 + int(2 * h + 2).bit_length() * 2):
+        return hyp0f1(int(2 * h), z) - 1 - z / h
 
 
 def _pnc_small_excess_applies(d, vv, a):
@@ -492,18 +496,27 @@ def _pnc_optimal_a(d, vv, m, a0):
         with mp.workprec(max(53, mp.prec // 2) + 24):
             if start is None:
                 a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
-            else:  # two points within the double-precision model's error of the root
-                a, b = start, start * (1 + mp.mpf(2) ** -26)
-            ga, gb = g(a), g(b)
+                ga = g(a)
+            else:  # the model's root, and a Newton step from it with the model's slope: the secant's second point
+                a, slope = start
+                ga = g(a)
+                if not ga:
+                    return a
+                b = a - ga / slope
+                if not b < mp.mpf(1) / 8:
+                    b = (a + mp.mpf(1) / 8) / 2
+                if abs(b - a) <= tol / 16 * (abs(b) + tol):  # (16: room for a model slope off by up to 16x)
+                    return +b
             for _ in range(MAX_SECANT):
+                gb = g(b)
                 if gb == ga:
                     break
                 c = b - gb * (b - a) / (gb - ga)
                 if not c < mp.mpf(1) / 8:
                     c = (b + mp.mpf(1) / 8) / 2
-                a, ga, b, gb = b, gb, c, g(c)
-                if abs(b - a) <= tol * (abs(b) + tol):
-                    return +b
+                if abs(c - b) <= tol * (abs(c) + tol):  # (the step is checked before g is evaluated at c)
+                    return +c
+                a, ga, b = b, gb, c
         cause = f"was not located in {MAX_SECANT} secant steps"
     except ConvergenceError as exc:  # the derivative's quadrature: a nearly cancelling integral
         cause = f"was not located by the secant search ({exc})"
@@ -521,9 +534,11 @@ def _pnc_optimal_a(d, vv, m, a0):
 def _pnc_float_a(d, vv, n_pnc, a0):
     r"""A start for the secant of :func:`_pnc_optimal_a`: the root of the derivative of the MSE in double precision
     on the nodes of theory.pnc's rule (:func:`theory.pnc._float_rule`), by the secant method from the theorem's
-    A* (``a0``); None where it does not settle (then the secant starts at a0).  Only a starting point: the
-    secant at the working precision checks every digit that is returned, and takes 3-4 steps from it
-    instead of 8-11 from a0."""
+    A* (``a0``), with the model's derivative of g there (a central difference), as (root, slope); None where
+    it does not settle (then the secant starts at a0).  Only a starting point: the secant at the working
+    precision checks every digit that is returned; its second point is a Newton step from the root with the
+    model's slope, so that it takes 2-3 evaluations of the derivative's quadrature from it (4 from the root and
+    a point next to it, 8-11 from a0)."""
     import numpy as np
     from scipy import special
 
@@ -558,7 +573,12 @@ def _pnc_float_a(d, vv, n_pnc, a0):
             c = b - gb * (b - a) / (gb - ga)
             a, ga, b, gb = b, gb, c, gf(c)
             if abs(b - a) <= 2.0 ** -40 * abs(b):
-                return mp.mpf(b) if gb is not None and math.isfinite(b) and b < 0.125 else None
+                if gb is None or not (math.isfinite(b) and b < 0.125):
+                    return None
+                h = 2.0 ** -14 * abs(b)
+                lo, hi = gf(b - h), gf(b + h)
+                slope = (hi - lo) / (2 * h) if lo is not None and hi is not None else math.nan
+                return (mp.mpf(b), mp.mpf(slope)) if math.isfinite(slope) and slope else None
     return None
 
 

@@ -257,7 +257,11 @@ def _float_rule(d):
 
     rule = _pair_rule(d)
     if not rule.pieces or not any(pc.nodes for pc in rule.pieces):
-        _expect(d, lambda x, X: (x + X) ** 2, f"second moment of the pnc pair sum (d = {show_int(d)})")
+        # to 53 bits (the model is a double-precision one), on a rule at the working precision (which the
+        # quadratures after it share); at the full precision it built rungs they do not use (30 digits, d = 8:
+        # 260 nodes, half the OPRF call)
+        _expect(d, lambda x, X: (x + X) ** 2, f"second moment of the pnc pair sum (d = {show_int(d)})",
+                cancel=max(0, mp.prec - 53))
     nodes = [n for pc in rule.pieces if pc.nodes for n in pc.nodes[max(pc.nodes)]]
     return tuple(np.array([float(v[i]) for v in nodes]) for i in range(3))
 
