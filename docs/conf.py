@@ -89,6 +89,9 @@ FOREIGN = ("numpy", "scipy", "sklearn", "torch", "triton", "mpmath", "flint", "j
            "functools", "itertools", "contextlib", "dataclasses", "enum", "abc", "io", "tempfile", "re",
            "numbers", "random", "hashlib", "inspect", "types", "weakref", "logging", "shutil", "platform")
 nitpick_ignore_regex = [(r"py:.*", rf"{re.escape(name)}(\..*)?") for name in FOREIGN]
+# torch's own docstring of ``nn.Module.set_extra_state``, inherited by ``PRFAttention.set_extra_state``, names
+# torch's ``load_state_dict`` relatively
+nitpick_ignore = [("py:func", "load_state_dict")]
 
 
 def _skip_foreign_inherited(app, what, name, obj, skip, options):
