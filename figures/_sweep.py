@@ -1,28 +1,6 @@
 r"""Every figure's cells through one parallel sweep, closed forms shared between curves computed once.
 
-A figure is two steps (:class:`figures.registry.Figure`): ``parts(ctx)``
-says what it needs computed, as a dict of named **parts**, and
-``render(ctx, results)`` draws and saves it from their results.  A part is
-
-* a :class:`Cell`: one call ``func(*args)``;
-* a :class:`Curve`: a closed form at many points, ``func(*args, x, **kwargs)``
-  for x in ``xs``, as floats.  Points are keyed by the function, its arguments,
-  the precision and x, so two curves that share points (Fig. 6 and the
-  family of PRF ratios at d = 64; the RFF ratios and the RFF map at
-  d = 4, 16, 64) compute each of them once;
-* a :class:`Planned` sweep of :mod:`montecarlo.experiments` (Fig. 8's
-  classification curves, the attention scan: a
-  :class:`~montecarlo.experiments._plan.SweepPlan`, whose units are blocks of
-  draws or cells);
-* a :class:`Value`, known already (nothing to compute).
-
-:func:`compute` runs the units of any number of figures' parts in **one**
-sweep (:func:`montecarlo.experiments.sweeps.run_units`, largest first) on
-``ctx.n_jobs`` worker *processes* (joblib's loky backend: the closed forms are
-pure-Python mpmath, which threads would serialise), and finishes each part in
-the calling process.  Every unit is seeded by its own keys, so the numbers do
-not depend on the schedule or on ``n_jobs``.  A unit that raises is recorded
-as a :class:`Failed` result of its parts (the figure fails, the others go on).
+The units of a sweep: :ref:`guide-figures._sweep` (``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def _effort(ctx, effort):
 
 
 def new_attention_scan_parts(ctx, effort=None):
-    """The scan's units ((logit std, L, m, block of draws) cells; :func:`attention_scan_plan`)."""
+    """The scan's units ((logit std, L, m, block of draws) cells; :func:`~montecarlo.experiments.attention.attention_scan_plan`)."""
     from montecarlo.experiments import attention
 
     from ._sweep import Planned
@@ -102,7 +102,7 @@ def new_attention_scan(ctx, effort=None):
     ctx : figures._context.Context
     effort : dict, optional
         Any of ``seq_lens``, ``logit_stds``, ``m_values``, ``n_draws`` (the rest from
-        :data:`EFFORT`, :data:`QUICK` with ``--quick``).
+        :data:`EFFORT`, ``QUICK`` with ``--quick``).
     """
     new_attention_scan_render(ctx, ctx.compute(new_attention_scan_parts(ctx, effort), "attention scan"), effort)
 

@@ -1,43 +1,7 @@
 r"""Figs. 8 (``nonparam_results``) and 10 (``tunegraph``): kernel-regression classification on UCI data.
 
-Both figures read the eight UCI datasets of Sec. 5.3 from the copy shipped
-with the package, or from ``--uci-dir DIR`` / ``$SIMPLEX_RF_UCI_DIR``
-(:func:`montecarlo.experiments.uci.resolve_uci_dir` decides; a named
-directory that does not exist is an error, not a skip).  The experiments are
-those of :mod:`montecarlo.experiments.classification`:
-
-* Fig. 8: :func:`~montecarlo.experiments.classification_curve`, accuracy on
-  the test split against m/d for IIDRFs, ORFs and SimRFs at the paper's
-  sigma, mean and standard error, with the exact-kernel accuracy;
-* Fig. 10: :func:`~montecarlo.experiments.sigma_search`, validation accuracy
-  against sigma for the exact kernel and IIDRFs with m = 10 d (App. C.1,
-  nursery and chess restricted to 1000 / 100 records as in the paper), with
-  the authors' sigma and the best sigma found here.
-
-Effort and protocol.  ``python -m figures`` draws Fig. 8 under the
-``'paper'`` protocol (the authors' split, full nursery and chess) with
-:data:`FIG8_EFFORT` (``--quick``: :data:`FIG8_QUICK`): common random numbers
-across couplings (the same chi_d norms and Gaussian blocks behind IIDRFs,
-ORFs and SimRFs, :func:`montecarlo.experiments.sweeps.paired_weights`), 150
-draws per cell (16 on chess, whose cells cost 20 times more), run in parallel
-(``Context.n_jobs``).  At this effort SimRF - IID is resolved (paired
-``|z| >= 3``) at every m/d on nursery and wifi (the JSON's ``differences`` and
-``verdict``).  ``python -m figures.reproduce fig8 --draws 1000`` (any
-protocol, splits and effort; the same draws on every dataset) is the paper's
-effort.  The figure's JSON states the protocol, the split seeds and the
-draws; its error band is one standard error of the mean over draws (and over
-splits when there are several).
-
-Scoring the caption.  For each dataset and m/d the JSON holds the paired
-differences SimRF - IID, SimRF - ORF and ORF - IID with standard errors and
-z, and a verdict on "SimRFs consistently perform best": ``'best'`` where
-SimRF beats both others by z >= :data:`RESOLVED_Z`, ``'behind'`` where
-another coupling beats it by that much, ``'tied'`` otherwise; a z that is
-n/a (NaN) resolves nothing (:func:`fig8_verdicts`).
-
-There is no closed form for these accuracies; the figures report what the
-experiment code measures.  A dataset whose file is missing is left out (and
-listed in the data file); if none is readable the figure is skipped.
+The settings, effort, protocol and how the caption is scored: :ref:`guide-figures.downstream`
+(``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations
@@ -378,7 +342,7 @@ def fig10_sigma_search(ctx, effort=None, protocol="paper"):
     ctx : figures._context.Context
     effort : dict, optional
         ``{"n_sigmas": int, "n_draws": int}`` (default :data:`FIG10_EFFORT`,
-        :data:`FIG10_QUICK` with ``--quick``).
+        ``FIG10_QUICK`` with ``--quick``).
     protocol : {'paper', 'resampled'}
         Where the validation records come from (module docs of
         :mod:`montecarlo.experiments.uci`).

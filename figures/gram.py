@@ -1,54 +1,7 @@
 r"""Fig. 7 (``fig:frobnorm``): Gram-matrix error against the number of random features.
 
-N = 64 points :math:`x_a \sim \mathcal N(0, \sigma^2 I_d)`, d = 64, :math:`\sigma = 0.1`;
-for each number of features m and each coupling, ``n_draws`` independent
-draws of the (m, d) weights give the PRF Gram estimate
-:math:`\hat K = \phi(X)\phi(X)^\top` and the paper's statistic
-(:func:`montecarlo.experiments.gram_errors`), the **squared** Frobenius error
-
-.. math:: F = \sum_{a,b=1}^N (K_{ab} - \hat K_{ab})^2
-
-(:func:`montecarlo.gram_estimate` reports the relative, unsquared
-:math:`\|\hat K - K\|_F/\|K\|_F` instead, so it is not used here).  Plotted:
-the mean of F over draws with a band of one standard deviation of that mean
-(the standard error, as in the paper's caption; F is heavy-tailed, with a
-skewness of 10-40, so the per-draw standard deviation, also written to the
-data file, is dominated by rare draws).
-
-Common random numbers: on the numpy backend the draws come from
-:func:`montecarlo.experiments.frobenius_curve` (parallel units, ``ctx.n_jobs``),
-where IIDRFs, ORFs and SimRFs of one draw share their chi_d norms and Gaussian
-blocks (:func:`montecarlo.experiments.sweeps.paired_weights`); the data file
-holds the paired differences (SimRF - IID, SimRF - ORF, ORF - IID) of F with
-their standard errors.  Each coupling's own draws keep their law, so the
-means are compared with the analytic curves as before.  On another backend
-(``--backend torch``) each coupling is drawn on that backend from its own
-stream (:func:`frobenius_draws`) and the differences are unpaired.
-
-Low points are chance, not bias.  In the main job's run (300 paired draws) the three
-couplings sit 5-7 % below the curve at m = 8 (z -1.6 to -2.5) and IIDRFs at m = 256 at
-z = -3.66.  :func:`tail_check` (20 000 further draws at m = 8 and 256, seed 424242; about 6
-CPU-minutes) finds every mean within 1.5 % of :math:`\mathbb E F` (``|z| <= 1.32``: no bias), and
-shows why 300-draw means fall low: F is heavy-tailed (skewness 45 at m = 8, 16 for IIDRFs at
-m = 256, up to 120 for SimRFs), so a 300-draw mean is usually below its expectation and its z
-is far from normal: P(z <= -3.66) = 0.6 % for IIDRFs at m = 256 (0.013 % for a normal z) and
-2 % at m = 8; and at m = 8 < d the paired couplings share most of their rows (per-draw F
-correlated 0.92-0.999), so the three low points are one event: all three 300-draw means
-are below 0.95 E F in 19 % of replications (bootstrap of 300-draw means from the 20 000 draws).
-
-Analytic curve (new): :math:`\mathbb E F = \sum_{a,b}\mathrm{MSE}(x_a, x_b)`
-with the MSE of Thm 3.2 for independent blocks (:mod:`theory.kernels`),
-
-.. math::
-    \mathbb E F(m) = \frac1m\sum_{a,b}\Big(A_{ab} + \frac{P(m)}{m}B_{ab}\Big),\quad
-    A_{ab} = e^{-2x_a^2-2x_b^2}e^{v^2}(e^{v^2}-1),\quad
-    B_{ab} = e^{-2x_a^2-2x_b^2}(\rho_c(v) - e^{v^2}),
-
-:math:`v = \|x_a + x_b\|`, P(m) the number of coupled ordered pairs
-(:func:`theory.coupled_pairs`).  :math:`\rho_c(v)` (:func:`theory.conformity`)
-is evaluated at Chebyshev nodes over the range of v of the data and
-interpolated (the interpolation error is below 1e-13 relative; the tests
-compare every ingredient with :func:`theory.prf_mse` at sampled pairs).
+The setting, common random numbers and the analytic curve: :ref:`guide-figures.gram`
+(``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations
@@ -184,7 +137,7 @@ def tail_check(ctx, m_values=(8, 256), n_draws=20_000, seed=424242, n_boot=20_00
     """Chance or bias?  Fig. 7's couplings at ``m_values`` with ``n_draws`` paired draws (the figure's data X,
     seeds independent of the figure's), against :math:`\\mathbb E F`: per (m, coupling) the mean, its z over
     the n_draws, the skewness of F, and from a bootstrap of 300-draw means (the main job's effort) the
-    probability that such a mean's z is <= ``z`` and that it lies below 0.95 E F (module docstring)."""
+    probability that such a mean's z is <= ``z`` and that it lies below 0.95 E F (:ref:`guide-figures.gram`)."""
     from scipy import stats
 
     from montecarlo.experiments.gram import exact_gram, frobenius_unit

@@ -37,7 +37,7 @@ RFF_D = (4, 16, 64)
 def grid(stop, step_denominator, n_steps, every=1):
     """``k / step_denominator`` for k = 0, every, 2 every, ... up to ``n_steps``: the points of a curve as
     correctly rounded rationals, so that curves on finer or coarser grids of the same step share their
-    points exactly (:class:`figures._sweep.Curve` computes a shared point once)."""
+    points exactly (``figures._sweep.Curve`` computes a shared point once)."""
     out = np.arange(0, n_steps + 1, every) / step_denominator
     assert out[-1] == stop
     return out
@@ -115,7 +115,7 @@ FIG6_D = 64
 
 
 def fig6_parts(ctx):
-    """The parts of Fig. 6 (:mod:`figures._sweep`): the closed-form ratios, the exact MSEs at the Monte Carlo
+    """The parts of Fig. 6 (:ref:`figures._sweep <guide-figures._sweep>`): the closed-form ratios, the exact MSEs at the Monte Carlo
     points and the Monte Carlo MSEs."""
     d, vs = FIG6_D, _fig6_grid(ctx)
     n_draws = ctx.n(200_000, 20_000)

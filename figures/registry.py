@@ -22,7 +22,7 @@ class Figure:
     draw : callable
         ``draw(ctx)`` writes the files (or raises :class:`figures.downstream.Skip`).
     parts : callable, optional
-        ``parts(ctx)``: what the figure needs computed (:mod:`figures._sweep`), so that
+        ``parts(ctx)``: what the figure needs computed (:ref:`figures._sweep <guide-figures._sweep>`), so that
         ``python -m figures`` runs every figure's cells in one parallel sweep.
     render : callable, optional
         ``render(ctx, results)``: draws and saves the figure from the results of its parts

@@ -1,57 +1,7 @@
 r"""New figure: who wins where -- the best (feature kind x coupling) over (d, v), at m = d and m = 4d.
 
-Contestants: the positive feature kinds 'prf' (the paper's PRFs), 'hyperbolic'
-(FAVOR+'s :math:`[e^{w^\top x}, e^{-w^\top x}]`) and 'oprf' (FAVOR++'s optimised
-PRFs, each coupling at its own MSE-optimal A, ``A=None`` of
-:func:`theory.kernel_mse`) under the couplings 'iid', 'orthogonal', 'simplex'
-and 'pnc_orthogonal'.  Each cell of the (d, v) grid is coloured by the
-contestant with the smallest kernel MSE and labelled with its MSE ratio to the
-paper's SimRF-PRF (``prf/simplex``); contours follow that ratio.
-
-What is compared.  Every positive kind here has the same squared prefactor
-:math:`P^2 = e^{-2c(\|x\|^2+\|y\|^2)}` (:func:`theory.kernel_mse`), so at fixed
-(d, :math:`v = \|x + y\|`, m) the orderings and ratios do not depend on the norms of x
-and y.  The figure compares :math:`m P^{-2}\,\mathrm{MSE}` (``scaled_mse``: the
-per-direction variance plus the weighted pair terms, the quantity
-``theory.mse._kind_inner`` returns), evaluated through the public
-:func:`theory.kernel_mse` at :math:`\|x\| = \|y\| = v/2` (x = y) and multiplied by
-:math:`m e^{v^2}`; the absolute MSE of that pair is ``scaled_mse`` /
-(:math:`m e^{v^2}`).
-
-m = 4d.  Four independent blocks have :math:`P/m = d - 1` coupled ordered
-pairs per feature, as one block has (and one norm-coupled pair per feature
-for pnc_orthogonal, :func:`theory.registry.block_pair_split`), so
-``scaled_mse`` and the map are the same at m = 4d as at m = d; the MSE is a
-quarter.  The figure checks this at one v per d (the baseline and the best
-theorem coupling through :func:`theory.kernel_mse` at m = 4d; P/m does not
-depend on v) and raises if it fails.
-
-Closed forms and bounds.  iid, orthogonal and simplex cost milliseconds for
-every kind.  pnc_orthogonal needs a quadrature (0.1-0.7 s a cell for 'prf'
-and 'hyperbolic'; 0.5-4 s for 'oprf', whose optimal A is located by a secant
-search on quadratures), so it enters through proven bounds first:
-
-* the countermonotone sum of two :math:`\chi^2_d` variables is the smallest in
-  convex order among all couplings of the two norms, and
-  :math:`{}_0F_1(;\frac d2;\cdot)` is convex, so the pnc pair conformity lies in
-  :math:`[{}_0F_1(;\frac d2;\frac{dv^2}{2}), \rho_{\mathrm{ORF}}]` (Jensen below: the
-  fixed-norm pair term of :mod:`theory.fixed_norm`);
-* the hyperbolic pnc pair term is the PRF one (:mod:`theory.hyperbolic`), so
-  for 'prf' and 'hyperbolic' ``scaled_mse(pnc)`` lies in
-  ``[scaled_mse(orthogonal) - w (rho_ORF - 0F1(d/2; d v^2/2)), scaled_mse(orthogonal)]``,
-  w the norm-coupled pairs per feature.
-
-Where the lower bound is above the best exact value the contestant cannot win
-and is not evaluated (``status`` 'excluded'); elsewhere it is computed
-exactly.  OPRF x pnc_orthogonal has no cheap bound; the main job does not
-evaluate it (``status`` 'not evaluated'): ``python -m figures.reproduce
-winners --full`` evaluates it at every cell (minutes).  PRFs never win
-strictly: A = 0 is an OPRF, so each coupling's OPRF is at least as good.
-
-simplex_plus (no closed form) is estimated by Monte Carlo at the points of
-``mc_points``, with the kind that wins the cell, and compared with the
-winner's exact MSE: resolved when :math:`|z| > 4.5` (the proof suite's
-``Z_CRIT``).
+The contestants, what is compared, and the closed forms and bounds: :ref:`guide-figures.winners`
+(``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations
@@ -127,7 +77,7 @@ def scaled_mse(kind, coupling, d, v, m, **params):
 
 def pnc_bracket(orth_scaled, d, v, m):
     r"""Proven bracket of ``scaled_mse`` of pnc_orthogonal for 'prf' and 'hyperbolic' from the ORF value
-    of the same kind (module docstring): ``(orth - w (rho_ORF - 0F1(d/2; d v^2/2)), orth)``."""
+    of the same kind (:ref:`guide-figures.winners`): ``(orth - w (rho_ORF - 0F1(d/2; d v^2/2)), orth)``."""
     vv = mp.mpf(v)
     rho = theory.conformity("orthogonal", d, vv)
     jensen = mp.hyp0f1(mp.mpf(d) / 2, d * vv * vv / 2)
@@ -392,14 +342,14 @@ def new_winners_map_parts(ctx, effort=None):
 
 
 def new_winners_map(ctx, effort=None):
-    """Who wins where: the best (kind x coupling) over (d, v) at m = d and m = 4d (module docstring).
+    """Who wins where: the best (kind x coupling) over (d, v) at m = d and m = 4d (:ref:`guide-figures.winners`).
 
     Parameters
     ----------
     ctx : figures._context.Context
     effort : dict, optional
         Any of ``ds``, ``vs``, ``m_over_d``, ``full``, ``mc_points``, ``mc_draws`` (the rest from
-        :data:`EFFORT`, :data:`QUICK` with ``--quick``).
+        :data:`EFFORT`, ``QUICK`` with ``--quick``).
     """
     new_winners_map_render(ctx, ctx.compute(new_winners_map_parts(ctx, effort), "new winners map"), effort)
 

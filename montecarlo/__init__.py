@@ -20,39 +20,13 @@ Where users import from:
   performer-pytorch (``use_coupling``);
 * :mod:`montecarlo.experiments`: the runs of Sec. 5.
 
-Couplings (one spelling each, one record each in :mod:`theory.registry`,
-listed in :data:`COUPLINGS`, registry order), and feature kinds (one record
-each in :mod:`theory.feature_kinds`, listed in :data:`KINDS`).  Each coupling
-registers its block sampler (and, where cheaper, a projection sampler) with
-the registry, each kind its feature map and per-direction statistic; see :mod:`montecarlo.couplings` for the constructions (Sec. 3
-``simplex_block_eq``, ``simplex_vectors``, Sec. 3.2 ``simpler_updates_main``,
-App. B Algorithm 1 and HD-products) and :mod:`montecarlo.diagnostics` for
-how far the fast couplings are from Gaussian rows.
-
-Arrays: numpy by default; ``xp="torch"`` / ``xp="cupy"`` (with ``device=``)
-run the same code through ``array_api_compat`` on that backend, with random
-numbers drawn on the device (see :mod:`montecarlo._backend` for seeding).
-Bad arguments raise :class:`ValueError` or :class:`TypeError` naming the
-argument and the allowed values (:mod:`montecarlo._checks`); an array whose
-size an argument sets is refused above ``montecarlo._checks.MAX_ELEMENTS``
-entries (2 GiB of float64) with an :class:`AllocationError` (a ValueError and a
-MemoryError) before anything is allocated, and m < d rows cost O(m d) memory,
-never a d x d block.  Results depend on ``rng`` only (not on chunking).  The
-fast couplings emit a :class:`FastCouplingBiasWarning` at d <=
-:data:`FAST_BIAS_RESOLVED_D`, where their bias is measurable (table in
-:func:`sample_weights`).
-
-``montecarlo`` imports from :mod:`theory` only the shared layer (the coupling
-and feature-kind registries, argument validation and the failure family,
-:mod:`theory.errors`), which loads no closed form;
-two tools use closed forms at run time (:mod:`montecarlo.audit` and
-:mod:`montecarlo.norm_coupling`, for reference values).  The samplers and
-estimators never use a closed form: the tests compare the two packages.
-
 >>> import montecarlo as mc
 >>> W = mc.sample_weights("simplex", 64, 128, rng=0)
 >>> W.shape
 (128, 64)
+
+Couplings and kinds, arrays and backends, checks, and what montecarlo imports from theory:
+:ref:`guide-montecarlo` (``docs/guide/sampling.rst``).
 """
 
 import importlib as _importlib

@@ -11,7 +11,7 @@ hide its masked entries, ``["1", "2"]`` is not a vector of numbers).
 
 Memory: every array whose size an argument sets (a count of draws, of
 features, a dimension) is checked by :func:`check_budget` before it is
-allocated: at most :data:`MAX_ELEMENTS` entries per array, so that a typo
+allocated: at most ``MAX_ELEMENTS`` entries per array, so that a typo
 (``m=10**9``) is a one-line :class:`AllocationError` naming the arguments
 instead of a swap storm or the kernel's OOM killer.
 """
@@ -113,7 +113,7 @@ def check_work(work, what, hint):
 
 
 class AllocationError(ValueError, MemoryError):
-    """An argument asks for an array larger than :data:`MAX_ELEMENTS` entries.
+    """An argument asks for an array larger than ``MAX_ELEMENTS`` entries.
 
     A :class:`ValueError` (the arguments are at fault, and the message names
     them) and a :class:`MemoryError` (for callers that catch that).
@@ -121,7 +121,7 @@ class AllocationError(ValueError, MemoryError):
 
 
 def check_budget(n_elements, what, hint):
-    """Refuse an array of ``n_elements`` entries above :data:`MAX_ELEMENTS`.
+    """Refuse an array of ``n_elements`` entries above ``MAX_ELEMENTS``.
 
     Parameters
     ----------

@@ -1,125 +1,7 @@
 r"""Audit any projection-matrix sampler against the theory (beyond the paper).
 
-Random-feature libraries draw their own projection matrices, and two
-mistakes recur in public code:
-
-* **QR without the sign correction.**  ``Q, _ = qr(G)`` of a Gaussian block
-  G is not Haar: LAPACK's Householder QR (numpy, scipy, torch) makes
-  :math:`Q_{11} < 0` always and biases every diagonal entry :math:`Q_{kk}`
-  (negative for k < d, positive for k = d).  Rows of Q scaled by
-  :math:`\chi_d` norms are then not :math:`\mathcal N(0, I_d)`: their
-  coordinates have the right magnitudes but biased signs.  PRF estimates
-  (:math:`e^{w^\top v}`, odd-sensitive) are biased; RFF estimates
-  (:math:`\cos w^\top z`, even) hide it (measured: no RFF bias at
-  n = 60000, d = 3 and 8, along the axes, the diagonal or a random
-  direction).  Flagged by ``marginals`` (row i along :math:`e_i`; KS distance
-  1/2 for row 0 along :math:`e_1`), ``moments``, ``prf_unbiased`` and the PRF
-  part of ``conformity``; with m > d also by the cross-block ``structure``
-  test (the first rows of two blocks both lie in the half-space
-  :math:`w^\top e_1 < 0`).
-* **Norms taken from the block that was orthogonalised.**  With
-  ``Q, R = qr(G)`` (sign-corrected) and :math:`w_i = \|g_i\|\,q_i` where
-  :math:`g_i` and :math:`q_i` are the i-th rows of G and Q, the norm and the
-  direction of a row are dependent: :math:`g_i = q_i R` (G = QR), so
-  :math:`\|g_i\|^2 = q_iRR^\top q_i^\top` and, Q being independent of R
-  (Bartlett), :math:`\mathbb E[\|g_i\|^2 \mid q_i] = \sum_k c_k q_{ik}^2`
-  with :math:`c_k = \mathbb E[(RR^\top)_{kk}] = 2(d-k)+1`.  Each norm is still
-  exactly :math:`\chi_d` and each direction exactly uniform, so the row-norm
-  test passes, and so does the structure test (the rows are exactly
-  orthogonal); but long rows point preferentially along :math:`e_1` and short
-  ones along :math:`e_d`.  The (Pearson) correlation of :math:`\|w_i\|^2`
-  with :math:`\cos^2(w_i, e_1)` is
-  :math:`\sqrt{(d-1)/(d(d+2))} \approx 1/\sqrt d` (0.30 at d = 8, 0.23 at
-  d = 16; the Spearman rho of the ``norm_independence`` check is about 0.85
-  of that, measured: 0.26 at d = 8, 0.19 at d = 16, 0.10 at d = 64, so the
-  check sees the mistake at :math:`z \approx 0.85\sqrt{n/d}`), and the second moments are off,
-  :math:`\mathbb E[(w_i^\top e_1)^2] = (d^2+4d-2)/(d^2+2d) \approx 1+2/d`,
-  :math:`\mathbb E[(w_i^\top e_d)^2] = (d^2+2)/(d^2+2d) \approx 1-2/d`,
-  which the ``moments`` check (rows pooled within a draw), the PRF **and** RFF
-  unbiasedness checks along the axes and the conformity check also flag.  The
-  per-row KS tests have little power here (a scale error of about
-  :math:`1/d` in one row), and along the diagonal the distortion cancels
-  (:math:`\sum_k c_k/d = d`), which is why the axes are always among the
-  directions tested.  The same recipe with the Gram-Schmidt order reversed
-  (orthonormalise the **rows** of G, i.e. ``qr(G.T)``, and keep
-  :math:`\|g_i\|`) is harmless: then :math:`\|g_i\|` is the norm of the i-th
-  column of R, independent of the Haar factor, and the rows are exactly ORF.
-
-:func:`audit` draws n independent matrices from the user's sampler and runs
-these checks, each a family of tests with a stated false-alarm probability
-(Bonferroni: the overall ``alpha`` is split equally over the checks that run
-statistical tests, and each check's share equally over its tests):
-
-``marginals``
-    KS test of every row's projections :math:`w_i^\top u` against N(0, 1),
-    for every coordinate axis u (the first and last ``max_axes // 2`` axes
-    when d > ``max_axes``), the diagonal and two fixed random unit vectors
-    (the statistic of :func:`montecarlo.diagnostics.ks_marginals`, vectorised
-    over rows and directions by :func:`ks_columns`).
-``row_norms``
-    KS test of every :math:`\|w_i\|^2` against :math:`\chi^2_d`.
-``moments``
-    z-tests of :math:`\frac1m\sum_i w_i^\top u = 0` and
-    :math:`\frac1m\sum_i (w_i^\top u)^2 = 1` per direction (rows pooled within
-    a draw: far more power than per-row tests against small biases).
-``norm_independence``
-    Spearman tests that :math:`\|w_i\|` is independent of
-    :math:`(w_i^\top u)^2/\|w_i\|^2` (true for any Gaussian row) and, for a
-    claimed coupling, that the norms of consecutive rows in a block are
-    independent (i.i.d. :math:`\chi_d` norms in all three couplings).
-``prf_unbiased``, ``rff_unbiased``, ``hyperbolic_unbiased``, ... (one per feature kind)
-    z-tests of the kernel estimates of every feature kind of
-    :mod:`theory.feature_kinds` (``kinds=``) against :math:`e^{-\|x-y\|^2/2}`.
-    For any pair with :math:`x + y = v` the estimate of a positive kind divided
-    by the kernel is :math:`\frac1m\sum_i b_ie^{-\|v\|^2/2}` with the kind's
-    per-direction statistic (:math:`b_i = e^{w_i^\top v}` for PRFs, eq.
-    ``def_prf``; :math:`\cosh w_i^\top v` for hyperbolic PRFs), and the RFF
-    estimate depends on :math:`z = x - y` only; so the tests run at
-    :math:`v = \|v\|u` and :math:`z = \|z\|u` for u in ``e_1``, ``e_d``,
-    ``diagonal``, ``random``.
-``conformity``
-    z-tests of the empirical pair term
-    :math:`\frac{1}{m(m-1)}\sum_{i\ne j}b_ib_j` (eq. ``def_rf_conformity``) of
-    every feature kind with a closed form for the claimed coupling against
-    :func:`theory.mean_conformity` (blocks of d rows when m > d, the last
-    truncated: the paper's convention).
-``structure``
-    For a claimed orthogonal or simplex coupling, every within-block angle
-    must be exact (:math:`\cos\theta_{ij} = 0` or :math:`-1/(d-1)` to within
-    :math:`\sqrt{\epsilon}` of the sampler's dtype; deterministic, no false
-    alarm); for a claimed iid coupling, and between blocks when m > d, a KS
-    test of :math:`\cos\theta` against its law for independent isotropic rows,
-    :math:`(1+\cos\theta)/2 \sim \mathrm{Beta}(\frac{d-1}2, \frac{d-1}2)`.
-
-The report also describes the sampler (within-block cosines: mean, spread,
-range, and which coupling they look like).
-
-The KS and Spearman p-values are exact or accurate for n in the thousands.
-The z-tests are asymptotic: the per-draw statistics (means of
-:math:`e^{w^\top v}` and of their pair products) are right-skewed, so each
-z is Hall's (1992) skewness-corrected studentized mean (normal up to O(1/n)
-instead of :math:`O(n^{-1/2})`).  Simulated with the exact samplers at
-n = 5000 and :math:`\|v\| = 1` (4000 replicates each of the PRF, conformity
-and second-moment z for orthogonal and simplex d = 8, m = 8; simplex d = 4,
-m = 12; orthogonal d = 2, m = 2; iid m = 1), the corrected one-sided tails
-beyond 3 were 0.0008-0.0022 (nominal 0.00135) and beyond 2.5 0.0035-0.0085
-(nominal 0.0062), consistent with nominal, whereas the plain z had a left
-tail of up to 0.0063 beyond -3 (m = 1, where the statistic is a single
-log-normal).  Keep :math:`\|v\| \le 1` unless n is large: the skewness
-grows like :math:`e^{3v^2/2}`.
-
-Import note: :mod:`montecarlo` does not import :mod:`theory`; this module is
-the bridge and imports :mod:`theory` only inside the conformity check (and
-``import montecarlo`` does not import this module).
-
-Examples
---------
->>> import montecarlo as mc
->>> from montecarlo.audit import audit
->>> rep = audit(lambda d, m, rng: mc.sample_weights("orthogonal", d, m, rng=rng),
-...             d=8, coupling="orthogonal", n_draws=2000, rng=0)
->>> rep.passed
-True
+What the audit finds in real samplers, its tests and their power, with examples: :ref:`guide-montecarlo.audit`
+(``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations
@@ -719,7 +601,7 @@ class _Draws:
 
 def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, call="d,m,rng", alpha=DEFAULT_ALPHA,
           time_budget=None, v=1.0, z=1.0, max_axes=32, chunk=256, name=None, progress=False, kinds=None):
-    r"""Test a projection-matrix sampler statistically (see the module docstring for the checks).
+    r"""Test a projection-matrix sampler statistically (see :ref:`guide-montecarlo.audit` for the checks).
 
     Parameters
     ----------
@@ -800,9 +682,9 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
     -----
     False alarms: with an exact sampler of the claimed coupling, the
     probability that any check fails is at most ``alpha`` (Bonferroni;
-    asymptotic for the z-tests, see the module docstring).  Power: see
+    asymptotic for the z-tests, see :ref:`guide-montecarlo.audit`).  Power: see
     ``tests/test_audit.py``, which re-implements the two public mistakes of
-    the module docstring and a wrong coupling claim and shows which checks
+    :ref:`guide-montecarlo.audit` and a wrong coupling claim and shows which checks
     flag them.
     """
     if not callable(sampler):

@@ -1,59 +1,10 @@
 r"""Random projection matrices of the couplings (Secs. 1, 3, 4.3; App. B).
 
-A coupling produces blocks of rows :math:`w_i \in \mathbb R^d`; ``m`` features
-use ``ceil(m / b)`` independent blocks of ``b`` rows, the last one truncated to
-its first ``m mod b`` rows (footnote 1 of the paper; the same convention as
-:func:`theory.block_sizes`).  ``b = d`` for the exact couplings and ``b = p``
-(see below) for the fast ones.
-
-The couplings are the records of :mod:`theory.registry` (``theory.registry.names()``,
-also :data:`montecarlo.COUPLINGS`); each registers its block sampler (hook
-``blocks``).  The samplers defined in this module are described below; a
-coupling defined elsewhere registers its sampler from its own module (e.g.
-``"pnc_orthogonal"``, :mod:`montecarlo.pnc`).
-
-``"iid"``
-    rows i.i.d. :math:`\mathcal N(0, I_d)` (IIDRFs).
-``"orthogonal"``
-    :math:`\mathbf W_{\mathrm{ort}} = \mathbf D\mathbf R` (ORFs): :math:`\mathbf R`
-    Haar on O(d), :math:`\mathbf D = \mathrm{diag}(w_i)`, :math:`w_i \sim \chi_d`
-    i.i.d.
-``"simplex"``
-    :math:`\mathbf W_{\mathrm{simp}} = \mathbf D\mathbf S\mathbf R` (eq.
-    ``simplex_block_eq``) with the rows of :math:`\mathbf S` the simplex vectors
-    of eq. ``simplex_vectors``; :math:`\mathbf S` is applied with Algorithm 1
-    (App. B.1) in O(d) per vector, never as a dense matrix.
-``"simplex_plus"``
-    SimRFs+ (Sec. 3.2): fresh :math:`\chi_d` norms per block, directions from
-    the update of eq. ``simpler_updates_main`` started at the simplex geometry
-    and run until no vector moves by more than ``SIMPLEX_PLUS_TOL`` times its
-    norm during a full pass, then rotated by a Haar :math:`\mathbf R`.  Each
-    block stops at its own convergence (blocks are exactly independent).
-``"fast_orthogonal"``, ``"fast_simplex"``
-    :math:`\mathbf R` replaced by the HD-product
-    :math:`\widetilde{\mathbf R} = \mathbf H\mathbf D_1\mathbf H\mathbf D_2\mathbf H\mathbf D_3`
-    (k = 3 blocks, App. B.2; :math:`\mathbf H` the normalised Hadamard
-    matrix, :math:`\mathbf D_i` i.i.d. Rademacher diagonals) applied with a
-    fast Walsh-Hadamard transform in O(p log p).  Inputs are **zero-padded**
-    from d to :math:`p = 2^{\lceil\log_2 d\rceil}` coordinates; a block then
-    has p rows in :math:`\mathbb R^p` and the dense (m, d) weights are the
-    first d columns of those rows (what a zero-padded input sees).  These rows
-    are only approximately :math:`\mathcal N(0, I_d)` (the directions take
-    finitely many values); see :mod:`montecarlo.diagnostics`.
-
-Why the sign correction matters: LAPACK's Householder QR (used by numpy,
-scipy and torch) returns :math:`Q` with :math:`Q_{11} < 0` always, so the
-first row of an uncorrected :math:`Q` has a negative first coordinate.  Such a
-:math:`Q` is not Haar; PRF estimates (which are odd-sensitive,
-:math:`e^{w^\top v}`) are then biased, while RFFs (:math:`\cos`, even) hide
-it.  Here :math:`\mathbf R = Q\,\mathrm{diag}(\mathrm{sign}\,\mathrm{diag}\,R_{QR})`,
-the unique QR factor with positive diagonal, which is Haar (Mezzadri 2007).
-The orthogonal coupling uses its transpose (also Haar), whose rows
-:math:`s_i q^{(i)}` let the sign correction fold into the row scaling by
-:math:`\mathbf D`; the simplex couplings use :math:`\mathbf R` itself, whose
-columns carry the signs, so that Algorithm 1 runs as a reduction plus
-broadcasts (see ``benchmarks/README.md`` for the cost).  Either choice draws
-exactly the same distribution.
+The samplers of ``"iid"``, ``"orthogonal"``, ``"simplex"``, ``"simplex_plus"``, ``"fast_orthogonal"`` and
+``"fast_simplex"`` (a coupling defined elsewhere registers its sampler from its own module, e.g.
+``"pnc_orthogonal"``, :mod:`montecarlo.pnc`), registered as the hook ``blocks`` of :mod:`theory.registry`.
+The block convention, each coupling's construction, and why the QR sign correction matters:
+:ref:`guide-montecarlo.couplings` (``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations
@@ -374,7 +325,7 @@ def haar_orthogonal(n, d, rng=None, xp=None, device=None, dtype=None, route=None
     ----------
     n, d : int >= 1
     rng : None, int or numpy.random.Generator
-    xp, device, dtype : backend selection (see :mod:`montecarlo._backend`)
+    xp, device, dtype : backend selection (see ``montecarlo._backend``)
     route : {'qr', 'cpu_qr', 'householder'}, optional
         ``'qr'``: batched QR of a Gaussian matrix on the device, columns
         multiplied by the signs of diag(R); ``'cpu_qr'``: the same QR done on
@@ -395,7 +346,7 @@ def haar_orthogonal(n, d, rng=None, xp=None, device=None, dtype=None, route=None
     Raises
     ------
     AllocationError
-        When n * d * cols exceeds :data:`montecarlo._checks.MAX_ELEMENTS`.
+        When n * d * cols exceeds ``montecarlo._checks.MAX_ELEMENTS``.
     """
     n = check_int(n, "n", 1)
     d = check_int(d, "d", 1)
@@ -996,7 +947,7 @@ def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n_draws=No
     coupling : str
         A coupling of the registry, ``theory.registry.names()`` (also
         :data:`montecarlo.COUPLINGS`): 'iid', 'orthogonal', 'simplex', ... (see
-        the module docstring: Sec. 3 ``simplex_block_eq``, Sec. 3.2, App. B.2).
+        :ref:`guide-montecarlo.couplings`: Sec. 3 ``simplex_block_eq``, Sec. 3.2, App. B.2).
     d : int
         Data dimensionality (>= 2 for the simplex couplings).
     m : int >= 1
@@ -1030,7 +981,7 @@ def sample_weights(coupling, d, m, rng=None, xp=None, device=None, *, n_draws=No
         (or :class:`~theory.validation.ArgumentTypeError`, also a TypeError)
         naming the bad argument; :class:`~montecarlo._checks.AllocationError`
         when n_draws * m * d (or a SimRFs+ update's n d^2) exceeds
-        :data:`~montecarlo._checks.MAX_ELEMENTS`.
+        ``montecarlo._checks.MAX_ELEMENTS``.
 
     Warns
     -----

@@ -1,30 +1,7 @@
 r"""Monte Carlo estimators with standard errors (Thm 3.2, eq. ``def_rf_conformity``, Sec. 5).
 
-Every estimator averages a per-draw statistic over ``n_draws`` independent
-draws of the m random features and returns an :class:`Estimate` (mean,
-standard error = sample standard deviation / sqrt(n), n).  Draws are
-processed in chunks of a size fixed by the problem shape (bounded memory,
-reproducible from ``rng`` whatever ``n_draws`` is), with the per-chunk
-moments merged exactly (Chan et al.'s parallel update) on the array backend;
-only the final numbers leave the device.
-
-Pointwise statistics depend on the features only through the projections
-:math:`w_i^\top v` of one vector v (:math:`v = x + y` for PRFs,
-:math:`z = x - y` for RFFs), which :func:`pair_projections` draws in one
-of two ways:
-
-``path="full"``
-    draw the (m, d) matrices (QR per block, O(d^3)) and multiply.
-``path="fast"`` (default)
-    by isotropy, for a block :math:`\mathbf D\mathbf S\mathbf R` with
-    :math:`\mathbf R` Haar, :math:`\mathbf R v \overset{d}{=} \|v\|u` with
-    :math:`u` uniform on the sphere, so :math:`\mathbf W v \overset{d}{=}
-    \|v\|\mathbf D\mathbf S u`: d normals, d :math:`\chi_d` norms and
-    Algorithm 1, O(d) per block (ORFs: :math:`\|v\|\mathbf D u`; IIDRFs:
-    :math:`\|v\|` times m normals; SimRFs+: :math:`\|v\|\mathbf D\mathbf S'u`
-    with the update of Sec. 3.2, O(d^2) per pass).  The fast couplings are
-    not isotropic; for them the "fast" path applies the HD-product to v
-    itself (O(p log p) per block), which is exact for that coupling.
+How the statistics are computed and the ``path`` choices: :ref:`guide-montecarlo.estimators`
+(``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations
@@ -407,7 +384,7 @@ def pair_projections(coupling, v, m, n_draws, rng=None, xp=None, device=None, *,
     d : int, optional
         Required when ``v`` is a norm.
     path : {'auto', 'fast', 'full'}
-        See the module docstring; 'auto' is 'fast'.
+        See :ref:`guide-montecarlo.estimators`; 'auto' is 'fast'.
 
     Returns
     -------
@@ -518,7 +495,7 @@ _POINTWISE_DOC = """
         Number of random directions per draw (the feature width is ``width * m``).
     n_draws : int >= 2
         Number of independent draws (refused above the work limit,
-        :func:`montecarlo.check_work`; a :func:`montecarlo.budget` bounds the time).
+        ``montecarlo._checks.check_work``; a :func:`montecarlo.budget` bounds the time).
     kernel : {'gaussian', 'softmax'}
         The target kernel (RFFs: 'gaussian').
     rng, xp, device, dtype, haar_route : as in :func:`~montecarlo.sample_weights`
@@ -526,7 +503,7 @@ _POINTWISE_DOC = """
         The feature kind (:mod:`theory.feature_kinds`): 'prf' (eq. ``def_prf``),
         'rff' (eq. ``rffdef2``), 'hyperbolic', ...
     path : {'auto', 'fast', 'full'}
-        How the projections are drawn (module docstring); kinds that need
+        How the projections are drawn (:ref:`guide-montecarlo.estimators`); kinds that need
         :math:`\\|w_i\\|^2` get it from the same draws on both paths.
     progress : bool or callable
         Progress bar on stderr, or ``f(done, total)``.

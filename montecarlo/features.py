@@ -1,46 +1,8 @@
 r"""Random feature maps of every feature kind: PRFs (Gaussian and softmax kernels), RFFs (Sec. 1), and the
 kinds of :mod:`theory.feature_kinds` (one record each; :func:`random_features` takes ``kind=``).
 
-For a batch :math:`X \in \mathbb R^{N\times d}` and projections
-:math:`w_1, \ldots, w_m` (an (m, d) array or a
-:class:`~montecarlo.couplings.RandomProjection`):
-
-* PRF, Gaussian kernel (eq. ``def_prf``):
-  :math:`\phi(z) = m^{-1/2}e^{-\|z\|^2}[e^{w_i^\top z}]_{i}`, so that
-  :math:`\phi(x)^\top\phi(y)` is unbiased for
-  :math:`K_{\mathrm{gauss}} = e^{-\|x-y\|^2/2}` (eq. ``def_gauss_kern``) when
-  every :math:`w_i \sim \mathcal N(0, I_d)`.
-* PRF, softmax kernel: :math:`\phi(z) = m^{-1/2}e^{-\|z\|^2/2}[e^{w_i^\top z}]_i`,
-  unbiased for :math:`K_{\mathrm{smax}} = e^{x^\top y}`.
-* RFF (eq. ``rffdef2``): :math:`\phi(z) = m^{-1/2}\odot_i[\sin w_i^\top z, \cos w_i^\top z]`
-  (interleaved: sin, cos of feature 1, then of feature 2, ...), so that
-  :math:`\phi(x)^\top\phi(y) = \frac1m\sum_i\cos w_i^\top(x-y)`.
-
-Numerical safety
-----------------
-The PRF exponent is formed as one number,
-:math:`w_i^\top z - c\|z\|^2 - \tfrac12\log m` (c = 1 Gaussian, 1/2
-softmax), before a single ``exp``; since
-:math:`\max_z(w^\top z - c\|z\|^2) = \|w\|^2/(4c)`, this never overflows for
-:math:`\|w\|^2 < 1400` (Gaussian) or 700 (softmax), far beyond any
-:math:`\chi_d` norm in practice, whereas ``exp(w.z) * exp(-|z|^2)`` overflows
-as soon as :math:`w^\top z > 709`.  What remains is **underflow**: for large
-:math:`\|z\|` every feature of a row can round to 0.
-
-``stabilize="row"`` subtracts from each row its largest exponent
-:math:`o(z) = \max_i(\cdot)` (the Performer trick) and returns
-:math:`\tilde\phi(z) = \phi(z)e^{-o(z)}` together with :math:`o(z)`; the
-largest entry of every row is then exactly 1.  It preserves: ratios of
-features within a row, hence anything homogeneous of degree 0 in
-:math:`\phi(q)` for each query row, in particular **normalised attention**
-:math:`\phi(q)^\top\phi(k_j)/\sum_l\phi(q)^\top\phi(k_l)` when the row offset
-is used on the queries only.  It does **not** preserve absolute kernel
-values (:math:`\tilde\phi(x)^\top\tilde\phi(y) = \hat K e^{-o(x)-o(y)}`;
-recover :math:`\log\hat K` by adding the offsets back in log space), nor
-normalised attention if keys get different row offsets (each key would be
-reweighted by :math:`e^{-o(k_j)}`).  ``stabilize="global"`` subtracts one
-offset for the whole batch (use it on keys): every ratio, including across
-rows, is preserved, but rows far below the maximum can still underflow.
+The maps written out, and their numerical safety: :ref:`guide-montecarlo.features`
+(``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations
@@ -339,7 +301,7 @@ def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None, **param
         :math:`e^{-\|x-y\|^2/2}`), ``'softmax'`` :math:`e^{-\|z\|^2/2}` (unbiased for
         :math:`e^{x^\top y}`).
     stabilize : {None, 'row', 'global'}
-        Positive kinds only: log-space offset (module docstring).
+        Positive kinds only: log-space offset (:ref:`guide-montecarlo.features`).
     **params
         The kind's parameters, all required: ``A`` (< 1/8) for ``'oprf'``
         (:func:`montecarlo.oprf.data_optimal_a` gives FAVOR++'s choice for a pair
@@ -401,7 +363,7 @@ def prf_features(X, W, kernel="gaussian", stabilize=None):
         :math:`e^{-\|x-y\|^2/2}`); ``'softmax'``: :math:`m^{-1/2}e^{-\|z\|^2/2}e^{w_i^\top z}`
         (unbiased for :math:`e^{x^\top y}`).
     stabilize : {None, 'row', 'global'}
-        Log-space offset (see the module docstring for what it preserves).
+        Log-space offset (see :ref:`guide-montecarlo.features` for what it preserves).
 
     Returns
     -------

@@ -1,122 +1,7 @@
 r"""Random feature maps as scikit-learn transformers (optional extra ``sklearn``).
 
-:class:`RandomFeatures` (any feature kind of :mod:`theory.feature_kinds`,
-``kind=``) and its named forms :class:`PositiveRandomFeatures` (the positive
-kinds: PRFs, eq. ``def_prf``; hyperbolic PRFs, ...) and
-:class:`RandomFourierFeatures` (RFFs, eq. ``rffdef2``) are genuine
-scikit-learn estimators, drop-in neighbours of
-:class:`sklearn.kernel_approximation.RBFSampler`: parameters in
-``__init__``, the random projections drawn in ``fit`` by
-:func:`montecarlo.sample_weights` for any coupling of the paper,
-``transform(X)`` returning one numpy array.  A named form gives the features
-of the general class with the same parameters and seed, bit for bit.  They
-pass :func:`sklearn.utils.estimator_checks.check_estimator`, and work in
-:class:`~sklearn.pipeline.Pipeline`, :class:`~sklearn.model_selection.GridSearchCV`,
-:func:`~sklearn.base.clone`, ``pickle``, ``copy.deepcopy`` and ``set_output``.
-
-They are written as scikit-learn writes its own estimators: the parameters are
-validated declaratively (the class attribute ``_parameter_constraints``, checked
-by ``fit`` through ``sklearn.base._fit_context``), so a bad value raises
-scikit-learn's ``InvalidParameterError`` (a ValueError and a TypeError) naming
-the parameter, the estimator and the allowed values; only the rules between
-parameters (a kernel the kind does not estimate, ``A`` for a kind without it)
-are the module's own ValueErrors.  ``set_output`` wraps ``transform`` and
-``fit_transform``, and ``log_transform`` returns what ``transform`` would wrap,
-in the same container.
-
-This module imports scikit-learn (``pip install 'simplex-rf[sklearn]'``);
-the plain feature maps :func:`montecarlo.random_features` (``prf_features``,
-``rff_features``) do not, and also run on torch and cupy arrays.  The
-estimators take numpy arrays (float64, or float32 kept as float32) and
-scipy.sparse CSR/CSC matrices (other sparse formats are converted to CSR);
-the result is a dense numpy array, equal to that of the dense input up to
-rounding.
-
-Feature kinds
--------------
-The map of each kind is its record's hook (``log_features`` of a positive
-kind, ``features`` of RFFs) applied to the projections :math:`w_i^\top z`
-computed here; no formula lives in this module.  A kind of width w (features
-per direction: 1 for ``'prf'``, 2 for ``'hyperbolic'`` and ``'rff'``) gives
-``w * n_components`` output columns, named by ``get_feature_names_out``.
-
-Bandwidth
----------
-``gamma`` has RBFSampler's meaning: the Gaussian kernel estimated is
-:math:`K(x, y) = e^{-\gamma\|x-y\|^2}`.  The features are those of
-:math:`z = \sqrt{2\gamma}\,x` in the paper's map (which estimates
-:math:`e^{-\|x-y\|^2/2}`), so the default ``gamma=0.5`` is the paper's kernel
-and reproduces the plain functions (RBFSampler's default is 1.0).
-For the softmax kernel of :class:`PositiveRandomFeatures` the same scaling
-gives :math:`e^{2\gamma x^\top y}` (``gamma=0.5``: :math:`e^{x^\top y}`; the
-attention logits :math:`e^{q^\top k/\sqrt d}` need ``gamma = 0.5 / sqrt(d)``).
-``gamma="scale"`` uses RBFSampler's rule :math:`1/(d\,\mathrm{Var}[X])`.
-
-Scale of the data
------------------
-Every positive feature carries the factor :math:`e^{-c\|z\|^2}` (c = 1
-Gaussian, 1/2 softmax), as the kernel it estimates does.  On data far larger
-than the bandwidth (raw pixel values with ``gamma=0.5``:
-:math:`2\gamma\|x\|^2` in the thousands) every feature of a row underflows to
-0; ``transform`` then emits a :class:`FeatureUnderflowWarning` naming the
-fraction of such rows, the median :math:`2\gamma\|x\|^2` and the remedies
-(``sklearn.preprocessing.StandardScaler``, a smaller ``gamma`` such as
-``"scale"``, or :meth:`PositiveRandomFeatures.log_transform`).  The features
-are not renormalised silently: a per-row offset :math:`e^{-o(x)}` would keep
-them finite but turns the estimate into :math:`\hat K(x,y)e^{-o(x)-o(y)}`,
-no longer the kernel, and is no remedy for a wrong bandwidth.  Measured on
-``sklearn.datasets.load_digits`` (RidgeClassifier on m = 500 simplex PRFs,
-70/30 split): gamma = 0.5 on raw pixels gives 100% all-zero rows and
-accuracy 0.08 (chance); row-offset features reach only 0.41 there (and lose
-at a good bandwidth: 0.96 against 0.97), RBFSampler 0.10; ``gamma="scale"``
-(0.00043) gives no zero rows and 0.97, StandardScaler with gamma = 1/d 0.95.
-
-Number of features
-------------------
-``n_components`` is the number m of random projections :math:`w_i`: any
-m >= 1, not only multiples of d (the couplings draw independent blocks of d
-rows, p = 2^k rows for the fast ones, the last block truncated).
-
-Randomness
-----------
-``random_state`` is None (fresh entropy at every ``fit``), an int >= 0
-(the same projections as ``montecarlo.sample_weights(coupling, d, m, rng=random_state)``),
-a :class:`numpy.random.Generator` (advanced by every ``fit``), a
-:class:`numpy.random.SeedSequence`, or a legacy
-:class:`numpy.random.RandomState`, accepted here as
-:func:`sklearn.utils.check_random_state` accepts it: ``fit`` draws one
-63-bit seed from it (advancing it, so successive fits differ and a
-``RandomState(0)`` reproduces them) and seeds a Generator with that.  (The
-toolkit's own functions refuse a RandomState, see
-:func:`theory.validation.check_rng`: it is converted only at this boundary.)
-
-Threads and memory
-------------------
-``transform`` computes all projections with one matrix product (numpy's
-BLAS, whose threads follow ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``
-and :func:`threadpoolctl.threadpool_limits`), then the map and ``exp`` in
-row blocks, on as many threads as the smallest limit that
-the loaded BLAS/OpenMP pools report (:func:`montecarlo.features.thread_limit`; one thread under
-``threadpool_limits(1)`` or ``OMP_NUM_THREADS=1``; the calling thread alone
-for small batches).  Memory is O(N d + d m + N w m): the data, the
-projections and the (N, w m) result, plus, for w > 1, the (N, m)
-projections; no (N, d, m) intermediate (tested with a measured peak).  The
-largest constant is ``fit``'s: sampling m < d rows of a simplex block peaks
-at 4.0 d m float64 (tracemalloc; 5.5 d m resident, LAPACK included), so
-n_components = 2 at d = 2^27 needs about 11 GiB; ``transform`` adds a
-float32 copy of the projections for float32 data.  A MemoryError while
-drawing names the shape and what to do.
-
-Examples
---------
->>> import numpy as np
->>> from montecarlo.kernel_approximation import PositiveRandomFeatures
->>> X = np.random.default_rng(0).normal(size=(5, 3)) / 3
->>> prf = PositiveRandomFeatures(n_components=7, coupling="simplex", random_state=0).fit(X)
->>> prf.transform(X).shape
-(5, 7)
->>> PositiveRandomFeatures(n_components=7, kind="hyperbolic", random_state=0).fit_transform(X).shape
-(5, 14)
+The transformers, feature kinds, bandwidth, scale, number of features, randomness, threads and memory, with
+examples: :ref:`guide-montecarlo.kernel_approximation` (``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations
@@ -253,11 +138,11 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         The target kernel; ``'softmax'`` for the positive kinds only.
     gamma : float > 0 or 'scale', default 0.5
         Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`
-        (module docstring); 0.5 is the paper's kernel.
+        (:ref:`guide-montecarlo.kernel_approximation`); 0.5 is the paper's kernel.
     A : float < 1/8 or None, default None
         Only for ``kind='oprf'``, as in :class:`PositiveRandomFeatures`.
     random_state : None, int >= 0, numpy.random.Generator, SeedSequence or RandomState
-        Seed of the projections (module docstring).
+        Seed of the projections (:ref:`guide-montecarlo.kernel_approximation`).
 
     Attributes
     ----------
@@ -480,7 +365,7 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         Warns
         -----
         FeatureUnderflowWarning
-            When every feature of some rows underflows to 0 (module docstring:
+            When every feature of some rows underflows to 0 (:ref:`guide-montecarlo.kernel_approximation`:
             scale of the data).
         """
         return self._map(self._checked(X), log=_LOG.get())
@@ -549,7 +434,7 @@ class PositiveRandomFeatures(RandomFeatures):
     kernel : {'gaussian', 'softmax'}, default 'gaussian'
     gamma : float > 0 or 'scale', default 0.5
         Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`
-        (module docstring); 0.5 is the paper's kernel.
+        (:ref:`guide-montecarlo.kernel_approximation`); 0.5 is the paper's kernel.
     A : float < 1/8 or None, default None
         Only for ``kind='oprf'`` (optimised PRFs, FAVOR++): the tilt of
         :math:`e^{A\|w\|^2 + \sqrt{1-4A}\,w^\top z}`.  None chooses it in ``fit``
@@ -557,7 +442,7 @@ class PositiveRandomFeatures(RandomFeatures):
         (:func:`montecarlo.oprf.moments_optimal_a` of the scaled rows: :math:`A \le 0`,
         bounded features, stable in float32).
     random_state : None, int >= 0, numpy.random.Generator, SeedSequence or RandomState
-        Seed of the projections (module docstring).
+        Seed of the projections (:ref:`guide-montecarlo.kernel_approximation`).
 
     Attributes
     ----------
@@ -632,7 +517,7 @@ class RandomFourierFeatures(RandomFeatures):
     gamma : float > 0 or 'scale', default 0.5
         Bandwidth as in :class:`sklearn.kernel_approximation.RBFSampler`.
     random_state : None, int >= 0, numpy.random.Generator, SeedSequence or RandomState
-        Seed of the projections (module docstring).
+        Seed of the projections (:ref:`guide-montecarlo.kernel_approximation`).
 
     Attributes
     ----------

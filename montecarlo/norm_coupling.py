@@ -1,33 +1,7 @@
 r"""Coupling the norms as well as the directions (beyond the paper).
 
-Inside a simplex block :math:`\mathbf D\mathbf S\mathbf R` the paper draws the d
-norms i.i.d. :math:`\chi_d` (Thm 3.4 assumes it).  Here the norms are coupled
-while each stays marginally :math:`\chi_d`; since the directions (rows of
-:math:`\mathbf S\mathbf R`, :math:`\mathbf R` Haar) are uniform and independent of
-the norms, every row is still exactly :math:`\mathcal N(0, I_d)` and the PRF
-estimator stays unbiased.  Kinds (q is the :math:`\chi_d` quantile function):
-
-``"iid"``
-    independent norms (SimRFs);
-``"antithetic"``
-    rows (1, 2), (3, 4), ... get :math:`q(U), q(1-U)`; an odd last row is independent;
-``"stratified"``
-    :math:`w_i = q(\{U + i/d\})` (systematic sampling: one norm per d-quantile stratum);
-``"equal"``
-    :math:`w_i = q(U)` for all rows (comonotone).
-
-Since the simplex directions make all pairs equivalent, the pair conformity
-(eq. ``def_rf_conformity``) is an average of one-dimensional integrals,
-
-.. math::
-    \rho = \frac{1}{d(d-1)}\sum_{i\ne j}\mathbb E\big[F(w_i^2 + w_j^2 - \tfrac{2}{d-1}w_iw_j)\big],
-    \qquad F(s) = {}_0F_1(;\tfrac d2;\tfrac{v^2s}{4}),
-
-evaluated by quadrature over U (:func:`conformity`); the MSE follows from
-Thm 3.2 with the diagonal term unchanged.  At small v,
-:math:`\rho = 1 + \frac{v^2}{2d}(2d - \frac{2}{d-1}\mathbb E[w_iw_j]) + O(v^4)`, so
-positively dependent norms help at small v (``"equal"`` is best there) while
-the O(v^4) convexity favours spreading them (``"stratified"``) at larger v.
+The norm couplings and the pair conformity they give: :ref:`guide-montecarlo.norm_coupling`
+(``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations

@@ -1,54 +1,7 @@
 r"""The toolkit's projection matrices inside performer-pytorch (a real client), and why its error differs.
 
-performer-pytorch's ``FastAttention`` keeps its random features in the buffer
-``projection_matrix`` of shape ``(nb_features, dim_heads)``: row f is
-:math:`w_f`, applied as :math:`w_f^\top(d^{-1/4}x)`, with
-:math:`\chi_d`-distributed row norms (``ortho_scaling=0``, the default).
-That is exactly the convention of :func:`montecarlo.sample_weights`: an
-(m, d) matrix whose rows are :math:`\mathcal N(0, I_d)` for every exact
-coupling, so a simplex (or any other) matrix drops in unchanged.
-``FastAttention`` draws new matrices by calling ``self.create_projection(device=...)``
-(from ``redraw_projection_matrix``, which the ``Performer`` model's
-``feature_redraw_interval`` triggers); :func:`use_coupling` replaces that
-callable by a :class:`PerformerProjection`, so every later redraw uses the
-chosen coupling too.
-
-Recipe::
-
-    from performer_pytorch import FastAttention
-    from montecarlo.performer import use_coupling
-
-    attn = FastAttention(dim_heads=64, nb_features=130)
-    use_coupling(attn, "simplex", seed=0)       # or a whole Performer model
-    out = attn(q, k, v)                          # q, k, v: (batch, heads, L, 64)
-
-performer-pytorch's own sampler, ``gaussian_orthogonal_random_matrix``,
-takes Q from a QR decomposition without the sign correction, so its rows are
-not Gaussian: ``python -m montecarlo audit
-performer_pytorch.performer_pytorch:gaussian_orthogonal_random_matrix --d 16
---m 16 --coupling orthogonal --call m,d --n 2000 --seed 0`` fails the
-marginals, moments, PRF-unbiasedness and conformity checks (row 0 of every
-block has :math:`w^\top e_1 < 0`: KS distance 0.5; the PRF kernel estimate at
-:math:`\|x+y\| = 1` along the diagonal is low by 14.0% +- 0.4%, z = -19.7)
-and passes the RFF check (RFFs are even in w).  See :mod:`montecarlo.audit`.
-
-The output error of ``FastAttention`` against exact softmax attention is
-smaller than that of the unbiased estimator on the same matrices at large
-logits because of its ``eps``: see
-:class:`~montecarlo.nn.PRFAttention` (Notes) and
-:func:`fast_attention_errors`.
-
-Copies and checkpoints: ``copy.deepcopy`` of a model after :func:`use_coupling`
-copies the projection matrices exactly and forks each module's random stream
-(later redraws of the copies are independent, reproducibly), as for
-:class:`~montecarlo.nn.PRFAttention`.  performer-pytorch's ``state_dict`` holds
-the matrices but not the stream, so a resumed run's later redraws differ from
-the uninterrupted run's; for bit-identical resumption use ``PRFAttention``
-(its state holds the stream) or call :func:`use_coupling` again with a seed
-derived from the step.
-
-This module needs torch; :func:`fast_attention_errors` also needs
-performer-pytorch (``pip install 'simplex-rf[performer]'``).
+The recipe, and why the error of performer-pytorch's own sampler differs: :ref:`guide-montecarlo.performer`
+(``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations

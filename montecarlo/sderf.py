@@ -1,35 +1,6 @@
 r"""Symmetric dense-exponential random features (SDERFs, FAVOR#): parameters, feature maps, Monte Carlo.
 
-The sampling half of :mod:`theory.sderf` (which has the derivation and the closed forms):
-for :math:`\mathbf A = \mathbf Q\,\mathrm{diag}(a_k)\mathbf Q^\top` (:math:`a_k < 1/8`,
-:math:`\mathbf Q` orthogonal), :math:`\mathbf B = (I - 4\mathbf A)^{1/2}` and
-:math:`D = \det(I - 4\mathbf A)^{1/4}`,
-
-.. math::
-    \phi(x)_i = \frac{D}{\sqrt m}\exp\big(w_i^\top\mathbf Aw_i + w_i^\top\mathbf Bx - c\|x\|^2\big),
-
-unbiased for :math:`e^{-\|x-y\|^2/2}` (c = 1) and :math:`e^{x^\top y}` (c = 1/2) whenever
-every row :math:`w_i` is :math:`\mathcal N(0, I_d)` (every exact coupling).  ``a = A * ones``
-gives the optimised PRFs of FAVOR++, ``a = 0`` the PRFs.
-
-Computation.  Per draw of W (m, d), :func:`sderf_projection` forms once
-:math:`\mathbf W_B = \mathbf W\mathbf B` (row i is :math:`(\mathbf Bw_i)^\top`, B symmetric) and
-the per-direction offsets :math:`o_i = w_i^\top\mathbf Aw_i + \log D
-= \sum_k a_k((\mathbf W\mathbf Q)_{ik})^2 + \frac14\sum_k\log(1-4a_k)`, O(m d^2); then the
-log-features of a batch are :math:`X\mathbf W_B^\top + o - c\|x\|^2 - \frac12\log m`, O(N m d)
-time and O(N m + m d) memory, exponentiated once (optionally after a row or global offset,
-as in :func:`montecarlo.random_features`).  With every :math:`a_k < 0` (the data-driven optimum
-for data spanning every direction) the features are bounded in w: completing the square,
-:math:`\log\phi(x)_i \le \log D - c\|x\|^2 - \frac12\log m + \sum_k(1-4a_k)\tilde x_k^2/(4|a_k|)`,
-:math:`\tilde x = \mathbf Q^\top x`.
-
-The estimators draw whole weight matrices of any coupling with
-:func:`montecarlo.sample_weights` (``n_draws=`` per chunk): the isotropic fast path of
-:mod:`montecarlo.estimators` gives only :math:`w_i^\top v`, not :math:`w_i^\top\mathbf Aw_i`.
-
-This module is not wired as a feature kind (:mod:`theory.feature_kinds`): the kind hooks take
-projections :math:`w_i^\top x` and :math:`\|w_i\|^2`, while SDERFs need :math:`\mathbf W_B`
-and the offsets :math:`o_i` (a weights transform, :func:`sderf_projection`).
+The features and how they are computed: :ref:`guide-montecarlo.sderf` (``docs/guide/sampling.rst``).
 """
 
 from __future__ import annotations

@@ -1,43 +1,8 @@
 r"""Certificates over continuous domains: the paper's inequalities proved for every d in [2, D] and every
 argument in (0, V], written as JSON that an outside checker replays (issue 40).
 
-``python -m paper_checks --certify [CLAIM...] --out DIR [--d-max D] [--v-max V]`` writes one certificate
-``DIR/<claim id>.json`` per claim; ``python -m paper_checks.replay DIR`` re-verifies them from the JSON alone
-with a code path of its own.  The format, every quantity and every lemma a checker needs are documented in
-``docs/guide/certificates.rst``; this docstring is the map of the code.
-
-What a certificate proves.  Each claim is one or more inequalities ``0 < G(d, s)`` between closed forms,
-with s the claim's argument (v, z, u or t = -cos theta).  For every d of the domain the interval
-(0, S] is tiled, without gaps, by
-
-* one **small-argument cell** (0, s_0]: the Taylor series of G in its variable X (v^2/2, z^2/2, u^2/4 or t)
-  starts at a power L with a leading coefficient g_L whose ball is positive, the lower coefficients
-  vanish identically, and every coefficient obeys a proved majorant (:math:`|g_k| \le C\alpha^k/k!`, or the
-  binomial one for binexp), so that G(X) >= X^L (g_L - R(X_0)) > 0 on (0, X_0];
-* **cells** [s_lo, s_hi] with exact dyadic ends, on each of which G is enclosed by interval evaluation
-  over the whole cell (arb balls, no sampling) and the enclosure is positive; a cell whose enclosure
-  straddles 0 is bisected.
-
-Enclosures.  The PRF claims (Cor 3.3, Cor 4.4, Fig. 6, the hyperbolic ordering, Lemma A.2's equal-norm
-bound) are power series :math:`G = \sum_k g_k X^k` whose coefficients are enclosed once per d (arb balls,
-the convolution :math:`J_k/k! = [x^k]\,e^x\sum_p c^pR_px^p/p!` for the angle moments) and evaluated on a
-cell as :math:`\sum_k g_k\,[X_{lo}^k, X_{hi}^k]` plus the majorant's tail ball; the two sides are formed as
-one series (their difference), because separate enclosures of the sides would have to be narrower than
-their relative gap (about 1/d, and 1e-21 for Fig. 6's ratios at v = 8).  The RFF gap (Sec. 4.2) is an
-alternating series whose terms reach :math:`e^{z^2}` while the gap is :math:`O(e^{-z^2})`; it is enclosed
-by a Taylor model at the cell centre (derivatives from Kummer's equation, started from the Kummer-
-transformed series at high precision) with the remainder bounded by the proved derivative bounds of
-:func:`theory.conformities._rff_even_taylor`.  Eq. ``binexp_main`` is enclosed in the Bernstein basis of
-t, where every term is non-negative.
-
-The winners map (claims ``beyond.winners_small_v`` and ``beyond.winners_large_v``, the command line's alias
-``winners``) is certified per map cell on a v-interval around its grid v by :mod:`paper_checks.certify_winners`
-(the same series evaluation, plus the monotone OPRF gain), and replayed by :mod:`paper_checks.replay_winners`.
-
-Budgets are work, not time: cells per (inequality, d), the smallest cell width, and precision bits
-(:data:`MAX_CELLS`, :data:`MIN_WIDTH_BITS`, :data:`MAX_PREC`); exceeding one raises :class:`NotCertified`
-naming the cell, and so does a cell on which the negation is proved (the certifier's power: a reversed
-inequality is refuted at its first cell).
+What a certificate proves, the enclosures and the budgets: :ref:`guide-paper_checks.certify`
+(``docs/guide/certificates.rst``).
 """
 
 from __future__ import annotations

@@ -4,49 +4,8 @@ v-interval around v (issue 40).  Driven by :func:`paper_checks.certify.certify` 
 ``beyond.winners_small_v`` and ``beyond.winners_large_v``, the alias ``winners``); replayed by
 :mod:`paper_checks.replay_winners`.  The format and the lemmas are in ``docs/guide/certificates.rst``.
 
-The quantity.  The map compares :math:`S = m\,e^{2(\|x\|^2+\|y\|^2)}\,\mathrm{MSE}` at m = d (``scaled_mse``: the
-per-direction variance plus d - 1 weighted pair excesses; every positive kind has the same prefactor, so the
-ordering holds for every x, y with :math:`\|x + y\| = v`, and m = 4d gives the same S: four blocks have the same
-coupled pairs per feature).  With :math:`X = v^2/2`, :math:`w = d - 1` and the power series in X
-
-* ``exp4`` :math:`e^{4X} = e^{2v^2}`, ``exp2`` :math:`e^{2X}`, ``one`` 1;
-* ``rho_orth`` :math:`\rho_{\mathrm{ORF}} = {}_1F_1(d; \frac d2; X)`, ``rho_simplex`` :math:`\rho(c)`,
-  ``hyp_simplex`` :math:`\frac12(\rho(c) + \rho(-c))` (c = -1/(d-1), the angle moments of
-  :func:`paper_checks.certify._angle_moment_excess`), ``jensen`` :math:`{}_0F_1(;\frac d2; dX)`,
-
-the contestants with i.i.d. :math:`\chi_d` norms have :math:`S_{\mathrm{prf}} = e^{4X} - e^{2X} + w(\rho_c - e^{2X})`,
-:math:`S_{\mathrm{hyperbolic}} = \frac12(e^{2X} - 1)^2 + w(\bar\rho_c - e^{2X})` and
-:math:`S_{\mathrm{oprf}} = S_{\mathrm{prf}} - D` at FAVOR++'s optimal A, where
-
-.. math:: D(v) = e^{2v^2}\big(1 - e^{-t(v)}\big),\qquad t(v) = v^2 - \min_{A<1/8}\Big(d\log(1-4A)
-          - \tfrac d2\log(1-8A) + \tfrac{v^2}{1-8A}\Big) \ge 0
-
-is the OPRF gain (the variance at A = 0 minus the variance at the optimum; the pair term does not depend on A,
-:mod:`theory.oprf`'s theorem).  The minimum is attained at the closed form :math:`A^* = -s/(1 - 2s +
-\sqrt{(2s+1)^2+8s})`, s = v^2/d, and D is nondecreasing in v (lemmas below), so on a cell
-:math:`D \in [D(v_{lo}), D(v_{hi})]`.  The norm-coupled contestants enter through proved bounds:
-``pnc_orthogonal`` with PRFs or hyperbolic PRFs lies between its ORF value minus
-:math:`w_c(\rho_{\mathrm{ORF}} - {}_0F_1(;\frac d2;dX))` (Jensen) and its ORF value (convex order),
-:math:`w_c = 2\lfloor d/2\rfloor/d` norm-coupled pairs per feature; OPRF x PNC (at its own optimal A) lies
-below PRF-ORF (A = 0 is an OPRF) and has no proved lower bound.
-
-Each inequality "W below L" is ``0 < G = lower(L) - upper(W)``, a power series in X (coefficients combined
-exactly per component before any rounding, majorant :math:`|g_k| \le C4^k/k!`, C the sum of the absolute
-weights) plus :math:`\pm D`; a cell is enclosed as in :class:`paper_checks.certify._SeriesEvaluator` (the
-interval powers of X and the majorant's tail) plus the monotone enclosure of D.
-
-The interval of a map cell.  The target is the cell's own v-range: between the geometric midpoints of v and
-its neighbours on the grid (at the ends, the same ratio outward), rounded to 12 significant bits (dyadic), and
-capped at ``--v-max``.  From the grid v each inequality is proved cell by cell toward both ends of the target
-(bisecting undecided cells); a side stops at a cell where the reverse inequality is proved (a crossing of the
-map), at one that stays undecided below 2^-16 of the side's length, or when it has spent its work budget
-(:data:`MAX_SIDE_EVALUATIONS`); the certified interval is the intersection over
-the inequalities, and contains v.  At the grid v itself every inequality whose two sides are closed forms must
-be proved, else :class:`~paper_checks.certify.NotCertified` (``refuted`` when the reverse is proved there: a
-wrong winner).  A loser known only through a bound that does not separate at v (PRF-PNC's Jensen bound),
-the winner's own ORF sibling when the winner is its PNC form (the bound is that sibling) and OPRF-PNC (no lower
-bound) are listed under ``not_against`` with the reason: those comparisons are the map's, at points
-(quadrature).
+The quantity, the inequalities and the interval of a map cell: :ref:`guide-paper_checks.certify_winners`
+(``docs/guide/certificates.rst``).
 """
 
 from __future__ import annotations
@@ -129,7 +88,7 @@ def _form(kind, coupling, d):
 
 
 def bounds(name, d):
-    """(upper, lower, how) of contestant ``name`` at d: forms (:func:`_form`) bounding its scaled MSE from
+    """(upper, lower, how) of contestant ``name`` at d: forms (``_form``) bounding its scaled MSE from
     above and below (None: no proved bound) and a sentence saying why."""
     kind, coupling = name.split("/")
     if coupling != "pnc_orthogonal":
@@ -188,7 +147,7 @@ def _components(d, K):
 
 def oprf_gain(d, v, prec):
     """Balls of the OPRF gain D(v) = e^{2v^2}(1 - e^{-t}) and of e^{2v^2 - t} = e^{2v^2} - D (the OPRF variance
-    plus e^{v^2}) at an exact v (module docstring), at ``prec`` bits; both are nondecreasing in v."""
+    plus e^{v^2}) at an exact v (:ref:`guide-paper_checks.certify_winners`), at ``prec`` bits; both are nondecreasing in v."""
     with _prec(prec):
         vv = _arb_q(Fraction(v))
         v2 = vv * vv

@@ -1,30 +1,6 @@
 r"""Replay certificates from their JSON alone: ``python -m paper_checks.replay DIR [FILE ...]``.
 
-An outside checker of the certificates that ``python -m paper_checks --certify`` writes (format:
-``docs/guide/certificates.rst``).  It imports neither :mod:`theory` nor :mod:`paper_checks.certify`: only
-the standard library and python-flint's arb balls, and it recomputes every enclosure by routes of its
-own, from the paper's printed closed forms where there are some:
-
-* PRF series: the x^k coefficients (x = v^2/2) of eq. ``orf_conformity`` and eq. ``simrf_conformity`` (Gamma
-  functions, the double sum over p), App. A.8's product form of the orthogonality gap, the 0F1 series of
-  Lemma A.2; the sum over a cell by interval powers [X_lo^k, X_hi^k] and the majorant's tail;
-* the RFF gap: a Taylor model at the cell centre started from the printed series of Thm 4.5 itself
-  (not Kummer's transformation), continued by Kummer's equation, with the remainder from the Bessel bound
-  :math:`|\frac{d^n}{dy^n}M(d, \frac d2, -y)| \le (d)_n/(\frac d2)_n` only;
-* eq. ``binexp_main``: the Bernstein form with the moments :math:`\mu_j = E[(1 - \sin\phi)^j]` from the
-  Gamma-function moments :math:`E[\sin^i\phi]`.
-* the winners map (quantity ``winners_gap``): :mod:`paper_checks.replay_winners`, with its own table of the
-  contestants' bounds and the printed OPRF optimum.
-
-What it checks: the format; that for every inequality and every d (and k) of the domain the cells tile
-(0, end] without gaps or overlaps, the first cell (0, s_0] being a small-argument cell; each small-argument
-certificate (the leading coefficient recomputed, the lower coefficients zero, the remainder recomputed from
-the majorant constants *of this module*, not of the file); on every other cell that the recorded enclosures
-decide the inequality, that the recomputed enclosures decide it too and overlap the recorded ones; the
-all-d coefficient checks; and, for the RFF gap, the root enclosures (sign change and a negative derivative).
-
-Exit status: 0 every certificate replays, 1 one does not (a line ``FAIL name: reason`` each), 2 bad usage.
-It sets python-flint's process-wide precision without a lock: a command line, not a library for threads.
+What the checker recomputes and checks: :ref:`guide-paper_checks.replay` (``docs/guide/certificates.rst``).
 """
 
 from __future__ import annotations

@@ -7,40 +7,8 @@ cannot reach it (counted in work, not seconds: the same answer on any machine at
 :class:`~theory.validation.ArgumentTypeError`, also a ``TypeError``) naming
 the argument.
 
-Precision and threads.  The caller's precision is read once per call: the
-thread's own :func:`precision` setting if one is active, else
-``mpmath.mp.dps`` (``mp.workdps`` is process-global, by mpmath's design).  The
-computation runs in a private mpmath context under one lock, so results never
-depend on other threads and ``mpmath.mp`` is never changed; :func:`budget`
-sets the work budget of each call, a call over a grid of arguments included
-(without it, :data:`~theory._context.DEFAULT_WORK` units for each point, about a
-minute of a 2-core machine), and an opt-in wall-clock limit
-(``budget(seconds=...)``).  See :mod:`theory._context`.
-
-Grids.  Functions of v, z, w, cos(theta), d and m accept a sequence or numpy
-array for those arguments and return a numpy object array of mpf of the
-broadcast shape (scalars stay scalars).  The MSE functions share one order,
-``(coupling[, baseline], d, v or z)``, with ``kind``, ``m``, ``x_norm``, ``y_norm``
-and ``kernel`` keyword-only.  Feature kinds (``"prf"``, ``"rff"``,
-``"hyperbolic"``) have one record each in :mod:`theory.feature_kinds`
-(:func:`feature_kind`); :func:`kernel_mse` and :func:`kernel_mse_ratio` take
-any of them.
-
-Modules (one home per formula): :mod:`theory.kernels` (kernels, Thm 3.2,
-ensembles), :mod:`theory.distributions` (Lemmas 4.1, 4.2),
-:mod:`theory.conformities` (Thm 4.3 and its routes), :mod:`theory.mse`
-(MSEs, ratios, gaps, Cor 4.4-4.6, Sec. 5.1, z_crit), :mod:`theory.geometry`
-(simplex vectors, Algorithm 1), :mod:`theory.simplex_plus` (Sec. 3.2),
-:mod:`theory.symbolic` (sympy derivations), :mod:`theory.certified`
-(rigorous balls, python-flint) and :mod:`theory._hypergeometric` (Kummer's
-function with relative accuracy).  Shared by every package of the toolkit:
-:mod:`theory.registry` (one record per coupling, hooks per layer),
-:mod:`theory.validation` (argument checks) and :mod:`theory.errors` (the
-failure family).
-
-Importing :mod:`theory` (or one of its shared modules, as :mod:`montecarlo`
-does) is cheap: the names below are loaded from their modules on first use
-(PEP 562), so ``import theory.registry`` does not load mpmath's closed forms.
+Precision and threads, grids, the modules and their imports: :ref:`guide-theory`
+(``docs/guide/theory_design.rst``).
 """
 
 

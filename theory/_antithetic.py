@@ -1,31 +1,7 @@
 r"""The antithetic Gamma pair of :mod:`theory.pnc`, fast (a private module).
 
-For :math:`a = d/2` and :math:`x_1 \sim \mathrm{Gamma}(a)` the antithetic partner is
-:math:`x_2 = Q_a^{-1}(P_a(x_1))` (:math:`P_a, Q_a` the regularised incomplete gamma functions).  This
-module evaluates
-
-* :math:`P_a(x)` and :math:`Q_a(x)` in fixed-point integer arithmetic (their power series, or the finite
-  sum :math:`Q_n(x) = e^{-x}\sum_{k<n}x^k/k!` for integer a), to a relative accuracy of the working
-  precision, about 10-50x faster than mpmath's ``gammainc``;
-* the partner by a fourth-order step (series reversion of :math:`\log Q_a` with its analytic derivatives)
-  from scipy's float start, with an a-posteriori bound on the step's error: one evaluation of
-  :math:`Q_a` per inversion at up to about 190 bits, a second step where the bound asks for it, and the
-  bracketed steps of :func:`invert_upper` where the fast step declines (:func:`_fixed_partner`);
-* expectations :math:`\mathbb E[f(x_1, x_2)]` over the pair (:func:`expect`) by Gauss rules on pieces of
-  the lower half in :math:`y = -\ln x` (:class:`PairRule`): each piece by two rules of successive sizes of
-  :data:`LADDER`, the larger one's error estimated from their difference (extrapolated by the geometric
-  convergence of Gauss-Legendre rules on analytic integrands; not extrapolated for the Gauss-Laguerre tail),
-  the piece with the largest estimate refined (more nodes, then split) until the sum is within the
-  tolerance, or :class:`~theory.errors.ConvergenceError` after :data:`MAX_NODES` more nodes; a sum whose
-  terms cancel beyond its guard bits raises :class:`Cancellation` for the caller to add bits;
-* :math:`{}_0F_1(;b;z)` for z >= 0 (the PRF and OPRF integrands) by its series in fixed point
-  (:func:`hyp0f1`, :func:`hyp0f1_pair`).
-
-The nodes and partners of a rule depend on d and the precision only, not on the integrand: the PRF, RFF
-and OPRF pair terms, their A-derivatives and the moments of the small-v series share them (within a call,
-and across calls through theory.pnc's memo keyed on d; a rule serves every precision up to its own, which
-is rounded up to 32-bit steps of at least 128 bits).  Every node, batch of series terms and integrand
-evaluation charges its work (:data:`NODE_UNITS`, :data:`SERIES_UNITS`, :data:`INTEGRAND_UNITS`).
+The construction, its arithmetic and its caches: :ref:`guide-theory._antithetic`
+(``docs/guide/theory_design.rst``).
 """
 
 from __future__ import annotations

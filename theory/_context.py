@@ -1,76 +1,7 @@
 r"""Where :mod:`theory` computes: a private mpmath context, one lock, per-thread settings.
 
-Design (thread safety and the caller's precision)
--------------------------------------------------
-mpmath's global context ``mpmath.mp`` is process-wide: ``mp.dps = 50`` or
-``with mp.workdps(50):`` in one thread changes the precision every other
-thread computes with, and two threads entering and leaving ``workdps`` in an
-interleaved order can leave the global precision changed for good.  Some
-mpmath caches (the memoised constants of ``mpmath.libmp``) are not safe under
-concurrent use either.  :mod:`theory` therefore
-
-1. reads the caller's precision **once**, at the entry of each public call:
-   the thread's own setting from :func:`precision` if one is active, else
-   ``mpmath.mp.prec`` (the global precision, as set by ``mp.dps`` or
-   ``mp.workdps``);
-2. computes in a **private** context :data:`mp` (an ``mpmath.MPContext`` of
-   its own, never the global one), at that precision plus guard bits, under
-   one re-entrant lock :data:`LOCK` (theory calls are serialised; mpmath is
-   pure Python, so under the GIL this costs no parallelism);
-3. returns numbers of the **global** context (``mpmath.mp.mpf``), rounded to
-   the caller's precision; the global context is never written.
-
-So a theory call gives the same result from any thread, whatever other threads
-do, and never changes ``mpmath.mp.dps``.  To use different precisions in
-different threads, use the thread-local :func:`precision` instead of
-``mp.workdps`` (which is process-global by mpmath's design)::
-
-    with theory.precision(dps=50):        # this thread only
-        rho = theory.conformity("simplex", 64, "0.5")
-
-Every public call also runs under a **work budget** (:func:`budget`, default
-:data:`DEFAULT_WORK` units per call): the loops of :mod:`theory` (series terms,
-quadrature nodes, root-finding steps, recurrence steps) charge their work with
-:func:`check_time`, and a call that has used up its budget raises
-:class:`~theory.errors.ConvergenceError` (an ``mpmath.NoConvergence``) naming
-what to try, instead of running for minutes.  The budget counts work, not
-seconds, so the same call on the same inputs returns the same value or raises
-the same error on any machine at any load.  A wall-clock budget is available
-as an opt-in (``theory.budget(seconds=...)``, off by default).  An explicit
-budget bounds a call over a grid of arguments as a whole; the default applies
-to each point (:func:`budget`, :func:`grid_call`).
-
-Units of work
--------------
-One unit is about the cost of one elementary function (``exp``, ``log``) at
-up to :data:`UNIT_PREC` = 256 bits: about 15 microseconds on the 2-core
-reference machine the defaults were calibrated on.  A loop iteration charges
-``units`` (1 for a series term or a Newton step, more for a quadrature node
-that evaluates special functions: the call site says) times the **precision
-factor** :func:`precision_factor` ``max(1, p/256)**2`` at the private working
-precision p of the moment: the elementary functions of mpmath cost about
-:math:`p^2` beyond a few hundred bits (measured: exp and log at 4096 bits
-85-240 times, at 65536 bits 20 000-34 000 times their cost at 53 bits), so one
-iteration at a million bits is charged as what it is, and refused at once
-under the default budget instead of running for minutes.  So the number of
-steps a call may take falls with the precision it works at, as its time per
-step rises, and the budget bounds the time of a call to within a small
-factor of ``DEFAULT_WORK`` x 15 us (about a minute here) whatever the
-arguments.
-
-The same lock guards python-flint's process-global ``flint.ctx.prec`` in
-:mod:`theory.certified`, and :func:`os.register_at_fork` gives a forked child
-a fresh lock (a fork taken while another thread held it cannot deadlock).
-
-Rule for code that registers theory hooks
------------------------------------------
-Write ``from theory._context import mp`` (or ``from ._context import mp``
-inside the package) instead of ``from mpmath import mp``.  Code that still
-computes with the global ``mpmath.mp`` keeps working: :func:`legacy` runs it
-with the global precision set to the private one for the duration of the
-call (under the lock, restored afterwards), which is correct for theory calls
-from any thread but not isolated from other threads that use ``mpmath.mp``
-directly at the same moment.
+The design (thread safety, the caller's precision, work budgets and their units) and the rule for code that
+registers hooks: :ref:`guide-theory._context` (``docs/guide/theory_design.rst``).
 """
 
 from __future__ import annotations
@@ -98,7 +29,7 @@ mp = MPContext()
 #: Serialises theory calls (and python-flint's global precision in theory.certified).
 LOCK = threading.RLock()
 
-#: Default work budget of one public call (of each point of a grid), in units of work (module docstring):
+#: Default work budget of one public call (of each point of a grid), in units of work (:ref:`guide-theory._context`):
 #: about a minute of the reference machine.  The longest calls of the test suite and the figures use
 #: under a tenth of it (benchmarks/README.md, "Work budgets").
 DEFAULT_WORK = 4_000_000
@@ -175,7 +106,7 @@ def budget(seconds=None, *, work=None):
         on the machine and its load, so a value can become an error on a busy machine; the work budget
         does not.
     work : positive int, optional
-        The work budget in units of work (module docstring; default :data:`DEFAULT_WORK`): a call that
+        The work budget in units of work (:ref:`guide-theory._context`; default :data:`DEFAULT_WORK`): a call that
         has charged more raises :class:`~theory.errors.ConvergenceError` at the check that crossed it, the
         same check on every machine.
 
@@ -214,7 +145,7 @@ def caller_prec():
 def precision_factor(prec):
     """Units one step costs per stated unit at ``prec`` bits: ``max(1, prec / UNIT_PREC) ** 2``, an integer.
 
-    mpmath's elementary functions cost about ``prec**2`` beyond a few hundred bits (module docstring)."""
+    mpmath's elementary functions cost about ``prec**2`` beyond a few hundred bits (:ref:`guide-theory._context`)."""
     prec = int(prec)
     return 1 if prec <= UNIT_PREC else (prec * prec) // (UNIT_PREC * UNIT_PREC)
 
@@ -256,11 +187,11 @@ check_work = check_time
 
 @contextlib.contextmanager
 def grid_call():
-    """One budget for a whole grid call (used by :func:`theory._checks.guarded`'s grid mapping).
+    """One budget for a whole grid call (used by ``theory._checks.guarded``'s grid mapping).
 
     Under an explicit :func:`budget` and outside any theory call, the grid's work limit (and, with
     ``seconds``, its deadline ``now + seconds``) is set here, once for the grid; every point's call
-    (:func:`entered`) then keeps the earlier of the grid's limits and its own, and :func:`check_grid_time`
+    (``entered``) then keeps the earlier of the grid's limits and its own, and :func:`check_grid_time`
     refuses to start a point once either is spent.  Under the default budget, or inside a theory call (a
     grid mapped by a nested call already runs under the enclosing call's budget), nothing is set.
     """

@@ -1,38 +1,7 @@
 r"""Kummer's function :math:`M(a, b, x) = {}_1F_1(a; b; x)` for the closed forms of the paper.
 
-Every conformity of the paper is built from :math:`M(a, b, x)` with
-:math:`a - b = d/2` (a non-negative integer or half-integer) and
-:math:`b > 0`: :math:`M(d + p, \frac d2 + p, \pm\frac{v^2}{2})`.  The functions
-here return it with **relative** accuracy at the working precision, or raise
-:class:`~theory.errors.ConvergenceError` within a budget, choosing among
-routes by cost:
-
-===================  =====================================================================
-route                used for
-===================  =====================================================================
-mpmath ``hyp1f1``    the default (series with cancellation control, or its asymptotic
-                     expansion for large :math:`|x|`), with a term budget and a
-                     precision budget; mpmath's own failures are turned into
-                     ConvergenceError
-Kummer, finite       :math:`x \ge 0`, :math:`a - b = n` an integer (even d):
-                     :math:`M(a,b,x) = e^x\sum_{j=0}^n\binom nj\frac{x^j}{(b)_j}`,
-                     n + 1 positive terms (no cancellation, O(d) for any x)
-recurrence, x >= 0   half-integer :math:`a - b` (odd d) when mpmath runs out of
-                     terms: DLMF 13.3.1 in a, forward from :math:`M(b \mp \frac12, b, x)` (positive
-                     series), the dominant direction for x > 0; checked at two precisions
-recurrence, x <= 0   :math:`x = -y`: start from
-                     :math:`M(b+f, b, -y) = e^{-y}M(-f, b, y)` and its neighbour
-                     (:math:`f = a - b - \lfloor a - b\rfloor`) and run DLMF 13.3.1
-                     :math:`aM(a+1) = (2a-b-y)M(a) + (b-a)M(a-1)` up to a: the
-                     Laguerre recurrence, stable in this direction (checked by
-                     computing twice, 32 bits apart); O(d) for any y, where the
-                     power series would cancel thousands of bits
-===================  =====================================================================
-
-:func:`laguerre_scan` runs the same recurrence in double precision with
-rescaling and counts the sign changes of the sequence (a Sturm sequence: the
-number of zeros of :math:`M(d, \frac d2, -y)` below y for even d), which is
-how :func:`theory.z_crit` brackets the first sign change of the RFF gap.
+Where the closed forms use it and which route serves which arguments: :ref:`guide-theory._hypergeometric`
+(``docs/guide/theory_design.rst``).
 """
 
 from __future__ import annotations
@@ -197,7 +166,7 @@ def hyp1f1_neg(a, b, y, what="1F1", absolute=False):
 
 
 def _recurrence(n, f, b, y, prec, what="1F1"):
-    """M(b + f + n, b, -y) by the recurrence in a, at ``prec`` bits (see the module docstring)."""
+    """M(b + f + n, b, -y) by the recurrence in a, at ``prec`` bits (see :ref:`guide-theory._hypergeometric`)."""
     what = f"{what}: recurrence in a over a - b = {n}{' + 1/2' if f else ''} steps (x < 0)"
     with mp.workprec(prec):
         yy = y  # keep every bit of y: e^{-y} below needs it in absolute terms

@@ -1,68 +1,7 @@
 r"""The cross-pair conformity: coupled directions with *different* vectors (issue 41, for the attention error).
 
-The paper's RF-conformity (Sec. 4) is :math:`\mathbb E[e^{w_i^\top v}e^{w_j^\top v}]` for a coupled pair of
-directions and one vector :math:`v = x + y`.  The error of random-feature *attention* (see
-:func:`montecarlo.nn.attention_error`) also needs the pair with two different vectors,
-the estimates of :math:`K(x, y_1)` and :math:`K(x, y_2)` that share the query's features:
-
-.. math::
-    M(z_1, z_2) = \mathbb E\big[e^{w_i^\top z_1 + w_j^\top z_2}\big],
-    \qquad z_1 = x + y_1,\; z_2 = x + y_2,
-
-a function of :math:`A = \|z_1\|^2`, :math:`B = \|z_2\|^2` and :math:`C = z_1^\top z_2` (rotation invariance).
-
-Closed form
------------
-For a coupled pair :math:`w_i = \rho_1u_1`, :math:`w_j = \rho_2(cu_1 + su_2)` with :math:`(u_1, u_2)` a
-Haar-random orthonormal pair, :math:`c = \cos\theta` the coupling's angle (0 for ``orthogonal``,
-:math:`-1/(d-1)` for ``simplex``), :math:`s^2 = 1 - c^2`, and independent :math:`\chi_d` norms:
-
-1. :math:`W = [w_i, w_j] = UR` with :math:`R = \begin{pmatrix}\rho_1 & c\rho_2\\ 0 & s\rho_2\end{pmatrix}`,
-   and the Stiefel integral :math:`\mathbb E_U\,e^{\operatorname{tr}(M^\top U)} = {}_0F_1(\tfrac d2; \tfrac14M^\top M)`
-   (Herz; Muirhead, Thm 7.4.1) with :math:`M = ZR^\top`, :math:`Z = [z_1, z_2]`: a 2 x 2 matrix argument
-   :math:`X` with :math:`\operatorname{tr}X = \tfrac14(\rho_1^2A + 2c\rho_1\rho_2C + \rho_2^2B)` and
-   :math:`\det X = \tfrac1{16}s^2\rho_1^2\rho_2^2\Delta`, :math:`\Delta = AB - C^2 \ge 0`;
-2. for a 2 x 2 argument, :math:`{}_0F_1(b; X) = \sum_k \frac{(\det X)^k}{k!\,(b)_{2k}\,(b-\frac12)_k}
-   {}_0F_1(b+2k; \operatorname{tr}X)` (checked by Monte Carlo in the tests);
-3. with :math:`T = \rho_1^2 + \rho_2^2 \sim \chi^2_{2d}` and :math:`\rho_1^2/T = \sin^2(\phi/2)`, independent,
-   :math:`\phi` of density :math:`\sin^{d-1}\phi/J` on :math:`[0, \pi]` (as in eq. ``theta_conformity``),
-   :math:`\mathbb E_T[T^{2k}{}_0F_1(b+2k; Ty/4)] = 4^k(d)_{2k}\,{}_1F_1(d+2k; b+2k; y/2)`.
-
-Hence, with :math:`b = d/2`,
-
-.. math::
-    M = \sum_{k\ge0}\frac{(s^2\Delta/16)^k\,(d)_{2k}}{k!\,(\frac d2)_{2k}\,(\frac{d-1}2)_k}\;
-        \mathbb E_\phi\Big[\sin^{2k}\phi\;{}_1F_1\big(d+2k;\tfrac d2+2k;x(\phi)\big)\Big],\qquad
-    x(\phi) = \tfrac14\big(A + B + (B - A)\cos\phi\big) + \tfrac c2\,C\sin\phi \;\ge 0.
-
-At :math:`z_1 = z_2 = v` (:math:`\Delta = 0`) only k = 0 remains and this is eq. ``theta_conformity``:
-:func:`cross_conformity` generalises :func:`theory.conformity` (``cross_conformity(c, d, v^2, v^2, v^2) =
-conformity(c, d, v)``).  The terms are positive, and their ratio is at most
-:math:`\frac{s^2\Delta\sin^2\phi}{16}\frac{(d+2k)(d+2k+1)}{(k+1)(\frac d2+2k)(\frac d2+2k+1)(\frac{d-1}2+k)}`,
-decreasing in k (since :math:`{}_1F_1(a+2;b+2;x) \le {}_1F_1(a;b;x)` for :math:`a \ge b`, :math:`x \ge 0`),
-which bounds the remainder.  ``iid`` pairs are independent: :math:`M = e^{(A+B)/2}`.
-
-Feature kinds (:func:`cross_pair_moment`): the hyperbolic PRF's statistic :math:`\cosh(w^\top z)` gives
-:math:`\frac12(M(A,B,C) + M(A,B,-C))`; the OPRF's, :math:`(1-4A)^{d/2}e^{2A\|w\|^2 + \sqrt{1-4A}\,w^\top z}`,
-gives M itself for every A: its tilt :math:`e^{2A\rho^2}` with the factor :math:`(1-4A)^{d/2}` makes
-:math:`\sqrt{1-4A}\,\rho` a :math:`\chi_d` norm again, independently for each direction of the pair.
-
-Independent route (:func:`cross_conformity_conditional`): condition on :math:`u_1`; :math:`u_2` is uniform on
-the sphere of :math:`u_1^\perp` and the part of :math:`u_1` orthogonal to :math:`z_2` uniform on a sphere too,
-which leaves one integral over :math:`t = u_1^\top z_2/\|z_2\|` (density :math:`\propto(1-t^2)^{(d-3)/2}`) of
-norm averages that are double series of :math:`\chi_d` moments:
-
-.. math::
-    M = \mathbb E_t\Big[\mathbb E_{\rho_1}\big[e^{\rho_1\alpha t}\,\Omega(\rho_1\beta\sqrt{1-t^2})\big]\,
-        \mathbb E_{\rho_2}\big[e^{\rho_2c\sqrt B\,t}\,\Omega(\rho_2s\sqrt{B(1-t^2)})\big]\Big],\quad
-    \Omega(r) = {}_0F_1(\tfrac{d-1}2; \tfrac{r^2}4),
-
-with :math:`\alpha = C/\sqrt B`, :math:`\beta = \sqrt{\Delta/B}`.
-
-References
-----------
-Reid et al., "Simplex Random Features", ICML 2023, Sec. 4 and App. A; Muirhead, "Aspects of Multivariate
-Statistical Theory" (1982), Sec. 7.4; Herz, "Bessel functions of matrix argument", Ann. Math. 61 (1955).
+The closed form, its derivation and the independent route: :ref:`guide-theory.attention`
+(``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations

@@ -1,42 +1,7 @@
 r"""Certified mode: rigorous enclosures with arb ball arithmetic (python-flint).
 
-Beyond the paper.  Each function returns a ``flint.arb`` ball guaranteed to
-contain the exact value (for the exact real inputs: a decimal string such as
-``"0.1"`` and a ``Fraction`` are enclosed exactly, a float, a numpy float
-(``longdouble`` included) and an mpf are taken as their binary values, at any
-precision; the domain, v >= 0 or cos(theta) in [-1, 1], is checked on that
-exact value).
-
-* :math:`\rho_{\mathrm{IID}} = e^{v^2}`, :math:`\rho_{\mathrm{ORF}} = {}_1F_1(d;\frac d2;\frac{v^2}{2})`
-  (arb's rigorous 1F1);
-* :math:`\rho_\theta` by the Taylor expansion in :math:`\cos\theta` (see
-  :mod:`theory.conformities`) truncated after P terms, plus a ball of radius
-  equal to the proved remainder bound :math:`|t_P|q_P/(1-q_P)`,
-  :math:`q_P = \frac{|\cos\theta|x}{P+1}\frac{d+P}{d/2+P} < 1`;
-* the RFF conformities likewise, with the majorant bound of
-  :func:`theory.conformities._rff_even_taylor`;
-* the orthogonality-gap brackets :math:`e^{v^2}-\rho_{\mathrm{ORF}}` (PRF) and
-  :math:`e^{-z^2}-\rho^{\mathrm{RFF}}_{\mathrm{ORF}}` (RFF).
-
-:func:`certify_ordering` and :func:`certify_rff_sign` decide inequalities
-rigorously on grids, raising the precision until the balls separate (or
-reporting "undecided").  Install with ``pip install python-flint``.
-
-Width and failure.  A valid ball can be too wide to say anything (at large
-arguments the alternating Taylor terms cancel): :func:`conformity`,
-:func:`conformity_at_angle`, :func:`rff_conformity` and the gap brackets take
-``min_digits`` (default 1): the working precision is doubled, up to
-``max_prec`` bits (default 16 times ``prec``), until the ball's radius is
-below :math:`10^{-\mathrm{min\_digits}}` of its midpoint, else
-:class:`~theory.errors.CertificationError` is raised (``min_digits=0``
-accepts any valid ball).  A series that cannot be summed within its term or
-work budget raises :class:`~theory.errors.ConvergenceError`; both are
-``mpmath.NoConvergence``.
-
-Threads: python-flint's working precision ``flint.ctx.prec`` is process-wide;
-every function here changes it only under the theory lock
-(:data:`theory._context.LOCK`) and restores it, so concurrent calls from
-several threads do not see each other's precision.
+What is enclosed, how inequalities are decided, width and failure, threads: :ref:`guide-theory.certified`
+(``docs/guide/theory_design.rst``).
 """
 
 from __future__ import annotations

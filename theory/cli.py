@@ -1,5 +1,5 @@
 """Plumbing shared by every command line of the toolkit (:mod:`theory`, :mod:`montecarlo`,
-:mod:`figures`, :mod:`paper_checks`); it lives in the lowest layer so that all of them can use it.
+:mod:`figures`, ``paper_checks``); it lives in the lowest layer so that all of them can use it.
 
 Every command line of the toolkit follows one contract: ``--help`` prints the
 options with their help text and defaults and runs nothing; a bad option is

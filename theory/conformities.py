@@ -1,42 +1,7 @@
 r"""RF-conformities of IIDRFs, ORFs, SimRFs and any fixed angle (Sec. 4).
 
-The RF-conformity of a coupled pair (eq. ``def_rf_conformity``) is
-
-.. math::
-    \rho = \Gamma(\tfrac d2)\,\mathbb{E}_{w_{ij}}\Big[\sum_{k\ge0}
-    \frac{v^{2k}w_{ij}^{2k}}{2^{2k}k!\,\Gamma(k+\frac d2)}\Big]
-    = \mathbb{E}\big[{}_0F_1(;\tfrac d2;\tfrac{v^2w_{ij}^2}{4})\big].
-
-Several routes are encoded, so that each closed form can be checked by an
-independent one (the tests and ``paper_checks`` compare them):
-
-============================  ==================================================
-function                      route
-============================  ==================================================
-``conformity``                public entry point; the fastest route per coupling
-``conformity_iid``            Lemma 4.1, :math:`e^{v^2}`
-``conformity_orthogonal``     :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})` (mpmath)
-``orf_conformity_series``     eq. ``orf_conformity`` summed as printed
-``orf_conformity_kummer``     Kummer's transformation, a finite sum for even d
-``simrf_conformity_series``   eq. ``simrf_conformity`` (double series) as printed
-``conformity_at_angle``       Taylor expansion in :math:`\cos\theta` (fast)
-``conformity_at_angle_quad``  eq. ``theta_conformity`` as a 1-D integral of 1F1
-``conformity_from_moments``   definition with exact chi moments (no Lemma 4.2)
-============================  ==================================================
-
-Derivation of the fast route.  Writing eq. ``theta_conformity`` with
-:math:`x = v^2/2` and the normalised weight :math:`\sin^{d-1}\phi/J` on
-:math:`[0,\pi]` (:math:`J=\sqrt\pi\,\Gamma(\frac d2)/\Gamma(\frac{d+1}{2})`),
-
-.. math::
-    \rho_\theta = \mathbb{E}_\phi\big[M(d,\tfrac d2,x(1+\cos\theta\sin\phi))\big]
-    = \sum_{p\ge0}\frac{(x\cos\theta)^p}{p!}\,M^{(p)}(d,\tfrac d2,x)\,R_p,
-
-with :math:`M^{(p)}(a,b,x) = \frac{(a)_p}{(b)_p}M(a+p,b+p,x)` and
-:math:`R_p = \mathbb{E}_\phi[\sin^p\phi] = \frac{\Gamma(\frac{d+1}{2})\Gamma(\frac{d+p}{2})}
-{\Gamma(\frac d2)\Gamma(\frac{d+p+1}{2})}`.  For :math:`x \ge 0`,
-:math:`M^{(p+1)} \le \frac{d+p}{d/2+p}M^{(p)}` and :math:`R_{p+1}\le R_p`, which
-bounds the remainder (see :func:`theory._series.sum_series`).
+The routes and the derivation of the fast route: :ref:`guide-theory.conformities`
+(``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations
@@ -131,7 +96,7 @@ def conformity_orthogonal(d, v):
 
     Domain: even d any size, odd d <= 4097, and :math:`v \le 10^{300}`; for
     larger odd d the middle range :math:`d \lesssim v^2/2 \lesssim d^2` raises
-    ConvergenceError (see :mod:`theory._hypergeometric` for the routes).
+    ConvergenceError (see :ref:`theory._hypergeometric <guide-theory._hypergeometric>` for the routes).
     """
     d = check_dimension(d)
     vv = check_v(v)
@@ -349,7 +314,7 @@ def conformity_at_angle(d, v, cos_theta):
     Notes
     -----
     Two routes.  While :math:`|\cos\theta|\,v^2/2 \le` :data:`TAYLOR_MAX`, the
-    Taylor expansion in :math:`\cos\theta` described in the module docstring,
+    Taylor expansion in :math:`\cos\theta` described in :ref:`guide-theory.conformities`,
     with a proved remainder bound and cancellation control (terms alternate
     when :math:`\cos\theta < 0`; about :math:`e|\cos\theta|v^2/2` terms).  Beyond,
     eq. ``theta_conformity`` as a one-dimensional integral over
@@ -618,7 +583,7 @@ def rff_conformity_at_angle(d, z, cos_theta):
 
     so only the even terms of the Taylor expansion in :math:`\cos\theta` survive.
     For :math:`\cos\theta = 0` this is :math:`{}_1F_1(d;\frac d2;-\frac{z^2}{2})` (Thm 4.5),
-    evaluated with relative accuracy (:mod:`theory._hypergeometric`).
+    evaluated with relative accuracy (:ref:`theory._hypergeometric <guide-theory._hypergeometric>`).
 
     Routes: the even Taylor terms while :math:`|\cos\theta|z^2/2 \le` :data:`TAYLOR_MAX`,
     else the quadrature route (:func:`rff_conformity_at_angle_quad`; there the

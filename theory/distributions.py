@@ -159,7 +159,7 @@ def pdf_wij(w, d, cos_theta, maxdegree=None):
     :math:`\delta \approx w/(2\sqrt d)`, with a width :math:`1/(2\sqrt d)` in
     :math:`\log\delta`).  In either variable the integrand is one peak, which is located to
     within a fraction of its width and broken around on its own scale
-    (:func:`theory._series.peak_in_log`), so that no peak is missed whatever d, w and
+    (``theory._series.peak_in_log``), so that no peak is missed whatever d, w and
     :math:`\cos\theta` (a fixed partition missed the peak at :math:`\cos\theta = -1` and
     :math:`d \ge 10^5`, returning values off by a factor up to :math:`10^{28}`).  The
     log-integrand, of size :math:`d + w^2`, is formed with that many more bits.  At
@@ -260,7 +260,7 @@ def _half_in_log(log_f, hi, what):
     In u the integrand :math:`e^{\lambda(u)}` is one smooth peak (width :math:`1/(2\sqrt d)` in u at
     :math:`\cos\theta = -1`, :math:`10^{-10}` at :math:`d = 2^{63}`), or rises to the end
     :math:`x = \pi/8`.  The peak is located to within a fraction of its width
-    (:func:`theory._series.peak_in_log`), its width measured on each side, and the interval broken
+    (``theory._series.peak_in_log``), its width measured on each side, and the interval broken
     at :math:`u^* \mp \mathrm{width}\cdot2^k`, so that every piece holds a smooth part of the
     integrand whatever the scale of the peak; the quadrature variable is :math:`y = u - u^*`, so that
     its nodes resolve a narrow peak far from u = 0; below the last left breakpoint, where the
@@ -345,7 +345,7 @@ def pdf_wij_convolution(w, d, cos_theta):
     :math:`p(w) = 2\int_0^\infty p_{\chi_d}(r)p_{\chi_d}(r+w)dr`; at c = 1,
     :math:`p(w) = \int_0^w p_{\chi_d}(r)p_{\chi_d}(w-r)dr`.  Each integrand is one peak (of width
     about 1 in :math:`w_i` whatever d), located and broken around on its own scale
-    (:func:`_unimodal_peak`; fixed breakpoints missed it at d >= 1024 and c = -1, silently: 0.98
+    (``_unimodal_peak``; fixed breakpoints missed it at d >= 1024 and c = -1, silently: 0.98
     instead of 0.259 at d = 10^5, w = 1.5).
 
     Domain (a check route): d up to :math:`2^{63}` at moderate w; w up to :math:`10^{10}` at
@@ -422,7 +422,7 @@ def _unimodal_peak(log_g, a, b, hi, what, n_scan=64):
     ``integrate(maxdegree)`` giving I to the working precision (see :func:`_combine_peaks`).
 
     The peak is located (a uniform scan, then golden section until g is flat across the bracket,
-    :func:`theory._series.peak_in_log`), its width measured on each side
+    ``theory._series.peak_in_log``), its width measured on each side
     (:func:`theory._series.drop_scale`), and [a, b] broken at :math:`x^* \mp \mathrm{width}\cdot2^k`,
     so that a peak of any width is resolved; the quadrature variable is :math:`x - x^*`.
     """

@@ -1,54 +1,7 @@
 r"""Fixed-norm orthogonal random features: the bias and MSE of a scheme libraries ship (beyond the paper).
 
-performer-pytorch's ``gaussian_orthogonal_random_matrix(..., scaling=1)`` (and other
-libraries' "regularised" orthogonal features) give every row the norm
-:math:`\sqrt d` instead of a :math:`\chi_d` norm: :math:`w_i = \sqrt d\,u_i` with
-:math:`u_i` the orthonormal rows of a Haar matrix (blocks of d rows, the last
-truncated, independent blocks).  The rows are not Gaussian, so the estimators
-are biased.  With :math:`F(t) = {}_0F_1(;\frac d2;t)` (for a uniform unit vector
-u, :math:`\mathbb E e^{r u^\top v} = F(r^2v^2/4)`, :math:`\mathbb E\cos(ru^\top z)
-= F(-r^2z^2/4)`):
-
-* PRF mean per direction :math:`\mu = \mathbb E e^{w^\top v} = F(dv^2/4)` instead of
-  :math:`e^{v^2/2}` (1.612 vs 1.649 at d = 8, v = 1), second moment
-  :math:`F(dv^2)`; within a block :math:`\|w_i + w_j\| = \sqrt{2d}`, so the pair
-  term is :math:`F(dv^2/2)`; across blocks (independent) :math:`\mu^2`.
-* RFF mean :math:`F(-dz^2/4) = \Gamma(\frac d2)(\frac2t)^{d/2-1}J_{d/2-1}(t)`,
-  :math:`t = \sqrt d\,z` (the Bessel kernel, not the Gaussian one), second moment
-  :math:`(1 + F(-dz^2))/2`, pair term within a block :math:`F(-dz^2/2)`.
-
-With P coupled ordered pairs (:func:`theory.coupled_pairs`) and the squared
-prefactor :math:`\pi^2` of the kind (:math:`e^{-2c(\|x\|^2+\|y\|^2)}` for PRFs, 1
-for RFFs), the estimator :math:`\hat K = \pi\frac1m\sum_i b_i` has
-
-.. math::
-    \mathbb E\hat K - K = \pi(\mu - \mu_0),\qquad
-    \mathrm{MSE} = \frac{\pi^2}{m}\Big(\mathrm{Var}\,b + \frac Pm(\rho - \mu^2)\Big) + \pi^2(\mu - \mu_0)^2,
-
-:math:`\mu_0 = e^{v^2/2}` (PRF) or :math:`e^{-z^2/2}` (RFF).  The squared bias does not
-shrink with m: for m large the fixed-norm MSE is worse than the unbiased ORF's
-whatever its variance.  ``python -m montecarlo audit`` reports a sampler's measured
-bias against :func:`fixed_norm_bias` when its rows all have one norm.
-
-Small v
--------
-The bias and the MSE are differences of nearly equal numbers at small v: :math:`\mu/\mu_0 - 1
-= -\frac{v^4}{4(d+2)} + O(v^6)`, :math:`\mathrm{Var}\,b = O(v^2)` (PRF) and, for the RFFs, the
-variance of a full block cancels to :math:`O(z^8)` (its :math:`z^4` term, from :math:`\sum_i
-(w_i^\top z)^2 = dz^2`, is constant).  Where :math:`v^2` is small against the working precision
-they are summed as power series in :math:`s = v^2` whose coefficients are computed exactly in
-rationals (the cancelling orders drop out exactly), with a proved tail bound: every coefficient
-of :math:`{}_0F_1(;\frac d2;\alpha s)` is at most that of :math:`e^{|\alpha| s/(d/2)}`, so the
-products above are majorised by exponentials.  Elsewhere the closed forms are evaluated with the
-guard bits the cancellation costs (measured after the fact, and the evaluation repeated with more
-bits when it lost more).  At d = 1 the RFF statistic :math:`\cos(\pm z)` is deterministic and its
-variance is exactly 0.
-
-Domain: d >= 1, v (or z) >= 0 as far as mpmath's 0F1 reaches (any v for PRFs; RFFs: the
-alternating series costs about :math:`\sqrt d z` guard digits), with relative accuracy down to
-the smallest positive mpf (v = 0 gives exactly 0).  ``mpmath.NoConvergence`` when a difference
-still cancels after 10 increases of the precision (an RFF bias at a crossing of the Bessel and
-the Gaussian kernels) or the work budget runs out.
+The scheme, its bias and MSE, the small-v limit and the domain: :ref:`guide-theory.fixed_norm`
+(``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations
@@ -212,7 +165,7 @@ def _closed_forms(kind, d, vv, p, whats):
 
 
 def _small_v_parts(kind, d, vv, p, whats):
-    """The parts ``whats`` (module docstring: 'bias', 'D', 'V') to the working precision, as a tuple: by the
+    """The parts ``whats`` (:ref:`guide-theory.fixed_norm`: 'bias', 'D', 'V') to the working precision, as a tuple: by the
     series at small v, else by the closed forms."""
     out = {}
     for what in whats:
@@ -249,7 +202,7 @@ def fixed_norm_mean(d, v, *, kind="prf"):
 def fixed_norm_bias(d, v, *, kind="prf"):
     r"""Relative bias of the fixed-norm estimate, :math:`\mathbb E\hat K/K - 1 = \mu/\mu_0 - 1` (independent of m,
     of the target kernel and of the norms of x and y): -0.0222 for PRFs at d = 8, v = 1; to relative accuracy
-    also at small v, :math:`-\frac{v^4}{4(d+2)}(1 + O(v^2))` (-2.5e-82 at d = 8, v = 1e-20; module docstring)."""
+    also at small v, :math:`-\frac{v^4}{4(d+2)}(1 + O(v^2))` (-2.5e-82 at d = 8, v = 1e-20; :ref:`guide-theory.fixed_norm`)."""
     kind = _kind(kind)
     d = check_dimension(d)
     vv = check_v(v, "v" if kind == "prf" else "z")
@@ -258,9 +211,9 @@ def fixed_norm_bias(d, v, *, kind="prf"):
 
 @guarded(grid=("d", "v", "m", "x_norm", "y_norm"))
 def fixed_norm_mse(d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, kernel="gaussian"):
-    r"""MSE of the fixed-norm orthogonal estimator (variance plus squared bias, module docstring), to relative
+    r"""MSE of the fixed-norm orthogonal estimator (variance plus squared bias, :ref:`guide-theory.fixed_norm`), to relative
     accuracy also at small v, where it is :math:`O(v^2)` for PRFs and, for RFFs with full blocks, :math:`O(z^8)`
-    (1.7361e-27 at d = m = 8, z = 1e-3; section "Small v" of the module docstring).
+    (1.7361e-27 at d = m = 8, z = 1e-3; section "Small v" of :ref:`guide-theory.fixed_norm`).
 
     Parameters
     ----------

@@ -1,69 +1,7 @@
 r"""Hyperbolic positive random features under every coupling (beyond the paper).
 
-The hyperbolic PRFs of FAVOR+ (Choromanski et al., *Rethinking Attention with
-Performers*, ICLR 2021) use every direction twice, with both signs:
-
-.. math::
-    \phi(x) = \frac{e^{-c\|x\|^2}}{\sqrt{2m}}\big[e^{w_i^\top x}, e^{-w_i^\top x}\big]_{i=1}^m,
-    \qquad \phi(x)^\top\phi(y) = e^{-c\|x\|^2-c\|y\|^2}\frac1m\sum_i\cosh(w_i^\top v),
-
-v = x + y, width 2m, unbiased for the Gaussian (c = 1) and softmax (c = 1/2)
-kernels when every :math:`w_i \sim \mathcal N(0, I_d)`.  Per direction
-:math:`b = \cosh(w^\top v)` has :math:`\mathbb E b = e^{v^2/2}` and
-
-.. math::
-    \mathrm{Var}[b] = \frac{1 + e^{2v^2}}{2} - e^{v^2} = \frac{(e^{v^2}-1)^2}{2}
-    = \frac{1 - e^{-v^2}}{2}\,e^{v^2}(e^{v^2}-1),
-
-i.e. :math:`(1-e^{-v^2})/2` of the PRF's.  For a coupled pair,
-:math:`\cosh a\cosh b = \frac12(\cosh(a+b) + \cosh(a-b))` and, for an isotropic
-law, :math:`\mathbb E\cosh(u^\top v) = \mathbb E e^{u^\top v}`, so
-
-.. math::
-    \mathbb E[b_ib_j] = \tfrac12\big(\mathbb E e^{(w_i+w_j)^\top v}
-    + \mathbb E e^{(w_i-w_j)^\top v}\big) = \tfrac12\big(\rho(\theta) + \rho(\pi-\theta)\big)
-
-in terms of the conformity at an angle (:func:`theory.conformity_at_angle`;
-:math:`w_i` and :math:`-w_j` subtend :math:`\pi - \theta`).  IID pairs give
-:math:`e^{v^2}`; orthogonal pairs, and the norm-coupled orthogonal pairs of
-``pnc_orthogonal`` (flipping :math:`u_j` is a symmetry of the Haar law and
-leaves the norms alone), give their PRF conformity; the simplex coupling
-gives :math:`\frac12(\rho(\theta_s) + \rho(\pi-\theta_s))`,
-:math:`\cos\theta_s = -1/(d-1)`.  The MSE is then the common form of
-:func:`theory.kernel_mse` (``kind='hyperbolic'``).  At small v,
-:math:`\mathbb E[b_ib_j] - e^{v^2} = \beta v^4 + O(v^6)` with β the RFF
-:math:`z^4` coefficient of the same coupling (the hyperbolic pair term is the
-RFF conformity at :math:`z = iv`): :math:`\beta_\theta = \frac{d\cos^2\theta-1}{2(d+2)}`.
-
-Theorem (orthogonal directions are optimal for hyperbolic PRFs)
----------------------------------------------------------------
-Among couplings whose norms are i.i.d. :math:`\chi_d` and independent of the
-directions, and for every d >= 2 and v > 0, the pair term of a pair at angle
-θ is at least that of an orthogonal pair, with equality only at
-:math:`\cos\theta = 0`.  Hence the ORF hyperbolic MSE is below the SimRF
-hyperbolic MSE at every d >= 2, v > 0 and m (both have the same pair counts):
-the simplex coupling, optimal for PRFs (Thm 3.4), *loses* for hyperbolic PRFs.
-
-*Proof.*  Given the norms, :math:`\|w_i + w_j\|^2 = w_i^2 + w_j^2 + 2w_iw_j\cos\theta`
-is affine in :math:`c = \cos\theta`, and by Lemma 4.2's argument
-:math:`\rho(c) = \mathbb E\big[{}_0F_1(;\frac d2;\frac{v^2}{4}\|w_i+w_j\|^2)\big]`.
-:math:`{}_0F_1(;b;\cdot)` has positive Taylor coefficients, so it is strictly
-convex on :math:`[0, \infty)`; a convex function of an affine function is
-convex, and an expectation of convex functions is convex: ρ is convex in c
-(strictly, since :math:`w_iw_jv^2 > 0` almost surely).  The hyperbolic pair
-term :math:`g(c) = \frac12(\rho(c) + \rho(-c))` is even and strictly convex,
-so :math:`g(c) > g(0)` for :math:`c \ne 0`.  The MSE is increasing in the pair
-term (weight :math:`P/m > 0`).  More generally, any coupling of the directions
-(with i.i.d. :math:`\chi_d` norms independent of them) has a pair term
-:math:`\mathbb E[g(c_{ij})] \ge g(0)`: orthogonal directions are optimal among
-all of them for m <= d.  Only couplings of the norms can do better;
-``pnc_orthogonal`` does, by a little (its pair term is the PRF one, which it
-lowers by at most a few per cent).  ∎
-
-Checked in ``tests/test_hyperbolic.py``: the closed forms against Monte Carlo
-(with asserted power) and against a second route (the quadrature of eq.
-``theta_conformity``), the ordering by certified balls
-(:func:`hyperbolic_ordering`), and the claim row ``beyond.hyperbolic_orthogonal``.
+The features, their MSE and the proof that orthogonal directions are optimal: :ref:`guide-theory.hyperbolic`
+(``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations
@@ -139,7 +77,7 @@ def hyperbolic_pair_term(coupling, d, v):
     Parameters
     ----------
     coupling : str
-        'iid', 'orthogonal', 'simplex' or 'pnc_orthogonal' (module docstring).
+        'iid', 'orthogonal', 'simplex' or 'pnc_orthogonal' (:ref:`guide-theory.hyperbolic`).
     d : int
     v : real >= 0
         :math:`\|x + y\|`.

@@ -1,42 +1,6 @@
 r"""Kernels, the estimators' MSE as a function of the RF-conformity, ensembles.
 
-Kernels (Sec. 1 of the paper)
------------------------------
-:math:`K_{\mathrm{gauss}}(x, y) = \exp(-\|x-y\|^2/2)`,
-:math:`K_{\mathrm{smax}}(x, y) = \exp(x^\top y)`, and
-:math:`K_{\mathrm{gauss}} = K_{\mathrm{smax}}\exp(-\|x\|^2/2 - \|y\|^2/2)`.
-
-MSE and conformity (Thm 3.2, ``mse_and_conformity``; App. A.5 for RFFs)
------------------------------------------------------------------------
-For PRFs with m features and pair-averaged conformity
-:math:`\rho = \frac{1}{m(m-1)}\sum_{i\ne j}\mathbb{E}[b_i b_j]`,
-:math:`b_i = e^{w_i^\top(x+y)}`,
-
-.. math::
-    \mathrm{MSE} = \frac{e^{-2\|x\|^2-2\|y\|^2}}{m}\Big((e^{2v^2}-e^{v^2})
-                   + (m-1)(\rho - e^{v^2})\Big),
-
-and for RFFs with :math:`\rho_{\mathrm{RFF}} = \frac{1}{m(m-1)}\sum_{i\ne j}
-\mathbb{E}[\cos(w_i^\top z)\cos(w_j^\top z)]`,
-
-.. math::
-    \mathrm{MSE} = \frac1m\Big(\frac{(1-e^{-z^2})^2}{2} + (m-1)(\rho_{\mathrm{RFF}}-e^{-z^2})\Big).
-
-Ensembles of independent blocks
--------------------------------
-For m > d the paper uses independent blocks of d coupled vectors (footnote 1);
-when d does not divide m the last block holds the first ``m mod d`` rows of an
-independent d x d block.  Pairs inside a block are coupled (conformity
-:math:`\rho_c`), pairs across blocks are independent (:math:`\mathbb{E}[b_ib_j]
-= e^{v^2}`).  With :math:`P = \sum_{\mathrm{blocks}} b(b-1)` coupled ordered pairs,
-
-.. math::
-    \rho_{\mathrm{ens}} = \frac{P\rho_c + (m(m-1)-P)e^{v^2}}{m(m-1)},\qquad
-    \mathrm{MSE} = \frac{e^{-2\|x\|^2-2\|y\|^2}}{m}\Big((e^{2v^2}-e^{v^2})
-                   + \frac{P}{m}(\rho_c - e^{v^2})\Big).
-
-A truncated block keeps the pairwise geometry of the full block, so the same
-:math:`\rho_c` applies to its pairs.
+The formulas: :ref:`guide-theory.kernels` (``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations

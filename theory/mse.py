@@ -1,37 +1,7 @@
 r"""Kernel-estimator MSEs, MSE ratios and orthogonality gaps (Secs. 3-5).
 
-All functions accept any number of features m >= 1.  For m <= d every pair is
-coupled (the paper's setting); for m > d the features form independent blocks
-(see :mod:`theory.kernels`), with :math:`P` coupled ordered pairs, and every
-formula below carries :math:`P/m` where the paper writes :math:`m-1`
-(they agree for m <= d).
-
-PRF (Gaussian kernel, Thm 3.2):
-
-.. math::
-    \mathrm{MSE} = \frac{e^{-2\|x\|^2-2\|y\|^2}}{m}\Big(e^{v^2}(e^{v^2}-1)
-    + \frac Pm(\rho_c - e^{v^2})\Big)
-
-RFF (App. A.5):
-
-.. math::
-    \mathrm{MSE} = \frac1m\Big(\frac{(1-e^{-z^2})^2}{2} + \frac Pm(\rho^{\mathrm{RFF}}_c - e^{-z^2})\Big),
-    \qquad \rho^{\mathrm{RFF}}_{\mathrm{ORF}} = {}_1F_1(d;\tfrac d2;-\tfrac{z^2}{2})
-
-(the PRF form with :math:`v \to -iz`).  Differences :math:`\rho_c - e^{v^2}`
-are evaluated with extra bits so that small v (or z) loses no accuracy, and so
-are the differences of order 1/d (:math:`\rho_{\mathrm{ORF}} - e^{v^2} = O(v^4e^{v^2}/d)`,
-the SimRF limit :math:`1 - R_1 \approx 1/(2d)`): :math:`2\log_2d + 16` more bits
-(:func:`theory.distributions.dimension_bits`), so every d below :math:`2^{16384}` keeps
-every digit (before, 1 - R_1 lost :math:`\log_2 d` bits: the v = 0 SimRF/IIDRF ratio was
--0.18 at :math:`d = 10^{30}` instead of :math:`5\times10^{-31}`); beyond, ConvergenceError.
-At tiny v the difference takes the leading terms of its Taylor series in :math:`v^2` instead, whose
-remainder is bounded (:func:`_series_excess`), so that no constant is formed at millions of bits
-(v = 1e-100000 ran 7.8 s past a 3 s budget before; 0.15 s now).
-The sum :math:`\mathrm{Var} + \frac Pm(\rho_c - e^{v^2})` cancels too where P/m is of order d (SimRFs
-at m = d: the ratio to IIDRFs is of order 1/d): the bits it loses are measured and the terms formed
-again with as many more (:func:`_kind_inner`).  The kernel prefactor's argument
-:math:`-2c(\|x\|^2 + \|y\|^2)` is formed exactly (:func:`theory.kernels.norm_exponent`).
+The formulas and how small differences are evaluated: :ref:`guide-theory.mse`
+(``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations
@@ -86,7 +56,7 @@ def _small_arg_bits(t, what=None):
 
     More than :data:`SMALL_ARG_MAX_BITS` + 2 p raise ConvergenceError at once, naming t (``what`` names the
     quantity): the evaluation would outrun the work budget inside one mpmath call.  The differences of this
-    module take such t from their Taylor series first (:func:`_series_excess`), which leaves at most
+    module take such t from their Taylor series first (``_series_excess``), which leaves at most
     about 2(p + log2 d) + 32 bits to this route."""
     if t == 0:
         return 0
@@ -157,7 +127,7 @@ def _prf_excess(coupling, d, vv):
     is of order :math:`v^4e^{v^2}/d`: :func:`theory.distributions.dimension_bits` more bits).
 
     0 for IID pairs (Lemma 4.1: :math:`\rho = e^{v^2}` exactly); at tiny v the leading Taylor terms
-    (:func:`_series_excess`), so that v = 1e-100000 costs no 1.3 million-bit constants (before: 7.8 s past
+    (``_series_excess``), so that v = 1e-100000 costs no 1.3 million-bit constants (before: 7.8 s past
     a 3 s budget, then ConvergenceError); else the difference with :func:`_small_arg_bits` more bits."""
     return _excess(coupling, d, vv, True, "the PRF conformity excess",
                    lambda: call_hook(coupling, "prf_conformity", d, vv) - mp.exp(square(vv)))
@@ -165,7 +135,7 @@ def _prf_excess(coupling, d, vv):
 
 def _excess(coupling, d, t, odd, what, difference):
     """The pair excess ``what`` of :func:`_prf_excess` (``odd``) or :func:`_rff_excess` at argument t: 0 for
-    IID pairs, :func:`_series_excess` at tiny t, else ``difference()`` with :func:`_small_arg_bits` and
+    IID pairs, ``_series_excess`` at tiny t, else ``difference()`` with :func:`_small_arg_bits` and
     :func:`theory.distributions.dimension_bits` more bits."""
     if coupling == "iid":
         return mp.mpf(0)
@@ -210,7 +180,7 @@ register("simplex", "rff_conformity_z4", _z4_fixed_angle("simplex"))
 
 def _rff_excess(coupling, d, zz):
     r""":math:`\rho^{\mathrm{RFF}}_c - e^{-z^2}` without cancellation loss at small z and large d: 0 for IID
-    pairs (exactly :math:`e^{-z^2}`), the leading Taylor term :math:`bz^4` at tiny z (:func:`_series_excess`),
+    pairs (exactly :math:`e^{-z^2}`), the leading Taylor term :math:`bz^4` at tiny z (``_series_excess``),
     else the difference with :func:`_small_arg_bits` more bits."""
     return _excess(coupling, d, zz, False, "the RFF conformity excess",
                    lambda: _rff_conformity_raw(coupling, d, zz) - mp.exp(-square(zz)))
@@ -375,7 +345,7 @@ def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, 
     v : real >= 0 or array_like
         :math:`\|x + y\|` for the positive kinds, :math:`z = \|x - y\|` for RFFs.  Any v down to 0 for
         every kind (a tiny v takes the leading Taylor terms of the pair excess, with a bounded remainder:
-        :func:`_series_excess`).
+        ``_series_excess``).
     kind : str, keyword-only
         A feature kind (``theory.feature_kinds.names()``): 'prf', 'rff', 'hyperbolic'.
     x_norm, y_norm : real >= 0 or array_like, keyword-only
@@ -423,7 +393,7 @@ def kernel_mse_ratio(coupling, baseline, d, v, *, kind="prf", m=None, **params):
     d : int or array_like
     v : real >= 0 or array_like
         From 0 (the limit) up, any v > 0 (differences of order :math:`v^2` or :math:`v^4` against 1:
-        at tiny v their leading Taylor terms with a bounded remainder, :func:`_series_excess`, above
+        at tiny v their leading Taylor terms with a bounded remainder, ``_series_excess``, above
         with :math:`4\log_2(1/v)` extra bits, at most about :math:`2(p + \log_2 d) + 32`).
     kind : str, keyword-only
     m : int >= 1, optional, keyword-only
@@ -555,7 +525,7 @@ def mse_ratio(coupling, baseline, d, v, *, m=None):
         From 0 (the limit) up to the reach of :func:`theory.conformity`, any v > 0 below it: the
         differences :math:`\rho_c - e^{v^2} = O(v^2)` take their leading Taylor terms
         :math:`(a-1)v^2 + e\,v^4` at tiny v (remainder at most :math:`2v^6`, proved in
-        :func:`_series_excess`; every digit and 0.15 s at v = 1e-100000, which ran 7.8 s past a 3 s budget
+        ``_series_excess``; every digit and 0.15 s at v = 1e-100000, which ran 7.8 s past a 3 s budget
         before), and are formed with :math:`4\log_2(1/v)` extra bits above (at most about
         :math:`2(p + \log_2 d) + 32`).
     m : int >= 1, optional, keyword-only
@@ -715,7 +685,7 @@ def rff_conformity(coupling, d, z):
     :math:`-8.196\times10^{-205}` at d = 1024, z = 20) or changes sign; at an
     exact zero no relative accuracy exists and ConvergenceError is raised.
 
-    Domain (routes: :mod:`theory._hypergeometric` and
+    Domain (routes: :ref:`theory._hypergeometric <guide-theory._hypergeometric>` and
     :func:`theory.rff_conformity_at_angle`; measured at 30 digits, 10 s per call, by
     ``python -m benchmarks.bench_theory --domain``):
 
@@ -728,7 +698,7 @@ def rff_conformity(coupling, d, z):
       :math:`z \le 10^5` (odd d: :math:`z^2/2 \le \max(d, 2000)` or the asymptotic
       range).  For large d the Taylor terms are 1F1 values whose cost grows with d and
       :math:`z^2` (the series stops on a remainder bound that follows the size of the
-      value, :func:`theory.conformities._recurrence_tail`; the value is tiny there:
+      value, ``theory.conformities._recurrence_tail``; the value is tiny there:
       :math:`1.3\times10^{-2066}` at d = 65536, z = 67.6).  Measured at 30 digits:
       d = 1024: z = 100 in 0.5 s, z = 300 in 7 s, z = 1000 not within 60 s (one 1F1 of
       argument :math:`5\times10^5` alone); d = 4096: z = 100 in 1 s, z = 300 in 4 s;
@@ -884,12 +854,12 @@ def z_crit(d, z_max=None):
 
     Parameters
     ----------
-    d : int in [2, :data:`ZCRIT_MAX_D`] (= 65536), or array_like of them
+    d : int in [2, ``ZCRIT_MAX_D``] (= 65536), or array_like of them
         A larger d raises ValueError (the scan's work grows as :math:`d^2`).
     z_max : real > 0, optional
         Search limit (default :math:`4\sqrt d + 10`).  Any larger z_max gives the same
         answer (the range up to the default is scanned first); beyond it the scan continues
-        up to :data:`ZCRIT_SCAN_MAX` = :math:`10^{12}` (double precision), and a z_max above
+        up to ``ZCRIT_SCAN_MAX`` = :math:`10^{12}` (double precision), and a z_max above
         that with no sign change below raises ConvergenceError naming z_max.
 
     Returns
@@ -919,7 +889,7 @@ def z_crit(d, z_max=None):
     lobe, at most twice per lobe, and only if the lobe's maximum of
     :math:`\log h` is >= 0.  The search scans y, keeping every cell free of
     more than one zero of L by the Sturm count of the Laguerre recurrence
-    (:func:`theory._hypergeometric.laguerre_scan`), bounds the maximum of the
+    (``theory._hypergeometric.laguerre_scan``), bounds the maximum of the
     concave :math:`\log h` on each positive cell by the tangents at its ends,
     and subdivides only cells whose bound reaches 0; the first cell holding a
     point with :math:`h > 1` brackets the first sign change, which is then

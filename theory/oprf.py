@@ -1,84 +1,7 @@
 r"""Optimised positive random features (OPRFs, FAVOR++) under every coupling (beyond the paper).
 
-Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, *Chefs' Random Tables:
-Non-Trigonometric Random Features* (NeurIPS 2022) tilt the PRF by the norm of
-the direction:
-
-.. math::
-    \phi(x) = \frac{(1-4A)^{d/4}}{\sqrt m}\big[e^{A\|w_i\|^2 + \sqrt{1-4A}\,w_i^\top x - c\|x\|^2}\big]_i,
-    \qquad A < \tfrac18,
-
-c = 1 (Gaussian kernel) or 1/2 (softmax); A = 0 is the PRF of the paper and
-A <= 0 keeps every feature bounded.  With :math:`B = \sqrt{1-4A}` the
-per-direction statistic is :math:`b = (1-4A)^{d/2}e^{2A\|w\|^2 + Bw^\top v}`,
-v = x + y.  For :math:`w \sim \mathcal N(0, I_d)`,
-:math:`\mathbb E e^{2A\|w\|^2 + Bw^\top v} = (1-4A)^{-d/2}e^{B^2v^2/(2(1-4A))}`, so
-:math:`\mathbb E b = e^{v^2/2}` (unbiased), and
-
-.. math::
-    \mathbb E[b^2] = (1-4A)^d(1-8A)^{-d/2}\exp\Big(\frac{2(1-4A)v^2}{1-8A}\Big),\qquad
-    \mathrm{Var}[b] = e^{v^2}\operatorname{expm1}\Big(d\log(1-4A) - \tfrac d2\log(1-8A)
-    + \frac{v^2}{1-8A}\Big)
-
-(the second form is how it is evaluated: no cancellation at small v; and the two logarithms, which cancel to
-:math:`8dA^2` at small A, as :math:`\frac d2\operatorname{log1p}(16A^2/(1-8A))`, so that every A keeps its
-digits: relative accuracy for every A < 1/8, also A = -1e-300).  Its
-minimiser over A, where :math:`16A^2 - (2 - 4s)A - s = 0` with
-:math:`s = v^2/d`, is
-
-.. math:: A^* = \frac{1 - 2s - \sqrt{(2s+1)^2 + 8s}}{16} \le 0
-
-(:func:`optimal_a`; for a data set, FAVOR++ takes s from the mean statistics
-of queries and keys, :math:`s = \overline{\|x_i + y_j\|^2}/d`).
-
-Theorem (the OPRF pair term does not depend on A)
--------------------------------------------------
-For every coupling whose norms are i.i.d. :math:`\chi_d` and independent of the
-directions (iid, orthogonal, simplex), and every A < 1/8,
-:math:`\mathbb E[b_ib_j] = \rho_c(v)`, the PRF pair conformity.  Hence
-:math:`\mathrm{MSE}_{\mathrm{OPRF}}(c) - \mathrm{MSE}_{\mathrm{PRF}}(c) =
-P^2(\mathrm{Var}_A[b] - \mathrm{Var}_0[b])/m` for all such c: coupling gains and the
-OPRF gain add, and the optimal A is :math:`A^*` whatever the coupling.
-
-*Proof.*  Condition on the directions :math:`u_i, u_j`.  Then
-:math:`b_ib_j = (1-4A)^de^{2Ar_i^2}e^{2Ar_j^2}e^{B(r_iu_i + r_ju_j)^\top v}` with
-:math:`r_i, r_j` i.i.d. :math:`\chi_d`.  Tilting the :math:`\chi_d` density
-:math:`\propto r^{d-1}e^{-r^2/2}` by :math:`e^{2Ar^2}` gives
-:math:`\propto r^{d-1}e^{-(1-4A)r^2/2}`, the law of :math:`\chi_d/B`, with mass
-:math:`\mathbb E e^{2Ar^2} = (1-4A)^{-d/2}`.  So
-:math:`\mathbb E[b_ib_j\mid u] = (1-4A)^d(1-4A)^{-d}\,\mathbb E[e^{(\tilde r_iu_i +
-\tilde r_ju_j)^\top v}]` with :math:`\tilde r = B\cdot\chi_d/B` again i.i.d.
-:math:`\chi_d`: the PRF pair term given the directions.  Averaging over the
-directions gives :math:`\rho_c(v)`. ∎  For couplings whose norms are coupled
-(``pnc_orthogonal``) the tilt changes the joint law of the pair and the pair
-term depends on A: it is computed by its own quadrature
-(:func:`pnc_pair_term`), and the optimal A by a secant search on the derivative
-of the MSE; couplings whose directions depend on the norms (``simplex_plus``)
-and the structured ones have no closed form (Monte Carlo,
-:func:`montecarlo.empirical_mse` with ``kind='oprf'``).
-
-Domain: d >= 1, v >= 0 (relative accuracy down to v = 1e-300 and up to the
-reach of :func:`theory.conformity`), A real with A < 1/8; the pnc pair term
-needs its quadrature to converge (A <= 0 always does; 0 < A < 1/8 within the
-work budget or ConvergenceError).  pnc_orthogonal with ``A=None``: the optimum
-is the small-v series (:func:`_pnc_small_v_a`) where the MSE at the series' A
-is the minimum to 8 bits below the caller's precision (4 d^2 v^6 <
-2^-(prec+8)), else a secant search on the derivative, else (its quadrature
-failing near A = 0) a golden-section search on the MSE around the series' A.
-The secant starts next to the root found by a double-precision model of the
-derivative on the nodes of theory.pnc's quadrature (:func:`_pnc_float_a`), with a
-Newton step on the model's slope as its second point (2-3 evaluations of the
-derivative's quadrature at 15 digits, 3-4 at 30, instead of 8-11 from A*).  The pnc pair excess
-at small A and v comes from :func:`_pnc_excess_small` (no cancellation against
-e^{v^2}, so no extra bits growing with log(1/v)), and the secant's derivative
-from :func:`_pnc_excess_small_derivative` where the direct quadrature would
-need more than :data:`SMALL_ROUTE_BITS` extra bits; elsewhere both come from
-quadratures of the pair term.  Measured (2 busy cores, CPU time, caches
-emptied before each call): at 15 and at 30 digits every point of d in {2, 3,
-5, 8, 64, 256, 1024} x v in {1e-300, 1e-30, 1e-8, 1e-6, 1e-5, 3e-5, 1e-4,
-3e-4, 1e-3, 1e-2, 0.1, 1, 3} returns a value (15 digits: at most 0.35 s;
-30 digits: at most 0.85 s; before issue 38: 0.1-6.6 s and 0.2-11.7 s up to
-d = 256).
+The features, the optimal A, the proof that the pair term does not depend on A, and the domain:
+:ref:`guide-theory.oprf` (``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations
@@ -161,7 +84,7 @@ def _variance(d, vv, A):
 
 @guarded(grid=("d", "v"))
 def second_moment(d, v, A):
-    r"""Per-direction :math:`\mathbb E[b^2] = (1-4A)^d(1-8A)^{-d/2}e^{2(1-4A)v^2/(1-8A)}` (module docstring)."""
+    r"""Per-direction :math:`\mathbb E[b^2] = (1-4A)^d(1-8A)^{-d/2}e^{2(1-4A)v^2/(1-8A)}` (:ref:`guide-theory.oprf`)."""
     d = check_dimension(d)
     vv = check_v(v)
     a = check_a(A)
@@ -237,7 +160,7 @@ def _pnc_pair_term_derivative(d, vv, a, cancel=0):
 
 @guarded(grid=("d", "v"))
 def pnc_pair_term(d, v, A):
-    r""":math:`\mathbb E[b_ib_j]` of one norm-coupled orthogonal pair of OPRFs (depends on A, module docstring).
+    r""":math:`\mathbb E[b_ib_j]` of one norm-coupled orthogonal pair of OPRFs (depends on A, :ref:`guide-theory.oprf`).
 
     At A = 0 it is :func:`theory.pnc.pair_conformity`; the tests check it against Monte Carlo and, at A = 0,
     against that function's second route.

@@ -1,88 +1,7 @@
 r"""Pairwise norm-coupled orthogonal random features (PNC-ORFs), beyond the paper.
 
-Reid, Markou, Choromanski, Turner, Weller, *Variance-Reducing Couplings for
-Random Features* (ICLR 2025) couple the norms of orthogonal frequencies by
-optimal transport: inside an ORF block :math:`\mathbf W = \mathbf D\mathbf R`
-(:math:`\mathbf R` Haar) the rows are taken in pairs (1, 2), (3, 4), ... and the
-two :math:`\chi_d` norms of a pair are coupled *negatively monotonically*,
-
-.. math::
-    F(w_{2k}) = 1 - F(w_{2k-1}),\qquad\text{i.e. } w_{2k-1} = q(U),\ w_{2k} = q(1-U),
-
-with :math:`F` the :math:`\chi_d` CDF, :math:`q = F^{-1}` and U uniform (an odd
-last row keeps an independent norm).  Every norm is still :math:`\chi_d` and
-independent of the directions, so every row is exactly :math:`\mathcal N(0, I_d)`
-and the estimators stay unbiased; only the joint law of the pairs changes.
-
-Closed forms (by quadrature, and a series at small arguments)
--------------------------------------------------------------
-For orthonormal :math:`u_1, u_2` and a uniform random rotation,
-:math:`w_1 + w_2 = w_1u_1 + w_2u_2` has norm :math:`\sqrt{w_1^2+w_2^2}` and a
-uniform direction independent of it, so with :math:`a = d/2`,
-:math:`x_1 = w_1^2/2 \sim \mathrm{Gamma}(a)` and :math:`x_2 = Q_a^{-1}(P_a(x_1))`
-(:math:`P_a, Q_a` the regularised incomplete gamma functions):
-
-.. math::
-    \rho^{\mathrm{PRF}}_{\mathrm{pair}}(v)
-      = \mathbb E\big[{}_0F_1(;a;\tfrac{v^2}{2}(x_1+x_2))\big],\qquad
-    \rho^{\mathrm{RFF}}_{\mathrm{pair}}(z)
-      = \mathbb E\big[{}_0F_1(;a;-\tfrac{z^2}{2}(x_1+x_2))\big]
-
-(for RFFs :math:`\cos a\cos b = \frac12(\cos(a+b)+\cos(a-b))` and
-:math:`\|w_1 \pm w_2\|` are equal).  By the symmetry :math:`U \leftrightarrow 1-U`
-the expectation is twice an integral over the lower half,
-:math:`2\int_0^{x_{1/2}}\gamma_a(x)\,f(x + x_2(x))\,dx` with :math:`x_{1/2}` the
-median (:func:`pair_conformity`, one inversion of :math:`Q_a` per node), or
-:math:`2\int_0^{1/2} f(P_a^{-1}(u) + Q_a^{-1}(u))\,du` (:func:`pair_conformity_u`,
-the independent second route used by the tests, with mpmath's incomplete gamma function).  With
-independent norms the same expectation is :math:`{}_1F_1(d;\frac d2;\frac{v^2}{2})`, the ORF conformity.
-
-The quadrature (:mod:`theory._antithetic`): the lower half in :math:`y = -\ln x`, split at the lower
-quantiles 0.5, 0.05, :math:`10^{-6}` and :math:`2^{-p/2}` of Gamma(a) (p the working precision), Gauss-Legendre
-on each piece and Gauss-Laguerre beyond; at each node :math:`P_a(x)` by its series in fixed-point integer
-arithmetic and the partner by one fourth-order step from scipy's double-precision inverse, with an
-a-posteriori bound on the step's error (:math:`Q_a` by its finite sum for even d <= 1024, else
-:math:`1 - P_a` with the bits it cancels).  Each piece is checked by two rules (e.g. 16 and 24 nodes): the
-larger one's error is estimated from their difference by the geometric convergence of Gauss-Legendre rules
-on analytic integrands, the Laguerre tail's by the difference itself (its convergence is not geometric from
-the start: extrapolating let :math:`2^{-155}` through at 183 bits), plus the rounding of the terms; the
-piece with the largest estimate takes more nodes until the sum is below :math:`2^{10-p}` of the value, or
-:class:`~theory.errors.ConvergenceError` (:data:`theory._antithetic.MAX_NODES` more nodes).  A sum whose
-terms cancel (the RFF integrands at large z) is redone with the bits it measured lost.  The nodes and
-partners do not depend on the integrand: the PRF, RFF and OPRF terms, the A-derivatives and the moments of
-one d share them (:func:`_pair_rule`, memoised; :func:`clear_caches`).  Measured cost (benchmarks/README.md,
-``python -m benchmarks.bench_pnc``): 200-500 nodes at 15-30 digits, 15-80 ms per pair term (d <= 64).
-
-The other pairs of a block (rows of different antithetic pairs) are ORF pairs,
-so a block of b rows has :math:`2\lfloor b/2\rfloor` ordered norm-coupled pairs
-and :math:`b(b-1) - 2\lfloor b/2\rfloor` ORF pairs (registry hook
-``block_pair_weights``; :func:`theory.prf_mse` and :func:`theory.rff_mse` sum
-the two kinds).  Small-argument coefficients:
-:math:`\rho_{\mathrm{pair}} = 1 + v^2 + O(v^4)` (as for ORFs, since
-:math:`\mathbb E[w_1^2 + w_2^2] = 2d`) and
-:math:`\rho^{\mathrm{RFF}}_{\mathrm{pair}} - e^{-z^2} = \big(\frac{M}{4d(d+2)}
-- \frac14\big)z^4 + O(z^6)` with :math:`M = \mathbb E[w_1^2w_2^2]`
-(:math:`M = d^2` gives the ORF value :math:`-\frac{1}{2(d+2)}`).
-
-Small arguments: for :math:`t = v^2/2 \le 2^{-17}` (v <= 2^{-8} = 0.0039) the expectation is summed as
-the series in :math:`t`,
-:math:`\mathbb E[{}_0F_1(;a;\pm ts)] = \sum_k (\pm t)^k\,\mathbb E[s^k]/((a)_k\,k!)`,
-:math:`s = x_1 + x_2`, with :math:`\mathbb E[s^0] = 1`, :math:`\mathbb E[s] = d` exact and each
-:math:`\mathbb E[s^k]` by one quadrature at the precision its term needs
-(:func:`_pair_series`): the differences :math:`\rho - e^{v^2}` and
-:math:`\rho^{\mathrm{RFF}} - e^{-z^2}` that :mod:`theory.mse` forms (with about
-:math:`4\log_2(1/v)` extra bits, 4000 at :math:`v = 10^{-300}`) then cost a quadrature at about
-the caller's precision instead of one at thousands of bits.
-
-Domain: d >= 2 (d = 1 has no pair), v, z >= 0: every :math:`v \le 0.0039` (down to
-:math:`10^{-300}` and 0, the MSE forms included) by the series, larger v and z by quadrature as
-far as it reaches its error bound at the working precision (checked: d <= 1024, v <= 6, z <= 6 at
-15, 20 and 30 digits; d = 2 .. 5 to v = 10 at 15, 20 and 30 digits, the PRF integrand's peak deep in the
-norms' lower tail on pieces of its own; the RFF integrand to about 25 oscillations over the norms' range,
-z <= 20 at d <= 8, z <= 30 at d = 64, and refused at once beyond :data:`RFF_MAX_OSCILLATIONS`); d up to
-:data:`D_REACH` = :math:`2^{20}` (about 1 s at 15 digits there: the series take about :math:`\sqrt{dp}` terms).
-Beyond, :class:`~theory.errors.ConvergenceError` naming d, z or the quadrature, within the work budget of
-:mod:`theory._context` (every node, series term batch and integrand evaluation is charged).
+The coupling, the quadrature and the series, and the domain: :ref:`guide-theory.pnc`
+(``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations
@@ -441,7 +360,7 @@ def pair_conformity(d, v):
     Returns
     -------
     mpf, or a numpy object array of mpf of the broadcast shape of d and v
-        :math:`\mathbb E[{}_0F_1(;\frac d2;\frac{v^2}{2}(x_1+x_2))]` (module docstring).
+        :math:`\mathbb E[{}_0F_1(;\frac d2;\frac{v^2}{2}(x_1+x_2))]` (:ref:`guide-theory.pnc`).
 
     Raises
     ------

@@ -1,56 +1,6 @@
 r"""The coupling registry: one record per coupling, hooks registered by each layer.
 
-A *coupling* is a joint law of the m random projection rows :math:`w_i`.  Each
-one has exactly one :class:`Coupling` record here (name, label, plot style,
-whether rows are exactly Gaussian, block rule, pair angle, and which closed
-forms and samplers exist), and every layer of the toolkit attaches its code to
-that record as a named *hook*:
-
-===================================  ========== ===============================================
-hook                                 layer      signature and meaning
-===================================  ========== ===============================================
-``prf_conformity``                   theory     ``f(d, v) -> mpf``: pair conformity
-                                                :math:`\rho_c` (eq. ``def_rf_conformity``)
-``rff_conformity``                   theory     ``f(d, z) -> mpf``: RFF pair conformity
-``prf_conformity_v2``                theory     ``f(d) -> mpf``: :math:`a` in
-                                                :math:`\rho_c = 1 + a v^2 + O(v^4)`
-``rff_conformity_z4``                theory     ``f(d) -> mpf``: :math:`b` in
-                                                :math:`\rho^{RFF}_c - e^{-z^2} = b z^4 + O(z^6)`
-``block_pair_weights``               theory     ``f(d, b) -> (n_coupled, n_other)``: for
-                                                couplings whose pairs inside a block are not
-                                                all alike (see :func:`block_pair_split`)
-``pair_pdf``                         theory     ``f(w, d) -> mpf``: density of
-                                                :math:`w_{ij} = \|w_i + w_j\|` (Lemma 4.2)
-``certified_prf_conformity``         theory     ``f(d, v) -> arb`` (python-flint)
-``certified_rff_conformity``         theory     ``f(d, z) -> arb``
-``blocks``                           montecarlo ``f(d, n_blocks, random, route, info)`` -> array
-                                                (n_blocks, b, d): independent blocks of rows
-``projections``                      montecarlo ``f(vec, d, n_blocks, random)`` -> (n_blocks, b):
-                                                rows times one vector, drawn cheaply; without
-                                                it the blocks are drawn and multiplied (always
-                                                correct, slower)
-``structured_projection``            montecarlo ``f(d, m, random)`` -> a projection object
-                                                that never forms the dense matrix
-===================================  ========== ===============================================
-
-Lookups never fall through: :func:`hook` raises :class:`UnknownCouplingError`
-for a name that has no record and :class:`MissingHookError` (both
-:class:`ValueError`) for a hook the coupling does not have, naming the
-couplings that do.  A record declares the hooks it has (``closed_forms``,
-``samplers``); registering an undeclared hook is an error, and so is a declared
-hook that no module registers (a test imports every layer and checks).
-
-Adding a coupling
------------------
-1. a :class:`Coupling` record in :data:`RECORDS` (below), with ``modules``
-   naming the module of each layer that registers its hooks (imported on the
-   first lookup, so nothing else needs editing);
-2. the theory module registering its closed forms with :func:`register`;
-3. the montecarlo module registering its samplers.
-
-Everything else (argument validation, the coupling lists of every package,
-the command lines, figure styles, the sampler audit, the Monte Carlo
-estimators) reads the registry.
+The hooks, lookups and how to add a coupling: :ref:`guide-theory.registry` (``docs/guide/theory_design.rst``).
 """
 
 from __future__ import annotations

@@ -1,149 +1,7 @@
 r"""Symmetric dense-exponential random features (SDERFs, FAVOR#) in closed form (beyond the paper).
 
-Likhosherstov, Choromanski, Dubey, Liu, Sarlos and Weller, *Dense-Exponential
-Random Features: Sharp Positive Estimators of the Gaussian Kernel* (NeurIPS
-2023; preprint title *FAVOR#: Sharp Attention Kernel Approximations via New
-Classes of Positive Random Features*, arXiv:2302.00787) replace the scalar
-parameter of the optimised PRFs (OPRFs, FAVOR++; *Chefs' Random Tables*,
-NeurIPS 2022) by a symmetric matrix.  This module gives the exact single-direction
-second moment, variance and i.i.d. MSE of the symmetric variant, the pair-averaged
-objective, and its minimiser for a data set, all to the caller's working precision
-(:mod:`theory._context`).  Nothing here is registered as a feature kind yet; the
-sampling half is :mod:`montecarlo.sderf`.
-
-The features
-------------
-For :math:`w \sim \mathcal N(0, I_d)`, a symmetric :math:`\mathbf A` with
-:math:`I - 8\mathbf A \succ 0`, :math:`\mathbf B = (I - 4\mathbf A)^{1/2}`
-(symmetric, commuting with :math:`\mathbf A`) and
-:math:`D = \det(I - 4\mathbf A)^{1/4}`,
-
-.. math::
-    f(w, x) = \frac{D}{\sqrt m}\exp\big(w^\top\mathbf Aw + w^\top\mathbf Bx - c\|x\|^2\big),
-    \qquad \hat K(x, y) = \sum_{i=1}^m f(w_i, x)f(w_i, y) = \frac{P}{m}\sum_i b_i,
-
-with :math:`P = e^{-c(\|x\|^2+\|y\|^2)}`, :math:`v = x + y` and the per-direction statistic
-:math:`b = D^2\exp(2w^\top\mathbf Aw + w^\top\mathbf Bv)`; c = 1 (Gaussian kernel) or
-1/2 (softmax kernel).  Parameterise :math:`\mathbf A = \mathbf Q\,\mathrm{diag}(a_k)\mathbf Q^\top`
-(:math:`\mathbf Q` orthogonal, :math:`a_k < 1/8`); then
-:math:`\mathbf B = \mathbf Q\,\mathrm{diag}(\sqrt{1-4a_k})\mathbf Q^\top`.
-:math:`\mathbf A = a I` is the OPRF of FAVOR++ (:math:`\mathbf B = \sqrt{1-4a}\,I`,
-:math:`D = (1-4a)^{d/4}`), :math:`\mathbf A = 0` the PRF of eq. ``def_prf``.
-All :math:`a_k \le 0` makes every feature bounded in w.
-
-Derivation (the moment generating function of a Gaussian quadratic form)
--------------------------------------------------------------------------
-For symmetric :math:`\mathbf S` with :math:`I - 2\mathbf S \succ 0` and any vector u,
-
-.. math::
-    \mathbb E\,e^{w^\top\mathbf Sw + u^\top w}
-    = \det(I - 2\mathbf S)^{-1/2}\exp\big(\tfrac12u^\top(I-2\mathbf S)^{-1}u\big)
-
-(complete the square in the Gaussian density).  With :math:`\mathbf S = 2\mathbf A`,
-:math:`u = \mathbf Bv`: :math:`\mathbb E b = D^2\det(I-4\mathbf A)^{-1/2}
-e^{\frac12 v^\top\mathbf B(I-4\mathbf A)^{-1}\mathbf Bv} = e^{\|v\|^2/2}` since
-:math:`\mathbf B^2 = I - 4\mathbf A`, hence
-
-.. math::
-    \mathbb E\,\hat K = e^{\|v\|^2/2 - c(\|x\|^2+\|y\|^2)} = e^{x^\top y}e^{(1/2-c)(\|x\|^2+\|y\|^2)},
-
-the softmax kernel for c = 1/2 and :math:`e^{-\|x-y\|^2/2}` for c = 1 (unbiased for every
-valid :math:`\mathbf A` and every coupling whose rows are :math:`\mathcal N(0, I_d)`).
-With :math:`\mathbf S = 4\mathbf A`, :math:`u = 2\mathbf Bv` (this needs :math:`I - 8\mathbf A \succ 0`):
-
-.. math::
-    \mathbb E[b^2] = \det(I-4\mathbf A)\det(I-8\mathbf A)^{-1/2}
-    e^{2v^\top(I-4\mathbf A)(I-8\mathbf A)^{-1}v}
-    = \prod_{k=1}^d\frac{1-4a_k}{\sqrt{1-8a_k}}\exp\Big(\frac{2(1-4a_k)\tilde v_k^2}{1-8a_k}\Big),
-    \quad \tilde v = \mathbf Q^\top v.
-
-Using :math:`\frac{2(1-4a)}{1-8a} = 1 + \frac1{1-8a}` and :math:`\frac{(1-4a)^2}{1-8a} = 1 + \frac{16a^2}{1-8a}`,
-
-.. math::
-    \log\frac{\mathbb E[b^2]}{(\mathbb Eb)^2} = S(\tilde v, a)
-    := \sum_k\Big(\tfrac12\log\big(1 + \tfrac{16a_k^2}{1-8a_k}\big) + \frac{\tilde v_k^2}{1-8a_k}\Big) \ge 0,
-
-a sum of non-negative terms, so :math:`\mathrm{Var}\,b = e^{\|v\|^2}\,\mathrm{expm1}(S)` is evaluated
-with relative accuracy for every v (no cancellation, also as :math:`v, a \to 0`).  Under
-i.i.d. directions :math:`\mathrm{MSE} = P^2\,\mathrm{Var}\,b/m`, :math:`P^2 = e^{-2c(\|x\|^2+\|y\|^2)}`,
-and the relative MSE is kernel-free: :math:`\mathrm{MSE}/K^2 = \mathrm{expm1}(S)/m`
-(:math:`(e^{\|v\|^2}-1)/m` for PRFs).
-
-The optimum for a data set
---------------------------
-FAVOR# chooses the parameters minimising the *shifted log-variance*
-:math:`\overline{\mathcal L} = \frac1{LL'}\sum_{i,j}\log\big(\mathrm{Var}\,[f f] + K^2\big)
-= \frac1{LL'}\sum_{i,j}\log\mathbb E[(Pb)^2]` over the queries :math:`x_i` (L of them)
-and keys :math:`y_j` (L').  :math:`\log P^2` does not depend on the parameters, and
-:math:`\log\mathbb E[b^2]` is affine in :math:`vv^\top`:
-
-.. math::
-    \overline{\log\mathbb E[b^2]} = \sum_k\Big(\log(1-4a_k) - \tfrac12\log(1-8a_k)\Big)
-    + \sum_k\frac{2(1-4a_k)}{1-8a_k}\,q_k^\top\mathbf Mq_k,
-    \qquad \mathbf M = \overline{xx^\top} + \overline{yy^\top} + \bar x\bar y^\top + \bar y\bar x^\top,
-
-the average of :math:`(x_i+y_j)(x_i+y_j)^\top` over all L L' pairs, formed in
-O((L + L') d^2) (:func:`sderf_moment_matrix`).  **Theorem.**  With
-:math:`\mathbf M = \mathbf Q\Lambda\mathbf Q^\top` (eigenvalues :math:`\lambda_k \ge 0`),
-the global minimum over all orthogonal :math:`\mathbf Q` and all :math:`a_k < 1/8` is
-attained at the eigenvectors of :math:`\mathbf M` and
-
-.. math::
-    a_k^* = \frac{1 - 2\lambda_k - \sqrt{(2\lambda_k+1)^2 + 8\lambda_k}}{16} \le 0,
-
-the OPRF optimum of FAVOR++ with :math:`s = \overline{\|x+y\|^2}/d` replaced by :math:`\lambda_k`
-(evaluated by :func:`theory.oprf.optimal_a`'s cancellation-free form, accurate also at tiny
-:math:`\lambda_k`).
-
-*Proof.*  Write :math:`g_\lambda(a) = \log(1-4a) - \frac12\log(1-8a) + \lambda\,c(a)`,
-:math:`c(a) = \frac{2(1-4a)}{1-8a}`.  :math:`g_\lambda' = 0` reduces to
-:math:`16a^2 - (2 - 4\lambda)a - \lambda = 0`, whose roots are
-:math:`(1 - 2\lambda \pm\sqrt{(2\lambda+1)^2+8\lambda})/16`; the + root is :math:`\ge 1/8`
-(outside the domain), and :math:`g_\lambda \to +\infty` at both ends of
-:math:`(-\infty, 1/8)`, so :math:`a^*(\lambda)` is the unique global minimiser of
-:math:`g_\lambda`.  For fixed :math:`a_k` the objective is
-:math:`\sum_k h(a_k) + \mathrm{tr}(\mathbf M\mathbf Q\,\mathrm{diag}(c(a_k))\mathbf Q^\top)`, and by
-von Neumann's trace inequality the trace is at least
-:math:`\sum_k\lambda_{(k)}c_{[k]}` (eigenvalues decreasing, :math:`c` increasing), so the
-objective is at least :math:`\sum_k g_{\lambda_{\pi(k)}}(a_k) \ge \sum_k g_{\lambda_k}(a^*(\lambda_k))`
-for a permutation π.  Equality holds for :math:`\mathbf Q` the eigenvectors and
-:math:`a_k = a^*(\lambda_k)`, which are paired as the inequality needs: c is increasing
-(:math:`c' = 8/(1-8a)^2`) and :math:`a^*` decreasing in λ.  ∎
-
-This is the form of FAVOR#'s SDERF optimum (per-eigendirection OPRF optimum of the
-eigen-decomposition of the pair statistic :math:`\mathbf M`); the restriction to a
-symmetric :math:`\mathbf B` loses nothing, since any valid :math:`\mathbf B = (I-4\mathbf A)^{1/2}\mathbf U`
-(U orthogonal) gives the objective of :math:`\mathbf U^\top\mathbf Q` in place of
-:math:`\mathbf Q`.  The minimiser is that of the *average log* second moment, not of
-the average MSE (whose minimiser has no closed form); for one pair (L = L' = 1),
-:math:`\mathbf M = vv^\top` and it is the exact MSE minimiser: :math:`a^*(\|v\|^2)` along
-v and 0 across.
-
-Precision and cost
-------------------
-Inputs (vectors, a, Q) are converted exactly (floats are binary rationals) and every
-result is correct to the working precision.  Q is validated to be orthogonal to
-:math:`10^{-6}` (in float64) and then replaced by its Gram-Schmidt orthonormalisation at
-the working precision (QR with a positive diagonal): the closed forms are exact for
-that matrix, which differs from a float64 Q by O(1e-16) per entry and equals a Q that is
-orthogonal to the working precision.  This costs O(d^3) operations on mpf (about 3 s at
-d = 64, 30 digits).  :func:`sderf_log_objective` and :func:`sderf_optimal_parameters` form
-:math:`\mathbf M` exactly from the data, in integer arithmetic on the float64 entries written as
-integers times a power of two (no cancellation between the four terms of M, no overflow or
-underflow at any magnitude; O((L + L') d^2) operations on Python ints, about 1.2 s per 2000
-points at d = 64); the objective's quadratic forms :math:`q_k^\top\mathbf Mq_k` are exact too, rounded once.
-The parameters are the exact optimum of M rounded entrywise to the working precision and
-eigen-decomposed by ``mpmath.eigsy`` there (about 13 s at d = 64, 30 digits): eigenvalues far
-below :math:`\lVert\mathbf M\rVert` are known to about :math:`d\,2^{-p}\lVert\mathbf M\rVert` only,
-but the objective is stationary at the optimum, so it is reached to the working precision
-(:func:`sderf_optimal_parameters`).  The call's work budget, :func:`theory.budget`, applies.
-
-Checked in ``tests/test_sderf.py``: the second moment against the dense-matrix route
-(:func:`sderf_second_moment_dense`, matrix square root and determinants, no
-eigen-decomposition) and against quadrature of the Gaussian integral at d = 1, 2; the
-reduction to OPRFs and PRFs; the optimum against scipy minimisation over a and over
-rotations; the i.i.d. MSE and the unbiasedness against Monte Carlo
-(:mod:`montecarlo.sderf`) with asserted power.
+The features, the derivation of their moments, the optimum for a data set (with its proof), precision and
+cost: :ref:`guide-theory.sderf` (``docs/guide/derivations.rst``).
 """
 
 from __future__ import annotations
@@ -248,7 +106,7 @@ def _float_matrix(Q, name, d):
 
 
 def _orthonormal(Q, d, name="Q"):
-    """None (the identity) or Q orthonormalised at the working precision (module docstring)."""
+    """None (the identity) or Q orthonormalised at the working precision (:ref:`guide-theory.sderf`)."""
     if Q is None:
         return None
     approx, exact = _float_matrix(Q, name, d)
@@ -293,7 +151,7 @@ def _v_sq(vt):
 
 @guarded()
 def sderf_second_moment(v_vec, a, Q=None):
-    r"""Second moment :math:`\mathbb E[b^2]` of one SDERF direction (module docstring).
+    r"""Second moment :math:`\mathbb E[b^2]` of one SDERF direction (:ref:`guide-theory.sderf`).
 
     .. math::
         \mathbb E[b^2] = \prod_k\frac{1-4a_k}{\sqrt{1-8a_k}}\exp\Big(\frac{2(1-4a_k)\tilde v_k^2}{1-8a_k}\Big),
@@ -393,7 +251,7 @@ def sderf_second_moment_dense(v_vec, A):
         \exp\big(2v^\top\mathbf B(I-8\mathbf A)^{-1}\mathbf Bv\big),\qquad \mathbf B = (I-4\mathbf A)^{1/2}
 
     with the matrix square root by ``mpmath.sqrtm`` and the solve by LU, straight from the
-    moment generating function of a Gaussian quadratic form (module docstring).
+    moment generating function of a Gaussian quadratic form (:ref:`guide-theory.sderf`).
 
     Parameters
     ----------
@@ -464,7 +322,7 @@ def sderf_moment_matrix(X, Y=None):
     :mod:`montecarlo.sderf`): the sum cancels where queries and keys nearly cancel (x = 1e8 + 1, y = -1e8
     gives 0 for M = 1) and overflows / underflows beyond about 1e154 / 1e-154.
     :func:`sderf_optimal_parameters` and :func:`sderf_log_objective` do not use it: they form M exactly
-    from the data (:func:`_exact_moment`).
+    from the data (``_exact_moment``).
 
     Parameters
     ----------
@@ -593,7 +451,7 @@ def _eigen(N, e, n, d):
 @guarded()
 def sderf_optimal_parameters(X, Y=None):
     r"""FAVOR#'s SDERF parameters for queries X and keys Y: the global minimiser of the average log
-    second moment (module docstring, Theorem).
+    second moment (:ref:`guide-theory.sderf`, Theorem).
 
     Parameters
     ----------
@@ -612,7 +470,7 @@ def sderf_optimal_parameters(X, Y=None):
     Notes
     -----
     Domain: any finite data (no limit on magnitude: M = 4e400 for X = [[1e200]] gives a = -1e400).  M is
-    formed exactly from the data (:func:`_exact_moment`), each entry rounded once to the working precision,
+    formed exactly from the data (``_exact_moment``), each entry rounded once to the working precision,
     and eigen-decomposed there: the parameters are the exact optimum of a matrix within a relative
     :math:`2^{-p}` per entry of M (p the working precision), decomposed by eigsy to within about
     :math:`d\,2^{-p}\lVert\mathbf M\rVert`.  So an eigenvalue (and its :math:`a_k`) has relative accuracy
@@ -638,7 +496,7 @@ def sderf_log_objective(X, Y, a, Q=None):
     log-variance is this plus :math:`\overline{\log P^2}`, which does not depend on the parameters.
 
     Evaluated to the working precision (relative accuracy, also for tiny values) for any finite data: each
-    :math:`q_k^\top\mathbf Mq_k` exactly in integer arithmetic from the exact data (:func:`_exact_moment`) and
+    :math:`q_k^\top\mathbf Mq_k` exactly in integer arithmetic from the exact data (``_exact_moment``) and
     the columns of Q (orthonormalised at the working precision, exact dyadics), rounded once; the first part
     as :math:`\frac12\mathrm{log1p}(16a_k^2/(1-8a_k))`; every term is >= 0, so the sum does not cancel.
     Cost: O((L + L') d^2 + d^3) operations on Python ints.

@@ -53,7 +53,7 @@ SHOW_INT_MAX_BITS = 256
 
 
 def show_int(n, sig=None):
-    """An integer for a message: ``str(n)`` up to :data:`SHOW_INT_MAX_BITS` bits (with ``sig``,
+    """An integer for a message: ``str(n)`` up to ``SHOW_INT_MAX_BITS`` bits (with ``sig``,
     ``f"{n:.{sig}g}"``, e.g. ``1e+12`` for a count), beyond that its size.
 
     ``2^14286 (an integer of 14287 bits)`` for a power of two, else e.g.

@@ -1,31 +1,7 @@
 """Command line: ``python -m montecarlo.experiments {table,curve,sigma,gram,attention,split-spread,performer-train}
 [options]``.
 
-* ``table``: Table 2 (``--table 2``, the exact couplings at m = d) or Table 3
-  (``--table 3``, fast variants on zero-padded data), each cell next to the
-  paper's value with a z-score, and the paired differences between couplings;
-  ``--protocol paper`` rebuilds the authors' split, the default ``resampled``
-  averages over several random splits;
-* ``curve``: Fig. 8's numbers (accuracy against m / d) for some datasets;
-* ``sigma``: the sigma search of App. C.1 for one dataset;
-* ``gram``: Fig. 7's Frobenius errors;
-* ``attention``: the attention-approximation errors of Sec. 5.4;
-* ``split-spread``: Table 2's cells over forty other seeds of the paper's split
-  procedure, and where the printed values fall among them;
-* ``performer-train``: the Fig. 9 analogue, a small Performer-ViT on
-  scikit-learn's digits (:mod:`montecarlo.experiments.performer_train`; needs torch).
-
-``table``, ``curve``, ``gram`` and ``split-spread`` run their units in parallel
-(``--n-jobs``, default every core; the numbers do not depend on it) with
-common random numbers across couplings (``--paired``; the default except under
-``--protocol paper``, which keeps the authors' independent draws).
-
-The UCI files ship with the package; ``--uci-dir`` or ``$SIMPLEX_RF_UCI_DIR``
-name another copy.  Progress goes to stderr (``--quiet`` silences it);
-failures print one line ``python -m montecarlo.experiments: error: ...`` on
-stderr and exit with status 2 (bad arguments, missing or malformed data) or 1
-(out of memory, no convergence), as every command line of the toolkit
-(:mod:`theory.cli`).
+The subcommands: :ref:`guide-montecarlo.experiments.__main__` (``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations

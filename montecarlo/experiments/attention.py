@@ -1,63 +1,7 @@
 r"""SimRF-Performer attention: softmax attention with the kernel estimated by PRFs (Sec. 5.4).
 
-Exact (softmax) attention of queries :math:`q_i`, keys :math:`k_j` and values
-:math:`v_j` is :math:`\mathrm{Att}_i = \sum_j A_{ij} v_j` with
-:math:`A_{ij} = K(q'_i, k'_j) / \sum_l K(q'_i, k'_l)`, the softmax kernel
-:math:`K(x, y) = e^{x^\top y}` and :math:`q' = s^{1/2}q`, :math:`k' = s^{1/2}k`
-(the usual :math:`s = 1/\sqrt{d}`).  FAVOR+ (Choromanski et al. 2021) replaces
-K by :math:`\phi(q')^\top\phi(k')` with the softmax-kernel PRFs
-
-.. math::
-    \phi(z) = m^{-1/2} e^{-\|z\|^2/2} \big[e^{w_f^\top z}\big]_{f=1}^m,
-
-**one** feature map shared by queries and keys; the coupling of the
-:math:`w_f` (IID, orthogonal, simplex, ...) is the subject of Sec. 5.4.  Then
-
-.. math::
-    \widehat{\mathrm{Att}}_i = \frac{\phi(q'_i)^\top \sum_j \phi(k'_j) v_j^\top}
-                                   {\phi(q'_i)^\top \sum_j \phi(k'_j)},
-
-O(L m d_v) for sequence length L (bidirectional); the causal form sums over
-:math:`j \le i` (prefix sums).
-
-Numerical stabilisation
------------------------
-With :math:`\ell_f(z) = \log\phi_f(z)`, nothing is exponentiated before it is
-offset, and every offset cancels exactly in the ratio (no ``eps`` is added
-anywhere: an additive constant inside the features would bias the estimator):
-
-* keys: per sequence and feature f, :math:`o_f = \max_j \ell_f(k'_j)` (one
-  offset per batch item, head and feature: nothing couples different batch
-  items or heads, unlike a global maximum over the whole key tensor);
-  :math:`S = \sum_j e^{\ell(k'_j) - o} v_j^\top`, :math:`z = \sum_j e^{\ell(k'_j)-o} \ge 1`;
-* queries: per row, :math:`r_i = \max_f(\ell_f(q'_i) + o_f + \log z_f)`, and
-  :math:`\widehat{\mathrm{Att}}_i = \sum_f e^{\ell_f(q'_i) + o_f - r_i}S_f /
-  \sum_f e^{\ell_f(q'_i) + o_f - r_i}z_f`.
-
-No exponent exceeds 0 (no overflow), the denominator is >= 1 (no 0/0), and
-only terms below :math:`10^{-308}` (float64) of the largest term of their sum
-can underflow.
-
-The causal form runs over chunks of the sequence (a loop over chunks,
-vectorised within and over sequences): a running per-feature key offset
-carries the prefix state :math:`(S, z)` from chunk to chunk (rescaled by
-:math:`e^{o-o'}\le 1` when the offset grows).  Inside a chunk the query
-offset is set by the query's causal keys only,
-:math:`r_i = \max_f(\ell_f(q'_i) + c_{if})` with
-:math:`c_{if} = \max_{j\le i}\ell_f(k'_j)` (a running maximum, O(chunk m);
-:math:`\log\sum_{j\le i}e^{\ell_f(k'_j)} - \log L \le c_{if} \le` that log-sum),
-so no future key sets the scale of an earlier query and the denominator is
-again >= 1.  The chunk's scores then use the chunk's per-feature offset
-:math:`o'_f`, with exponents :math:`\le o'_f - c_{if}`; if that gap exceeds
-``CAUSAL_GAP`` (300) for some query of a sequence, that sequence's chunk
-scores :math:`\log\phi(q'_i)^\top\phi(k'_j)` are formed in log space
-instead (log-sum-exp over features, O(chunk^2 m)).  Each sequence takes its
-path on its own, so results never depend on other batch items.
-
-References
-----------
-Reid et al., "Simplex Random Features", ICML 2023, Sec. 5.4 (``exp_performers``);
-Choromanski et al., "Rethinking Attention with Performers", ICLR 2021.
+The estimator, its numerical stabilisation and the causal form: :ref:`guide-montecarlo.experiments.attention`
+(``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations
@@ -936,7 +880,7 @@ def attention_scan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256
 def attention_scan_plan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64, 256, 1024),
                         logit_stds=(0.1, 0.25, 0.5, 1.0, 2.0), m_values=(64, 130, 512), n_draws=20, rng=0, *,
                         kinds=("prf",), d_head=64, causal=False, data_rng=0, paired=True):
-    """:func:`attention_scan` before it runs: a :class:`~montecarlo.experiments._plan.SweepPlan` of its units
+    """:func:`attention_scan` before it runs: a ``montecarlo.experiments._plan.SweepPlan`` of its units
     ((logit std, L, m, block of draws); the data, exact attention and data-driven parameters are computed here)
     whose ``finish`` returns the :class:`AttentionScan`.  ``plan.run(n_jobs, progress)`` is
     :func:`attention_scan`.  Arguments as :func:`attention_scan` (without ``n_jobs`` and ``progress``)."""

@@ -1,67 +1,7 @@
 r"""Nonparametric classification by kernel regression with PRFs (Sec. 5.3, Fig. 8, Tables 2-3, App. C.1).
 
-The classifier of Sec. 5.3 (``nonparam_class``): for training pairs
-:math:`(x_i, y_i)` with one-hot labels :math:`y_i\in\mathbb R^n` and a test
-object :math:`x'`,
-
-.. math::
-    y'_{\mathrm{pred}} = \frac{\sum_i K(\sigma x', \sigma x_i)\,y_i}{\sum_i K(\sigma x', \sigma x_i)},
-    \qquad \hat c(x') = \arg\max_c\, y'_{\mathrm{pred},c},
-
-with :math:`K = K_{\mathrm{gauss}}` exact (:func:`kernel_regression_exact`,
-O(N_test N_train)) or estimated with PRFs of eq. ``def_prf``
-(:func:`kernel_regression_prf`), in which case
-
-.. math::
-    y'_{\mathrm{pred}} = \frac{\phi(\sigma x')^\top \big(\Phi_{\mathrm{train}}^\top Y\big)}
-                              {\phi(\sigma x')^\top \big(\Phi_{\mathrm{train}}^\top \mathbf 1\big)},
-
-O((N_test + N_train) m) per draw of the m features, vectorised over draws.
-On identical inputs (standardised arrays, sigma and projection matrices) it
-makes the same predictions as the authors' public code
-(github.com/isaac-reid/simplex_random_features), draw for draw; the class
-sums :math:`\Phi^\top Y` are formed per class (O(N m), never an N x n
-one-hot matrix).
-
-Numerical safety (log space)
-----------------------------
-The PRF prefactor :math:`e^{-\sigma^2\|x\|^2}` underflows for large
-:math:`\sigma\|x\|` (every feature of a row can round to 0, and a 0/0 ratio
-follows).  Here nothing is exponentiated before it is offset:
-
-* training side, per draw and feature f: :math:`o_f = \max_i \ell_{if}` with
-  :math:`\ell_{if} = \log\phi_f(\sigma x_i)`, and
-  :math:`A_{fc} = \sum_i e^{\ell_{if} - o_f}\,y_{ic}` (every entry <= N_train,
-  and :math:`z_f = \sum_c A_{fc} \ge 1`);
-* test side, per draw and test row: :math:`r = \max_f(\ell'_f + o_f + \log z_f)`
-  and :math:`y'_{\mathrm{pred}} \propto \sum_f e^{\ell'_f + o_f - r} A_{f\cdot}`.
-
-Both offsets cancel exactly in the ratio, the denominator is >= 1 (no 0/0),
-no exponent exceeds 0 (no overflow), and a term only underflows when it is
-below :math:`10^{-308}` times the largest term of its sum.  The exact
-classifier uses the same per-test-row offset on :math:`-\sigma^2\|x'-x_i\|^2/2`
-and runs over chunks of test rows (bounded memory).
-
-Protocols and error bars
-------------------------
-The data are split under a protocol of :mod:`~montecarlo.experiments.uci`:
-``'resampled'`` (default: several random splits, a validation part held out
-for the sigma search) or ``'paper'`` (the authors' split, seed 42).  A result
-over S splits with R feature draws each is the mean of the S per-split means;
-its standard error is :math:`\max(s_{\mathrm{split}}/\sqrt S,\ \mathrm{se}_{\mathrm{draws}})`
-with :math:`s_{\mathrm{split}}` the standard deviation of the per-split means
-(which contain both the split-to-split and the draw-to-draw variation) and
-:math:`\mathrm{se}_{\mathrm{draws}} = \sqrt{\sum_s \mathrm{se}_s^2}/S` the
-draw-only part (:class:`PooledEstimate`).  With one split only the draw
-noise is measured.  The paper's printed +- are about the per-draw standard
-deviation divided by 100 (:data:`PAPER_SE_CONVENTION`), ten times smaller
-than the standard error of a 100-draw mean.
-
-References
-----------
-Reid et al., "Simplex Random Features", ICML 2023: Sec. 5.3 (Fig. 8
-``nonparam_results``), Sec. 5.3.1 (Table 2), App. B.2 (Table 3
-``tab:fastsims_table``), App. C.1 (Fig. 10 ``tunegraph``).
+The classifier, its numerical safety, protocols and error bars:
+:ref:`guide-montecarlo.experiments.classification` (``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations
@@ -208,7 +148,7 @@ def kernel_regression_exact(X_train, y_train, X_test, sigma=1.0, n_classes=None)
         Inputs are multiplied by sigma before :math:`K(x, y) = e^{-\|x-y\|^2/2}`.
     n_classes : int, optional
         Default ``max(y_train) + 1``; at most
-        :data:`~montecarlo.experiments._common.MAX_CLASSES`.
+        ``montecarlo.experiments._common.MAX_CLASSES``.
 
     Returns
     -------
@@ -632,7 +572,7 @@ def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind, para
 
 
 def _cells_plan(cells, couplings, n_draws, entropy, paired, kind, params, label, mean_v_for=()):
-    """The units of every cell, (cell, block of draws), as a :class:`~montecarlo.experiments._plan.SweepPlan`
+    """The units of every cell, (cell, block of draws), as a ``montecarlo.experiments._plan.SweepPlan``
     whose result is ``(exact, per_cell)``.
 
     ``cells``: list of (keys, split, m, sigma); a cell's units are seeded by
@@ -814,7 +754,7 @@ def classification_curve(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(
 def curve_plan(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(1, 11), n_draws=50, rng=0, *, sigma=None,
                protocol=uci.DEFAULT_PROTOCOL, split_rng=None, uci_dir=None, pad_pow2=False, kind="prf",
                kind_params=None, paired=None):
-    """:func:`classification_curve` before it runs: a :class:`~montecarlo.experiments._plan.SweepPlan` of its
+    """:func:`classification_curve` before it runs: a ``montecarlo.experiments._plan.SweepPlan`` of its
     units ((split, m, block of draws), and each split's exact accuracy) whose ``finish`` returns the
     :class:`CurveResult`; the data are read and split here.  ``plan.run(n_jobs, progress)`` is
     :func:`classification_curve`; a caller with several sweeps may run the units of all of them at once.

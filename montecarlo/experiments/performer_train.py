@@ -1,60 +1,7 @@
 r"""A Fig. 9 analogue one machine can run: a small Performer-ViT on scikit-learn's digits (Sec. 5.4).
 
-The paper's Fig. 9 trains 12-layer ViT Performers for 300 epochs on ImageNet2012
-and three other sets on TPUs, with ORFs and SimRFs.  This module trains the same
-kind of model at the scale of a laptop, on data a package ships
-(:func:`sklearn.datasets.load_digits`: 1797 images of 8 x 8 pixels, 10 classes):
-
-* tokens: the 16 patches of 2 x 2 pixels of an image (values / 16), embedded
-  linearly, plus a learned position embedding;
-* ``layers`` pre-norm transformer blocks (multi-head self-attention, GELU
-  MLP of width 2 ``d_model``), mean pooling, a linear head;
-* attention: exact softmax (``torch`` SDPA) or :class:`montecarlo.nn.PRFAttention`
-  with a feature kind and a coupling; the five arms of :data:`ARMS` are exact
-  and {prf, oprf} x {orthogonal, simplex};
-* one fixed stratified split (:data:`TEST_SIZE` test images), AdamW, the test
-  accuracy after every epoch (features fixed in evaluation), for several seeds;
-  a seed fixes the initial weights (the same for every arm: arms are paired),
-  the batch order and the feature draws.
-
-No hyperparameter was tuned for any arm (the defaults were set once, before
-the comparison, for the exact arm to train in a few seconds).
-
-Command line (also ``python -m montecarlo.experiments performer-train``)::
-
-    python -m montecarlo.experiments.performer_train --seeds 5 --epochs 10 --out performer.json
-    python -m montecarlo.experiments.performer_train --redraw-study --seeds 5
-
-``--redraw-study`` trains the prf arms (or the feature arms named by ``--arms``)
-at the redraw intervals of :data:`REDRAW_INTERVALS` (never, every 10 steps,
-every 100 steps, once per epoch) to answer how often a Performer should
-redraw its features.  It sets the interval itself, so ``--redraw-every`` with
-it is an error, and so is the ``exact`` arm (no features to redraw: it would be
-trained four times for nothing).
-
-``--out`` is checked before anything is trained: its folder must be, or be
-creatable as, a writable directory (it is created), and the path must not be a
-directory; otherwise the command stops at once with one line naming ``--out``
-and status 2.  So do counts beyond their limits: ``--seeds`` at most
-:data:`MAX_SEEDS`, ``--layers`` at most :data:`MAX_LAYERS`, and the model's
-parameters and the accuracies (seeds x epochs) within the allocation budget
-(``montecarlo._checks.MAX_ELEMENTS``).
-
-Measured (defaults, 5 seeds, one CPU thread each; final test accuracy, mean +- s.e.; oprf with A chosen
-from each training batch's statistics):
-
-=================  =============  =============  =============  =============  =============
-redraw             exact          prf ORF        prf SimRF      oprf ORF       oprf SimRF
-=================  =============  =============  =============  =============  =============
-never              .892 +- .010   .888 +- .005   .897 +- .011   .879 +- .008   .887 +- .007
-every 10 steps                    .840 +- .017   .848 +- .014
-every 100 steps                   .837 +- .011   .833 +- .021
-once per epoch                    .852 +- .013   .881 +- .013
-=================  =============  =============  =============  =============  =============
-
-Paired over seeds, SimRF - ORF at the last epoch is +.009 +- .013 (prf) and +.008 +- .013 (oprf): not
-resolved (hyperbolic PRFs, run before oprf was registered: ORF .871 +- .005, SimRF .891 +- .011).
-Never redrawing is best, hence :class:`~montecarlo.nn.PRFAttention`'s default ``redraw_every=None``.
+The model, the command line and the measured results: :ref:`guide-montecarlo.experiments.performer_train`
+(``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations
@@ -580,7 +527,7 @@ PROG = "python -m montecarlo.experiments.performer_train"
 
 def main(argv=None):
     """Stand-alone command line (the same options as ``python -m montecarlo.experiments performer-train``);
-    exit status as :func:`montecarlo.experiments.__main__.main` (143 on SIGTERM, no temporary file left)."""
+    exit status as ``montecarlo.experiments.__main__.main`` (143 on SIGTERM, no temporary file left)."""
     def body(argv):
         p = make_parser(PROG, __doc__.splitlines()[0])
         _add_options(p)

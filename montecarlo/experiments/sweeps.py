@@ -1,53 +1,7 @@
 r"""Sweeps of the downstream experiments: parallel units on joblib, and common random numbers.
 
-Parallel units
---------------
-A sweep (a table, a curve, a Gram-error curve) is cut into independent
-*units* (a dataset, a split, a number of features and a block of
-:data:`DRAW_BLOCK` draws).  :func:`run_units` runs them through
-:class:`joblib.Parallel` (threads by default: the work is BLAS products and
-numpy ufuncs, which release the GIL; ``joblib.parallel_config(backend=...)``
-chooses processes or a Dask cluster instead, see below) and returns their
-results in the units' own order.  Every unit
-
-* draws from its own seed, a :class:`numpy.random.SeedSequence` built from the
-  run's seed and the unit's keys (never from the order of completion), and
-* runs with one BLAS / OpenMP thread (:func:`one_blas_thread`, threadpoolctl),
-
-so a sweep's numbers are **bit-identical for any n_jobs and any joblib
-backend** (the tests compare n_jobs = 1, threads, processes and a
-``dask.distributed.LocalCluster``).  Units are dispatched largest first
-(estimated cost), so one expensive dataset (chess) does not serialise the
-run.
-
-A user who outgrows one machine runs the same call on a Dask cluster::
-
-    from dask.distributed import Client
-    from joblib import parallel_config
-    client = Client("tcp://scheduler:8786")          # or Client(LocalCluster())
-    with parallel_config(backend="dask"):
-        table = accuracy_table(n_draws=10_000)        # the same numbers as on one machine
-
-(``pip install 'simplex-rf[distributed]'``).
-
-Common random numbers (the paired design)
------------------------------------------
-:func:`paired_weights` draws the projections of several couplings for one
-unit from **one** stream: the orthogonal, simplex and simplex_plus blocks
-share their :math:`\chi_d` norms and their Haar rotation (the registry's own
-block samplers, fed the same seed), and the IID rows are built from the
-same numbers: row i of a block is :math:`\nu_i g_i/\|g_i\|` with
-:math:`\nu_i` the block's i-th norm and :math:`g_i` the i-th column of the
-Gaussian matrix whose QR gives the Haar rotation (so the first IID row of a
-block *is* the first orthogonal row).  Each coupling's rows keep exactly
-their law (the IID rows are i.i.d. :math:`\mathcal N(0, I_d)`: independent
-uniform directions times independent :math:`\chi_d` norms); only the
-couplings' estimates become positively correlated, so a difference such as
-SimRF - IID has a much smaller standard error than with independent draws
-(``benchmarks/bench_experiments.py --only paired`` measures the ratio).
-Couplings whose samplers read the stream differently (the fast HD-product
-ones, norm-coupled ones) are paired among themselves only; their estimates
-stay exact.
+Parallel units and common random numbers: :ref:`guide-montecarlo.experiments.sweeps`
+(``docs/guide/experiments.rst``).
 """
 
 from __future__ import annotations
@@ -203,7 +157,7 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
         Estimated cost of each unit; units are dispatched largest first
         (longest-processing-time scheduling).  The results do not depend on it.
     progress : callable, optional
-        Called with one line ``'label: k/n units, t s'`` (a :class:`UnitsDone`, with ``done`` and ``total``)
+        Called with one line ``'label: k/n units, t s'`` (a ``UnitsDone``, with ``done`` and ``total``)
         at most once a second and at the end.
     label : str
     warm_up : callable, optional

@@ -2,44 +2,8 @@ r"""The error of random-feature attention predicted from closed forms (private; 
 :func:`montecarlo.nn.attention_error`, :func:`montecarlo.nn.plan_attention`,
 :func:`montecarlo.nn.measured_attention_error`).
 
-First order in 1/m (the delta method for the ratio of two estimators)
---------------------------------------------------------------------
-For a query :math:`x = s^{1/2}q_i` and keys :math:`y_j = s^{1/2}k_j`, exact attention is
-:math:`o_i = \sum_j A_{ij}v_j / D_i` with :math:`A_{ij} = e^{x^\top y_j}`, :math:`D_i = \sum_jA_{ij}`; the
-random-feature estimate :math:`\hat A_{ij} = P_{ij}\frac1m\sum_f b_f(z_j)` (:math:`z_j = x + y_j`,
-:math:`P_{ij} = e^{-(\|x\|^2+\|y_j\|^2)/2}`, b the kind's statistic with :math:`\mathbb E\,b(z) = e^{\|z\|^2/2}`)
-is unbiased, and
-
-.. math::
-    \hat o_i - o_i = \frac1{D_i}\sum_j(\hat A_{ij} - A_{ij})\,u_j + O_p(1/m),\qquad u_j = v_j - o_i,
-
-so that :math:`\mathbb E\|\hat o_i - o_i\|^2 = \frac1{D_i^2}\big(\frac1mV_1 + \frac{P}{m^2}V_2\big) + O(m^{-2})`
-with P the number of ordered coupled pairs of directions (:func:`theory.coupled_pairs`; 0 for iid) and
-
-* :math:`V_1 = \sum_{jl}u_j^\top u_l\,\big(P_{ij}P_{il}\,\mathbb E[b(z_j)b(z_l)] - A_{ij}A_{il}\big)`, one direction
-  (:func:`theory.attention.same_direction_moment`; for PRFs :math:`e^{\|x\|^2 + 2x^\top(y_j+y_l) + y_j^\top y_l}`:
-  a matrix :math:`e^{\gamma\,y_j^\top y_l}` shared by every query times vectors per query);
-* :math:`V_2 = \sum_{jl}u_j^\top u_l\,A_{ij}A_{il}\,(K(z_j, z_l) - 1)`, a coupled pair,
-  :math:`K = \mathbb E[b_i(z_j)b_{i'}(z_l)]/(\mathbb E b(z_j)\mathbb E b(z_l))` the cross-pair conformity of
-  :mod:`theory.attention` over the product of the means.
-
-(The second sum of :math:`V_1` is :math:`\|\sum_jA_{ij}u_j\|^2 = 0`.)  The aggregate is
-:math:`\sqrt{\sum_i\mathbb E\|\hat o_i - o_i\|^2}/\|O\|_F`.  First order needs the key mass's relative
-fluctuation :math:`\mathrm{sd}(\hat D_i)/D_i` (the same formulas with :math:`u_j = 1`) to be small: where its
-95 % quantile over the rows exceeds :data:`COLLAPSE_CV`, or the predicted relative error exceeds
-:data:`COLLAPSE_ERROR`, the prediction is flagged (``reliable`` False): the ratio's higher-order terms then
-matter, and since the output is a convex combination of the values its error saturates while the
-first-order formula keeps growing, so the flagged number overestimates (measured: by 10-40 % at 0.3-0.6,
-by orders of magnitude once the estimator collapses onto a few keys, as in performer-pytorch's issue 69).
-
-Cost
-----
-Per sequence one :math:`L_k \times L_k` matrix :math:`e^{\gamma\,y_j^\top y_l}` (O(L^2) memory, never
-O(L^3)) and, per evaluated query row, O(L_k^2 d_v) for :math:`V_1` (matrix products over the rows at once)
-and O(L_k^2) table lookups for :math:`V_2` (:class:`PairRatio`: K tabulated once per call over
-:math:`(\sqrt A, \sqrt B, C/\sqrt{AB})` from the closed form, trilinear, its interpolation error checked
-against the closed form at random points).  Rows are all of them while ``rows`` allows, else a uniform sample
-without replacement, and the aggregate's sampling standard error is reported (``relative_se``).
+The first-order formula and its cost: :ref:`guide-montecarlo.nn._attention_error`
+(``docs/guide/attention.rst``).
 """
 
 from __future__ import annotations

@@ -1,77 +1,7 @@
 r"""Fused Triton kernels for causal PRF attention (:mod:`montecarlo.nn`).
 
-Private: :func:`montecarlo.nn._causal` calls :func:`causal` on CUDA float32 inputs when Triton is importable
-(``montecarlo.nn.FUSED = False`` turns it off), instead of the torch path (dyadic levels within the chunks,
-chunk summaries, offsets: a sequence of elementwise kernels over (n, L, m) tensors, most of the eager GPU
-time).  :func:`causal` computes the chunks' offsets (:func:`chunk_offsets`, ``simplex_rf::chunk_offsets``:
-the chunks' key maxima, then a kernel that scans them for the offsets over the earlier chunks, and one for
-the rows' offsets r and which chunks are fast: the running maxima need no (n, L, m) tensor), and calls one
-operator (``simplex_rf::causal``, backward ``simplex_rf::causal_backward``) that forms the chunks'
-summaries (a kernel), their prefix states (a kernel that scans the chunks; :data:`SCAN_KERNELS` off: by
-:func:`montecarlo.nn._prefix_states`, a batched product or a log-depth scan) and the numerators and key
-masses below; its backward runs the states' gradient, their adjoint (a kernel scanning backwards: the
-summaries' cotangent) and the kernels' gradients, whose key and value kernels add the summaries' gradient;
-:func:`ratio` then divides the numerators by the key masses in
-the output's dtype (a kernel each way, in eager mode).  The kernels read
-l(q) and r and subtract on load: no qr = l(q) - r tensor is formed or saved.  :func:`within` is the kernels'
-entry for given prefix states (``simplex_rf::causal_chunk``; tests).  :func:`linear_log_features` is a positive
-kind's log-features in their linear form (the kind record's ``linear_log_features`` hook: prf, hyperbolic,
-oprf with one A) in one kernel per direction, which :class:`montecarlo.nn.PRFAttention` uses on CUDA
-(``simplex_rf::linear_log_features``).  All are torch custom operators, so that
-``torch.compile`` calls them as opaque operators and fuses the work around them.
-
-For each chunk c of b positions (one (n, c) pair) the kernels form
-
-.. math:: \mathrm{nd}_i = \sum_{j \le i} \sum_f e^{\tilde\ell_f(q_i) + \ell_f(k_j)}\, v_j
-          + \sum_f e^{\tilde\ell_f(q_i) + o^{<}_f}\, P_{c,f},
-
-where :math:`\tilde\ell_f(q_i) = \ell_f(q_i) - r_i` already carries the query's row offset (so
-:math:`\tilde\ell_f(q_i) + c_{if} \le 0` with :math:`c_{if}` the running maximum of the keys' log-features),
-``v`` is :math:`[v_j, 1]` (nd's last column is the key mass, which the kernels form as the scores' row
-sums: the values are stored without a ones column, rows of d_v entries), and :math:`P_c` is the prefix
-state of the earlier chunks with offsets :math:`o^{<}` (``before``, at most :math:`c_{if}`).  The chunk is
-cut into tiles of T positions:
-
-* a key tile J wholly before the query tile I: per feature the tile's maximum :math:`o_f = \max_{j \in J}
-  \ell_f(k_j)` (at most :math:`c_{if}` for every query of I, since J lies in its past) splits every
-  exponential into two factors :math:`e^{\tilde\ell_f(q_i) + o_f} \le 1` and :math:`e^{\ell_f(k_j) - o_f}
-  \le 1`, whose product is a matrix product (T x F by F x T);
-* the diagonal tile elementwise, the exponent masked to ``-inf`` above the diagonal
-  (:math:`\ell_f(k_j) \le c_{if}` for j <= i: every exponent <= 0);
-* the earlier chunks: one more product per feature block, :math:`e^{\tilde\ell_f(q_i) + o^{<}_f} \le 1` by
-  :math:`P_{c,f}`.
-
-That is the *tile path*.  Most chunks take the *fast path* instead (:data:`GAP`, :func:`fast_chunks`): when the
-chunk's per-feature key maxima :math:`o_f` exceed the running maxima at its first query, :math:`c_{0f}`, by
-at most GAP (then :math:`o_f - c_{if} \le` GAP for every query of the chunk), every exponential is the product
-of two factors with the chunk's offsets, :math:`e^{\tilde\ell_f(q_i) + o_f} \le e^{GAP}` and
-:math:`e^{\ell_f(k_j) - o_f} \le 1`, so that every tile pair, the diagonal included (masked after its
-product), is matrix products of factors formed per tile: no exponential per (i, j, f) on the diagonal, and
-longer tiles (:data:`FAST_TILE`).  Terms lost to the key factor's underflow (exponent below about -87) are
-below :math:`e^{GAP - 87}` relative to the largest.  Each path has its own kernels, launched over all
-chunks; a program whose chunk belongs to the other path does nothing (a flag per chunk in device memory:
-no synchronisation).  Both paths compute the same function.
-
-On the tile path no exponent exceeds 0 whatever the data, as in the torch path; the offsets are tile maxima (constants in
-the backward, as there).  The matrix products run in IEEE float32 (``input_precision="ieee"``) for float32
-inputs and in TF32 for bfloat16/float16 inputs, or on bfloat16 operands where asked (:data:`PRECISION`,
-:func:`products`, :func:`_mm`).
-
-Backward (the offsets recomputed, nothing saved but the inputs): with :math:`A_{ij} = \sum_f E_{ijf}`,
-:math:`E_{ijf} = e^{\tilde\ell_f(q_i)+\ell_f(k_j)}` and :math:`dA_{ij} = G_i \cdot v_j`,
-:math:`\partial\tilde\ell_f(q_i) = \sum_{j \le i} dA_{ij} E_{ijf} + e^{\tilde\ell_f(q_i) + o^{<}_f}\,
-G_i \cdot P_{c,f}`, :math:`\partial\ell_f(k_j) = \sum_{i \ge j} dA_{ij} E_{ijf}` (both per feature block: one
-program per tile and feature block), :math:`\partial v_j = \sum_{i \ge j} A_{ij} G_i` (one program per key
-tile) and :math:`\partial P_{c,f} = \sum_i e^{\tilde\ell_f(q_i) + o^{<}_f} G_i` (one program per chunk and
-feature block).
-
-The fast path's gradients are the same sums with :math:`E_{ijf}` as the product of the two factors (the
-diagonal tile masked), multiplied by the factor of the differentiated side.
-
-Tests run the kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton
-is imported), against the plain quadratic form, the torch path and by ``torch.autograd.gradcheck`` in
-float64 (each path alone and both in one call), and compile them to cubins for sm 80/90 without a GPU; on
-a GPU the compiled kernels against the torch path.
+The kernels' sums, the tile and fast paths, the backward pass and the tests: :ref:`guide-montecarlo.nn._fused`
+(``docs/guide/attention.rst``).
 """
 
 import functools

@@ -49,7 +49,7 @@ class PRFMultiheadAttention(nn.Module):
     ``_qkv_same_embed_dim`` is False on purpose: ``nn.TransformerEncoderLayer`` and ``nn.TransformerEncoder``
     run a fused fast path in inference mode that reads ``in_proj_weight`` and computes exact softmax attention
     without calling this module; they take it only when ``self_attn._qkv_same_embed_dim`` is True.  Whether
-    the packed ``in_proj_weight`` is used is :attr:`packed`.
+    the packed ``in_proj_weight`` is used is ``packed``.
 
     Examples
     --------
