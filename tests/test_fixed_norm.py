@@ -98,3 +98,36 @@ def test_bad_input():
         theory.fixed_norm.fixed_norm_mse(8, 1)
     with pytest.raises(ValueError, match="x_norm must be None"):
         theory.fixed_norm.fixed_norm_mse(8, 1, kind="rff", x_norm=1)
+
+
+def test_huge_d_is_refused_at_once_not_after_minutes():
+    """Fuzz finding (previous round, left open): fixed_norm_bias / fixed_norm_mse at d = 2^14286 ran for minutes
+    inside one mpmath hyp0f1 (its cost grows like the cube of d's bit length), charged 4 units.  Now each 0F1 is
+    charged before mpmath runs it: d = 2^14286 raises ConvergenceError naming d before any evaluation (the
+    budget's tracer sees the charge, and no 0F1 is called), while d = 2^250 still returns a value that agrees with
+    its leading small-v term -v^4/(4(d+2)) (here v = 2^-100, where the O(v^2) rest is far below the precision)."""
+    import theory.fixed_norm as fn
+    from theory.errors import ConvergenceError
+
+    called = []
+    real = fn.mp.hyp0f1
+
+    def spy(*args):
+        called.append(args)
+        return real(*args)
+
+    fn.mp.hyp0f1 = spy
+    try:
+        for kind in ("prf", "rff"):
+            with pytest.raises(ConvergenceError, match=r"d = 2\^14286"):
+                fn.fixed_norm_bias(2 ** 14286, 1, kind=kind)
+            with pytest.raises(ConvergenceError, match=r"d = 2\^14286"):
+                fn.fixed_norm_mse(2 ** 14286, 1, kind=kind, **({"x_norm": 0.5, "y_norm": 0.5} if kind == "prf" else {}))
+        assert called == []
+    finally:
+        fn.mp.hyp0f1 = real
+    with mp.workdps(20):
+        d, v = 2 ** 250, mp.mpf(2) ** -100
+        got = fn.fixed_norm_bias(d, v)
+        lead = -v ** 4 / (4 * (d + 2))
+        assert abs(got / lead - 1) < mp.mpf(10) ** -15
