@@ -55,7 +55,7 @@ import numpy as np
 
 from theory import feature_kinds as kinds
 from theory.feature_kinds import kernel_c
-from theory.validation import describe
+from theory.validation import check_real, describe
 
 from ._backend import backend_name, exp_inplace
 from ._checks import ArgumentTypeError, check_budget, check_data, check_kernel, check_kind, check_weights
@@ -286,8 +286,11 @@ class FeatureMap:
         the kernels it estimates.
     where : str, keyword-only
         The caller, named by the messages.
+    chosen : {None, 'data', 'pair'}, keyword-only
+        Where parameters left out are chosen (:func:`check_kind_params`; None: all required).  Those chosen
+        later are passed to :meth:`apply` as ``params``.
     **params
-        The kind's parameters (:func:`check_kind_params`: all required).
+        The kind's parameters.
 
     Examples
     --------
@@ -301,12 +304,12 @@ class FeatureMap:
     __slots__ = ("kind", "record", "kernel", "c", "params", "W", "d", "m", "xp", "_map", "_project", "_rows",
                  "_terms", "_w_sq", "_statistic")
 
-    def __init__(self, kind="prf", W=None, kernel="gaussian", *, where=None, **params):
+    def __init__(self, kind="prf", W=None, kernel="gaussian", *, where=None, chosen=None, **params):
         rec = kinds.get(check_kind(kind))
         self.kind, self.record = kind, rec
         self.kernel = check_kernel(kernel)
         self.c = kernel_c(kind, kernel)  # (refuses a kernel the kind does not estimate)
-        self.params = check_kind_params(kind, params, where)
+        self.params = check_kind_params(kind, params, where, chosen=chosen)
         self._map = kinds.hook(kind, "log_features" if rec.log_space else "features")
         self._statistic = None
         self.W = W
@@ -365,7 +368,7 @@ class FeatureMap:
         return self._project(X)
 
     def direction_terms(self, W=None, rows_axis=False):
-        """Keywords of the kind's hooks computed from the directions: ``w_sq`` (kinds that need
+        r"""Keywords of the kind's hooks computed from the directions: ``w_sq`` (kinds that need
         :math:`\|w_i\|^2`) and the per-direction terms of the ``prepare`` hook; for ``W`` (..., m, d) or the
         map's own projections.  ``rows_axis``: shaped (..., 1, m), against projections (..., N, m)."""
         if W is None:
@@ -398,15 +401,15 @@ class FeatureMap:
                 return transform @ vec
         return vec
 
-    def apply(self, proj, sq, *, m=None, d=None, log=False, params=None, **terms):
+    def apply(self, proj, sq, *, m=None, d=None, log=False, params=None, xp=None, **terms):
         r"""The kind's map on given projections ``proj`` (..., m) and squared norms ``sq`` (broadcastable to
         ``proj[..., :1]``): log-features (``log=True``, log-space kinds only) or features (the exp taken in
         place for the log-space kinds), (..., width m).  ``proj`` may be overwritten.  ``m``, ``d``: default
         the map's; ``params`` replace the map's parameters (e.g. tensors chosen from the data); ``terms``:
-        :meth:`direction_terms` (``w_sq=...``)."""
+        :meth:`direction_terms` (``w_sq=...``); ``xp``: proj's array namespace, if the caller has it."""
         if log and not self.record.log_space:
             self._refuse_log()
-        xp = _ns(proj)
+        xp = _ns(proj) if xp is None else xp
         out = self._map(proj, sq, proj.shape[-1] if m is None else m, self.c, xp,
                         d=self.d if d is None else d, **terms, **(self.params if params is None else params))
         if self.record.log_space and not log:
@@ -418,10 +421,10 @@ class FeatureMap:
                          f"({', '.join(map(repr, kinds.names(log_space=True)))}), got kind={self.kind!r} (its "
                          "features can be negative)")
 
-    def linear_form(self, w, params=None):
+    def linear_form(self, w, params=None, xp=None):
         """The kind's log-features as one linear map (hook ``linear_log_features``: ``(rows, bias)`` or None)
         for projections ``w`` (m, d)."""
-        xp = _ns(w)
+        xp = _ns(w) if xp is None else xp
         w_sq = xp.sum(w * w, axis=-1) if self.needs_w_sq() else None
         return kinds.hook(self.kind, "linear_log_features")(w, w.shape[0], xp, w_sq=w_sq, d=w.shape[1],
                                                              **(self.params if params is None else params))
@@ -539,10 +542,10 @@ class FeatureMap:
         lse = rtop + xp.log(xp.sum(exp_inplace(b - rtop[:, None], xp), axis=1))
         return xp.exp(lse + log_pref)
 
-    def statistic_mean(self, t):
-        r""":math:`\mathbb E b` for a pair vector of norm t under Gaussian directions: :math:`e^{t^2/2}` (argument
-        v) or :math:`e^{-t^2/2}` (argument z)."""
-        return math.exp((0.5 if self.record.argument == "v" else -0.5) * t * t)
+    def statistic_log_mean(self, t):
+        r""":math:`\log\mathbb E b` for a pair vector of norm t under Gaussian directions: :math:`t^2/2` (argument
+        v) or :math:`-t^2/2` (argument z)."""
+        return (0.5 if self.record.argument == "v" else -0.5) * t * t
 
 
 def pair_vector(kind, x, y):

@@ -330,13 +330,13 @@ def check_kind(kind, name="kind", *, has=(), log_space=None, kernel=None, positi
     ok = names(has=has, log_space=log_space, kernel=kernel)
     if kind not in ok:
         if log_space is not None and rec.log_space != log_space:
-            why = "a positive kind, computed in log space" if log_space else "a kind not computed in log space"
+            why = ("a positive kind, computed in log space, is needed" if log_space else
+                   "a kind not computed in log space is needed")
         elif kernel is not None and kernel not in rec.kernels:
-            why = f"a kind estimating the {kernel} kernel; {kind!r} estimates {_choices(rec.kernels)}"
+            why = f"a kind estimating the {kernel} kernel is needed; {kind!r} estimates {_choices(rec.kernels)}"
         else:
-            why = "a kind with " + ", ".join(repr(h) for h in has if not rec.has(h))
-        raise MissingKindHookError(f"{name} must be one of {_choices(ok)} here ({why} is needed), "
-                                   f"got {describe(kind)}")
+            why = "a kind with " + ", ".join(repr(h) for h in has if not rec.has(h)) + " is needed"
+        raise MissingKindHookError(f"{name} must be one of {_choices(ok)} here ({why}), got {describe(kind)}")
     return kind
 
 

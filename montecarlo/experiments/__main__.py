@@ -52,7 +52,7 @@ _POSITIVE = real_arg(0.0, strict=True)
 
 
 #: Positive feature kinds without parameters (a kind with parameters, e.g. OPRFs' A, is for the Python API).
-_PLAIN_POSITIVE = tuple(k for k in feature_kinds.names(positive=True) if not feature_kinds.get(k).parameters)
+_PLAIN_POSITIVE = tuple(k for k in feature_kinds.names(log_space=True) if not feature_kinds.get(k).parameters)
 
 
 def _sweep(p, paired=True, kinds=None):
