@@ -279,6 +279,15 @@ RECORDS = (
         modules=("theory.oprf", "montecarlo.oprf"), parameters=("A",),
         reference="Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, Chefs' Random Tables (NeurIPS 2022)",
         style={"linestyle": "-."}),
+    FeatureKind(
+        name="trig_softmax", label="trig softmax RFs",
+        description="trigonometric softmax features exp(|x|^2/2) (sin w.x, cos w.x)/sqrt(m) (Performer)",
+        log_space=False, width=2, prefactors=(("softmax", 0.5),), argument="z", statistics=("wx",),
+        closed_forms=_THEORY, maps=("features", "statistic"),
+        modules=("theory.trig_softmax", "montecarlo.trig_softmax"),
+        reference="Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Sec. 2.3, trigonometric "
+                  "features of the softmax kernel",
+        style={"linestyle": (0, (3, 1, 1, 1, 1, 1))}),
 )
 
 _BY_NAME = {rec.name: rec for rec in RECORDS}
