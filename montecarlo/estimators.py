@@ -462,10 +462,11 @@ def _float_params(rec, d, v_norm, given, where):
     return kinds.hook(rec.name, "float_parameters")(d, v_norm, **given)
 
 
-def _kind_path(fmap, path):
-    """The projections' path for a feature map: 'full' for a kind whose statistic needs whole directions."""
+def _kind_path(fmap, asked, path):
+    """The projections' path for a feature map (``asked``: the caller's, checked; ``path``: 'auto' resolved):
+    'full' for a kind whose statistic needs whole directions."""
     if fmap.needs_weights():
-        if path == "fast":
+        if asked == "fast":
             raise ValueError(f"path must be 'auto' or 'full' for kind={fmap.kind!r} (its statistic needs the "
                              "directions themselves, not only their projections), got 'fast'")
         return "full"
@@ -481,8 +482,9 @@ def _pointwise(stat, coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, 
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, d))
     pair_norm = float(np.linalg.norm(pair_vector(kind, xn, yn)))
     fmap = FeatureMap(kind, kernel=kernel, where=label, **_float_params(rec, d, pair_norm, params, label))
+    asked = path
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
-    path = _kind_path(fmap, path)
+    path = _kind_path(fmap, asked, path)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
@@ -580,6 +582,7 @@ empirical_mse.__doc__ += _POINTWISE_DOC + """
 def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route, matrix,
                params):
     rec = kinds.get(check_kind(kind))
+    asked = path
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = check_int(d if m is None else m, "m", 2, "(the conformity averages over pairs of features; default: m = d)")
     n_draws = check_int(n_draws, "n_draws", 2)
@@ -587,7 +590,7 @@ def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, p
     vec = _as_vector(v, d, random, "v")
     params = _float_params(rec, d, float(xpn.linalg.vector_norm(vec)), params, "conformity")
     fmap = FeatureMap(kind, kernel=rec.kernels[0], where="conformity", **params)  # (the statistic: any kernel)
-    path = _kind_path(fmap, path)
+    path = _kind_path(fmap, asked, path)
     if fmap.needs_weights():
         vec = xpn.asarray(fmap.transform_vector(np.asarray(to_numpy(vec), dtype=np.float64)), dtype=random.dtype,
                           device=random.device)

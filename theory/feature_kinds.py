@@ -50,6 +50,14 @@ hook                      layer       signature and meaning
                                       :math:`\rho = \overline{\|x + y\|^2}/d` (an array of
                                       ``xp``, e.g. one value per sequence: elementwise, nothing
                                       read back to the host); kinds with ``parameters`` only
+``prepare``               montecarlo  ``f(W, xp, **params) -> (T, terms)``: for a map that
+                                      transforms the directions (optional): T a (d, d) float64
+                                      numpy array or None, the projections being
+                                      :math:`w_i^\top T x` (rows ``W @ T``; on a pair vector
+                                      ``W @ (T v)``), and ``terms`` a dict of per-direction arrays
+                                      of W (shape ``W.shape[:-1]``) passed to the other hooks as
+                                      keywords; ``W=None`` asks for T alone.  Its statistic needs
+                                      whole directions: the estimators draw them (path 'full')
 ========================  ==========  ==========================================================
 
 Conventions shared by every kind: ``proj`` are the projections
@@ -139,6 +147,7 @@ HOOKS = {
     "statistic": "montecarlo",
     "linear_log_features": "montecarlo",
     "data_parameters": "montecarlo",
+    "prepare": "montecarlo",
 }
 
 
