@@ -269,7 +269,7 @@ class FeatureMap:
 
     Every consumer goes through it: :func:`random_features`, the estimators (:func:`kernel_estimate`,
     :func:`gram_estimate`, ...), the scikit-learn transformers, :class:`montecarlo.nn.PRFAttention`, the
-    experiments and the sampler audit.  It owns the projection :math:`w_i^	op x` (after the kind's
+    experiments and the sampler audit.  It owns the projection :math:`w_i^\top x` (after the kind's
     ``prepare`` hook, for kinds whose map transforms the directions, e.g. SDERFs' :math:`\mathbf B`),
     :math:`\|x\|^2` and :math:`\|w_i\|^2`, the kernel prefactor :math:`e^{a\|x\|^2}` and the pair vector
     (:math:`x + y` or :math:`x - y`), and reads the record's named properties ``log_space``, ``argument``
@@ -367,20 +367,21 @@ class FeatureMap:
         """The projections of validated rows X (N, d): (N, m)."""
         return self._project(X)
 
-    def direction_terms(self, W=None, rows_axis=False):
+    def direction_terms(self, W=None, rows_axis=False, xp=None):
         r"""Keywords of the kind's hooks computed from the directions: ``w_sq`` (kinds that need
         :math:`\|w_i\|^2`) and the per-direction terms of the ``prepare`` hook; for ``W`` (..., m, d) or the
-        map's own projections.  ``rows_axis``: shaped (..., 1, m), against projections (..., N, m)."""
+        map's own projections.  ``rows_axis``: shaped (..., 1, m), against projections (..., N, m); ``xp``: W's
+        array namespace, if the caller has it."""
         if W is None:
             if self._w_sq is None and self.needs_w_sq():
                 self._w_sq = row_sq_norms(self.W)
             return {"w_sq": self._w_sq, **self._terms}
-        return self.prepared(W, rows_axis)[1]
+        return self.prepared(W, rows_axis, xp)[1]
 
-    def prepared(self, W, rows_axis=False):
+    def prepared(self, W, rows_axis=False, xp=None):
         """``(rows, terms)`` for directions W (..., m, d): the rows whose products with x are the projections
         (W itself, or W times the ``prepare`` hook's transform) and :meth:`direction_terms`."""
-        xp = _ns(W)
+        xp = _ns(W) if xp is None else xp
         w_sq = xp.sum(W * W, axis=-1) if self.needs_w_sq() else None
         rows, terms = W, {}
         if self.needs_weights():
@@ -515,7 +516,7 @@ class FeatureMap:
     def pair(self, x, y):
         r"""(pair vector, log prefactor) of two float64 numpy vectors: :math:`v = x + y` or :math:`z = x - y`
         (the record's ``argument``), transformed by the kind's ``prepare`` transform where it has one, and
-        :math:`\log P = a(\|x\|^2 + \|y\|^2)` with :math:`\hat K = Prac1m\sum_i b_i`."""
+        :math:`\log P = a(\|x\|^2 + \|y\|^2)` with :math:`\hat K = P\frac1m\sum_i b_i`."""
         return self.transform_vector(pair_vector(self.kind, x, y)), self.prefactor_exponent * float(x @ x + y @ y)
 
     def statistic(self, proj, xp, d=None, **terms):
@@ -530,7 +531,7 @@ class FeatureMap:
         return _ns(b).exp(b) if self.record.log_space else b
 
     def kernel_estimates(self, b, log_pref, on_host=False):
-        r"""Per draw :math:`\hat K = Prac1m\sum_i b_i` from the statistic b (k, m) (overwritten) and
+        r"""Per draw :math:`\hat K = P\frac1m\sum_i b_i` from the statistic b (k, m) (overwritten) and
         :math:`\log P` of :meth:`pair`."""
         xp = _ns(b)
         if not self.record.log_space:

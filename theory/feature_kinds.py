@@ -348,7 +348,7 @@ def check_kind(kind, name="kind", *, has=(), log_space=None, kernel=None, positi
     ok = names(has=has, log_space=log_space, kernel=kernel)
     if kind not in ok:
         if log_space is not None and rec.log_space != log_space:
-            why = ("a positive kind, computed in log space, is needed" if log_space else
+            why = ("a positive kind is needed" if log_space else
                    "a kind not computed in log space is needed")
         elif kernel is not None and kernel not in rec.kernels:
             why = f"a kind estimating the {kernel} kernel is needed; {kind!r} estimates {_choices(rec.kernels)}"

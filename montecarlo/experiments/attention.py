@@ -160,9 +160,11 @@ def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
     return (out, A) if return_matrix else out
 
 
-def _logits(X, W, fmap):
-    """Softmax-kernel log-features (..., L, width m) of a positive feature kind for X (..., L, d) and W
-    broadcastable (..., m, d), through its :class:`montecarlo.FeatureMap` (one home of each formula)."""
+def _logits(X, W, kind="prf", params=None):
+    """Softmax-kernel log-features (..., L, width m) of a positive feature kind (a name with its ``params``, or a
+    :class:`montecarlo.FeatureMap`) for X (..., L, d) and W broadcastable (..., m, d), through the feature map
+    (one home of each formula)."""
+    fmap = kind if isinstance(kind, mc.FeatureMap) else _feature_map(kind, params, "attention")
     rows, terms = fmap.prepared(W, rows_axis=True)
     proj = mm(X, np.swapaxes(rows, -1, -2))
     sq = np.sum(X * X, axis=-1, keepdims=True)

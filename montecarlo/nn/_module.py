@@ -601,7 +601,7 @@ class PRFAttention(nn.Module):
             q, k = q.to(compute), k.to(compute)
             if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
                 q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
-            lq, lk = self._features(q, k, w, self._fmap.direction_terms(w), params)
+            lq, lk = self._features(q, k, w, self._fmap.direction_terms(w, xp=_XP), params)
         if self.check_inputs:
             self._check_range(lq, lk, compute)
         return lq, lk
@@ -689,7 +689,7 @@ class PRFAttention(nn.Module):
         w = self.weights.to(compute)
         q, k, v = q.to(compute), k.to(compute), v.to(compute)
         params = self._params(q, k, key_padding_mask, query_padding_mask)
-        terms = self._fmap.direction_terms(w)
+        terms = self._fmap.direction_terms(w, xp=_XP)
         c = self._fmap.c
         pad = None if key_padding_mask is None else key_padding_mask.unsqueeze(-1)
 
