@@ -154,7 +154,8 @@ def _parser():
                    help="numbers of features")
     g.add_argument("--independent", action="store_true",
                    help="an independent stream per coupling (default: common random numbers across couplings)")
-    _sweep(g, paired=False, kinds=tuple(k for k in feature_kinds.names() if not feature_kinds.get(k).parameters))
+    _sweep(g, paired=False, kinds=tuple(k for k in feature_kinds.names(kernel="gaussian")  # (Fig. 7's kernel)
+                                        if not feature_kinds.get(k).parameters))
     _common(g, data=False)
 
     a = _sub(sub, "attention", help="Sec. 5.4: PRF attention error vs exact softmax attention",
