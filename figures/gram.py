@@ -142,15 +142,14 @@ def tail_check(ctx, m_values=(8, 256), n_draws=20_000, seed=424242, n_boot=20_00
 
     from montecarlo.experiments.gram import exact_gram, frobenius_unit
     from montecarlo.experiments.sweeps import draw_blocks, unit_seed
-    from theory.feature_kinds import kernel_c
 
     X = _data(ctx)
     terms = pair_terms(X, ctx)
-    K, c = exact_gram(X), kernel_c("prf", "gaussian")
+    K = exact_gram(X)
     gen = np.random.default_rng(seed)
     out = []
     for m in m_values:
-        F = np.concatenate([frobenius_unit(X, K, COUPLINGS, m, n, unit_seed(seed, m, k), True, "prf", {}, c, None)
+        F = np.concatenate([frobenius_unit(X, K, COUPLINGS, m, n, unit_seed(seed, m, k), True, "prf", {}, "gaussian", None)
                             for k, n in draw_blocks(n_draws)], axis=1)
         idx = gen.integers(0, F.shape[1], size=(n_boot, 300))
         for i, cp in enumerate(COUPLINGS):

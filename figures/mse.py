@@ -71,12 +71,12 @@ MC_SECONDS_PER_MEGA = 0.03
 def _mc_parts(ctx, tag, d, points, couplings, n_draws, kind):
     """The Monte Carlo MSE cells of every coupling (and IID) at every point (t = |x + y| for the positive
     kinds, |x - y| for RFFs), each seeded by its own tag: ``{(coupling, t): Cell}``."""
-    positive = theory_kinds.get(kind).positive
+    along_v = theory_kinds.get(kind).argument == "v"  # t is |x + y| (else |x - y|)
     parts = {}
     for t in points:
         x = np.zeros(d)
         x[0] = t / 2
-        y = x if positive else -x
+        y = x if along_v else -x
         for c in ("iid",) + tuple(couplings):
             parts[c, t] = Cell(empirical_mse_cell, (c, x, y, d, n_draws, kind, ctx.rng(f"{tag}/{c}/{d}/{t}"),
                                                     ctx.backend, False), cost=MC_SECONDS_PER_MEGA * n_draws * d / 1e6,

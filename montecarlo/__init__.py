@@ -79,6 +79,8 @@ from .estimators import (  # noqa: E402
     pair_projections,
 )
 from .features import (  # noqa: E402
+    FeatureMap,
+    check_kind_params,
     log_features,
     prf_features,
     prf_log_features,
@@ -102,11 +104,13 @@ __all__ = [
     "ConvergenceError",
     "Estimate",
     "FastCouplingBiasWarning",
+    "FeatureMap",
     "PositiveRandomFeatures",
     "RandomFeatures",
     "RandomFourierFeatures",
     "RandomProjection",
     "budget",
+    "check_kind_params",
     "diagnostics",
     "empirical_conformity",
     "empirical_mse",

@@ -755,7 +755,7 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
         _check_row_norms(draws),
         _check_moments(draws, names),
         _check_norm_independence(draws, names, coupling),
-        *(_check_unbiased(draws, index, kind, v if fk.get(kind).positive else z) for kind in kinds_),
+        *(_check_unbiased(draws, index, kind, _pair_norm(kind, v, z)) for kind in kinds_),
         _check_conformity(draws, index, coupling, v, z, kinds_),
         _check_structure(draws, coupling, dtype),
         _check_fixed_norm(draws, index, v, z),
@@ -923,24 +923,33 @@ def _check_kinds(value):
     return names
 
 
+def _feature_map(kind):
+    """The kind's :class:`~montecarlo.features.FeatureMap` (its statistic does not depend on the kernel)."""
+    from .features import FeatureMap
+
+    return FeatureMap(kind, kernel=fk.get(kind).kernels[0], where="audit")
+
+
+def _pair_norm(kind, v, z):
+    """The audit's norm of the kind's pair vector: v (of x + y) or z (of x - y), as its record's argument."""
+    return v if fk.get(kind).argument == "v" else z
+
+
 def _statistic(draws, proj, kind):
     """The kind's per-direction statistic b (n, m) of projections ``proj`` (its log-free value)."""
-    rec = fk.get(kind)
-    b = fk.hook(kind, "statistic")(proj, np, w_sq=draws.r2 if rec.needs_w_sq() else None, d=draws.d)
-    return np.exp(b) if rec.positive else b
+    fmap = _feature_map(kind)
+    return fmap.pair_values(fmap.statistic(proj, np, d=draws.d, w_sq=draws.r2 if fmap.needs_w_sq() else None))
 
 
 def _check_unbiased(draws, index, kind, t):
-    """z-tests of one kind's estimate: E b = e^{v^2/2} (positive kinds, v = x + y) or e^{-z^2/2} (RFFs)."""
-    rec = fk.get(kind)
+    """z-tests of one kind's estimate: the mean statistic against E b = e^{v^2/2} (kinds of v = x + y) or
+    e^{-z^2/2} (kinds of z = x - y), as the ratio estimate / kernel (the kernel prefactor cancels)."""
+    fmap = _feature_map(kind)
+    inverse = math.exp(-fmap.statistic_log_mean(t))
     tests = []
     for nm in _kernel_directions(draws.d):
         b = _statistic(draws, draws.proj[:, :, index[nm]] * t, kind).mean(axis=1)
-        if rec.positive:  # estimate / kernel for any x + y = v u
-            tests.append(_ztest(f"v = {t:g} {nm}", b * math.exp(-0.5 * t * t), 1.0, what="estimate/kernel"))
-        else:
-            k = math.exp(-0.5 * t * t)
-            tests.append(_ztest(f"z = {t:g} {nm}", b, k, scale=k, what="estimate/kernel"))
+        tests.append(_ztest(f"{fmap.argument} = {t:g} {nm}", b * inverse, 1.0, what="estimate/kernel"))
     return (f"{kind}_unbiased", "z", tests, "")
 
 
@@ -971,16 +980,17 @@ def _check_conformity(draws, index, coupling, v, z, kinds_):
     tests, notes = [], []
     for kind in kinds_:
         rec = fk.get(kind)
-        t = v if rec.positive else z
+        t = _pair_norm(kind, v, z)
         rho = _theory_conformity(coupling, draws.d, draws.m, kind, t)
         if rho is None:
             notes.append(f"{rec.label}: no closed form")
             continue
-        arg = "v" if rec.positive else "z"
+        relative = rec.log_space  # (positive statistics: a relative test; cosines: an absolute one)
         for nm in _kernel_directions(draws.d):
             b = _statistic(draws, draws.proj[:, :, index[nm]] * t, kind)
-            tests.append(_ztest(f"{rec.label} {arg} = {t:g} {nm}", _pair_mean(b), rho, scale=abs(rho) if rec.positive
-                                else 1.0, what="conformity/theory" if rec.positive else "conformity"))
+            tests.append(_ztest(f"{rec.label} {rec.argument} = {t:g} {nm}", _pair_mean(b), rho,
+                                scale=abs(rho) if relative else 1.0,
+                                what="conformity/theory" if relative else "conformity"))
         notes.append(f"{rec.label} {rho:.6g}")
     note = "theory: " + ", ".join(notes) + (" (ensemble of blocks of d rows)" if draws.m > draws.d else "")
     return ("conformity", "z", tests, note)

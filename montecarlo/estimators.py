@@ -35,7 +35,7 @@ from ._checks import (
     check_kind,
     check_progress,
 )
-from .features import feature_params, log_kernel_matrix
+from .features import FeatureMap, check_kind_params, log_kernel_matrix, pair_vector
 from .couplings import (
     _block_rows,
     _warn_if_biased,
@@ -213,14 +213,18 @@ def _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=False):
     return hook(coupling, "projections")(vec, d, m, k, random, with_sq=with_sq)
 
 
-def _chunk_statistic(statistic, rec, coupling, d, m, vec, k, random, route, path, params):
-    """The kind's statistic (its ``statistic`` hook, record ``rec``) of k draws' projections on vec, with
-    their squared norms where the kind needs them."""
-    if rec.needs_w_sq():
+def _chunk_statistic(fmap, coupling, d, m, vec, k, random, route, path):
+    """The statistic of feature map ``fmap`` (:meth:`FeatureMap.statistic`) of k draws' projections on vec,
+    with the directions' terms where the kind needs them (squared norms from the same draws, or the terms of
+    its ``prepare`` hook from whole weight matrices)."""
+    if fmap.needs_weights():
+        w = _weights_batch(coupling, d, m, k, random, route, {})
+        return fmap.statistic(random.xp.matmul(w, vec), random.xp, d=d, **fmap.direction_terms(w))
+    if fmap.needs_w_sq():
         proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path, with_sq=True)
     else:
         proj, w_sq = _project_chunk(coupling, d, m, vec, k, random, route, path), None
-    return statistic(proj, random.xp, w_sq=w_sq, d=d, **params)
+    return fmap.statistic(proj, random.xp, d=d, w_sq=w_sq)
 
 
 def _blockwise(y, k, m):
@@ -427,54 +431,53 @@ def _finite(est, what, hint):
 
 
 def _float_params(rec, d, v_norm, given, where):
-    """The kind's parameters for one Monte Carlo call (hook ``float_parameters``: defaults resolved)."""
-    unknown = set(given) - set(rec.parameters)
-    if unknown:
-        raise TypeError(f"{where}: kind={rec.name!r} takes the parameters {', '.join(rec.parameters) or 'none'}, "
-                        f"got {', '.join(sorted(unknown))}")
-    if not rec.parameters:
-        return {}
+    """The kind's parameters for one Monte Carlo call (:func:`~montecarlo.features.check_kind_params`; those
+    left out chosen at the pair by the hook ``float_parameters`` where the kind has it)."""
+    given = check_kind_params(rec.name, given, where, chosen="pair")
+    if not rec.has("float_parameters"):
+        return given
     return kinds.hook(rec.name, "float_parameters")(d, v_norm, **given)
+
+
+def _kind_path(fmap, asked, path):
+    """The projections' path for a feature map (``asked``: the caller's, checked; ``path``: 'auto' resolved):
+    'full' for a kind whose statistic needs whole directions."""
+    if fmap.needs_weights():
+        if asked == "fast":
+            raise ValueError(f"path must be 'auto' or 'full' for kind={fmap.kind!r} (its statistic needs the "
+                             "directions themselves, not only their projections), got 'fast'")
+        return "full"
+    return path
 
 
 def _pointwise(stat, coupling, x, y, m, n_draws, kernel, kind, rng, xp, device, dtype, path, progress,
                haar_route, label, params):
     rec = kinds.get(check_kind(kind))
-    c = kernel_c(kind, kernel)
+    kernel_c(kind, kernel)  # (a kernel the kind does not estimate: refused first)
     xn = to_numpy(check_data(x, namespace("numpy"), "x", 1))
     d = xn.shape[0]
     yn = to_numpy(check_data(y, namespace("numpy"), "y", 1, d))
-    params = _float_params(rec, d, float(np.linalg.norm(xn + yn)), params, label)
+    pair_norm = float(np.linalg.norm(pair_vector(kind, xn, yn)))
+    fmap = FeatureMap(kind, kernel=kernel, where=label, **_float_params(rec, d, pair_norm, params, label))
+    asked = path
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
+    path = _kind_path(fmap, asked, path)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
     log_target = _log_kernel_value(kernel, xn, yn)
     target = math.exp(log_target) if log_target < 709.0 else math.inf
-    if rec.positive:
-        vvec = xn + yn
-        log_pref = -c * float(xn @ xn + yn @ yn) - math.log(m)
-    else:
-        vvec = xn - yn
-        log_pref = None
-    statistic = kinds.hook(kind, "statistic")
+    vvec, log_pref = fmap.pair(xn, yn)
     vec = xpn.asarray(vvec, dtype=random.dtype, device=random.device)
-    size, per = _chunk_and_cost(coupling, d, m, path)
+    size, per = _chunk_and_cost(coupling, d, m, path, m * d if fmap.needs_weights() else 0)
     _work(n_draws, per, label)
     on_host = random.backend == "numpy"
     acc = _Moments()
     bar = _Progress(progress, n_draws, label)
     done = 0
     for k in _draw_chunks(n_draws, size, label):
-        b = _chunk_statistic(statistic, rec, coupling, d, m, vec, k, random, route, path, params)
-        if not rec.positive:
-            khat = xpn.mean(b, axis=1)
-        elif on_host and float(xpn.max(b)) < 700.0:  # exp cannot overflow: sum directly
-            khat = xpn.sum(exp_inplace(b, xpn), axis=1) * math.exp(log_pref)
-        else:  # per-row log-sum-exp (no host synchronisation on a device backend)
-            rtop = xpn.max(b, axis=1)
-            lse = rtop + xpn.log(xpn.sum(exp_inplace(b - rtop[:, None], xpn), axis=1))
-            khat = xpn.exp(lse + log_pref)
+        b = _chunk_statistic(fmap, coupling, d, m, vec, k, random, route, path)
+        khat = fmap.kernel_estimates(b, log_pref, on_host)
         acc.add(xpn, khat if stat == "kernel" else (khat - target) ** 2)
         done += k
         bar.update(done)
@@ -556,26 +559,29 @@ empirical_mse.__doc__ += _POINTWISE_DOC + """
 def _pair_stat(coupling, d, v, m, n_draws, kind, rng, xp, device, dtype, path, progress, haar_route, matrix,
                params):
     rec = kinds.get(check_kind(kind))
+    asked = path
     coupling, d, random, route, path = _setup(coupling, d, rng, xp, device, dtype, haar_route, path)
     m = check_int(d if m is None else m, "m", 2, "(the conformity averages over pairs of features; default: m = d)")
     n_draws = check_int(n_draws, "n_draws", 2)
     xpn = random.xp
     vec = _as_vector(v, d, random, "v")
     params = _float_params(rec, d, float(xpn.linalg.vector_norm(vec)), params, "conformity")
+    fmap = FeatureMap(kind, kernel=rec.kernels[0], where="conformity", **params)  # (the statistic: any kernel)
+    path = _kind_path(fmap, asked, path)
+    if fmap.needs_weights():
+        vec = xpn.asarray(fmap.transform_vector(np.asarray(to_numpy(vec), dtype=np.float64)), dtype=random.dtype,
+                          device=random.device)
     extra = m * m * 3 if matrix else 0
     if matrix:
         check_budget(m * m, f"the (m, m) = ({show_int(m)}, {show_int(m)}) pair moments", "reduce m")
-    size, per = _chunk_and_cost(coupling, d, m, path, extra)
+    size, per = _chunk_and_cost(coupling, d, m, path, extra + (m * d if fmap.needs_weights() else 0))
     label = "pair moments" if matrix else "conformity"
     _work(n_draws, per, label)
-    statistic = kinds.hook(kind, "statistic")
     acc = _Moments()
     bar = _Progress(progress, n_draws, label)
     done = 0
     for k in _draw_chunks(n_draws, size, label):
-        b = _chunk_statistic(statistic, rec, coupling, d, m, vec, k, random, route, path, params)
-        if rec.positive:
-            b = xpn.exp(b)
+        b = fmap.pair_values(_chunk_statistic(fmap, coupling, d, m, vec, k, random, route, path))
         if matrix:
             acc.add(xpn, b[:, :, None] * b[:, None, :])
         else:
@@ -646,16 +652,12 @@ def empirical_pair_moments(coupling, d, v, m=None, n_draws=10_000, kind="prf", r
 # Gram matrices
 
 
-def _features_batch(X, w, kind, c, xpn, params):
-    """Per-draw features of any kind for a stack of weights w (k, m, d): (k, N, width m)."""
-    rec = kinds.get(kind)
-    m, d = w.shape[1], w.shape[2]
-    z = xpn.matmul(X[None, :, :], xpn.matrix_transpose(w))
+def _features_batch(X, w, fmap, xpn):
+    """Per-draw features of a feature map for a stack of weights w (k, m, d): (k, N, width m)."""
+    rows, terms = fmap.prepared(w, rows_axis=True)
+    z = xpn.matmul(X[None, :, :], xpn.matrix_transpose(rows))
     sq = xpn.sum(X * X, axis=1)[None, :, None]
-    w_sq = xpn.sum(w * w, axis=-1)[:, None, :] if rec.needs_w_sq() else None
-    if not rec.positive:
-        return kinds.hook(kind, "features")(z, sq, m, c, xpn, w_sq=w_sq, d=d, **params)
-    return xpn.exp(kinds.hook(kind, "log_features")(z, sq, m, c, xpn, w_sq=w_sq, d=d, **params))
+    return fmap.apply(z, sq, m=w.shape[1], d=w.shape[2], **terms)
 
 
 def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, xp=None, device=None, *,
@@ -690,9 +692,7 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
         unnormalised squared error :math:`\sum_{ab}(K_{ab}-\hat K_{ab})^2` instead:
         see :func:`montecarlo.experiments.gram_errors`.
     """
-    check_kind(kind)
-    c = kernel_c(kind, kernel)
-    params = feature_params(kind, params, "gram_estimate")
+    fmap = FeatureMap(kind, kernel=kernel, where="gram_estimate", **params)
     coupling = check_coupling(coupling)
     xpn = namespace(xp)
     dev = resolve_device(xpn, device)
@@ -714,7 +714,7 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
         raise ValueError(f"every exact {kernel} kernel value of X and Y underflows to 0 in {exact.dtype}: the "
                          "relative Frobenius error is undefined; scale the points down (log values: "
                          "montecarlo.features.log_kernel_matrix)")
-    width = kinds.get(kind).width * m
+    width = fmap.width * m
     per = X.shape[0] * Y.shape[0] * 2 + (X.shape[0] + Y.shape[0]) * width * 3 + m * d * 3
     check_budget(per, f"one draw of the Gram estimate (N = {X.shape[0]}, N' = {Y.shape[0]}, m = {show_int(m)}, "
                  f"d = {d})",
@@ -726,8 +726,8 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     done = 0
     for k in _draw_chunks(n_draws, size, "gram_estimate"):
         w = _weights_batch(coupling, d, m, k, random, route, {})
-        fx = _features_batch(X, w, kind, c, xpn, params)
-        fy = fx if Y is X else _features_batch(Y, w, kind, c, xpn, params)
+        fx = _features_batch(X, w, fmap, xpn)
+        fy = fx if Y is X else _features_batch(Y, w, fmap, xpn)
         g = xpn.matmul(fx, xpn.matrix_transpose(fy))
         acc.add(xpn, g)
         err = xpn.linalg.vector_norm(xpn.reshape(g - exact[None], (k, -1)), axis=1) / exact_norm

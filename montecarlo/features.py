@@ -17,7 +17,7 @@ import numpy as np
 
 from theory import feature_kinds as kinds
 from theory.feature_kinds import kernel_c
-from theory.validation import describe
+from theory.validation import check_real, describe
 
 from ._backend import backend_name, exp_inplace
 from ._checks import ArgumentTypeError, check_budget, check_data, check_kernel, check_kind, check_weights
@@ -152,19 +152,374 @@ def row_sq_norms(W):
     return xp.sum(W * W, axis=1)
 
 
-def feature_params(kind, params, where="random_features"):
-    """The parameters of a kind for a feature map: exactly the record's, none missing (a map of one batch
-    cannot choose a data-driven default: the partner batch is unknown)."""
-    rec = kinds.get(kind)
-    unknown = set(params) - set(rec.parameters)
+def check_kind_params(kind, params, where=None, *, name="params", chosen=None, reals=False, d=None):
+    """The parameters of a feature kind as given by a caller, checked once for every layer: a dict (or None)
+    holding only the kind's parameters (:attr:`~theory.feature_kinds.FeatureKind.parameters`) and every
+    required one, returned as a new dict.
+
+    Parameters
+    ----------
+    kind : str
+        A feature kind (checked).
+    params : dict or None
+        The values given.
+    where : str, optional
+        The caller, prefixed to the messages.
+    name : str
+        How the caller spells the argument (``'params'``, ``'kind_params'``), named by the messages.
+    chosen : {None, 'data', 'pair'}
+        Where a parameter left out is chosen, if the kind has the rule: ``'data'``, from the data by its
+        ``data_parameters`` hook (:class:`montecarlo.nn.PRFAttention`); ``'pair'``, at the pair by its
+        ``float_parameters`` hook (the pointwise estimators: e.g. OPRFs' optimal A).  None: every parameter
+        the kind does not declare optional is required (a map of one batch cannot choose it: the partner batch
+        is unknown).
+    reals : bool
+        Each value must be a real number (not an array, not a tensor), returned as a float.
+    d : int, optional
+        Check the given values with the kind's own rule now (its ``float_parameters`` hook at dimension d,
+        e.g. OPRFs' A < 1/8) rather than at the first use.
+
+    Raises
+    ------
+    TypeError
+        ``params`` not a dict; a parameter the kind does not take (also a ValueError); a tensor where a
+        real is needed.
+    ValueError
+        A required parameter missing; a value the kind's rule refuses.
+    """
+    rec = kinds.get(check_kind(kind))
+    at = f"{where}: " if where else ""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise TypeError(f"{at}{name} must be None or a dict of the parameters of kind={kind!r} "
+                        f"({', '.join(map(repr, rec.parameters)) or 'none'}), got {describe(params)}")
+    unknown = [p for p in params if p not in rec.parameters]
     if unknown:
-        raise TypeError(f"{where}: kind={kind!r} takes the parameters {', '.join(rec.parameters) or 'none'}, got "
-                        f"{', '.join(sorted(unknown))}")
-    missing = [p for p in rec.parameters if params.get(p) is None]
+        raise ArgumentTypeError(f"{at}{name} has {unknown[0]!r}, which kind={kind!r} does not take (its "
+                                f"parameters: {', '.join(map(repr, rec.parameters)) or 'none'})")
+    rule = {"data": "data_parameters", "pair": "float_parameters"}.get(chosen)
+    optional = set(rec.optional_parameters) | (set(rec.parameters) if rule and rec.has(rule) else set())
+    missing = [p for p in rec.parameters if params.get(p) is None and p not in optional]
     if missing:
-        hint = " (e.g. A=montecarlo.oprf.data_optimal_a(X, Y), FAVOR++'s choice)" if kind == "oprf" else ""
-        raise ValueError(f"{where}: kind={kind!r} needs {', '.join(f'{p}=' for p in missing)}{hint}")
-    return dict(params)
+        why = (f"the kind has no rule choosing it from the {chosen}" if rule else
+               "a feature map of one batch cannot choose it from the data: the partner batch is unknown")
+        raise ValueError(f"{at}kind={kind!r} needs {', '.join(f'{p}=' for p in missing)} (in {name}; {why})")
+    out = {p: v for p, v in params.items() if v is not None or p not in optional}
+    if reals:
+        for p, value in out.items():
+            if not isinstance(value, (int, float, np.integer, np.floating)) and hasattr(value, "shape"):
+                raise TypeError(f"{at}{name}[{p!r}] must be a real number, got {describe(value)}")
+            out[p] = float(check_real(value, f"{name}[{p!r}]"))
+    if d is not None and out and rec.has("float_parameters"):
+        try:
+            kinds.hook(kind, "float_parameters")(d, 0.0, **out)
+        except ValueError as exc:
+            raise ValueError(f"{at}{name}={params} for kind={kind!r}: {exc}") from None
+    return out
+
+
+def feature_params(kind, params, where="random_features"):
+    """:func:`check_kind_params` of a feature map (every parameter given)."""
+    return check_kind_params(kind, params, where)
+
+
+class FeatureMap:
+    r"""The feature map of one feature kind for one target kernel, with its parameters and (optionally) its
+    projections: the one place that turns a kind's record and hooks (:mod:`theory.feature_kinds`) into
+    features, log-features and the Monte Carlo estimator's statistic.
+
+    Every consumer goes through it: :func:`random_features`, the estimators (:func:`kernel_estimate`,
+    :func:`gram_estimate`, ...), the scikit-learn transformers, :class:`montecarlo.nn.PRFAttention`, the
+    experiments and the sampler audit.  It owns the projection :math:`w_i^\top x` (after the kind's
+    ``prepare`` hook, for kinds whose map transforms the directions, e.g. SDERFs' :math:`\mathbf B`),
+    :math:`\|x\|^2` and :math:`\|w_i\|^2`, the kernel prefactor :math:`e^{a\|x\|^2}` and the pair vector
+    (:math:`x + y` or :math:`x - y`), and reads the record's named properties ``log_space``, ``argument``
+    and ``prefactor_exponent(kernel)``.
+
+    Parameters
+    ----------
+    kind : str
+        A feature kind (``theory.feature_kinds.names()``).
+    W : array (m, d) or RandomProjection, optional
+        The projections (needed by :meth:`__call__`; the estimators draw their own).
+    kernel : {'gaussian', 'softmax'}
+        The target kernel; a kernel the kind does not estimate is a ValueError naming the kind, the kernel and
+        the kernels it estimates.
+    where : str, keyword-only
+        The caller, named by the messages.
+    chosen : {None, 'data', 'pair'}, keyword-only
+        Where parameters left out are chosen (:func:`check_kind_params`; None: all required).  Those chosen
+        later are passed to :meth:`apply` as ``params``.
+    **params
+        The kind's parameters.
+
+    Examples
+    --------
+    >>> import numpy as np, montecarlo as mc
+    >>> W = mc.sample_weights("orthogonal", 3, 4, rng=0)
+    >>> fmap = mc.FeatureMap("hyperbolic", W, "softmax")
+    >>> fmap(np.full((2, 3), 0.1)).shape, fmap.log_space, fmap.argument
+    ((2, 8), True, 'v')
+    """
+
+    __slots__ = ("kind", "record", "kernel", "c", "params", "W", "d", "m", "xp", "_map", "_project", "_rows",
+                 "_terms", "_w_sq", "_statistic")
+
+    def __init__(self, kind="prf", W=None, kernel="gaussian", *, where=None, chosen=None, **params):
+        rec = kinds.get(check_kind(kind))
+        self.kind, self.record = kind, rec
+        self.kernel = check_kernel(kernel)
+        self.c = kernel_c(kind, kernel)  # (refuses a kernel the kind does not estimate)
+        self.params = check_kind_params(kind, params, where, chosen=chosen)
+        self._map = kinds.hook(kind, "log_features" if rec.log_space else "features")
+        self._statistic = None
+        self.W = W
+        self._rows = self._terms = self._w_sq = None
+        if W is None:
+            self.d = self.m = self.xp = self._project = None
+            return
+        if rec.has("prepare"):  # the directions transformed once per draw (dense weights)
+            if isinstance(W, RandomProjection):
+                W = W.weights
+            xp = check_weights(W, "W")
+            transform, self._terms = kinds.hook(kind, "prepare")(W, xp, **self.params)
+            self._rows = W if transform is None else xp.matmul(W, _like(xp, transform, W))
+            rows_t = xp.matrix_transpose(self._rows)
+            self._project, self.d, self.m, self.xp = (lambda x: xp.matmul(x, rows_t)), W.shape[1], W.shape[0], xp
+        else:
+            self._project, self.d, self.m, self.xp = _as_projection(W)
+            self._rows = None if isinstance(W, RandomProjection) else W
+            self._terms = {}
+
+    # -- the record's named properties -------------------------------------------------------------------
+
+    @property
+    def log_space(self):
+        """Whether the features are the exp of log-features (the positive kinds)."""
+        return self.record.log_space
+
+    @property
+    def argument(self):
+        """``'v'`` (the statistic depends on x + y) or ``'z'`` (on x - y)."""
+        return self.record.argument
+
+    @property
+    def width(self):
+        """Features per direction."""
+        return self.record.width
+
+    @property
+    def prefactor_exponent(self):
+        r"""a in the features' factor :math:`e^{a\|x\|^2}` (the record's ``prefactor_exponent(kernel)``)."""
+        return -self.c
+
+    def needs_w_sq(self):
+        """Whether the kind's hooks take the squared norms of the directions."""
+        return self.record.needs_w_sq()
+
+    def needs_weights(self):
+        """Whether the statistic needs the directions themselves (a ``prepare`` hook), not only their
+        projections on the pair vector: the estimators then draw whole weight matrices."""
+        return self.record.has("prepare")
+
+    # -- features --------------------------------------------------------------------------------------
+
+    def project(self, X):
+        """The projections of validated rows X (N, d): (N, m)."""
+        return self._project(X)
+
+    def direction_terms(self, W=None, rows_axis=False, xp=None):
+        r"""Keywords of the kind's hooks computed from the directions: ``w_sq`` (kinds that need
+        :math:`\|w_i\|^2`) and the per-direction terms of the ``prepare`` hook; for ``W`` (..., m, d) or the
+        map's own projections.  ``rows_axis``: shaped (..., 1, m), against projections (..., N, m); ``xp``: W's
+        array namespace, if the caller has it."""
+        if W is None:
+            if self._w_sq is None and self.needs_w_sq():
+                self._w_sq = row_sq_norms(self.W)
+            return {"w_sq": self._w_sq, **self._terms}
+        return self.prepared(W, rows_axis, xp)[1]
+
+    def prepared(self, W, rows_axis=False, xp=None):
+        """``(rows, terms)`` for directions W (..., m, d): the rows whose products with x are the projections
+        (W itself, or W times the ``prepare`` hook's transform) and :meth:`direction_terms`."""
+        xp = _ns(W) if xp is None else xp
+        w_sq = xp.sum(W * W, axis=-1) if self.needs_w_sq() else None
+        rows, terms = W, {}
+        if self.needs_weights():
+            transform, terms = kinds.hook(self.kind, "prepare")(W, xp, **self.params)
+            if transform is not None:
+                rows = xp.matmul(W, _like(xp, transform, W))
+        terms = {"w_sq": w_sq, **terms}
+        if rows_axis:
+            terms = {k: (None if t is None else t[..., None, :]) for k, t in terms.items()}
+        return rows, terms
+
+    def transform_vector(self, vec):
+        """A float64 numpy pair vector transformed as the directions' ``prepare`` hook says (itself for most
+        kinds): the projections on it are those of :meth:`prepared`'s rows."""
+        if self.needs_weights():
+            transform = kinds.hook(self.kind, "prepare")(None, None, **self.params)[0]
+            if transform is not None:
+                return transform @ vec
+        return vec
+
+    def apply(self, proj, sq, *, m=None, d=None, log=False, params=None, xp=None, **terms):
+        r"""The kind's map on given projections ``proj`` (..., m) and squared norms ``sq`` (broadcastable to
+        ``proj[..., :1]``): log-features (``log=True``, log-space kinds only) or features (the exp taken in
+        place for the log-space kinds), (..., width m).  ``proj`` may be overwritten.  ``m``, ``d``: default
+        the map's; ``params`` replace the map's parameters (e.g. tensors chosen from the data); ``terms``:
+        :meth:`direction_terms` (``w_sq=...``); ``xp``: proj's array namespace, if the caller has it."""
+        if log and not self.record.log_space:
+            self._refuse_log()
+        xp = _ns(proj) if xp is None else xp
+        out = self._map(proj, sq, proj.shape[-1] if m is None else m, self.c, xp,
+                        d=self.d if d is None else d, **terms, **(self.params if params is None else params))
+        if self.record.log_space and not log:
+            out = exp_inplace(out, xp)
+        return out
+
+    def _refuse_log(self):
+        raise ValueError(f"log=True needs a kind computed in log space "
+                         f"({', '.join(map(repr, kinds.names(log_space=True)))}), got kind={self.kind!r} (its "
+                         "features can be negative)")
+
+    def linear_form(self, w, params=None, xp=None):
+        """The kind's log-features as one linear map (hook ``linear_log_features``: ``(rows, bias)`` or None)
+        for projections ``w`` (m, d)."""
+        xp = _ns(w) if xp is None else xp
+        w_sq = xp.sum(w * w, axis=-1) if self.needs_w_sq() else None
+        return kinds.hook(self.kind, "linear_log_features")(w, w.shape[0], xp, w_sq=w_sq, d=w.shape[1],
+                                                             **(self.params if params is None else params))
+
+    def check_X(self, X):
+        """X validated against the projections (backend, device, dtype, d columns)."""
+        return _check_X(X, self._rows if self._rows is not None else self.W, self.xp, self.d)
+
+    def __call__(self, X, log=False, stabilize=None):
+        r"""Features (N, width m) of the rows of X (:func:`random_features`), or with ``log=True`` their
+        logarithms (log-space kinds); ``stabilize`` ('row' or 'global', log-space kinds) returns
+        ``(features, offset)``."""
+        if self.W is None:
+            raise ValueError("this FeatureMap has no projections: pass W=...")
+        _check_stabilize(stabilize)
+        rec = self.record
+        if not rec.log_space:
+            if stabilize is not None:
+                raise ValueError(f"stabilize must be None for kind={self.kind!r} (its features are not positive), "
+                                 f"got {describe(stabilize)}")
+            if log:
+                self._refuse_log()
+            X = self.check_X(X)
+            self._budget(X.shape[0])
+            sq = _row_sq(X, self.xp)  # (refused before projecting: an overflowing row's projection would warn first)
+            return self.apply(self._project(X), sq, **self.direction_terms())
+        if log or stabilize is None:
+            finish = None if log else (lambda zr, rows: exp_inplace(zr, _ns(zr)))
+            return self._log_rows(X, finish)[0]
+        if stabilize == "row":
+            offs = {}
+
+            def finish(zr, rows):
+                xq = _ns(zr)
+                o = xq.max(zr, axis=1)
+                zr -= o[:, None]
+                exp_inplace(zr, xq)
+                offs[rows.start] = o
+
+            z, xp = self._log_rows(X, finish)
+            off = xp.concat([offs[k] for k in sorted(offs)]) if len(offs) > 1 else offs[0]
+            return z, off
+        z, xp = self._log_rows(X)
+        off = xp.max(z)
+        z -= off
+        return exp_inplace(z, xp), off
+
+    def _budget(self, n):
+        width = self.record.width * self.m
+        check_budget(n * width, f"the (N, {self.record.width} m) = ({n}, {width}) features",
+                     "pass fewer rows of X at a time or fewer features")
+
+    def _log_rows(self, X, finish=None):
+        """Validated log-features (N, width m), with ``finish(z_rows, rows)`` applied per row block (in place);
+        on numpy split across threads (:func:`_row_jobs`)."""
+        X = self.check_X(X)
+        xp, m, d, rec = self.xp, self.m, self.d, self.record
+        n, width = X.shape[0], rec.width * m
+        self._budget(n)
+        terms = self.direction_terms()
+        sq = _row_sq(X, xp)
+        log_map, c, params = self._map, self.c, self.params
+        if backend_name(xp) == "numpy" and self._rows is not None:
+            z = np.empty((n, width), dtype=X.dtype)
+            wt = self._rows.T
+
+            def job(rows):
+                zr = z[rows]
+                if rec.width == 1:  # project straight into the output (the map works in place)
+                    np.matmul(X[rows], wt, out=zr)
+                    out = log_map(zr, sq[rows], m, c, xp, d=d, **terms, **params)
+                else:
+                    out = log_map(X[rows] @ wt, sq[rows], m, c, xp, d=d, **terms, **params)
+                if out is not zr:
+                    zr[...] = out
+                if finish is not None:
+                    finish(zr, rows)
+
+            _row_jobs(xp, n, width, job)
+            return z, xp
+        z = log_map(self._project(X), sq, m, c, xp, d=d, **terms, **params)
+        if finish is not None:
+            finish(z, slice(0, n))
+        return z, xp
+
+    # -- the Monte Carlo estimator ----------------------------------------------------------------------
+
+    def pair(self, x, y):
+        r"""(pair vector, log prefactor) of two float64 numpy vectors: :math:`v = x + y` or :math:`z = x - y`
+        (the record's ``argument``), transformed by the kind's ``prepare`` transform where it has one, and
+        :math:`\log P = a(\|x\|^2 + \|y\|^2)` with :math:`\hat K = P\frac1m\sum_i b_i`."""
+        return self.transform_vector(pair_vector(self.kind, x, y)), self.prefactor_exponent * float(x @ x + y @ y)
+
+    def statistic(self, proj, xp, d=None, **terms):
+        r"""The per-direction statistic :math:`b_i` of the projections on the pair vector (its logarithm for a
+        log-space kind); ``terms``: :meth:`direction_terms` of the same draws."""
+        if self._statistic is None:
+            self._statistic = kinds.hook(self.kind, "statistic")
+        return self._statistic(proj, xp, d=d, **terms, **self.params)
+
+    def pair_values(self, b):
+        """:math:`b_i` from :meth:`statistic` (the exp of a log-space kind's)."""
+        return _ns(b).exp(b) if self.record.log_space else b
+
+    def kernel_estimates(self, b, log_pref, on_host=False):
+        r"""Per draw :math:`\hat K = P\frac1m\sum_i b_i` from the statistic b (k, m) (overwritten) and
+        :math:`\log P` of :meth:`pair`."""
+        xp = _ns(b)
+        if not self.record.log_space:
+            return xp.mean(b, axis=1) * math.exp(log_pref)
+        log_pref = log_pref - math.log(b.shape[1])
+        if on_host and float(xp.max(b)) < 700.0:  # exp cannot overflow: sum directly
+            return xp.sum(exp_inplace(b, xp), axis=1) * math.exp(log_pref)
+        rtop = xp.max(b, axis=1)  # per-row log-sum-exp (no host synchronisation on a device backend)
+        lse = rtop + xp.log(xp.sum(exp_inplace(b - rtop[:, None], xp), axis=1))
+        return xp.exp(lse + log_pref)
+
+    def statistic_log_mean(self, t):
+        r""":math:`\log\mathbb E b` for a pair vector of norm t under Gaussian directions: :math:`t^2/2` (argument
+        v) or :math:`-t^2/2` (argument z)."""
+        return (0.5 if self.record.argument == "v" else -0.5) * t * t
+
+
+def pair_vector(kind, x, y):
+    """The pair vector of a feature kind's statistic: x + y (the record's ``argument`` 'v') or x - y ('z')."""
+    return x + y if kinds.get(kind).argument == "v" else x - y
+
+
+def _like(xp, arr, like):
+    """A float64 numpy array on the backend, device and dtype of ``like``."""
+    out = xp.asarray(arr, device=getattr(like, "device", None))
+    return xp.astype(out, like.dtype) if out.dtype != like.dtype else out
 
 
 def _row_sq(X, xp):
@@ -191,44 +546,6 @@ def refuse_overflowed_rows(sq, xp, dtype, scaled="", hint="", name="X"):
     return sq
 
 
-def _positive_logits(X, W, kind, kernel, finish=None, params=None):
-    """Validated log-features (N, width m) of a positive kind, with ``finish(z_rows, rows)`` applied per row
-    block (in place)."""
-    rec = kinds.get(check_kind(kind, positive=True))
-    c = kernel_c(kind, kernel)
-    params = feature_params(kind, params or {})
-    project, d, m, xp = _as_projection(W)
-    X = _check_X(X, W, xp, d)
-    n, width = X.shape[0], rec.width * m
-    check_budget(n * width, f"the (N, {rec.width} m) = ({n}, {width}) features",
-                 "pass fewer rows of X at a time or fewer features")
-    log_map = kinds.hook(kind, "log_features")
-    w_sq = row_sq_norms(W) if rec.needs_w_sq() else None
-    sq = _row_sq(X, xp)
-    if backend_name(xp) == "numpy" and not isinstance(W, RandomProjection):
-        z = np.empty((n, width), dtype=X.dtype)
-        wt = W.T
-
-        def job(rows):
-            zr = z[rows]
-            if rec.width == 1:  # project straight into the output (the map works in place)
-                np.matmul(X[rows], wt, out=zr)
-                out = log_map(zr, sq[rows], m, c, xp, w_sq=w_sq, d=d, **params)
-            else:
-                out = log_map(X[rows] @ wt, sq[rows], m, c, xp, w_sq=w_sq, d=d, **params)
-            if out is not zr:
-                zr[...] = out
-            if finish is not None:
-                finish(zr, rows)
-
-        _row_jobs(xp, n, width, job)
-        return z, xp
-    z = log_map(project(X), sq, m, c, xp, w_sq=w_sq, d=d, **params)
-    if finish is not None:
-        finish(z, slice(0, n))
-    return z, xp
-
-
 def log_features(X, W, kind="prf", kernel="gaussian", **params):
     r"""Logarithm of the features of a positive kind, shape (N, width m).
 
@@ -243,7 +560,8 @@ def log_features(X, W, kind="prf", kernel="gaussian", **params):
     **params
         The kind's parameters (``A`` for 'oprf'), all required.
     """
-    return _positive_logits(X, W, kind, kernel, params=params)[0]
+    check_kind(kind, log_space=True)
+    return FeatureMap(kind, W, kernel, where="log_features", **params)(X, log=True)
 
 
 def prf_log_features(X, W, kernel="gaussian"):
@@ -257,7 +575,7 @@ def prf_log_features(X, W, kernel="gaussian"):
     kernel : {'gaussian', 'softmax'}
         c = 1 (eq. ``def_prf``) or c = 1/2.
     """
-    return _positive_logits(X, W, "prf", kernel)[0]
+    return FeatureMap("prf", W, kernel, where="prf_log_features")(X, log=True)
 
 
 def _ns(a):
@@ -315,40 +633,8 @@ def random_features(X, W, kind="prf", kernel="gaussian", stabilize=None, **param
         Only when ``stabilize`` is not None: the subtracted log offset
         :math:`o`, so that the unstabilised features are :math:`\phi e^{o}`.
     """
-    rec = kinds.get(check_kind(kind))
     _check_stabilize(stabilize)
-    if not rec.positive:
-        if stabilize is not None:
-            raise ValueError(f"stabilize must be None for kind={kind!r} (its features are not positive), "
-                             f"got {describe(stabilize)}")
-        c = kernel_c(kind, kernel)
-        params = feature_params(kind, params)
-        project, d, m, xp = _as_projection(W)
-        X = _check_X(X, W, xp, d)
-        check_budget(rec.width * X.shape[0] * m, f"the (N, {rec.width} m) = ({X.shape[0]}, {rec.width * m}) "
-                     "features", "pass fewer rows of X at a time or fewer features")
-        w_sq = row_sq_norms(W) if rec.needs_w_sq() else None
-        sq = _row_sq(X, xp)  # (refused before projecting: an overflowing row's projection would warn first)
-        return kinds.hook(kind, "features")(project(X), sq, m, c, xp, w_sq=w_sq, d=d, **params)
-    if stabilize is None:
-        return _positive_logits(X, W, kind, kernel, lambda zr, rows: exp_inplace(zr, _ns(zr)), params)[0]
-    if stabilize == "row":
-        offs = {}
-
-        def finish(zr, rows):
-            xq = _ns(zr)
-            o = xq.max(zr, axis=1)
-            zr -= o[:, None]
-            exp_inplace(zr, xq)
-            offs[rows.start] = o
-
-        z, xp = _positive_logits(X, W, kind, kernel, finish, params)
-        off = xp.concat([offs[k] for k in sorted(offs)]) if len(offs) > 1 else offs[0]
-        return z, off
-    z, xp = _positive_logits(X, W, kind, kernel, params=params)
-    off = xp.max(z)
-    z -= off
-    return exp_inplace(z, xp), off
+    return FeatureMap(kind, W, kernel, where="random_features", **params)(X, stabilize=stabilize)
 
 
 def prf_features(X, W, kernel="gaussian", stabilize=None):

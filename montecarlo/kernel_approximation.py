@@ -32,7 +32,7 @@ from theory import registry as _registry
 from ._checks import AllocationError, check_budget, check_rng
 from . import oprf as _oprf
 from .couplings import _caller_level, sample_weights
-from .features import refuse_overflowed_rows, row_sq_norms, thread_limit
+from .features import FeatureMap, refuse_overflowed_rows, thread_limit
 
 __all__ = ["FeatureUnderflowWarning", "PositiveRandomFeatures", "RandomFeatures", "RandomFourierFeatures"]
 
@@ -275,13 +275,13 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     def _map(self, X, log=False):
         """The features (or, ``log=True``, the log-features of a positive kind) of validated X: one product
         for the projections, then the kind's hook and exp per row block."""
-        kind = self.kind
-        rec = _kinds.get(kind)
-        c = _kinds.kernel_c(kind, self.kernel)
+        rec = _kinds.get(self.kind)
+        fmap = FeatureMap(self.kind, kernel=self.kernel, where=type(self).__name__,
+                          **({"A": self.A_} if "A" in rec.parameters else {}))
         W = self.weights_.astype(X.dtype, copy=False)
         m = W.shape[0]
-        n, width = X.shape[0], rec.width * m
-        check_budget(n * width, f"the (n_samples, {rec.width} n_components) = ({n}, {width}) features",
+        n, width = X.shape[0], fmap.width * m
+        check_budget(n * width, f"the (n_samples, {fmap.width} n_components) = ({n}, {width}) features",
                      "transform fewer rows at a time or use fewer n_components")
         scale = math.sqrt(2.0 * self.gamma_)
         with np.errstate(over="ignore"):  # (an overflow is refused just below, for every kind)
@@ -295,26 +295,20 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             proj = np.asarray(proj)
         if scale != 1.0:  # the features of z = sqrt(2 gamma) x, without copying X
             proj *= X.dtype.type(scale)
-        xp = array_api_compat.array_namespace(proj)
-        hook = _kinds.hook(kind, "log_features" if rec.positive else "features")
-        w_sq = row_sq_norms(W)[None, :] if rec.needs_w_sq() else None
-        out = proj if rec.width == 1 else np.empty((n, width), dtype=X.dtype)
-        exp = rec.positive and not log
+        terms = fmap.direction_terms(W)
+        out = proj if fmap.width == 1 else np.empty((n, width), dtype=X.dtype)
         zero_rows = []
 
-        params = {"A": self.A_} if "A" in rec.parameters else {}
-
         def job(rows):
-            res = hook(proj[rows], sq[rows], m, c, xp, w_sq=w_sq, d=W.shape[1], **params)
+            res = fmap.apply(proj[rows], sq[rows], m=m, d=W.shape[1], log=log, **terms)
             block = out[rows]
             if res is not block:
                 block[...] = res
-            if exp:
-                np.exp(block, out=block)
+            if not log:  # (a row of positive features may underflow to 0: never one of sines and cosines)
                 zero_rows.append(int(np.count_nonzero(~block.any(axis=1))))
 
         _row_blocks(n, width, job)
-        if exp and sum(zero_rows):
+        if sum(zero_rows):
             self._warn_underflow(sum(zero_rows), n, sq, X)
         return out
 
@@ -429,7 +423,7 @@ class PositiveRandomFeatures(RandomFeatures):
         not exactly Gaussian and are biased at small d (see
         :func:`montecarlo.sample_weights`).
     kind : str, default 'prf'
-        A positive feature kind, ``theory.feature_kinds.names(positive=True)``
+        A positive feature kind, ``theory.feature_kinds.names(log_space=True)``
         (now {kinds}).
     kernel : {'gaussian', 'softmax'}, default 'gaussian'
     gamma : float > 0 or 'scale', default 0.5
@@ -487,7 +481,7 @@ class PositiveRandomFeatures(RandomFeatures):
     True
     """
 
-    _parameter_constraints: dict = _constraints(_kinds.names(positive=True))
+    _parameter_constraints: dict = _constraints(_kinds.names(log_space=True))
 
 
 class RandomFourierFeatures(RandomFeatures):
@@ -558,5 +552,5 @@ class RandomFourierFeatures(RandomFeatures):
 for _cls in (RandomFeatures, PositiveRandomFeatures, RandomFourierFeatures):
     if _cls.__doc__:  # None under python -OO
         _cls.__doc__ = _cls.__doc__.replace("{couplings}", _names(_registry.names())).replace(
-            "{kinds}", _names(_kinds.names(positive=True))).replace("{all_kinds}", _names(_kinds.names()))
+            "{kinds}", _names(_kinds.names(log_space=True))).replace("{all_kinds}", _names(_kinds.names()))
 del _cls

@@ -267,7 +267,7 @@ def test_kind_through_the_record():
         at.prf_attention(Q, K, V, W, kind="rff")
     with pytest.raises(ValueError, match="kind must be one of"):
         at.prf_attention(Q, K, V, W, kind="nope")
-    with pytest.raises(ValueError, match="params must give exactly the parameters of kind='prf'"):
+    with pytest.raises(ValueError, match="params has 'A', which kind='prf' does not take"):
         at.prf_attention(Q, K, V, W, params={"A": 0.1})
 
 

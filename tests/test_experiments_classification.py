@@ -432,7 +432,7 @@ def test_a_kind_with_parameters_goes_through_kind_params():
     assert not np.allclose(other, probs, rtol=1e-6)
     with pytest.raises(ValueError, match="kind='oprf' needs A="):
         cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind="oprf")
-    with pytest.raises(TypeError, match="kind='prf' takes the parameters none, got A"):
+    with pytest.raises(TypeError, match="kind_params has 'A', which kind='prf' does not take"):
         cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind_params={"A": A})
     with pytest.raises(TypeError, match="kind_params must be None or a dict"):
         cl.kernel_regression_prf(Xtr, ytr, Xte, W, sigma, kind="oprf", kind_params=-0.2)

@@ -242,6 +242,14 @@ def build_cases():
         add(f"{fname}[kind=hyperbolic]", func, (X, W), {"kind": "hyperbolic"}, "ok")
         add(f"{fname}[kind=oprf, A=-0.1]", func, (X, W), {"kind": "oprf", "A": -0.1}, "ok")
     add("log_features[kind=rff]", mc.log_features, (X, W), {"kind": "rff"}, "error", ("kind",))
+    add("random_features[kind=trig_softmax, gaussian]", mc.random_features, (X, W), {"kind": "trig_softmax"}, "error",
+        ("kernel", "trig_softmax"))
+    add("check_kind_params[oprf, A=-0.1]", mc.check_kind_params, ("oprf", {"A": -0.1}), {}, "ok")
+    for tag, args, kw, names in (("kind=favor", ("favor", {}), {}, ("kind",)), ("params=3", ("oprf", 3), {}, ("params",)),
+                                 ("prf, A", ("prf", {"A": 0.1}), {}, ("A",)), ("oprf, no A", ("oprf", {}), {}, ("A",)),
+                                 ("reals, A array", ("oprf", {"A": np.ones(2)}), {"reals": True}, ("A",)),
+                                 ("reals, A nan", ("oprf", {"A": math.nan}), {"reals": True}, ("A",))):
+        add(f"check_kind_params[{tag}]", mc.check_kind_params, args, kw, "error", names)
     add("random_features[kind=rff, stabilize=row]", mc.random_features, (X, W), {"kind": "rff", "stabilize": "row"},
         "error", ("stabilize",))
 

@@ -31,7 +31,7 @@ class TestRegistry:
         X = np.random.default_rng(0).standard_normal((3, 4)) * 0.3
         W = mc.sample_weights("orthogonal", 4, 5, rng=1)
         params = {"A": -0.1} if "A" in rec.parameters else {}
-        assert mc.random_features(X, W, kind=kind, **params).shape == (3, rec.width * 5)
+        assert mc.random_features(X, W, kind=kind, kernel=rec.kernels[0], **params).shape == (3, rec.width * 5)
 
 
 class TestHyperbolicMap:

@@ -140,8 +140,8 @@ def check_cos_theta(value, name="cos_theta"):
     return x
 
 
-def check_norms_and_v(x_norm, y_norm, v):
-    """Validate ||x||, ||y|| and v = ||x + y|| together (triangle inequality).
+def check_norms_and_v(x_norm, y_norm, v, name="v"):
+    """Validate ||x||, ||y|| and v = ||x + y|| (or, ``name="z"``, z = ||x - y||) together (triangle inequality).
 
     A v outside [| ||x|| - ||y|| |, ||x|| + ||y||] describes no pair of vectors,
     so it is rejected rather than silently used (it usually means z = ||x - y||
@@ -152,11 +152,11 @@ def check_norms_and_v(x_norm, y_norm, v):
     """
     xn = check_nonnegative(x_norm, "x_norm")
     yn = check_nonnegative(y_norm, "y_norm")
-    vv = check_nonnegative(v, "v")
+    vv = check_nonnegative(v, name)
     slack = mp.mpf("1e-9") * (xn + yn)
     if vv > xn + yn + slack or vv < abs(xn - yn) - slack:
         raise ValueError(
-            "v = ||x + y|| must lie in [|x_norm - y_norm|, x_norm + y_norm] "
+            f"{name} = ||x {'-' if name == 'z' else '+'} y|| must lie in [|x_norm - y_norm|, x_norm + y_norm] "
             f"= [{mp.nstr(abs(xn - yn), 8)}, {mp.nstr(xn + yn, 8)}], got {_describe(v)}"
         )
     return xn, yn, vv

@@ -46,6 +46,7 @@ HOOKS = {
     "statistic": "montecarlo",
     "linear_log_features": "montecarlo",
     "data_parameters": "montecarlo",
+    "prepare": "montecarlo",
 }
 
 
@@ -69,21 +70,27 @@ class FeatureKind:
         Short label for plots and tables (``"PRFs"``).
     description : str
         One line: the map.
-    positive : bool
-        Features are positive (computed as exp of log-features, stabilised in
-        log space; hook ``log_features``); else hook ``features``.
+    log_space : bool
+        The features are positive and computed as the exp of log-features (hook
+        ``log_features``, stabilised in log space; the statistic hook returns
+        :math:`\log b_i`); else the features themselves (hook ``features``, the
+        statistic :math:`b_i`).  :attr:`positive` is its old name.
     width : int
         Features per direction (output width ``width * m``).
-    kernels : tuple of str
-        Target kernels it estimates without bias under exact couplings.
+    prefactors : tuple of (str, float)
+        The target kernels it estimates without bias under exact couplings, each with
+        its :meth:`prefactor_exponent` (:attr:`kernels` lists them).
     argument : {'v', 'z'}
-        The pair statistic the MSE depends on: :math:`v = \|x+y\|` or
-        :math:`z = \|x-y\|`.
+        The pair vector the statistic :math:`b_i` and the MSE depend on: :math:`v = x+y`
+        or :math:`z = x-y` (:math:`\mathbb E b = e^{v^2/2}`, respectively
+        :math:`e^{-z^2/2}`).
     statistics : tuple of str
         Per-direction statistics the map needs: ``"wx"`` (:math:`w_i^\top x`)
         and, for some kinds, ``"w_sq"`` (:math:`\|w_i\|^2`).
     parameters : tuple of str
         Names of extra keyword parameters of the kind (none for the paper's kinds).
+    optional_parameters : tuple of str
+        Those of ``parameters`` that may be left out (None), with a default the kind's hooks resolve.
     closed_forms, maps : tuple of str
         The theory and montecarlo hooks this kind has.
     modules : tuple of str
@@ -96,17 +103,41 @@ class FeatureKind:
     name: str
     label: str
     description: str
-    positive: bool
+    log_space: bool
     width: int
-    kernels: tuple
+    prefactors: tuple
     argument: str
     statistics: tuple
     closed_forms: tuple
     maps: tuple
     modules: tuple = ()
     parameters: tuple = ()
+    optional_parameters: tuple = ()
     reference: str = ""
     style: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def kernels(self):
+        """The target kernels it estimates (those of :attr:`prefactors`)."""
+        return tuple(k for k, _ in self.prefactors)
+
+    @property
+    def positive(self):
+        """Old name of :attr:`log_space` (kept for callers outside the library)."""
+        return self.log_space
+
+    def prefactor_exponent(self, kernel):
+        r"""The exponent a of the kernel prefactor: the features carry :math:`e^{a\|x\|^2}` and
+        :math:`\hat K(x, y) = e^{a(\|x\|^2+\|y\|^2)}\frac1m\sum_i b_i` (the MSE carries :math:`P^2 =
+        e^{2a(\|x\|^2+\|y\|^2)}`).  -1 (Gaussian) or -1/2 (softmax) for the positive kinds, 0 for RFFs, +1/2
+        for trigonometric softmax features.  ValueError (naming the kind, the kernel and the kernels it
+        estimates) for a kernel the kind does not estimate."""
+        check_kernel(kernel)
+        for k, a in self.prefactors:
+            if k == kernel:
+                return a
+        raise ValueError(f"kernel must be one of {_choices(self.kernels)} for kind={self.name!r}, got "
+                         f"{describe(kernel)}")
 
     def has(self, hook_name):
         """Whether the record declares ``hook_name``."""
@@ -118,13 +149,15 @@ class FeatureKind:
 
 
 _THEORY = ("variance", "mean_square", "pair_excess", "pair_couplings", "small_v")
+#: The positive kinds' prefactor :math:`e^{-c\|x\|^2}`: c = 1 (Gaussian kernel), c = 1/2 (softmax).
+_POSITIVE = (("gaussian", -1.0), ("softmax", -0.5))
 
 #: The records, in the order used by every listing, table and legend.
 RECORDS = (
     FeatureKind(
         name="prf", label="PRFs",
         description="positive random features exp(w.x - c|x|^2)/sqrt(m) (eq. def_prf)",
-        positive=True, width=1, kernels=("gaussian", "softmax"), argument="v", statistics=("wx",),
+        log_space=True, width=1, prefactors=_POSITIVE, argument="v", statistics=("wx",),
         closed_forms=_THEORY, maps=("log_features", "statistic", "linear_log_features"),
         modules=("theory.mse", "montecarlo.features"),
         reference="Sec. 1, eq. def_prf (Choromanski et al. 2021)",
@@ -132,7 +165,7 @@ RECORDS = (
     FeatureKind(
         name="rff", label="RFFs",
         description="random Fourier features (sin w.x, cos w.x)/sqrt(m) (eq. rffdef2)",
-        positive=False, width=2, kernels=("gaussian",), argument="z", statistics=("wx",),
+        log_space=False, width=2, prefactors=(("gaussian", 0.0),), argument="z", statistics=("wx",),
         closed_forms=_THEORY, maps=("features", "statistic"),
         modules=("theory.mse", "montecarlo.features"),
         reference="Sec. 1, eq. rffdef2 (Rahimi & Recht 2007)",
@@ -140,7 +173,7 @@ RECORDS = (
     FeatureKind(
         name="hyperbolic", label="hyperbolic PRFs",
         description="exp(-c|x|^2)/sqrt(2m) [exp(w.x), exp(-w.x)] (FAVOR+ hyperbolic features)",
-        positive=True, width=2, kernels=("gaussian", "softmax"), argument="v", statistics=("wx",),
+        log_space=True, width=2, prefactors=_POSITIVE, argument="v", statistics=("wx",),
         closed_forms=_THEORY, maps=("log_features", "statistic", "linear_log_features"),
         modules=("theory.hyperbolic", "montecarlo.hyperbolic"),
         reference="Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Lemma 1",
@@ -148,12 +181,21 @@ RECORDS = (
     FeatureKind(
         name="oprf", label="OPRFs",
         description="optimised PRFs (1-4A)^{d/4} exp(A|w|^2 + sqrt(1-4A) w.x - c|x|^2)/sqrt(m), A < 1/8 (FAVOR++)",
-        positive=True, width=1, kernels=("gaussian", "softmax"), argument="v", statistics=("wx", "w_sq"),
+        log_space=True, width=1, prefactors=_POSITIVE, argument="v", statistics=("wx", "w_sq"),
         closed_forms=_THEORY + ("parameters",),
         maps=("log_features", "statistic", "float_parameters", "linear_log_features", "data_parameters"),
         modules=("theory.oprf", "montecarlo.oprf"), parameters=("A",),
         reference="Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, Chefs' Random Tables (NeurIPS 2022)",
         style={"linestyle": "-."}),
+    FeatureKind(
+        name="trig_softmax", label="trig softmax RFs",
+        description="trigonometric softmax features exp(|x|^2/2) (sin w.x, cos w.x)/sqrt(m) (Performer)",
+        log_space=False, width=2, prefactors=(("softmax", 0.5),), argument="z", statistics=("wx",),
+        closed_forms=_THEORY, maps=("features", "statistic"),
+        modules=("theory.trig_softmax", "montecarlo.trig_softmax"),
+        reference="Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Sec. 2.3, trigonometric "
+                  "features of the softmax kernel",
+        style={"linestyle": (0, (3, 1, 1, 1, 1, 1))}),
 )
 
 _BY_NAME = {rec.name: rec for rec in RECORDS}
@@ -162,19 +204,28 @@ _LOCK = threading.RLock()
 _IMPORTED: set = set()
 
 
-def names(*, has=(), positive=None, kernel=None):
+def names(*, has=(), log_space=None, kernel=None, positive=None):
     """Names of the kinds (registry order), optionally only those with every hook in ``has``,
-    of the given positivity, or estimating ``kernel``.
+    computed in log space or not (``log_space``; ``positive`` is the same filter under its old name: the
+    positive kinds are those computed in log space), or estimating ``kernel``.
 
-    >>> names(positive=True)
+    >>> names(log_space=True)
     ('prf', 'hyperbolic', 'oprf')
     """
     has = (has,) if isinstance(has, str) else tuple(has)
     for h in has:
         _check_hook_name(h)
+    log_space = _log_space_filter(log_space, positive)
     return tuple(rec.name for rec in RECORDS
-                 if all(rec.has(h) for h in has) and (positive is None or rec.positive == positive)
+                 if all(rec.has(h) for h in has) and (log_space is None or rec.log_space == log_space)
                  and (kernel is None or kernel in rec.kernels))
+
+
+def _log_space_filter(log_space, positive):
+    if positive is not None and log_space is not None and bool(positive) != bool(log_space):
+        raise ValueError(f"give log_space or its old name positive, not both with different values (got "
+                         f"log_space={log_space!r}, positive={positive!r})")
+    return log_space if log_space is not None else positive
 
 
 def get(name, argname="kind"):
@@ -187,19 +238,22 @@ def get(name, argname="kind"):
         raise UnknownKindError(f"{argname} must be one of {_choices(names())}, got {describe(name)}") from None
 
 
-def check_kind(kind, name="kind", *, has=(), positive=None, kernel=None):
-    """Return ``kind`` if it names a feature kind with every hook in ``has`` (and the positivity /
-    target kernel asked for); else raise a ValueError naming the kinds that qualify."""
+def check_kind(kind, name="kind", *, has=(), log_space=None, kernel=None, positive=None):
+    """Return ``kind`` if it names a feature kind with every hook in ``has`` (computed in log space or not, and
+    estimating ``kernel``, as asked); else raise a ValueError naming the kinds that qualify."""
     rec = get(kind, name)
     has = (has,) if isinstance(has, str) else tuple(has)
-    ok = names(has=has, positive=positive, kernel=kernel)
+    log_space = _log_space_filter(log_space, positive)
+    ok = names(has=has, log_space=log_space, kernel=kernel)
     if kind not in ok:
-        why = ("a positive kind" if positive else "a kind that is not positive") if positive is not None and \
-            rec.positive != positive else (f"a kind estimating the {kernel} kernel" if kernel is not None and
-                                           kernel not in rec.kernels else "a kind with " + ", ".join(
-                                               repr(h) for h in has if not rec.has(h)))
-        raise MissingKindHookError(f"{name} must be one of {_choices(ok)} here ({why} is needed), "
-                                   f"got {describe(kind)}")
+        if log_space is not None and rec.log_space != log_space:
+            why = ("a positive kind is needed" if log_space else
+                   "a kind not computed in log space is needed")
+        elif kernel is not None and kernel not in rec.kernels:
+            why = f"a kind estimating the {kernel} kernel is needed; {kind!r} estimates {_choices(rec.kernels)}"
+        else:
+            why = "a kind with " + ", ".join(repr(h) for h in has if not rec.has(h)) + " is needed"
+        raise MissingKindHookError(f"{name} must be one of {_choices(ok)} here ({why}), got {describe(kind)}")
     return kind
 
 
@@ -214,13 +268,11 @@ def check_kernel(kernel, name="kernel"):
 
 
 def kernel_c(kind, kernel):
-    """c in the positive kinds' :math:`e^{-c\\|x\\|^2}`: 1 (Gaussian kernel) or 1/2 (softmax); the kernel is
-    checked against the kind's ``kernels``."""
-    rec = get(kind)
-    check_kernel(kernel)
-    if kernel not in rec.kernels:
-        raise ValueError(f"kernel must be one of {_choices(rec.kernels)} for kind={kind!r}, got {describe(kernel)}")
-    return 1.0 if kernel == "gaussian" else 0.5
+    """c in the hooks' :math:`e^{-c\\|x\\|^2}`, minus :meth:`FeatureKind.prefactor_exponent`: 1 (Gaussian
+    kernel) or 1/2 (softmax) for the positive kinds, 0 for RFFs, -1/2 for trigonometric softmax features; a kernel
+    the kind does not estimate is a ValueError naming the kind, the kernel and the kernels it estimates."""
+    a = get(kind).prefactor_exponent(kernel)
+    return -a if a else 0.0
 
 
 def register(kind, hook_name, func=None):

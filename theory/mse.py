@@ -247,20 +247,21 @@ def _kind_coupling(kind, coupling, argname="coupling"):
 
 
 def _kind_log_prefactor(rec, x_norm, y_norm, v, kernel):
-    """(v as mpf, log of the squared kernel prefactor) for a kind, with the norms it needs checked."""
-    c = kinds.kernel_c(rec.name, kernel)
-    if not rec.positive:
+    """(v as mpf, log of the squared kernel prefactor :math:`P^2 = e^{2a(|x|^2+|y|^2)}`, a the record's
+    ``prefactor_exponent(kernel)``) for a kind, with the norms it needs checked (none where a = 0)."""
+    a = rec.prefactor_exponent(kernel)
+    if not a:
         for name, value in (("x_norm", x_norm), ("y_norm", y_norm)):
             if value is not None:
                 raise ValueError(f"{name} must be None for kind={rec.name!r} (its MSE depends on "
-                                 f"{rec.argument} = |x - y| only), got {value!r}")
+                                 f"{rec.argument} = |x {'+' if rec.argument == 'v' else '-'} y| only), got {value!r}")
         return check_v(v, rec.argument), mp.mpf(0)
     if x_norm is None or y_norm is None:
         raise ValueError(f"x_norm and y_norm are required for kind={rec.name!r} (the kernel prefactor "
-                         "e^{-2c(|x|^2 + |y|^2)}), got None")
-    xn, yn, vv = check_norms_and_v(x_norm, y_norm, v)
-    check_v(vv)
-    return vv, norm_exponent(xn, yn, -2 * c)  # exactly (c is a binary float)
+                         f"e^{{{2 * a:g}(|x|^2 + |y|^2)}}), got None")
+    xn, yn, vv = check_norms_and_v(x_norm, y_norm, v, rec.argument)
+    check_v(vv, rec.argument)
+    return vv, norm_exponent(xn, yn, 2 * a)  # exactly (a is a binary float)
 
 
 def _kind_params(rec, coupling, d, m, vv, given):
@@ -371,7 +372,7 @@ def kernel_mse(coupling, d, v, *, kind="prf", x_norm=None, y_norm=None, m=None, 
     m = _features(m, d)
     vv, log_pref = _kind_log_prefactor(rec, x_norm, y_norm, v, kernel)
     params = _kind_params(rec, coupling, d, m, vv, params)
-    if vv == 0 and not rec.positive:
+    if vv == 0 and rec.argument == "z":  # b_i = cos(w_i . 0) = 1 for every draw
         return mp.mpf(0)
     return mp.exp(log_pref) * _kind_inner(kind, coupling, d, m, vv, params) / m
 

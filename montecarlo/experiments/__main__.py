@@ -28,7 +28,7 @@ _POSITIVE = real_arg(0.0, strict=True)
 
 
 #: Positive feature kinds without parameters (a kind with parameters, e.g. OPRFs' A, is for the Python API).
-_PLAIN_POSITIVE = tuple(k for k in feature_kinds.names(positive=True) if not feature_kinds.get(k).parameters)
+_PLAIN_POSITIVE = tuple(k for k in feature_kinds.names(log_space=True) if not feature_kinds.get(k).parameters)
 
 
 def _sweep(p, paired=True, kinds=None):
@@ -130,7 +130,8 @@ def _parser():
                    help="numbers of features")
     g.add_argument("--independent", action="store_true",
                    help="an independent stream per coupling (default: common random numbers across couplings)")
-    _sweep(g, paired=False, kinds=tuple(k for k in feature_kinds.names() if not feature_kinds.get(k).parameters))
+    _sweep(g, paired=False, kinds=tuple(k for k in feature_kinds.names(kernel="gaussian")  # (Fig. 7's kernel)
+                                        if not feature_kinds.get(k).parameters))
     _common(g, data=False)
 
     a = _sub(sub, "attention", help="Sec. 5.4: PRF attention error vs exact softmax attention",

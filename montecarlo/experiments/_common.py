@@ -125,45 +125,35 @@ def mm(a, b):
     return np.matmul(a, b)
 
 
-def kind_record(kind, positive=None):
+def kind_record(kind, log_space=None):
     """The feature-kind record of ``kind`` (:mod:`theory.feature_kinds`; ValueError naming the kinds)."""
-    return kinds.get(kinds.check_kind(kind, positive=positive))
+    return kinds.get(kinds.check_kind(kind, log_space=log_space))
 
 
-def check_kind_params(kind, kind_params, where, positive=None):
+def check_kind_params(kind, kind_params, where, log_space=None):
     """``(record, parameters)`` of a feature kind for an experiment: the record's parameters
-    (e.g. OPRFs' ``A``), all given and none other (:func:`montecarlo.features.feature_params`);
+    (e.g. OPRFs' ``A``), all given and none other (:func:`montecarlo.check_kind_params`);
     ``kind_params`` is None or a dict."""
-    from montecarlo.features import feature_params
-
-    rec = kind_record(kind, positive)
-    if kind_params is not None and not isinstance(kind_params, dict):
-        raise TypeError(f"kind_params must be None or a dict of the kind's parameters, got {describe(kind_params)}")
-    return rec, feature_params(kind, dict(kind_params or {}), where)
+    rec = kind_record(kind, log_space)
+    return rec, mc.check_kind_params(kind, kind_params, where, name="kind_params")
 
 
-def projected_features(X, W, kind="prf", c=1.0, sq=None, params=None):
-    r"""Batched features of any kind from the record's hook: X (N, d), W (..., m, d) -> (..., N, width m).
+def projected_features(X, W, fmap, sq=None, log=False):
+    r"""Batched features of a :class:`montecarlo.FeatureMap` (no projections of its own): X (N, d),
+    W (..., m, d) -> (..., N, width m), or with ``log=True`` the log-features of a kind computed in log space.
 
-    Log-features :math:`\log\phi` for a positive kind (hook ``log_features``; for PRFs
-    :math:`w_i^\top x - c\|x\|^2 - \tfrac12\log m`), the features themselves for a kind
-    that is not positive (hook ``features``, e.g. RFFs); ``c`` = 1 (Gaussian kernel) or 1/2
-    (softmax), :func:`theory.feature_kinds.kernel_c`.  The projections of every draw are one
-    BLAS product X (N, d) @ (d, R m); the result is a view laid out (N, R, width m) in memory,
-    so ``np.moveaxis(out, -2, 0)`` is contiguous.  ``sq``: precomputed :math:`\|x\|^2` (N,);
-    ``params``: the kind's parameters (:func:`check_kind_params`), passed to the hook with d and,
-    for kinds that need them, the squared norms of the directions.
+    The projections of every draw are one BLAS product X (N, d) @ (d, R m); the result is a view laid out
+    (N, R, width m) in memory, so ``np.moveaxis(out, -2, 0)`` is contiguous.  ``sq``: precomputed
+    :math:`\|x\|^2` (N,).
     """
-    rec = kinds.get(kind)
     m, d = W.shape[-2], W.shape[-1]
     lead = W.shape[:-2]
     if sq is None:
         sq = np.einsum("nd,nd->n", X, X)
-    z = (X @ W.reshape(-1, d).T).reshape(X.shape[0], *lead, m)  # (N, ..., m)
+    rows, terms = fmap.prepared(W)
+    z = (X @ rows.reshape(-1, d).T).reshape(X.shape[0], *lead, m)  # (N, ..., m)
     sqb = sq.reshape(X.shape[0], *([1] * (len(lead) + 1)))
-    w_sq = np.einsum("...md,...md->...m", W, W) if rec.needs_w_sq() else None
-    out = kinds.hook(kind, "log_features" if rec.positive else "features")(z, sqb, m, c, _NP, w_sq=w_sq, d=d,
-                                                                           **(params or {}))
+    out = fmap.apply(z, sqb, m=m, d=d, log=log, xp=_NP, **terms)
     return np.moveaxis(out, 0, -2)
 
 

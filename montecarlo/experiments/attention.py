@@ -6,8 +6,6 @@ The estimator, its numerical stabilisation and the causal form: :ref:`guide-mont
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import time
 from dataclasses import dataclass
@@ -106,41 +104,23 @@ def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
     return (out, A) if return_matrix else out
 
 
-@functools.lru_cache(maxsize=64)
-def _takes_d(log_map):
-    """Whether a kind's log-feature hook takes the dimension d (read once per hook)."""
-    return "d" in inspect.signature(log_map).parameters
-
-
 def _logits(X, W, kind="prf", params=None):
-    """Softmax-kernel log-features (..., L, width m) of a positive feature kind for X (..., L, d) and W
-    broadcastable (..., m, d), through the kind's record (hook ``log_features``: one home of each formula)."""
-    rec = kinds.get(kind)
-    m = W.shape[-2]
-    w_sq = np.sum(W * W, axis=-1)[..., None, :] if rec.needs_w_sq() else None
-    proj = mm(X, np.swapaxes(W, -1, -2))
+    """Softmax-kernel log-features (..., L, width m) of a positive feature kind (a name with its ``params``, or a
+    :class:`montecarlo.FeatureMap`) for X (..., L, d) and W broadcastable (..., m, d), through the feature map
+    (one home of each formula)."""
+    fmap = kind if isinstance(kind, mc.FeatureMap) else _feature_map(kind, params, "attention")
+    rows, terms = fmap.prepared(W, rows_axis=True)
+    proj = mm(X, np.swapaxes(rows, -1, -2))
     sq = np.sum(X * X, axis=-1, keepdims=True)
-    log_map = kinds.hook(kind, "log_features")
-    extra = {"d": W.shape[-1]} if _takes_d(log_map) else {}  # oprf's (1-4A)^{d/4}
-    return log_map(proj, sq, m, 0.5, np, w_sq=w_sq, **extra, **(params or {}))
+    return fmap.apply(proj, sq, m=W.shape[-2], d=W.shape[-1], log=True, xp=np, **terms)
 
 
-def _check_kind(kind, params):
-    """A positive kind estimating the softmax kernel, and its parameters (all given: the numpy reference does
-    not choose them from the data)."""
-    kinds.check_kind(kind, "kind", has=("log_features",), positive=True, kernel="softmax")
-    rec = kinds.get(kind)
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise TypeError(f"params must be None or a dict of the kind's parameters {rec.parameters}, "
-                        f"got {describe(params)}")
-    unknown = [p for p in params if p not in rec.parameters]
-    missing = [p for p in rec.parameters if p not in params]
-    if unknown or missing:
-        raise ValueError(f"params must give exactly the parameters of kind={kind!r} "
-                         f"({', '.join(map(repr, rec.parameters)) or 'none'}), got {sorted(params)}")
-    return {p: float(check_real(v, f"params[{p!r}]")) for p, v in params.items()}
+def _feature_map(kind, params, where):
+    """The feature map of a positive kind estimating the softmax kernel, with its parameters all given (the
+    numpy reference does not choose them from the data): :func:`montecarlo.check_kind_params`."""
+    kinds.check_kind(kind, "kind", log_space=True, kernel="softmax")
+    return mc.FeatureMap(kind, kernel="softmax", where=where, **mc.check_kind_params(kind, params, name="params",
+                                                                                      reals=True))
 
 
 def _check_w(W, d):
@@ -242,7 +222,7 @@ def _causal(lq, lk, V, chunk):
     return out.reshape(lead + (L, dv))
 
 
-def _scaled_logits(Q, K, W, scale, kind="prf", params=None):
+def _scaled_logits(Q, K, W, scale, fmap):
     """Log-features of the scaled queries and keys (shared by the attention and its matrix)."""
     W = _check_w(W, Q.shape[-1])
     try:
@@ -253,7 +233,7 @@ def _scaled_logits(Q, K, W, scale, kind="prf", params=None):
     check_budget(math.prod(lead) * Q.shape[-2] * W.shape[-2], f"the (..., L, m) PRF log-features (lead {lead}, "
                  f"L = {Q.shape[-2]}, m = {W.shape[-2]})", "lower m, shorten the sequences or split the batch")
     s = math.sqrt(_scale(scale, Q.shape[-1]))
-    return _logits(s * Q, W, kind, params), _logits(s * K, W, kind, params)
+    return _logits(s * Q, W, fmap), _logits(s * K, W, fmap)
 
 
 def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK, *, kind="prf", params=None):
@@ -291,8 +271,8 @@ def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK, *, k
     Q, K, V = _check_qkv(Q, K, V)
     causal = check_bool(causal, "causal")
     chunk = check_int(chunk, "chunk", 1)
-    params = _check_kind(kind, params)
-    lq, lk = _scaled_logits(Q, K, W, scale, kind, params)
+    fmap = _feature_map(kind, params, "prf_attention")
+    lq, lk = _scaled_logits(Q, K, W, scale, fmap)
     if not causal:
         return _bidirectional(lq, lk, V)
     return _causal(lq, lk, V, chunk)
@@ -322,10 +302,10 @@ def prf_attention_matrix(Q, K, W, causal=False, scale=None, *, kind="prf", param
     """
     Q, K, _ = _check_qkv(Q, K, None)
     causal = check_bool(causal, "causal")
-    params = _check_kind(kind, params)
+    fmap = _feature_map(kind, params, "prf_attention_matrix")
     check_budget(math.prod(Q.shape[:-1]) * Q.shape[-2], "the (..., L, L) matrix of prf_attention_matrix",
                  "shorten the sequences or split the batch")
-    lq, lk = _scaled_logits(Q, K, W, scale, kind, params)
+    lq, lk = _scaled_logits(Q, K, W, scale, fmap)
     o = lk.max(axis=-2, keepdims=True)
     ek = np.exp(lk - o)
     p = lq + o
@@ -665,7 +645,7 @@ DATA_DRIVEN = {
 def scan_kinds():
     """The kinds :func:`attention_scan` accepts: the registered positive softmax kinds whose parameters it can
     choose from the data (:data:`DATA_DRIVEN`), and ``'sderf'``."""
-    ok = tuple(k for k in kinds.names(positive=True, kernel="softmax")
+    ok = tuple(k for k in kinds.names(log_space=True, kernel="softmax")
                if not kinds.get(k).parameters or kinds.get(k).has("data_parameters"))
     return ok + (SDERF,)
 
@@ -710,7 +690,7 @@ def _attend(q, k, v, w, kind, params, causal):
     """The attention output of one kind for one draw w (m, d) of checked data and parameters."""
     if kind == SDERF:
         return sderf_attention(q, k, v, w, params["a"], params["Q"], causal)
-    lq, lk = _scaled_logits(q, k, w, None, kind, params)
+    lq, lk = _scaled_logits(q, k, w, None, mc.FeatureMap(kind, kernel="softmax", where="attention_scan", **params))
     return _causal(lq, lk, v, CAUSAL_CHUNK) if causal else _bidirectional(lq, lk, v)
 
 

@@ -218,7 +218,8 @@ def _exact_class_weights(b, starts, a, factor=1.0):
 def _flat_logits(X, W, kind, params=None):
     """Log-features of a positive kind (Gaussian kernel) laid out (N, R, width m), from the record's hook
     (:func:`~montecarlo.experiments._common.projected_features`: one product X (N, d) @ (d, R m))."""
-    z = np.moveaxis(projected_features(X, W, kind, 1.0, params=params), -2, 0)
+    fmap = mc.FeatureMap(kind, kernel="gaussian", where="kernel regression", **(params or {}))
+    z = np.moveaxis(projected_features(X, W, fmap, log=True), -2, 0)
     return z if z.flags.c_contiguous else np.ascontiguousarray(z)
 
 
@@ -312,7 +313,7 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
     """
     X_train, y_train, X_test, n_classes = _check_problem(X_train, y_train, X_test, n_classes)
     sigma = check_positive_float(sigma, "sigma")
-    rec, params = check_kind_params(kind, kind_params, "kernel_regression_prf", positive=True)
+    rec, params = check_kind_params(kind, kind_params, "kernel_regression_prf", log_space=True)
     single = np.ndim(W) == 2
     if single:  # a view with a leading draw axis (a masked array stays masked, and is refused)
         W = (W if hasattr(W, "shape") else np.asarray(W))[None]
@@ -496,7 +497,7 @@ def prf_accuracy(split, coupling, m, n_draws, sigma=None, rng=None, on="test", r
     """
     split = _check_split(split)
     coupling = check_coupling(coupling)
-    _, params = check_kind_params(kind, kind_params, "prf_accuracy", positive=True)
+    _, params = check_kind_params(kind, kind_params, "prf_accuracy", log_space=True)
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     sigma = _sigma_for(split, sigma)
@@ -768,7 +769,7 @@ def curve_plan(dataset, couplings=FIG8_COUPLINGS, m_multipliers=range(1, 11), n_
     n_draws = check_int(n_draws, "n_draws", 2)
     draw_blocks(n_draws)  # the budget of the per-draw results, before any data is read
     pad_pow2 = check_bool(pad_pow2, "pad_pow2")
-    _, params = check_kind_params(kind, kind_params, "classification_curve", positive=True)
+    _, params = check_kind_params(kind, kind_params, "classification_curve", log_space=True)
     splits = _splits(dataset, protocol, split_rng, uci_dir)
     if pad_pow2:
         splits = [(s, sp.padded()) for s, sp in splits]
@@ -897,7 +898,7 @@ def sigma_search(dataset, sigmas=DEFAULT_SIGMAS, coupling="iid", m_multiplier=10
     n_draws = check_int(n_draws, "n_draws", 2)
     restrict = check_bool(restrict, "restrict")
     progress = _progress(progress)
-    _, params = check_kind_params(kind, kind_params, "sigma_search", positive=True)
+    _, params = check_kind_params(kind, kind_params, "sigma_search", log_space=True)
     if not isinstance(dataset, uci.Split):
         split_rng = (uci.get_protocol(protocol).default_seeds[0] if split_rng is None
                      else check_int(split_rng, "split_rng", 0),)
@@ -1125,7 +1126,7 @@ def accuracy_table(couplings=TABLE2_COUPLINGS, m_multiplier=1, n_draws=100, rng=
     proto = uci.get_protocol(protocol)
     seeds = uci.split_seeds(protocol, split_rng)
     progress = _progress(progress)
-    _, params = check_kind_params(kind, kind_params, "accuracy_table", positive=True)
+    _, params = check_kind_params(kind, kind_params, "accuracy_table", log_space=True)
     paired = _check_paired(paired, proto.name)
     n_jobs = check_n_jobs(n_jobs)
     if sigmas is not None and not isinstance(sigmas, dict):

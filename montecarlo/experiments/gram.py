@@ -30,7 +30,7 @@ import numpy as np
 
 import montecarlo as mc
 from montecarlo.features import log_kernel_matrix
-from theory.feature_kinds import check_kernel, kernel_c
+from theory.feature_kinds import check_kernel
 
 from ._common import (
     CHUNK_ELEMENTS,
@@ -44,7 +44,6 @@ from ._common import (
     check_rng,
     chunks,
     distinct_couplings,
-    kind_record,
     projected_features,
     seed_entropy,
     z_score,
@@ -77,17 +76,15 @@ def _check_weights_stack(W, d):
     return check_array(W, "W", 3, d, "X's width"), single
 
 
-def _gram_errors(X, W, K, rec, c, params=None):
+def _gram_errors(X, W, K, fmap):
     """Per-draw squared Frobenius errors of a validated stack W (R, m, d) against K (N, N)."""
     n = X.shape[0]
-    width = rec.width * W.shape[1]
+    width = fmap.width * W.shape[1]
     out = np.empty(W.shape[0])
     sq = np.einsum("nd,nd->n", X, X)
     step = max(1, CHUNK_ELEMENTS // (n * (n + width)))
     for sl in chunks(W.shape[0], step):
-        phi = projected_features(X, W[sl], rec.name, c, sq, params)
-        if rec.positive:
-            phi = np.exp(phi)
+        phi = projected_features(X, W[sl], fmap, sq)
         G = np.matmul(phi, np.swapaxes(phi, 1, 2))
         G -= K
         out[sl] = np.einsum("rab,rab->r", G, G)
@@ -119,12 +116,12 @@ def gram_errors(X, W, kernel="gaussian", relative=False, *, kind="prf", kind_par
     """
     X = check_array(X, "X", 2)
     rec, params = check_kind_params(kind, kind_params, "gram_errors")
-    c = kernel_c(kind, check_kernel(kernel))
+    fmap = mc.FeatureMap(kind, kernel=kernel, where="gram_errors", **params)
     relative = check_bool(relative, "relative")
     W, single = _check_weights_stack(W, X.shape[1])
     K = exact_gram(X, kernel)
     check_budget(X.shape[0] * rec.width * W.shape[1], "the (N, width m) features of one draw", "lower m")
-    out = _gram_errors(X, W, K, rec, c, params)
+    out = _gram_errors(X, W, K, fmap)
     if relative:
         out /= np.sum(K * K)
     return float(out[0]) if single else out
@@ -164,8 +161,8 @@ def gram_frobenius_error(X, coupling, m, n_draws, rng=None, kernel="gaussian", r
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
     return_samples = check_bool(return_samples, "return_samples")
-    check_kind_params(kind, kind_params, "gram_frobenius_error")
-    kernel_c(kind, check_kernel(kernel))
+    mc.FeatureMap(kind, kernel=kernel, where="gram_frobenius_error", **check_kind_params(
+        kind, kind_params, "gram_frobenius_error")[1])  # (checked before drawing)
     W = mc.sample_weights(coupling, X.shape[1], m, rng=rng, n_draws=n_draws)
     err = gram_errors(X, W, kernel, relative, kind=kind, kind_params=kind_params)
     est = _estimate(err)
@@ -211,13 +208,13 @@ class FrobeniusCurve:
         return -z_score(self.diff_mean[b, a], self.diff_stderr[b, a], scale)
 
 
-def frobenius_unit(X, K, couplings, m, n, seed, paired, kind, params, c, relative_norm):
+def frobenius_unit(X, K, couplings, m, n, seed, paired, kind, params, kernel, relative_norm):
     """One unit of :func:`frobenius_curve`: per-draw errors (len(couplings), n) of one block of n paired draws at
-    one m (seed ``seed``, feature kind ``kind`` with parameters ``params`` and kernel constant ``c``; divided by
+    one m (seed ``seed``, feature kind ``kind`` with parameters ``params`` for the target ``kernel``; divided by
     ``relative_norm`` unless it is None), against the exact Gram matrix ``K`` of the rows of ``X``."""
     Ws = paired_weights(couplings, X.shape[1], m, n, seed, paired=paired)
-    rec = kind_record(kind)
-    out = np.stack([_gram_errors(X, Ws[cp], K, rec, c, params) for cp in couplings])
+    fmap = mc.FeatureMap(kind, kernel=kernel, where="frobenius_unit", **params)
+    out = np.stack([_gram_errors(X, Ws[cp], K, fmap) for cp in couplings])
     if relative_norm is not None:
         out /= relative_norm
     return out
@@ -267,7 +264,7 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
     n_draws = check_int(n_draws, "n_draws", 2)
     blocks = draw_blocks(n_draws)
     rec, params = check_kind_params(kind, kind_params, "frobenius_curve")
-    c = kernel_c(kind, check_kernel(kernel))
+    mc.FeatureMap(kind, kernel=kernel, where="frobenius_curve", **params)  # (the kernel checked before the units)
     relative = check_bool(relative, "relative")
     paired = check_bool(paired, "paired")
     n_jobs = check_n_jobs(n_jobs)
@@ -280,7 +277,7 @@ def frobenius_curve(X, couplings=("iid", "orthogonal", "simplex"), m_values=(16,
     units, costs = [], []
     for m in ms:
         for k, n in blocks:
-            units.append((X, K, couplings, int(m), n, unit_seed(entropy, m, k), paired, kind, params, c, norm))
+            units.append((X, K, couplings, int(m), n, unit_seed(entropy, m, k), paired, kind, params, kernel, norm))
             costs.append(n * len(couplings) * X.shape[0] * (X.shape[0] + rec.width * int(m)))
     res = run_units(frobenius_unit, units, n_jobs=n_jobs, costs=costs, progress=progress, label="gram",
                     warm_up=warm_up(couplings, X.shape[1], int(ms.min()), kind, paired))

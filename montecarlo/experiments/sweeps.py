@@ -329,8 +329,7 @@ def warm_up(couplings, d, m, kind="prf", paired=True):
 
     def run():
         paired_weights(couplings, d, m, 1, 0, paired=paired)
-        rec = feature_kinds.get(kind)
-        feature_kinds.hook(kind, "log_features" if rec.positive else "features")
+        mc.FeatureMap(kind, kernel=feature_kinds.get(kind).kernels[0])  # (resolves the kind's map hook)
 
     return run
 

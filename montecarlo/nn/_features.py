@@ -132,10 +132,17 @@ _TAKES_D: dict = {}
 _FLOAT_PARAMETERS_ONLY: set = set()
 
 
-def _log_features(x, w, w_sq, rec, scale, params):
-    r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's record (softmax kernel)."""
+def _log_features(x, w, terms, fmap, scale, params, log=True, sq_map=None):
+    r"""Log-features (..., L, width m) of :math:`x' = s^{1/2}x` through the kind's feature map ``fmap`` (a
+    :class:`montecarlo.FeatureMap` of the softmax kernel, or the kind's record), with the directions' ``terms``
+    (:meth:`~montecarlo.FeatureMap.direction_terms`, or None); with ``log=False`` the features of a kind not
+    computed in log space, :math:`\|x'\|^2` first passed through ``sq_map`` (the attention's offset of the
+    prefactor)."""
+    if not isinstance(fmap, mc.FeatureMap):
+        fmap = mc.FeatureMap(fmap.name, kernel="softmax", chosen="data")
     m, d = w.shape
     proj = x @ (w * math.sqrt(scale)).transpose(0, 1)  # w.(s^1/2 x), a fresh tensor the hook may overwrite
     sq = _call(_SquaredNorm, _SquaredNormJvp, x) * scale
-    log_map = kinds.hook(rec.name, "log_features")
-    return log_map(proj, sq, m, 0.5, _XP, w_sq=w_sq, **hook_extras(log_map, d), **params)
+    if sq_map is not None:
+        sq = sq_map(sq)
+    return fmap.apply(proj, sq, m=m, d=d, log=log, params=params, xp=_XP, **(terms or {}))

@@ -20,10 +20,11 @@ from montecarlo.nn._ops import _bidirectional, _broadcast_shapes, _ratio, _very_
 from montecarlo.nn._probes import (_capturing, _compiling, _distributed, _exporting, _in_backward,
                                    _mixed_under_autocast, _no_autocast, _run_eagerly, _transformed)
 from montecarlo.nn._streams import _forked, _plain, _restored_rng, _unplain, check_generator, fork_generator
+from montecarlo.features import FeatureMap, check_kind_params
 from montecarlo.oprf import batch_pair_statistic
 from theory import feature_kinds as kinds
 from theory.registry import check_dimension
-from theory.validation import check_real, describe
+from theory.validation import describe
 
 
 # (documented in montecarlo.nn)
@@ -186,12 +187,17 @@ class PRFAttention(nn.Module):
         self.n_features = check_int(n_features, "n_features", 1)
         self.coupling = check_coupling(coupling)
         check_dimension(self.d_head, self.coupling, "d_head")
-        self.kind = kinds.check_kind(kind, "kind", has=("log_features",), positive=True)
+        self.kind = kinds.check_kind(kind, "kind", kernel="softmax")
         rec = kinds.get(self.kind)
-        if "softmax" not in rec.kernels:
-            raise ValueError(f"kind must estimate the softmax kernel, got {kind!r} (kernels {rec.kernels})")
-        self.kind_params = self._check_kind_params(rec, kind_params, self.d_head)
+        self.kind_params = check_kind_params(self.kind, kind_params, name="kind_params", chosen="data", reals=True,
+                                             d=self.d_head)
         self.causal = check_bool(causal, "causal")
+        if self.causal and not rec.log_space:  # (the causal scan runs in log space: positive features only)
+            raise ValueError(f"causal=True needs a kind computed in log space "
+                             f"({', '.join(map(repr, kinds.names(log_space=True, kernel='softmax')))}): the causal "
+                             f"scan is stabilised in log space, which features that can be negative (kind="
+                             f"{self.kind!r}) do not have; use causal=False with kind={self.kind!r}")
+        self._fmap = FeatureMap(self.kind, kernel="softmax", where="PRFAttention", chosen="data", **self.kind_params)
         self.scale = 1.0 / math.sqrt(self.d_head) if scale is None else check_positive_float(scale, "scale")
         self.redraw_every = None if redraw_every is None else check_int(redraw_every, "redraw_every", 1)
         if chunk is not None:
@@ -226,34 +232,6 @@ class PRFAttention(nn.Module):
             # running mean of |q' + k'|^2 / d for causal attention (0: plain PRFs until the first training batch)
             self.register_buffer("running_rho", torch.zeros((), dtype=storage, device=device))
             self.register_buffer("running_steps", torch.zeros((), dtype=torch.long, device=device))
-
-    @staticmethod
-    def _check_kind_params(rec, kind_params, d):
-        if kind_params is None:
-            kind_params = {}
-        if not isinstance(kind_params, dict):
-            raise TypeError(f"kind_params must be None or a dict of the kind's parameters {rec.parameters}, "
-                            f"got {describe(kind_params)}")
-        unknown = [p for p in kind_params if p not in rec.parameters]
-        if unknown:
-            allowed = ", ".join(repr(p) for p in rec.parameters) or "none"
-            raise ValueError(f"kind_params has {unknown[0]!r}, which kind={rec.name!r} does not take "
-                             f"(its parameters: {allowed})")
-        missing = [p for p in rec.parameters if p not in kind_params and not rec.has("data_parameters")]
-        if missing:
-            raise ValueError(f"kind_params must give {missing[0]!r} for kind={rec.name!r} (no data-driven "
-                             "choice is known for it)")
-        out = {}
-        for p, value in kind_params.items():
-            if isinstance(value, torch.Tensor):
-                raise TypeError(f"kind_params[{p!r}] must be a real number, got a tensor")
-            out[p] = float(check_real(value, f"kind_params[{p!r}]"))
-        if out and rec.has("float_parameters"):  # the kind's own rule for given values (oprf: A < 1/8), now and
-            try:  # not at the first forward
-                kinds.hook(rec.name, "float_parameters")(d, 0.0, **out)
-            except ValueError as exc:
-                raise ValueError(f"kind_params={kind_params} for kind={rec.name!r}: {exc}") from None
-        return out
 
     @classmethod
     def from_weights(cls, weights, **kwargs):
@@ -551,12 +529,10 @@ class PRFAttention(nn.Module):
         chosen = kinds.hook(self.kind, "data_parameters")(rho, _XP)  # the kind's rule, on the device
         return {**params, **{p: chosen[p] for p in self._data_driven}}
 
-    @staticmethod
-    def _linear_form(w, rec, params):
+    def _linear_form(self, w, params):
         """The kind's log-features as rows and constants (its record's ``linear_log_features``) for the
         features' kernel, float32; None where the parameters are one per sequence."""
-        w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
-        form = kinds.hook(rec.name, "linear_log_features")(w, w.shape[0], _XP, w_sq=w_sq, d=w.shape[1], **params)
+        form = self._fmap.linear_form(w, params, _XP)
         if form is None:
             return None
         rows, bias = form
@@ -578,12 +554,12 @@ class PRFAttention(nn.Module):
         cached = getattr(self, "_rows_cache", None)
         if keep and cached is not None and cached[0] is w and cached[1] == w._version and cached[2] == key:
             return cached[3]
-        form = self._linear_form(w, rec, params)
+        form = self._linear_form(w, params)
         rows = None if form is None else _fused.feature_rows(*form, self.scale)
         self._rows_cache = (w, w._version, key, rows) if keep else None
         return rows
 
-    def _features(self, q, k, w, w_sq, rec, params):
+    def _features(self, q, k, w, terms, params):
         """Log-features of queries and keys with one set of kind parameters.
 
         Data-driven parameters are tensors (one value per sequence, on the device: no synchronisation).  A
@@ -595,13 +571,13 @@ class PRFAttention(nn.Module):
             params = {**params, **{p: float(params[p].mean()) for p in tensors}}
             tensors = []
         try:
-            return (_log_features(q, w, w_sq, rec, self.scale, params),
-                    _log_features(k, w, w_sq, rec, self.scale, params))
+            return (_log_features(q, w, terms, self._fmap, self.scale, params),
+                    _log_features(k, w, terms, self._fmap, self.scale, params))
         except (TypeError, ValueError):
             if not tensors:
                 raise
             _FLOAT_PARAMETERS_ONLY.add(self.kind)
-            return self._features(q, k, w, w_sq, rec, params)
+            return self._features(q, k, w, terms, params)
 
     # -- forward -----------------------------------------------------------------
 
@@ -625,8 +601,7 @@ class PRFAttention(nn.Module):
             q, k = q.to(compute), k.to(compute)
             if self._data_driven and not self.causal:  # per-sequence parameters: features of the full lead
                 q, k = q.expand(lead + q.shape[-2:]), k.expand(lead + k.shape[-2:])
-            w_sq = (w * w).sum(-1) if rec.needs_w_sq() else None
-            lq, lk = self._features(q, k, w, w_sq, rec, params)
+            lq, lk = self._features(q, k, w, self._fmap.direction_terms(w, xp=_XP), params)
         if self.check_inputs:
             self._check_range(lq, lk, compute)
         return lq, lk
@@ -677,6 +652,10 @@ class PRFAttention(nn.Module):
             self._redraw_schedule()
         out_dtype = q.dtype
         compute = self._compute_dtype(q.dtype)
+        if not self._fmap.log_space:  # features that can be negative: no log space (bidirectional only)
+            with _no_autocast(q.device.type):
+                out = self._signed_bidirectional(q, k, v, key_padding_mask, query_padding_mask, lead, compute)
+            return out.to(out_dtype)
         with _no_autocast(q.device.type):
             lq, lk = self._log_features_pair(q, k, lead, compute,
                                              lambda q, k: self._params(q, k, key_padding_mask, query_padding_mask))
@@ -698,6 +677,38 @@ class PRFAttention(nn.Module):
                 out = _bidirectional(lq, lk, v, seen)
         return out.to(out_dtype)
 
+
+    def _signed_bidirectional(self, q, k, v, key_padding_mask, query_padding_mask, lead, compute):
+        r"""Bidirectional attention from features that can be negative (a kind not computed in log space, e.g.
+        trigonometric softmax features): :math:`\phi(q)^\top S / \phi(q)^\top z` with
+        :math:`S = \sum_j \phi(k_j)v_j^\top`, :math:`z = \sum_j\phi(k_j)`.  The kernel prefactor
+        :math:`e^{-c\|x'\|^2}` of the features is left out of the queries' (a factor of each query's numerator
+        and denominator) and divided by its largest value over each sequence's unpadded keys in the keys' (a
+        factor of every numerator and denominator), so that it cannot overflow.  The denominator is an
+        estimate of the key mass that can be near 0 or negative (the known weakness of these features)."""
+        w = self.weights.to(compute)
+        q, k, v = q.to(compute), k.to(compute), v.to(compute)
+        params = self._params(q, k, key_padding_mask, query_padding_mask)
+        terms = self._fmap.direction_terms(w, xp=_XP)
+        c = self._fmap.c
+        pad = None if key_padding_mask is None else key_padding_mask.unsqueeze(-1)
+
+        def key_sq(sq):  # -c |k'|^2 less its largest value over the unpadded keys
+            if not c:
+                return sq
+            e = -c * sq
+            if pad is not None:
+                e = torch.where(pad, -math.inf, e)
+            o = e.detach().amax(-2, keepdim=True).clamp_min(_very_negative(e.dtype))
+            return sq + o / c
+
+        fq = _log_features(q, w, terms, self._fmap, self.scale, params, False, torch.zeros_like)
+        fk = _log_features(k, w, terms, self._fmap, self.scale, params, False, key_sq)
+        seen = None
+        if pad is not None:
+            fk = torch.where(pad, 0.0, fk)
+            seen = (~key_padding_mask).any(-1)[..., None, None]
+        return _ratio(fq @ (fk.transpose(-1, -2) @ _with_ones(v)), seen)
 
     # -- decoding token by token ----------------------------------------------
 
