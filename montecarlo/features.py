@@ -154,7 +154,7 @@ def row_sq_norms(W):
 
 def check_kind_params(kind, params, where=None, *, name="params", chosen=None, reals=False, d=None):
     """The parameters of a feature kind as given by a caller, checked once for every layer: a dict (or None)
-    holding only the kind's parameters (:attr:`~theory.feature_kinds.FeatureKind.parameters`) and every
+    holding only the kind's parameters (``FeatureKind.parameters``) and every
     required one, returned as a new dict.
 
     Parameters
@@ -229,9 +229,9 @@ class FeatureMap:
     projections: the one place that turns a kind's record and hooks (:mod:`theory.feature_kinds`) into
     features, log-features and the Monte Carlo estimator's statistic.
 
-    Every consumer goes through it: :func:`random_features`, the estimators (:func:`kernel_estimate`,
-    :func:`gram_estimate`, ...), the scikit-learn transformers, :class:`montecarlo.nn.PRFAttention`, the
-    experiments and the sampler audit.  It owns the projection :math:`w_i^\top x` (after the kind's
+    Every consumer goes through it: :func:`random_features`, the estimators
+    (:func:`montecarlo.estimators.kernel_estimate`, :func:`montecarlo.estimators.gram_estimate`, ...), the
+    scikit-learn transformers, :class:`montecarlo.nn.PRFAttention`, the experiments and the sampler audit.  It owns the projection :math:`w_i^\top x` (after the kind's
     ``prepare`` hook, for kinds whose map transforms the directions, e.g. SDERFs' :math:`\mathbf B`),
     :math:`\|x\|^2` and :math:`\|w_i\|^2`, the kernel prefactor :math:`e^{a\|x\|^2}` and the pair vector
     (:math:`x + y` or :math:`x - y`), and reads the record's named properties ``log_space``, ``argument``
@@ -242,7 +242,7 @@ class FeatureMap:
     kind : str
         A feature kind (``theory.feature_kinds.names()``).
     W : array (m, d) or RandomProjection, optional
-        The projections (needed by :meth:`__call__`; the estimators draw their own).
+        The projections (needed by ``__call__``; the estimators draw their own).
     kernel : {'gaussian', 'softmax'}
         The target kernel; a kernel the kind does not estimate is a ValueError naming the kind, the kernel and
         the kernels it estimates.

@@ -118,12 +118,12 @@ class FeatureKind:
 
     @property
     def kernels(self):
-        """The target kernels it estimates (those of :attr:`prefactors`)."""
+        """The target kernels it estimates (those of ``prefactors``)."""
         return tuple(k for k, _ in self.prefactors)
 
     @property
     def positive(self):
-        """Old name of :attr:`log_space` (kept for callers outside the library)."""
+        """Old name of ``log_space`` (kept for callers outside the library)."""
         return self.log_space
 
     def prefactor_exponent(self, kernel):
