@@ -14,24 +14,11 @@ import math
 import os
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
+from _cli import ROOT, boom, strict_json
 from tests._procs import run_groups
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _boom(*args, **kwargs):
-    raise AssertionError("computed before the options were checked")
-
-
-def _strict(path):
-    def refuse(token):
-        raise ValueError(f"not strict JSON: {token}")
-
-    return json.loads(Path(path).read_text(), parse_constant=refuse)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -60,7 +47,7 @@ def test_json_that_is_a_directory_is_refused_before_timing(module, tmp_path, mon
     its temporary file aimed at the parent folder; now one line naming --json, status 2, nothing timed."""
     mod = _bench(module)
     options, section = _SECTION[module]
-    monkeypatch.setattr(mod, section, _boom)
+    monkeypatch.setattr(mod, section, boom)
     with pytest.raises(SystemExit) as exc:
         mod.main(options + ["--json", str(tmp_path)])
     assert exc.value.code == 2
@@ -76,7 +63,7 @@ def test_json_never_overwrites_a_tracked_file(module, monkeypatch, capsys):
     README.md with its JSON; now refused at once (status 2) and README.md keeps its bytes."""
     mod = _bench(module)
     options, section = _SECTION[module]
-    monkeypatch.setattr(mod, section, _boom)
+    monkeypatch.setattr(mod, section, boom)
     readme = ROOT / "README.md"
     before = readme.read_bytes()
     with pytest.raises(SystemExit) as exc:
@@ -97,7 +84,7 @@ def test_json_is_strict(module, tmp_path, monkeypatch, capsys):
     path = tmp_path / "sub" / "out.json"
     code = mod.main(options + ["--json", str(path)])
     assert not isinstance(code, int) or code == 0  # (bench_montecarlo's main returned its results dict)
-    data = _strict(path)
+    data = strict_json(path)
     key = options[1]
     assert data[key] == {"ratio": None, "speedup": [None, 1.5]}
     assert sorted(os.listdir(path.parent)) == ["out.json"]
@@ -109,7 +96,7 @@ def test_bench_attention_json_checked_first_and_strict(tmp_path, monkeypatch, ca
     tracked file is a one-line error (status 2) before any timing, and the JSON is strict."""
     pytest.importorskip("torch")
     mod = _bench("bench_attention")
-    monkeypatch.setattr(mod, "host_overhead", _boom)
+    monkeypatch.setattr(mod, "host_overhead", boom)
     assert mod.main(["--host", "--json", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--json" in err and "is a directory" in err and os.listdir(tmp_path) == []
@@ -123,7 +110,7 @@ def test_bench_attention_json_checked_first_and_strict(tmp_path, monkeypatch, ca
     monkeypatch.setattr(mod, "host_overhead", lambda *a, **k: res)
     path = tmp_path / "sub" / "out.json"
     assert mod.main(["--host", "--json", str(path)]) == 0
-    assert _strict(path)["host"] == {"prf_ms": [None, 1.0], "sdpa_ms": [1.0, 1.0], "ratio_min": None,
+    assert strict_json(path)["host"] == {"prf_ms": [None, 1.0], "sdpa_ms": [1.0, 1.0], "ratio_min": None,
                                      "launches": 0, "custom_ops": 0, "aten_ops": 0}
 
 
@@ -133,7 +120,7 @@ def test_bench_montecarlo_errors_are_one_line_and_only_needs_a_section(monkeypat
     least one section."""
     mod = _bench("bench_montecarlo")
     for name in ("bench_pointwise", "bench_prf", "bench_sampling", "bench_partial", "bench_haar", "bench_fast"):
-        monkeypatch.setattr(mod, name, _boom)
+        monkeypatch.setattr(mod, name, boom)
     for argv, needle in ((["--bogus"], "unrecognized arguments: --bogus"),
                          (["--only"], "--only: expected at least one argument")):
         with pytest.raises(SystemExit) as exc:
@@ -212,7 +199,7 @@ def test_bench_experiments_checks_uci_dir_first(tmp_path, monkeypatch, capsys):
     (status 0); now a one-line error naming --uci-dir, status 2, before any timing."""
     mod = _bench("bench_experiments")
     for name in ("bench_classification", "bench_attention", "bench_gram"):
-        monkeypatch.setattr(mod, name, _boom)
+        monkeypatch.setattr(mod, name, boom)
     with pytest.raises(SystemExit) as exc:
         mod.main(["--uci-dir", str(tmp_path / "missing")])
     assert exc.value.code == 2
@@ -223,103 +210,8 @@ def test_bench_experiments_checks_uci_dir_first(tmp_path, monkeypatch, capsys):
 # python -m figures.reproduce
 
 
-@pytest.fixture
-def no_figures(monkeypatch):
-    """Every figure function of reproduce replaced by one that fails the test if it is reached."""
-    from figures import attention, downstream, winners
-
-    monkeypatch.setattr(downstream, "fig8_nonparametric", _boom)
-    monkeypatch.setattr(downstream, "fig10_sigma_search", _boom)
-    monkeypatch.setattr(attention, "new_attention_scan", _boom)
-    monkeypatch.setattr(winners, "new_winners_map", _boom)
-
-
-@pytest.mark.parametrize("argv, needle", [
-    (["fig8", "--splits", "2000"], "--splits: must be an integer >= 1 and <= 1000 (each split is a whole run), "
-                                   "got 2000"),
-    (["fig10", "--n-sigmas", "100000"], "--n-sigmas: must be an integer >= 2 and <= 1000 (each sigma is a whole "
-                                        "run), got 100000"),
-])
-def test_reproduce_refuses_huge_counts(argv, needle, tmp_path, no_figures, capsys):
-    """``fig8 --splits 100000000`` ran past a 40 s SIGTERM and was killed at 10 min (the split seeds are checked for
-    repeats pairwise, in montecarlo); ``fig10 --n-sigmas 100000000`` allocated the grid and ran on.  Now both are
-    refused at parse time (status 2; the old code reached the figure, here a failing stand-in)."""
-    from figures.reproduce import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(["--out", str(tmp_path / "o")] + argv)
-    assert exc.value.code == 2
-    assert needle in capsys.readouterr().err
-    assert not (tmp_path / "o").exists()
-
-
-@pytest.mark.parametrize("argv, option", [
-    (["fig8", "--m-multipliers", "1", "1"], "--m-multipliers"),
-    (["fig8", "--datasets", "banknote", "banknote"], "--datasets"),
-    (["attention", "--seq-lens", "8", "8"], "--seq-lens"),
-    (["attention", "--logit-stds", "1", "1.0"], "--logit-stds"),
-    (["winners", "--ds", "2", "2"], "--ds"),
-    (["winners", "--vs", "0.5", "0.50"], "--vs"),
-])
-def test_reproduce_refuses_repeated_values(argv, option, tmp_path, no_figures, capsys):
-    """A repeated value (``--m-multipliers 1 1``, ``--datasets banknote banknote``, ...) was computed twice and
-    drawn twice (status 0); now one line naming the option, status 2, nothing created."""
-    from figures.reproduce import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(["--out", str(tmp_path / "o")] + argv)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"{option} must not repeat a value" in err
-    assert not (tmp_path / "o").exists()
-
-
-def test_reproduce_common_options_after_the_subcommand(tmp_path, monkeypatch, capsys):
-    """``python -m figures.reproduce winners --ds 2 --vs 1 --out DIR --seed 3`` was "unrecognized arguments: --out
-    DIR --seed 3" (status 2): the shared options had to come before the subcommand.  Now accepted on either side
-    (after it wins); before it still works."""
-    from figures import winners
-    from figures.reproduce import main
-
-    seen = []
-    monkeypatch.setattr(winners, "new_winners_map", lambda ctx, effort: seen.append((ctx.out, ctx.seed, effort)))
-    out = tmp_path / "after"
-    assert main(["--seed", "1", "winners", "--ds", "2", "--vs", "1", "--out", str(out), "--seed", "3",
-                 "--no-progress"]) == 0
-    assert seen[-1][:2] == (str(out), 3) and seen[-1][2]["ds"] == (2,)
-    assert main(["--out", str(tmp_path / "before"), "--seed", "4", "winners", "--ds", "2"]) == 0
-    assert seen[-1][:2] == (str(tmp_path / "before"), 4)
-
-
 # --------------------------------------------------------------------------------------------------------------
 # python -m figures: index.json of a folder drawn in several runs
-
-
-def test_index_keeps_the_figures_of_an_earlier_run(tmp_path, monkeypatch, capsys):
-    """``--only a,b`` then ``--only a`` into the same folder: index.json listed only ``a`` (1 entry) although
-    ``b``'s three files were still there; now both, ``b`` marked as from the earlier run with its own settings,
-    and a figure whose files are gone is dropped."""
-    import figures.registry
-    from figures.cli import main
-    from figures.registry import Figure
-
-    def draw(name):
-        def f(ctx):
-            for ext in ("png", "pdf", "json"):
-                (Path(ctx.out) / f"{name}.{ext}").write_text("x")
-        return f
-
-    figs = tuple(Figure(n, None, n, draw(n)) for n in ("a", "b", "c"))
-    monkeypatch.setattr(figures.registry, "FIGURES", figs)
-    assert main(["--only", "a,b,c", "--out", str(tmp_path), "--no-progress", "--seed", "1"]) == 0
-    (tmp_path / "c.pdf").unlink()
-    assert main(["--only", "a", "--out", str(tmp_path), "--no-progress", "--seed", "2"]) == 0
-    index = _strict(tmp_path / "index.json")
-    assert [e["name"] for e in index["figures"]] == ["a", "b"]
-    a, b = index["figures"]
-    assert a["settings"]["seed"] == 2 and "earlier_run" not in a
-    assert b["settings"]["seed"] == 1 and b["earlier_run"] is True
-    assert index["settings"]["seed"] == 2
 
 
 def test_bench_theory_reports_progress(monkeypatch, capsys):
@@ -333,3 +225,61 @@ def test_bench_theory_reports_progress(monkeypatch, capsys):
     assert len(err.splitlines()) == 1 + 12 + 1 + 3
     assert mod.main(["--dps", "15", "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------
+# Issue 42's command-line findings, each reproduced first: help that states each default once, ``winners
+# --draws`` that was silently ignored, ``table --protocol paper`` and ``split-spread`` that did not say where the
+# gaps come from or how many draws resolve them, the README's Dask recipe that failed as a script, and progress
+# inside long work (Fig. 8 by blocks of draws, the attention scan by cells, the performer experiment by steps).
+
+
+def test_bench_figures_checks_its_arguments_first(tmp_path, capsys):
+    """``benchmarks.bench_figures``: a folder that is not a checkout for ``--against`` and a tracked ``--json``
+    path are one-line errors (status 2) before any run; ``run_once`` reports wall, CPU of the process tree
+    and the load of a run (here a failing one, ``--n-jobs 0``, raises naming the checkout)."""
+    from benchmarks import bench_figures
+
+    with pytest.raises(SystemExit) as exc:
+        bench_figures.main(["--against", str(tmp_path)])
+    assert exc.value.code == 2 and "is not a checkout of this toolkit" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        bench_figures.main(["--json", str(ROOT / "README.md")])
+    assert exc.value.code == 2
+    with pytest.raises(RuntimeError, match="python -m figures failed in .*status 2"):
+        bench_figures.run_once(ROOT, quick=True, n_jobs=0)
+
+
+# ---------------------------------------------------------------------------
+# Issue 38, item 2 and finding D: the fast closed forms of pnc_orthogonal (theory._antithetic) and their error
+# control, against implementations that share none of their code.
+#
+# Oracles: mpmath's incomplete gamma function (``mpmath.gammainc``, independent of the fixed-point series and
+# of the partner steps of theory._antithetic) for every node of a rule; mpmath's hyp0f1 / expm1 for the
+# fixed-point series of the integrands; the closed antithetic partner of d = 2 (x2 = -ln(1 - e^{-x1})) and
+# d = 4 (Lambert W) with mpmath's own quadrature for the pair expectations at 55 digits (where the Laguerre
+# tail's extrapolated error estimate had let a value 2^-155 off through at 183 bits, d = 8, v = 3); values of
+# the previous implementation (mpmath's gammainc and tanh-sinh quadrature, commit 53441d0) for the d = 1024 RFF
+# MSE of finding D.  No timing: work is bounded by theory._context's work counters.
+
+
+def test_bench_pnc_json_refused_before_timing_and_strict(tmp_path, monkeypatch, capsys):
+    """benchmarks/bench_pnc.py: ``--json DIR`` is one line and status 2 before any timing; a small run writes
+    strict JSON with the cold and warm ratios and the summary."""
+    from benchmarks import bench_pnc
+
+    def boom(*args, **kwargs):
+        raise AssertionError("timed before checking --json")
+
+    monkeypatch.setattr(bench_pnc, "run", boom)
+    with pytest.raises(SystemExit) as exc:
+        bench_pnc.main(["--json", str(tmp_path)])
+    assert exc.value.code == 2 and "--json" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setattr(bench_pnc, "VS", ("1e-300", "1"))
+    path = tmp_path / "out.json"
+    assert bench_pnc.main(["--ds", "2", "--dps", "15", "--kinds", "prf", "--no-progress", "--json", str(path)]) == 0
+    data = json.loads(path.read_text(), parse_constant=lambda t: (_ for _ in ()).throw(ValueError(t)))
+    assert [r["v"] for r in data["rows"]] == ["1e-300", "1"]
+    assert all(r["cold_ratio"] > 0 and r["warm_ratio"] > 0 for r in data["rows"])
+    assert data["summary"]["all"]["cold_ratio"]["n"] == 2

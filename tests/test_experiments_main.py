@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from montecarlo.experiments import __main__ as cli
-from montecarlo.experiments import attention, classification, uci
+from montecarlo.experiments import __main__ as cli, attention, classification, uci
 
 ROOT = Path(__file__).resolve().parents[1]
 UCI_DIR = uci.resolve_uci_dir()
@@ -95,7 +94,6 @@ def test_requested_dataset_missing_fails(tmp_path):
     proc = _run("table", "--datasets", "banknote", "--uci-dir", str(tmp_path), "--quiet")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"{cli.PROG}: error: UCI data in {tmp_path}: missing banknote.txt\n"
-
 
 
 def test_an_empty_directory_and_a_malformed_file_fail_in_one_line(tmp_path, capsys):
@@ -192,3 +190,45 @@ def test_gram_and_attention_subcommands_and_the_shared_logit_default(capsys):
     assert inspect.signature(attention.attention_errors).parameters["logit_std"].default is None
     synthetic = attention.attention_errors(("simplex",), (8,), (4,), 2, d_head=4, rng=0)
     assert synthetic.logit_std == attention.DEFAULT_LOGIT_STD
+
+
+# ---------------------------------------------------------------------------
+# Second round of command-line findings (exploration helper): z-scores of zero or round-off standard errors,
+# repeated couplings, ``--out`` checked before any work, strict audit JSON, SIGTERM, an empty ``--only``,
+# ``--redraw-study`` conflicts, sigma-search progress and the help and data-error texts.
+
+
+def test_table_command_with_equal_couplings_exits_0(capsys):
+    """The reported command: rc 0 and 'z n/a', no warning line; repeated couplings are one line, status 2."""
+    args = ["table", "--datasets", "banknote", "--couplings", "orthogonal", "pnc_orthogonal", "--n-draws", "2",
+            "--split-seeds", "0", "--seed", "2", "--quiet"]
+    assert cli.main(args) == 0
+    out, err = capsys.readouterr()
+    assert "(z n/a)" in out and err == ""
+    assert cli.main(["table", "--datasets", "banknote", "--couplings", "iid", "iid", "--n-draws", "2",
+                     "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"{cli.PROG}: error: couplings must not repeat a coupling, got ['iid', 'iid'] (iid repeated)\n"
+
+
+def test_sigma_progress_and_quiet(capsys):
+    args = ["sigma", "banknote", "--n-draws", "2", "--sigmas", "0.5", "1", "--m-multiplier", "1"]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "banknote sigma 0.5 (1/2): exact" in err[0] and "(2/2)" in err[1]
+    assert cli.main(args + ["--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_help_texts():
+    p = cli._parser()
+    assert "``" not in p.description and p.description.endswith(".")
+    sigma = p._subparsers._group_actions[0].choices["sigma"].format_help()
+    assert "np.float64" not in sigma and "0.05, 0.062965" in sigma
+
+
+def test_malformed_data_error_says_how_it_counts(tmp_path, capsys):
+    (tmp_path / "banknote.txt").write_text("3.6,8.6,-2.8,-0.4,0\n4.5,abc,-2.4,-1.4,1\n")
+    assert cli.main(["table", "--datasets", "banknote", "--uci-dir", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2, column 1: expected a number, got 'abc'; lines count from 1, columns from 0" in err

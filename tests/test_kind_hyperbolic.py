@@ -13,7 +13,8 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
-from paper_checks._compare import Z_CRIT, agrees, point_pair
+from paper_checks._compare import agrees, point_pair, rel_diff, Z_CRIT
+from theory import feature_kinds as fk
 from theory.hyperbolic import hyperbolic_ordering, hyperbolic_pair_term
 from theory.registry import MissingHookError
 
@@ -194,3 +195,101 @@ def test_gram_and_conformity_estimates():
         expected = float(theory.mean_conformity("simplex", 5, 0.8, kind="hyperbolic"))
         wrong = float(theory.mean_conformity("simplex", 5, 0.8, kind="prf"))
     assert abs(conf.z(expected)) <= Z_CRIT and abs(conf.z(wrong)) > Z_CRIT
+
+
+# ---------------------------------------------------------------------------
+# theory, third exploration round: the kind MSEs at huge d, the kernel prefactor at huge norms, the OPRF variance at
+# small A, the default m of mean_conformity, the grids of hyperbolic_ordering.
+#
+# Every reference is independent of the code under test:
+#
+# * the pair terms at huge d by a term-by-term series written out here: given the norms r_i, r_j (i.i.d. chi_d) and
+#   the angle c, E e^{(w_i + w_j).v} = 0F1(; d/2; v^2 S / 4), S = r_i^2 + r_j^2 + 2 c r_i r_j, so
+#   rho(c) = sum_k (v^2/4)^k E[S^k] / ((d/2)_k k!) with E[S^k] from the multinomial expansion and the chi_d moments
+#   E r^{2j} = 2^j (d/2)_j, E r^{2j+1} = 2^{j+1/2} (d/2 + 1/2)_j Gamma((d+1)/2)/Gamma(d/2) (the package sums 1F1s and
+#   quadratures instead); the RFF pair term is the same series at v^2 -> -z^2;
+# * the kernel prefactors as exp(-2c(X^2 + Y^2)) at 300 digits from the exact binary norms, times the inner factor
+#   written out with mpmath's hyp1f1 / hyp0f1;
+# * the OPRF moments as (1-4A)^d (1-8A)^(-d/2) e^{2(1-4A)v^2/(1-8A)} - e^{v^2} at 700 digits (600 for large v).
+
+
+def test_simplex_ratio_hyperbolic_at_tiny_v_tends_to_the_limit():
+    """At v = 1e-300 the ratio equals its v -> 0 limit (4d - 3)/((d - 1)(d + 2)) (from the v^4 coefficients
+    1/2 and (d c^2 - 1)/(2(d + 2)), c = -1/(d - 1)) to the working precision; it was 6.47e-5 instead of 4e-20."""
+    d = 10 ** 20
+    limit = mp.mpf(4 * d - 3) / ((d - 1) * (d + 2))
+    assert rel_diff(theory.kernel_mse_ratio("simplex", "iid", d, "1e-300", kind="hyperbolic"), limit) < 1e-14
+    assert rel_diff(theory.kernel_mse_ratio("simplex", "iid", d, 0, kind="hyperbolic"), limit) < 1e-14
+
+
+@pytest.mark.parametrize("ds, vs, name", [(4, ["1"], "ds"), ([4], "0.5", "vs"), ([4], 0.5, "vs"), ("48", ["1"], "ds")])
+def test_hyperbolic_ordering_refuses_non_grids(ds, vs, name):
+    """A scalar or a string for ds / vs is refused naming it (was: TypeError 'int' object is not iterable; the
+    string '0.5' was iterated and '.' reported)."""
+    with pytest.raises(TypeError, match=rf"^{name} must be a sequence"):
+        hyperbolic_ordering(ds, vs)
+
+
+def test_hyperbolic_ordering_checks_every_d_first():
+    """Every d is checked (naming ds) before any work; an empty grid and a bad precision are named."""
+    with pytest.raises(ValueError, match=r"^ds must be an integer >= 2"):
+        hyperbolic_ordering([8, 1], ["1"])
+    with pytest.raises(TypeError, match=r"^ds must be an integer"):
+        hyperbolic_ordering([8.0], ["1"])
+    with pytest.raises(ValueError, match=r"^vs must hold at least one value"):
+        hyperbolic_ordering([8], [])
+    with pytest.raises(ValueError, match=r"^max_prec must be an integer >= 64"):
+        hyperbolic_ordering([8], ["1"], prec=64, max_prec=32)
+
+
+# ---------------------------------------------------------------------------
+# Tests added against the surviving formula mutants of the feature-kind code (issue 22 item 5,
+# docs/guide/mutation.rst).
+#
+# Each class is the addition to one target's mutation command (tests/mutation_targets.py): ``TestRegistry``
+# (theory/feature_kinds.py), ``TestHyperbolicMap`` (montecarlo/hyperbolic.py), ``TestOprfMap``
+# (montecarlo/oprf.py), ``TestHyperbolicTheory`` (theory/hyperbolic.py), ``TestOprfTheory`` (theory/oprf.py),
+# ``TestKernelMse`` (the kind hooks of theory/mse.py).  Each test compares two independent computations (a formula
+# written out here, brute force over pairs, numerical differentiation, another route to the same limit, a
+# certified ball) and shows its power on a wrong alternative where one exists.
+
+
+class TestHyperbolicMap:
+    """montecarlo/hyperbolic.py: the statistic log cosh without overflow."""
+
+    def test_log_cosh_statistic_against_mpmath(self):
+        """The hook's log cosh(p) against mpmath at p = 0, 1e-8, 0.3, -2, 30, -800 (where cosh overflows float64),
+        to 4 ulps of max(1, |log cosh p|), so e^stat = cosh(p) to that relative accuracy (what the estimator uses);
+        power: log(e^p + e^-p) without the 1/2 is rejected."""
+        stat = fk.hook("hyperbolic", "statistic")
+        p = np.array([0.0, 1e-8, 0.3, -2.0, 30.0, -800.0])
+        got = stat(p.copy(), np)
+        with mp.workdps(30):
+            ref = [mp.log(mp.cosh(mp.mpf(t))) for t in p]
+        assert np.all(np.isfinite(got))
+        for g, r in zip(got, ref):  # a few ulps of max(1, |log cosh|): e^stat / cosh - 1 within 1e-15 |log cosh|
+            assert abs(g - float(r)) <= 4e-16 * max(1.0, abs(float(r))), (g, r)
+        assert abs(float(got[2]) - float(ref[2] + mp.log(2))) > 0.1
+
+
+class TestHyperbolicTheory:
+    """theory/hyperbolic.py: the certified ordering doubles its precision and stops at the first decision."""
+
+    @pytest.mark.skipif(not theory.certified.available(), reason="needs python-flint")
+    def test_certified_ordering_doubles_the_precision(self):
+        """Documented: 'The precision doubles from prec to max_prec while the balls overlap'.  At d = 8,
+        v = 0.01, starting at 32 bits the balls overlap (undecided when capped at 32) and one doubling decides
+        (certified at 64 bits, the first power-of-two multiple); at v = 1 the first precision decides, and at
+        d = 2, v = 20 a wide (valid) enclosure decides at once."""
+        from theory.hyperbolic import hyperbolic_ordering
+
+        (capped,) = hyperbolic_ordering([8], ["0.01"], prec=32, max_prec=32)
+        assert capped.certified is None and capped.prec == 32
+        (cert,) = hyperbolic_ordering([8], ["0.01"], prec=32)
+        assert cert.certified is True and cert.prec == 64
+        (easy,) = hyperbolic_ordering([8], ["1"], prec=32)
+        assert easy.certified is True and easy.prec == 32
+        # a valid but wide enclosure decides too: at d = 2, v = 20 the simplex pair term's ball has fewer than one
+        # correct digit at 16 bits (and at 256), yet it lies above the orthogonal one
+        (wide,) = hyperbolic_ordering([2], ["20"], prec=16)
+        assert wide.certified is True and wide.prec == 16

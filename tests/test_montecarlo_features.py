@@ -6,11 +6,17 @@ for a fixed W, compared with an independent scalar computation.
 """
 
 import math
+import multiprocessing
+import os
+import sys
+import warnings
 
 import numpy as np
 import pytest
 
 import montecarlo as mc
+from montecarlo import features
+from montecarlo._checks import AllocationError
 
 
 def _data(n, d, scale=0.5, seed=0):
@@ -188,3 +194,202 @@ def test_row_blocks_respect_threadpool_limits(monkeypatch):
         with threadpool_limits(2):
             out = mc.prf_features(X, W)
         assert used and np.array_equal(out, ref)
+
+
+# ---------------------------------------------------------------------------
+# Issue 22 (hardening), montecarlo items: non-finite input to the transforms, the SimRFs+
+# tolerance's dtype, and the coupling lists of montecarlo.couplings (issue 18).
+
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - the torch extra is optional
+    torch = None
+
+
+def test_round_two_inputs_are_refused_by_name():
+    """Found by an exploration run (each passed silently before): simplex_apply and fwht computed booleans as
+    numbers, returned complex output for complex input, and met strings with numpy's own ufunc error; now an
+    ArgumentTypeError naming x (integers still work: power).  Finite X whose squared norm overflows gave -inf
+    log-features, NaN stabilised features, and PositiveRandomFeatures.log_transform returned -inf although
+    documented finite: now a ValueError saying to scale X down; RFFs too since issue 38 (their phases w^T z are
+    beyond resolution there, and at entries near 1e308 the projections overflowed to inf: NaN features)."""
+    torch = pytest.importorskip("torch")
+    from montecarlo._checks import ArgumentTypeError
+    from montecarlo.kernel_approximation import PositiveRandomFeatures, RandomFourierFeatures
+
+    for bad, what in ((np.array([True, False, True, False]), "booleans"), (np.array([1 + 1j, 2, 3, 4]), "complex"),
+                      (np.array(["a", "b", "c", "d"]), "strings"), (torch.tensor([True, False, True, False]),
+                                                                    "booleans")):
+        for fn in (mc.simplex_apply, mc.fwht):
+            with pytest.raises(ArgumentTypeError, match=f"x must hold real numbers.*{what}"):
+                fn(bad)
+    np.testing.assert_allclose(mc.fwht(np.array([1, 2])), np.array([3.0, -1.0]) / np.sqrt(2.0))
+    np.testing.assert_allclose(mc.simplex_apply(np.array([1, 2, 3])), mc.simplex_apply(np.array([1.0, 2.0, 3.0])))
+
+    W = mc.sample_weights("simplex", 8, 16, rng=0)
+    huge = np.full((2, 8), 1e160)
+    for call in (lambda: mc.log_features(huge, W), lambda: mc.prf_features(huge, W, stabilize="row"),
+                 lambda: mc.random_features(huge, W, "hyperbolic")):
+        with pytest.raises(ValueError, match="squared norm overflows float64"):
+            call()
+    prf = PositiveRandomFeatures(n_components=16, random_state=0).fit(huge)
+    for call in (prf.log_transform, prf.transform):
+        with pytest.raises(ValueError, match="squared norm .times 2 gamma. overflows float64"):
+            call(huge)
+    rff = RandomFourierFeatures(n_components=4, random_state=0).fit(huge)
+    for call in (lambda: mc.random_features(huge, W, "rff"), lambda: rff.transform(huge)):
+        with pytest.raises(ValueError, match="squared norm .*overflows float64"):
+            call()
+    assert np.isfinite(mc.log_features(np.full((2, 8), 1e150), W)).all()
+    assert np.isfinite(mc.random_features(np.full((2, 8), 1e150), W, "rff")).all()
+
+
+# ---------------------------------------------------------------------------
+# Tests added against the surviving formula mutants of montecarlo (issue 22 item 5, docs/guide/mutation.rst).
+#
+# Each class is the addition to one target's mutation command (tests/mutation_targets.py): ``TestCouplings`` for
+# montecarlo/couplings.py, ``TestEstimators`` for estimators.py, ``TestFeatures``, ``TestPnc``, ``TestNormCoupling``.
+# Every test checks a documented property against an independent route (a closed form, the formula written out,
+# a second sampler path, mpmath, the README's numbers); Monte Carlo comparisons are z-tests at
+# paper_checks._compare.Z_CRIT = 4.5 (false alarm 6.8e-6 each, the family bound is stated per test) and show
+# their power on a wrong alternative.  Seeds are fixed; no test reads the clock (the progress bar gets a fake one).
+
+
+class TestFeatures:
+    """montecarlo/features.py: the threaded row blocks, the RFF map on data with zero entries and its budget, the
+    exact log-kernel matrix."""
+
+    def test_threaded_row_blocks_equal_the_formula(self, monkeypatch):
+        """Above 2^16 entries numpy rows are split across threads (3 here, uneven blocks): every row equals
+        e^{w.x - |x|^2 - log(m)/2} written out, and the 'row' offsets are each row's maximum."""
+        from montecarlo import features
+
+        monkeypatch.setattr(features, "thread_limit", lambda: 3)
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((8191, 4)) * 0.5
+        W = mc.sample_weights("orthogonal", 4, 16, rng=1)
+        logits = X @ W.T - np.sum(X * X, axis=1)[:, None] - 0.5 * math.log(16)
+        phi = mc.random_features(X, W)
+        assert phi.shape == (8191, 16)
+        assert np.allclose(phi, np.exp(logits), rtol=1e-12, atol=0)
+        stab, off = mc.random_features(X, W, stabilize="row")
+        assert np.allclose(off, logits.max(axis=1), rtol=0, atol=1e-12)
+        assert np.allclose(stab, np.exp(logits - logits.max(axis=1)[:, None]), rtol=1e-12, atol=0)
+
+    def test_rff_map_on_data_with_zero_entries(self):
+        """RFFs of data with exact zeros: the interleaved (sin, cos)/sqrt(m) written out, without any warning."""
+        X = np.array([[0.0, 0.5, 0.0], [0.0, 0.0, 0.0], [1.0, -0.2, 0.3]])
+        W = mc.sample_weights("simplex", 3, 5, rng=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            phi = mc.random_features(X, W, kind="rff")
+        p = X @ W.T
+        ref = np.stack([np.sin(p), np.cos(p)], axis=-1).reshape(3, 10) / math.sqrt(5)
+        assert np.allclose(phi, ref, rtol=1e-14, atol=1e-15)
+
+    def test_log_kernel_matrix_against_the_pairs(self):
+        """log_kernel_matrix (the one home of the exact kernels): -|x_a - y_b|^2 / 2 and x_a.y_b over every pair
+        (brute force here), with Y given (N' != N) and defaulting to X, on data with exact zeros (no warning); the
+        Gaussian one is <= 0 everywhere (clipped at 0 against rounding), its diagonal with Y = X 0 to rounding."""
+        from montecarlo.features import log_kernel_matrix
+
+        rng = np.random.default_rng(6)
+        X = rng.standard_normal((5, 3)) * 0.7
+        X[1] = 0.0
+        X[3, 0] = 0.0
+        Y = rng.standard_normal((4, 3)) * 0.7
+        Y[2, 1:] = 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for B in (Y, X):
+                diff = X[:, None, :] - B[None, :, :]
+                gauss = log_kernel_matrix(X, None if B is X else B)
+                assert gauss.shape == (5, B.shape[0])
+                assert np.allclose(gauss, -0.5 * np.sum(diff * diff, axis=-1), rtol=1e-13, atol=1e-14)
+                soft = log_kernel_matrix(X, None if B is X else B, kernel="softmax")
+                assert np.allclose(soft, X @ B.T, rtol=1e-13, atol=1e-14)
+        gauss = log_kernel_matrix(X)
+        assert np.all(gauss <= 0) and np.max(np.abs(np.diag(gauss))) < 1e-15
+
+    def test_rff_budget_counts_the_rows(self, monkeypatch):
+        """The RFF output is (N, 2m): the budget check refuses it, by name, when 2 N m exceeds MAX_ELEMENTS
+        (N = 40 rows, d = 3, m = 5: 400 entries) and lets it through at exactly 2 N m."""
+        X = np.random.default_rng(0).standard_normal((40, 3)) * 0.1
+        W = mc.sample_weights("orthogonal", 3, 5, rng=1)
+        monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 2 * 40 * 5 - 1)
+        with pytest.raises(AllocationError, match=r"the \(N, 2 m\) = \(40, 10\) features"):
+            mc.random_features(X, W, kind="rff")
+        monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 2 * 40 * 5)
+        assert mc.random_features(X, W, kind="rff").shape == (40, 10)
+
+
+# ---------------------------------------------------------------------------
+# Fork safety of prf_features' thread pool (issue 12 item 1).
+#
+# Before the fix, ``prf_features`` on >= 65536 entries used a module-level
+# ``ThreadPoolExecutor``; a process forked after the parent had used it (the
+# default ``multiprocessing`` start method on Linux) inherited the executor but
+# none of its worker threads and hung forever on its next large call.  The pool
+# is now keyed by process id and dropped in the child by an
+# ``os.register_at_fork`` handler.
+#
+# Every child runs under a timeout and is killed if it has not finished, so a
+# regression fails the test instead of hanging the suite.
+
+
+TIMEOUT = 600  # seconds: a deadlock guard for a child that takes well under one (generous: a loaded machine)
+
+
+def _fork_data():
+    W = mc.sample_weights("iid", 64, 512, rng=0)
+    X = np.random.default_rng(0).standard_normal((1024, 64)) * 0.1  # 1024 x 512 = 524288 entries: the pool path
+    return X, W
+
+
+def _child(queue):
+    X, W = _fork_data()
+    inherited = features._POOL
+    phi = mc.prf_features(X, W)
+    queue.put((inherited is None, features._POOL_PID == os.getpid(), float(phi.sum())))
+
+
+def _run_forked(target):
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(queue,), daemon=True)
+    proc.start()
+    try:
+        proc.join(TIMEOUT)
+        if proc.is_alive():
+            pytest.fail(f"the forked child did not finish in {TIMEOUT} s (deadlock in prf_features' thread pool?)")
+        assert proc.exitcode == 0
+        return queue.get(timeout=60)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        queue.close()
+
+
+@pytest.mark.skipif(sys.platform == 'win32' or 'fork' not in multiprocessing.get_all_start_methods(), reason='needs the fork start method')
+def test_prf_features_in_a_child_forked_after_the_parent_used_the_pool():
+    X, W = _fork_data()
+    if features.thread_limit() == 1:  # pragma: no cover (one core: no pool to inherit)
+        pytest.skip("one CPU: prf_features does not use its thread pool")
+    expected = float(mc.prf_features(X, W).sum())
+    assert features._POOL is not None, "the parent must have used the pool for this test to mean anything"
+    fresh, own_pool, total = _run_forked(_child)
+    assert fresh, "the child inherited the parent's executor (the at-fork handler did not run)"
+    assert own_pool, "the child did not build its own pool"
+    assert total == pytest.approx(expected, rel=1e-12)  # same features as in the parent
+
+
+@pytest.mark.skipif(sys.platform == 'win32' or 'fork' not in multiprocessing.get_all_start_methods(), reason='needs the fork start method')
+def test_pool_is_rebuilt_when_the_process_id_changes(monkeypatch):
+    """Second line of defence (a fork the handler did not see): a pool from another pid is replaced."""
+    old = features._pool()
+    monkeypatch.setattr(features, "_POOL_PID", -1)
+    new = features._pool()
+    assert new is not old and features._POOL_PID == os.getpid()
+    old.shutdown(wait=True)

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from _cli import ROOT, cli_env
 from montecarlo import norm_coupling, optimum
 from theory.errors import ConvergenceError
 
-from test_figures_cli import ROOT, _env  # one home for the subprocess environment of the CLI tests
 
 
 def _run(args, cwd, timeout=600):
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=_env(), capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=cli_env(), capture_output=True, text=True,
                           timeout=timeout)
 
 

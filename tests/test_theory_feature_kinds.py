@@ -190,3 +190,28 @@ def test_one_copy_of_the_prf_formula():
                 if needle in text:
                     hits.append(str(path.relative_to(ROOT)))
     assert set(hits) <= kind_modules and "montecarlo/features.py" in hits, hits
+
+
+# ---------------------------------------------------------------------------
+# Tests added against the surviving formula mutants of the feature-kind code (issue 22 item 5,
+# docs/guide/mutation.rst).
+#
+# Each class is the addition to one target's mutation command (tests/mutation_targets.py): ``TestRegistry``
+# (theory/feature_kinds.py), ``TestHyperbolicMap`` (montecarlo/hyperbolic.py), ``TestOprfMap``
+# (montecarlo/oprf.py), ``TestHyperbolicTheory`` (theory/hyperbolic.py), ``TestOprfTheory`` (theory/oprf.py),
+# ``TestKernelMse`` (the kind hooks of theory/mse.py).  Each test compares two independent computations (a formula
+# written out here, brute force over pairs, numerical differentiation, another route to the same limit, a
+# certified ball) and shows its power on a wrong alternative where one exists.
+
+
+class TestRegistry:
+    """theory/feature_kinds.py: each record's width and kernels are what its map produces and estimates."""
+
+    @pytest.mark.parametrize("kind", fk.names())
+    def test_record_width_is_the_map_width(self, kind):
+        """width * m features per batch row, for every kind (the map's output shape, not the record, decides)."""
+        rec = fk.get(kind)
+        X = np.random.default_rng(0).standard_normal((3, 4)) * 0.3
+        W = mc.sample_weights("orthogonal", 4, 5, rng=1)
+        params = {"A": -0.1} if "A" in rec.parameters else {}
+        assert mc.random_features(X, W, kind=kind, **params).shape == (3, rec.width * 5)

@@ -1,150 +1,20 @@
-"""montecarlo.nn as attention users meet it (issue 41 items 7 and 8, issue 38's PRFAttention fuzz findings): the
-range of the inputs refused loudly (check_inputs=True) and documented, kind parameters and oversized
-projections refused in the constructor naming the argument, (B, L_k) key-padding masks applied per batch
-element, the nn.MultiheadAttention adapter (exact plumbing against nn.MultiheadAttention, the large-m limit,
-TransformerEncoderLayer's fast path kept out, a small training run), fullgraph with redraw_every."""
+"""Tests of :mod:`montecarlo.nn._mha`: ``PRFMultiheadAttention``, the drop-in for ``torch.nn.MultiheadAttention``."""
 
 import math
 
 import pytest
 
+from montecarlo.nn import PRFMultiheadAttention
+
 torch = pytest.importorskip("torch")
 
-from montecarlo._checks import AllocationError  # noqa: E402
-from montecarlo.nn import PRFAttention, PRFMultiheadAttention, input_range  # noqa: E402
-from theory import feature_kinds  # noqa: E402
-
-KINDS = feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
-
-
-def _params(kind):
-    return {"A": -0.05} if kind == "oprf" else None
-
 
 # ---------------------------------------------------------------------------
-# issue 38: the range of the inputs, kind parameters, oversized projections
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_finite_inputs_beyond_the_float32_range_are_refused_with_the_check(dtype):
-    """Fuzz finding: bidirectional float32/bf16 attention of finite entries ~2.5e19 returned all-NaN outputs
-    although the docs said bidirectional attention is unaffected.  Now check_inputs=True refuses them naming
-    the input; with the check off the documented NaN (never a finite wrong number)."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 6, 8, generator=g)
-    big = (x * 2.5e19).to(dtype)
-    for name, args in (("q", (big, x.to(dtype), x.to(dtype))), ("k", (x.to(dtype), big, x.to(dtype)))):
-        with pytest.raises(ValueError, match=f"{name}'s log-features .*bidirectional attention computed in float32"):
-            PRFAttention(8, 16, seed=0, check_inputs=True)(*args)
-        assert torch.isnan(PRFAttention(8, 16, seed=0)(*args)).all()
-    small = (x * 1e18).to(dtype)  # s|x|^2 / 2 about 1e36 < 8.5e37: inside the range, finite
-    assert torch.isfinite(PRFAttention(8, 16, seed=0, check_inputs=True)(small, small, x.to(dtype))).all()
-
-
-def test_scale_beyond_the_compute_dtype_is_refused_without_a_check():
-    """scale = 1e308 is not a float32 number: every output was NaN; now a ValueError naming scale (no
-    synchronisation needed).  In float64 the scale is representable and only the check can tell."""
-    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1))
-    with pytest.raises(ValueError, match="scale = 1e\\+308 is beyond the range of float32"):
-        PRFAttention(8, 16, seed=0, scale=1e308)(x, x, x)
-    with pytest.raises(ValueError, match="scale = 1e\\+308 is beyond the range of float32"):
-        PRFAttention(8, 16, seed=0, scale=1e308)(x.bfloat16(), x.bfloat16(), x.bfloat16())
-    xd = x.double()
-    mod = PRFAttention(8, 16, seed=0, scale=1e308, dtype=torch.float64, check_inputs=True)
-    with pytest.raises(ValueError, match="q's log-features are not finite"):
-        mod(xd, xd, xd)
-    assert torch.isfinite(mod(xd * 1e-160, xd * 1e-160, xd)).all()  # s|x|^2 about 1e-12: fine
-
-
-def test_causal_float64_range():
-    """Causal float64 attention turned NaN from entries ~1e10 (documented for float32 only); the check now
-    refuses it, and inputs just inside input_range give finite outputs (every kind, d = 8 and 64)."""
-    g = torch.Generator().manual_seed(2)
-    x = torch.randn(2, 300, 8, generator=g, dtype=torch.float64)
-    mod = PRFAttention(8, 32, seed=0, causal=True, dtype=torch.float64, check_inputs=True)
-    with pytest.raises(ValueError, match="causal attention computed in float64"):
-        mod(x * 1e10, x * 1e10, x)
-    assert torch.isnan(PRFAttention(8, 32, seed=0, causal=True, dtype=torch.float64)(x * 1e10, x * 1e10, x)).any()
-    for compute in (torch.float32, torch.float64):
-        for kind in KINDS:
-            for d in (8, 64):
-                y = torch.randn(2, 300, d, generator=g, dtype=torch.float64)
-                k = y * (0.3 + torch.rand(2, 300, 1, generator=g, dtype=torch.float64))
-                att = PRFAttention(d, 64, seed=1, causal=True, kind=kind, kind_params=_params(kind), dtype=compute,
-                                   check_inputs=True)
-                top = max(float((y * y).sum(-1).max()), float((k * k).sum(-1).max()))
-                f = math.sqrt(0.9 * 2 * input_range(compute, True) / att.scale / top)
-                out = att((f * y).to(compute), (f * k).to(compute), y[..., :3].to(compute))
-                assert torch.isfinite(out).all(), (compute, kind, d)
-
-
-def test_documented_causal_thresholds_hold():
-    """The module docs' numbers: input_range is log(largest) / (8 eps) causally (9.3e7 in float32, 4.0e17 in
-    float64) and a quarter of the largest number bidirectionally."""
-    assert input_range(torch.float32, True) == pytest.approx(9.3e7, rel=0.01)
-    assert input_range(torch.float64, True) == pytest.approx(4.0e17, rel=0.01)
-    assert input_range(torch.float32, False) == pytest.approx(8.5e37, rel=0.01)
-    assert input_range(torch.float64, False) == pytest.approx(4.49e307, rel=0.01)
-
-
-def test_oprf_a_refused_in_the_constructor():
-    """Fuzz finding: PRFAttention(kind="oprf", kind_params={"A": 0.125}) was refused only at the first forward."""
-    with pytest.raises(ValueError, match=r"kind_params=\{'A': 0.125\} for kind='oprf': A must be a finite real < 1/8"):
-        PRFAttention(8, 16, kind="oprf", kind_params={"A": 0.125})
-    with pytest.raises(ValueError, match="kind_params"):
-        PRFAttention(8, 16, kind="oprf", kind_params={"A": math.inf})
-    PRFAttention(8, 16, kind="oprf", kind_params={"A": 0.124})  # inside: accepted
-
-
-def test_oversized_projections_name_n_features():
-    """Fuzz finding: PRFAttention(8, 2**40)'s AllocationError named '(m, d)' and not n_features."""
-    with pytest.raises(AllocationError, match=r"PRFAttention\(d_head=8, n_features=1099511627776\).*reduce n_features"):
-        PRFAttention(8, 2**40)
-    with pytest.raises(ValueError, match="n_features must be"):
-        PRFAttention(8, 0)
-
-
-# ---------------------------------------------------------------------------
-# item 7: masks as users pass them
-
-
-def _inputs(B, H, L, d=8, seed=3):
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(B, H, L, d, generator=g, dtype=torch.float64) for _ in range(3))
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("B,H", [(3, 3), (2, 4)])
-def test_batch_mask_applies_per_batch_element(B, H, causal):
-    """A (B, L_k) mask with (B, H, L, d) inputs is nn.MultiheadAttention's convention, one row per batch
-    element: equal to mask[:, None].  Before, with B == H its rows were paired with the heads (the output
-    changed by about half); power: the per-head reading differs."""
-    q, k, v = _inputs(B, H, 12)
-    mask = torch.zeros(B, 12, dtype=torch.bool)
-    for b in range(B):
-        mask[b, : 2 + 3 * b] = True
-    mod = PRFAttention(8, 32, seed=0, causal=causal, dtype=torch.float64)
-    got = mod(q, k, v, key_padding_mask=mask)
-    assert torch.equal(got, mod(q, k, v, key_padding_mask=mask[:, None]))
-    for b in range(B):  # each batch element alone, its own row of the mask
-        assert torch.allclose(got[b], mod(q[b], k[b], v[b], key_padding_mask=mask[b]), rtol=1e-12, atol=1e-14)
-    if B == H:
-        per_head = mod(q, k, v, key_padding_mask=mask[None])
-        assert (per_head - got).norm() > 0.1 * got.norm()
-
-
-def test_batch_mask_of_another_batch_size_is_refused():
-    q, k, v = _inputs(2, 4, 10)
-    mod = PRFAttention(8, 16, seed=0)
-    with pytest.raises(ValueError, match=r"read as nn.MultiheadAttention's \(batch, L\) mask.*mask\[:, None\]"):
-        mod(q, k, v, key_padding_mask=torch.zeros(4, 10, dtype=torch.bool))
-    out = mod(q, k, v, key_padding_mask=torch.zeros(1, 10, dtype=torch.bool))  # one row for every element
-    assert torch.equal(out, mod(q, k, v))
-    assert mod(q, k, v, key_padding_mask=torch.zeros(1, 4, 10, dtype=torch.bool)).shape == (2, 4, 10, 8)
-
-
-# ---------------------------------------------------------------------------
-# item 7: the nn.MultiheadAttention adapter
+# montecarlo.nn as attention users meet it (issue 41 items 7 and 8, issue 38's PRFAttention fuzz findings): the
+# range of the inputs refused loudly (check_inputs=True) and documented, kind parameters and oversized
+# projections refused in the constructor naming the argument, (B, L_k) key-padding masks applied per batch
+# element, the nn.MultiheadAttention adapter (exact plumbing against nn.MultiheadAttention, the large-m limit,
+# TransformerEncoderLayer's fast path kept out, a small training run), fullgraph with redraw_every.
 
 
 class _ExactCore(torch.nn.Module):
@@ -326,11 +196,3 @@ def test_adapter_refuses_what_linear_attention_cannot_do():
         causal(x, x, x, attn_mask=torch.ones(5, 5, dtype=torch.bool).triu(2))
     with pytest.raises(ValueError, match="all be batched"):
         prf(x, x[0], x[0])
-
-
-def test_fullgraph_with_redraw_every_names_redraw_every():
-    mod = PRFAttention(8, 16, seed=0, redraw_every=2)
-    x = torch.randn(2, 5, 8)
-    with pytest.raises(Exception, match="redraw_every=None"):
-        torch.compile(mod, fullgraph=True, backend="eager")(x, x, x)
-    assert torch.compile(mod.eval(), fullgraph=True, backend="eager")(x, x, x).shape == (2, 5, 8)
