@@ -3,7 +3,7 @@
 Each case is one call with one bad argument, as a user would make it; it must end in a ValueError or
 TypeError whose message names the argument (and, for ranges and choices, the allowed values), within
 ``TIME_LIMIT`` seconds and below ``MEMORY_LIMIT`` bytes of traced allocations (tracemalloc sees numpy's
-buffers).  ``outcomes()`` classifies every case; ``python -m tests.test_experiments_fuzz`` prints the
+buffers).  ``outcome_counts()`` classifies every case; ``python tests/test_experiments.py`` prints the
 counts per outcome.  The table is built from argument kinds, so a new argument of a kind gets every bad
 value of that kind.
 """
@@ -11,9 +11,6 @@ value of that kind.
 from __future__ import annotations
 
 import collections
-import signal
-import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +19,7 @@ import pytest
 import montecarlo as mc
 from montecarlo.experiments import attention as at
 from montecarlo.experiments import classification as cl
+from _fuzz import run_limited
 from montecarlo.experiments import gram, uci
 
 #: CPU seconds of the process per case (ITIMER_PROF: a loaded machine does not trip it), and a wall-clock guard
@@ -215,36 +213,9 @@ def _short(value):
 CASES = _cases()
 
 
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Timeout()
-
-
 def run_case(fn, kwargs):
     """('raised', exception, seconds, peak bytes) or ('returned', value, ...) or ('timeout', ...)."""
-    old = signal.signal(signal.SIGALRM, _alarm)
-    old_prof = signal.signal(signal.SIGPROF, _alarm)
-    signal.setitimer(signal.ITIMER_PROF, TIME_LIMIT)
-    signal.setitimer(signal.ITIMER_REAL, WALL_LIMIT)
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    try:
-        result = ("returned", fn(**kwargs))
-    except _Timeout:
-        result = ("timeout", None)
-    except BaseException as exc:  # noqa: BLE001 (classified by the caller)
-        result = ("raised", exc)
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        signal.signal(signal.SIGPROF, old_prof)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return result + (time.perf_counter() - t0, peak)
+    return run_limited(fn, (), kwargs, cpu_seconds=TIME_LIMIT, wall_seconds=WALL_LIMIT)
 
 
 def classify(case):
@@ -267,7 +238,7 @@ def classify(case):
     return f"named {'TypeError' if isinstance(value, TypeError) else 'ValueError'}"
 
 
-def outcomes():
+def outcome_counts():
     return collections.Counter(classify(c) for c in CASES)
 
 
@@ -298,7 +269,7 @@ if __name__ == "__main__":
     import warnings
 
     warnings.simplefilter("ignore")
-    counts = outcomes()
+    counts = outcome_counts()
     print(f"{len(CASES)} cases over {len(SPECS)} entry points:")
     for outcome, n in counts.most_common():
         print(f"  {n:4d}  {outcome}")

@@ -18,6 +18,7 @@ import pytest
 
 import montecarlo as mc
 from _cli import ROOT, cli_env
+from _sweeps import accuracy_table as _table, numbers as _numbers
 from montecarlo._checks import AllocationError, MAX_ELEMENTS
 from montecarlo.experiments import classification as cl, gram, sweeps, uci
 from paper_checks._compare import Z_CRIT, Z_ONE_SIDED
@@ -222,19 +223,6 @@ def test_draw_blocks_do_not_depend_on_n_jobs_and_extend_with_more_draws():
         sweeps.draw_blocks(10**12)
 
 
-def _table(**kw):
-    return cl.accuracy_table(("iid", "simplex", "simplex_plus"), n_draws=30, rng=5, datasets=["banknote", "wifi"],
-                             split_rng=(0, 1), **kw)
-
-
-def _numbers(table):
-    out = []
-    for row in table.rows.values():
-        out += [row["exact"]] + [(row[c].mean, row[c].stderr) for c in table.couplings]
-        out += [(e.mean, e.stderr) for e in row["differences"].values()]
-    return out
-
-
 @pytest.fixture(scope="module")
 def reference_table():
     return _table(n_jobs=1)
@@ -251,7 +239,7 @@ import json, os
 import numpy as np
 from joblib import parallel_config
 from joblib.externals.loky import get_reusable_executor
-from tests.test_experiments_sweeps import _numbers, _table
+from tests._sweeps import accuracy_table as _table, numbers as _numbers
 np.seterr(under="ignore")
 with parallel_config(backend="loky", n_jobs=2):
     table = _table()

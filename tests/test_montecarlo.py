@@ -19,10 +19,10 @@ terabytes) next to valid edge values.  Each case must
   bytes of address space, so that an unbounded allocation fails as a
   MemoryError instead of swapping the machine.
 
-The cases run in one child process (``python tests/test_fuzz_montecarlo.py
+The cases run in one child process (``python tests/test_montecarlo.py
 OUT.json``, killed if it exceeds :data:`CHILD_SECONDS`); the tests below read
 its outcomes, one parametrized test per function, and print the count of cases
-per outcome.  ``tests/test_experiments_fuzz.py`` covers ``montecarlo.experiments``.
+per outcome.  ``tests/test_experiments.py`` covers ``montecarlo.experiments``.
 """
 
 from __future__ import annotations
@@ -30,10 +30,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 import traceback
 from collections import Counter
 from pathlib import Path
@@ -396,51 +394,32 @@ def build_cases():
 # The child: runs every case with a time limit and a traced-memory peak
 
 
-class CaseTimeout(BaseException):
-    """Raised by SIGPROF/SIGALRM in a case that runs too long (BaseException: library code cannot swallow it)."""
-
-
-def _alarm(signum, frame):
-    raise CaseTimeout
-
-
 def run_cases(out_path):
     import resource
-    import tracemalloc
     import warnings
+
+    from _fuzz import run_limited
 
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
     warnings.simplefilter("ignore")
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.signal(signal.SIGPROF, _alarm)
     results = []
     for fid, func, args, kwargs, expected, names, max_bytes in build_cases():
         if expected == "skip":
             continue
-        tracemalloc.start()
-        t0 = time.perf_counter()
-        signal.setitimer(signal.ITIMER_PROF, CASE_SECONDS)
-        signal.alarm(CASE_WALL_SECONDS)
+        kind, exc, seconds, peak = run_limited(func, args, kwargs, cpu_seconds=CASE_SECONDS,
+                                               wall_seconds=CASE_WALL_SECONDS)
         error, message = None, ""
-        try:
-            func(*args, **kwargs)
-        except CaseTimeout:
+        if kind == "timeout":
             error = "timeout"
-        except MemoryError as exc:
+        elif kind == "raised" and isinstance(exc, MemoryError):
             error = "AllocationError" if isinstance(exc, ValueError) else "MemoryError"
             message = str(exc)
-        except (ValueError, TypeError) as exc:
+        elif kind == "raised" and isinstance(exc, (ValueError, TypeError)):
             error = "ValueError/TypeError"
             message = str(exc)
-        except Exception as exc:  # noqa: BLE001 - anything else is a finding
+        elif kind == "raised":  # anything else is a finding
             error = f"other:{type(exc).__name__}"
             message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
-            signal.alarm(0)
-            seconds = time.perf_counter() - t0
-            peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
         results.append({"id": fid, "expected": expected, "names": names, "error": error, "message": message[:300],
                         "seconds": round(seconds, 3), "peak": peak,
                         "outcome": _outcome(expected, names, error, message, peak, max_bytes)})

@@ -7,7 +7,7 @@ audit applied to small re-implementations of the two mistakes found in public
 code (QR without the sign correction; norms taken from the block that was
 orthogonalised) and to wrong coupling claims must fail, with the right checks
 flagged.  The samplers are module-level functions so that the command line
-can load them from this file (``tests/test_audit.py:bad_qr_sampler``).
+can load them from this file (``tests/test_montecarlo_audit.py:bad_qr_sampler``).
 """
 
 from __future__ import annotations
@@ -441,7 +441,7 @@ def test_cli_in_process(capsys):
     assert "has no attribute" in capsys.readouterr().err
     assert main(["audit", f"{HERE}:bad_qr_sampler", "--d", "4", "--n", "60", "--call", "d,m,rng,rng"]) == 2
     assert "call must list" in capsys.readouterr().err
-    assert main(["audit", "tests/test_audit.py", "--d", "6"]) == 2
+    assert main(["audit", "tests/test_montecarlo_audit.py", "--d", "6"]) == 2
     assert "spec must be" in capsys.readouterr().err
     assert main(["audit", f"{HERE}:orthogonal_sampler", "--d", "6", "--coupling", "orthogonal", "--n", "400"]) == 0
     assert "verdict: PASS" in capsys.readouterr().out

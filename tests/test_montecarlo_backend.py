@@ -17,15 +17,11 @@ import montecarlo as mc
 import theory
 from montecarlo._backend import Random, namespace
 from montecarlo.diagnostics import ks_marginals
+from paper_checks._compare import FAMILY_ALPHA, z_limit
 
 torch = pytest.importorskip("torch")
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-FAMILY_ALPHA = 1e-4
-
-
-def z_limit(k):
-    return float(stats.norm.isf(FAMILY_ALPHA / (2 * k)))
 
 
 @pytest.mark.parametrize("device", DEVICES)

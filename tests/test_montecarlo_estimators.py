@@ -27,15 +27,7 @@ import montecarlo as mc
 import theory
 from montecarlo._checks import AllocationError
 from montecarlo.estimators import _Moments, _default_chunk
-from paper_checks._compare import Z_CRIT
-
-FAMILY_ALPHA = 1e-4
-
-
-def z_limit(k, family_alpha=FAMILY_ALPHA):
-    """Two-sided Bonferroni threshold for k comparisons at family-wise level family_alpha."""
-    return float(stats.norm.isf(family_alpha / (2 * k)))
-
+from paper_checks._compare import FAMILY_ALPHA, Z_CRIT, z_limit
 
 def points(d, v, delta=0.3, seed=0):
     """x, y in R^d with |x + y| = v and |x - y| = 2 delta, in a random plane."""

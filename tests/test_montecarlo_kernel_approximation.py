@@ -2,7 +2,7 @@
 every feature kind, the bandwidth and the draws against the plain functions, the ecosystem (Pipeline,
 GridSearchCV, clone, pickle, deepcopy, set_output), bad parameters, and the plain functions without
 scikit-learn installed (issue 14 item 1; kinds through the record: issue 18).  scikit-learn's conventions
-(scale, sparse input, RandomState, threads, memory; issue 22): tests/test_sklearn_conventions.py."""
+(scale, sparse input, RandomState, threads, memory; issue 22): the second part of this file."""
 
 import copy
 import os
@@ -65,7 +65,7 @@ def test_sklearn_check_estimator(estimator, check):
     scikit-learn 1.9: the array-API check without SCIPY_ARRAY_API), for every positive kind and RFFs, through
     the named forms and the general RandomFeatures; the
     sparse-input checks now exercise sparse acceptance.  The all-zero rows of checks that feed data far
-    larger than the bandwidth are expected (FeatureUnderflowWarning, tests/test_sklearn_conventions.py)."""
+    larger than the bandwidth are expected (FeatureUnderflowWarning, tested below)."""
     _xfail_unfitted(estimator)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=sklearn.exceptions.SkipTestWarning)

@@ -2,8 +2,7 @@
 checkpoints resume bit-identically, no host synchronisation in forward, every positive feature kind in
 float32/bf16/fp16 with masks (causal or not), oprf's shared A, and bad input.
 
-CUDA tests (skipped without a GPU): ``python -m pytest -q -p no:cacheprovider tests/test_experiments_torch.py
-tests/test_nn_module.py -k cuda``."""
+CUDA tests (skipped without a GPU): ``python -m pytest -q -p no:cacheprovider tests/test_nn_module.py -k cuda``."""
 
 import copy
 import importlib
@@ -1586,7 +1585,7 @@ def test_steps_through_the_kernels_interpreted(monkeypatch):
 # gradients against an unstabilised autograd reference, feature redrawing and freezing, and bad input.
 #
 # The CUDA tests at the end are skipped without a GPU; on one, run them with
-# ``python -m pytest -q -p no:cacheprovider tests/test_experiments_torch.py tests/test_nn_module.py -k cuda``.
+# ``python -m pytest -q -p no:cacheprovider tests/test_nn_module.py -k cuda``.
 
 
 def _t(a, dtype=torch.float64):

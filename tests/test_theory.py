@@ -88,7 +88,7 @@ def call(func, *args, in_domain=True, **kwargs):
     This suite checks the values returned, not how fast they come: a call that runs out of its work budget
     is inconclusive and its example is rejected (the same examples on every machine: the budget counts work,
     not seconds; the reach is measured by ``python -m benchmarks.bench_theory --domain``; that every loop
-    reaches a budget check is tested in test_hardening_budget.py with budgets whose expiry is certain).  Any
+    reaches a budget check is tested in the modules' test files (``raises_budget``) with budgets whose expiry is certain).  Any
     other NoConvergence inside the claimed domain (a term limit, a precision retry, an unconfirmed bracket)
     fails the test."""
     try:

@@ -57,7 +57,7 @@ def test_every_node_and_partner_against_mpmath_gammainc(d, prec):
 def test_weights_integrate_the_density():
     """The weights of the rule integrate the Gamma(a) density over the lower half to 1 (the pair's mass, both
     halves), and x1 x2 to M / 4 with M from theory (E[w1^2 w2^2] = 4 E[x1 x2]); the second by mpmath's
-    quadrature in u with mpmath's own inversions (the u route of tests/test_hardening_pnc.py, at d = 8)."""
+    quadrature in u with mpmath's own inversions (the u route of tests/test_kind_pnc.py, at d = 8)."""
     with _context.entered():
         pmp.prec = 120
         one = A.expect(A.PairRule(8), lambda x, X: pmp.mpf(1), "mass")

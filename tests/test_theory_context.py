@@ -257,7 +257,7 @@ def test_an_explicit_budget_bounds_a_grid_of_cheap_points(ticking_clock):
 
 def test_the_default_budget_reads_no_clock_on_a_grid(ticking_clock):
     """Without a budget block there is no deadline at all (issue 38: the default budget counts work, per point,
-    tests/test_work_budget.py): the same 9-point grid that budget(100) refuses (test above) finishes, and the
+    tested below): the same 9-point grid that budget(100) refuses (test above) finishes, and the
     clock is not read once."""
     out = _hyperbolic([0.8] * 9)
     assert out.shape == (9,) and len(set(out)) == 1
