@@ -683,7 +683,7 @@ def audit(sampler, d, m=None, coupling=None, n_draws=DEFAULT_N, rng=None, *, cal
     False alarms: with an exact sampler of the claimed coupling, the
     probability that any check fails is at most ``alpha`` (Bonferroni;
     asymptotic for the z-tests, see :ref:`guide-montecarlo.audit`).  Power: see
-    ``tests/test_audit.py``, which re-implements the two public mistakes of
+    ``tests/test_montecarlo_audit.py``, which re-implements the two public mistakes of
     :ref:`guide-montecarlo.audit` and a wrong coupling claim and shows which checks
     flag them.
     """

@@ -12,11 +12,15 @@ Monte Carlo comparisons: z = (estimate - expected) / standard error with
 comparisons states its family-wise bound k * 6.8e-6 in its docstring.
 Ordering claims ("SimRF beats ORF") are one-sided tests at Z_ONE_SIDED =
 3.09 (false alarm 1e-3 each); their power check is the reversed claim.
+A test making k comparisons at a stated family-wise false-alarm probability
+(FAMILY_ALPHA = 1e-4 unless it says otherwise) uses the Bonferroni threshold
+:func:`z_limit` (k) for its z-scores and FAMILY_ALPHA / k for its p-values.
 """
 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 from mpmath import mp
@@ -25,6 +29,14 @@ Z_CRIT = 4.5
 FALSE_ALARM = math.erfc(Z_CRIT / math.sqrt(2))  # 6.8e-6
 Z_ONE_SIDED = 3.09
 FALSE_ALARM_ONE_SIDED = math.erfc(Z_ONE_SIDED / math.sqrt(2)) / 2  # 1.0e-3
+Z_1E3 = 3.29  # two-sided, false-alarm probability 1.0e-3 per test
+FAMILY_ALPHA = 1e-4
+
+
+def z_limit(k, family_alpha=FAMILY_ALPHA):
+    """Two-sided Bonferroni threshold for k comparisons at family-wise false-alarm probability family_alpha:
+    |z| < z_limit(k) for each (normal approximation)."""
+    return -NormalDist().inv_cdf(family_alpha / (2 * k))
 
 
 def rel_diff(a, b):

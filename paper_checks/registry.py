@@ -577,7 +577,7 @@ CLAIMS = [
        "mse_ratio('simplex', 'iid', d, 1e-100000) vs 1 - R_1 by loggamma", "power: e without its R_1 term is "
        "rejected by both routes"), beyond=True,
       notes="The tiny-v branch replaced 4 log2(1/v) extra bits (1.33 million at v = 1e-100000, where pi alone took "
-            "7.2 s past a 3 s budget) by these terms; tests/test_tiny_v_budget.py has the remainder bound's uses."),
+            "7.2 s past a 3 s budget) by these terms; tests/test_theory_mse.py has the remainder bound's uses."),
     # ------------------------------------------ FAVOR+ (Choromanski et al., ICLR 2021): hyperbolic features
     C("favorplus.hyperbolic_variance", "Choromanski et al. 2021 (Performers), hyperbolic positive features",
       "For hyperbolic features [e^{w.x}, e^{-w.x}] e^{-|x|^2}/sqrt(2m) the per-direction statistic cosh(w.v) has "

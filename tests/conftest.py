@@ -36,7 +36,7 @@ def _hypothesis_examples_independent_of_imports():
     """Hypothesis (>= 6.131) also draws constants mined from the source of every *project*
     module imported so far.  The derandomized examples of a test then depended on which other
     tests ran first in the same process and on edits anywhere in the project: with
-    ``import montecarlo`` done before it, tests/test_theory_accuracy.py::test_rff_conformity drew
+    ``import montecarlo`` done before it, tests/test_theory.py::test_rff_conformity drew
     other examples (z = 5.000e-2 instead of 5.000e-39 as its third) and ran 434 s instead of
     0.1 s, so a CI worker and a local run exercised different cases.  With the local pool
     empty, the examples depend on the test's source and Hypothesis's fixed global constants only.

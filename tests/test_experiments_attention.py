@@ -517,3 +517,32 @@ def test_scan_bad_input(kwargs, exc, match):
         at.attention_scan(**{**args, **kwargs})
     with pytest.raises(ValueError, match="kinds must be feature kinds from"):
         at.data_parameters("rff", np.ones((3, 2)), np.ones((3, 2)))
+
+
+# ---------------------------------------------------------------------------
+# Round 2 of the experiments' Python API review: the paired IID budget, Split validation, accuracy_table's
+# sigmas keys, TrainConfig validation and distinct arms, NaN-safe Fig. 8 verdicts, attention_errors' record of
+# the caller's data.  Every test names the old behaviour it would have caught.
+
+
+def test_attention_errors_with_data_refuses_logit_std_and_records_none():
+    """Before: data made with logit_std 2.0 and logit_std=0.1 passed gave r.logit_std == 0.1 and a first line
+    'logit std 0.1 ...'."""
+    Q, K, V = at.synthetic_qkv(32, 8, 0, logit_std=2.0)
+    with pytest.raises(ValueError, match="logit_std must be None when data is given"):
+        at.attention_errors(("simplex",), (32,), (8,), 3, data=(Q, K, V), logit_std=0.1)
+    with pytest.raises(ValueError, match="d_head must be None or the data's width 8"):
+        at.attention_errors(("simplex",), (32,), (8,), 3, data=(Q, K, V), d_head=4)
+    r = at.attention_errors(("simplex",), (32,), (8,), 3, data=(Q, K, V), d_head=8)
+    assert r.logit_std is None
+    first = r.format().splitlines()[0]
+    assert first.startswith("the caller's (Q, K, V) data") and "logit std 0.1" not in first
+
+
+def test_attention_errors_synthetic_default_is_unchanged():
+    """Without data the default logit scale is DEFAULT_LOGIT_STD, the same numbers as passing it."""
+    a = at.attention_errors(("simplex",), (32,), (8,), 3, rng=1, d_head=8, matrix_max_len=0)
+    b = at.attention_errors(("simplex",), (32,), (8,), 3, rng=1, d_head=8, matrix_max_len=0,
+                            logit_std=at.DEFAULT_LOGIT_STD)
+    assert a.logit_std == at.DEFAULT_LOGIT_STD and a.output_mean == b.output_mean
+    assert a.format().startswith(f"logit std {at.DEFAULT_LOGIT_STD:g}")

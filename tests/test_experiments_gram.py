@@ -144,3 +144,16 @@ def test_gram_errors_of_a_kind_with_parameters():
         gram.frobenius_curve(X, m_values=(4,), n_draws=2, kind="oprf")
     curve = gram.frobenius_curve(X, m_values=(4,), n_draws=4, kind="oprf", kind_params={"A": -0.15}, n_jobs=1)
     assert curve.kind == "oprf" and np.all(np.isfinite(curve.mean["simplex"]))
+
+
+# ---------------------------------------------------------------------------
+# Round 2 of the experiments' Python API review: the paired IID budget, Split validation, accuracy_table's
+# sigmas keys, TrainConfig validation and distinct arms, NaN-safe Fig. 8 verdicts, attention_errors' record of
+# the caller's data.  Every test names the old behaviour it would have caught.
+
+
+def test_frobenius_curve_with_paired_iid_and_m_below_d_runs():
+    """The finding's second call: the same AllocationError came from gram.frobenius_curve."""
+    X = np.random.default_rng(0).normal(size=(4, 20000)) * 0.005
+    res = gram.frobenius_curve(X, ("iid", "simplex"), (8,), 25, n_jobs=1)
+    assert res.mean["iid"].shape == (1,) and np.all(np.isfinite(res.mean["iid"]))

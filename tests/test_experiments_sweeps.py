@@ -6,14 +6,21 @@ Statistical checks use the thresholds of paper_checks._compare: |z| < Z_CRIT = 4
 check that fails on a wrong alternative.  Tests that start processes (loky, Dask) end them.
 """
 
+import hashlib
 import math
+import re
+import subprocess
+import sys
+import tracemalloc
 
 import numpy as np
 import pytest
 
 import montecarlo as mc
-from montecarlo.experiments import classification as cl
-from montecarlo.experiments import gram, sweeps, uci
+from _cli import ROOT, cli_env
+from _sweeps import accuracy_table as _table, numbers as _numbers
+from montecarlo._checks import AllocationError, MAX_ELEMENTS
+from montecarlo.experiments import classification as cl, gram, sweeps, uci
 from paper_checks._compare import Z_CRIT, Z_ONE_SIDED
 
 pytestmark = pytest.mark.filterwarnings("ignore:SimRFs\\+ update")
@@ -216,19 +223,6 @@ def test_draw_blocks_do_not_depend_on_n_jobs_and_extend_with_more_draws():
         sweeps.draw_blocks(10**12)
 
 
-def _table(**kw):
-    return cl.accuracy_table(("iid", "simplex", "simplex_plus"), n_draws=30, rng=5, datasets=["banknote", "wifi"],
-                             split_rng=(0, 1), **kw)
-
-
-def _numbers(table):
-    out = []
-    for row in table.rows.values():
-        out += [row["exact"]] + [(row[c].mean, row[c].stderr) for c in table.couplings]
-        out += [(e.mean, e.stderr) for e in row["differences"].values()]
-    return out
-
-
 @pytest.fixture(scope="module")
 def reference_table():
     return _table(n_jobs=1)
@@ -245,7 +239,7 @@ import json, os
 import numpy as np
 from joblib import parallel_config
 from joblib.externals.loky import get_reusable_executor
-from tests.test_experiments_sweeps import _numbers, _table
+from tests._sweeps import accuracy_table as _table, numbers as _numbers
 np.seterr(under="ignore")
 with parallel_config(backend="loky", n_jobs=2):
     table = _table()
@@ -323,3 +317,90 @@ def test_lazy_imports_do_not_race_across_worker_threads():
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=Path(__file__).resolve().parents[1],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "3", proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# Issue 42's command-line findings, each reproduced first: help that states each default once, ``winners
+# --draws`` that was silently ignored, ``table --protocol paper`` and ``split-spread`` that did not say where the
+# gaps come from or how many draws resolve them, the README's Dask recipe that failed as a script, and progress
+# inside long work (Fig. 8 by blocks of draws, the attention scan by cells, the performer experiment by steps).
+
+
+def _readme_block(start):
+    text = (ROOT / "README.md").read_text()
+    return re.search(r"```python\n(" + re.escape(start) + r".*?)```", text, re.S).group(1)
+
+
+def test_readme_dask_recipe_runs_as_a_script(tmp_path):
+    """The README's Dask recipe pasted into a script failed (``RuntimeError: Nanny failed to start``: LocalCluster
+    starts processes that import the script again).  Now it has the ``__main__`` guard and runs (at 4 draws on
+    one dataset); power: the same lines without the guard still fail."""
+    pytest.importorskip("distributed")
+    block = _readme_block("from dask.distributed")
+    assert 'if __name__ == "__main__":' in block
+    small = block.replace("n_draws=10_000", "n_draws=4, datasets=['banknote']")
+    assert small != block
+    (tmp_path / "guarded.py").write_text(small)
+    proc = subprocess.run([sys.executable, "guarded.py"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "banknote |" in proc.stdout
+    lines = [ln[4:] if ln.startswith("    ") else ln for ln in small.splitlines() if not ln.startswith("if __name__")]
+    (tmp_path / "unguarded.py").write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, "unguarded.py"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode != 0 and "failed to start" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# Round 2 of the experiments' Python API review: the paired IID budget, Split validation, accuracy_table's
+# sigmas keys, TrainConfig validation and distinct arms, NaN-safe Fig. 8 verdicts, attention_errors' record of
+# the caller's data.  Every test names the old behaviour it would have caught.
+
+
+def test_paired_iid_with_m_below_d_is_not_refused_and_costs_o_m_d_memory():
+    """d = 20000, m = 8, 25 draws: the old check counted n_draws * ceil(m/d) * d * d = 1e10 entries
+    (> MAX_ELEMENTS = 2.7e8: AllocationError) although only (25, 8, 20000) = 4e6 numbers are drawn.  Now it
+    runs; the peak traced memory is a few times the result (8 bytes * 4e6 = 32 MB), far below one d x d
+    block (3.2 GB), and the IID rows keep the common random numbers: row i of a draw has the norm of
+    orthogonal row i (both are nu_i times a unit vector)."""
+    d, m, n = 20000, 8, 25
+    assert n * 1 * d * d > MAX_ELEMENTS  # the old check's count: refused
+    tracemalloc.start()
+    try:
+        w = sweeps.paired_weights(["iid", "orthogonal"], d, m, n, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert w["iid"].shape == (n, m, d)
+    assert peak < 8 * 8 * n * m * d < 8 * d * d
+    assert np.allclose(np.linalg.norm(w["iid"], axis=-1), np.linalg.norm(w["orthogonal"], axis=-1), rtol=1e-12)
+    # the rows are not the orthogonal ones (the IID law, not a copy)
+    assert not np.allclose(w["iid"][:, 1:], w["orthogonal"][:, 1:])
+
+
+def test_paired_iid_budget_still_refuses_an_oversized_result_before_drawing():
+    """n_draws * m * d = 2**29 > MAX_ELEMENTS: refused by name (no 4 GiB allocation)."""
+    assert 1 * (1 << 14) * (1 << 15) > MAX_ELEMENTS
+    with pytest.raises(AllocationError, match="IID weights"):
+        sweeps.paired_weights(["iid"], 1 << 15, 1 << 14, 1, 0)
+
+
+#: SHA-256 of paired_weights(['iid', 'orthogonal'], d, m, n, seed)['iid'].tobytes() computed with the code
+#: before this change (loaded from git HEAD): the draws did not change.
+_IID_SHA256 = {
+    (6, 14, 3, 7): "0e2e67b3612751c5e584874020ebeecff4b77c3cfda38c6ade44202463320d4a",
+    (8, 3, 4, 11): "fc1bf2bcf9ab5b7c28e0376b2b9e801b6c429a29740c44f4afa41b8182143620",
+    (5, 10, 2, 3): "dce48553b2b060db416620885bdd45dc946a404366edebc81d659d714b407a5d",
+}
+
+
+@pytest.mark.parametrize("key", sorted(_IID_SHA256))
+def test_paired_iid_draws_are_bit_identical_to_before(key):
+    """A truncated last block, m < d and full blocks: the same bytes as before the budget fix (common random
+    numbers intact).  A changed stream (e.g. another seed) gives another hash."""
+    d, m, n, seed = key
+    w = sweeps.paired_weights(["iid", "orthogonal"], d, m, n, seed)["iid"]
+    assert hashlib.sha256(w.tobytes()).hexdigest() == _IID_SHA256[key]
+    other = sweeps.paired_weights(["iid"], d, m, n, seed + 1)["iid"]
+    assert hashlib.sha256(other.tobytes()).hexdigest() != _IID_SHA256[key]

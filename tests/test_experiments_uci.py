@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from montecarlo.experiments import classification as cl
-from montecarlo.experiments import uci
+from montecarlo.experiments import classification as cl, uci
 
 UCI_DIR = uci.resolve_uci_dir()
 
@@ -463,3 +462,72 @@ def test_absent_data_raise_the_loaders_family_naming_path_and_reason(tmp_path):
     (tmp_path / "banknote.txt").unlink()
     (tmp_path / "banknote.txt").symlink_to(tmp_path / "b2")
     assert uci.load_dataset("banknote", tmp_path).X.shape == (2, 4)
+
+
+# ---------------------------------------------------------------------------
+# Round 2 of the experiments' Python API review: the paired IID budget, Split validation, accuracy_table's
+# sigmas keys, TrainConfig validation and distinct arms, NaN-safe Fig. 8 verdicts, attention_errors' record of
+# the caller's data.  Every test names the old behaviour it would have caught.
+
+
+def _parts():
+    r = np.random.default_rng(0)
+    return r.normal(size=(40, 3)), r.integers(0, 2, 40), r.normal(size=(10, 3)), r.integers(0, 2, 10)
+
+
+def test_a_valid_custom_split_works_and_integer_valued_float_labels_become_int():
+    Xtr, ytr, Xte, yte = _parts()
+    s = uci.Split("mine", Xtr, ytr.astype(float), Xte, yte, None, None, 2)
+    assert s.y_train.dtype == np.int64 and np.array_equal(s.y_train, ytr) and s.protocol == "custom"
+    est = cl.prf_accuracy(s, "simplex", 3, 4, sigma=1.0, rng=0)
+    assert 0.0 <= est.mean <= 1.0 and est.n == 4
+
+
+@pytest.mark.parametrize("field, change, exc, match", [
+    ("X_test", "nan", ValueError, r"Split\.X_test must be finite"),
+    ("y_train", "label5", ValueError, r"Split\.y_train holds class index 5 >= n_classes = 2"),
+    ("y_test", "half", TypeError, r"Split\.y_test must hold integer class indices"),
+    ("n_classes", "str", TypeError, r"Split\.n_classes must be an integer"),
+    ("y_test", "short", ValueError, r"Split\.y_test must be a 1-D array of 10 class indices"),
+    ("X_test", "narrow", ValueError, r"Split\.X_test must have shape \(N, 3\)"),
+    ("X_val", "val_only", ValueError, r"Split\.X_val and Split\.y_val must both be None or both be given"),
+    ("protocol", "protocol", ValueError, r"Split\.protocol must be one of 'resampled', 'paper', 'custom'"),
+    ("name", "name", TypeError, r"Split\.name must be a str"),
+])
+def test_a_bad_split_field_is_refused_naming_it(field, change, exc, match):
+    """The finding's cases: before, a NaN test input gave a number, label 5 with n_classes = 2 was accepted,
+    y_test + 0.5 gave accuracy 0.0 silently, n_classes='2' was accepted and a short y_test or narrow X_test
+    gave raw numpy errors."""
+    Xtr, ytr, Xte, yte = _parts()
+    kw = dict(name="mine", X_train=Xtr, y_train=ytr, X_test=Xte, y_test=yte, X_val=None, y_val=None, n_classes=2)
+    if change == "nan":
+        kw["X_test"] = Xte.copy()
+        kw["X_test"][1, 1] = np.nan
+    elif change == "label5":
+        kw["y_train"] = ytr.copy()
+        kw["y_train"][3] = 5
+    elif change == "half":
+        kw["y_test"] = yte + 0.5
+    elif change == "str":
+        kw["n_classes"] = "2"
+    elif change == "short":
+        kw["y_test"] = yte[:5]
+    elif change == "narrow":
+        kw["X_test"] = Xte[:, :2]
+    elif change == "val_only":
+        kw["X_val"] = Xte
+    elif change == "protocol":
+        kw["protocol"] = "mine"
+    elif change == "name":
+        kw["name"] = 3
+    with pytest.raises(exc, match=match):
+        uci.Split(**kw)
+
+
+def test_the_package_own_splits_still_build_and_pad():
+    """make_split (both protocols, with validation) and padded() construct Splits through the same check."""
+    s = uci.make_split("banknote", "resampled", 0, validation=True)
+    assert s.y_val is not None and s.protocol == "resampled"
+    p = s.padded()
+    assert p.d == 4 and p.X_val.shape[1] == 4
+    assert uci.make_split("banknote", "paper").protocol == "paper"

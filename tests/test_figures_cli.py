@@ -4,31 +4,24 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import figures
+from _cli import ROOT, boom, cli_env, strict_json
 from figures import main
 from figures.registry import FIGURES, Figure, lookup
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("SIMPLEX_RF_UCI_DIR", None)
-    return env
-
 
 def test_module_entry_point_writes_png_pdf_json(tmp_path):
     """``python -m figures`` from another directory: default output folder, three files, index.json."""
     proc = subprocess.run([sys.executable, "-m", "figures", "--quick", "--only", "fig3", "--no-progress"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "simplex_rf_figures"
     for ext in ("png", "pdf", "json"):
@@ -285,3 +278,214 @@ def test_context_validates_settings(kwargs, message):
 
     with pytest.raises(ValueError, match=message):
         Context(**kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Second round of command-line findings (exploration helper): z-scores of zero or round-off standard errors,
+# repeated couplings, ``--out`` checked before any work, strict audit JSON, SIGTERM, an empty ``--only``,
+# ``--redraw-study`` conflicts, sigma-search progress and the help and data-error texts.
+
+
+def _strict_loads(text):
+    """json.loads that refuses the non-standard NaN / Infinity tokens Python writes by default."""
+    def refuse(token):
+        raise ValueError(f"non-standard JSON token {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_audit_json_is_strict(tmp_path, capsys):
+    """Before: 'norm_norm_rho': NaN (no coupling claimed: no consecutive-norm test) and 'statistic': Infinity
+    (a constant sampler), which strict parsers refuse (the parse_constant hook raises on them)."""
+    from montecarlo.__main__ import main
+
+    (tmp_path / "samplers.py").write_text("import numpy as np\n"
+                                          "def iid(d, m, rng):\n    return rng.standard_normal((m, d))\n"
+                                          "def ones(d, m, rng):\n    return np.ones((m, d))\n")
+    spec = str(tmp_path / "samplers.py")
+    assert main(["audit", f"{spec}:iid", "--d", "4", "--n", "50", "--json", "--no-progress"]) == 0
+    rep = _strict_loads(capsys.readouterr().out)
+    assert rep["structure"]["norm_norm_rho"] is None
+    assert main(["audit", f"{spec}:ones", "--d", "4", "--n", "50", "--json", "--no-progress"]) == 1
+    text = capsys.readouterr().out
+    rep = _strict_loads(text)
+    stats = [t["statistic"] for c in rep["checks"] for t in c["tests"]]
+    assert "inf" in stats and "NaN" not in text and "Infinity" not in text
+
+
+def test_sigterm_during_a_figure_leaves_no_part_file(tmp_path):
+    """SIGTERM while ``python -m figures`` computes, draws (in its worker processes) or writes: the command ends
+    with 143 and one line, leaves no temporary ``.NAME.PID.part`` file, no incomplete file under a final name and
+    no worker process running (before: killed by the signal, status -15, the .part file left behind; then, with
+    worker processes, the workers outlived the command and held its output open).  The figures are drawn to
+    bytes in worker processes and written by the main process, so the signal is sent at a series of moments
+    after the command's first progress output until one lands before the end; the write itself interrupted is
+    ``test_figures_cli.py::test_interrupted_write_leaves_no_partial_file``."""
+    import select
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    landed = False
+    for k, delay in enumerate((1.0, 0.3, 2.0, 3.0, 5.0, 8.0)):
+        out = tmp_path / f"figs{k}"
+        out.mkdir()
+        proc = subprocess.Popen([sys.executable, "-m", "figures", "--only", "fig2,fig6", "--quick", "--n-jobs", "2",
+                                 "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            ready, _, _ = select.select([proc.stdout], [], [], 300)  # its first progress output: the sweep began
+            assert ready, "no output within 300 s"
+            time.sleep(delay)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            text, _ = proc.communicate(timeout=300)  # a hang guard (it ends within seconds)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        assert proc.returncode in (0, 143), text
+        assert not [p for p in os.listdir(out) if p.endswith(".part")]
+        for p in out.glob("*.json"):
+            json.loads(p.read_text())  # complete
+        for p in out.glob("*.png"):
+            assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if proc.returncode == 143:
+            assert "terminated (SIGTERM)" in text and "leaked" not in text
+            deadline = time.monotonic() + 60  # its worker processes ended with it
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(proc.pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.2)
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
+                raise AssertionError("worker processes outlived the terminated command")
+            landed = True
+            break
+    assert landed, "every run ended before its SIGTERM"
+
+
+@pytest.mark.parametrize("only", [",", "", " , "])
+def test_empty_only_is_an_error_and_writes_nothing(only, tmp_path, capsys):
+    from figures import main
+
+    (tmp_path / "index.json").write_text('{"keep": 1}\n')
+    with pytest.raises(SystemExit) as exc:
+        main(["--only", only, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: --only: no figure named" in err and err.count("\n") == 1
+    assert (tmp_path / "index.json").read_text() == '{"keep": 1}\n'
+
+
+def test_only_fig9_points_to_reproduce(tmp_path, capsys):
+    from figures import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--only", "fig9", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "python -m figures.reproduce performer" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# Round 4 of the command-line hardening: the benchmarks' ``--json`` (checked before any timing, strict JSON, never
+# a tracked file, no partial file on SIGTERM / Ctrl-C), their one-line errors and sections, and
+# ``python -m figures.reproduce`` / ``python -m figures`` (size caps, repeated values, options after the
+# subcommand, ``index.json`` of a folder drawn in several runs).
+#
+# Each test names what the code before this round did; every process started here runs in its own group through
+# :mod:`tests._procs` and is killed on timeout.
+
+
+@pytest.fixture
+def no_figures(monkeypatch):
+    """Every figure function of reproduce replaced by one that fails the test if it is reached."""
+    from figures import attention, downstream, winners
+
+    monkeypatch.setattr(downstream, "fig8_nonparametric", boom)
+    monkeypatch.setattr(downstream, "fig10_sigma_search", boom)
+    monkeypatch.setattr(attention, "new_attention_scan", boom)
+    monkeypatch.setattr(winners, "new_winners_map", boom)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["fig8", "--splits", "2000"], "--splits: must be an integer >= 1 and <= 1000 (each split is a whole run), "
+                                   "got 2000"),
+    (["fig10", "--n-sigmas", "100000"], "--n-sigmas: must be an integer >= 2 and <= 1000 (each sigma is a whole "
+                                        "run), got 100000"),
+])
+def test_reproduce_refuses_huge_counts(argv, needle, tmp_path, no_figures, capsys):
+    """``fig8 --splits 100000000`` ran past a 40 s SIGTERM and was killed at 10 min (the split seeds are checked for
+    repeats pairwise, in montecarlo); ``fig10 --n-sigmas 100000000`` allocated the grid and ran on.  Now both are
+    refused at parse time (status 2; the old code reached the figure, here a failing stand-in)."""
+    from figures.reproduce import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(tmp_path / "o")] + argv)
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["fig8", "--m-multipliers", "1", "1"], "--m-multipliers"),
+    (["fig8", "--datasets", "banknote", "banknote"], "--datasets"),
+    (["attention", "--seq-lens", "8", "8"], "--seq-lens"),
+    (["attention", "--logit-stds", "1", "1.0"], "--logit-stds"),
+    (["winners", "--ds", "2", "2"], "--ds"),
+    (["winners", "--vs", "0.5", "0.50"], "--vs"),
+])
+def test_reproduce_refuses_repeated_values(argv, option, tmp_path, no_figures, capsys):
+    """A repeated value (``--m-multipliers 1 1``, ``--datasets banknote banknote``, ...) was computed twice and
+    drawn twice (status 0); now one line naming the option, status 2, nothing created."""
+    from figures.reproduce import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(tmp_path / "o")] + argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{option} must not repeat a value" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_reproduce_common_options_after_the_subcommand(tmp_path, monkeypatch, capsys):
+    """``python -m figures.reproduce winners --ds 2 --vs 1 --out DIR --seed 3`` was "unrecognized arguments: --out
+    DIR --seed 3" (status 2): the shared options had to come before the subcommand.  Now accepted on either side
+    (after it wins); before it still works."""
+    from figures import winners
+    from figures.reproduce import main
+
+    seen = []
+    monkeypatch.setattr(winners, "new_winners_map", lambda ctx, effort: seen.append((ctx.out, ctx.seed, effort)))
+    out = tmp_path / "after"
+    assert main(["--seed", "1", "winners", "--ds", "2", "--vs", "1", "--out", str(out), "--seed", "3",
+                 "--no-progress"]) == 0
+    assert seen[-1][:2] == (str(out), 3) and seen[-1][2]["ds"] == (2,)
+    assert main(["--out", str(tmp_path / "before"), "--seed", "4", "winners", "--ds", "2"]) == 0
+    assert seen[-1][:2] == (str(tmp_path / "before"), 4)
+
+
+def test_index_keeps_the_figures_of_an_earlier_run(tmp_path, monkeypatch, capsys):
+    """``--only a,b`` then ``--only a`` into the same folder: index.json listed only ``a`` (1 entry) although
+    ``b``'s three files were still there; now both, ``b`` marked as from the earlier run with its own settings,
+    and a figure whose files are gone is dropped."""
+    import figures.registry
+    from figures.cli import main
+    from figures.registry import Figure
+
+    def draw(name):
+        def f(ctx):
+            for ext in ("png", "pdf", "json"):
+                (Path(ctx.out) / f"{name}.{ext}").write_text("x")
+        return f
+
+    figs = tuple(Figure(n, None, n, draw(n)) for n in ("a", "b", "c"))
+    monkeypatch.setattr(figures.registry, "FIGURES", figs)
+    assert main(["--only", "a,b,c", "--out", str(tmp_path), "--no-progress", "--seed", "1"]) == 0
+    (tmp_path / "c.pdf").unlink()
+    assert main(["--only", "a", "--out", str(tmp_path), "--no-progress", "--seed", "2"]) == 0
+    index = strict_json(tmp_path / "index.json")
+    assert [e["name"] for e in index["figures"]] == ["a", "b"]
+    a, b = index["figures"]
+    assert a["settings"]["seed"] == 2 and "earlier_run" not in a
+    assert b["settings"]["seed"] == 1 and b["earlier_run"] is True
+    assert index["settings"]["seed"] == 2

@@ -16,8 +16,7 @@ import pytest
 from mpmath import mp
 
 import theory
-from figures import main
-from figures import winners
+from figures import main, winners
 from figures.reproduce import main as reproduce_main
 from paper_checks._compare import Z_CRIT
 
@@ -197,3 +196,27 @@ def test_reproduce_winners_refuses_v_beyond_the_map(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "v = 20.0 is too large for the winners' map at d = 2" in err
     assert not any(p.suffix in (".png", ".pdf", ".json") for p in tmp_path.rglob("*"))
+
+
+# ---------------------------------------------------------------------------
+# Issue 42's command-line findings, each reproduced first: help that states each default once, ``winners
+# --draws`` that was silently ignored, ``table --protocol paper`` and ``split-spread`` that did not say where the
+# gaps come from or how many draws resolve them, the README's Dask recipe that failed as a script, and progress
+# inside long work (Fig. 8 by blocks of draws, the attention scan by cells, the performer experiment by steps).
+
+
+def test_winners_draws_without_a_point_in_the_grid_is_an_error(tmp_path, capsys):
+    """``winners --ds 4 --vs 0.5 --draws 500``: no simplex_plus point lies in that grid, and the draws were
+    silently ignored (status 0).  Now a parser error (status 2, nothing written); a point given as ``1.0`` is the
+    point ``1`` of the main job's list (it was missed by string comparison)."""
+    from figures import winners
+    from figures.reproduce import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(tmp_path), "--no-progress", "winners", "--ds", "4", "--vs", "0.5", "--draws", "500"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--draws 500: no simplex_plus Monte Carlo point" in err and err.count("\n") == 1
+    assert not list(tmp_path.iterdir())
+    assert winners.mc_points_in(winners.EFFORT["mc_points"], (8,), ("1.0",)) == [(8, "1.0")]
+    assert winners.mc_points_in(winners.EFFORT["mc_points"], (8,), ("0.9",)) == []

@@ -9,6 +9,9 @@
   may not grow.
 * Power: a synthetic package in ``tmp_path`` with a circular pair of modules fails both checks, and a pair
   whose circle hides in a function-level import fails the static one.
+
+Also: no private name imported across packages (issue 39 item 5), and no test module imported by another (issue 39
+item 7: what test modules share lives in a helper module, tests/README.md), each with its synthetic power check.
 """
 
 from __future__ import annotations
@@ -353,3 +356,46 @@ def test_the_private_import_check_finds_each_form(tmp_path):
     assert ("app.d", "lib.api", "lib.api._Y") in found
     assert unexplained(found, {("app.a", "lib._impl"), ("app.b", "lib"), ("app.c", "lib.api"), ("app.e", "lib")}) == (
         ["app.d: lib.api._Y"], [("app.e", "lib")])
+
+
+# no test module imports another (issue 39 item 7): what several test modules share lives in a helper module
+# (tests/_*.py, or paper_checks._compare for the statistical thresholds of both suites)
+
+
+def imports_of_test_modules(paths):
+    """``(file, line, module)`` for every import of a test module (``test_*``, ``tests.test_*``) by one of the
+    files ``paths``, at module level or inside a function: ``import test_x``, ``from test_x import y``,
+    ``from tests.test_x import y``, ``from tests import test_x``, ``from . import test_x``."""
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(Path(path).read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                names = [base] + [f"{base}.{a.name}".lstrip(".") for a in node.names]
+            else:
+                continue
+            for name in names:
+                if any(part.startswith("test_") for part in name.split(".")):
+                    out.append((str(path), node.lineno, name))
+                    break
+    return out
+
+
+def test_no_test_module_imports_another():
+    paths = sorted({*ROOT.glob("tests/*.py"), *ROOT.glob("paper_checks/*.py")})
+    assert len(paths) > 50
+    found = imports_of_test_modules(paths)
+    assert not found, f"test modules imported (move what they share into a helper module): {found}"
+
+
+def test_the_test_module_check_finds_each_form(tmp_path):
+    forms = {"a.py": "import test_x\n", "b.py": "from test_x import y\n", "c.py": "from tests.test_x import y\n",
+             "d.py": "from tests import test_x\n", "e.py": "def f():\n    import test_x as t\n",
+             "f.py": "from . import test_x\n",
+             "ok.py": "import _procs\nfrom tests._procs import run_group\nfrom paper_checks import _compare\n"
+                      "import contest_x\nfrom tests import conftest\n"}
+    _write(tmp_path, forms)
+    found = imports_of_test_modules(sorted(tmp_path / name for name in forms))
+    assert sorted(Path(f).name for f, _, _ in found) == ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"]

@@ -18,10 +18,10 @@ import theory
 from montecarlo import audit as mc_audit
 from montecarlo.kernel_approximation import RandomFeatures
 from montecarlo.nn import PRFAttention
+from paper_checks._compare import Z_1E3
 from theory import feature_kinds as fk
 
 KIND = "trig_softmax"
-Z_CRIT = 3.29  # two-sided, false-alarm probability 1e-3 per test
 
 
 def _pair():
@@ -76,8 +76,8 @@ def test_kernel_estimate_is_the_softmax_kernel_regression():
     x, y = _pair()
     for coupling in ("iid", "orthogonal", "simplex"):
         est = mc.kernel_estimate(coupling, x, y, 4, 100_000, "softmax", rng=3, kind=KIND)
-        assert abs(est.z(math.exp(x @ y))) < Z_CRIT, (coupling, est)
-        assert abs(est.z(math.exp(-0.5 * np.sum((x - y) ** 2)))) > Z_CRIT  # power: not the Gaussian kernel
+        assert abs(est.z(math.exp(x @ y))) < Z_1E3, (coupling, est)
+        assert abs(est.z(math.exp(-0.5 * np.sum((x - y) ** 2)))) > Z_1E3  # power: not the Gaussian kernel
 
 
 @pytest.mark.parametrize("call", ["kernel_estimate", "empirical_mse", "gram_estimate", "random_features",
@@ -109,8 +109,8 @@ def test_closed_form_mse_against_monte_carlo(coupling):
         rff = float(theory.kernel_mse(coupling, d, z, kind="rff"))
     assert mse == pytest.approx(math.exp(x @ x + y @ y) * rff, rel=1e-12)
     est = mc.empirical_mse(coupling, x, y, d, 200_000, "softmax", rng=11, kind=KIND)
-    assert abs(est.z(mse)) < Z_CRIT, (coupling, est, mse)
-    assert abs(est.z(rff)) > Z_CRIT  # power
+    assert abs(est.z(mse)) < Z_1E3, (coupling, est, mse)
+    assert abs(est.z(rff)) > Z_1E3  # power
 
 
 def test_closed_form_needs_the_norms_and_refuses_the_gaussian_kernel():

@@ -1,19 +1,24 @@
 """Deterministic structure of the samplers: simplex geometry, Algorithm 1, blocks, shapes, errors.
 
-These checks are exact (floating-point tolerances), not statistical; the
-distributional checks are in ``test_montecarlo_marginals.py`` and
+These checks are exact (floating-point tolerances), not statistical, except the marginals' KS tests at the
+end (their statistical design is stated there); the estimators' distributional checks are in
 ``test_montecarlo_estimators.py``.
 """
 
 import math
+import re
+import sys
 
 import numpy as np
 import pytest
 from mpmath import mp
+from scipy import stats
 
 import montecarlo as mc
-from paper_checks._compare import Z_CRIT
 import theory
+from montecarlo._backend import namespace, Random
+from montecarlo.diagnostics import ks_marginals, standard_directions
+from paper_checks._compare import FAMILY_ALPHA, Z_CRIT
 
 DIMS = [2, 3, 5, 16, 64]
 
@@ -449,3 +454,363 @@ def test_fast_coupling_bias_at_d_4_is_resolved():
     assert abs(b / se) > 10 and b < -0.3
     b, se = kernel_bias("orthogonal", x, y, 4, 20_000, kind="rff", rng=3)
     assert abs(b / se) < 4.5
+
+
+# ---------------------------------------------------------------------------
+# Issue 22 (hardening), montecarlo items: non-finite input to the transforms, the SimRFs+
+# tolerance's dtype, and the coupling lists of montecarlo.couplings (issue 18).
+
+
+couplings = sys.modules["montecarlo.couplings"]
+
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - the torch extra is optional
+    torch = None
+
+
+@pytest.mark.parametrize("func", [mc.fwht, mc.simplex_apply])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_transforms_refuse_non_finite_input(func, bad):
+    x = np.arange(8.0)
+    x[3] = bad
+    with pytest.raises(ValueError, match=r"x must be finite: found 1 NaN or inf"):
+        func(x)
+    with pytest.raises(ValueError, match=r"x must be finite: found 4 NaN or inf"):
+        func(np.full(4, np.nan))
+    if torch is not None:
+        with pytest.raises(ValueError, match=r"x must be finite"):
+            func(torch.full((2, 4), float("nan"), dtype=torch.float64))
+
+
+def test_transforms_still_compute_finite_input():
+    """The same calls on finite input give the closed forms (Sylvester H_4 / 2, Algorithm 1 = dense S)."""
+    x = np.array([0.5, -1.0, 2.0, 3.0])
+    h = np.array([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]]) / 2.0
+    assert np.allclose(mc.fwht(x), h @ x, atol=1e-15)
+    assert np.allclose(mc.simplex_apply(x), mc.simplex_matrix(4) @ x, atol=1e-15)
+
+
+def test_finiteness_is_checked_once_per_public_call_and_never_inside_the_samplers(monkeypatch):
+    """One isfinite pass per public call; the HD-products and Algorithm 1 inside the samplers
+    (arrays they built themselves) are not re-checked: counted, not timed."""
+    calls = []
+    real = couplings._check_finite
+
+    def counting(arr, xp, name):
+        calls.append(name)
+        return real(arr, xp, name)
+
+    monkeypatch.setattr(couplings, "_check_finite", counting)
+    mc.fwht(np.ones((3, 16)))
+    assert calls == ["x"]
+    calls.clear()
+    mc.simplex_apply(np.ones((3, 16)))
+    assert calls == ["x"]
+    calls.clear()
+    for coupling in ("fast_orthogonal", "fast_simplex"):
+        proj = mc.sample_projection(coupling, 12, 40, rng=0)
+        proj.project(np.ones((5, 12)))
+        mc.sample_weights(coupling, 12, 40, rng=0)
+    assert calls == []
+
+
+@pytest.mark.parametrize("dtype", [int, bool, complex, None, "abc", np.int32, np.complex128]
+                         + ([torch.int64, torch.bool] if torch is not None else []))
+def test_simplex_plus_tolerance_refuses_non_float_dtypes(dtype):
+    with pytest.raises(TypeError, match=r"dtype must be a real floating dtype \(float16, float32 or float64"):
+        mc.simplex_plus_tolerance(dtype)
+
+
+def test_simplex_plus_tolerance_of_float_dtypes():
+    assert mc.simplex_plus_tolerance(np.float64) == couplings.SIMPLEX_PLUS_TOL
+    eps32 = float(np.finfo(np.float32).eps)
+    for dt in ("float32", np.float32) + ((torch.float32,) if torch is not None else ()):
+        assert mc.simplex_plus_tolerance(dt) == couplings.SIMPLEX_PLUS_DEFAULT_TOL_EPS * eps32
+
+
+def test_documented_couplings_are_registered_and_the_parameter_list_is_the_registry():
+    """The module docstring describes the samplers defined in montecarlo.couplings; every name it
+    describes must be a registered coupling, and sample_weights' ``coupling`` parameter points at
+    the registry instead of enumerating a set that went stale (it lacked 'pnc_orthogonal')."""
+    registered = set(theory.registry.names())
+    described = set(re.findall(r'``"([a-z_]+)"``', couplings.__doc__))
+    assert {"iid", "orthogonal", "simplex", "simplex_plus", "fast_orthogonal", "fast_simplex"} <= described
+    assert described <= registered
+    param = couplings.sample_weights.__doc__.split("coupling :", 1)[1].split("\n    d :", 1)[0]
+    assert "theory.registry.names()" in param
+    assert not re.search(r"\{'iid'", param)  # no hand-written closed set
+    # every registered coupling samples through sample_weights (pnc_orthogonal included)
+    for name in registered:
+        w = mc.sample_weights(name, 4, 4, rng=1)
+        assert w.shape == (4, 4) and np.all(np.isfinite(w))
+
+
+def test_removed_dead_helpers_stay_removed():
+    """Issue 18: these private helpers had no caller anywhere in the tree."""
+    import figures.style
+    import theory._checks
+
+    assert not hasattr(couplings, "_haar_rows")
+    assert not hasattr(theory._checks, "round_result")
+    assert not hasattr(figures.style, "theory_legend_handle")
+
+
+# ---------------------------------------------------------------------------
+# Issue 22 findings in montecarlo kept as regression tests: Monte Carlo has a work limit and a time budget, and a
+# non-finite estimate is an error naming the cause (no silent NaN).  No wall clock is asserted: the budget test uses
+# a budget that has expired before the first chunk (certain expiry), and the work limit is checked before any draw.
+
+
+@pytest.mark.parametrize("coupling", ["fast_orthogonal", "fast_simplex"])
+def test_fast_projection_is_refused_before_drawing(monkeypatch, coupling):
+    """sample_projection of a fast coupling draws 4 p numbers per block (chi_p norms, three Rademacher
+    diagonals): above the budget an AllocationError naming m and d, before any draw (at m = 10**12 numpy's
+    MemoryError for 21.8 TiB before the check); one block below the limit passes (power)."""
+    import warnings
+
+    from montecarlo._checks import AllocationError
+
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 4 * 4 * 25_000 - 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mc.FastCouplingBiasWarning)
+        with pytest.raises(AllocationError, match=r"m = 100000, d = 3"):
+            mc.sample_projection(coupling, 3, 100_000, rng=0)
+        with pytest.raises(AllocationError, match=r"m = 1000000000000"):
+            mc.sample_projection(coupling, 3, 10**12, rng=0)
+        assert mc.sample_projection(coupling, 3, 99_996, rng=0).m == 99_996
+
+
+# ---------------------------------------------------------------------------
+# Tests added against the surviving formula mutants of montecarlo (issue 22 item 5, docs/guide/mutation.rst).
+#
+# Each class is the addition to one target's mutation command (tests/mutation_targets.py): ``TestCouplings`` for
+# montecarlo/couplings.py, ``TestEstimators`` for estimators.py, ``TestFeatures``, ``TestPnc``, ``TestNormCoupling``.
+# Every test checks a documented property against an independent route (a closed form, the formula written out,
+# a second sampler path, mpmath, the README's numbers); Monte Carlo comparisons are z-tests at
+# paper_checks._compare.Z_CRIT = 4.5 (false alarm 6.8e-6 each, the family bound is stated per test) and show
+# their power on a wrong alternative.  Seeds are fixed; no test reads the clock (the progress bar gets a fake one).
+
+
+def _cos_rows(w):
+    u = w / np.linalg.norm(w, axis=-1, keepdims=True)
+    return u @ np.swapaxes(u, -1, -2)
+
+
+class TestCouplings:
+    """montecarlo/couplings.py: the SimRFs+ pass count, sample_projection = sample_weights, the torch paths, the
+    Householder route's law, the SimRFs+ norms' domain."""
+
+    def test_simplex_plus_start_is_the_fixed_point_in_one_pass(self):
+        """The simplex start is already a fixed point of the update when d = 2 (two antiparallel vectors, any
+        norms) or when the norms are equal (the regular simplex closes): exactly one pass moves nothing, so every
+        block reports passes = 1 and converges even with max_passes = 1; the rows keep the simplex geometry."""
+        rng = np.random.default_rng(0)
+        two = np.sqrt(rng.chisquare(2, (6, 2)))
+        equal = np.full((3, 5), 1.7)
+        for norms in (two, equal):
+            d = norms.shape[1]
+            vec, passes, conv = mc.simplex_plus_vectors(norms, max_passes=1, on_unconverged="raise")
+            assert np.all(passes == 1) and np.all(conv)
+            assert np.allclose(np.linalg.norm(vec, axis=-1), norms, rtol=1e-14)
+            off = ~np.eye(d, dtype=bool)
+            assert np.allclose(_cos_rows(vec)[:, off], -1 / (d - 1), atol=1e-14)
+
+    def test_simplex_plus_passes_never_exceed_max_passes(self):
+        """Blocks are independent: a run capped at M passes converges exactly the blocks whose uncapped run needed
+        <= M passes, with the same pass counts and vectors, and no block reports more than M passes.  M is chosen
+        (fixed seed) so that some blocks need exactly M and some M + 1 passes."""
+        norms = np.sqrt(np.random.default_rng(7).chisquare(3, (60, 3)))
+        free, p_free, c_free = mc.simplex_plus_vectors(norms, tol=1e-12, max_passes=5000)
+        assert np.all(c_free)
+        cap = 11
+        assert np.any(p_free == cap) and np.any(p_free == cap + 1)
+        vec, passes, conv = mc.simplex_plus_vectors(norms, tol=1e-12, max_passes=cap, on_unconverged="ignore")
+        assert np.all(passes <= cap)
+        assert np.array_equal(conv, p_free <= cap)
+        assert np.array_equal(passes[conv], p_free[conv]) and np.all(passes[~conv] == cap)
+        assert np.array_equal(vec[conv], free[conv])
+
+    @pytest.mark.filterwarnings("ignore::montecarlo.FastCouplingBiasWarning")
+    @pytest.mark.parametrize("coupling", mc.COUPLINGS)
+    def test_sample_projection_is_the_draw_of_sample_weights(self, coupling):
+        """sample_projection wraps sample_weights (the fast couplings draw the same stream): for one seed its dense
+        weights are the same rows, and projecting a batch equals multiplying by them (m > d: a truncated block)."""
+        d, m = 5, 13
+        proj = mc.sample_projection(coupling, d, m, rng=21)
+        w = mc.sample_weights(coupling, d, m, rng=21)
+        assert np.array_equal(proj.weights, w)
+        x = np.random.default_rng(1).standard_normal((4, d))
+        assert np.allclose(proj(x), x @ w.T, rtol=1e-12, atol=1e-12)
+        assert not np.allclose(mc.sample_weights(coupling, d, m, rng=22), w)  # power: another seed differs
+
+    @pytest.mark.filterwarnings("ignore::montecarlo.FastCouplingBiasWarning")
+    def test_torch_fast_projection_and_simplex_plus_info(self):
+        """On torch: the fast couplings' HD-product projection of a batch equals the product with the dense rows
+        built by the other route (rows of D S R~), and SimRFs+ with a truncated last block reports one pass count
+        per block."""
+        torch = pytest.importorskip("torch")
+        x = torch.tensor(np.random.default_rng(3).standard_normal((4, 5)))
+        for coupling in mc.FAST_COUPLINGS:
+            proj = mc.sample_projection(coupling, 5, 11, rng=4, xp="torch")
+            y = proj(x)
+            assert y.shape == (4, 11)
+            assert torch.allclose(y, x @ proj.weights.T, rtol=1e-12, atol=1e-12)
+        w, info = mc.sample_weights("simplex_plus", 4, 6, rng=5, xp="torch", return_info=True)
+        assert tuple(w.shape) == (6, 4)
+        assert tuple(info["passes"].shape) == (2,) and bool(info["converged"].all())
+
+    @pytest.mark.parametrize("cols", [None, 2])
+    def test_householder_route_has_the_haar_law(self, cols):
+        """route='householder' (d - 1 reflections, or the first cols of them): every entry of a Haar matrix (or of
+        its first columns) has E[Q_ij^2] = 1/d.  d = 4, 20000 matrices, 16 (or 8) z-tests at Z_CRIT (family
+        1.1e-4).  The route's geometry tests hold for any product of reflections; this is its law.  Power: one
+        uniformly random reflection I - 2uu^T (orthogonal, not Haar: E[H_11^2] = 1/2) is rejected."""
+        d, n = 4, 20_000
+        q = mc.haar_orthogonal(n, d, rng=3, route="householder", cols=cols)
+        assert q.shape == (n, d, d if cols is None else cols)
+        sq = q * q
+        z = (sq.mean(axis=0) - 1 / d) / (sq.std(axis=0, ddof=1) / math.sqrt(n))
+        assert np.max(np.abs(z)) < Z_CRIT, z
+        u = np.random.default_rng(4).standard_normal((n, d))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        h = np.eye(d) - 2 * u[:, :, None] * u[:, None, :]
+        hs = h[:, :, :q.shape[2]] ** 2
+        zh = (hs.mean(axis=0) - 1 / d) / (hs.std(axis=0, ddof=1) / math.sqrt(n))
+        assert np.max(np.abs(zh)) > Z_CRIT
+
+    def test_simplex_plus_refuses_a_zero_norm(self):
+        """Documented: norms are an (n, d) array with entries > 0.  A zero or a negative norm is refused by name;
+        the smallest positive double is accepted."""
+        for bad in (0.0, -1.0):
+            with pytest.raises(ValueError, match="norms must be > 0"):
+                mc.simplex_plus_vectors(np.array([[1.0, bad, 2.0]]))
+        vec, passes, conv = mc.simplex_plus_vectors(np.array([[1.0, 5e-324, 1.5]]), on_unconverged="ignore")
+        assert vec.shape == (1, 3, 3)
+
+
+# ---------------------------------------------------------------------------
+# Marginal distribution of the rows: KS tests against N(0, 1), with power against wrong samplers.
+#
+# Statistical design
+# ------------------
+# Each KS test uses one row index from each of n independent blocks, so its
+# samples are i.i.d. and scipy's p-value is valid.  Within one test function
+# the comparisons are Bonferroni-corrected so that the probability of *any*
+# false alarm in the function (all its parametrised cases together) is at most
+# ``FAMILY_ALPHA`` = 1e-4.  Power is shown by running the same comparison on
+# deliberately wrong samplers and requiring it to reject at the same threshold.
+# All seeds are fixed, so the outcome is deterministic; the probabilities
+# describe how unlucky the chosen seeds would have to be.
+
+
+
+
+EXACT_CASES = [(c, d) for c in mc.EXACT_COUPLINGS for d in (3, 16)] + [("orthogonal", 64), ("simplex", 64)]
+
+
+def _rows(d):
+    return list(range(d)) if d <= 3 else [0, 1, d - 1]
+
+
+def _n_tests(d):
+    return len(_rows(d)) * len(standard_directions(d))
+
+
+N_EXACT_TESTS = sum(_n_tests(d) for _, d in EXACT_CASES)
+
+
+@pytest.mark.filterwarnings("ignore:SimRFs\\+ update")
+@pytest.mark.parametrize("coupling,d", EXACT_CASES)
+def test_exact_couplings_are_marginally_gaussian(coupling, d):
+    """Every exact coupling: w_i . u ~ N(0, 1) for axes, the diagonal and a random u (all rows tested).
+
+    False-alarm probability: <= 1e-4 over all cases of this function (Bonferroni).
+    simplex_plus at d = 3 includes blocks stopped at the pass cap (near-degenerate norms); they are
+    still exact samples (Haar-rotated), which this test also confirms.
+    """
+    n = 4000 if d < 64 else 1500
+    res = ks_marginals(coupling, d, n, rows=_rows(d), rng=1000 + d)
+    alpha = FAMILY_ALPHA / N_EXACT_TESTS
+    worst = min(res, key=lambda r: r[3])
+    assert worst[3] > alpha, f"{coupling} d={d}: row {worst[0]} on {worst[1]}: KS={worst[2]:.4f}, p={worst[3]:.2e}"
+
+
+def _unsigned_qr_blocks(coupling, d, n, seed):
+    """The common bug: Q from LAPACK QR used without the sign correction (W = D S Q^T, Performer style)."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.standard_normal((n, d, d)))
+    rows = np.swapaxes(q, -1, -2)
+    if coupling == "simplex":
+        rows = mc.simplex_apply(rows, axis=-2)
+    norms = np.sqrt(rng.chisquare(d, (n, d)))
+    return norms[:, :, None] * rows
+
+
+def _fixed_norm_blocks(coupling, d, n, seed):
+    """Correct directions but all norms sqrt(d) instead of chi_d."""
+    w = mc.sample_weights(coupling, d, d, rng=seed, n_draws=n)
+    return np.sqrt(d) * w / np.linalg.norm(w, axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("coupling", ["orthogonal", "simplex"])
+@pytest.mark.parametrize("wrong,d", [("unsigned_qr", 3), ("unsigned_qr", 16), ("fixed_norms", 3)])
+def test_wrong_samplers_fail_the_same_test(coupling, wrong, d):
+    """Power: the identical KS battery at the identical threshold rejects both wrong samplers.
+
+    Expected statistics: unsigned QR puts row 0's first coordinate always < 0 (KS ~ 0.5 on e_1
+    for orthogonal); fixed norms at d = 3 make w . u uniform on [-sqrt 3, sqrt 3] (KS ~ 0.057).
+    """
+    n = 20000 if wrong == "fixed_norms" else 4000
+    make = _unsigned_qr_blocks if wrong == "unsigned_qr" else _fixed_norm_blocks
+    w = make(coupling, d, n, seed=7)
+    res = ks_marginals(coupling, d, n, rows=_rows(d), weights=w)
+    alpha = FAMILY_ALPHA / N_EXACT_TESTS
+    assert min(r[3] for r in res) < alpha
+    # and the correct sampler at the same n and seed passes
+    good = ks_marginals(coupling, d, n, rows=_rows(d), rng=7)
+    assert min(r[3] for r in good) > FAMILY_ALPHA / (len(good) * 6)
+
+
+def test_unsigned_qr_bias_is_the_lapack_sign_convention():
+    """LAPACK's Householder QR fixes Q[0, 0] < 0 (the bias the sign correction removes)."""
+    q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((500, 5, 5)))
+    assert np.all(q[:, 0, 0] < 0)
+    h = mc.haar_orthogonal(500, 5, rng=0)
+    frac = np.mean(h[:, 0, 0] < 0)
+    assert 0.3 < frac < 0.7  # binomial(500, 1/2): |frac - 0.5| > 0.2 has probability < 1e-18
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 16, 64])
+def test_marsaglia_tsang_chi_sampler(df):
+    """The device chi sampler (used by torch/cupy), run on numpy, is chi_df; power: chi_{df+1} is rejected.
+
+    Two KS tests per df, 5 dfs: per-test alpha 1e-5 (family 1e-4).
+    """
+    rnd = Random(5 + df, namespace("numpy"), "cpu", np.float64)
+    x = rnd.chi(df, (20000,), method="marsaglia_tsang")
+    assert stats.kstest(x, stats.chi(df).cdf).pvalue > 1e-5
+    assert stats.kstest(x, stats.chi(df + 1).cdf).pvalue < 1e-5
+
+
+def test_householder_route_marginals():
+    """The Householder-product Haar route gives Gaussian rows too (d = 5, all rows, 4 directions)."""
+    res = ks_marginals("orthogonal", 5, 4000, rows=range(5), rng=3, haar_route="householder")
+    assert min(r[3] for r in res) > FAMILY_ALPHA / len(res)
+    res = ks_marginals("simplex", 5, 4000, rows=range(5), rng=4, haar_route="householder")
+    assert min(r[3] for r in res) > FAMILY_ALPHA / len(res)
+
+
+def test_fast_variants_are_only_approximately_gaussian():
+    """App. B.2 HD-products: fast_orthogonal at d = 16 is detectably non-Gaussian (KS ~ 0.07 measured);
+    fast_simplex at d = 64 is within 0.02 of N(0, 1) in KS distance.
+
+    First check: the statistic would exceed 0.03 for an exact sampler at n = 20000 with probability
+    ~ 2e-8 per test. Second: an exact sampler at n = 20000 exceeds 0.02 with probability ~ 2e-7 per
+    test (12 tests).
+    """
+    res = ks_marginals("fast_orthogonal", 16, 20000, rows=[0, 1, 15], rng=5)
+    assert max(r[2] for r in res) > 0.03
+    res = ks_marginals("fast_simplex", 64, 20000, rows=[0, 1, 63], rng=6)
+    assert max(r[2] for r in res) < 0.02

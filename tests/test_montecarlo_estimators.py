@@ -25,15 +25,9 @@ from scipy import stats
 
 import montecarlo as mc
 import theory
+from montecarlo._checks import AllocationError
 from montecarlo.estimators import _Moments, _default_chunk
-
-FAMILY_ALPHA = 1e-4
-
-
-def z_limit(k, family_alpha=FAMILY_ALPHA):
-    """Two-sided Bonferroni threshold for k comparisons at family-wise level family_alpha."""
-    return float(stats.norm.isf(family_alpha / (2 * k)))
-
+from paper_checks._compare import FAMILY_ALPHA, Z_CRIT, z_limit
 
 def points(d, v, delta=0.3, seed=0):
     """x, y in R^d with |x + y| = v and |x - y| = 2 delta, in a random plane."""
@@ -403,3 +397,232 @@ def test_pointwise_estimators_do_not_overflow():
         mse = mc.empirical_mse("simplex", x, x, 8, 200, rng=0)
     assert math.isfinite(est.mean) and math.isfinite(est.stderr) and est.mean < 1e-100
     assert mse.mean == pytest.approx(1.0) and mse.stderr < 1e-100
+
+
+# ---------------------------------------------------------------------------
+# Issue 22 findings in montecarlo kept as regression tests: Monte Carlo has a work limit and a time budget, and a
+# non-finite estimate is an error naming the cause (no silent NaN).  No wall clock is asserted: the budget test uses
+# a budget that has expired before the first chunk (certain expiry), and the work limit is checked before any draw.
+
+
+def test_non_finite_conformity_names_v():
+    """empirical_conformity('simplex', 8, v=1e3, ...) returned Estimate(nan, nan) (issue 22): e^{w.v} overflows."""
+    with pytest.raises(ValueError, match=r"\|v\| = 1000.*v is too large"):
+        mc.empirical_conformity("simplex", 8, 1e3, m=8, n_draws=200, rng=0)
+    with pytest.raises(ValueError, match="v is too large"):
+        mc.empirical_pair_moments("simplex", 8, 1e3, m=8, n_draws=200, rng=0)
+    est = mc.empirical_conformity("simplex", 8, 1.0, m=8, n_draws=200, rng=0)  # power: a moderate v is finite
+    assert math.isfinite(est.mean) and math.isfinite(est.stderr)
+
+
+def test_non_finite_mse_names_the_points():
+    """The softmax kernel e^{x.y} = e^1600 overflows float64: the MSE is an error naming the points' size."""
+    x = np.full(4, 20.0)
+    with pytest.raises(ValueError, match=r"\|x\| = 40.*too large"):
+        mc.empirical_mse("iid", x, x, 4, 100, kernel="softmax", rng=0)
+    assert math.isfinite(mc.empirical_mse("iid", x / 40, x / 40, 4, 100, kernel="softmax", rng=0).mean)
+
+
+def test_exact_kernel_and_gram_estimate_are_loud_outside_float64():
+    """exact_kernel raises (naming x and y and the log route) where the kernel overflows float64 or falls below
+    its smallest normal number (before: OverflowError from math.exp for the softmax at x.y = 2700, a silent 0
+    for the Gaussian at distance 69, so diagnostics.kernel_bias divided by zero); inside, it is the value
+    (power: exp(-600) and exp(600) come back to relative accuracy).  gram_estimate refuses empty X or Y
+    (before: a (0, 0) mean and a NaN Frobenius error) and points whose every exact kernel value underflows
+    (before: 0 / 0 = NaN with a numpy RuntimeWarning)."""
+    from montecarlo import diagnostics
+
+    big = np.full(3, 30.0)
+    with pytest.raises(ValueError, match="exp.2700.*log_kernel_matrix"):
+        mc.exact_kernel(big, big, "softmax")
+    with pytest.raises(ValueError, match="gaussian kernel of x and y is exp.-2400"):
+        mc.exact_kernel(np.full(3, 20.0), np.full(3, -20.0))
+    with pytest.raises(ValueError, match="exp.-2400"):
+        diagnostics.kernel_bias("simplex", np.full(3, 20.0), np.full(3, -20.0), 3, 100)
+    assert math.isclose(mc.exact_kernel(np.array([20.0, 0.0]), np.array([-10.0, 0.0]), "softmax"),
+                        math.exp(-200.0), rel_tol=1e-14)
+    assert math.isclose(mc.exact_kernel(np.array([10.0, 0.0]), np.array([-10.0, 0.0])), math.exp(-200.0),
+                        rel_tol=1e-14)
+    assert math.isclose(mc.exact_kernel(np.array([30.0, 0.0]), np.array([20.0, 0.0]), "softmax"), math.exp(600.0),
+                        rel_tol=1e-14)
+    for kw in ({"X": np.zeros((0, 3))}, {"X": np.zeros((2, 3)), "Y": np.zeros((0, 3))}):
+        name = "Y" if "Y" in kw else "X"
+        with pytest.raises(ValueError, match=f"{name} must hold at least one point"):
+            mc.gram_estimate("simplex", m=3, n_draws=10, **kw)
+    with pytest.raises(ValueError, match="underflows to 0 in float64"):
+        mc.gram_estimate("simplex", np.full((2, 3), 30.0), 3, 10, Y=np.full((2, 3), -30.0))
+    assert np.isfinite(mc.gram_estimate("simplex", np.full((2, 3), 0.3), 3, 10)[1].mean)
+
+
+def test_gram_estimate_frobenius_error_and_its_budget(monkeypatch):
+    """gram_estimate's relative Frobenius error |K^ - K|_F / |K|_F against an independent route (one draw at a
+    time with sample_weights and random_features, 3000 draws each; z within 4.5, false alarm 7e-6; power: twice
+    the reference is rejected), a single point is a Gram matrix (N = 1), and the per-draw budget
+    N N' 2 + (N + N') (width m) 3 + m d 3 refuses one entry above it by name and passes at it."""
+    from montecarlo._checks import AllocationError
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4, 3)) * 0.4
+    _, frob = mc.gram_estimate("simplex", X, 3, 3000, rng=1)
+    exact = np.exp(mc.features.log_kernel_matrix(X))
+    errs = []
+    gen = np.random.default_rng(2)
+    for _ in range(3000):
+        f = mc.random_features(X, mc.sample_weights("simplex", 3, 3, rng=gen))
+        errs.append(np.linalg.norm(f @ f.T - exact) / np.linalg.norm(exact))
+    ref, se = np.mean(errs), np.std(errs, ddof=1) / math.sqrt(len(errs))
+    z = (frob.mean - ref) / math.hypot(frob.stderr, se)
+    assert abs(z) <= 4.5, (frob, ref, se)
+    assert abs((frob.mean - 2 * ref) / math.hypot(frob.stderr, se)) > 4.5
+    one, _ = mc.gram_estimate("simplex", X[:1], 3, 2, rng=1)  # one point, the fewest draws (2)
+    assert one.mean.shape == (1, 1)
+    with pytest.raises(ValueError, match="n_draws"):
+        mc.gram_estimate("simplex", X, 3, 1, rng=1)
+    wide = rng.normal(size=(5, 3)) * 0.4  # (N, N') = (4, 5): the Gram matrix's own budget comes first
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 4 * 5 - 1)
+    with pytest.raises(AllocationError, match=r"the \(N, N'\) = \(4, 5\) Gram matrix"):
+        mc.gram_estimate("simplex", X, 3, 10, Y=wide, rng=1)
+    per = 4 * 4 * 2 + 8 * 3 * 3 + 3 * 3 * 3
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", per - 1)
+    with pytest.raises(AllocationError, match="one draw of the Gram estimate"):
+        mc.gram_estimate("simplex", X, 3, 10, rng=1)
+    monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", per)
+    assert mc.gram_estimate("simplex", X, 3, 10, rng=1)[0].mean.shape == (4, 4)
+
+
+# ---------------------------------------------------------------------------
+# Tests added against the surviving formula mutants of montecarlo (issue 22 item 5, docs/guide/mutation.rst).
+#
+# Each class is the addition to one target's mutation command (tests/mutation_targets.py): ``TestCouplings`` for
+# montecarlo/couplings.py, ``TestEstimators`` for estimators.py, ``TestFeatures``, ``TestPnc``, ``TestNormCoupling``.
+# Every test checks a documented property against an independent route (a closed form, the formula written out,
+# a second sampler path, mpmath, the README's numbers); Monte Carlo comparisons are z-tests at
+# paper_checks._compare.Z_CRIT = 4.5 (false alarm 6.8e-6 each, the family bound is stated per test) and show
+# their power on a wrong alternative.  Seeds are fixed; no test reads the clock (the progress bar gets a fake one).
+
+
+class TestEstimators:
+    """montecarlo/estimators.py: boundaries of n_draws, the Gram estimator of every kind, the SimRFs+ fast path,
+    the Gram budget, the progress bar's redraw rate, the iid fast path's row norms, the default n_draws."""
+
+    def test_pair_projections_single_draw_and_two_draw_estimates(self):
+        """n_draws >= 1 for projections, >= 2 for an estimate (documented): one draw of m projections has shape
+        (1, m); two draws give an Estimate with a finite, positive standard error; one draw is refused."""
+        p = mc.pair_projections("orthogonal", 0.7, 6, 1, rng=0, d=6)
+        assert p.shape == (1, 6) and np.all(np.isfinite(p))
+        x, y = np.full(4, 0.2), np.full(4, -0.1)
+        est = mc.kernel_estimate("iid", x, y, 4, 2, rng=1)
+        assert est.n == 2 and math.isfinite(est.mean) and est.stderr > 0
+        with pytest.raises(ValueError, match="n_draws must be an integer >= 2"):
+            mc.kernel_estimate("iid", x, y, 4, 1, rng=1)
+
+    @pytest.mark.filterwarnings("ignore:SimRFs\\+ update")
+    def test_simplex_plus_fast_path_agrees_with_full_path(self):
+        """SimRFs+ projections on the fast path (|v| D S' u) and the full path (dense blocks) have one law, for
+        m = 6 > d = 4 (a truncated block): two-sample KS of w_0.v and of (w_0 + w_1).v, two-sample z of the MSE and
+        of the pair product E[(w_0.v)(w_1.v)] at |v| = 2; 4 comparisons at family 1e-4 (KS) and 1.4e-5 (z).
+        Power: the orthogonal coupling's pair product (angle pi/2, about 0 instead of about -1.2) is rejected."""
+        m, n = 6, 4000
+        v = np.array([0.5, -0.3, 0.2, 0.4])  # d = 4
+        fast = mc.pair_projections("simplex_plus", v, m, n, rng=1, path="fast")
+        full = mc.pair_projections("simplex_plus", v, m, n, rng=2, path="full")
+        assert fast.shape == (n, m)
+        alpha = 1e-4 / 2
+        assert stats.ks_2samp(fast[:, 0], full[:, 0]).pvalue > alpha
+        assert stats.ks_2samp(fast[:, 0] + fast[:, 1], full[:, 0] + full[:, 1]).pvalue > alpha
+        x, y = v / 2 + 0.1, v / 2 - 0.1
+        a = mc.empirical_mse("simplex_plus", x, y, m, 4 * n, rng=3, path="fast")
+        b = mc.empirical_mse("simplex_plus", x, y, m, n, rng=4, path="full")
+        assert abs(a.mean - b.mean) / math.hypot(a.stderr, b.stderr) < Z_CRIT
+
+        def pair_product(coupling, path, seed):
+            p = mc.pair_projections(coupling, np.array([2.0, 0.0, 0.0, 0.0]), m, n, rng=seed, path=path)
+            q = p[:, 0] * p[:, 1]
+            return q.mean(), q.std(ddof=1) / math.sqrt(n)
+
+        (f, sf), (g, sg), (o, so) = (pair_product("simplex_plus", "fast", 5), pair_product("simplex_plus", "full", 6),
+                                     pair_product("orthogonal", "fast", 7))
+        assert abs(f - g) / math.hypot(sf, sg) < Z_CRIT
+        assert abs(o - g) / math.hypot(so, sg) > Z_CRIT
+
+    @pytest.mark.filterwarnings("ignore:SimRFs\\+ update")
+    @pytest.mark.parametrize("kind", theory.feature_kinds.names(kernel="gaussian"))  # (the exact Gram: Gaussian)
+    def test_gram_estimate_of_every_kind(self, kind):
+        """gram_estimate is elementwise unbiased for every kind (m = 7 > d = 3 and m = d = 3, OPRFs at FAVOR++'s
+        data A), 2 x 9 z-tests per kind; power: the softmax Gram is rejected.  Its relative Frobenius error agrees
+        with an independent estimate built from sample_weights and random_features (two-sample z); power: the
+        independent estimate at 3m features is rejected.  Family: 20 comparisons per kind, 1.4e-4."""
+        X = np.random.default_rng(0).standard_normal((3, 3)) * 0.3
+        params = {"A": mc.oprf.data_optimal_a(X)} if kind == "oprf" else {}
+        exact = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))
+        for m in (7, 3):
+            est, frob = mc.gram_estimate("simplex", X, m, 3000, kind=kind, rng=5, **params)
+            assert est.mean.shape == (3, 3)
+            # (RFF diagonal entries are exactly 1 in every draw: a standard error of rounding, hence the 1e-12)
+            assert np.all(np.abs(est.mean - exact) <= Z_CRIT * est.stderr + 1e-12), (kind, m)
+        assert np.max(np.abs((est.mean - np.exp(X @ X.T)) / est.stderr)) > Z_CRIT
+
+        def independent(m, n, seed):
+            errs = []
+            for w in mc.sample_weights("simplex", 3, m, rng=seed, n_draws=n):
+                f = mc.random_features(X, w, kind=kind, **params)
+                errs.append(np.linalg.norm(f @ f.T - exact) / np.linalg.norm(exact))
+            return np.mean(errs), np.std(errs, ddof=1) / math.sqrt(n)
+
+        mean, se = independent(3, 1500, 9)
+        assert abs(frob.mean - mean) / math.hypot(frob.stderr, se) < Z_CRIT
+        mean3, se3 = independent(9, 1500, 10)
+        assert abs(frob.mean - mean3) / math.hypot(frob.stderr, se3) > Z_CRIT
+
+    def test_gram_budget_names_the_gram_matrix(self, monkeypatch):
+        """The (N, N') Gram matrix is the array the first budget check guards: with MAX_ELEMENTS one entry below
+        N N' (N = 40, N' = 30, d = 3) the refusal names it; with N N' allowed, that check passes (the call then
+        fails on the per-draw check, which names the draw)."""
+        X = np.random.default_rng(0).standard_normal((40, 3)) * 0.1
+        Y = X[:30]
+        monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 40 * 30 - 1)
+        with pytest.raises(AllocationError, match=r"\(N, N'\) = \(40, 30\) Gram matrix would need 1\.2e\+03"):
+            mc.gram_estimate("iid", X, 2, 10, Y=Y, rng=0)
+        monkeypatch.setattr("montecarlo._checks.MAX_ELEMENTS", 40 * 30)
+        with pytest.raises(AllocationError, match="one draw of the Gram estimate"):
+            mc.gram_estimate("iid", X, 2, 10, Y=Y, rng=0)
+
+    def test_progress_bar_redraws_at_most_twice_a_second(self, monkeypatch, capsys):
+        """The text bar on stderr redraws when at least 0.5 s passed since the last redraw, and always at the end
+        (a fake clock: no wall time is read)."""
+        import types
+
+        from montecarlo import estimators
+
+        clock = iter([0.0, 0.3, 0.6, 0.9, 1.2, 1.3])
+        monkeypatch.setattr(estimators, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+        bar = estimators._Progress(True, 5, "demo")  # reads t0 = 0.0
+        for done in (1, 2, 3, 4, 5):  # at 0.3 (skip), 0.6 (draw), 0.9 (skip), 1.2 (draw), 1.3 (the end: draw)
+            bar.update(done)
+        err = capsys.readouterr().err
+        assert [s.split("]")[1].split()[0] for s in err.split("\r")[1:]] == ["2/5", "4/5", "5/5"]
+        assert err.endswith("\n")
+
+    @pytest.mark.parametrize("d", [2, 3])
+    def test_iid_fast_path_row_norms_for_oprfs(self, d):
+        """The iid fast path draws |v| g and |w|^2 = g^2 + chi^2_{d-1} (its docstring); OPRFs need |w|^2.  Their
+        kernel estimate on that path is unbiased for e^{-|x-y|^2/2} at d = 2 and 3, A = -0.2 (z-test at Z_CRIT);
+        power: at d = 2, |w|^2 = g^2 alone (no chi^2_1 part) would multiply the mean by E[e^{2A chi^2_1}]^{-1} =
+        sqrt(1 - 4A) = 1.34; that value is rejected at both d."""
+        rng = np.random.default_rng(d)
+        x, y = rng.standard_normal(d) * 0.3, rng.standard_normal(d) * 0.3
+        exact = math.exp(-0.5 * float(np.sum((x - y) ** 2)))
+        a = -0.2
+        est = mc.kernel_estimate("iid", x, y, 4, 20_000, kind="oprf", A=a, rng=1, path="fast")
+        assert abs(est.mean - exact) < Z_CRIT * est.stderr, (est, exact)
+        assert abs(est.mean - exact * math.sqrt(1 - 4 * a)) > Z_CRIT * est.stderr
+
+    def test_pair_term_default_n_draws(self):
+        """empirical_conformity and empirical_pair_moments draw n_draws = 10_000 by default (the signature):
+        the estimate without n_draws has n = 10_000 and is the estimate with n_draws=10_000 for the same seed (the
+        pair moments: a (3, 3) matrix)."""
+        for f in (mc.empirical_conformity, mc.empirical_pair_moments):
+            got = f("orthogonal", 3, 0.5, rng=0)
+            same = f("orthogonal", 3, 0.5, n_draws=10_000, rng=0)
+            assert got.n == 10_000
+            assert np.array_equal(got.mean, same.mean) and np.array_equal(got.stderr, same.stderr)

@@ -26,7 +26,7 @@ from montecarlo.nn import PRFAttention  # noqa: E402
 from theory import feature_kinds  # noqa: E402
 
 from _procs import run_group  # noqa: E402
-from test_nn_module import KINDS, _masked_inputs, _params  # noqa: E402  (one home of the module tests' inputs)
+from _nn import KINDS, _masked_inputs, _params  # noqa: E402
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -82,7 +82,7 @@ def _inputs(g, n, N, b, M, D, dtype=torch.float64, spread=3.0, wild=False):
     return qr, lk, v, P, before
 
 
-def _dense(qr, lk, v, P=None, before=None, strict=False):
+def _chunk_dense(qr, lk, v, P=None, before=None, strict=False):
     """sum_{j <= i} sum_f e^{qr_if + lk_jf} [v_j, 1] by the plain (b, b, M) tensor (j < i with ``strict``),
     plus sum_f e^{qr_if + before_f} P_f (the earlier chunks) when P is given."""
     b = qr.shape[2]
@@ -186,14 +186,14 @@ def test_kernels_equal_the_masked_quadratic_form(fused, monkeypatch, shape, path
     cot = torch.randn(out.shape, generator=g, dtype=out.dtype)
     ga = torch.autograd.grad((out * cot).sum(), leaves)
     plain = [x.detach().clone().requires_grad_(True) for x in leaves]
-    ref = _dense(*plain, before)
+    ref = _chunk_dense(*plain, before)
     gb = torch.autograd.grad((ref * cot).sum(), plain)
     assert torch.allclose(out, ref, rtol=1e-12, atol=1e-13)
     for a, b_ in zip(ga, gb):
         assert torch.allclose(a, b_, rtol=1e-12, atol=1e-13)
-    strict = _dense(*[x.detach() for x in leaves], before, strict=True)
+    strict = _chunk_dense(*[x.detach() for x in leaves], before, strict=True)
     assert not torch.allclose(out, strict, rtol=1e-3, atol=1e-3)
-    alone = _dense(*[x.detach() for x in leaves[:3]])  # without the earlier chunks
+    alone = _chunk_dense(*[x.detach() for x in leaves[:3]])  # without the earlier chunks
     assert not torch.allclose(out, alone, rtol=1e-3, atol=1e-3)
 
 
@@ -309,7 +309,7 @@ def _diagonal_part(Q, K, V, T=16):
     """The contributions of the diagonal tiles (tile length T) of the within-chunk form."""
     n, N, b, M = Q.shape
     t = lambda x: x.reshape(n, N * (b // T), T, x.shape[-1])  # noqa: E731
-    return _dense(t(Q), t(K), t(V)).reshape(*V.shape[:-1], V.shape[-1] + 1)
+    return _chunk_dense(t(Q), t(K), t(V)).reshape(*V.shape[:-1], V.shape[-1] + 1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -460,7 +460,7 @@ def test_bf16_products_of_float64_tiles(fused):
     the dense form the values' error is bfloat16's (2.3e-3 measured), not float64's."""
     g = torch.Generator().manual_seed(3)
     qr, lk, v, P, before = _inputs(g, 1, 2, 16, 5, 3)
-    ref = _dense(qr, lk, v, P, before)[..., :-1]
+    ref = _chunk_dense(qr, lk, v, P, before)[..., :-1]
     errs = [((fused.within(qr, lk, v, P, before, prec)[..., :-1] - ref).norm() / ref.norm()).item()
             for prec in ("ieee", "bf16")]
     assert errs[0] < 1e-14 and 1e-4 < errs[1] < 1e-2, errs
@@ -523,7 +523,7 @@ def test_shapes_are_checked(fused):
         fused.causal(qr, lk[..., :4], v)
     b = 16
     qr, lk, v, _, _ = _inputs(g, 1, 1, b, 5, b + 9)  # d_v + 1 > b: a state of the wrong width would be short
-    assert torch.allclose(fused.within(qr, lk, v), _dense(qr, lk, v), rtol=1e-12, atol=1e-13)
+    assert torch.allclose(fused.within(qr, lk, v), _chunk_dense(qr, lk, v), rtol=1e-12, atol=1e-13)
 
 
 def _chunked(g, n, N, b, M, D, wild=False, pad=True):

@@ -2,10 +2,14 @@
 
 import random
 
+import mpmath
+import numpy as np
 import pytest
 from mpmath import mp
 
 import theory
+from _support import SMALL, small_budget
+from theory import simplex_plus as sp
 
 
 def close(a, b, digits):
@@ -141,3 +145,66 @@ def test_update_bad_input():
         theory.simplex_plus_update([1, 2, 3], directions=[[1, 0, 0], [0, 1, 0]])
     with pytest.raises(mp.NoConvergence, match="max_passes"):
         theory.simplex_plus_update([1, 2, 3, 2.5], max_passes=1, tol=1e-30)
+
+
+# ---------------------------------------------------------------------------
+# Input handling, round 2: exact inputs of the certified mode, fractions and numpy's long floats,
+# huge decimal strings, masked arrays, strings where sequences are expected, SimRFs+ arguments.
+#
+# References are independent of the code under test: mpmath at 400+ bits through its own exp / 1F1 (the
+# certified balls are arb's), exact rationals from ``as_integer_ratio``, and Python's Decimal/Fraction.
+
+
+def test_string_norms_are_refused():
+    """'12' was iterated as the norms 1 and 2 (simplex_plus_update returned vectors, the minimum 0.25)."""
+    for call in (lambda: sp.simplex_plus_update("12"), lambda: sp.truncated_objective_minimum("12", 1),
+                 lambda: sp.truncated_objective_minimum({1: 0, 2: 0}, 1), lambda: sp.simplex_plus_update(3)):
+        with pytest.raises(TypeError, match="norms must be"):
+            call()
+    with pytest.raises(TypeError, match="norms must not be a numpy masked array"):
+        sp.truncated_objective_minimum(np.ma.masked_array([1.0, 2.0], [0, 1]), 1)
+    with pytest.raises(ValueError, match=r"norms\[1\] must be >= 0, got -1"):
+        sp.truncated_objective_minimum([1, -1], 1)
+    with pytest.raises(TypeError, match=r"norms\[0\] must be a real number"):
+        sp.simplex_plus_update([True, 2])
+    # the closed form, from the docstring's formula by hand: m = 2, d = 2, w = (1, 2), v = 1:
+    # Gamma(1)/Gamma(2) / (4*2*1) * (0 + 2*max(0, 4 - 3)^2) = 1/4
+    assert sp.truncated_objective_minimum(np.array([1.0, 2.0]), 1) == mpmath.mpf(1) / 4
+
+
+def test_history_must_be_a_bool():
+    with pytest.raises(TypeError, match="history must be True or False, got 'no'"):
+        sp.simplex_plus_update([1, 2], history="no")
+    _, _, hist = sp.simplex_plus_update([1, 2], directions=[[1, 0], [0, 1]], history=np.bool_(True))
+    assert abs(hist[-1] - 1) < mpmath.mpf(10) ** -12  # |w_1 - w_2| = 1 at the fixed point
+
+
+def test_vectors_errors_name_the_entry():
+    """[[True, 0], [0, 1]] raised 'vectors must be a 2-D array-like of reals', not naming the bool."""
+    with pytest.raises(TypeError, match=r"vectors\[0\]\[0\] must be a real number .* got True \(bool\)"):
+        sp.exact_objective([[True, 0], [0, 1]], 1)
+    with pytest.raises(ValueError, match=r"vectors\[1\]\[1\] must be finite"):
+        sp.exact_objective([[1, 0], [0, float("nan")]], 1)
+    for bad in ("12", ["12", "34"], np.ma.masked_array([[1.0, 2.0], [3.0, 4.0]]), 5, [1, 2]):
+        with pytest.raises(TypeError, match="vectors"):
+            sp.exact_objective(bad, 1)
+    with pytest.raises(TypeError, match="directions"):
+        sp.simplex_plus_update([1, 2], directions=["10", "01"])
+
+
+# ---------------------------------------------------------------------------
+# Issue 22, item 1: the budget reaches every loop of theory whose trip count an argument sets.
+#
+# Each call below provably needs far more work than its budget allows (the trip counts are in the
+# comments: 10^7 to 10^18 iterations, against a work budget of 20 000 units, about 0.2 s; issue 38 made
+# the budget a count of work instead of seconds), so the expiry is certain, the same on every machine,
+# and no clock is read.  Each must raise theory.errors.ConvergenceError (an mpmath.NoConvergence) naming
+# the argument that makes the loop long.  Before the fix the first of them ran forever
+# (``for j in range(d // 2)`` without a check).
+
+
+def test_simplex_plus_objective_over_many_vectors():
+    # m (m - 1) = 4e6 pair norms (each a 0F1 series) for m = 2000 vectors
+    vectors = [[1.0, float(i)] for i in range(2000)]
+    with small_budget(), pytest.raises(theory.ConvergenceError, match=rf"work budget of {SMALL} units exhausted"):
+        theory.exact_objective(vectors, 1)

@@ -1,12 +1,13 @@
 """theory.symbolic: the paper's derivations redone by sympy, compared with the
 closed forms (simplify(a - b) == 0) and spot-checked against mpmath."""
 
+import numpy as np
 import pytest
 import sympy as sp
 from mpmath import mp
 
 import theory
-from theory import symbolic as S
+from theory import symbolic, symbolic as S
 
 
 def test_v2_prefactor_derivation_matches_printed_and_numeric():
@@ -79,3 +80,59 @@ def test_cor46_expansion_steps():
     with mp.workdps(30):
         val = sp.N(c["mse_ratio"].subs({S.d: 64, S.m: 5, S.z: sp.Rational(3, 2)}), 30)
         assert abs(mp.mpf(str(val)) - theory.rff_asymptotic_ratio(64, "1.5", m=5)) < mp.mpf(10) ** -27
+
+
+# ---------------------------------------------------------------------------
+# Grids, budgets and input checks (third exploration run, findings 5 to 8).
+#
+# 5. Ragged grids were accepted: ``np.asarray([[1, 2], [3]], dtype=object)`` is a 1-D array of lists, each
+#    list then mapped as a grid of its own, so ``mse_ratio("simplex", "iid", 4, [[1, 2], [3]])`` returned an
+#    array of shape (2,) whose elements were arrays of shapes (2,) and (1,).  Now a ValueError naming v.
+# 6. ``pnc.pair_conformity_u(kind=...)``: any kind but "prf" ("PRF", "hyperbolic", None, 1) gave the RFF value
+#    (0.7694924781 at d = 3, v = 0.5, where the PRF value is 1.2712657666).  Now refused, naming kind.
+# 7. The time budget applied per grid point: a 9-point grid under ``theory.budget(0.57)`` ran 2.6 s (0.38 s per
+#    point).  An explicit budget now bounds the whole call; the default stays per point (documented in
+#    ``theory.budget``).  Tested with a fake clock (one tick per reading), no wall clock.
+# 8. pnc's pair functions refused lists (the package docstring promises grids of v, z and d); symbolic's
+#    ``simplex_gram_matrix(2.7)`` used n = 2; ``geometry.simplex_apply({1: 2, 3: 4})`` used the dict's keys.
+
+
+@pytest.mark.parametrize("n", [2.7, "3", 3.0, True])
+def test_simplex_gram_matrix_refuses_non_integers(n):
+    """2.7 gave the n = 2 matrix, "3" the n = 3 one (int(n))."""
+    with pytest.raises(TypeError, match=r"n must be an integer >= 2"):
+        symbolic.simplex_gram_matrix(n)
+    with pytest.raises(ValueError, match=r"n must be an integer >= 2"):
+        symbolic.simplex_gram_matrix(1)
+
+
+def test_simplex_gram_matrix_bounds_n():
+    """n = 10**6 started building 10^12 sympy expressions (no bound); now a ValueError naming n and the range,
+    before any work; the bound itself still computes (power: the matrix at GRAM_MAX_N has its closed form's
+    corner entries)."""
+    import sympy as sp
+
+    with pytest.raises(ValueError, match="n must be an integer"):  # (first: the old code computed it, about 14 s)
+        symbolic.simplex_gram_matrix(symbolic.GRAM_MAX_N + 1)
+    with pytest.raises(ValueError, match=rf"n must be an integer >= 2 and <= {symbolic.GRAM_MAX_N}, got 1000000"):
+        symbolic.simplex_gram_matrix(10**6)
+    g = symbolic.simplex_gram_matrix(24)
+    assert g[0, 0] == 1 and g[0, 23] == g[22, 23] == sp.Rational(-1, 23)
+
+
+def test_simplex_gram_matrix_of_an_integer():
+    """Power: n = 3 (numpy's int too) gives d/(d-1) = 3/2 ... scaled: unit diagonal, -1/(n-1) off it."""
+    import sympy as sp
+
+    for n in (3, np.int64(3)):
+        g = symbolic.simplex_gram_matrix(n)
+        assert g == sp.Matrix(3, 3, lambda i, j: 1 if i == j else sp.Rational(-1, 2))
+
+
+def test_symbolic_concrete_dimensions_refuse_floats():
+    """chi2d_reduction(2.7) integrated at d = 2 (sp.Integer truncates); simrf_series_term(2.5) failed inside
+    range() with a message not naming the argument."""
+    with pytest.raises(TypeError, match="concrete_d must be an integer"):
+        symbolic.chi2d_reduction(2.7)
+    with pytest.raises(TypeError, match="kk must be an integer"):
+        symbolic.simrf_series_term(2.5)

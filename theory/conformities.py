@@ -812,7 +812,7 @@ def coupling_conformity_v4_excess(coupling, d):
       ``rff_conformity_z4``).
 
     Checked against the Taylor route at v = 1e-5 (60 digits) and against the chi moments
-    (``tests/test_tiny_v_budget.py``).  IID pairs (no fixed angle) give None: there
+    (``tests/test_theory_mse.py``).  IID pairs (no fixed angle) give None: there
     :math:`\rho = e^{v^2}` exactly (Lemma 4.1), which the caller uses.
     """
     rec = get_coupling(coupling)

@@ -1,0 +1,36 @@
+"""Small helpers shared by several theory test modules (one home each).
+
+The statistical thresholds and the digit comparisons of both suites live in :mod:`paper_checks._compare`;
+the helpers of the command-line tests in :mod:`_cli`, of the tests that start processes in :mod:`_procs`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import theory
+
+#: x86's long double has a 63-bit mantissa; elsewhere ``np.longdouble`` may be a double
+LONG = np.finfo(np.longdouble).nmant > 52
+
+#: 4301 digits: ``str(BIG)`` raises ValueError (``sys.get_int_max_str_digits()`` = 4300)
+BIG = 2**14286
+
+#: the work budget (units) of the tests that show a loop stops within its budget: about 0.2 s of work
+SMALL = 20_000
+
+
+def rel_err(a, b):
+    """|a - b| / |b|, at the caller's precision."""
+    return abs(a - b) / abs(b)
+
+
+def small_budget():
+    """A work budget of ``SMALL`` units for every theory call inside it."""
+    return theory.budget(work=SMALL)
+
+
+def raises_budget(match):
+    """``pytest.raises`` of the ConvergenceError of an exhausted ``small_budget``, its message matching ``match``."""
+    return pytest.raises(theory.ConvergenceError, match=rf"(?s){match}.*work budget of {SMALL} units exhausted")

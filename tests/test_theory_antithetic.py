@@ -1,0 +1,261 @@
+"""Issue 38, item 2 and finding D: the fast closed forms of pnc_orthogonal (theory._antithetic) and their error
+control, against implementations that share none of their code.
+
+Oracles: mpmath's incomplete gamma function (``mpmath.gammainc``, independent of the fixed-point series and
+of the partner steps of theory._antithetic) for every node of a rule; mpmath's hyp0f1 / expm1 for the
+fixed-point series of the integrands; the closed antithetic partner of d = 2 (x2 = -ln(1 - e^{-x1})) and
+d = 4 (Lambert W) with mpmath's own quadrature for the pair expectations at 55 digits (where the Laguerre
+tail's extrapolated error estimate had let a value 2^-155 off through at 183 bits, d = 8, v = 3); values of
+the previous implementation (mpmath's gammainc and tanh-sinh quadrature, commit 53441d0) for the d = 1024 RFF
+MSE of finding D.  No timing: work is bounded by theory._context's work counters.
+"""
+
+
+import pytest
+from mpmath import mp
+
+import theory
+import theory._antithetic as A
+import theory.pnc as pnc
+from theory import _context
+from theory._context import mp as pmp
+
+C = "pnc_orthogonal"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the nodes: P_a at the node and the partner, against mpmath's gammainc
+
+
+@pytest.mark.parametrize("d", [2, 3, 8, 65, 256, 1024])
+@pytest.mark.parametrize("prec", [100, 220])
+def test_every_node_and_partner_against_mpmath_gammainc(d, prec):
+    """For every node of the rule's first pieces (and its Laguerre tail): W = 2 x j gamma_a(x) (the density by
+    mpmath's loggamma), and Q_a(X) = P_a(x) for the partner X, both by mpmath's gammainc at 40 more bits, to
+    a relative 2^(6 - p) (the partner: its relative error, Q's logarithmic derivative times |X - X_true|).
+    Power: a partner moved by 2^(16 - p) relatively fails the same check."""
+    with _context.entered():
+        pmp.prec = prec
+        rule = A.PairRule(d)
+        rule.ensure("test")
+        a = pmp.mpf(d) / 2
+        tol = pmp.mpf(2) ** (6 - prec)
+        for piece in (rule.pieces[0], rule.pieces[-2], rule.pieces[-1]):
+            nodes = piece.rule(d, 12, "test", rule.prec)
+            for W, x, X in nodes:
+                with pmp.workprec(prec + 40):
+                    p = pmp.gammainc(a, 0, x, regularized=True)
+                    q = pmp.gammainc(a, X, pmp.inf, regularized=True)
+                    hx = pmp.exp((a - 1) * pmp.log(X) - X - pmp.loggamma(a)) * X / q  # X |d log Q / dX|
+                    err = abs(pmp.log(q / p)) / hx  # relative error of X
+                    moved = pmp.gammainc(a, X * (1 + pmp.mpf(2) ** (16 - prec)), pmp.inf, regularized=True)
+                assert err < tol, (d, prec, x, X, err)
+                assert abs(pmp.log(moved / p)) / hx > tol
+            assert all(W > 0 for W, _, _ in nodes)
+
+
+def test_weights_integrate_the_density():
+    """The weights of the rule integrate the Gamma(a) density over the lower half to 1 (the pair's mass, both
+    halves), and x1 x2 to M / 4 with M from theory (E[w1^2 w2^2] = 4 E[x1 x2]); the second by mpmath's
+    quadrature in u with mpmath's own inversions (the u route of tests/test_kind_pnc.py, at d = 8)."""
+    with _context.entered():
+        pmp.prec = 120
+        one = A.expect(A.PairRule(8), lambda x, X: pmp.mpf(1), "mass")
+        assert abs(one.value - 1) < pmp.mpf(2) ** -110
+        d2 = A.expect(A.PairRule(2), lambda x, X: x * X, "E[x1 x2], d = 2")
+        # d = 2: x ~ Exp(1), x2 = -ln(1 - e^{-x1}): E[x1 x2] = int_0^1 ln(u) ln(1 - u) du = 2 - pi^2 / 6
+        assert abs(d2.value / (2 - pmp.pi ** 2 / 6) - 1) < pmp.mpf(2) ** -110
+        assert abs(d2.value / (pmp.mpf(1) - 1 / pmp.mpf(6)) - 1) > 0.1  # power: not the independent E[x1] E[x2]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the error control: the pair expectations against closed-partner routes at 55 digits
+
+
+def _closed_partner_expectation(d, f, dps):
+    """E[f(x1 + x2)] for d = 2 or 4 by mpmath's quadrature with the partner in closed form (no theory code)."""
+    with mp.workdps(dps + 15):
+        if d == 2:
+            density = lambda x: mp.exp(-x)  # noqa: E731
+            partner = lambda x: -mp.log(-mp.expm1(-x))  # noqa: E731
+            median = mp.log(2)
+        else:
+            density = lambda x: x * mp.exp(-x)  # noqa: E731
+            partner = lambda x: -1 - mp.lambertw(-mp.gammainc(2, 0, x, regularized=True) / mp.e, -1).real  # noqa: E731
+            median = mp.findroot(lambda x: mp.exp(-x) * (1 + x) - mp.mpf(1) / 2, 1.68)
+        pts = [mp.mpf(0)] + [mp.exp(-k) for k in range(60, 0, -2)] + [median * j / 4 for j in (1, 2, 3)] + [median]
+        pts = sorted(set(p for p in pts if p <= median))
+        return 2 * mp.quad(lambda x: density(x) * f(x + partner(x)) if x > 0 else mp.mpf(0), pts)
+
+
+@pytest.mark.parametrize("d", [2, 4])
+@pytest.mark.parametrize("kind", ["prf3", "rff3", "s8"])
+def test_pair_expectations_within_the_tolerance_at_183_bits(d, kind):
+    """theory.pnc's expectations at 183 bits (30 digits plus the guards kernel_mse adds) are within their
+    tolerance 2^(10 - 183) of the closed-partner routes.  Regression: with the Laguerre tail's error extrapolated
+    as for the Gauss-Legendre pieces, PRF v = 3 at d = 8 came back 2^-155 off (estimate 2^-178)."""
+    fs = {"prf3": (lambda s, m: m.hyp0f1(m.mpf(d) / 2, 9 * s / 2)),
+          "rff3": (lambda s, m: m.hyp0f1(m.mpf(d) / 2, -9 * s / 2)),
+          "s8": (lambda s, m: s ** 8)}
+    f = fs[kind]
+    ref = _closed_partner_expectation(d, lambda s: f(s, mp), 55)
+    with _context.entered() as bits:
+        pmp.prec = 183
+        pnc.clear_caches()
+        got = _context.to_caller(pnc._expect_over_lower_half(d, lambda s: f(s, pmp), kind), bits + 200)
+    with mp.workdps(60):
+        assert abs(got / ref - 1) < mp.mpf(2) ** (10 - 183)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the fixed-point series of the integrands
+
+
+@pytest.mark.parametrize("b2", [2, 3, 8, 66, 1025])
+def test_hyp0f1_series_against_mpmath(b2):
+    """0F1(; b; z) and 0F1(; b + 1; z) for z >= 0 by the fixed-point series, against mpmath at 100 more bits,
+    to 4 units of the last place at 150 bits; power: b + 1/2 instead of b is off."""
+    with _context.entered():
+        pmp.prec = 150
+        for z in ("0", "1e-30", "0.5", "30", "5000"):
+            zz = pmp.mpf(z)
+            f0 = A.hyp0f1(b2, zz)
+            g0, g1 = A.hyp0f1_pair(b2, zz)
+            with pmp.workprec(250):
+                r0 = pmp.hyp0f1(pmp.mpf(b2) / 2, zz)
+                r1 = pmp.hyp0f1(pmp.mpf(b2) / 2 + 1, zz)
+                wrong = pmp.hyp0f1(pmp.mpf(b2 + 1) / 2, zz)
+            for got, ref in ((f0, r0), (g0, r0), (g1, r1)):
+                assert abs(got / ref - 1) < pmp.mpf(2) ** -148
+            if zz >= 0.5:
+                assert abs(wrong / f0 - 1) > pmp.mpf(2) ** -100
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# finding D (issue 38): RFF at large z and at d = 1024
+
+
+def test_rff_far_beyond_the_quadrature_is_refused_without_work():
+    """``with theory.budget(5): theory.rff_mse('pnc_orthogonal', 8, 1000)`` was still running after 120 s: the
+    quadrature carried 1.5 z^2 = 1.5 million bits for the cancellation of a value it took to be ~ e^{-z^2}
+    (an mp.log at 1.4 million bits, which no budget check interrupts).  The pnc RFF pair term is not that
+    small (an antithetic pair's s has a density with an edge: algebraic decay in z); its quadrature now
+    measures the bits its sum loses, and an integrand that oscillates ~1000 times over the norms' range is
+    refused before any work (ConvergenceError naming z and the oscillations)."""
+    for call in (lambda: theory.rff_mse(C, 8, 1000), lambda: theory.kernel_mse(C, 8, 1000, kind="rff"),
+                 lambda: theory.rff_conformity(C, 2, 100)):
+        before = _context.work_count()
+        with pytest.raises(theory.ConvergenceError, match=r"oscillates about \d+ times"):
+            call()
+        assert _context.work_count() - before < 10
+
+
+def test_rff_at_d_1024_against_the_previous_route():
+    """kernel_mse(..., kind='rff') under pnc_orthogonal at d = 1024: the values of the previous implementation
+    (mpmath's gammainc and tanh-sinh; 16.8 s of it at d = 1024, z = 1, 20 digits, and reported still running
+    after 180 s elsewhere) to 19 digits, within a bounded number of budget checks (about 2200 here; the
+    previous route made about 6 per tanh-sinh node)."""
+    pnc.clear_caches()
+    with mp.workdps(20):
+        before = _context.work_count()
+        mse = theory.kernel_mse(C, 1024, 1, kind="rff")
+        checks = _context.work_count() - before
+        rho = theory.rff_conformity(C, 1024, 1)
+        assert abs(mse / mp.mpf("0.00001552131583864866936181") - 1) < mp.mpf("1e-19")
+        assert abs(rho / mp.mpf("0.3675202821773059073691") - 1) < mp.mpf("1e-19")
+    assert checks < 5000
+
+
+def test_same_call_same_value_and_work():
+    """Deterministic: the same cold call (memos emptied) twice gives the same value and charges the same work
+    (the budget counts work, not seconds; the double-precision model of the OPRF search included)."""
+    runs = []
+    for _ in range(2):
+        pnc.clear_caches()
+        with mp.workdps(15):
+            c0, u0 = _context.work_count(), _context.work_used()
+            vals = (theory.kernel_mse(C, 5, "0.7", kind="oprf", x_norm="0.35", y_norm="0.35"),
+                    theory.kernel_mse(C, 5, "0.7", kind="rff"))
+            runs.append((vals, _context.work_count() - c0, _context.work_used() - u0))
+    assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the OPRF optimum: its start does not change it
+
+
+def test_optimal_a_does_not_depend_on_the_start(monkeypatch):
+    """The secant for the pnc OPRF optimum starts from a double-precision model on the rule's nodes (3-4 steps
+    instead of 8-11 from the theorem's A*); from either start it stops at the same A to its tolerance
+    2^-(p/2), and the MSE at that A is the same to the working precision (20 digits).  Power: the theorem's A*
+    itself gives another MSE."""
+    from theory import oprf
+
+    def run():
+        with mp.workdps(20):
+            kw = dict(x_norm="0.35", y_norm="0.35", kind="oprf")
+            pnc.clear_caches()
+            a = oprf._parameters(C, 5, mp.mpf("0.7"), 5)["A"]
+            return a, theory.kernel_mse(C, 5, "0.7", **kw), theory.kernel_mse(C, 5, "0.7", A=oprf.optimal_a(
+                mp.mpf("0.49") / 5), **kw)
+
+    a1, m1, theorem = run()
+    monkeypatch.setattr(oprf, "_pnc_float_a", lambda *args: None)
+    a2, m2, _ = run()
+    with mp.workdps(20):
+        assert abs(a1 / a2 - 1) < mp.mpf(2) ** -28
+        assert abs(m1 / m2 - 1) < mp.mpf("1e-19")
+        assert abs(theorem / m1 - 1) > mp.mpf("1e-6")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the rule's split points and the float model's nodes (issue 38 item 2, second round)
+
+
+@pytest.mark.parametrize("d", [2, 3, 8, 64, 1024])
+def test_rule_bounds_the_lower_half_at_the_exact_median_and_splits_it_near_the_quantiles(d):
+    """The rule's first boundary is the median of Gamma(d/2) to the working precision (it bounds the domain of
+    the lower half: mpmath's gammainc there is 1/2); the other split points (cut_y: scipy's float rounded to 24
+    bits, no inversion at the working precision) are dyadic numbers near the 0.05, 1e-6 and 2^-(p/2) quantiles
+    (each within 1e-6 in y).  Power: the median moved by 2^-40 is refuted by the same check."""
+    with pmp.workprec(128):
+        rule = A.PairRule(d)
+        rule.ensure("test", 109)
+        pts = [pc.lo for pc in rule.pieces]
+        a = pmp.mpf(d) / 2
+        with pmp.workprec(400):
+            p_med = pmp.gammainc(a, 0, pmp.exp(-pts[0]), regularized=True)
+            assert abs(p_med - pmp.mpf(1) / 2) < pmp.mpf(2) ** -120
+            moved = pmp.gammainc(a, 0, pmp.exp(-pts[0]) * (1 + pmp.mpf(2) ** -40), regularized=True)
+            assert abs(moved - pmp.mpf(1) / 2) > pmp.mpf(2) ** -120
+            for y, u in zip(pts[1:], ("0.05", "1e-6", pmp.mpf(2) ** -(109 // 2))):
+                assert pmp.mpf(y).man.bit_length() <= 24
+                exact = -pmp.log(A.invert_lower(d, pmp.log(pmp.mpf(u)), "test"))
+                assert abs(y - exact) < 1e-6 * max(1, abs(exact)), (d, u, y, exact)
+
+
+def test_float_model_builds_only_the_rungs_of_a_double_precision_sum():
+    """pnc._float_rule (the double-precision model of the OPRF optimum's search) computes its second moment to 53
+    bits on a rule at the working precision: at 30 digits, d = 8, it builds at most 120 nodes (260 before, rungs
+    the quadratures after it do not use), and the model's second moment E[(x1 + x2)^2] = d^2 + d + 2 Cov agrees
+    with the full-precision quadrature to 1e-13."""
+    built = []
+    real = A.piece_nodes
+
+    def counted(d, kind, lo, hi, n, what):
+        built.append(n)
+        return real(d, kind, lo, hi, n, what)
+
+    pnc.clear_caches()
+    try:
+        A.piece_nodes = counted
+        with pmp.workprec(127):
+            W, x1, x2 = pnc._float_rule(8)
+    finally:
+        A.piece_nodes = real
+    assert sum(built) <= 120
+    model = float((W * (x1 + x2) ** 2).sum())
+    with pmp.workprec(127):
+        full = pnc._expect_over_lower_half(8, lambda s: s * s, "test")
+    assert abs(model / float(full) - 1) < 1e-13
+    pnc.clear_caches()
