@@ -212,11 +212,13 @@ def _sderf_statistic(proj, xp, w_sq=None, d=None, offsets=None, a=None, Q=None):
 
 @kinds.register("sderf", "float_parameters")
 def _sderf_float_parameters(d, v_norm, a=None, Q=None):
-    """(a, Q) of a Monte Carlo call, checked as float64 numpy arrays; ``a`` is required (its optimum depends on
-    the direction of the pairs, not only on their norm: :func:`sderf_parameters` chooses it from data)."""
+    """(a, Q) of a Monte Carlo call at one pair, checked as float64 numpy arrays.  ``a`` left out: the isotropic
+    choice a_k = A*(|x + y|^2 / d) for every k (FAVOR++'s OPRF optimum, :func:`montecarlo.oprf.optimal_a`: the
+    estimators pass the pair's norm only; :func:`sderf_parameters` gives FAVOR#'s anisotropic choice for data)."""
     if a is None:
-        raise ValueError("kind='sderf' needs a= (the d eigenvalues of A, each < 1/8; montecarlo.sderf."
-                         "sderf_parameters(X, Y) gives FAVOR#'s choice for a data set)")
+        if Q is not None:
+            raise ValueError("kind='sderf' needs a= when Q is given (the d eigenvalues of A, each < 1/8)")
+        return {"a": np.full(d, float(optimal_a(v_norm * v_norm / d)), dtype=np.float64), "Q": None}
     a, Q = _check_params(a, Q, d)
     return {"a": a, "Q": Q}
 

@@ -269,7 +269,7 @@ def test_gram_estimate_unbiased_and_simplex_smaller_error():
     frob = {}
     for coupling in mc.EXACT_COUPLINGS:
         for kind, kernel in KIND_KERNELS:
-            params = {"A": -0.1} if theory.feature_kind(kind).parameters else {}
+            params = {"A": {"A": -0.1}, "a": {"a": np.full(d, -0.1)}}.get((theory.feature_kind(kind).parameters or ("",))[0], {})
             est, fr = mc.gram_estimate(coupling, X, m, 3000, kernel=kernel, kind=kind, rng=5, **params)
             exact = np.exp(X @ X.T) if kernel == "softmax" else np.exp(
                 -0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))

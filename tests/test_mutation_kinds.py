@@ -30,7 +30,7 @@ class TestRegistry:
         rec = fk.get(kind)
         X = np.random.default_rng(0).standard_normal((3, 4)) * 0.3
         W = mc.sample_weights("orthogonal", 4, 5, rng=1)
-        params = {"A": -0.1} if "A" in rec.parameters else {}
+        params = {"A": {"A": -0.1}, "a": {"a": np.full(4, -0.1)}}.get((rec.parameters or ("",))[0], {})
         assert mc.random_features(X, W, kind=kind, kernel=rec.kernels[0], **params).shape == (3, rec.width * 5)
 
 

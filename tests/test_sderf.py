@@ -825,8 +825,9 @@ def test_feature_map_on_torch_with_autograd():
 def test_shared_estimators_take_the_kind():
     """kernel_estimate / gram_estimate / empirical_conformity with kind='sderf': the named forms are these (same
     draws: equal); unbiased on the shared Gram path (|z| <= 4.5 every entry, power: the softmax kernel is
-    rejected somewhere); at a = 0 the conformity is the PRFs' closed form (power: the i.i.d. value); a missing,
-    a bad a and path='fast' refused with messages naming them."""
+    rejected somewhere); at a = 0 the conformity is the PRFs' closed form (power: the i.i.d. value); a left out
+    at a pair is the isotropic OPRF choice (the same draws give the OPRF estimate at FAVOR++'s A: equal to 1e-12;
+    power: a = 0, the PRFs', differs); Q without a, a bad a, path='fast' and a map without a refused."""
     x, y, a, Q, X, _ = _pair_d8()
     one = mc.kernel_estimate("orthogonal", x, y, 8, 300, rng=3, kind="sderf", a=a, Q=Q)
     assert one == ms.sderf_kernel_estimate("orthogonal", x, y, 8, 300, a, Q, rng=3)
@@ -840,8 +841,13 @@ def test_shared_estimators_take_the_kind():
         orth = float(theory.mean_conformity("orthogonal", 6, 1.0))
         iid = float(theory.mean_conformity("iid", 6, 1.0))
     assert abs(est.z(orth)) <= Z_CRIT and abs(est.z(iid)) > Z_CRIT
-    with pytest.raises(ValueError, match="kind='sderf' needs a="):
-        mc.kernel_estimate("orthogonal", x, y, 8, 10, kind="sderf")
+    iso = mc.kernel_estimate("orthogonal", x, y, 8, 2000, rng=7, kind="sderf")
+    oprf = mc.kernel_estimate("orthogonal", x, y, 8, 2000, rng=7, kind="oprf", path="full")
+    assert math.isclose(iso.mean, oprf.mean, rel_tol=1e-12)
+    prf = mc.kernel_estimate("orthogonal", x, y, 8, 2000, rng=7, kind="sderf", a=np.zeros(8))
+    assert not math.isclose(iso.mean, prf.mean, rel_tol=1e-6)
+    with pytest.raises(ValueError, match="kind='sderf' needs a= when Q is given"):
+        mc.kernel_estimate("orthogonal", x, y, 8, 10, kind="sderf", Q=Q)
     with pytest.raises(ValueError, match=r"a\[0\] must be < 1/8"):
         mc.kernel_estimate("orthogonal", x, y, 8, 10, kind="sderf", a=np.full(8, 0.2))
     with pytest.raises(ValueError, match="path must be 'auto' or 'full' for kind='sderf'"):
@@ -866,3 +872,14 @@ def test_attention_scan_takes_the_kind_through_its_batch_rule():
         prf = at.prf_attention(q, k, v, W, causal)
         np.testing.assert_allclose(at.sderf_attention(q, k, v, W, np.zeros(6), None, causal), prf, rtol=1e-12)
         assert not np.allclose(at.sderf_attention(q, k, v, W, a, Q, causal), prf, rtol=1e-6)
+
+
+def test_prf_attention_module_refuses_the_kind():
+    """PRFAttention's torch paths project on untransformed directions: kind='sderf' is refused, naming the kinds it
+    runs and where SDERF attention is (power: 'oprf' constructs)."""
+    pytest.importorskip("torch")
+    from montecarlo.nn import PRFAttention
+
+    with pytest.raises(ValueError, match="got 'sderf' .*sderf_attention"):
+        PRFAttention(8, 16, kind="sderf")
+    assert PRFAttention(8, 16, kind="oprf").kind == "oprf"
