@@ -14,7 +14,8 @@ from montecarlo._checks import AllocationError  # noqa: E402
 from montecarlo.nn import PRFAttention, PRFMultiheadAttention, input_range  # noqa: E402
 from theory import feature_kinds  # noqa: E402
 
-KINDS = feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
+KINDS = tuple(k for k in feature_kinds.names(positive=True, kernel="softmax", has=("log_features",))
+              if not feature_kinds.get(k).has("prepare"))  # (PRFAttention refuses kinds with a prepare hook)
 
 
 def _params(kind):
