@@ -10,24 +10,14 @@ import math
 import array_api_compat
 import numpy as np
 
-from theory.feature_kinds import kernel_c
-from theory.validation import describe, show_int
+from theory import feature_kinds as kinds
+from theory.validation import describe
 
-from ._backend import check_rng, exp_inplace, namespace, resolve_device, resolve_dtype, to_numpy
-from ._checks import (
-    ArgumentTypeError,
-    check_budget,
-    check_coupling,
-    check_data,
-    check_dimension,
-    check_int,
-    check_kernel,
-    check_weights,
-    check_work,
-)
-from .couplings import RandomProjection, sample_weights
-from .estimators import CHUNK_ELEMENTS, _draw_chunks, _finite, _log_kernel_value, _Moments, _Progress
-from .features import _check_stabilize
+from ._backend import namespace, to_numpy
+from ._checks import ArgumentTypeError, check_data, check_kernel, check_weights
+from .couplings import RandomProjection
+from . import estimators as _estimators
+from .features import FeatureMap, _check_stabilize
 from .oprf import optimal_a
 
 __all__ = [
@@ -186,36 +176,71 @@ def sderf_projection(W, a, Q=None):
         :math:`o_i = w_i^\top\mathbf Aw_i + \log D`.
     """
     W, xp = _weights(W)
-    a, Q = _check_params(a, Q, W.shape[1])
+    B, terms = _sderf_prepare(W, xp, a, Q)
+    return xp.matmul(W, _to(xp, B, W)), terms["offsets"]
+
+
+# ---------------------------------------------------------------------------
+# the kind's hooks (theory.feature_kinds: kind "sderf"; the map's one home)
+
+
+@kinds.register("sderf", "prepare")
+def _sderf_prepare(W, xp, a, Q=None):
+    r"""T = :math:`\mathbf B` (the projections are :math:`w_i^\top\mathbf Bx`) and, for directions W (..., m, d),
+    the offsets :math:`o_i = w_i^\top\mathbf Aw_i + \log D`; (a, Q) checked (each a_k < 1/8, Q orthogonal)."""
+    a, Q = _check_params(a, Q, len(a) if W is None else W.shape[-1])
     B, log_d = _b_matrix(a, Q)
-    return xp.matmul(W, _to(xp, B, W)), _offsets(W, a, Q, log_d, xp)
+    return B, ({} if W is None else {"offsets": _offsets(W, a, Q, log_d, xp)})
 
 
-def _log_map(X, W_B, offsets, c, xp):
-    r""":math:`XW_B^\top + o - c\|x\|^2 - \frac12\log m` (N, m)."""
-    m = W_B.shape[0]
-    z = xp.matmul(X, xp.matrix_transpose(W_B))
-    z += offsets[None, :]
-    z -= c * xp.sum(X * X, axis=1)[:, None] + 0.5 * math.log(m)
-    return z
+@kinds.register("sderf", "log_features")
+def _sderf_log_map(proj, sq, m, c, xp, w_sq=None, d=None, offsets=None, a=None, Q=None):
+    r""":math:`w_i^\top\mathbf Bx + o_i - c\|x\|^2 - \tfrac12\log m` (overwrites ``proj``, the projections on
+    the rows :math:`\mathbf W\mathbf B`)."""
+    proj += offsets
+    proj -= c * sq + 0.5 * math.log(m)
+    return proj
 
 
-def _logits(X, W, a, Q, kernel):
-    W, xp = _weights(W)
-    c = kernel_c("prf", check_kernel(kernel))  # the positive kinds' c: 1 (Gaussian) or 1/2 (softmax)
-    m, d = W.shape
-    X = check_data(X, xp, "X", 2, device=getattr(W, "device", None), dtype=W.dtype)
-    if X.shape[1] != d:
-        raise ValueError(f"X and W disagree on the dimension d: X has {X.shape[1]} columns but W has {d}")
-    check_budget(X.shape[0] * m, f"the (N, m) = ({X.shape[0]}, {m}) features",
-                 "pass fewer rows of X at a time or fewer features")
-    W_B, off = sderf_projection(W, a, Q)
-    return _log_map(X, W_B, off, c, xp), xp
+@kinds.register("sderf", "statistic")
+def _sderf_statistic(proj, xp, w_sq=None, d=None, offsets=None, a=None, Q=None):
+    r""":math:`\log b_i = w_i^\top\mathbf Bv + 2o_i` (:math:`= 2\log D + 2w_i^\top\mathbf Aw_i +
+    w_i^\top\mathbf Bv`), from the projections on :math:`\mathbf Bv`."""
+    proj += 2.0 * offsets
+    return proj
+
+
+@kinds.register("sderf", "float_parameters")
+def _sderf_float_parameters(d, v_norm, a=None, Q=None):
+    """(a, Q) of a Monte Carlo call at one pair, checked as float64 numpy arrays.  ``a`` left out: the isotropic
+    choice a_k = A*(|x + y|^2 / d) for every k (FAVOR++'s OPRF optimum, :func:`montecarlo.oprf.optimal_a`: the
+    estimators pass the pair's norm only; :func:`sderf_parameters` gives FAVOR#'s anisotropic choice for data)."""
+    if a is None:
+        if Q is not None:
+            raise ValueError("kind='sderf' needs a= when Q is given (the d eigenvalues of A, each < 1/8)")
+        return {"a": np.full(d, float(optimal_a(v_norm * v_norm / d)), dtype=np.float64), "Q": None}
+    a, Q = _check_params(a, Q, d)
+    return {"a": a, "Q": Q}
+
+
+@kinds.register("sderf", "batch_parameters")
+def _sderf_batch_parameters(X, Y):
+    """FAVOR#'s (a, Q) for queries X and keys Y: :func:`sderf_parameters`."""
+    a, Q = sderf_parameters(X, Y)
+    return {"a": a, "Q": Q}
+
+
+def _feature_map(W, a, Q, kernel, where):
+    """The kind's :class:`~montecarlo.FeatureMap` of W (a RandomProjection gives its dense weights), with (a, Q)
+    checked against W's d first (the errors of :func:`_check_params`)."""
+    W, _ = _weights(W)
+    a, Q = _check_params(a, Q, W.shape[1])
+    return FeatureMap("sderf", W, kernel, where=where, a=a, Q=Q)
 
 
 def sderf_log_features(X, W, a, Q=None, kernel="gaussian"):
     r"""Logarithm of the SDERF features, :math:`\log\phi(x)_i = w_i^\top\mathbf Aw_i + w_i^\top\mathbf Bx
-    - c\|x\|^2 + \log D - \frac12\log m`, shape (N, m).
+    - c\|x\|^2 + \log D - \frac12\log m`, shape (N, m): ``FeatureMap("sderf", W, kernel, a=a, Q=Q)(X, log=True)``.
 
     Parameters
     ----------
@@ -233,11 +258,13 @@ def sderf_log_features(X, W, a, Q=None, kernel="gaussian"):
     -------
     array (N, m) of W's backend and dtype
     """
-    return _logits(X, W, a, Q, kernel)[0]
+    check_kernel(kernel)
+    return _feature_map(W, a, Q, kernel, "sderf_log_features")(X, log=True)
 
 
 def sderf_features(X, W, a, Q=None, kernel="gaussian", stabilize=None):
-    r"""SDERF features of a batch, exponentiated once from :func:`sderf_log_features`.
+    r"""SDERF features of a batch, exponentiated once from :func:`sderf_log_features`
+    (:func:`montecarlo.random_features` with ``kind='sderf'``).
 
     Parameters
     ----------
@@ -256,68 +283,25 @@ def sderf_features(X, W, a, Q=None, kernel="gaussian", stabilize=None):
         Only when ``stabilize`` is not None: the unstabilised features are :math:`\phi e^{o}`.
     """
     _check_stabilize(stabilize)
-    z, xp = _logits(X, W, a, Q, kernel)
-    if stabilize is None:
-        return exp_inplace(z, xp)
-    off = xp.max(z, axis=1) if stabilize == "row" else xp.max(z)
-    z -= off[:, None] if stabilize == "row" else off
-    return exp_inplace(z, xp), off
+    check_kernel(kernel)
+    return _feature_map(W, a, Q, kernel, "sderf_features")(X, stabilize=stabilize)
 
 
 # ---------------------------------------------------------------------------
-# Monte Carlo
-
-
-def _pointwise(stat, coupling, x, y, m, n_draws, a, Q, kernel, rng, xp, device, dtype, progress, label):
-    c = kernel_c("prf", check_kernel(kernel))
-    xn = _host_vector(x, "x")
-    d = xn.shape[0]
-    yn = _host_vector(y, "y", d)
-    coupling = check_coupling(coupling)
-    d = check_dimension(d, coupling)
-    m = check_int(m, "m", 1)
-    n_draws = check_int(n_draws, "n_draws", 2)
-    a, Q = _check_params(a, Q, d)
-    xpn = namespace(xp)
-    dev = resolve_device(xpn, device)
-    dt = resolve_dtype(xpn, dtype)
-    rng = check_rng(rng)
-    gen = np.random.default_rng(rng) if rng is None or isinstance(rng, (int, np.random.SeedSequence)) else rng
-    log_target = _log_kernel_value(kernel, xn, yn)
-    target = math.exp(log_target) if log_target < 709.0 else math.inf
-    B, log_d = _b_matrix(a, Q)
-    ref = xpn.zeros((1,), dtype=dt, device=dev)
-    bv = _to(xpn, B @ (xn + yn), ref)
-    log_pref = -c * float(xn @ xn + yn @ yn) - math.log(m)
-    per = 3 * m * d
-    check_budget(per, f"one draw of m = {show_int(m)} features in d = {show_int(d)}", "reduce m or d")
-    size = max(1, CHUNK_ELEMENTS // per)
-    check_work(n_draws * per, f"{label} with n_draws = {show_int(n_draws)} ({show_int(per)} entries per draw)",
-               "reduce n_draws")
-    acc = _Moments()
-    bar = _Progress(progress, n_draws, label)
-    done = 0
-    for k in _draw_chunks(n_draws, size, label):
-        W = sample_weights(coupling, d, m, rng=gen, xp=xpn, device=dev, n_draws=k, dtype=dt)
-        # log b_i = 2 log D + 2 w_i^T A w_i + w_i^T B v
-        logb = xpn.matmul(W, bv)
-        logb += 2.0 * _offsets(W, a, Q, log_d, xpn)
-        top = xpn.max(logb, axis=1)
-        lse = top + xpn.log(xpn.sum(exp_inplace(logb - top[:, None], xpn), axis=1))
-        khat = xpn.exp(lse + log_pref)
-        acc.add(xpn, khat if stat == "kernel" else (khat - target) ** 2)
-        done += k
-        bar.update(done)
-    est = acc.result(xpn, scalar=True)
-    return _finite(est, f"the SDERF {label} estimate for |x| = {np.linalg.norm(xn):.4g}, |y| = "
-                   f"{np.linalg.norm(yn):.4g}", "x and y are too large for the kernel or its estimator to be "
-                   "represented: scale the data down, or use theory.sderf.sderf_mse for exact values")
+# Monte Carlo (the estimators of every kind, montecarlo.estimators, with kind="sderf")
 
 
 def _host_vector(v, name, d=None):
     if array_api_compat.is_array_api_obj(v) and not isinstance(v, np.ndarray):
         v = to_numpy(v)
     return np.asarray(check_data(v, namespace("numpy"), name, 1, d), dtype=np.float64)
+
+
+def _estimate(stat, coupling, x, y, m, n_draws, a, Q, kernel, rng, xp, device, dtype, progress, label):
+    xn = _host_vector(x, "x")
+    yn = _host_vector(y, "y", xn.shape[0])
+    return _estimators._pointwise(stat, coupling, xn, yn, m, n_draws, kernel, "sderf", rng, xp, device, dtype, "auto",
+                      progress, None, label, {"a": a, "Q": Q})[0]
 
 
 _DOC = """
@@ -356,8 +340,8 @@ def sderf_kernel_estimate(coupling, x, y, m, n_draws, a, Q=None, *, kernel="gaus
     r"""Mean of the SDERF kernel estimator :math:`\hat K = \phi(x)^\top\phi(y)` over n_draws draws
     (unbiased for the kernel under every exact coupling).
     """
-    return _pointwise("kernel", coupling, x, y, m, n_draws, a, Q, kernel, rng, xp, device, dtype, progress,
-                      "sderf kernel")
+    return _estimate("kernel", coupling, x, y, m, n_draws, a, Q, kernel, rng, xp, device, dtype, progress,
+                     "sderf kernel")
 
 
 def sderf_empirical_mse(coupling, x, y, m, n_draws, a, Q=None, *, kernel="gaussian", rng=None, xp=None,
@@ -366,8 +350,8 @@ def sderf_empirical_mse(coupling, x, y, m, n_draws, a, Q=None, *, kernel="gaussi
 
     Compare with :func:`theory.sderf.sderf_mse` (i.i.d. directions, closed form).
     """
-    return _pointwise("mse", coupling, x, y, m, n_draws, a, Q, kernel, rng, xp, device, dtype, progress,
-                      "sderf mse")
+    return _estimate("mse", coupling, x, y, m, n_draws, a, Q, kernel, rng, xp, device, dtype, progress,
+                     "sderf mse")
 
 
 sderf_kernel_estimate.__doc__ += _DOC

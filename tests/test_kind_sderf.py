@@ -750,3 +750,136 @@ def test_integers_beyond_two_to_the_53_are_refused_not_rounded():
     with mp.workdps(30):
         got = ts.sderf_log_objective(np.array([[2**53]]), None, [0])
         assert got == 8 * mp.mpf(2) ** 106
+
+
+# ---------------------------------------------------------------------------
+# the registered kind "sderf" (issue 39 item 2): one map, one estimator path
+
+
+def test_sderf_is_a_registered_kind():
+    """The record: positive (log space), argument v, both kernels, parameters a (required) and Q (optional), a
+    prepare hook and no closed form in the registry (the MSE depends on the direction of v)."""
+    from theory import feature_kinds as fk
+
+    assert "sderf" in fk.names() and "sderf" in fk.names(log_space=True, kernel="softmax")
+    rec = fk.get("sderf")
+    assert rec.log_space and rec.argument == "v" and rec.kernels == ("gaussian", "softmax") and rec.width == 1
+    assert rec.parameters == ("a", "Q") and rec.optional_parameters == ("Q",)
+    assert rec.has("prepare") and not rec.closed_forms and "sderf" not in fk.names(has="pair_couplings")
+    for hook_name in rec.maps:
+        assert callable(fk.hook("sderf", hook_name))
+
+
+def test_the_parallel_path_is_gone():
+    """montecarlo.sderf holds no estimator loop or map of its own (the names of the old parallel path), and the
+    attention experiment names no SDERF special case."""
+    import montecarlo.experiments.attention as at
+
+    for name in ("_pointwise", "_logits", "_log_map"):
+        assert not hasattr(ms, name), name
+    assert not hasattr(at, "SDERF")
+    assert "sderf" in at.scan_kinds()
+
+
+@pytest.mark.parametrize("kernel, c", [("gaussian", 1.0), ("softmax", 0.5)])
+def test_feature_map_against_the_map_written_out(kernel, c):
+    """FeatureMap('sderf') and random_features(kind='sderf') against D e^{w'Aw + w'Bx - c|x|^2}/sqrt(m) written out
+    (A dense, B by scipy.linalg.sqrtm, D by the determinant; 1e-12), and bit for bit the named form sderf_features;
+    Q left out is the identity; power: the PRF map (a = 0) differs."""
+    d, m = 5, 7
+    X, Y = _anisotropic_data(d, 9, 21)
+    a, Q = ms.sderf_parameters(X, Y)
+    W = np.random.default_rng(22).standard_normal((m, d))
+    A, B, D = _dense_params(a, Q, d)
+    ref = D * np.exp(np.einsum("mi,ij,mj->m", W, A, W)[None, :] + X @ (W @ B).T
+                     - c * np.sum(X * X, axis=1)[:, None]) / math.sqrt(m)
+    fmap = mc.FeatureMap("sderf", W, kernel, a=a, Q=Q)
+    assert fmap.needs_weights() and fmap.log_space and fmap.argument == "v"
+    np.testing.assert_allclose(fmap(X), ref, rtol=1e-12)
+    np.testing.assert_allclose(mc.random_features(X, W, "sderf", kernel, a=a, Q=Q), ref, rtol=1e-12)
+    assert np.array_equal(fmap(X), ms.sderf_features(X, W, a, Q, kernel=kernel))
+    assert np.array_equal(fmap(X, log=True), ms.sderf_log_features(X, W, a, Q, kernel))
+    A0, B0, D0 = _dense_params(a, None, d)
+    ref0 = D0 * np.exp(np.einsum("mi,ij,mj->m", W, A0, W)[None, :] + X @ (W @ B0).T
+                       - c * np.sum(X * X, axis=1)[:, None]) / math.sqrt(m)
+    np.testing.assert_allclose(mc.FeatureMap("sderf", W, kernel, a=a)(X), ref0, rtol=1e-12)
+    assert not np.allclose(fmap(X), mc.random_features(X, W, "prf", kernel), rtol=1e-3)
+
+
+def test_feature_map_on_torch_with_autograd():
+    """The kind's hooks on torch through FeatureMap.prepared/apply (as the attention code calls them): the numpy
+    numbers (1e-13), with a gradient to the data."""
+    torch = pytest.importorskip("torch")
+    X, Y = _anisotropic_data(4, 5, 23)
+    a, Q = ms.sderf_parameters(X, Y)
+    W = np.random.default_rng(24).standard_normal((6, 4))
+    fmap = mc.FeatureMap("sderf", kernel="gaussian", a=a, Q=Q)
+    xt = torch.tensor(X, requires_grad=True)
+    rows, terms = fmap.prepared(torch.tensor(W))
+    out = fmap.apply(xt @ rows.T, (xt * xt).sum(-1, keepdim=True), log=True, d=4, **terms)
+    np.testing.assert_allclose(out.detach().numpy(), ms.sderf_log_features(X, W, a, Q), rtol=1e-13, atol=1e-13)
+    out.exp().sum().backward()
+    assert xt.grad is not None and bool(torch.isfinite(xt.grad).all())
+
+
+def test_shared_estimators_take_the_kind():
+    """kernel_estimate / gram_estimate / empirical_conformity with kind='sderf': the named forms are these (same
+    draws: equal); unbiased on the shared Gram path (|z| <= 4.5 every entry, power: the softmax kernel is
+    rejected somewhere); at a = 0 the conformity is the PRFs' closed form (power: the i.i.d. value); a left out
+    at a pair is the isotropic OPRF choice (the same draws give the OPRF estimate at FAVOR++'s A: equal to 1e-12;
+    power: a = 0, the PRFs', differs); Q without a, a bad a, path='fast' and a map without a refused."""
+    x, y, a, Q, X, _ = _pair_d8()
+    one = mc.kernel_estimate("orthogonal", x, y, 8, 300, rng=3, kind="sderf", a=a, Q=Q)
+    assert one == ms.sderf_kernel_estimate("orthogonal", x, y, 8, 300, a, Q, rng=3)
+    g, _ = mc.gram_estimate("orthogonal", X[:3], 8, 3000, rng=4, kind="sderf", a=a, Q=Q)
+    K = np.exp(mc.features.log_kernel_matrix(X[:3], None, "gaussian"))
+    assert np.all(np.abs((g.mean - K) / g.stderr) <= Z_CRIT)
+    Ks = np.exp(mc.features.log_kernel_matrix(X[:3], None, "softmax"))
+    assert np.any(np.abs((g.mean - Ks) / g.stderr) > Z_CRIT)
+    est = mc.empirical_conformity("orthogonal", 6, 1.0, n_draws=40_000, kind="sderf", rng=6, a=np.zeros(6))
+    with mp.workdps(20):
+        orth = float(theory.mean_conformity("orthogonal", 6, 1.0))
+        iid = float(theory.mean_conformity("iid", 6, 1.0))
+    assert abs(est.z(orth)) <= Z_CRIT and abs(est.z(iid)) > Z_CRIT
+    iso = mc.kernel_estimate("orthogonal", x, y, 8, 2000, rng=7, kind="sderf")
+    oprf = mc.kernel_estimate("orthogonal", x, y, 8, 2000, rng=7, kind="oprf", path="full")
+    assert math.isclose(iso.mean, oprf.mean, rel_tol=1e-12)
+    prf = mc.kernel_estimate("orthogonal", x, y, 8, 2000, rng=7, kind="sderf", a=np.zeros(8))
+    assert not math.isclose(iso.mean, prf.mean, rel_tol=1e-6)
+    with pytest.raises(ValueError, match="kind='sderf' needs a= when Q is given"):
+        mc.kernel_estimate("orthogonal", x, y, 8, 10, kind="sderf", Q=Q)
+    with pytest.raises(ValueError, match=r"a\[0\] must be < 1/8"):
+        mc.kernel_estimate("orthogonal", x, y, 8, 10, kind="sderf", a=np.full(8, 0.2))
+    with pytest.raises(ValueError, match="path must be 'auto' or 'full' for kind='sderf'"):
+        mc.kernel_estimate("orthogonal", x, y, 8, 10, kind="sderf", path="fast", a=a)
+    with pytest.raises(ValueError, match="kind='sderf' needs a="):
+        mc.random_features(X, mc.sample_weights("orthogonal", 8, 8, rng=0), "sderf")
+
+
+def test_attention_scan_takes_the_kind_through_its_batch_rule():
+    """The scan's parameters of 'sderf' are the kind's batch_parameters rule (FAVOR#'s sderf_parameters of the
+    scaled queries and keys), and sderf_attention at a = 0 is PRF attention (1e-12; power: a data-driven a
+    differs)."""
+    import montecarlo.experiments.attention as at
+
+    q, k, v = at.synthetic_qkv(30, 6, rng=0, logit_std=1.0)
+    s = math.sqrt(1 / math.sqrt(6))  # the default scale 1/sqrt(d), split between queries and keys
+    p = at.data_parameters("sderf", q, k)
+    a, Q = ms.sderf_parameters(s * q, s * k)
+    assert np.array_equal(p["a"], a) and np.array_equal(p["Q"], Q)
+    W = mc.sample_weights("orthogonal", 6, 12, rng=1)
+    for causal in (False, True):
+        prf = at.prf_attention(q, k, v, W, causal)
+        np.testing.assert_allclose(at.sderf_attention(q, k, v, W, np.zeros(6), None, causal), prf, rtol=1e-12)
+        assert not np.allclose(at.sderf_attention(q, k, v, W, a, Q, causal), prf, rtol=1e-6)
+
+
+def test_prf_attention_module_refuses_the_kind():
+    """PRFAttention's torch paths project on untransformed directions: kind='sderf' is refused, naming the kinds it
+    runs and where SDERF attention is (power: 'oprf' constructs)."""
+    pytest.importorskip("torch")
+    from montecarlo.nn import PRFAttention
+
+    with pytest.raises(ValueError, match="got 'sderf' .*sderf_attention"):
+        PRFAttention(8, 16, kind="sderf")
+    assert PRFAttention(8, 16, kind="oprf").kind == "oprf"

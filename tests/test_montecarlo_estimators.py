@@ -263,7 +263,7 @@ def test_gram_estimate_unbiased_and_simplex_smaller_error():
     frob = {}
     for coupling in mc.EXACT_COUPLINGS:
         for kind, kernel in KIND_KERNELS:
-            params = {"A": -0.1} if theory.feature_kind(kind).parameters else {}
+            params = {"A": {"A": -0.1}, "a": {"a": np.full(d, -0.1)}}.get((theory.feature_kind(kind).parameters or ("",))[0], {})
             est, fr = mc.gram_estimate(coupling, X, m, 3000, kernel=kernel, kind=kind, rng=5, **params)
             exact = np.exp(X @ X.T) if kernel == "softmax" else np.exp(
                 -0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))
@@ -553,7 +553,8 @@ class TestEstimators:
         with an independent estimate built from sample_weights and random_features (two-sample z); power: the
         independent estimate at 3m features is rejected.  Family: 20 comparisons per kind, 1.4e-4."""
         X = np.random.default_rng(0).standard_normal((3, 3)) * 0.3
-        params = {"A": mc.oprf.data_optimal_a(X)} if kind == "oprf" else {}
+        params = ({"A": mc.oprf.data_optimal_a(X)} if kind == "oprf" else
+                  dict(zip("aQ", mc.sderf.sderf_parameters(X))) if kind == "sderf" else {})
         exact = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1))
         for m in (7, 3):
             est, frob = mc.gram_estimate("simplex", X, m, 3000, kind=kind, rng=5, **params)

@@ -47,6 +47,7 @@ HOOKS = {
     "linear_log_features": "montecarlo",
     "data_parameters": "montecarlo",
     "prepare": "montecarlo",
+    "batch_parameters": "montecarlo",
 }
 
 
@@ -196,6 +197,16 @@ RECORDS = (
         reference="Choromanski et al., Rethinking Attention with Performers (ICLR 2021), Sec. 2.3, trigonometric "
                   "features of the softmax kernel",
         style={"linestyle": (0, (3, 1, 1, 1, 1, 1))}),
+    FeatureKind(
+        name="sderf", label="SDERFs",
+        description="symmetric dense-exponential features D exp(w'Aw + w'Bx - c|x|^2)/sqrt(m), A = Q diag(a) Q' "
+                    "(each a_k < 1/8), B = (I - 4A)^{1/2}, D = det(I - 4A)^{1/4} (FAVOR#)",
+        log_space=True, width=1, prefactors=_POSITIVE, argument="v", statistics=("wx", "W"),
+        closed_forms=(), maps=("prepare", "log_features", "statistic", "float_parameters", "batch_parameters"),
+        modules=("montecarlo.sderf",), parameters=("a", "Q"), optional_parameters=("Q",),
+        reference="Likhosherstov, Choromanski, Dubey, Liu, Sarlos, Weller, Dense-Exponential Random Features: "
+                  "Sharp Positive Estimators of the Gaussian Kernel (NeurIPS 2023; FAVOR#, arXiv:2302.00787)",
+        style={"linestyle": (0, (1, 1))}),
 )
 
 _BY_NAME = {rec.name: rec for rec in RECORDS}
@@ -210,7 +221,7 @@ def names(*, has=(), log_space=None, kernel=None, positive=None):
     positive kinds are those computed in log space), or estimating ``kernel``.
 
     >>> names(log_space=True)
-    ('prf', 'hyperbolic', 'oprf')
+    ('prf', 'hyperbolic', 'oprf', 'sderf')
     """
     has = (has,) if isinstance(has, str) else tuple(has)
     for h in has:

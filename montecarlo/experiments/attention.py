@@ -572,8 +572,8 @@ def uniform_attention(V, causal=False):
 def sderf_attention(Q, K, V, W, a, Q_rot=None, causal=False, scale=None, chunk=CAUSAL_CHUNK):
     r"""Linear attention with FAVOR#'s symmetric dense-exponential features (SDERFs), stabilised.
 
-    The features are those of :func:`montecarlo.sderf.sderf_log_features` (softmax kernel,
-    :math:`c = 1/2`) of the scaled queries :math:`q' = s^{1/2}q` and keys :math:`k' = s^{1/2}k`;
+    The features are those of the feature kind ``'sderf'`` (:func:`montecarlo.sderf.sderf_log_features`,
+    softmax kernel, :math:`c = 1/2`) of the scaled queries :math:`q' = s^{1/2}q` and keys :math:`k' = s^{1/2}k`;
     the attention is formed exactly as in :func:`prf_attention` (same offsets, same causal scan).
 
     Parameters
@@ -597,8 +597,6 @@ def sderf_attention(Q, K, V, W, a, Q_rot=None, causal=False, scale=None, chunk=C
     -------
     ndarray (..., L, d_v)
     """
-    from montecarlo.sderf import sderf_log_features
-
     Q, K, V = _check_qkv(Q, K, V)
     causal = check_bool(causal, "causal")
     chunk = check_int(chunk, "chunk", 1)
@@ -608,13 +606,9 @@ def sderf_attention(Q, K, V, W, a, Q_rot=None, causal=False, scale=None, chunk=C
     d = Q.shape[-1]
     check_budget(math.prod(Q.shape[:-1]) * W.shape[0], f"the (..., L, m) SDERF log-features (m = {W.shape[0]})",
                  "lower m, shorten the sequences or split the batch")
-    s = math.sqrt(_scale(scale, d))
-
-    def logits(X):
-        return sderf_log_features((s * X).reshape(-1, d), W, a, Q_rot, kernel="softmax").reshape(
-            X.shape[:-1] + (W.shape[0],))
-
-    lq, lk = logits(Q), logits(K)
+    params = kinds.hook("sderf", "float_parameters")(d, 0.0, a=a, Q=Q_rot)  # (a, Q) checked against d
+    lq, lk = _scaled_logits(Q, K, W, scale, mc.FeatureMap("sderf", kernel="softmax", where="sderf_attention",
+                                                          **params))
     return _causal(lq, lk, V, chunk) if causal else _bidirectional(lq, lk, V)
 
 
@@ -627,27 +621,22 @@ def sderf_attention(Q, K, V, W, a, Q_rot=None, causal=False, scale=None, chunk=C
 #: probability 0.001 per comparison when the means are equal).
 DISTINGUISHABLE_Z = 3.09
 
-#: The scan's name of FAVOR#'s symmetric dense-exponential features (:mod:`montecarlo.sderf`): not a
-#: registered feature kind (their map needs W B and per-direction offsets, not the projections w.x).
-SDERF = "sderf"
-
 #: Parameters :func:`attention_scan` chooses from each batch's scaled queries q' and keys k' (the rule of
-#: each kind's authors), kind -> description: a registered kind's is its record's ``data_parameters`` rule at
-#: :func:`montecarlo.oprf.pair_statistic` (a registered kind with parameters and no rule is refused); FAVOR#'s
-#: is :func:`montecarlo.sderf.sderf_parameters`.
+#: each kind's authors), kind -> description: the record's ``batch_parameters`` rule of the whole batch where the
+#: kind has one (FAVOR#'s :func:`montecarlo.sderf.sderf_parameters`), else its ``data_parameters`` rule at
+#: :func:`montecarlo.oprf.pair_statistic` (a kind with parameters and neither rule is refused).
 DATA_DRIVEN = {
     "oprf": "A = FAVOR++'s optimum A*(s) at s = the mean |q' + k'|^2 / d (montecarlo.oprf.data_optimal_a(q', k'))",
-    SDERF: "(a, Q) = montecarlo.sderf.sderf_parameters(q', k'), FAVOR#'s optimum from the eigen-decomposition of "
+    "sderf": "(a, Q) = montecarlo.sderf.sderf_parameters(q', k'), FAVOR#'s optimum from the eigen-decomposition of "
            "the mean (q' + k')(q' + k')^T",
 }
 
 
 def scan_kinds():
     """The kinds :func:`attention_scan` accepts: the registered positive softmax kinds whose parameters it can
-    choose from the data (:data:`DATA_DRIVEN`), and ``'sderf'``."""
-    ok = tuple(k for k in kinds.names(log_space=True, kernel="softmax")
-               if not kinds.get(k).parameters or kinds.get(k).has("data_parameters"))
-    return ok + (SDERF,)
+    choose from the data (:data:`DATA_DRIVEN`)."""
+    return tuple(k for k in kinds.names(log_space=True, kernel="softmax") if not kinds.get(k).parameters
+                 or kinds.get(k).has("batch_parameters") or kinds.get(k).has("data_parameters"))
 
 
 def _check_scan_kinds(values):
@@ -658,7 +647,7 @@ def _check_scan_kinds(values):
     for k in values:
         if k not in allowed:
             raise ValueError(f"kinds must be feature kinds from {allowed} (positive softmax kinds whose "
-                             f"parameters the scan chooses from the data, and FAVOR#'s 'sderf'), got {k!r}")
+                             f"parameters the scan chooses from the data), got {k!r}")
     if not values:
         raise ValueError(f"kinds must be a non-empty sequence of feature kinds from {allowed}, got {values}")
     refuse_repeats(values, "kinds", "a kind")
@@ -670,26 +659,35 @@ def data_parameters(kind, Q, K, scale=None):
     :math:`s^{1/2}` (:data:`DATA_DRIVEN`): ``{}`` for a kind without parameters, ``{'A': A}`` for OPRFs,
     ``{'a': a, 'Q': Q}`` for SDERFs."""
     from montecarlo.oprf import pair_statistic
-    from montecarlo.sderf import sderf_parameters
 
     kind = _check_scan_kinds((kind,))[0]
     Q, K, _ = _check_qkv(Q, K, None)
     if Q.ndim != 2:
         raise ValueError(f"Q and K must be one sequence (L, d) each, got shape {Q.shape}")
     s = math.sqrt(_scale(scale, Q.shape[-1]))
-    if kind == SDERF:
-        a, rot = sderf_parameters(s * Q, s * K)
-        return {"a": a, "Q": rot}
+    if kinds.get(kind).has("batch_parameters"):  # the kind's rule from the whole batch (sderf: FAVOR#'s (a, Q))
+        return kinds.hook(kind, "batch_parameters")(s * Q, s * K)
     if kinds.get(kind).has("data_parameters"):  # the kind's rule (oprf: FAVOR++'s A) from the pairs' statistic
         chosen = kinds.hook(kind, "data_parameters")(np.float64(pair_statistic(s * Q, s * K)), np)
         return {p: float(value) for p, value in chosen.items()}
     return {}
 
 
+def _parameter_summary(params):
+    """The data-driven parameters of a cell as reals: ``'<kind> <name>'`` for a real parameter, ``'<kind> <name>
+    min'`` and ``'... max'`` for one real per direction (SDERFs' eigenvalues a); matrices (Q) are not summarised."""
+    out = {}
+    for kind, chosen in params.items():
+        for name, value in chosen.items():
+            if np.ndim(value) == 0:
+                out[f"{kind} {name}"] = float(value)
+            elif np.ndim(value) == 1:
+                out[f"{kind} {name} min"], out[f"{kind} {name} max"] = float(np.min(value)), float(np.max(value))
+    return out
+
+
 def _attend(q, k, v, w, kind, params, causal):
     """The attention output of one kind for one draw w (m, d) of checked data and parameters."""
-    if kind == SDERF:
-        return sderf_attention(q, k, v, w, params["a"], params["Q"], causal)
     lq, lk = _scaled_logits(q, k, w, None, mc.FeatureMap(kind, kernel="softmax", where="attention_scan", **params))
     return _causal(lq, lk, v, CAUSAL_CHUNK) if causal else _bidirectional(lq, lk, v)
 
@@ -885,10 +883,6 @@ def attention_scan_plan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64
     shape = (len(stds), len(seq_lens))
     uniform = np.empty(shape)
     data_params = {}
-    if "oprf" in kinds_:
-        data_params["oprf A"] = np.empty(shape)
-    if SDERF in kinds_:
-        data_params["sderf a min"], data_params["sderf a max"] = np.empty(shape), np.empty(shape)
     units, costs, cells = [], [], []
     for i, s in enumerate(stds):
         Q, K, V = synthetic_qkv(max(seq_lens), d_head, data_rng, logit_std=s)
@@ -897,11 +891,8 @@ def attention_scan_plan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64
             exact = softmax_attention(q, k, v, causal)
             uniform[i, j] = float(rel_error(uniform_attention(v, causal), exact, (-2, -1)))
             params = {kind: data_parameters(kind, q, k) for kind in kinds_}
-            if "oprf" in kinds_:
-                data_params["oprf A"][i, j] = params["oprf"]["A"]
-            if SDERF in kinds_:
-                data_params["sderf a min"][i, j] = params[SDERF]["a"].min()
-                data_params["sderf a max"][i, j] = params[SDERF]["a"].max()
+            for key, value in _parameter_summary(params).items():
+                data_params.setdefault(key, np.empty(shape))[i, j] = value
             for l, m in enumerate(m_values):
                 for b, n in blocks:
                     units.append((q, k, v, exact, couplings, kinds_, params, m, n,
@@ -910,15 +901,13 @@ def attention_scan_plan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64
                     cells.append((i, j, l))
     warm = sweep_warm_up(couplings, d_head, min(m_values), "prf", paired)
 
-    def warm_all():  # every kind's hook and the SDERF module, imported in this thread before the workers start
+    def warm_all():  # every kind's hooks, imported in this thread before the workers start
         from theory import feature_kinds
 
         warm()
         for kind in kinds_:
-            if kind != SDERF:
-                feature_kinds.hook(kind, "log_features")
+            feature_kinds.hook(kind, "log_features")
         import montecarlo.oprf  # noqa: F401
-        import montecarlo.sderf  # noqa: F401
 
     def finish(res):
         full = shape + (len(m_values),)

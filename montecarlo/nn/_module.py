@@ -189,6 +189,11 @@ class PRFAttention(nn.Module):
         check_dimension(self.d_head, self.coupling, "d_head")
         self.kind = kinds.check_kind(kind, "kind", kernel="softmax")
         rec = kinds.get(self.kind)
+        if rec.has("prepare"):  # (the torch paths project on the directions themselves, untransformed)
+            ok = [k for k in kinds.names(kernel="softmax") if not kinds.get(k).has("prepare")]
+            raise ValueError(f"kind must be one of {', '.join(map(repr, ok))} here (a map that needs no transform of "
+                             f"the directions), got {self.kind!r} (its prepare hook transforms them; "
+                             "montecarlo.experiments.attention.sderf_attention runs SDERF attention in numpy)")
         self.kind_params = check_kind_params(self.kind, kind_params, name="kind_params", chosen="data", reals=True,
                                              d=self.d_head)
         self.causal = check_bool(causal, "causal")
