@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
@@ -20,6 +21,7 @@ pytest.importorskip("triton")
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+import montecarlo as mc  # noqa: E402
 from montecarlo import nn as mnn  # noqa: E402
 from montecarlo.nn._fused import _bf16_rounded, _store_value_grads  # noqa: E402
 from montecarlo.nn import PRFAttention  # noqa: E402
@@ -829,11 +831,12 @@ def test_linear_features_kernel_equals_the_torch_map(fused, kind, dtype):
     w = torch.randn(70, 20, generator=g)
     s = 20 ** -0.5
     params = _params(kind) or {}
-    form = PRFAttention._linear_form(w, rec, params)
+    fmap = mc.FeatureMap(kind, kernel="softmax", where="PRFAttention", chosen="data", **params)
+    form = PRFAttention._linear_form(SimpleNamespace(_fmap=fmap), w, params)  # (the module's form, its map alone)
     xa = x.detach().clone().requires_grad_(True)
     xb = x.detach().clone().requires_grad_(True)
     a = fused.linear_log_features(xa, *form, s)
-    b = mnn._log_features(xb.float(), w, (w * w).sum(-1) if rec.needs_w_sq() else None, rec, s, params)
+    b = mnn._log_features(xb.float(), w, fmap.direction_terms(w), fmap, s, params)
     assert a.dtype == torch.float32 and a.shape == b.shape == (2, 3, 45, 70 * rec.width)
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-5)
     cot = torch.randn(a.shape, generator=g)
