@@ -392,9 +392,10 @@ def compute(parts_by_owner, n_jobs=None, progress=None, label="cells"):
     parts_by_owner : dict
         owner (a figure's name) -> {part name: :class:`Part`}.
     n_jobs : None or nonzero int
-        Worker processes (None: every core; 1: this process).
+        Units running at once, on threads and worker processes together (None: every core; 1: all in this
+        process; :func:`_schedule`).
     progress : callable, optional
-        :func:`~montecarlo.experiments.sweeps.run_units`' progress callback.
+        Called with a ``montecarlo.experiments.sweeps.UnitsDone`` at most once a second and at the end.
 
     Returns
     -------
