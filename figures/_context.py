@@ -30,6 +30,9 @@ BACKENDS = ("numpy", "torch")
 DPS_RANGE = (10, 200)
 #: Fonts embedded as TrueType (Type 42) in PDF and PostScript output, never as Type 3 bitmaps-by-procedure.
 FONT_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
+#: ``savefig`` metadata per format: no creation date in the PDF, so that a run's files are the same bytes as
+#: another's with the same settings (the PNG carries no date).
+SAVE_METADATA = {"png": None, "pdf": {"CreationDate": None}}
 
 
 @dataclass
@@ -153,7 +156,9 @@ class Context:
         written under a temporary name and renamed into place
         (:func:`theory.cli.atomic_write`), the JSON last, so an
         interrupted run never leaves a half-written file under a final name;
-        PDF fonts are embedded as TrueType (:data:`FONT_RC`).
+        PDF fonts are embedded as TrueType (:data:`FONT_RC`), and the PDF has no
+        creation date (:data:`SAVE_METADATA`): two runs with the same settings
+        write the same bytes.
         """
         import matplotlib
         import matplotlib.pyplot as plt
@@ -167,7 +172,7 @@ class Context:
                 with matplotlib.rc_context(FONT_RC), _quiet_font_subsetting():
                     for ext in ("png", "pdf"):
                         buf = io.BytesIO()
-                        fig.savefig(buf, format=ext)
+                        fig.savefig(buf, format=ext, metadata=SAVE_METADATA[ext])
                         fig.set_layout_engine("none")
                         files[ext] = buf.getvalue()
             finally:
@@ -181,7 +186,7 @@ class Context:
             with matplotlib.rc_context(FONT_RC), _quiet_font_subsetting():
                 for ext in ("png", "pdf"):
                     path = os.path.join(self.out, f"{name}.{ext}")
-                    atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext))
+                    atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, metadata=SAVE_METADATA[ext]))
                     # the layout computed for the PNG is kept for the PDF (saves a second constrained-layout pass)
                     fig.set_layout_engine("none")
                     paths.append(path)

@@ -188,85 +188,160 @@ def _units(parts_by_owner):
     return units, costs, where
 
 
-def _pool(n_jobs):
-    """The joblib configuration of the sweep: worker processes (loky) unless one worker is asked for."""
-    import contextlib
-
-    if n_jobs == 1:
-        return contextlib.nullcontext()
-    from joblib import parallel_config
-
-    return parallel_config(backend="loky", inner_max_num_threads=1)
+#: Environment of the worker processes: one thread in every native thread pool (each unit also runs under
+#: :func:`~montecarlo.experiments.sweeps.one_blas_thread`).
+WORKER_ENV = {var: "1" for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                   "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
+#: Seconds an idle worker process waits for more units before it exits (loky's reusable executor).
+WORKER_IDLE_TIMEOUT = 300
 
 
-class _Progress:
-    """One progress callback over two sweeps running at once (their units done added up)."""
+def _process_executor(n_proc):
+    """loky's reusable executor with ``n_proc`` worker processes (started on first use, reused by the next
+    sweep of this process; :func:`_stop_workers` kills them)."""
+    from joblib.externals.loky import get_reusable_executor
 
-    def __init__(self, progress, label):
-        self.progress, self.label, self.done, self.total = progress, label, {}, {}
-        self.lock = threading.Lock()
+    return get_reusable_executor(max_workers=n_proc, timeout=WORKER_IDLE_TIMEOUT, env=WORKER_ENV)
 
-    def part(self, name, total):
-        self.done[name], self.total[name] = 0, total
 
-        def report(message):
-            with self.lock:
-                self.done[name] = getattr(message, "done", self.done[name])
-                done, total = sum(self.done.values()), sum(self.total.values())
-                if self.progress is not None:
-                    from montecarlo.experiments.sweeps import UnitsDone
+def _pinned(func, unit):
+    """``func(unit)`` with one BLAS thread and underflow silenced (in a worker process or on a thread)."""
+    from montecarlo.experiments.sweeps import pinned_call
 
-                    self.progress(UnitsDone(f"{self.label}: {done}/{total} units", done, total))
+    return pinned_call(func, (unit,))
 
-        return report
+
+class _Threads:
+    """A pool of daemon threads with ``submit`` returning :class:`concurrent.futures.Future` (a thread still
+    running a unit when the command is interrupted does not hold up its exit, as the standard executor's
+    threads, which the interpreter joins at exit, would)."""
+
+    def __init__(self, n, name):
+        import queue
+
+        self.jobs = queue.SimpleQueue()
+        self.threads = [threading.Thread(target=self._work, name=f"{name}-{k}", daemon=True) for k in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _work(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            fut, func, args = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(func(*args))
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+    def submit(self, func, *args):
+        import concurrent.futures as cf
+
+        fut = cf.Future()
+        self.jobs.put((fut, func, args))
+        return fut
+
+    def shutdown(self):
+        """No new jobs; the threads exit after their current one."""
+        for _ in self.threads:
+            self.jobs.put(None)
+
+
+def _schedule(func, units, on_thread, costs, n_jobs, progress, label):
+    """``[func(u) for u in units]`` with at most ``n_jobs`` units running at any time: a unit with ``on_thread``
+    true (numpy work that releases the GIL) on a thread of this process, the others (pure-Python work) on
+    :func:`process_workers` worker processes (or, when that is one, on one thread of this process: no process
+    start); whenever one finishes, the largest pending unit (estimated cost) that a free worker of its kind can
+    take starts.  So each core runs one unit at a time (before, a pool of threads and a pool of processes of
+    ``n_jobs`` each ran at once: twice as many busy workers as cores, 10-15 % more CPU time).  With one worker,
+    or only pure-Python units and one worker for them, all in this thread.
+
+    The results do not depend on the schedule (every unit is seeded by its own keys)."""
+    import concurrent.futures as cf
+    import joblib
+
+    from montecarlo.experiments.sweeps import UnitsDone, one_blas_thread
+
+    n = len(units)
+    if not n:
+        return []
+    slots = joblib.effective_n_jobs(-1 if n_jobs is None else n_jobs)
+    order = sorted(range(n), key=lambda i: (-costs[i], i))
+    pending = {True: [i for i in order if on_thread[i]], False: [i for i in order if not on_thread[i]]}
+    n_proc = process_workers(n_jobs, sum(costs[i] for i in pending[False])) if pending[False] and slots > 1 else 0
+    out = [None] * n
+    t0 = time.perf_counter()
+    last = [t0]
+
+    def tick(done):
+        now = time.perf_counter()
+        if progress is not None and (done == n or now - last[0] >= 1.0):
+            last[0] = now
+            progress(UnitsDone(f"{label}: {done}/{n} units, {now - t0:.1f} s", done, n))
+
+    with one_blas_thread():
+        if slots == 1 or n == 1 or (not pending[True] and n_proc == 1):
+            for done, i in enumerate(order, 1):
+                out[i] = _pinned(func, units[i])
+                tick(done)
+            return out
+        limit = {True: slots, False: n_proc}
+        busy = {True: 0, False: 0}
+        running = {}
+        executor = {True: _Threads(min(slots, len(pending[True])), "figures-sweep") if pending[True] else None,
+                    False: None}
+        if n_proc > 1:
+            executor[False] = _process_executor(n_proc)
+        elif n_proc == 1:  # little pure-Python work: one thread of this process
+            executor[False] = _Threads(1, "figures-sweep-python")
+        done = 0
+        try:
+            if pending[True] and len(pending[True]) + len(pending[False]) > 1:
+                # lazy imports are not safe to race across threads (run_units' warm-up): the cheapest threaded
+                # unit first, here, while the worker processes start on their first units
+                if n_proc > 1:
+                    for _ in range(min(n_proc, slots - 1, len(pending[False]))):
+                        i = pending[False].pop(0)
+                        running[executor[False].submit(_pinned, func, units[i])] = (False, i)
+                        busy[False] += 1
+                i = pending[True].pop()
+                out[i] = _pinned(func, units[i])
+                done += 1
+                tick(done)
+            while pending[True] or pending[False] or running:
+                while len(running) < slots:
+                    free = [pending[k][0] for k in (True, False) if pending[k] and busy[k] < limit[k]]
+                    if not free:
+                        break
+                    i = min(free, key=lambda j: (-costs[j], j))
+                    kind = bool(on_thread[i])
+                    pending[kind].pop(0)
+                    running[executor[kind].submit(_pinned, func, units[i])] = (kind, i)
+                    busy[kind] += 1
+                finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for fut in finished:
+                    kind, i = running.pop(fut)
+                    busy[kind] -= 1
+                    out[i] = fut.result()  # a unit's own exception is a Failed result; this raises if a pool broke
+                    done += 1
+                    tick(done)
+        except BaseException:  # Ctrl-C, SIGTERM or a broken pool: stop the worker processes, drop queued units
+            if n_proc > 1:
+                _stop_workers()
+            raise
+        finally:
+            for ex in executor.values():
+                if isinstance(ex, _Threads):
+                    ex.shutdown()
+    return out
 
 
 def _run(units, costs, n_jobs, progress, label):
-    """Every unit's result, in order: the GIL-free ones (``unit[2]``) on ``n_jobs`` threads of this process,
-    the others on ``n_jobs`` worker processes at the same time (a second thread drives that pool); with one
-    worker, all in this process."""
-    from montecarlo.experiments.sweeps import run_units
-
-    if not units:
-        return []
-    if n_jobs == 1:
-        return run_units(_run_unit, [(u,) for u in units], n_jobs=1, costs=costs, progress=progress, label=label)
-    threaded = [i for i, u in enumerate(units) if u[2]]
-    pooled = [i for i, u in enumerate(units) if not u[2]]
-    tracker = _Progress(progress, label)
-    out, box = [None] * len(units), {}
-    on_threads, on_processes = tracker.part("threads", len(threaded)), tracker.part("processes", len(pooled))
-
-    n_proc = process_workers(n_jobs, sum(costs[i] for i in pooled))
-
-    def processes():
-        try:
-            with _pool(n_proc):
-                box["done"] = run_units(_run_unit, [(units[i],) for i in pooled], n_jobs=n_proc,
-                                        costs=[costs[i] for i in pooled], progress=on_processes, label=label,
-                                        warm_up=lambda: None)
-        except BaseException as exc:  # re-raised in the calling thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=processes, name="figures-process-sweep", daemon=True)
-    if pooled:
-        worker.start()
-    try:
-        if threaded:
-            done = run_units(_run_unit, [(units[i],) for i in threaded], n_jobs=n_jobs,
-                             costs=[costs[i] for i in threaded], progress=on_threads, label=label)
-            for i, r in zip(threaded, done):
-                out[i] = r
-        if pooled:
-            worker.join()
-    except BaseException:  # Ctrl-C or SIGTERM in this thread: stop the worker processes too
-        _stop_workers()
-        raise
-    if "error" in box:
-        raise box["error"]
-    for i, r in zip(pooled, box.get("done", [])):
-        out[i] = r
-    return out
+    """Every unit's result, in order (:func:`_schedule`: ``unit[2]`` says whether it runs on a thread)."""
+    return _schedule(_run_unit, units, [bool(u[2]) for u in units], costs, n_jobs, progress, label)
 
 
 #: CPU-seconds a worker process costs before its first unit (Python, numpy, theory, montecarlo and the figures'
@@ -317,9 +392,10 @@ def compute(parts_by_owner, n_jobs=None, progress=None, label="cells"):
     parts_by_owner : dict
         owner (a figure's name) -> {part name: :class:`Part`}.
     n_jobs : None or nonzero int
-        Worker processes (None: every core; 1: this process).
+        Units running at once, on threads and worker processes together (None: every core; 1: all in this
+        process; :func:`_schedule`).
     progress : callable, optional
-        :func:`~montecarlo.experiments.sweeps.run_units`' progress callback.
+        Called with a ``montecarlo.experiments.sweeps.UnitsDone`` at most once a second and at the end.
 
     Returns
     -------
@@ -357,7 +433,7 @@ def raise_failed(results):
     return results
 
 
-def _render_unit(name, settings, results):
+def _render_unit(unit):
     """Draw one figure from its results in this process and keep its files' bytes (a unit of the drawing
     sweep): an outcome dict (``status``, ``reason``, ``files``, ``seconds``, ``cpu_seconds``)."""
     from ._context import Context
@@ -365,6 +441,7 @@ def _render_unit(name, settings, results):
     from .registry import FIGURES_BY_NAME
     from .style import use_paper_style
 
+    name, settings, results = unit
     t0, c0 = time.perf_counter(), time.process_time()
     ctx = Context(**settings, progress=False, n_jobs=1, capture=True)
     use_paper_style()
@@ -387,22 +464,11 @@ RENDER_COST = {"new_attention_scan": 3.0, "fig8_nonparametric": 2.5, "fig10_sigm
 
 
 def render(ctx, items, progress=None):
-    """Draw ``[(figure name, results)]`` in one sweep on ``ctx.n_jobs`` worker processes; the outcomes in order
-    (:func:`_render_unit`: each figure's files as bytes, for the caller to write)."""
-    from montecarlo.experiments.sweeps import run_units
-
-    if not items:
-        return []
+    """Draw ``[(figure name, results)]`` on ``ctx.n_jobs`` worker processes (:func:`_schedule`); the outcomes in
+    order (:func:`_render_unit`: each figure's files as bytes, for the caller to write)."""
     settings = ctx.settings()
-    n_proc = process_workers(ctx.n_jobs, sum(RENDER_COST.get(name, 1.0) for name, _ in items))
-    try:
-        with _pool(n_proc):
-            return run_units(_render_unit, [(name, settings, res) for name, res in items], n_jobs=n_proc,
-                             costs=[RENDER_COST.get(name, 1.0) for name, _ in items], progress=progress,
-                             label="drawing", warm_up=lambda: None)
-    except BaseException:
-        _stop_workers()
-        raise
+    return _schedule(_render_unit, [(name, settings, res) for name, res in items], [False] * len(items),
+                     [RENDER_COST.get(name, 1.0) for name, _ in items], ctx.n_jobs, progress, "drawing")
 
 
 #: Exit statuses of an interrupted command (Ctrl-C, SIGTERM).

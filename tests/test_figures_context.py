@@ -1,4 +1,4 @@
-"""Tests of :mod:`figures._context`: the progress bar."""
+"""Tests of :mod:`figures._context`: the progress bar and the saved files."""
 
 from _cli import bar_totals
 
@@ -37,3 +37,33 @@ def test_the_bar_shows_its_total_and_last_unit_however_fast_the_units_come():
     totals, text = run(True)
     assert totals == {5} and "5/5" in text
     assert run(False)[0] == set()
+
+
+def test_saved_files_are_the_same_bytes_every_time(tmp_path):
+    """Issue 42: a figure saved twice (written, and captured in a worker's way) is the same bytes each time: the
+    PDF carries no creation date, whose seconds made two runs' PDFs differ.
+
+    Power: matplotlib's own PDF of the figure carries /CreationDate."""
+    import matplotlib.pyplot as plt
+
+    from figures._context import Context
+
+    def draw():
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [1, 0.5], marker="o")
+        ax.set_title(r"$w_{ij}$ SimRFs")
+        return fig
+
+    files = []
+    for k in range(2):
+        Context(out=str(tmp_path / f"w{k}"), progress=False).save(draw(), "t", {"x": 1})
+        files.append({ext: (tmp_path / f"w{k}" / f"t.{ext}").read_bytes() for ext in ("png", "pdf", "json")})
+    captured = Context(out=str(tmp_path / "c"), progress=False, capture=True)
+    captured.save(draw(), "t", {"x": 1})
+    assert b"/CreationDate" not in files[0]["pdf"]
+    assert files[0] == files[1]
+    assert {ext: body if isinstance(body, bytes) else body.encode() for ext, body in captured.captured["t"].items()} == files[0]
+    fig = draw()
+    fig.savefig(tmp_path / "plain.pdf")
+    plt.close(fig)
+    assert b"/CreationDate" in (tmp_path / "plain.pdf").read_bytes()

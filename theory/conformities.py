@@ -471,22 +471,35 @@ def _rff_even_taylor(d, zz, c):
     if c == 0 or ax == 0:
         return hyp1f1_neg(dd, h, ax, what)
     r1 = _sin_moment_first(d)
+    # The remainder bound at p = 2k needs R_p and the coefficient at p, products of p factors; they are
+    # extended from the last p asked at this precision (a cache: the same products in the same order, so
+    # the same bits as from scratch, at O(1) instead of O(p) per term).  The work charged is still that of
+    # the products from scratch (the budget's behaviour is unchanged).
+    prefix = {}  # (which, parity or y, prec) -> (p, value)
 
     def sin_moment(p):
         # R_p from R_0 = 1, R_1 and R_{p+2} = R_p (d + p)/(d + p + 1)
-        r = mp.mpf(1) if p % 2 == 0 else r1
-        for j in range(p % 2, p - 1, 2):
-            if j % 1024 < 2:
-                check_time(what, units=min(512, (p - j) // 2))  # up to 512 steps of a few products
+        for j in range(p % 2, p - 1, 1024):
+            check_time(what, units=min(512, (p - j) // 2))  # up to 512 steps of a few products
+        key = ("R", p % 2, mp.prec)
+        start, r = prefix.get(key, (p % 2, None))
+        if r is None or start > p:
+            start, r = p % 2, (mp.mpf(1) if p % 2 == 0 else r1)
+        for j in range(start, p - 1, 2):
             r = r * (d + j) / (d + j + 1)
+        prefix[key] = (max(start, p), r)
         return r
 
     def coef(p, y):
-        out = mp.mpf(1)
-        for j in range(p):
-            if j % 1024 == 1023:
-                check_time(what, units=1024)  # 1024 steps of a few products
+        for _ in range(1023, p, 1024):
+            check_time(what, units=1024)  # 1024 steps of a few products
+        key = ("coef", y, mp.prec)
+        start, out = prefix.get(key, (0, None))
+        if out is None or start > p:
+            start, out = 0, mp.mpf(1)
+        for j in range(start, p):
             out = out * y / (j + 1) * (d + j) / (h + j)
+        prefix[key] = (max(start, p), out)
         return out
 
     known = {}  # p -> M(d + p, d/2 + p, -t) at the precision of the current pass

@@ -19,7 +19,7 @@ import montecarlo as mc
 from ._common import check_budget, check_int, check_rng, describe, distinct_couplings, show_int
 
 __all__ = ["DRAW_BLOCK", "MAX_N_JOBS", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread",
-           "paired_estimates", "paired_weights", "run_units", "unit_seed", "warm_up"]
+           "paired_estimates", "paired_weights", "pinned_call", "run_units", "unit_seed", "warm_up"]
 
 #: Draws per unit of a sweep.  Fixed (never derived from n_jobs), so the seeds and the numbers do not
 #: depend on how the units are scheduled; a run with more draws extends the blocks of a run with fewer.
@@ -120,8 +120,10 @@ def one_blas_thread():
                 _PIN["limits"] = None
 
 
-def _pinned_call(func, args):
-    """One unit, with underflow silenced (PRF tails) and one BLAS thread."""
+def pinned_call(func, args):
+    """``func(*args)`` as one unit of a sweep runs it: with underflow silenced (PRF tails) and one BLAS /
+    OpenMP thread (:func:`one_blas_thread`), so that units running side by side do not oversubscribe the cores.
+    :func:`run_units` calls each unit through it, and so does the figures' scheduler."""
     with one_blas_thread(), np.errstate(under="ignore"):
         return func(*args)
 
@@ -204,7 +206,7 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
     with one_blas_thread():
         if workers == 1 or n <= 1:
             for done, i in enumerate(order, 1):
-                out[i] = _pinned_call(func, units[i])
+                out[i] = pinned_call(func, units[i])
                 tick(done)
             return out
         from joblib import Parallel, delayed
@@ -213,14 +215,14 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
         # a half-imported module (see warm_up)
         start = 1
         if warm_up is not None:
-            _pinned_call(warm_up, ())
+            pinned_call(warm_up, ())
         else:
             first = order.pop()
-            out[first] = _pinned_call(func, units[first])
+            out[first] = pinned_call(func, units[first])
             start = 2
         # never more workers than units: joblib starts every worker up front (threads or processes)
         results = Parallel(n_jobs=min(workers, len(order)), prefer="threads", return_as="generator")(
-            delayed(_pinned_call)(func, units[i]) for i in order)
+            delayed(pinned_call)(func, units[i]) for i in order)
         for done, (i, r) in enumerate(zip(order, results), start):
             out[i] = r
             tick(done)
