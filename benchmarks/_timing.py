@@ -78,6 +78,41 @@ def parsed_json_path(parser, path, name="--json"):
         parser.error(str(exc))
 
 
+def section_parser(prog, doc, sections, json_name, *, quick_help="fewer repeats", only_default=None,
+                   only_help="sections to run"):
+    """The command line of a benchmark made of named sections: :func:`theory.cli.make_parser` with ``--quick``,
+    ``--only SECTION ...`` (choices ``sections``; default ``only_default``, all of them when ``None``) and ``--json
+    [PATH]`` (without PATH: ``benchmarks/results/<json_name>``); each default stated once in ``--help``.  Parse with :func:`parse_sections`."""
+    from montecarlo.experiments.runtime import one_default_help
+    from theory.cli import make_parser
+
+    parser = one_default_help(make_parser(prog, doc))
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    default = list(sections) if only_default is None else list(only_default)
+    parser.add_argument("--only", nargs="+", choices=sections, metavar="SECTION", default=default,
+                        help=f"{only_help}, one or more of {', '.join(sections)} (default: {' '.join(default)})")
+    parser.add_argument("--json", nargs="?", const=str(RESULTS_DIR / json_name), default=None, metavar="PATH",
+                        help=f"also write the rows as strict JSON (without PATH: benchmarks/results/{json_name}; "
+                             "checked before any timing)")
+    return parser
+
+
+def parse_sections(parser, argv):
+    """``parser.parse_args(argv)`` of a :func:`section_parser`, with ``args.json`` checked (:func:`parsed_json_path`,
+    before any timing) and ``args.only`` without repeats (a repeated section runs once)."""
+    args = parser.parse_args(argv)
+    args.json = parsed_json_path(parser, args.json)
+    args.only = list(dict.fromkeys(args.only))
+    return args
+
+
+def finish_json(path, data):
+    """Write ``data`` with :func:`write_json` and say so, when ``path`` (a checked ``--json``) is not None."""
+    if path is not None:
+        write_json(path, data)
+        print(f"wrote {path}")
+
+
 def write_json(path, data):
     """Write ``data`` (through :func:`montecarlo.experiments.runtime.jsonable`) as strict JSON to ``path``, atomically (a temporary
     ``.NAME.PID.part`` renamed into place, removed on any error or interrupt); the folder is created."""

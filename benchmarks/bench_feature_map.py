@@ -24,8 +24,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._timing import RESULTS_DIR, interleaved, parsed_json_path, ratio, write_json  # noqa: E402
-from theory.cli import main_runner, make_parser  # noqa: E402
+from benchmarks._timing import finish_json, interleaved, parse_sections, ratio, section_parser  # noqa: E402
+from theory.cli import main_runner  # noqa: E402
 
 PROG = "python -m benchmarks.bench_feature_map"
 SECTIONS = ("map", "attention")
@@ -92,22 +92,15 @@ def bench_attention(quick):
 
 
 def _main(argv):
-    parser = make_parser(PROG, __doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="sections to run")
-    parser.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_feature_map.json"), default=None,
-                        metavar="PATH", help="also write the rows as strict JSON (checked before any timing)")
-    args = parser.parse_args(argv)
-    json_path = parsed_json_path(parser, args.json)
+    parser = section_parser(PROG, __doc__.split("\n")[0], SECTIONS, "bench_feature_map.json", quick_help="fewer repeats")
+    args = parse_sections(parser, argv)
     from threadpoolctl import threadpool_limits
 
     out = {}
     with threadpool_limits(1):
-        for name in dict.fromkeys(args.only):
+        for name in args.only:
             out[name] = {"map": bench_map, "attention": bench_attention}[name](args.quick)
-    if json_path is not None:
-        write_json(json_path, out)
-        print(f"wrote {json_path}")
+    finish_json(args.json, out)
     return 0
 
 

@@ -25,8 +25,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._timing import RESULTS_DIR, interleaved, parsed_json_path, ratio, write_json  # noqa: E402
-from theory.cli import main_runner, make_parser  # noqa: E402
+from benchmarks._timing import finish_json, interleaved, parse_sections, ratio, section_parser  # noqa: E402
+from theory.cli import main_runner  # noqa: E402
 
 PROG = "python -m benchmarks.bench_kinds"
 
@@ -115,23 +115,15 @@ def bench_estimators(quick):
 
 
 def _main(argv):
-    parser = make_parser(PROG, __doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="sections to run")
-    parser.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_kinds.json"), default=None,
-                        metavar="PATH", help="also write the rows as strict JSON (checked before any timing)")
-    args = parser.parse_args(argv)
-    json_path = parsed_json_path(parser, args.json)
-    sections = list(dict.fromkeys(args.only))  # a repeated section runs once
+    parser = section_parser(PROG, __doc__.split("\n")[0], SECTIONS, "bench_kinds.json", quick_help="smaller sizes and fewer repeats")
+    args = parse_sections(parser, argv)
     from threadpoolctl import threadpool_limits
 
     out = {}
     with threadpool_limits(1):
-        for name in sections:
+        for name in args.only:
             out[name] = {"map": bench_map, "theory": bench_theory, "estimators": bench_estimators}[name](args.quick)
-    if json_path is not None:
-        write_json(json_path, out)
-        print(f"wrote {json_path}")
+    finish_json(args.json, out)
     return 0
 
 

@@ -42,8 +42,8 @@ try:  # optional backend
 except ImportError:  # pragma: no cover
     torch = None
 
-from benchmarks._timing import RESULTS_DIR, interleaved, parsed_json_path, ratio, write_json  # noqa: E402
-from theory.cli import main_runner, make_parser  # noqa: E402
+from benchmarks._timing import finish_json, interleaved, parse_sections, ratio, section_parser  # noqa: E402
+from theory.cli import main_runner  # noqa: E402
 
 PROG = "python -m benchmarks.bench_montecarlo"
 #: Sections of ``--only`` (the last two are the ``--accuracy`` ones).
@@ -351,17 +351,12 @@ def main(argv=None):
 
 
 def _main(argv):
-    parser = make_parser(PROG, __doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    parser = section_parser(PROG, __doc__.splitlines()[0], SECTIONS, "bench_montecarlo.json",
+                            quick_help="smaller sizes and fewer repeats", only_default=SECTIONS[:6],
+                            only_help="sections to run (--accuracy adds the last two)")
     parser.add_argument("--accuracy", action="store_true", help="also measure KS distances and biases")
-    parser.add_argument("--json", nargs="?", const=str(RESULTS_DIR / "bench_montecarlo.json"), default=None,
-                        metavar="PATH", help="write results as strict JSON (without PATH: "
-                                             "benchmarks/results/bench_montecarlo.json; checked before any timing)")
-    parser.add_argument("--only", nargs="+", default=None, choices=SECTIONS, metavar="SECTION",
-                        help=f"sections to run, one or more of {', '.join(SECTIONS)} (default: all but the last two, "
-                             "which --accuracy adds)")
-    args = parser.parse_args(argv)
-    json_path = parsed_json_path(parser, args.json)
+    args = parse_sections(parser, argv)
+    chosen = args.only + [s for s in ("accuracy", "bias") if args.accuracy and s not in args.only]
     warnings.simplefilter("ignore", RuntimeWarning)
     info = {"python": sys.version.split()[0], "numpy": np.__version__,
             "torch": getattr(torch, "__version__", None), "cpu_count": os.cpu_count(),
@@ -369,14 +364,10 @@ def _main(argv):
     print(f"# bench_montecarlo  {info}")
     sections = {"pointwise": bench_pointwise, "prf": bench_prf, "sampling": bench_sampling, "partial": bench_partial,
                 "haar": bench_haar, "fast": bench_fast, "accuracy": accuracy, "bias": bias_by_d}
-    chosen = (list(dict.fromkeys(args.only)) if args.only
-              else list(SECTIONS[:6]) + (["accuracy", "bias"] if args.accuracy else []))
     results = {"info": info}
     for name in chosen:
         results[name] = sections[name](args.quick)
-    if json_path is not None:
-        write_json(json_path, results)
-        print(f"\nwrote {json_path}")
+    finish_json(args.json, results)
     return 0
 
 

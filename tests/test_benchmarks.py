@@ -142,6 +142,40 @@ def test_a_repeated_section_runs_once(module, monkeypatch, capsys):
     assert calls == [True]
 
 
+@pytest.mark.parametrize("module", ["bench_feature_map", "bench_kinds", "bench_montecarlo"])
+def test_section_benchmarks_state_each_default_once(module, capsys):
+    """The three section benchmarks share one parser (``benchmarks._timing.section_parser``); before, each built
+    its own and ``--help`` printed ``--only``'s default twice in bench_montecarlo and ``(default: None)`` /
+    ``(default: False)`` after ``--json`` and ``--quick``.  Power: the raw make_parser formatter does print them."""
+    from benchmarks._timing import section_parser
+    from theory.cli import make_parser
+
+    mod = _bench(module)
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert text.count("(default:") == 1, text
+    assert f"benchmarks/results/{module}.json" in text
+    raw = make_parser("p", "doc")
+    raw.add_argument("--json", default=None, help="path")
+    assert "(default: None)" in " ".join(raw.format_help().split())
+    parser = section_parser("p", "doc", ("a", "b"), "x.json")
+    assert "(default: a b)" in " ".join(parser.format_help().split())
+
+
+def test_bench_montecarlo_accuracy_adds_its_sections_to_only(monkeypatch, capsys):
+    """``--only partial --accuracy`` ran the partial section alone (``--accuracy`` was ignored with ``--only``);
+    now the accuracy sections follow the chosen ones, each once."""
+    mod = _bench("bench_montecarlo")
+    calls = []
+    for name in ("bench_partial", "accuracy", "bias_by_d"):
+        monkeypatch.setattr(mod, name, lambda quick, name=name: calls.append(name) or [])
+    assert mod.main(["--only", "partial", "bias", "--accuracy", "--quick"]) in (0, None)
+    assert calls == ["bench_partial", "bias_by_d", "accuracy"]
+
+
 _SIGTERM_IN_WRITE = """
 import os, pathlib, signal, sys, time
 sys.path.insert(0, {root!r})
