@@ -443,3 +443,65 @@ def test_simplex_rff_loses_to_orf_at_small_z_and_wins_in_a_window():
             assert theory.rff_mse_ratio("simplex", "orthogonal", d, "0.25") > 1
         assert theory.rff_mse_ratio("simplex", "orthogonal", 3, 3) < mp.mpf("0.95")
         assert theory.rff_mse_ratio("simplex", "orthogonal", 2, 3) > 1
+
+
+# ---------------------------------------------------------------------------
+# The quadrature route's large-t expansion of M(d, d/2, t): where it holds, and its fixed-point sum.
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 8, 33, 64, 267])
+@pytest.mark.parametrize("dps", [15, 120])
+def test_large_t_expansion_equals_1f1_wherever_it_is_said_to_hold(d, dps):
+    """The finite sum of the large-t expansion times Gamma(d/2)/Gamma(d) e^t t^(d/2) equals mpmath's 1F1 (at 30
+    more digits) at every t where ``_large_t_expansion_holds`` says so, from the smallest such t up; the fixed-point
+    sum equals the same sum in mpf arithmetic at 30 more digits.  Power: for odd d, just below the smallest such t
+    (at t = d for d >= 33, below which the sum is not used at all), the expansion misses 1F1 by more than the
+    precision, so the criterion is not a formality."""
+    from theory.conformities import _large_t_expansion_holds, _large_t_sum
+
+    def mpf_sum(t):
+        h, term, total = mp.mpf(d) / 2, mp.mpf(1), mp.mpf(1)
+        for k in range(d):
+            term *= (k - h) * (k + 1 - d) / ((k + 1) * t)
+            total += term
+        return total
+
+    def expansion(t, total):
+        h = mp.mpf(d) / 2
+        return mp.exp(mp.loggamma(h) - mp.loggamma(d) + t + h * mp.log(t)) * total
+
+    with _context.mp.workdps(dps):  # private functions: the theory's own context, as the public wrappers set it
+        holds = _large_t_expansion_holds(d)
+        lo = mp.mpf(d)
+        while not holds(lo):
+            lo *= mp.mpf("1.05")
+        ts = [lo * f for f in (1, 1.3, 2, 10, 1000)]
+        sums = [_large_t_sum(d, t, "test") for t in ts]
+        below = lo / mp.mpf("1.05") if lo > d else None
+    for t, got in zip(ts, sums):
+        with mp.workdps(dps + 30):
+            assert abs(got / mpf_sum(t) - 1) < mp.mpf(10) ** (-dps)
+            ref = mp.hyp1f1(d, mp.mpf(d) / 2, t)
+            assert abs(expansion(t, got) / ref - 1) < mp.mpf(10) ** (1 - dps), (d, t)
+    if d % 2 and below is not None and below > 1:
+        with mp.workdps(dps + 30):
+            miss = abs(expansion(below / 2, mpf_sum(below / 2)) / mp.hyp1f1(d, mp.mpf(d) / 2, below / 2) - 1)
+        assert miss > mp.mpf(10) ** (1 - dps)
+
+
+def test_quadrature_route_at_large_odd_d_uses_no_1f1_series(monkeypatch):
+    """Found by the accuracy suite's hypothesis example conformity_at_angle(267, 43.79, 0.134) at 120 digits
+    (48 s): the large-t expansion waited for t >= d^2 = 71 289, so each of 6 822 quadrature nodes (t ~ 10^3) ran
+    mpmath's 1F1 series of ~10^3 terms at 400 bits.  Its remainder is below 2^-2800 there: no node calls 1F1 now
+    (2.5 s).  Counted, not timed; the value is the same to 120 digits (the accuracy suite's arb ball checks it)."""
+    from theory import conformities
+
+    calls = []
+    real = conformities.hyp1f1_pos
+    monkeypatch.setattr(conformities, "hyp1f1_pos", lambda *a, **k: calls.append(a) or real(*a, **k))
+    with mp.workdps(120):
+        got = theory.conformity_at_angle(267, "43.79", "0.134")
+    assert calls == []
+    with mp.workdps(30):
+        ref = theory.conformity_at_angle(267, "43.79", "0.134")
+        assert abs(got / ref - 1) < mp.mpf(10) ** -28
