@@ -35,7 +35,7 @@ from ._checks import (
     check_kind,
     check_progress,
 )
-from .features import FeatureMap, check_kind_params, log_kernel_matrix, pair_vector
+from .features import _LOG_LARGEST, FeatureMap, check_kind_params, log_kernel_matrix, pair_vector
 from .couplings import (
     _block_rows,
     _warn_if_biased,
@@ -708,8 +708,13 @@ def gram_estimate(coupling, X, m, n_draws, Y=None, kernel="gaussian", rng=None, 
     coupling, d, random, route, _ = _setup(coupling, d, rng, xpn, dev, dt, haar_route, "full")
     m = check_int(m, "m", 1)
     n_draws = check_int(n_draws, "n_draws", 2)
-    exact = xpn.exp(log_kernel_matrix(X, Y, kernel))
-    exact_norm = xpn.linalg.vector_norm(xpn.reshape(exact, (-1,)))
+    with np.errstate(over="ignore"):  # refused just below
+        exact = xpn.exp(log_kernel_matrix(X, Y, kernel))
+        exact_norm = xpn.linalg.vector_norm(xpn.reshape(exact, (-1,)))
+    if not math.isfinite(float(exact_norm)):
+        raise ValueError(f"an exact {kernel} kernel value of X and Y overflows {exact.dtype} (or their Frobenius norm "
+                         "does): the relative Frobenius error is undefined; scale the points down (log values: "
+                         "montecarlo.features.log_kernel_matrix)")
     if not float(exact_norm) > 0.0:
         raise ValueError(f"every exact {kernel} kernel value of X and Y underflows to 0 in {exact.dtype}: the "
                          "relative Frobenius error is undefined; scale the points down (log values: "
@@ -755,5 +760,4 @@ def exact_kernel(x, y, kernel="gaussian"):
 
 
 #: log of float64's largest finite and smallest normal numbers: exact_kernel's range.
-_LOG_LARGEST = math.log(np.finfo(np.float64).max)
 _LOG_TINIEST_NORMAL = math.log(np.finfo(np.float64).tiny)

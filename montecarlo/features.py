@@ -23,6 +23,9 @@ from ._backend import backend_name, exp_inplace
 from ._checks import ArgumentTypeError, check_budget, check_data, check_kernel, check_kind, check_weights
 from .couplings import RandomProjection
 
+#: log of float64's largest number (709.78): an exponent above it overflows.
+_LOG_LARGEST = math.log(np.finfo(np.float64).max)
+
 STABILIZE = (None, "row", "global")
 
 
@@ -497,6 +500,10 @@ class FeatureMap:
         :math:`\log P` of :meth:`pair`."""
         xp = _ns(b)
         if not self.record.log_space:
+            if log_pref > _LOG_LARGEST:
+                raise ValueError(f"kind={self.kind!r}: the prefactor P = exp({log_pref:.6g}) of the kernel estimate "
+                                 "overflows float64 (|x|^2 + |y|^2 too large for this kind); scale the points down or "
+                                 "use a positive kind, computed in log space")
             return xp.mean(b, axis=1) * math.exp(log_pref)
         log_pref = log_pref - math.log(b.shape[1])
         if on_host and float(xp.max(b)) < 700.0:  # exp cannot overflow: sum directly

@@ -195,3 +195,43 @@ def test_one_home_for_the_kind():
     assert set(out.stdout.split()) <= {"theory/feature_kinds.py", "theory/trig_softmax.py",
                                        "montecarlo/trig_softmax.py"}
     assert fk.get(KIND).modules == ("theory.trig_softmax", "montecarlo.trig_softmax")
+
+
+def test_rows_whose_prefactor_overflows_are_refused():
+    """Rows with |x|^2 > 2 log(max) (1419.6 in float64, 177.4 in float32) have no finite features: before, inf features
+    (and NaN kernel estimates) came back without an error.  Power: rows just below the limit give finite features."""
+    W = mc.sample_weights("orthogonal", 4, 4, rng=0)
+    limit = 2 * math.log(np.finfo(np.float64).max)
+    below, above = (np.full((2, 4), math.sqrt(t / 4)) for t in (limit - 1, limit + 1))
+    assert np.isfinite(mc.random_features(below, W, KIND, "softmax")).all()
+    with pytest.raises(ValueError, match=r"no finite features for rows with squared norm above 1420 in float64"):
+        mc.random_features(above, W, KIND, "softmax")
+    fmap = mc.FeatureMap(KIND, torch.tensor(W, dtype=torch.float32), "softmax")
+    assert torch.isfinite(fmap(torch.full((2, 4), 6.6))).all()  # |x|^2 = 174
+    with pytest.raises(ValueError, match=r"above 177 in torch.float32 .* \|x\|\^2 = 179"):
+        fmap(torch.full((2, 4), 6.7))
+    with pytest.raises(ValueError, match="no finite features"):
+        RandomFeatures(n_components=4, kind=KIND, kernel="softmax", random_state=0).fit(above).transform(above)
+
+
+@pytest.mark.parametrize("call", ["kernel_estimate", "empirical_mse"])
+def test_estimates_whose_prefactor_overflows_are_refused(call):
+    """kernel_estimate / empirical_mse raised a bare OverflowError ('math range error') when P = e^{(|x|^2+|y|^2)/2}
+    overflows; now a ValueError naming the kind.  Power: the same call at a pair within range gives a finite value."""
+    fn = getattr(mc, call)
+    x, y = np.full(4, 20.0), np.full(4, 19.0)
+    with pytest.raises(ValueError, match=r"kind='trig_softmax': the prefactor P = exp\(1522\) of the kernel estimate "
+                                         "overflows float64"):
+        fn("iid", x, y, 4, 10, "softmax", rng=0, kind=KIND)
+    assert math.isfinite(fn("iid", x / 10, y / 10, 4, 10, "softmax", rng=0, kind=KIND).mean)
+
+
+def test_attention_never_forms_the_overflowing_prefactor():
+    """PRFAttention divides the keys' prefactor by its largest value and leaves the queries' out: no refusal and a
+    finite output at norms whose features overflow (identical keys: the output is the values' mean)."""
+    torch.manual_seed(0)
+    att = PRFAttention(4, n_features=8, kind=KIND)
+    q = torch.full((1, 3, 4), 30.0)
+    v = torch.randn(1, 3, 4)
+    out = att(q, q, v)
+    assert torch.allclose(out, v.mean(-2, keepdim=True).expand_as(out), rtol=1e-4, atol=1e-5)

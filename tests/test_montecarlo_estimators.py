@@ -627,3 +627,13 @@ class TestEstimators:
             same = f("orthogonal", 3, 0.5, n_draws=10_000, rng=0)
             assert got.n == 10_000
             assert np.array_equal(got.mean, same.mean) and np.array_equal(got.stderr, same.stderr)
+
+
+def test_gram_estimate_refuses_an_exact_kernel_that_overflows():
+    """gram_estimate formed exp(log K) of the exact softmax kernel without a check: at x.y > 709.8 it overflowed to inf
+    with a RuntimeWarning and the relative Frobenius errors were NaN.  Now a ValueError; power: scaled down, a value."""
+    X = np.stack([np.full(4, 20.0), np.full(4, 19.0)])
+    with pytest.raises(ValueError, match="an exact softmax kernel value of X and Y overflows float64"):
+        mc.gram_estimate("iid", X, 4, 4, kernel="softmax", rng=0)
+    est, frob = mc.gram_estimate("iid", X / 10, 4, 4, kernel="softmax", rng=0)
+    assert np.isfinite(est.mean).all() and math.isfinite(frob.mean)
