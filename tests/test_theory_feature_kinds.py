@@ -215,3 +215,26 @@ class TestRegistry:
         W = mc.sample_weights("orthogonal", 4, 5, rng=1)
         params = {"A": {"A": -0.1}, "a": {"a": np.full(4, -0.1)}}.get((rec.parameters or ("",))[0], {})
         assert mc.random_features(X, W, kind=kind, kernel=rec.kernels[0], **params).shape == (3, rec.width * 5)
+
+
+@pytest.mark.parametrize("kind", fk.names())
+def test_load_imports_every_hook_of_the_kind_at_once(kind, monkeypatch):
+    """``load(kind)`` registers every hook the record declares (both layers: montecarlo is imported here), so that
+    no later ``hook`` call imports anything (PRFAttention and the attention scan's worker threads call it first;
+    before, each imported only the hooks it named, and the scan imported montecarlo.oprf by hand).  Power: the
+    spy sees the imports when the registry is emptied."""
+    rec = fk.load(kind)
+    assert rec is fk.get(kind)
+    imports = []
+    monkeypatch.setattr(fk, "_import_layer", lambda r, layer: imports.append(layer))
+    for name in fk.HOOKS:
+        if rec.has(name):
+            assert callable(fk.hook(kind, name))
+    assert imports == []
+    declared = [name for name in fk.HOOKS if rec.has(name)]
+    monkeypatch.setattr(fk, "_HOOKS", {})
+    with pytest.raises(fk.MissingKindHookError):
+        fk.hook(kind, declared[0])
+    assert imports == [fk.HOOKS[declared[0]]]
+    with pytest.raises(fk.UnknownKindError):
+        fk.load("no_such_kind")

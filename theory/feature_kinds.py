@@ -25,6 +25,7 @@ __all__ = [
     "has_hook",
     "hook",
     "kernel_c",
+    "load",
     "names",
     "register",
 ]
@@ -331,6 +332,16 @@ def hook(kind, hook_name, argname="kind"):
         raise MissingKindHookError(f"kind {kind!r} declares {hook_name!r} but no module registered it: import the "
                                    f"{HOOKS[hook_name]} package (modules named by the record: {rec.modules or 'none'})")
     return func
+
+
+def load(kind, argname="kind"):
+    """Import the modules that register ``kind``'s hooks, in every layer whose package is imported (theory's
+    always), so that none is imported later: inside a torch.compile graph, or by several worker threads at
+    once.  Returns the kind's record."""
+    rec = get(kind, argname)
+    for layer in dict.fromkeys(HOOKS.values()):
+        _import_layer(rec, layer)
+    return rec
 
 
 def _import_layer(rec, layer):

@@ -906,8 +906,7 @@ def attention_scan_plan(couplings=("iid", "orthogonal", "simplex"), seq_lens=(64
 
         warm()
         for kind in kinds_:
-            feature_kinds.hook(kind, "log_features")
-        import montecarlo.oprf  # noqa: F401
+            feature_kinds.load(kind)
 
     def finish(res):
         full = shape + (len(m_values),)

@@ -230,9 +230,7 @@ class PRFAttention(nn.Module):
         # drawn before anything is allocated: sample_weights bounds the memory that n_features x d_head asks for
         self.register_buffer("weights", self._draw(device, storage))
         self._data_driven = tuple(p for p in rec.parameters if p not in self.kind_params)
-        for name in ("log_features", "linear_log_features", "data_parameters"):  # the kind's modules imported
-            if rec.has(name):  # now: an import inside forward would break a torch.compile graph
-                kinds.hook(self.kind, name)
+        kinds.load(self.kind)  # the kind's modules imported now: an import inside forward would break a compiled graph
         if self._data_driven:
             # running mean of |q' + k'|^2 / d for causal attention (0: plain PRFs until the first training batch)
             self.register_buffer("running_rho", torch.zeros((), dtype=storage, device=device))
