@@ -156,3 +156,22 @@ def test_the_guides_grid_counts_are_those_of_the_shipped_cells(tmp_path):
     path = tmp_path / "grid.png"
     ae.grid_figure(cells, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_option_of_the_command_line_has_help():
+    """``python -m montecarlo.nn grid --help`` listed --out, --lengths, --features, --logit-stds and --seeds with no
+    text (and plan's --max-features and --causal); each option of both subcommands now says what it is.
+    Power: an option added without help is found."""
+    import argparse
+
+    from montecarlo.nn._attention_error import _parser
+
+    def bare(parser):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0]
+        return sorted(f"{name} {opt.option_strings[0]}" for name, sp in subs.choices.items()
+                      for opt in sp._actions if opt.option_strings and not opt.help)
+
+    parser = _parser()
+    assert bare(parser) == []
+    [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0].choices["grid"].add_argument("--x")
+    assert bare(parser) == ["grid --x"]

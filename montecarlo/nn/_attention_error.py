@@ -771,15 +771,20 @@ def _parser():
     a.add_argument("--L", type=int, default=1024, help="sequence length of the Gaussian queries and keys")
     a.add_argument("--d", type=int, default=64, help="head dimension of the Gaussian queries and keys")
     a.add_argument("--logit-std", type=float, default=0.25, help="logit standard deviation of the Gaussian data")
-    a.add_argument("--max-features", type=int, default=4096)
-    a.add_argument("--causal", action="store_true")
+    a.add_argument("--max-features", type=int, default=4096,
+                   help="largest m considered (default 4096); beyond it the plan says no m reaches the target")
+    a.add_argument("--causal", action="store_true", help="plan for causal attention (default: bidirectional)")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     g = sub.add_parser("grid", help="predicted against measured errors on the issue's grid (slow: hours)")
-    g.add_argument("--out", required=True, metavar="FILE.json")
-    g.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096])
-    g.add_argument("--features", type=int, nargs="+", default=[64, 128, 256, 512])
-    g.add_argument("--logit-stds", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
-    g.add_argument("--seeds", type=int, default=64)
+    g.add_argument("--out", required=True, metavar="FILE.json", help="where the cells are written (JSON)")
+    g.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096],
+                   help="sequence lengths L (default 256 1024 4096)")
+    g.add_argument("--features", type=int, nargs="+", default=[64, 128, 256, 512],
+                   help="numbers of random features m (default 64 128 256 512)")
+    g.add_argument("--logit-stds", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0],
+                   help="logit standard deviations of the Gaussian data (default 0.1 0.25 0.5 1.0)")
+    g.add_argument("--seeds", type=int, default=64,
+                   help="feature draws per cell for the measured error (default 64)")
     return p
 
 
