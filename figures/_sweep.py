@@ -263,7 +263,7 @@ def _schedule(func, units, on_thread, costs, n_jobs, progress, label):
     import concurrent.futures as cf
     import joblib
 
-    from montecarlo.experiments.sweeps import UnitsDone, one_blas_thread
+    from montecarlo.experiments.sweeps import one_blas_thread, units_ticker
 
     n = len(units)
     if not n:
@@ -273,15 +273,7 @@ def _schedule(func, units, on_thread, costs, n_jobs, progress, label):
     pending = {True: [i for i in order if on_thread[i]], False: [i for i in order if not on_thread[i]]}
     n_proc = process_workers(n_jobs, sum(costs[i] for i in pending[False])) if pending[False] and slots > 1 else 0
     out = [None] * n
-    t0 = time.perf_counter()
-    last = [t0]
-
-    def tick(done):
-        now = time.perf_counter()
-        if progress is not None and (done == n or now - last[0] >= 1.0):
-            last[0] = now
-            progress(UnitsDone(f"{label}: {done}/{n} units, {now - t0:.1f} s", done, n))
-
+    tick = units_ticker(progress, n, label)
     with one_blas_thread():
         if slots == 1 or n == 1 or (not pending[True] and n_proc == 1):
             for done, i in enumerate(order, 1):

@@ -19,7 +19,8 @@ import montecarlo as mc
 from ._common import check_budget, check_int, check_rng, describe, distinct_couplings, show_int
 
 __all__ = ["DRAW_BLOCK", "MAX_N_JOBS", "check_n_jobs", "coupling_pairs", "draw_blocks", "one_blas_thread",
-           "paired_estimates", "paired_weights", "pinned_call", "run_units", "unit_seed", "warm_up"]
+           "paired_estimates", "paired_weights", "pinned_call", "run_units", "unit_seed", "units_ticker",
+           "warm_up"]
 
 #: Draws per unit of a sweep.  Fixed (never derived from n_jobs), so the seeds and the numbers do not
 #: depend on how the units are scheduled; a run with more draws extends the blocks of a run with fewer.
@@ -142,6 +143,21 @@ class UnitsDone(str):
         return obj
 
 
+def units_ticker(progress, n, label):
+    """``tick(done)``: calls ``progress`` (if not None) with a ``UnitsDone`` message ``'label: done/n units,
+    t s'`` at most once a second, and always at the last unit (``done == n``)."""
+    t0 = time.perf_counter()
+    last = [t0]
+
+    def tick(done):
+        now = time.perf_counter()
+        if progress is not None and (done == n or now - last[0] >= 1.0):
+            last[0] = now
+            progress(UnitsDone(f"{label}: {done}/{n} units, {now - t0:.1f} s", done, n))
+
+    return tick
+
+
 def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="units", warm_up=None):
     """``[func(*u) for u in units]``, computed in parallel through joblib.
 
@@ -193,15 +209,7 @@ def run_units(func, units, *, n_jobs=None, costs=None, progress=None, label="uni
             raise ValueError(f"costs must have one entry per unit ({n}), got {len(costs)}")
         order = sorted(range(n), key=lambda i: (-costs[i], i))
     out = [None] * n
-    t0 = time.perf_counter()
-    last = [t0]
-
-    def tick(done):
-        now = time.perf_counter()
-        if progress is not None and (done == n or now - last[0] >= 1.0):
-            last[0] = now
-            progress(UnitsDone(f"{label}: {done}/{n} units, {now - t0:.1f} s", done, n))
-
+    tick = units_ticker(progress, n, label)
     workers = _workers(n_jobs)
     with one_blas_thread():
         if workers == 1 or n <= 1:
