@@ -759,5 +759,5 @@ def exact_kernel(x, y, kernel="gaussian"):
     return math.exp(log_value)
 
 
-#: log of float64's largest finite and smallest normal numbers: exact_kernel's range.
+#: log of float64's smallest normal number: the low end of exact_kernel's range (the high end: _LOG_LARGEST).
 _LOG_TINIEST_NORMAL = math.log(np.finfo(np.float64).tiny)

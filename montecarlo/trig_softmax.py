@@ -45,7 +45,7 @@ def _refuse_overflow(prefactor, sq, c, xp):
             return
     if not bool(xp.all(xp.isfinite(prefactor))):
         bad = xp.max(xp.where(xp.isfinite(prefactor), xp.zeros_like(sq), sq))
-        limit = 2 * math.log(float(xp.finfo(prefactor.dtype).max))
+        limit = math.log(float(xp.finfo(prefactor.dtype).max)) / -c  # the squared norm where e^{-c |x|^2} overflows
         raise ValueError(f"kind='trig_softmax' has no finite features for rows with squared norm above {limit:.0f} in "
                          f"{prefactor.dtype} (the prefactor e^(|x|^2/2) overflows; a row here has |x|^2 = "
                          f"{float(bad):.4g}); scale the rows down or use a positive kind, computed in log space "
