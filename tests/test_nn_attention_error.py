@@ -175,3 +175,25 @@ def test_every_option_of_the_command_line_has_help():
     assert bare(parser) == []
     [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0].choices["grid"].add_argument("--x")
     assert bare(parser) == ["grid --x"]
+
+
+def test_grid_command_runs_only_the_kinds_and_couplings_asked_for(tmp_path, capsys):
+    """``grid --kinds ... --couplings ...`` measures only those (the rest of a partly measured grid can be run
+    alone); each cell's prediction and measurement agree with the two functions called directly.  Power: the
+    default grid holds the other kinds and couplings."""
+    import json
+
+    out = tmp_path / "cells.json"
+    argv = ["grid", "--out", str(out), "--lengths", "16", "--features", "8", "--logit-stds", "0.25",
+            "--seeds", "3", "--kinds", "hyperbolic", "--couplings", "simplex"]
+    assert ae.main(argv) == 0
+    cells = json.loads(out.read_text())["cells"]
+    assert [(c["kind"], c["coupling"], c["m"]) for c in cells] == [("hyperbolic", "simplex", 8)]
+    q, k, v = ae.gaussian_qkv(16, 64, 0.25, 0)
+    assert cells[0]["measured"] == ae.measured_attention_error(q, k, v, 8, "simplex", kind="hyperbolic",
+                                                               seeds=3)[0]
+    assert cells[0]["predicted"] == ae.attention_error(q, k, v, 8, "simplex", kind="hyperbolic", rows=64,
+                                                       seed=0).at(8)[0]
+    args = ae._parser().parse_args(["grid", "--out", "x.json"])
+    assert (tuple(args.kinds), tuple(args.couplings)) == (ae.KINDS, ae.COUPLINGS)
+    capsys.readouterr()

@@ -785,6 +785,10 @@ def _parser():
                    help="logit standard deviations of the Gaussian data (default 0.1 0.25 0.5 1.0)")
     g.add_argument("--seeds", type=int, default=64,
                    help="feature draws per cell for the measured error (default 64)")
+    g.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                   help=f"feature kinds (default {' '.join(KINDS)})")
+    g.add_argument("--couplings", nargs="+", choices=COUPLINGS, default=list(COUPLINGS),
+                   help=f"couplings of the directions (default {' '.join(COUPLINGS)})")
     return p
 
 
@@ -812,7 +816,8 @@ def main(argv=None):
                     m = "-" if c["n_features"] is None else f"{c['n_features']}"
                     print(f"  {c['kind']:10s}{a:12s} {c['coupling']:10s} m = {m:>6s}")
             return 0
-        cells = accuracy_grid(args.lengths, args.features, args.logit_stds, seeds=args.seeds, out=args.out,
+        cells = accuracy_grid(args.lengths, args.features, args.logit_stds, tuple(args.kinds), tuple(args.couplings),
+                              seeds=args.seeds, out=args.out,
                               log=lambda c: print(json.dumps(c), flush=True))
         print(json.dumps(grid_summary(cells), default=float))
         return 0
