@@ -197,3 +197,22 @@ def test_grid_command_runs_only_the_kinds_and_couplings_asked_for(tmp_path, caps
     args = ae._parser().parse_args(["grid", "--out", "x.json"])
     assert (tuple(args.kinds), tuple(args.couplings)) == (ae.KINDS, ae.COUPLINGS)
     capsys.readouterr()
+
+
+def test_plan_grid_measures_the_plans_choice_and_counts_it():
+    """plan_grid (issue 41 item 3, the planner checked by measurement): per data set and target, the plan is
+    plan_attention's own answer (called apart here), measured at its m (within the target plus 3 standard
+    errors: a false alarm near 1e-3) and at half its m (above the target); an unreachable target is answered
+    "none" and the best candidate at the limit measures above it.  Power: plan_summary counts a plan whose
+    measurement is 1.5 times higher as missed, and a "none" whose measurement is 0 as unconfirmed."""
+    recs = ae.plan_grid([48], [0.1], [0.15, 1e-3], d=16, seeds=60, max_features=64, kinds_=("prf", "oprf"))
+    q, k, v = ae.gaussian_qkv(48, 16, 0.1, 0)
+    direct = plan_attention(q, k, 0.15, v=v, max_features=64, kinds_=("prf", "oprf"), rows=64)
+    plan, none = recs
+    assert (plan["plan"], plan["kind"], plan["coupling"], plan["n_features"], plan["predicted"]) == (
+        "m", direct["kind"], direct["coupling"], direct["n_features"], direct["predicted"])
+    assert none["plan"] == "none" and none["n_features"] == 64
+    s = ae.plan_summary(recs)
+    assert (s["plans"], s["reached"], s["minimal"], s["none"], s["confirmed"], s["missed"]) == (1, 1, 1, 1, 1, [])
+    worse = ae.plan_summary([{**plan, "measured": 1.5 * plan["measured"]}, {**none, "measured": 0.0}])
+    assert (worse["reached"], len(worse["missed"]), worse["confirmed"]) == (0, 1, 0)

@@ -1,4 +1,4 @@
-"""``python -m montecarlo.nn plan|grid ...``: :func:`montecarlo.nn.plan_attention` from the command line."""
+"""``python -m montecarlo.nn plan|grid|plan-grid ...``: :func:`montecarlo.nn.plan_attention` and its checks from the command line."""
 
 import sys
 

@@ -604,16 +604,29 @@ def plan_attention(q, k, target, *, v=None, couplings=("iid", "orthogonal", "sim
         ``reliable``, ``uniform_relative`` (the error of uniform attention), ``verdict`` (a sentence), and
         ``candidates`` (every candidate's smallest m or None).
     """
-    target = check_positive_float(target, "target")
-    if not target < 1:
-        raise ValueError(f"target must be a relative error in (0, 1), got {target}")
+    target = _check_target(target)
     max_features = check_int(max_features, "max_features", 1)
     q = _as_array(q, "q")
     k = _as_array(k, "k")
     if v is None:
         v = np.random.default_rng(check_rng(seed, "seed")).standard_normal(k.shape[:-1] + (k.shape[-1],))
+    cands = _plan_candidates(q, k, v, couplings, kinds_, oprf_a, causal, scale, rows, seed)
+    return _plan_choice(cands, target, max_features)
+
+
+def _check_target(target):
+    target = check_positive_float(target, "target")
+    if not target < 1:
+        raise ValueError(f"target must be a relative error in (0, 1), got {target}")
+    return target
+
+
+def _plan_candidates(q, k, v, couplings, kinds_, oprf_a, causal, scale, rows, seed):
+    """[(kind, coupling, kind_params or None, AttentionError)] of every candidate of :func:`plan_attention`
+    (OPRF: the data's FAVOR++ A times 0.5, 1, 2 unless ``oprf_a`` is given); one prediction each, which
+    :meth:`AttentionError.at` then evaluates at any m."""
     d = q.shape[-1]
-    cands = []
+    out = []
     for kind in kinds_:
         if kind not in KINDS:
             raise ValueError(f"kinds_ must hold kinds of {KINDS}, got {kind!r}")
@@ -629,13 +642,20 @@ def plan_attention(q, k, target, *, v=None, couplings=("iid", "orthogonal", "sim
         for A in a_values:
             for coupling in couplings:
                 params = None if A is None else {"A": A}
-                res = attention_error(q, k, v, d, coupling, kind=kind, kind_params=params, causal=causal,
-                                      scale=scale, rows=rows, seed=seed)
-                m = _smallest_m(res, target, max_features)
-                cands.append({"kind": kind, "coupling": coupling, "kind_params": params or {}, "n_features": m,
-                              "predicted": None if m is None else res.at(m)[0],
-                              "reliable": None if m is None else res.at(m)[1], "uniform_relative":
-                              res.uniform_relative})
+                out.append((kind, coupling, params, attention_error(q, k, v, d, coupling, kind=kind,
+                                                                    kind_params=params, causal=causal,
+                                                                    scale=scale, rows=rows, seed=seed)))
+    return out
+
+
+def _plan_choice(predictions, target, max_features):
+    """:func:`plan_attention`'s answer for ``target`` from its candidates' predictions (:func:`_plan_candidates`)."""
+    cands = []
+    for kind, coupling, params, res in predictions:
+        m = _smallest_m(res, target, max_features)
+        cands.append({"kind": kind, "coupling": coupling, "kind_params": params or {}, "n_features": m,
+                     "predicted": None if m is None else res.at(m)[0],
+                     "reliable": None if m is None else res.at(m)[1], "uniform_relative": res.uniform_relative})
     ok = [c for c in cands if c["n_features"] is not None and c["reliable"]]
     uniform = cands[0]["uniform_relative"] if cands else None
     if not ok:
@@ -694,9 +714,6 @@ def accuracy_grid(lengths=(256, 1024, 4096), features=(64, 128, 256, 512), logit
     (:func:`attention_error`, then :meth:`AttentionError.at` for each m) and measured with ``seeds`` feature
     draws per m (:func:`measured_attention_error`).  Rows: ``rows`` (default 64 query rows, 16 at L >= 4096).
     Returns the list of cells (dicts); with ``out`` also writes them as JSON after each (L, logit std)."""
-    import json
-    import os
-    import tempfile
     import time
 
     cells = []
@@ -724,12 +741,88 @@ def accuracy_grid(lengths=(256, 1024, 4096), features=(64, 128, 256, 512), logit
                         if log is not None:
                             log(cell)
             if out is not None:
-                tmp = tempfile.NamedTemporaryFile("w", dir=os.path.dirname(os.path.abspath(out)) or ".",
-                                                  delete=False, suffix=".tmp")
-                with tmp:
-                    json.dump({"d": d, "seeds": seeds, "cells": cells}, tmp, indent=1)
-                os.replace(tmp.name, out)
+                _write_json(out, {"d": d, "seeds": seeds, "cells": cells})
     return cells
+
+
+def _write_json(path, obj):
+    import json
+
+    from theory.cli import atomic_write
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=1)
+
+    atomic_write(path, write)
+
+
+def plan_grid(lengths=(256, 1024), logit_stds=(0.1, 0.25, 0.5, 1.0), targets=(0.05, 0.1, 0.2), *, d=64, seeds=64,
+              max_features=4096, kinds_=KINDS, couplings=COUPLINGS, rows=None, data_seed=0, out=None, log=None):
+    """The planner checked by measurement (issue 41 item 3): for each Gaussian data set (L, logit std;
+    :func:`gaussian_qkv`) and each target, :func:`plan_attention`'s answer (its candidates predicted once per data
+    set) and the measured relative error (``seeds`` feature draws, :func:`measured_attention_error`) of its choice
+    at its m and at half its m; where it answers that no m up to ``max_features`` reaches the target, the measured
+    error at ``max_features`` of the candidate whose prediction there is smallest.  Rows: ``rows`` (default 64
+    query rows, 16 at L >= 4096).  Returns the list of records (dicts); with ``out`` also writes them as JSON
+    after each (L, logit std).  :func:`plan_summary` counts them."""
+    targets = [_check_target(t) for t in targets]
+    max_features = check_int(max_features, "max_features", 1)
+    records = []
+    for L in lengths:
+        for std in logit_stds:
+            q, k, v = gaussian_qkv(L, d, std, data_seed)
+            n_rows = rows or (16 if L >= 4096 else 64)
+            preds = _plan_candidates(q, k, v, couplings, kinds_, None, False, None, n_rows, data_seed)
+            for target in targets:
+                plan = _plan_choice(preds, target, max_features)
+                rec = {"L": L, "logit_std": std, "target": target, "max_features": max_features,
+                       "uniform": plan["uniform_relative"], "verdict": plan["verdict"]}
+                if plan["n_features"] is not None:
+                    m, params = plan["n_features"], plan["kind_params"] or None
+                    meas = measured_attention_error(q, k, v, m, plan["coupling"], kind=plan["kind"],
+                                                    kind_params=params, seeds=seeds)
+                    half = (measured_attention_error(q, k, v, m // 2, plan["coupling"], kind=plan["kind"],
+                                                     kind_params=params, seeds=seeds) if m > 1 else (None, None))
+                    rec.update(plan="m", kind=plan["kind"], coupling=plan["coupling"], kind_params=params or {},
+                               n_features=m, predicted=plan["predicted"], measured=meas[0], measured_se=meas[1],
+                               measured_half=half[0], measured_half_se=half[1])
+                else:
+                    kind, coupling, params, res = min(preds, key=lambda c: c[3].at(max_features)[0])
+                    meas = measured_attention_error(q, k, v, max_features, coupling, kind=kind,
+                                                    kind_params=params, seeds=seeds)
+                    rec.update(plan="none", kind=kind, coupling=coupling, kind_params=params or {},
+                               n_features=max_features, predicted=res.at(max_features)[0],
+                               reliable_at_max=res.at(max_features)[1], measured=meas[0], measured_se=meas[1])
+                records.append(rec)
+                if log is not None:
+                    log(rec)
+            if out is not None:
+                _write_json(out, {"d": d, "seeds": seeds, "records": records})
+    return records
+
+
+def plan_summary(records, n_se=3.0):
+    """Counts of :func:`plan_grid`'s records: plans (an m was recommended), ``reached`` (its measured error at
+    most the target plus ``n_se`` standard errors), ``minimal`` (half its m measured above the target: the
+    recommendation is not twice what is needed); answers "none", ``confirmed`` (the best candidate measured at
+    the limit more than ``n_se`` standard errors above the target) and ``uniform_suffices`` (uniform attention
+    within the target); and the records of plans that missed."""
+    out = {"records": len(records), "plans": 0, "reached": 0, "minimal": 0, "none": 0, "confirmed": 0,
+           "uniform_suffices": 0, "missed": []}
+    for r in records:
+        out["uniform_suffices"] += bool(r["uniform"] <= r["target"])
+        if r["plan"] == "m":
+            out["plans"] += 1
+            ok = bool(r["measured"] <= r["target"] + n_se * r["measured_se"])
+            out["reached"] += ok
+            out["minimal"] += bool(r["measured_half"] is not None and r["measured_half"] > r["target"])
+            if not ok:
+                out["missed"].append(r)
+        else:
+            out["none"] += 1
+            out["confirmed"] += bool(r["measured"] - n_se * r["measured_se"] > r["target"])
+    return out
 
 
 def grid_summary(cells, rel_tol=0.15, n_se=3.0):
@@ -789,11 +882,23 @@ def _parser():
                    help=f"feature kinds (default {' '.join(KINDS)})")
     g.add_argument("--couplings", nargs="+", choices=COUPLINGS, default=list(COUPLINGS),
                    help=f"couplings of the directions (default {' '.join(COUPLINGS)})")
+    c = sub.add_parser("plan-grid", help="the planner's choices measured on Gaussian data (issue 41 item 3)")
+    c.add_argument("--out", required=True, metavar="FILE.json", help="where the records are written (JSON)")
+    c.add_argument("--lengths", type=int, nargs="+", default=[256, 1024],
+                   help="sequence lengths L (default 256 1024)")
+    c.add_argument("--logit-stds", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0],
+                   help="logit standard deviations of the Gaussian data (default 0.1 0.25 0.5 1.0)")
+    c.add_argument("--targets", type=float, nargs="+", default=[0.05, 0.1, 0.2],
+                   help="target relative errors (default 0.05 0.1 0.2)")
+    c.add_argument("--max-features", type=int, default=4096,
+                   help="largest m considered (default 4096)")
+    c.add_argument("--seeds", type=int, default=64,
+                   help="feature draws per measured error (default 64)")
     return p
 
 
 def main(argv=None):
-    """``python -m montecarlo.nn plan|grid ...``; returns the exit status (2: bad input)."""
+    """``python -m montecarlo.nn plan|grid|plan-grid ...``; returns the exit status (2: bad input)."""
     import json
     import sys
 
@@ -815,6 +920,13 @@ def main(argv=None):
                     a = f" A={c['kind_params']['A']:.4g}" if c["kind_params"] else ""
                     m = "-" if c["n_features"] is None else f"{c['n_features']}"
                     print(f"  {c['kind']:10s}{a:12s} {c['coupling']:10s} m = {m:>6s}")
+            return 0
+        if args.command == "plan-grid":
+            records = plan_grid(args.lengths, args.logit_stds, args.targets, seeds=args.seeds,
+                                max_features=args.max_features, out=args.out,
+                                log=lambda r: print(json.dumps(r, default=float), flush=True))
+            summary = plan_summary(records)
+            print(json.dumps({**summary, "missed": len(summary["missed"])}))
             return 0
         cells = accuracy_grid(args.lengths, args.features, args.logit_stds, tuple(args.kinds), tuple(args.couplings),
                               seeds=args.seeds, out=args.out,
