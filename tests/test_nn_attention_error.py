@@ -141,13 +141,15 @@ def test_the_guides_grid_counts_are_those_of_the_shipped_cells(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     cells = json.loads((root / "docs" / "data" / "attention_error_grid.json").read_text())["cells"]
-    by_l = {L: ae.grid_summary([c for c in cells if c["L"] == L]) for L in (256, 1024)}
+    lengths = (256, 1024, 4096)
+    by_l = {L: ae.grid_summary([c for c in cells if c["L"] == L]) for L in lengths}
+    assert [by_l[L]["cells"] for L in lengths] == [144, 144, 144]
     page = (root / "docs" / "guide" / "attention_error.rst").read_text()
     for label, key in (("measured error below 0.5", "below_half"), ("of those, prediction reliable",
                        "reliable_below_half"), ("reliable and within the tolerance", "reliable_agree"),
                        ("flagged (``reliable`` False)", "flagged_below_half")):
         row = next(line for line in page.splitlines() if line.startswith(label))
-        assert row.split()[-2:] == [str(by_l[256][key]), str(by_l[1024][key])], row
+        assert row.split()[-3:] == [str(by_l[L][key]) for L in lengths], row
     for s in by_l.values():
         assert s["reliable_agree"] == s["reliable_below_half"] and not s["under_reported_unflagged"]
     shifted = [{**c, "measured": 1.3 * c["measured"]} for c in cells]
@@ -216,3 +218,25 @@ def test_plan_grid_measures_the_plans_choice_and_counts_it():
     assert (s["plans"], s["reached"], s["minimal"], s["none"], s["confirmed"], s["missed"]) == (1, 1, 1, 1, 1, [])
     worse = ae.plan_summary([{**plan, "measured": 1.5 * plan["measured"]}, {**none, "measured": 0.0}])
     assert (worse["reached"], len(worse["missed"]), worse["confirmed"]) == (0, 1, 0)
+
+
+def test_the_guides_plan_counts_are_those_of_the_shipped_records():
+    """docs/guide/attention_error.rst states the counts of the planner checked by measurement (plan_grid); they
+    are recomputed from docs/data/attention_plan_grid.json with plan_summary, and every recommended m reached
+    its target.  Power: records whose measurements are 1.5 times higher are counted as missed."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    records = json.loads((root / "docs" / "data" / "attention_plan_grid.json").read_text())["records"]
+    s = ae.plan_summary(records)
+    page = (root / "docs" / "guide" / "attention_error.rst").read_text()
+    for label, key in (("an m recommended", "plans"), ("its measured error within the target", "reached"),
+                       ("half its m measured above the target", "minimal"), ("no m up to 4096", "none"),
+                       ("the best candidate measured above the target", "confirmed"),
+                       ("uniform attention (the mean of V) within the target", "uniform_suffices")):
+        row = next(line for line in page.splitlines() if line.startswith(label))
+        assert row.split()[-1] == str(s[key]), row
+    assert s["records"] == 24 and s["reached"] == s["plans"] and not s["missed"]
+    worse = ae.plan_summary([{**r, "measured": 1.5 * r["measured"]} for r in records])
+    assert worse["reached"] < s["plans"]

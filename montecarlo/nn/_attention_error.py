@@ -939,38 +939,45 @@ def main(argv=None):
 
 
 def grid_figure(cells, path):
-    """Predicted against measured relative error of the grid's cells (log-log; filled markers where the
-    prediction is reliable, open where flagged), written to ``path`` (PNG; matplotlib, Agg)."""
+    """Predicted against measured relative error of the grid's cells, one log-log panel per sequence length
+    (filled markers where the prediction is reliable, open where flagged; colour: logit std; marker:
+    coupling; bars: 3 standard errors of the measurement), written to ``path`` (PNG; matplotlib, Agg)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.2, 4.6), dpi=120)
+    lengths = sorted({c["L"] for c in cells})
+    fig, axes = plt.subplots(1, len(lengths), figsize=(4.2 * len(lengths), 4.4), dpi=120, squeeze=False,
+                             sharey=True)
     colors = {0.1: "tab:blue", 0.25: "tab:green", 0.5: "tab:orange", 1.0: "tab:red"}
     marks = {"iid": "o", "orthogonal": "s", "simplex": "^"}
-    for c in cells:
-        color = colors.get(c["logit_std"], "k")
-        ax.errorbar(c["measured"], c["predicted"], xerr=3 * c["measured_se"], fmt=marks.get(c["coupling"], "o"),
-                    ms=4, color=color, mfc=color if c["reliable"] else "none", elinewidth=0.5, alpha=0.8)
     lo = min(min(c["measured"] for c in cells), min(c["predicted"] for c in cells)) * 0.8
-    ax.plot([lo, 100], [lo, 100], "k-", lw=0.8)
-    ax.plot([lo, 100], [lo * 1.15, 115], "k:", lw=0.6)
-    ax.plot([lo, 100], [lo * 0.85, 85], "k:", lw=0.6)
-    ax.axvline(0.5, color="gray", lw=0.6, ls="--")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, max(c["measured"] for c in cells) * 1.3)
-    ax.set_ylim(lo, max(3.0, min(100.0, max(c["predicted"] for c in cells) * 1.3)))
-    ax.set_xlabel("measured relative error (64 feature draws)")
-    ax.set_ylabel("predicted (first order, closed forms)")
+    top = max(3.0, max(c["predicted"] for c in cells) * 1.5)  # (the collapse regime's predictions included)
+    for ax, L in zip(axes[0], lengths):
+        sel = [c for c in cells if c["L"] == L]
+        for c in sel:
+            color = colors.get(c["logit_std"], "k")
+            ax.errorbar(c["measured"], c["predicted"], xerr=3 * c["measured_se"], fmt=marks.get(c["coupling"], "o"),
+                        ms=4, color=color, mfc=color if c["reliable"] else "none", elinewidth=0.5, alpha=0.8)
+        ax.plot([lo, top], [lo, top], "k-", lw=0.8)
+        ax.plot([lo, top], [lo * 1.15, top * 1.15], "k:", lw=0.6)
+        ax.plot([lo, top], [lo * 0.85, top * 0.85], "k:", lw=0.6)
+        ax.axvline(0.5, color="gray", lw=0.6, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, max(c["measured"] for c in cells) * 1.3)
+        ax.set_ylim(lo, top)
+        ax.set_xlabel("measured relative error (64 feature draws)")
+        ax.set_title(f"L = {L} ({len(sel)} cells)", fontsize=9)
+    axes[0][0].set_ylabel("predicted (first order, closed forms)")
     for std, color in colors.items():
-        ax.plot([], [], "o", color=color, label=f"logit std {std}")
+        axes[0][0].plot([], [], "o", color=color, label=f"logit std {std}")
     for name, mk in marks.items():
-        ax.plot([], [], mk, color="k", mfc="none", label=name)
-    ax.legend(fontsize=7, loc="upper left")
-    ax.set_title("attention_error: prediction against measurement\n(open: flagged, first order not enough)",
-                 fontsize=9)
+        axes[0][0].plot([], [], mk, color="k", mfc="none", label=name)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("attention_error: prediction against measurement (open: flagged, first order not enough; "
+                 "dotted: 15 %)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
