@@ -39,3 +39,51 @@ def test_sweep_runs_at_most_n_jobs_units_at_once(monkeypatch):
     assert results["fig"] == {(kind, k): k * k for kind in ("t", "p") for k in range(8)}
     assert overlap.most == 2 and overlap.mixed
     assert _sweep.compute(parts, n_jobs=1)[0] == results
+
+
+#: Set by the test below in this (the parent) process just before its sweep: a forked worker sees it, a freshly
+#: started interpreter (joblib's loky workers before) imports this module anew and sees None.
+_MARK = None
+
+
+def _probe(k):
+    """A pure-Python unit: the worker's process id, the parent's mark as the worker sees it, and k squared."""
+    import os
+
+    return os.getpid(), _MARK, k * k
+
+
+def test_worker_processes_are_forked_from_the_main_process():
+    """Issue 42 (main job within its promise): each of the sweep's worker processes was a fresh interpreter
+    (loky) that imported Python, numpy, mpmath, matplotlib and the figures' modules before its first unit, about
+    2 CPU-seconds each of the main job's budget; on Linux they are now forked from the main process, so they
+    start with its modules (and its state: the mark set here just before the sweep).  The units ran in other
+    processes (not threads of this one), and the results are those of one process.
+
+    Power: under loky the workers do not see the mark (they import this module afresh: ``_MARK`` is None)."""
+    import os
+    import sys
+
+    import pytest
+
+    from figures import _sweep
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the workers are forked on Linux only")
+    global _MARK
+    _MARK = ("set in the parent", os.getpid())
+    try:
+        parts = {"fig": {k: _sweep.Cell(_probe, (k,), cost=10.0) for k in range(6)}}
+        results, _ = _sweep.compute(parts, n_jobs=2)
+        pool = _sweep._FORKED[2]
+        workers = set(pool._processes)
+        pids = {pid for pid, _, _ in results["fig"].values()}
+        assert os.getpid() not in pids and pids <= workers and len(workers) == 2
+        assert all(mark == _MARK for _, mark, _ in results["fig"].values())
+        assert [sq for _, _, sq in results["fig"].values()] == [k * k for k in range(6)]
+        again, _ = _sweep.compute(parts, n_jobs=2)  # the pool is kept for the next sweep (the drawing's)
+        assert _sweep._FORKED[2] is pool and {pid for pid, _, _ in again["fig"].values()} <= workers
+    finally:
+        _MARK = None
+        _sweep._stop_workers()
+    assert _sweep._FORKED is None
