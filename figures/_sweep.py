@@ -194,7 +194,8 @@ def _units(parts_by_owner):
 #: :func:`~montecarlo.experiments.sweeps.one_blas_thread`).
 WORKER_ENV = {var: "1" for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
-#: Seconds an idle worker process waits for more units before it exits (loky's reusable executor).
+#: Seconds an idle worker process waits for more units before it exits (loky's reusable executor; the forked
+#: pool's workers end with the process).
 WORKER_IDLE_TIMEOUT = 300
 
 
@@ -387,8 +388,9 @@ def _run(units, costs, n_jobs, progress, label):
     return _schedule(_run_unit, units, [bool(u[2]) for u in units], costs, n_jobs, progress, label)
 
 
-#: CPU-seconds a worker process costs before its first unit (Python, numpy, theory, montecarlo and the figures'
-#: modules with matplotlib imported), and the least work that pays for one.
+#: CPU-seconds a fresh worker process costs before its first unit (Python, numpy, theory, montecarlo and the
+#: figures' modules with matplotlib imported: loky's workers), and the least work that pays for one.  (A worker
+#: forked on Linux starts with those imported and costs far less; the same threshold is kept.)
 WORKER_START = 2.0
 
 
