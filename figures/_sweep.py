@@ -204,9 +204,11 @@ def _process_executor(n_proc):
     (:func:`_stop_workers` kills them).
 
     On Linux they are forked from this process (:func:`_forked_executor`): a forked worker starts with this
-    process's modules imported, where a fresh interpreter (joblib's loky executor, used elsewhere) first spends
-    about :data:`WORKER_START` CPU-seconds on Python, numpy, mpmath, matplotlib and the figures' modules."""
-    if _FORK:
+    process's modules imported, where a fresh interpreter (joblib's loky executor, used elsewhere, and when this
+    process has loaded torch or cupy, whose thread pools and devices do not survive a fork: ``--backend torch``)
+    first spends about :data:`WORKER_START` CPU-seconds on Python, numpy, mpmath, matplotlib and the figures'
+    modules."""
+    if _FORK and not any(lib in sys.modules for lib in _NOT_FORK_SAFE):
         return _forked_executor(n_proc)
     from joblib.externals.loky import get_reusable_executor
 
@@ -215,6 +217,8 @@ def _process_executor(n_proc):
 
 #: Whether the worker processes are forked (Linux; macOS's system libraries are not safe to fork).
 _FORK = sys.platform.startswith("linux")
+#: Libraries that, once loaded in this process, rule out forking it (GNU OpenMP's pool, CUDA contexts).
+_NOT_FORK_SAFE = ("torch", "cupy")
 #: The forked pool: (pid of the process that made it, n_proc, executor), or None.
 _FORKED = None
 
@@ -224,7 +228,7 @@ def _forked_executor(n_proc):
     first ``submit``; kept for the next sweep unless it broke or another size is asked for).
 
     Forking is safe here: :func:`_schedule` submits the first units, which forks the workers, before it starts
-    its threads, and torch is not in the main job (its thread pools are not fork-safe); the BLAS pool, the
+    its threads, and torch and cupy are not loaded (:data:`_NOT_FORK_SAFE`); the BLAS pool, the
     montecarlo thread pools and :func:`~montecarlo.experiments.sweeps.one_blas_thread` handle the fork
     (``os.register_at_fork``).  The workers ignore Ctrl-C (the main process handles it and kills them) and
     die of SIGTERM."""

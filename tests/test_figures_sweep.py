@@ -53,12 +53,13 @@ def _probe(k):
     return os.getpid(), _MARK, k * k
 
 
-def test_worker_processes_are_forked_from_the_main_process():
+def test_worker_processes_are_forked_from_the_main_process(monkeypatch):
     """Issue 42 (main job within its promise): each of the sweep's worker processes was a fresh interpreter
     (loky) that imported Python, numpy, mpmath, matplotlib and the figures' modules before its first unit, about
     2 CPU-seconds each of the main job's budget; on Linux they are now forked from the main process, so they
     start with its modules (and its state: the mark set here just before the sweep).  The units ran in other
-    processes (not threads of this one), and the results are those of one process.
+    processes (not threads of this one), and the results are those of one process.  A process that has loaded
+    torch or cupy (``--backend torch``; stood in for by numpy here) is not forked: loky's workers.
 
     Power: under loky the workers do not see the mark (they import this module afresh: ``_MARK`` is None)."""
     import os
@@ -71,7 +72,13 @@ def test_worker_processes_are_forked_from_the_main_process():
     if not sys.platform.startswith("linux"):
         pytest.skip("the workers are forked on Linux only")
     global _MARK
+    import concurrent.futures as cf
+
     _sweep._stop_workers()  # a pool another test left in this process was forked before the mark
+    monkeypatch.setattr(_sweep, "_NOT_FORK_SAFE", ("numpy",))
+    assert not isinstance(_sweep._process_executor(2), cf.ProcessPoolExecutor) and _sweep._FORKED is None
+    _sweep._stop_workers()
+    monkeypatch.setattr(_sweep, "_NOT_FORK_SAFE", ())  # (torch may be loaded by other tests in this process)
     _MARK = ("set in the parent", os.getpid())
     try:
         parts = {"fig": {k: _sweep.Cell(_probe, (k,), cost=10.0) for k in range(6)}}
