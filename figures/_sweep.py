@@ -5,6 +5,8 @@ The units of a sweep: :ref:`guide-figures._sweep` (``docs/guide/experiments.rst`
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 import traceback
@@ -192,16 +194,69 @@ def _units(parts_by_owner):
 #: :func:`~montecarlo.experiments.sweeps.one_blas_thread`).
 WORKER_ENV = {var: "1" for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
-#: Seconds an idle worker process waits for more units before it exits (loky's reusable executor).
+#: Seconds an idle worker process waits for more units before it exits (loky's reusable executor; the forked
+#: pool's workers end with the process).
 WORKER_IDLE_TIMEOUT = 300
 
 
 def _process_executor(n_proc):
-    """loky's reusable executor with ``n_proc`` worker processes (started on first use, reused by the next
-    sweep of this process; :func:`_stop_workers` kills them)."""
+    """``n_proc`` worker processes, started on first use and reused by the next sweep of this process
+    (:func:`_stop_workers` kills them).
+
+    On Linux they are forked from this process (:func:`_forked_executor`): a forked worker starts with this
+    process's modules imported, where a fresh interpreter (joblib's loky executor, used elsewhere, and when this
+    process has loaded torch or cupy, whose thread pools and devices do not survive a fork: ``--backend torch``)
+    first spends about :data:`WORKER_START` CPU-seconds on Python, numpy, mpmath, matplotlib and the figures'
+    modules."""
+    if _FORK and not any(lib in sys.modules for lib in _NOT_FORK_SAFE):
+        return _forked_executor(n_proc)
     from joblib.externals.loky import get_reusable_executor
 
     return get_reusable_executor(max_workers=n_proc, timeout=WORKER_IDLE_TIMEOUT, env=WORKER_ENV)
+
+
+#: Whether the worker processes are forked (Linux; macOS's system libraries are not safe to fork).
+_FORK = sys.platform.startswith("linux")
+#: Libraries that, once loaded in this process, rule out forking it (GNU OpenMP's pool, CUDA contexts).
+_NOT_FORK_SAFE = ("torch", "cupy")
+#: The forked pool: (pid of the process that made it, n_proc, executor), or None.
+_FORKED = None
+
+
+def _forked_executor(n_proc):
+    """A :class:`concurrent.futures.ProcessPoolExecutor` of ``n_proc`` processes forked from this one (all at its
+    first ``submit``; kept for the next sweep unless it broke or another size is asked for).
+
+    Forking is safe here: :func:`_schedule` submits the first units, which forks the workers, before it starts
+    its threads, and torch and cupy are not loaded (:data:`_NOT_FORK_SAFE`); the BLAS pool, the
+    montecarlo thread pools and :func:`~montecarlo.experiments.sweeps.one_blas_thread` handle the fork
+    (``os.register_at_fork``).  The workers ignore Ctrl-C (the main process handles it and kills them) and
+    die of SIGTERM."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    global _FORKED
+    if _FORKED is not None:
+        pid, n, ex = _FORKED
+        if pid == os.getpid() and n == n_proc and not getattr(ex, "_broken", False):
+            return ex
+        if pid == os.getpid():
+            ex.shutdown(wait=False, cancel_futures=True)
+        _FORKED = None
+    ex = cf.ProcessPoolExecutor(n_proc, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
+    _FORKED = (os.getpid(), n_proc, ex)
+    return ex
+
+
+def _worker_start():
+    """In a forked worker: Ctrl-C is the main process's to handle, SIGTERM ends the worker (not the main
+    process's handler that turns it into an exception), one thread in every native pool (:data:`WORKER_ENV`,
+    for libraries the units load later)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.environ.update(WORKER_ENV)
 
 
 def _pinned(func, unit):
@@ -283,22 +338,23 @@ def _schedule(func, units, on_thread, costs, n_jobs, progress, label):
         limit = {True: slots, False: n_proc}
         busy = {True: 0, False: 0}
         running = {}
-        executor = {True: _Threads(min(slots, len(pending[True])), "figures-sweep") if pending[True] else None,
-                    False: None}
+        executor = {True: None, False: None}
         if n_proc > 1:
             executor[False] = _process_executor(n_proc)
         elif n_proc == 1:  # little pure-Python work: one thread of this process
             executor[False] = _Threads(1, "figures-sweep-python")
         done = 0
         try:
-            if pending[True] and len(pending[True]) + len(pending[False]) > 1:
+            if n_proc > 1:  # the worker processes start (forked: before this process starts its threads)
+                for _ in range(min(n_proc, slots - 1 if pending[True] else slots, len(pending[False]))):
+                    i = pending[False].pop(0)
+                    running[executor[False].submit(_pinned, func, units[i])] = (False, i)
+                    busy[False] += 1
+            if pending[True]:
+                executor[True] = _Threads(min(slots, len(pending[True])), "figures-sweep")
+            if pending[True] and len(pending[True]) + len(pending[False]) + len(running) > 1:
                 # lazy imports are not safe to race across threads (run_units' warm-up): the cheapest threaded
                 # unit first, here, while the worker processes start on their first units
-                if n_proc > 1:
-                    for _ in range(min(n_proc, slots - 1, len(pending[False]))):
-                        i = pending[False].pop(0)
-                        running[executor[False].submit(_pinned, func, units[i])] = (False, i)
-                        busy[False] += 1
                 i = pending[True].pop()
                 out[i] = _pinned(func, units[i])
                 done += 1
@@ -336,8 +392,9 @@ def _run(units, costs, n_jobs, progress, label):
     return _schedule(_run_unit, units, [bool(u[2]) for u in units], costs, n_jobs, progress, label)
 
 
-#: CPU-seconds a worker process costs before its first unit (Python, numpy, theory, montecarlo and the figures'
-#: modules with matplotlib imported), and the least work that pays for one.
+#: CPU-seconds a fresh worker process costs before its first unit (Python, numpy, theory, montecarlo and the
+#: figures' modules with matplotlib imported: loky's workers), and the least work that pays for one.  (A worker
+#: forked on Linux starts with those imported and costs far less; the same threshold is kept.)
 WORKER_START = 2.0
 
 
@@ -352,28 +409,39 @@ def process_workers(n_jobs, work):
 
 
 def _stop_workers():
-    """Kill the worker processes of joblib's reusable loky executor, if one runs (after an interruption; never
-    starts one)."""
+    """Kill the worker processes (the forked pool's, or joblib's reusable loky executor's), if some run (after
+    an interruption; never starts any)."""
+    global _FORKED
     try:
+        if _FORKED is not None and _FORKED[0] == os.getpid():
+            ex = _FORKED[2]
+            _FORKED = None
+            _kill(list((getattr(ex, "_processes", None) or {}).values()))
+            ex.shutdown(wait=False, cancel_futures=True)
         from joblib.externals.loky import reusable_executor
 
         executor = reusable_executor._executor
         if executor is None:
             return
-        workers = list(getattr(executor, "_processes", {}).values())
-        for w in workers:  # at once: the executor's own shutdown kills them from a thread that may not run again
-            try:
-                w.kill()
-            except Exception:
-                pass
-        for w in workers:
-            try:
-                w.join(timeout=5)
-            except Exception:
-                pass
+        _kill(list(getattr(executor, "_processes", {}).values()))
         executor.shutdown(wait=False, kill_workers=True)
     except Exception:  # nothing to stop
         pass
+
+
+def _kill(workers):
+    """Kill the worker processes ``workers`` at once (an executor's own shutdown kills them from a thread that
+    may not run again) and reap them."""
+    for w in workers:
+        try:
+            w.kill()
+        except Exception:
+            pass
+    for w in workers:
+        try:
+            w.join(timeout=5)
+        except Exception:
+            pass
 
 
 def compute(parts_by_owner, n_jobs=None, progress=None, label="cells"):

@@ -432,6 +432,37 @@ def test_scan_errors_of_every_kind_against_a_float64_reference():
         assert worst > 1e-3, wrong
 
 
+def test_scan_kinds_on_the_same_rows_share_their_projections(monkeypatch):
+    """Issue 42 (main job within its promise): in one draw of a scan unit PRFs and OPRFs project the queries and
+    keys on the same rows W, so the unit forms those two products once (4 of the 6 products X W^T of PRF, OPRF
+    and SDERF; SDERFs project on W B), and every kind's error is bit-identical to the error of that kind
+    computed alone (fresh products, no sharing).  Power: before, each kind formed its own two (6 products)."""
+    kinds_, cs = ("prf", "oprf", "sderf"), ("orthogonal", "simplex")
+    Q, K, V = at.synthetic_qkv(32, 6, 3, logit_std=1.0)
+    exact = at.softmax_attention(Q, K, V)
+    params = {kind: at.data_parameters(kind, Q, K) for kind in kinds_}
+    products = []
+    mm = at.mm
+
+    def counting(a, b):
+        if b.shape[-2:] == (6, 10):  # X (L, d) @ rows^T (d, m): a projection product
+            products.append(b.shape)
+        return mm(a, b)
+
+    monkeypatch.setattr(at, "mm", counting)
+    out = at._scan_unit(Q, K, V, exact, cs, kinds_, params, 10, 3, 11, True, False)
+    assert len(products) == 4 * len(cs) * 3
+    Ws = at.paired_weights(cs, 6, 10, 3, 11, paired=True)
+    for ic, c in enumerate(cs):
+        for r in range(3):
+            for ik, kind in enumerate(kinds_):
+                alone = at.rel_error(at._attend(Q, K, V, Ws[c][r], kind, params[kind], False), exact, (-2, -1))
+                assert out[ik, ic, r] == alone
+    monkeypatch.setattr(at, "mm", mm)
+    again = at._scan_unit(Q, K, V, exact, cs, ("prf",), params, 10, 3, 11, True, False)
+    assert np.array_equal(again[0], out[0])
+
+
 def test_scan_paired_standard_error_matches_repetitions():
     """The paired design's error bars are the spread of its estimates: over 120 independent repetitions of a
     30-draw cell (d = 8, L = 32, m = 8, logit std 0.1), the mean squared reported standard error of

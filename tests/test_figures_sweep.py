@@ -39,3 +39,59 @@ def test_sweep_runs_at_most_n_jobs_units_at_once(monkeypatch):
     assert results["fig"] == {(kind, k): k * k for kind in ("t", "p") for k in range(8)}
     assert overlap.most == 2 and overlap.mixed
     assert _sweep.compute(parts, n_jobs=1)[0] == results
+
+
+#: Set by the test below in this (the parent) process just before its sweep: a forked worker sees it, a freshly
+#: started interpreter (joblib's loky workers before) imports this module anew and sees None.
+_MARK = None
+
+
+def _probe(k):
+    """A pure-Python unit: the worker's process id, the parent's mark as the worker sees it, and k squared."""
+    import os
+
+    return os.getpid(), _MARK, k * k
+
+
+def test_worker_processes_are_forked_from_the_main_process(monkeypatch):
+    """Issue 42 (main job within its promise): each of the sweep's worker processes was a fresh interpreter
+    (loky) that imported Python, numpy, mpmath, matplotlib and the figures' modules before its first unit, about
+    2 CPU-seconds each of the main job's budget; on Linux they are now forked from the main process, so they
+    start with its modules (and its state: the mark set here just before the sweep).  The units ran in other
+    processes (not threads of this one), and the results are those of one process.  A process that has loaded
+    torch or cupy (``--backend torch``; stood in for by numpy here) is not forked: loky's workers.
+
+    Power: under loky the workers do not see the mark (they import this module afresh: ``_MARK`` is None)."""
+    import os
+    import sys
+
+    import pytest
+
+    from figures import _sweep
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the workers are forked on Linux only")
+    global _MARK
+    import concurrent.futures as cf
+
+    _sweep._stop_workers()  # a pool another test left in this process was forked before the mark
+    monkeypatch.setattr(_sweep, "_NOT_FORK_SAFE", ("numpy",))
+    assert not isinstance(_sweep._process_executor(2), cf.ProcessPoolExecutor) and _sweep._FORKED is None
+    _sweep._stop_workers()
+    monkeypatch.setattr(_sweep, "_NOT_FORK_SAFE", ())  # (torch may be loaded by other tests in this process)
+    _MARK = ("set in the parent", os.getpid())
+    try:
+        parts = {"fig": {k: _sweep.Cell(_probe, (k,), cost=10.0) for k in range(6)}}
+        results, _ = _sweep.compute(parts, n_jobs=2)
+        pool = _sweep._FORKED[2]
+        workers = set(pool._processes)
+        pids = {pid for pid, _, _ in results["fig"].values()}
+        assert os.getpid() not in pids and pids <= workers and len(workers) == 2
+        assert all(mark == _MARK for _, mark, _ in results["fig"].values())
+        assert [sq for _, _, sq in results["fig"].values()] == [k * k for k in range(6)]
+        again, _ = _sweep.compute(parts, n_jobs=2)  # the pool is kept for the next sweep (the drawing's)
+        assert _sweep._FORKED[2] is pool and {pid for pid, _, _ in again["fig"].values()} <= workers
+    finally:
+        _MARK = None
+        _sweep._stop_workers()
+    assert _sweep._FORKED is None

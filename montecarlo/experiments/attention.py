@@ -104,14 +104,23 @@ def softmax_attention(Q, K, V, causal=False, scale=None, return_matrix=False):
     return (out, A) if return_matrix else out
 
 
-def _logits(X, W, kind="prf", params=None):
+def _logits(X, W, kind="prf", params=None, shared=None):
     """Softmax-kernel log-features (..., L, width m) of a positive feature kind (a name with its ``params``, or a
     :class:`montecarlo.FeatureMap`) for X (..., L, d) and W broadcastable (..., m, d), through the feature map
-    (one home of each formula)."""
+    (one home of each formula).
+
+    ``shared``: a dict that keeps the projections X W^T and squared norms of X for the next kind whose rows are
+    W itself (PRFs and OPRFs project on the same rows; SDERFs on transformed ones): every call with one dict
+    must pass the same X and W (:func:`_scan_unit`: one dict per draw and side)."""
     fmap = kind if isinstance(kind, mc.FeatureMap) else _feature_map(kind, params, "attention")
     rows, terms = fmap.prepared(W, rows_axis=True)
-    proj = mm(X, np.swapaxes(rows, -1, -2))
-    sq = np.sum(X * X, axis=-1, keepdims=True)
+    if shared is not None and rows is W:
+        if not shared:
+            shared["proj"], shared["sq"] = mm(X, np.swapaxes(rows, -1, -2)), np.sum(X * X, axis=-1, keepdims=True)
+        proj, sq = shared["proj"].copy(), shared["sq"]  # (the map overwrites its projections)
+    else:
+        proj = mm(X, np.swapaxes(rows, -1, -2))
+        sq = np.sum(X * X, axis=-1, keepdims=True)
     return fmap.apply(proj, sq, m=W.shape[-2], d=W.shape[-1], log=True, xp=np, **terms)
 
 
@@ -222,8 +231,9 @@ def _causal(lq, lk, V, chunk):
     return out.reshape(lead + (L, dv))
 
 
-def _scaled_logits(Q, K, W, scale, fmap):
-    """Log-features of the scaled queries and keys (shared by the attention and its matrix)."""
+def _scaled_logits(Q, K, W, scale, fmap, shared=None):
+    """Log-features of the scaled queries and keys (shared by the attention and its matrix); ``shared``: None, or
+    two dicts, of the queries and of the keys (:func:`_logits`)."""
     W = _check_w(W, Q.shape[-1])
     try:
         lead = np.broadcast_shapes(Q.shape[:-2], W.shape[:-2])
@@ -233,7 +243,8 @@ def _scaled_logits(Q, K, W, scale, fmap):
     check_budget(math.prod(lead) * Q.shape[-2] * W.shape[-2], f"the (..., L, m) PRF log-features (lead {lead}, "
                  f"L = {Q.shape[-2]}, m = {W.shape[-2]})", "lower m, shorten the sequences or split the batch")
     s = math.sqrt(_scale(scale, Q.shape[-1]))
-    return _logits(s * Q, W, fmap), _logits(s * K, W, fmap)
+    shared = (None, None) if shared is None else shared
+    return _logits(s * Q, W, fmap, shared=shared[0]), _logits(s * K, W, fmap, shared=shared[1])
 
 
 def prf_attention(Q, K, V, W, causal=False, scale=None, chunk=CAUSAL_CHUNK, *, kind="prf", params=None):
@@ -686,9 +697,11 @@ def _parameter_summary(params):
     return out
 
 
-def _attend(q, k, v, w, kind, params, causal):
-    """The attention output of one kind for one draw w (m, d) of checked data and parameters."""
-    lq, lk = _scaled_logits(q, k, w, None, mc.FeatureMap(kind, kernel="softmax", where="attention_scan", **params))
+def _attend(q, k, v, w, kind, params, causal, shared=None):
+    """The attention output of one kind for one draw w (m, d) of checked data and parameters (``shared``: the
+    projections kept for the other kinds of this draw, :func:`_scaled_logits`)."""
+    lq, lk = _scaled_logits(q, k, w, None, mc.FeatureMap(kind, kernel="softmax", where="attention_scan", **params),
+                            shared)
     return _causal(lq, lk, v, CAUSAL_CHUNK) if causal else _bidirectional(lq, lk, v)
 
 
@@ -700,8 +713,10 @@ def _scan_unit(q, k, v, exact, couplings, kinds_, params, m, n, seed, paired, ca
     out = np.empty((len(kinds_), len(couplings), n))
     for ic, c in enumerate(couplings):
         for r in range(n):  # one draw at a time: (L, m) arrays, faster than broadcasting draws through BLAS
+            shared = ({}, {})  # the kinds that project on the draw's rows themselves share the products
             for ik, kind in enumerate(kinds_):
-                out[ik, ic, r] = rel_error(_attend(q, k, v, Ws[c][r], kind, params[kind], causal), exact, (-2, -1))
+                out[ik, ic, r] = rel_error(_attend(q, k, v, Ws[c][r], kind, params[kind], causal, shared), exact,
+                                           (-2, -1))
     return out
 
 

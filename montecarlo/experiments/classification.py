@@ -215,11 +215,12 @@ def _exact_class_weights(b, starts, a, factor=1.0):
     return out
 
 
-def _flat_logits(X, W, kind, params=None):
+def _flat_logits(X, W, kind, params=None, sq=None):
     """Log-features of a positive kind (Gaussian kernel) laid out (N, R, width m), from the record's hook
-    (:func:`~montecarlo.experiments._common.projected_features`: one product X (N, d) @ (d, R m))."""
+    (:func:`~montecarlo.experiments._common.projected_features`: one product X (N, d) @ (d, R m)); ``sq``: the
+    squared row norms of X, if the caller has them."""
     fmap = mc.FeatureMap(kind, kernel="gaussian", where="kernel regression", **(params or {}))
-    z = np.moveaxis(projected_features(X, W, fmap, log=True), -2, 0)
+    z = np.moveaxis(projected_features(X, W, fmap, sq, log=True), -2, 0)
     return z if z.flags.c_contiguous else np.ascontiguousarray(z)
 
 
@@ -235,23 +236,23 @@ def _run_sums(x, starts):
     return out
 
 
-def _prf_numerators(b, starts, a, W, kind="prf", params=None):
+def _prf_numerators(b, starts, a, W, kind="prf", params=None, sq=(None, None)):
     """Stabilised numerators (R, N', K) over the K classes present (module docs).
 
     ``b``: scaled training rows sorted by class (runs starting at ``starts``);
     ``a``: scaled test rows; ``W`` (R, m, d); ``kind`` a positive feature kind (``params`` its
-    parameters).  The projections of
-    all R draws are one matrix product (N, d) @ (d, R m), which BLAS runs far faster than
-    R small batched products when d and m are small."""
+    parameters); ``sq``: the squared row norms of b and a (:func:`_scaled_rows`, computed once per split rather
+    than per chunk of draws; None: computed here).  The projections of all R draws are one matrix product
+    (N, d) @ (d, R m), which BLAS runs far faster than R small batched products when d and m are small."""
     R = W.shape[0]
-    lt = _flat_logits(b, W, kind, params)  # (N, R, width m)
+    lt = _flat_logits(b, W, kind, params, sq[0])  # (N, R, width m)
     wm = lt.shape[2]
     o = lt.max(axis=0)  # (R, wm)
     lt -= o
     np.exp(lt, out=lt)
     A = _run_sums(lt, starts)  # (K, R, wm)
     logz = np.log(A.sum(axis=0))  # (R, wm), >= 0
-    lq = _flat_logits(a, W, kind, params)  # (N', R, wm)
+    lq = _flat_logits(a, W, kind, params, sq[1])  # (N', R, wm)
     lq += o
     r = (lq + logz).max(axis=2, keepdims=True)
     lq -= r
@@ -260,15 +261,15 @@ def _prf_numerators(b, starts, a, W, kind="prf", params=None):
 
 
 def _scaled_rows(X_train, order, X_test, sigma):
-    """(sigma X_train[order], sigma X_test) for the PRF classifiers, refused where a row's squared norm
-    overflows (:func:`montecarlo.features.refuse_overflowed_rows`: its log-features would be -inf, the
-    probabilities NaN; issue 38, sigma = 1e300)."""
+    """(sigma X_train[order], sigma X_test, their squared row norms (N,) and (N',)) for the PRF classifiers,
+    refused where a row's squared norm overflows (:func:`montecarlo.features.refuse_overflowed_rows`: its
+    log-features would be -inf, the probabilities NaN; issue 38, sigma = 1e300)."""
     with np.errstate(over="ignore"):
         b, a = sigma * X_train[order], sigma * X_test
-        for z, name in ((b, "X_train"), (a, "X_test")):
-            refuse_overflowed_rows(np.einsum("nd,nd->n", z, z), _NP, z.dtype, " (times sigma^2)",
-                                   f" or lower sigma (now {sigma:g})", name)
-    return b, a
+        sq = [np.einsum("nd,nd->n", z, z) for z in (b, a)]
+        for s, name in zip(sq, ("X_train", "X_test")):
+            refuse_overflowed_rows(s, _NP, s.dtype, " (times sigma^2)", f" or lower sigma (now {sigma:g})", name)
+    return b, a, sq
 
 
 def _reps_per_chunk(n_train, n_test, m):
@@ -319,13 +320,13 @@ def kernel_regression_prf(X_train, y_train, X_test, W, sigma=1.0, n_classes=None
         W = (W if hasattr(W, "shape") else np.asarray(W))[None]
     Wa = check_array(W, "W", 3, X_train.shape[1], "X_train's width")
     order, present, starts = _groups(y_train)
-    b, a = _scaled_rows(X_train, order, X_test, sigma)
+    b, a, sq = _scaled_rows(X_train, order, X_test, sigma)
     check_budget(Wa.shape[0] * X_test.shape[0] * n_classes, "the (R, N', n_classes) class probabilities",
                  "pass fewer draws at once or lower n_classes")
     out = np.zeros((Wa.shape[0], X_test.shape[0], n_classes))
     step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], rec.width * Wa.shape[1])
     for sl in chunks(Wa.shape[0], step):
-        num = _prf_numerators(b, starts, a, Wa[sl], kind, params)
+        num = _prf_numerators(b, starts, a, Wa[sl], kind, params, sq)
         out[sl][:, :, present] = num / num.sum(axis=2, keepdims=True)
     return out[0] if single else out
 
@@ -341,13 +342,13 @@ def _prf_accuracies(X_train, y_train, X_test, y_test, W, sigma, draw=None, kind=
     m = draw[1] if draw is not None else W.shape[1]
     step = _reps_per_chunk(X_train.shape[0], X_test.shape[0], kind_record(kind).width * m)
     acc = np.empty(check_budget(n_draws, "the per-draw accuracies", "lower n_draws"))
-    b, a = _scaled_rows(X_train, order, X_test, sigma)
+    b, a, sq = _scaled_rows(X_train, order, X_test, sigma)
     for sl in chunks(n_draws, step):
         if draw is None:
             w = W[sl]
         else:
             w = mc.sample_weights(draw[0], X_train.shape[1], m, rng=draw[2], n_draws=sl.stop - sl.start)
-        pred = present[_prf_numerators(b, starts, a, w, kind, params).argmax(axis=2)]
+        pred = present[_prf_numerators(b, starts, a, w, kind, params, sq).argmax(axis=2)]
         acc[sl] = np.mean(pred == y_test[None, :], axis=1)
     return acc
 
@@ -561,13 +562,13 @@ def _accuracy_unit(task, split, couplings, m, n, sigma, seed, paired, kind, para
     if task == "exact":
         return exact_accuracy(split, sigma), (uci.mean_v(split, sigma) if m else None)
     order, present, starts = _groups(split.y_train)
-    b, a = _scaled_rows(split.X_train, order, split.X_test, sigma)
+    b, a, sq = _scaled_rows(split.X_train, order, split.X_test, sigma)
     Ws = paired_weights(couplings, split.d, m, n, seed, paired=paired)
     step = _reps_per_chunk(b.shape[0], a.shape[0], kind_record(kind).width * m)
     out = np.empty((len(couplings), n))
     for i, c in enumerate(couplings):
         for sl in chunks(n, step):
-            pred = present[_prf_numerators(b, starts, a, Ws[c][sl], kind, params).argmax(axis=2)]
+            pred = present[_prf_numerators(b, starts, a, Ws[c][sl], kind, params, sq).argmax(axis=2)]
             out[i, sl] = np.mean(pred == split.y_test[None, :], axis=1)
     return out
 
