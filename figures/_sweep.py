@@ -243,20 +243,36 @@ def _forked_executor(n_proc):
         if pid == os.getpid():
             ex.shutdown(wait=False, cancel_futures=True)
         _FORKED = None
-    ex = cf.ProcessPoolExecutor(n_proc, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
+    ex = cf.ProcessPoolExecutor(n_proc, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start,
+                                initargs=(os.getpid(), _PARENT_DEATH_SIGNAL))
     _FORKED = (os.getpid(), n_proc, ex)
     return ex
 
 
-def _worker_start():
+#: The signal a forked worker gets when the process that forked it dies (Linux's PR_SET_PDEATHSIG; a main
+#: process killed with SIGKILL leaves no worker behind, where the pool's own shutdown never runs); None: none.
+_PARENT_DEATH_SIGNAL = 15  # SIGTERM
+
+
+def _worker_start(parent, death_signal):
     """In a forked worker: Ctrl-C is the main process's to handle, SIGTERM ends the worker (not the main
     process's handler that turns it into an exception), one thread in every native pool (:data:`WORKER_ENV`,
-    for libraries the units load later)."""
+    for libraries the units load later), and ``death_signal`` when the process ``parent`` that forked it dies
+    (the worker ends at once if it already has)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.update(WORKER_ENV)
+    if death_signal is not None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(death_signal))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # (no prctl: the pool's shutdown still ends the workers)
+            return
+        if os.getppid() != parent:
+            os._exit(1)
 
 
 def _pinned(func, unit):

@@ -95,3 +95,67 @@ def test_worker_processes_are_forked_from_the_main_process(monkeypatch):
         _MARK = None
         _sweep._stop_workers()
     assert _sweep._FORKED is None
+
+
+_ORPHAN_SCRIPT = r"""
+import sys, time
+from figures import _sweep
+if sys.argv[1] == "off":
+    _sweep._PARENT_DEATH_SIGNAL = None
+ex = _sweep._forked_executor(2)
+ex.submit(abs, -1).result()
+print(" ".join(str(p) for p in ex._processes), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid):
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_forked_workers_end_when_the_main_process_is_killed():
+    """The forked pool's workers get SIGTERM when the process that forked them dies (PR_SET_PDEATHSIG): a main
+    job killed with SIGKILL, whose pool never shuts down, leaves no worker waiting on its queue forever.
+    Power: with the signal switched off the workers outlive it (and are killed here)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the workers are forked on Linux only")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    survivors = {}
+    for mode in ("on", "off"):
+        proc = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT, mode], stdout=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True)
+        try:
+            pids = [int(p) for p in proc.stdout.readline().split()]
+            assert len(pids) == 2 and all(_alive(p) for p in pids)
+            proc.kill()
+            proc.wait(timeout=300)
+            deadline = time.monotonic() + 60  # (a hang guard: the signal is immediate)
+            while any(_alive(p) for p in pids) and mode == "on" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if mode == "off":
+                time.sleep(1.0)
+            survivors[mode] = [p for p in pids if _alive(p)]
+        finally:
+            for p in pids if "pids" in dir() else []:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert survivors["on"] == [] and len(survivors["off"]) == 2, survivors
