@@ -164,6 +164,30 @@ def test_hyp0f1_series_against_mpmath(b2):
                 assert abs(wrong / f0 - 1) > pmp.mpf(2) ** -100
 
 
+@pytest.mark.parametrize("b2", [1, 2, 3, 8, 66, 1025])
+@pytest.mark.parametrize("prec", [77, 160])
+def test_hyp0f1_alternating_series_against_mpmath(b2, prec):
+    """0F1(; b; -w) (the RFF pair integrand) by the alternating fixed-point series with its a-posteriori bound
+    (_hyp0f1_negative), against mpmath's hyp0f1 at 200 more bits, to one unit of the last place at 77 and 160
+    bits (15 and 40 digits plus guards), w from 1e-30 to 5000 (values down to ~e^-140 of the largest term), and
+    at w within 2^-90 of the first zero of the Bessel function (b = 1: J_0(2 sqrt w)), where the value is ~2^-90
+    of its terms (a second try with the bits the bound asked for); power: b + 1/2 instead of b is off."""
+    with _context.entered():
+        pmp.prec = prec
+        cases = [pmp.mpf(w) for w in ("1e-30", "0.3", "1", "7.3", "36", "200", "1152", "5000")]
+        if b2 == 2:
+            cases.append((pmp.besseljzero(0, 1) / 2) ** 2 * (1 + pmp.mpf(2) ** -90))
+        for w in cases:
+            got = A._hyp0f1_negative(b2, w._mpf_)
+            assert got is not None and got == A.hyp0f1(b2, -w)
+            with pmp.workprec(prec + 200):
+                ref = pmp.hyp0f1(pmp.mpf(b2) / 2, -w)
+                wrong = pmp.hyp0f1(pmp.mpf(b2 + 1) / 2, -w)
+            assert abs(got / ref - 1) <= pmp.mpf(2) ** (1 - prec), (b2, prec, w)
+            if w >= 1:
+                assert abs(wrong / got - 1) > pmp.mpf(2) ** (1 - prec)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # finding D (issue 38): RFF at large z and at d = 1024
 

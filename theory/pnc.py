@@ -259,7 +259,7 @@ def _rff_pair(d, zz):
             f"over the norms' range, beyond the quadrature's reach ({RFF_MAX_OSCILLATIONS}; it resolves about 25: "
             f"z <= 20 at d <= 8, z <= 30 at d = 64); use a smaller z (or Monte Carlo: montecarlo.empirical_mse)")
     # the terms are O(1) and the value smaller: _expect carries the bits its sum loses
-    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
+    return _expect_over_lower_half(d, lambda s: hyp0f1(d, -zz * zz * s / 2),
                                    f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)})")
 
 
