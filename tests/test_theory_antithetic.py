@@ -87,6 +87,44 @@ def test_downward_finite_sum_against_mpmath_gammainc(n, bits):
             assert off(wrong_a) > tol and off(moved) > tol
 
 
+@pytest.mark.parametrize("n", [6, 7, 24, 96])
+@pytest.mark.parametrize("prec", [100, 250])
+def test_gauss_rules_against_mpmath_polynomials(n, prec):
+    """The Gauss-Legendre and Gauss-Laguerre tables (fixed-point Newton from scipy's nodes) against mpmath's
+    Legendre and Laguerre polynomials at 100 more bits: each node is a root to 2^(4 - prec) relative (the
+    Newton correction P/P' that mpmath's polynomials give), each weight matches 2 / ((1 - x^2) P_n'(x)^2) with
+    P_n' = n (P_(n-1) - x P_n) / (1 - x^2), resp. x / ((n + 1)^2 L_(n+1)(x)^2), to 2^(4 - prec), and the
+    rules integrate the monomials t^k, k < 2n, exactly (2/(k + 1) for even k on [-1, 1]; k! against e^-t) to
+    2^(8 - prec) of the sum of the absolute terms (n <= 24).  Power: a node moved by 2^(12 - prec) relatively
+    fails the root check."""
+    with _context.entered():
+        pmp.prec = prec
+        tol = pmp.mpf(2) ** (4 - prec)
+        lx, lw = A.legendre(n)
+        gx, gw = A.laguerre(n)
+        with pmp.workprec(prec + 100):
+            moved = lx[0] * (1 + pmp.mpf(2) ** (12 - prec))
+            for x, w in zip(lx, lw):
+                pn, pn1 = pmp.legendre(n, x), pmp.legendre(n - 1, x)
+                deriv = n * (pn1 - x * pn) / (1 - x * x)
+                assert abs(pn / deriv) <= tol * max(abs(x), 1 / pmp.mpf(n * n))
+                assert abs(w * (1 - x * x) * deriv ** 2 / 2 - 1) <= tol
+            x = moved
+            assert abs(pmp.legendre(n, x) / (n * (pmp.legendre(n - 1, x) - x * pmp.legendre(n, x)) / (1 - x * x))) \
+                > tol * abs(x)
+            for x, w in zip(gx, gw):
+                ln, ln1 = pmp.laguerre(n, 0, x), pmp.laguerre(n - 1, 0, x)
+                assert abs(ln / (n * (ln - ln1) / x)) <= tol * x
+                assert abs(w * (n + 1) ** 2 * pmp.laguerre(n + 1, 0, x) ** 2 / x - 1) <= tol
+            if n <= 24:
+                for k in range(2 * n):
+                    terms = [w * x ** k for x, w in zip(lx, lw)]
+                    assert abs(pmp.fsum(terms) - (pmp.mpf(2) / (k + 1) if k % 2 == 0 else 0)) \
+                        <= pmp.mpf(2) ** (8 - prec) * pmp.fsum(abs(t) for t in terms)
+                    terms = [w * x ** k for x, w in zip(gx, gw)]
+                    assert abs(pmp.fsum(terms) / pmp.factorial(k) - 1) <= pmp.mpf(2) ** (8 - prec)
+
+
 def test_weights_integrate_the_density():
     """The weights of the rule integrate the Gamma(a) density over the lower half to 1 (the pair's mass, both
     halves), and x1 x2 to M / 4 with M from theory (E[w1^2 w2^2] = 4 E[x1 x2]); the second by mpmath's

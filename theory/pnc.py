@@ -316,7 +316,9 @@ def _pair_series(d, t, sign):
         if K >= 2:
             log2_term2 = 2 * float(mp.log(2 * t, 2)) - 1  # (2t)^2 / 2!
             bits = max(int(prec + log2_term2) + 24 + (K + 1).bit_length(), 53)
-            bits = 32 * (bits // 32 + 1)  # steps of 32 bits: nearby t share the memoised moments
+            # steps of 32 bits (nearby t share the memoised moments), each 5 below a multiple of 32, whose rule
+            # (rule_precision) is that multiple: 160 bits at v = 1e-4 (15 digits) instead of 192
+            bits = 32 * ((bits + 4) // 32 + 1) - 5
         coef = sign * t / a  # (+-t)^k / ((a)_k k!) at k = 1
         for k in range(2, K + 1):
             coef = coef * sign * t / ((a + k - 1) * k)
