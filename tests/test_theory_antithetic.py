@@ -125,6 +125,43 @@ def test_gauss_rules_against_mpmath_polynomials(n, prec):
                     assert abs(pmp.fsum(terms) / pmp.factorial(k) - 1) <= pmp.mpf(2) ** (8 - prec)
 
 
+@pytest.mark.parametrize("d", [3, 5, 7, 33])
+@pytest.mark.parametrize("bits", [77, 160])
+def test_continued_fraction_against_mpmath_gammainc(d, bits):
+    """Q_a(X) and h X = gamma_a(X) X / Q_a(X) for half-integer a = d/2 by the continued fraction (_upper_cf, the
+    route of _upper_fixed from X >= d + bits / CF_MIN_X_BITS on), against mpmath's gammainc and loggamma at 80
+    more bits, to 4 units of 2^-bits relative, from that threshold to X = 5000 (Q down to ~e^-5000; 77 and 160
+    bits: 15 and 40 digits plus the nodes' guard bits).  Power: the same check refutes the fraction of a = d/2 + 1,
+    X moved by 2^(12 - bits) relatively, and the fraction truncated for 40 fewer bits."""
+    from mpmath.libmp.libelefun import ln2_fixed
+
+    ln2 = ln2_fixed(bits)
+    tol = mp.mpf(2) ** (2 - bits)
+    start = d + bits // A.CF_MIN_X_BITS
+    for x in (start, start + 0.37, 1.5 * start, 100, 731.25, 5000):
+        X = int(x * 2 ** 20) << (bits - 20)
+        got = A._upper_fixed(d, X, bits, ln2, 0)
+        assert got is not None and got == A._upper_cf(d, X, bits)  # the route taken
+        wrong = [A._upper_cf(d + 2, X, bits), A._upper_cf(d, X + (X >> (bits - 12)), bits)]
+        short = A._upper_cf(d, X >> 40, bits - 40)
+        if short is not None:
+            (qm, qe), h = short
+            wrong.append(((qm << 40, qe), h << 40))
+        with mp.workprec(bits + 80):
+            a = mp.mpf(d) / 2
+            xx = mp.mpf(X) / 2 ** bits
+            q = mp.gammainc(a, xx, mp.inf, regularized=True)
+            hx = mp.exp((a - 1) * mp.log(xx) - xx - mp.loggamma(a)) * xx / q
+
+            def off(route):
+                (qm, qe), h = route
+                return max(abs(mp.ldexp(qm, qe - bits) / q - 1), abs(mp.ldexp(h, -bits) / hx - 1))
+
+            assert off(got) < tol, (d, bits, x, off(got))
+            assert all(off(w) > tol for w in wrong if w is not None), (d, bits, x)
+            assert len([w for w in wrong if w is not None]) >= 2
+
+
 def test_weights_integrate_the_density():
     """The weights of the rule integrate the Gamma(a) density over the lower half to 1 (the pair's mass, both
     halves), and x1 x2 to M / 4 with M from theory (E[w1^2 w2^2] = 4 E[x1 x2]); the second by mpmath's
