@@ -64,14 +64,16 @@ def _lower_series_fixed(d, X, bits, x):
     :math:`2^{12}` terms (the callers' x are at most a few times a + the precision); every 128 terms are
     charged :data:`SERIES_UNITS` units of work (:func:`theory._context.check_time`)."""
     total = term = 1 << bits
+    x2 = X << 1
     j = d + 2  # 2 (a + k)
-    while term:
-        term = ((term * X) >> bits) * 2 // j
-        total += term
+    while True:  # blocks of 128 terms (about sqrt(a p) of them near the median), each charged
+        for j in range(j, j + 256, 2):
+            term = (term * x2 >> bits) // j
+            if not term:
+                return total
+            total += term
         j += 2
-        if not (j - d) % 256:  # every 128 terms (about sqrt(a p) of them near the median)
-            check_time(f"the incomplete gamma series at a = d/2 = {show_int(d)}/2", units=SERIES_UNITS)
-    return total
+        check_time(f"the incomplete gamma series at a = d/2 = {show_int(d)}/2", units=SERIES_UNITS)
 
 
 #: Guard bits of the fixed-point series (:func:`_lower_series`).
@@ -428,9 +430,9 @@ def _upper_fixed(d, X, bits, ln2, lost):
     if d % 2 == 0 and d // 2 <= FINITE_SUM_MAX:
         total = last = one
         for k in range(1, d // 2):
-            last = ((last * X) >> bits) // k
+            last = (last * X >> bits) // k
             total += last
-            if not k % 128:
+            if not k & 127:
                 check_time(f"the finite incomplete gamma sum at a = d/2 = {d // 2}", units=SERIES_UNITS)
         em, en = _exp_pair(-X, bits, ln2)
         return ((em * total) >> bits, en), (last * X) // total
@@ -906,13 +908,15 @@ def hyp0f1(b2, z):
     bits = prec + 16 + (int(to_float(zt)) + prec).bit_length()
     Z = to_fixed(zt, bits)
     total = term = 1 << bits
-    j, k = b2, 1  # 2 (b + k - 1), k
-    while term:
-        term = ((term * Z) >> bits) * 2 // (j * k)
-        total += term
-        j += 2
-        k += 1
-        if not k % 256:
+    z2, b2m2, k = Z << 1, b2 - 2, 1
+    while term:  # blocks of 256 terms, each charged
+        for k in range(k, k + 256):
+            term = (term * z2 >> bits) // ((b2m2 + 2 * k) * k)  # z / ((b + k - 1) k)
+            if not term:
+                break
+            total += term
+        else:
+            k += 1
             # the terms grow to ~2.9 sqrt(z) bits, each step costs ~ their length in words: ~1 unit per 32 bits (bench_work)
             check_time("the 0F1 series of a pair integrand",
                        units=SERIES_UNITS * 2 * (1 + total.bit_length() // 256))
@@ -949,16 +953,22 @@ def _hyp0f1_negative(b2, wt):
     for _ in range(NEGATIVE_TRIES):
         W = to_fixed(wt, B)
         total = absum = term = 1 << B
-        j, k = b2, 1  # 2 (b + k - 1), k
-        while term:
-            term = ((term * W) >> B) * 2 // (j * k)
-            absum += term
-            total += -term if k & 1 else term
-            j += 2
-            k += 1
-            if not k % 256:
+        w2, b2m2, k = W << 1, b2 - 2, 1
+        while term:  # blocks of 256 terms (an even number: the signs alternate from k = 1 in each), each charged
+            for k in range(k, k + 256, 2):
+                term = (term * w2 >> B) // ((b2m2 + 2 * k) * k)  # the term of odd k: subtracted
+                absum += term
+                total -= term
+                term = (term * w2 >> B) // ((b2m2 + 2 * k + 2) * (k + 1))
+                absum += term
+                total += term
+                if not term:
+                    break
+            else:
+                k += 2
                 check_time("the 0F1 series of a pair integrand",
                            units=SERIES_UNITS * 2 * (1 + absum.bit_length() // 256))
+        k += 2  # (the terms summed: at most k)
         err = 3 * k * ((absum >> B) + 1) + 2 * k * k + 1  # units of 2^-B
         short = err.bit_length() + prec + 5 - abs(total).bit_length()  # (err 2^(p+4) <= |total|)
         if short <= 0:
@@ -977,14 +987,17 @@ def hyp0f1_pair(b2, z):
     bits = prec + 16 + (int(to_float(zt)) + prec).bit_length()
     Z = to_fixed(zt, bits)
     total = total1 = term = 1 << bits
-    j, k = b2, 1  # 2 (b + k - 1), k
-    while term:
-        term = ((term * Z) >> bits) * 2 // (j * k)
-        total += term
-        total1 += term * b2 // (j + 2)  # b / (b + k) = b2 / (2 (b + k - 1) + 2)
-        j += 2
-        k += 1
-        if not k % 256:
+    z2, k = Z << 1, 1
+    while term:  # blocks of 256 terms, each charged
+        for k in range(k, k + 256):
+            j = b2 + 2 * k - 2  # 2 (b + k - 1)
+            term = (term * z2 >> bits) // (j * k)
+            if not term:
+                break
+            total += term
+            total1 += term * b2 // (j + 2)  # b / (b + k) = b2 / (2 (b + k - 1) + 2)
+        else:
+            k += 1
             # the terms grow to ~2.9 sqrt(z) bits, each step costs ~ their length in words: ~1 unit per 32 bits (bench_work)
             check_time("the 0F1 series of a pair integrand",
                        units=SERIES_UNITS * 2 * (1 + total.bit_length() // 256))
