@@ -502,6 +502,7 @@ def _upper_cf(d, X, bits):
             n = j
             break
         if not j % 64:
+            # (64 levels in doubles and 32 of the fixed-point evaluation after them: about 30 us, 2 units)
             check_time(f"the incomplete gamma continued fraction at a = d/2 = {show_int(d)}/2", units=SERIES_UNITS)
     if not n:
         return None
