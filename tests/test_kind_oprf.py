@@ -538,6 +538,30 @@ def test_oprf_tails_against_mpmath():
                 assert abs(oprf._tail_0f1(h + 1, zz) / ref - 1) > pmp.mpf(2) ** -20
 
 
+@pytest.mark.parametrize("prec", [77, 160])
+def test_oprf_tail_pair_against_mpmath(prec):
+    """The two 0F1 tails of one loop (_tail_0f1_pair: at h and h + 1, the pnc derivative's integrand) against
+    mpmath's hyp0f1 - 1 - z/h at 600 bits, to 2^-(p - 4) relatively at 77 and 160 bits (15 and 40 digits plus
+    guards), z from 1e-30 to 3 (the fixed-point loop below 1/2, the two calls above); power: the pair's second
+    value is off from the tail at h + 1/2 and at h."""
+    from theory import oprf
+
+    with _context.entered():
+        pmp.prec = prec
+        for h2 in (2, 3, 8, 65, 1025):
+            h = pmp.mpf(h2) / 2
+            for z in ("1e-30", "1e-8", "0.01", "0.3", "0.4999", "0.5", "3"):
+                zz = pmp.mpf(z)
+                got = oprf._tail_0f1_pair(h, zz)
+                with pmp.workprec(600):
+                    refs = [pmp.hyp0f1(h + k, zz) - 1 - zz / (h + k) for k in (0, 1)]
+                    wrong = [pmp.hyp0f1(h + k, zz) - 1 - zz / (h + k) for k in (pmp.mpf(1) / 2, 0)]
+                for w in wrong:
+                    assert abs(w / got[1] - 1) > pmp.mpf(2) ** -20
+                for g, r in zip(got, refs):
+                    assert abs(g / r - 1) < pmp.mpf(2) ** (4 - prec), (h2, z)
+
+
 # ---------------------------------------------------------------------------
 # Edges of theory.oprf: the optimal A at large s (relative accuracy, no ZeroDivisionError) and the OPRF MSE at
 # very large v (a correct value, or a loud ConvergenceError within the time budget).

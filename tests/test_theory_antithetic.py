@@ -54,6 +54,114 @@ def test_every_node_and_partner_against_mpmath_gammainc(d, prec):
             assert all(W > 0 for W, _, _ in nodes)
 
 
+@pytest.mark.parametrize("n", [192, 200, 512])
+@pytest.mark.parametrize("bits", [77, 157, 300])
+def test_downward_finite_sum_against_mpmath_gammainc(n, bits):
+    """Q_n(X) and h X = gamma_n(X) X / Q_n(X) by the downward finite sum (_finite_upper_down, integer a = n
+    from DOWNWARD_MIN on, stopped by its bound on the rest) against mpmath's gammainc and loggamma at 60 more
+    bits, to 4 units of 2^-bits relative, at X from the median to the 1e-250 quantile (bits 77 and 157: 15 and
+    40 digits plus the nodes' 24 guard bits).  Power: the same check refutes the sum of the neighbouring a = n - 1
+    and the sum at X moved by 2^(12 - bits) relatively."""
+    from mpmath.libmp.libelefun import ln2_fixed
+    from scipy import special
+
+    assert A.DOWNWARD_MIN <= n <= A.FINITE_SUM_MAX
+    ln2 = ln2_fixed(bits)
+    tol = mp.mpf(2) ** (2 - bits)
+    for u in (0.5, 0.3, 1e-3, 1e-9, 1e-40, 1e-250):
+        X = int(float(special.gammainccinv(n, u)) * 2 ** 40) << (bits - 40)
+        got = A._upper_fixed(2 * n, X, bits, ln2, 0)
+        assert got == A._finite_upper_down(n, X, bits)  # the route taken
+        wrong_a = A._finite_upper_down(n - 1, X, bits)
+        moved = A._finite_upper_down(n, X + (X >> (bits - 12)), bits)
+        with mp.workprec(bits + 60):
+            x = mp.mpf(X) / 2 ** bits
+            q = mp.gammainc(n, x, mp.inf, regularized=True)
+            hx = mp.exp((n - 1) * mp.log(x) - x - mp.loggamma(n)) * x / q
+
+            def off(route):
+                (qm, qe), h = route
+                return max(abs(mp.ldexp(qm, qe - bits) / q - 1), abs(mp.ldexp(h, -bits) / hx - 1))
+
+            assert off(got) < tol, (n, bits, u, off(got))
+            assert off(wrong_a) > tol and off(moved) > tol
+
+
+@pytest.mark.parametrize("n", [6, 7, 24, 96])
+@pytest.mark.parametrize("prec", [100, 250])
+def test_gauss_rules_against_mpmath_polynomials(n, prec):
+    """The Gauss-Legendre and Gauss-Laguerre tables (fixed-point Newton from scipy's nodes) against mpmath's
+    Legendre and Laguerre polynomials at 100 more bits: each node is a root to 2^(4 - prec) relative (the
+    Newton correction P/P' that mpmath's polynomials give), each weight matches 2 / ((1 - x^2) P_n'(x)^2) with
+    P_n' = n (P_(n-1) - x P_n) / (1 - x^2), resp. x / ((n + 1)^2 L_(n+1)(x)^2), to 2^(4 - prec), and the
+    rules integrate the monomials t^k, k < 2n, exactly (2/(k + 1) for even k on [-1, 1]; k! against e^-t) to
+    2^(8 - prec) of the sum of the absolute terms (n <= 24).  Power: a node moved by 2^(12 - prec) relatively
+    fails the root check."""
+    with _context.entered():
+        pmp.prec = prec
+        tol = pmp.mpf(2) ** (4 - prec)
+        lx, lw = A.legendre(n)
+        gx, gw = A.laguerre(n)
+        with pmp.workprec(prec + 100):
+            moved = lx[0] * (1 + pmp.mpf(2) ** (12 - prec))
+            for x, w in zip(lx, lw):
+                pn, pn1 = pmp.legendre(n, x), pmp.legendre(n - 1, x)
+                deriv = n * (pn1 - x * pn) / (1 - x * x)
+                assert abs(pn / deriv) <= tol * max(abs(x), 1 / pmp.mpf(n * n))
+                assert abs(w * (1 - x * x) * deriv ** 2 / 2 - 1) <= tol
+            x = moved
+            assert abs(pmp.legendre(n, x) / (n * (pmp.legendre(n - 1, x) - x * pmp.legendre(n, x)) / (1 - x * x))) \
+                > tol * abs(x)
+            for x, w in zip(gx, gw):
+                ln, ln1 = pmp.laguerre(n, 0, x), pmp.laguerre(n - 1, 0, x)
+                assert abs(ln / (n * (ln - ln1) / x)) <= tol * x
+                assert abs(w * (n + 1) ** 2 * pmp.laguerre(n + 1, 0, x) ** 2 / x - 1) <= tol
+            if n <= 24:
+                for k in range(2 * n):
+                    terms = [w * x ** k for x, w in zip(lx, lw)]
+                    assert abs(pmp.fsum(terms) - (pmp.mpf(2) / (k + 1) if k % 2 == 0 else 0)) \
+                        <= pmp.mpf(2) ** (8 - prec) * pmp.fsum(abs(t) for t in terms)
+                    terms = [w * x ** k for x, w in zip(gx, gw)]
+                    assert abs(pmp.fsum(terms) / pmp.factorial(k) - 1) <= pmp.mpf(2) ** (8 - prec)
+
+
+@pytest.mark.parametrize("d", [3, 5, 7, 33])
+@pytest.mark.parametrize("bits", [77, 160])
+def test_continued_fraction_against_mpmath_gammainc(d, bits):
+    """Q_a(X) and h X = gamma_a(X) X / Q_a(X) for half-integer a = d/2 by the continued fraction (_upper_cf, the
+    route of _upper_fixed from X >= d + bits / CF_MIN_X_BITS on), against mpmath's gammainc and loggamma at 80
+    more bits, to 4 units of 2^-bits relative, from that threshold to X = 5000 (Q down to ~e^-5000; 77 and 160
+    bits: 15 and 40 digits plus the nodes' guard bits).  Power: the same check refutes the fraction of a = d/2 + 1,
+    X moved by 2^(12 - bits) relatively, and the fraction truncated for 40 fewer bits."""
+    from mpmath.libmp.libelefun import ln2_fixed
+
+    ln2 = ln2_fixed(bits)
+    tol = mp.mpf(2) ** (2 - bits)
+    start = d + bits // A.CF_MIN_X_BITS
+    for x in (start, start + 0.37, 1.5 * start, 100, 731.25, 5000):
+        X = int(x * 2 ** 20) << (bits - 20)
+        got = A._upper_fixed(d, X, bits, ln2, 0)
+        assert got is not None and got == A._upper_cf(d, X, bits)  # the route taken
+        wrong = [A._upper_cf(d + 2, X, bits), A._upper_cf(d, X + (X >> (bits - 12)), bits)]
+        short = A._upper_cf(d, X >> 40, bits - 40)
+        if short is not None:
+            (qm, qe), h = short
+            wrong.append(((qm << 40, qe), h << 40))
+        with mp.workprec(bits + 80):
+            a = mp.mpf(d) / 2
+            xx = mp.mpf(X) / 2 ** bits
+            q = mp.gammainc(a, xx, mp.inf, regularized=True)
+            hx = mp.exp((a - 1) * mp.log(xx) - xx - mp.loggamma(a)) * xx / q
+
+            def off(route):
+                (qm, qe), h = route
+                return max(abs(mp.ldexp(qm, qe - bits) / q - 1), abs(mp.ldexp(h, -bits) / hx - 1))
+
+            assert off(got) < tol, (d, bits, x, off(got))
+            assert all(off(w) > tol for w in wrong if w is not None), (d, bits, x)
+            assert len([w for w in wrong if w is not None]) >= 2
+
+
 def test_weights_integrate_the_density():
     """The weights of the rule integrate the Gamma(a) density over the lower half to 1 (the pair's mass, both
     halves), and x1 x2 to M / 4 with M from theory (E[w1^2 w2^2] = 4 E[x1 x2]); the second by mpmath's
@@ -129,6 +237,30 @@ def test_hyp0f1_series_against_mpmath(b2):
                 assert abs(got / ref - 1) < pmp.mpf(2) ** -148
             if zz >= 0.5:
                 assert abs(wrong / f0 - 1) > pmp.mpf(2) ** -100
+
+
+@pytest.mark.parametrize("b2", [1, 2, 3, 8, 66, 1025])
+@pytest.mark.parametrize("prec", [77, 160])
+def test_hyp0f1_alternating_series_against_mpmath(b2, prec):
+    """0F1(; b; -w) (the RFF pair integrand) by the alternating fixed-point series with its a-posteriori bound
+    (_hyp0f1_negative), against mpmath's hyp0f1 at 200 more bits, to one unit of the last place at 77 and 160
+    bits (15 and 40 digits plus guards), w from 1e-30 to 5000 (values down to ~e^-140 of the largest term), and
+    at w within 2^-90 of the first zero of the Bessel function (b = 1: J_0(2 sqrt w)), where the value is ~2^-90
+    of its terms (a second try with the bits the bound asked for); power: b + 1/2 instead of b is off."""
+    with _context.entered():
+        pmp.prec = prec
+        cases = [pmp.mpf(w) for w in ("1e-30", "0.3", "1", "7.3", "36", "200", "1152", "5000")]
+        if b2 == 2:
+            cases.append((pmp.besseljzero(0, 1) / 2) ** 2 * (1 + pmp.mpf(2) ** -90))
+        for w in cases:
+            got = A._hyp0f1_negative(b2, w._mpf_)
+            assert got is not None and got == A.hyp0f1(b2, -w)
+            with pmp.workprec(prec + 200):
+                ref = pmp.hyp0f1(pmp.mpf(b2) / 2, -w)
+                wrong = pmp.hyp0f1(pmp.mpf(b2 + 1) / 2, -w)
+            assert abs(got / ref - 1) <= pmp.mpf(2) ** (1 - prec), (b2, prec, w)
+            if w >= 1:
+                assert abs(wrong / got - 1) > pmp.mpf(2) ** (1 - prec)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -215,6 +215,30 @@ def _tail_0f1(h, z):
         return hyp0f1(int(2 * h), z) - 1 - z / h
 
 
+def _tail_0f1_pair(h, z):
+    r"""(:func:`_tail_0f1` at h, the same at h + 1) for z >= 0: for z < 1/2 from one fixed-point loop (the terms
+    of the second sum are those of the first times :math:`q_2/(q_2 + 2k)`, :math:`q_2 = 2h + 4`: the ratio
+    of :math:`(h+2)_k` to :math:`(h+3)_k`), each term truncated by at most one unit as in :func:`_fixed_sum`;
+    else the two calls."""
+    if not z < mp.mpf(1) / 2:
+        return _tail_0f1(h, z), _tail_0f1(h + 1, z)
+    from mpmath.libmp import from_man_exp, to_fixed
+
+    bits = mp.prec + 16
+    Z = to_fixed(z._mpf_, bits)
+    q2 = int(2 * h) + 4
+    total = total1 = term = 1 << bits
+    k = 0
+    while term:
+        term = ((term * Z) >> bits) * 2 // ((q2 + 2 * k) * (3 + k))
+        k += 1
+        total += term
+        total1 += term * q2 // (q2 + 2 * k)
+    zz = z * z
+    return (zz / (2 * h * (h + 1)) * mp.make_mpf(from_man_exp(total, -bits)),
+            zz / (2 * (h + 1) * (h + 2)) * mp.make_mpf(from_man_exp(total1, -bits)))
+
+
 def _pnc_small_excess_applies(d, vv, a):
     """Whether the second route of the pnc pair excess (:func:`_pnc_excess_small`) converges fast here."""
     t = (1 - 4 * a) * square(vv) / 2
@@ -303,16 +327,19 @@ def _pnc_excess_small_derivative(d, vv, a):
         scale = mp.exp(d * mp.log1p(-4 * a))
         dscale = -4 * d * scale / (1 - 4 * a)
 
+        four_a, w, inv_h, inv_h1 = 4 * a, -2 * v2, 1 / h, 1 / (h + 1)
+
         def dftilde(s):
-            x, z = 4 * a * s, t * s
-            dx, dz = 4 * s, -2 * v2 * s
-            tz = _tail_0f1(h, z)
+            # d/dA with dx = 4 s dA, dz = w s dA (x = 4As, z = ts), d(e^x - 1 - x)/dx = e^x - 1 = te + x
+            x, z = four_a * s, t * s
+            tz, tz1 = _tail_0f1_pair(h, z)
             te = _tail_exp(x)
-            big_f = 1 + z / h + tz
-            f1 = (_tail_0f1(h + 1, z) + z / (h + 1)) / h  # (0F1(;h+1;z) - 1)/h = d/dz of the tail
-            inner = te * big_f + (1 + x) * tz + x * z / h
-            dinner = (mp.expm1(x) * dx * big_f + te * (1 / h + f1) * dz + dx * tz + (1 + x) * f1 * dz
-                      + (dx * z + x * dz) / h)
+            zh = z * inv_h
+            big_f = 1 + zh + tz
+            f1 = (tz1 + z * inv_h1) * inv_h  # (0F1(;h+1;z) - 1)/h = d/dz of the tail
+            x1 = 1 + x
+            inner = te * big_f + x1 * tz + x * zh
+            dinner = s * (4 * ((te + x) * big_f + tz + zh) + w * (te * (inv_h + f1) + x1 * f1 + x * inv_h))
             return dscale * inner + scale * dinner
 
         e_pnc = _expect_over_lower_half(

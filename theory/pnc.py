@@ -259,7 +259,7 @@ def _rff_pair(d, zz):
             f"over the norms' range, beyond the quadrature's reach ({RFF_MAX_OSCILLATIONS}; it resolves about 25: "
             f"z <= 20 at d <= 8, z <= 30 at d = 64); use a smaller z (or Monte Carlo: montecarlo.empirical_mse)")
     # the terms are O(1) and the value smaller: _expect carries the bits its sum loses
-    return _expect_over_lower_half(d, lambda s: mp.hyp0f1(mp.mpf(d) / 2, -zz * zz * s / 2),
+    return _expect_over_lower_half(d, lambda s: hyp0f1(d, -zz * zz * s / 2),
                                    f"PNC RFF pair conformity (d = {show_int(d)}, z = {mp.nstr(zz, 6)})")
 
 
@@ -316,7 +316,9 @@ def _pair_series(d, t, sign):
         if K >= 2:
             log2_term2 = 2 * float(mp.log(2 * t, 2)) - 1  # (2t)^2 / 2!
             bits = max(int(prec + log2_term2) + 24 + (K + 1).bit_length(), 53)
-            bits = 32 * (bits // 32 + 1)  # steps of 32 bits: nearby t share the memoised moments
+            # steps of 32 bits (nearby t share the memoised moments), each 5 below a multiple of 32, whose rule
+            # (rule_precision) is that multiple: 160 bits at v = 1e-4 (15 digits) instead of 192
+            bits = 32 * ((bits + 4) // 32 + 1) - 5
         coef = sign * t / a  # (+-t)^k / ((a)_k k!) at k = 1
         for k in range(2, K + 1):
             coef = coef * sign * t / ((a + k - 1) * k)
