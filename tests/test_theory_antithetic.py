@@ -54,6 +54,23 @@ def test_every_node_and_partner_against_mpmath_gammainc(d, prec):
             assert all(W > 0 for W, _, _ in nodes)
 
 
+def _route_error(a, X, bits, guard):
+    r"""The largest relative error of a route's (Q, hx) (:func:`theory._antithetic._upper_fixed`'s form: Q as
+    (m, e) with value m 2^(e - bits), hx fixed at 2^bits) against mpmath's regularised upper incomplete gamma
+    :math:`Q_a(x)` and :math:`\gamma_a(x)x/Q_a(x)` at x = X 2^-bits, computed with ``guard`` more bits."""
+    with mp.workprec(bits + guard):
+        x = mp.mpf(X) / 2 ** bits
+        q = mp.gammainc(a, x, mp.inf, regularized=True)
+        hx = mp.exp((a - 1) * mp.log(x) - x - mp.loggamma(a)) * x / q
+
+    def off(route):
+        (qm, qe), h = route
+        with mp.workprec(bits + guard):
+            return max(abs(mp.ldexp(qm, qe - bits) / q - 1), abs(mp.ldexp(h, -bits) / hx - 1))
+
+    return off
+
+
 @pytest.mark.parametrize("n", [192, 200, 512])
 @pytest.mark.parametrize("bits", [77, 157, 300])
 def test_downward_finite_sum_against_mpmath_gammainc(n, bits):
@@ -74,17 +91,9 @@ def test_downward_finite_sum_against_mpmath_gammainc(n, bits):
         assert got == A._finite_upper_down(n, X, bits)  # the route taken
         wrong_a = A._finite_upper_down(n - 1, X, bits)
         moved = A._finite_upper_down(n, X + (X >> (bits - 12)), bits)
-        with mp.workprec(bits + 60):
-            x = mp.mpf(X) / 2 ** bits
-            q = mp.gammainc(n, x, mp.inf, regularized=True)
-            hx = mp.exp((n - 1) * mp.log(x) - x - mp.loggamma(n)) * x / q
-
-            def off(route):
-                (qm, qe), h = route
-                return max(abs(mp.ldexp(qm, qe - bits) / q - 1), abs(mp.ldexp(h, -bits) / hx - 1))
-
-            assert off(got) < tol, (n, bits, u, off(got))
-            assert off(wrong_a) > tol and off(moved) > tol
+        off = _route_error(n, X, bits, 60)
+        assert off(got) < tol, (n, bits, u, off(got))
+        assert off(wrong_a) > tol and off(moved) > tol
 
 
 @pytest.mark.parametrize("n", [6, 7, 24, 96])
@@ -147,19 +156,10 @@ def test_continued_fraction_against_mpmath_gammainc(d, bits):
         if short is not None:
             (qm, qe), h = short
             wrong.append(((qm << 40, qe), h << 40))
-        with mp.workprec(bits + 80):
-            a = mp.mpf(d) / 2
-            xx = mp.mpf(X) / 2 ** bits
-            q = mp.gammainc(a, xx, mp.inf, regularized=True)
-            hx = mp.exp((a - 1) * mp.log(xx) - xx - mp.loggamma(a)) * xx / q
-
-            def off(route):
-                (qm, qe), h = route
-                return max(abs(mp.ldexp(qm, qe - bits) / q - 1), abs(mp.ldexp(h, -bits) / hx - 1))
-
-            assert off(got) < tol, (d, bits, x, off(got))
-            assert all(off(w) > tol for w in wrong if w is not None), (d, bits, x)
-            assert len([w for w in wrong if w is not None]) >= 2
+        off = _route_error(mp.mpf(d) / 2, X, bits, 80)
+        assert off(got) < tol, (d, bits, x, off(got))
+        assert all(off(w) > tol for w in wrong if w is not None), (d, bits, x)
+        assert len([w for w in wrong if w is not None]) >= 2
 
 
 def test_weights_integrate_the_density():
