@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -114,13 +113,8 @@ def finish_json(path, data):
 
 
 def write_json(path, data):
-    """Write ``data`` (through :func:`montecarlo.experiments.runtime.jsonable`) as strict JSON to ``path``, atomically (a temporary
-    ``.NAME.PID.part`` renamed into place, removed on any error or interrupt); the folder is created."""
-    from montecarlo.experiments.runtime import jsonable
-    from theory.cli import atomic_write
+    """:func:`montecarlo.experiments.runtime.write_json` (strict JSON, atomically; imported when first used, so that
+    a benchmark's start does not import montecarlo.experiments)."""
+    from montecarlo.experiments.runtime import write_json as write
 
-    text = json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    return path
+    return write(path, data)

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 __all__ = ["EXIT_TERMINATED", "HelpFormatter", "Terminated", "Z_RTOL", "format_z", "jsonable",
-           "one_default_help", "refuse_repeats", "run_terminable", "terminate_as_interrupt", "z_score"]
+           "one_default_help", "refuse_repeats", "run_terminable", "terminate_as_interrupt", "write_json", "z_score"]
 
 
 def refuse_repeats(items, name, what):
@@ -121,7 +121,7 @@ def one_default_help(parser):
 
 def jsonable(obj):
     """Convert numpy arrays/scalars and mpmath numbers to JSON types (non-finite -> None): the figures' data and
-    the benchmarks' results (``benchmarks._timing.write_json``); other objects are left to ``json.dumps``."""
+    the benchmarks' results and the attention grids (:func:`write_json`); other objects are left to ``json.dumps``."""
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -136,3 +136,18 @@ def jsonable(obj):
         x = float(obj)
         return x if math.isfinite(x) else None
     return obj
+
+
+def write_json(path, data):
+    """Write ``data`` (through :func:`jsonable`) as strict JSON to ``path``, atomically (a temporary
+    ``.NAME.PID.part`` renamed into place, removed on any error or interrupt); the folder is created."""
+    import json
+    from pathlib import Path
+
+    from theory.cli import atomic_write
+
+    text = json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return path

@@ -765,15 +765,10 @@ def accuracy_grid(lengths=(256, 1024, 4096), features=(64, 128, 256, 512), logit
 
 
 def _write_json(path, obj):
-    import json
+    """:func:`montecarlo.experiments.runtime.write_json` (imported when a grid is written, not with montecarlo.nn)."""
+    from montecarlo.experiments.runtime import write_json
 
-    from theory.cli import atomic_write
-
-    def write(tmp):
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1)
-
-    atomic_write(path, write)
+    write_json(path, obj)
 
 
 def plan_grid(lengths=(256, 1024), logit_stds=(0.1, 0.25, 0.5, 1.0), targets=(0.05, 0.1, 0.2), *, d=64, seeds=64,
