@@ -507,3 +507,94 @@ class TestPnc:
                 assert abs(upper(got_high) / target_high - 1) < 1e-9, (d, p, got_high)
                 assert abs(lower(got_low) / target_low - 1) < 1e-9, (d, p, got_low)
                 assert got_low > 0 and got_high > got_low
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 38: the pair excess rho - e^{+-v^2} as one expectation (registry hooks prf/rff_conformity_excess)
+
+
+def _excess_hook(kind, d, v):
+    """The registry hook of pnc_orthogonal for the excess of ``kind``, called as theory.mse calls it (at the
+    caller's precision plus the guard bits), rounded to the caller's precision."""
+    with _context.entered() as bits:
+        _context.mp.prec = bits + 24
+        hook = registry.hook(C, f"{kind}_conformity_excess")
+        return _context.to_caller(hook(d, _context.mp.mpf(v)), bits)
+
+
+@pytest.mark.parametrize("dps", [15, 40])
+@pytest.mark.parametrize("kind", ["prf", "rff"])
+def test_excess_at_tiny_v_is_the_limit_coefficient(limit_coefficient, kind, dps):
+    """At v = 1e-30 and 1e-300 the excess over v^4 is (M/(d(d+2)) - 1)/4 with M by mpmath alone (the O(v^2)
+    correction is 1e-60), to dps - 2 digits; power: the ORF pair's coefficient -1/(4(d + 2)) is not."""
+    with mp.workdps(dps):
+        for v in ("1e-30", "1e-300"):
+            got = _excess_hook(kind, D, v) / mp.mpf(v) ** 4
+            assert abs(got / limit_coefficient - 1) < mp.mpf(10) ** (2 - dps), (kind, v)
+            assert abs(-1 / mp.mpf(4 * (D + 2)) / got - 1) > mp.mpf("0.1")
+
+
+@pytest.mark.parametrize("d,v", [(2, "0.01"), (3, "0.3"), (8, "1"), (3, "2")])
+@pytest.mark.parametrize("kind", ["prf", "rff"])
+def test_excess_against_the_u_route(kind, d, v):
+    """rho - e^{+-v^2} at 20 digits against the u route (mpmath's incomplete gamma inversions and hyp0f1, no code
+    shared with the excess integrand) at 20 + 4 log10(1/v) + 10 digits minus the exponential, to 18 digits;
+    power: the same difference at 20 digits (the route theory.mse took before, without its extra bits) misses it
+    at v = 0.01."""
+    sign = 1 if kind == "prf" else -1
+    with mp.workdps(15):
+        vv = mp.mpf(v)  # one binary value for every route (read exactly at any precision)
+    with mp.workdps(20):
+        got = _excess_hook(kind, d, vv)
+    extra = max(0, int(-4 * mp.log10(vv))) + 10
+    with mp.workdps(20 + extra):
+        ref = pnc.pair_conformity_u(d, vv, kind=kind) - mp.exp(sign * vv * vv)
+    with mp.workdps(20):
+        assert abs(got / ref - 1) < mp.mpf(10) ** -18, (kind, d, v)
+        if v == "0.01":
+            conf = theory.conformity(C, d, vv) if sign > 0 else theory.rff_conformity(C, d, vv)
+            naive = conf - mp.exp(sign * vv * vv)
+            assert not abs(naive / ref - 1) < mp.mpf(10) ** -18
+
+
+def test_excess_raises_its_guard_where_the_difference_cancels_more(monkeypatch, limit_coefficient):
+    """With 12 guard bits (no allowance for the difference's loss) the excess is redone with the bits lost + 16
+    and is still the limit coefficient's at 30 digits (two expectations, not one); with one try it raises
+    ConvergenceError naming the cancellation."""
+    calls = []
+    expect = pnc._expect
+
+    def counting(*args, **kwargs):
+        calls.append(args[2])
+        return expect(*args, **kwargs)
+
+    monkeypatch.setattr(pnc, "_expect", counting)
+    monkeypatch.setattr(pnc, "_excess_guard", lambda d: 12)
+    with mp.workdps(30):
+        got = _excess_hook("prf", D, "1e-30") / mp.mpf("1e-30") ** 4
+        assert abs(got / limit_coefficient - 1) < mp.mpf(10) ** -28
+    assert len(calls) == 2 and "PNC PRF pair excess (d = 8" in calls[0]
+    monkeypatch.setattr(pnc, "EXCESS_TRIES", 1)
+    with pytest.raises(theory.ConvergenceError, match="cancels by .* bits beyond 1 raises"):
+        _excess_hook("rff", D, "1e-30")
+
+
+def test_kernel_mse_takes_the_excess_hook_once(monkeypatch):
+    """theory.kernel_mse under pnc_orthogonal forms each pair excess with one expectation over one rule at d =
+    1024 and small z (before: the v^4 coefficient, then the conformity at 4 log2(1/v) more bits, then again
+    at 25 more bits for the cancelling sum Var + pairs; three rules)."""
+    built = []
+    rule = pnc.PairRule.ensure
+
+    def counting(self, what, prec=None):
+        fresh = not self.pieces
+        rule(self, what, prec)
+        built.append((fresh, self.prec))
+
+    pnc.clear_caches()
+    monkeypatch.setattr(pnc.PairRule, "ensure", counting)
+    with mp.workdps(15):
+        for kind, z in (("rff", "1e-8"), ("prf", "0.01")):
+            theory.kernel_mse(C, 1024, z, kind=kind, **({} if kind == "rff" else {"x_norm": "0.005", "y_norm": "0.005"}))
+    assert {p for _, p in built} == {128}, built
+    assert sum(fresh for fresh, _ in built) == 1

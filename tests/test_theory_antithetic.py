@@ -263,6 +263,59 @@ def test_hyp0f1_alternating_series_against_mpmath(b2, prec):
                 assert abs(wrong / got - 1) > pmp.mpf(2) ** (1 - prec)
 
 
+def _series_from_k2(b2, z, prec):
+    """sum_{k >= 2} z^k / ((b)_k k!) by the plain mpmath recurrence at ``prec`` bits (no shared code with the
+    fixed-point loops: the oracle of hyp0f1_excess)."""
+    with pmp.workprec(prec):
+        b = pmp.mpf(b2) / 2
+        term = z * z / (2 * b * (b + 1))
+        total, k = term, 2
+        while k < 5 or abs(term) > abs(total) * pmp.mpf(2) ** -prec:
+            term = term * z / ((b + k) * (k + 1))
+            total += term
+            k += 1
+        return total
+
+
+@pytest.mark.parametrize("prec", [60, 120, 250])
+def test_hyp0f1_excess_against_the_plain_series(prec):
+    """0F1(; b; z) - 1 - z/b (the pnc pair excess integrand, issue 38) to 2 units of the last place for z from
+    -1e4 to 200 and |z| down to 1e-300 (where the difference 0F1 - 1 - z/b is 1e-600 of the terms), against
+    the series from its z^2 term summed in mpmath at 2p + 400 bits; power: the difference formed at the
+    working precision (hyp0f1 minus 1 + z/b) is off by far more at small |z|, and so is the series from k = 1."""
+    zs = ("1e-300", "1e-30", "1e-8", "1e-3", "0.3", "1", "2.5", "7", "30", "200")
+    with _context.entered():
+        pmp.prec = prec
+        for b2 in (1, 2, 3, 5, 8, 64, 1024):
+            for text in zs + tuple("-" + z for z in zs) + ("-900", "-1e4"):
+                z = pmp.mpf(text)
+                got = A.hyp0f1_excess(b2, z)
+                ref = _series_from_k2(b2, z, 2 * prec + 400 + int(3 * abs(float(z)) ** 0.5))
+                with pmp.workprec(2 * prec + 400):
+                    err = abs(got / ref - 1) * pmp.mpf(2) ** prec
+                assert err <= 2, (prec, b2, text, err)
+                if abs(z) <= 1e-8:
+                    naive = A.hyp0f1(b2, z) - 1 - z * 2 / b2
+                    assert not naive or abs(naive / ref - 1) > pmp.mpf(2) ** (20 - prec)
+        with pmp.workprec(prec + 20):  # power: the series from k = 1 (one term too many) is off at z = 0.3
+            z = pmp.mpf("0.3")
+            wrong = A.hyp0f1_excess(8, z) + z * 2 / 8
+            assert abs(wrong / _series_from_k2(8, z, 2 * prec + 400) - 1) > 1
+
+
+def test_hyp0f1_excess_near_a_zero_and_at_zero():
+    """At w within 2^-90 of the first zero of J_0(2 sqrt w) the excess 0F1(; 1; -w) - 1 + w is not small (the
+    fixed-point route is accepted on its bound); z = 0 gives exactly 0."""
+    with _context.entered():
+        pmp.prec = 160
+        w = (pmp.besseljzero(0, 1) / 2) ** 2 * (1 + pmp.mpf(2) ** -90)
+        got = A.hyp0f1_excess(2, -w)
+        with pmp.workprec(400):
+            ref = pmp.hyp0f1(1, -w) - 1 + w
+        assert abs(got / ref - 1) < pmp.mpf(2) ** -158
+        assert A.hyp0f1_excess(2, pmp.mpf(0)) == 0
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # finding D (issue 38): RFF at large z and at d = 1024
 

@@ -905,11 +905,50 @@ def hyp0f1(b2, z):
     if zt[0] and zt[1]:
         value = _hyp0f1_negative(b2, mpf_neg(zt))
         return value if value is not None else mp.hyp0f1(mp.mpf(b2) / 2, z)
+    return _hyp0f1_positive(b2, zt, 0)
+
+
+def hyp0f1_excess(b2, z):
+    r""":math:`{}_0F_1(;b;z) - 1 - z/b = \sum_{k\ge2} z^k/((b)_k\,k!)` (b = ``b2``/2, ``b2`` an integer >= 1) for
+    any real z, to a relative accuracy of the working precision, tiny z included (the series from its k = 2
+    term :math:`t_2 = z^2/(2b(b+1))`, which leads it: the ratios of :func:`hyp0f1`'s fixed-point loops, started
+    at k = 2 with :math:`t_2` as the unit): the integrand of the pnc pair excesses
+    (:func:`theory.pnc._pair_excess`), whose expectation is :math:`\rho - 1 \mp v^2` without cancellation at
+    small v.  z < 0 where the alternating series' a-posteriori bound fails (near a zero of the sum): mpmath's
+    hyp0f1 with the bits the subtraction of 1 - |z|/b takes, checked."""
+    zt = z._mpf_
+    if not zt[1] and not zt[2]:  # z = 0
+        return mp.mpf(0)
+    prec = mp.prec
+    with mp.workprec(prec + 8):
+        lead = 2 * z * z / (b2 * (b2 + 2))  # t_2 (exact products, one rounding of the division)
+    if not zt[0]:
+        with mp.workprec(prec + 8):
+            return +(lead * _hyp0f1_positive(b2, zt, 2))
+    value = _hyp0f1_negative(b2, mpf_neg(zt), 2)
+    if value is not None:
+        with mp.workprec(prec + 8):
+            return +(lead * value)
+    extra = 16
+    for _ in range(NEGATIVE_TRIES + 2):  # mpmath's hyp0f1 to relative accuracy, minus 1 - |z|/b: measured loss
+        with mp.workprec(prec + extra):
+            lin = 1 + z * 2 / b2
+            value = mp.hyp0f1(mp.mpf(b2) / 2, z) - lin
+        lost = (max(int(mp.mag(lin)), 0) - int(mp.mag(value))) if value else prec + extra
+        if lost <= extra - 8:
+            return +value
+        extra = lost + 16
+    raise ConvergenceError("the 0F1 excess of a pnc pair integrand cancels beyond its retries; lower the argument")
+
+
+def _hyp0f1_positive(b2, zt, k0):
+    r"""The positive series of :func:`hyp0f1` (z >= 0, ``zt`` its mpf tuple) from its term k0 (0 or 2) on, that
+    term as 1: :math:`\sum_{k\ge k_0} t_k/t_{k_0}` (:func:`hyp0f1_excess` scales it by :math:`t_2`)."""
     prec = mp.prec
     bits = prec + 16 + (int(to_float(zt)) + prec).bit_length()
     Z = to_fixed(zt, bits)
     total = term = 1 << bits
-    z2, b2m2, k = Z << 1, b2 - 2, 1
+    z2, b2m2, k = Z << 1, b2 - 2, k0 + 1
     while term:  # blocks of 256 terms, each charged
         for k in range(k, k + 256):
             term = (term * z2 >> bits) // ((b2m2 + 2 * k) * k)  # z / ((b + k - 1) k)
@@ -930,20 +969,22 @@ def hyp0f1(b2, z):
 NEGATIVE_TRIES = 2
 
 
-def _hyp0f1_negative(b2, wt):
+def _hyp0f1_negative(b2, wt, k0=0):
     r""":math:`{}_0F_1(;b;-w)` for w > 0 (``wt``: the mpf tuple of w; b = ``b2``/2 >= 1/2) by its alternating
     series in fixed point, to a relative accuracy of the working precision; None where the a-posteriori bound
     does not give that within :data:`NEGATIVE_TRIES` tries (the caller then takes mpmath's, which raises its
-    precision as far as it needs).
+    precision as far as it needs).  ``k0`` = 2: the series from its k = 2 term on, that term as 1
+    (:math:`\sum_{k\ge2}t_k/t_2`, for :func:`hyp0f1_excess`).
 
-    Error bound, at scale 2^B with K terms: w to one unit, a relative :math:`2^{-B}/w` that reaches the k-th
-    term k times, in all at most :math:`\sum_k k|t_k|/w = {}_0F_1(;b+1;w)/b \le 2M` units, M = the sum of
-    the terms' absolute values (:math:`\le\cosh 2\sqrt w`, as :math:`(b)_k \ge (\frac12)_k`); each term
-    truncated twice (2 units), carried to the later terms by their ratios: up to the largest term (the terms
-    grow from :math:`t_0 = 1`) at most 2M units each, after it (ratios below 1) at most 2K units each; the
-    rest after the first zero term (alternating, decreasing) one unit.  In all at most
-    :math:`3KM + 2K^2 + 1` units, checked against :math:`2^{-p-4}` of the sum's absolute value.  B starts at
-    p + 20 + :math:`2\sqrt w\log_2e` (the largest term's bits: the cancellation) + 2 log2(K)."""
+    Error bound, at scale 2^B with K terms (j = k - k0 the power of w in a term relative to the first): w to
+    one unit, a relative :math:`2^{-B}/w` that reaches the term j times, in all at most
+    :math:`\sum_j j|T_j|/W` units (T the terms and W = w at the scale; summed as the loop goes; 2 units where
+    W = 0, all later terms then below one unit); each term truncated twice (2 units), carried to the later
+    terms by their ratios: up to the largest term (the terms grow from 1) at most 2M units each (M the sum of
+    the terms' absolute values), after it (ratios below 1) at most 2K units each; the rest after the first
+    zero term (alternating, decreasing) one unit.  In all at most :math:`2KM + 2K^2 + \sum_j j|T_j|/W + 1`
+    units, checked against :math:`2^{-p-4}` of the sum's absolute value.  B starts at p + 20 +
+    :math:`2\sqrt w\log_2e` (the largest term's bits: the cancellation) + 2 log2(K)."""
     prec = mp.prec
     wf = to_float(wt)
     if not wf < 1e12:  # (the largest term alone beyond 2^(2.9e6) bits)
@@ -954,14 +995,17 @@ def _hyp0f1_negative(b2, wt):
     for _ in range(NEGATIVE_TRIES):
         W = to_fixed(wt, B)
         total = absum = term = 1 << B
-        w2, b2m2, k = W << 1, b2 - 2, 1
-        while term:  # blocks of 256 terms (an even number: the signs alternate from k = 1 in each), each charged
+        jsum = 0
+        w2, b2m2, k = W << 1, b2 - 2, k0 + 1
+        while term:  # blocks of 256 terms (an even number: the signs alternate from k = k0 + 1 in each), each charged
             for k in range(k, k + 256, 2):
-                term = (term * w2 >> B) // ((b2m2 + 2 * k) * k)  # the term of odd k: subtracted
+                term = (term * w2 >> B) // ((b2m2 + 2 * k) * k)  # the term of odd k - k0: subtracted
                 absum += term
+                jsum += (k - k0) * term
                 total -= term
                 term = (term * w2 >> B) // ((b2m2 + 2 * k + 2) * (k + 1))
                 absum += term
+                jsum += (k + 1 - k0) * term
                 total += term
                 if not term:
                     break
@@ -969,8 +1013,8 @@ def _hyp0f1_negative(b2, wt):
                 k += 2
                 check_time("the 0F1 series of a pair integrand",
                            units=SERIES_UNITS * 2 * (1 + absum.bit_length() // 256))
-        k += 2  # (the terms summed: at most k)
-        err = 3 * k * ((absum >> B) + 1) + 2 * k * k + 1  # units of 2^-B
+        k += 2 - k0  # (the terms summed: at most k)
+        err = 2 * k * ((absum >> B) + 1) + 2 * k * k + (jsum // W + 1 if W else 2) + 1  # units of 2^-B
         short = err.bit_length() + prec + 5 - abs(total).bit_length()  # (err 2^(p+4) <= |total|)
         if short <= 0:
             return mp.make_mpf(mpf_pos(from_man_exp(total, -B), prec, round_nearest))

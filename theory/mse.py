@@ -38,7 +38,7 @@ from ._hypergeometric import hyp1f1_neg, laguerre_scan
 from .distributions import coupling_cos, dimension_bits, simplex_cos
 from . import feature_kinds as kinds
 from .kernels import coupled_pairs, norm_exponent
-from .registry import MissingHookError, block_pair_split, get as get_coupling, names, register
+from .registry import MissingHookError, block_pair_split, get as get_coupling, has_hook, names, register
 from .validation import show_int
 
 
@@ -135,10 +135,15 @@ def _prf_excess(coupling, d, vv):
 
 def _excess(coupling, d, t, odd, what, difference):
     """The pair excess ``what`` of :func:`_prf_excess` (``odd``) or :func:`_rff_excess` at argument t: 0 for
-    IID pairs, ``_series_excess`` at tiny t, else ``difference()`` with :func:`_small_arg_bits` and
+    IID pairs, the coupling's registry hook ``prf_conformity_excess`` / ``rff_conformity_excess`` where it has
+    one (pnc_orthogonal: an expectation of the excess itself, to the working precision at every t), else
+    ``_series_excess`` at tiny t, else ``difference()`` with :func:`_small_arg_bits` and
     :func:`theory.distributions.dimension_bits` more bits."""
     if coupling == "iid":
         return mp.mpf(0)
+    direct = "prf_conformity_excess" if odd else "rff_conformity_excess"
+    if has_hook(coupling, direct):  # the coupling's own route, to the working precision (pnc_orthogonal)
+        return call_hook(coupling, direct, d, t)
     small = _series_excess(coupling, d, square(t), odd)
     if small is not None:
         return small
@@ -284,7 +289,8 @@ def _kind_inner(kind, coupling, d, m, vv, params=None):
     The sum cancels where n / m is of order d and the excess of order -Var/d (SimRFs at m = d: the SimRF/IIDRF
     ratio is about max(v^2/12, 1/(2d)) for hyperbolic PRFs): the bits it loses are measured and the terms formed
     again with that many more (at the working precision the ratio lost log2(d) bits, relative error 1e-3 at
-    d = 1e20, v = 1e-6).  Up to 8 bits come from the guard bits (no second evaluation: the pnc quadratures)."""
+    d = 1e20, v = 1e-6).  Up to :data:`_GUARD_LOSS` bits come from the guard bits (no second evaluation: the pnc
+    quadratures)."""
     params = params or {}
     excess = kinds.hook(kind, "pair_excess")
     variance = kinds.hook(kind, "variance")
@@ -298,7 +304,7 @@ def _kind_inner(kind, coupling, d, m, vv, params=None):
         if not size:
             return total
         lost = int(mp.mag(size)) - int(mp.mag(total)) if total else mp.prec + extra
-        if lost <= extra + 8:
+        if lost <= extra + _GUARD_LOSS:
             return total
         extra = max(lost + 16, 2 * extra)
     raise ConvergenceError(f"the {kind} MSE of {coupling!r} at d = {show_int(d)}, m = {show_int(m)}: Var + pair terms "
@@ -308,6 +314,13 @@ def _kind_inner(kind, coupling, d, m, vv, params=None):
 
 #: Times :func:`_kind_inner` raises its precision when the sum of its terms cancels.
 _MAX_RAISES = 8
+
+#: Bits the sum of :func:`_kind_inner` may lose into the guard bits (theory._checks.GUARD_BITS = 24) without a
+#: second evaluation: its terms are each within a few units (< 16) of the working precision p, so after a loss of
+#: 12 bits the sum is within 2^(16 - p) relative, 8 of the 24 guard bits still beyond the caller's precision.
+#: (8 before: the RFF sum under pnc_orthogonal at d = 1024 and small z loses 9, and its second evaluation at 25
+#: more bits built the pnc rule again at the next 32-bit tier: 2x the call.)
+_GUARD_LOSS = 12
 
 
 def _kind_scaled(kind, coupling, d, m, vv, params=None):

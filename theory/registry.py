@@ -36,6 +36,8 @@ __all__ = [
 HOOKS = {
     "prf_conformity": "theory",
     "rff_conformity": "theory",
+    "prf_conformity_excess": "theory",
+    "rff_conformity_excess": "theory",
     "prf_conformity_v2": "theory",
     "rff_conformity_z4": "theory",
     "block_pair_weights": "theory",
@@ -162,8 +164,8 @@ RECORDS = (
              description="ORF block D R with the chi_d norms of rows (1, 2), (3, 4), ... antithetic: "
                          "F(w_2) = 1 - F(w_1)",
              exact=True, block="d", min_d=2, cos_theta=_orthogonal_cos, isotropic=True,
-             closed_forms=("prf_conformity", "rff_conformity", "prf_conformity_v2", "rff_conformity_z4",
-                           "block_pair_weights"),
+             closed_forms=("prf_conformity", "rff_conformity", "prf_conformity_excess", "rff_conformity_excess",
+                           "prf_conformity_v2", "rff_conformity_z4", "block_pair_weights"),
              samplers=("blocks", "projections"), style={"color": "#882255", "linestyle": (0, (3, 1, 1, 1)),
                                                         "marker": "P"},
              modules=("theory.pnc", "montecarlo.pnc"),
