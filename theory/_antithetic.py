@@ -920,15 +920,13 @@ def hyp0f1_excess(b2, z):
     if not zt[1] and not zt[2]:  # z = 0
         return mp.mpf(0)
     prec = mp.prec
-    with mp.workprec(prec + 8):
-        lead = 2 * z * z / (b2 * (b2 + 2))  # t_2 (exact products, one rounding of the division)
+    # t_2 = 2 z^2 / (b2 (b2 + 2)): z^2 exact, one rounding of the division, one of the product with the sum
+    lead = mpf_div(mpf_shift(mpf_mul(zt, zt), 1), from_int(b2 * (b2 + 2)), prec + 8, round_nearest)
     if not zt[0]:
-        with mp.workprec(prec + 8):
-            return +(lead * _hyp0f1_positive(b2, zt, 2))
-    value = _hyp0f1_negative(b2, mpf_neg(zt), 2)
+        return mp.make_mpf(mpf_mul(lead, _hyp0f1_positive(b2, zt, 2, raw=True), prec, round_nearest))
+    value = _hyp0f1_negative(b2, mpf_neg(zt), 2, raw=True)
     if value is not None:
-        with mp.workprec(prec + 8):
-            return +(lead * value)
+        return mp.make_mpf(mpf_mul(lead, value, prec, round_nearest))
     extra = 16
     for _ in range(NEGATIVE_TRIES + 2):  # mpmath's hyp0f1 to relative accuracy, minus 1 - |z|/b: measured loss
         with mp.workprec(prec + extra):
@@ -941,9 +939,10 @@ def hyp0f1_excess(b2, z):
     raise ConvergenceError("the 0F1 excess of a pnc pair integrand cancels beyond its retries; lower the argument")
 
 
-def _hyp0f1_positive(b2, zt, k0):
+def _hyp0f1_positive(b2, zt, k0, raw=False):
     r"""The positive series of :func:`hyp0f1` (z >= 0, ``zt`` its mpf tuple) from its term k0 (0 or 2) on, that
-    term as 1: :math:`\sum_{k\ge k_0} t_k/t_{k_0}` (:func:`hyp0f1_excess` scales it by :math:`t_2`)."""
+    term as 1: :math:`\sum_{k\ge k_0} t_k/t_{k_0}` (:func:`hyp0f1_excess` scales it by :math:`t_2`); ``raw``: as
+    an mpf tuple unrounded (the fixed-point sum, for one rounding of the caller's product)."""
     prec = mp.prec
     bits = prec + 16 + (int(to_float(zt)) + prec).bit_length()
     Z = to_fixed(zt, bits)
@@ -960,6 +959,8 @@ def _hyp0f1_positive(b2, zt, k0):
             # the terms grow to ~2.9 sqrt(z) bits, each step costs ~ their length in words: ~1 unit per 32 bits (bench_work)
             check_time("the 0F1 series of a pair integrand",
                        units=SERIES_UNITS * 2 * (1 + total.bit_length() // 256))
+    if raw:
+        return from_man_exp(total, -bits)
     return mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest))
 
 
@@ -969,12 +970,12 @@ def _hyp0f1_positive(b2, zt, k0):
 NEGATIVE_TRIES = 2
 
 
-def _hyp0f1_negative(b2, wt, k0=0):
+def _hyp0f1_negative(b2, wt, k0=0, raw=False):
     r""":math:`{}_0F_1(;b;-w)` for w > 0 (``wt``: the mpf tuple of w; b = ``b2``/2 >= 1/2) by its alternating
     series in fixed point, to a relative accuracy of the working precision; None where the a-posteriori bound
     does not give that within :data:`NEGATIVE_TRIES` tries (the caller then takes mpmath's, which raises its
     precision as far as it needs).  ``k0`` = 2: the series from its k = 2 term on, that term as 1
-    (:math:`\sum_{k\ge2}t_k/t_2`, for :func:`hyp0f1_excess`).
+    (:math:`\sum_{k\ge2}t_k/t_2`, for :func:`hyp0f1_excess`); ``raw``: the sum as an unrounded mpf tuple.
 
     Error bound, at scale 2^B with K terms (j = k - k0 the power of w in a term relative to the first): w to
     one unit, a relative :math:`2^{-B}/w` that reaches the term j times, in all at most
@@ -1017,7 +1018,8 @@ def _hyp0f1_negative(b2, wt, k0=0):
         err = 2 * k * ((absum >> B) + 1) + 2 * k * k + (jsum // W + 1 if W else 2) + 1  # units of 2^-B
         short = err.bit_length() + prec + 5 - abs(total).bit_length()  # (err 2^(p+4) <= |total|)
         if short <= 0:
-            return mp.make_mpf(mpf_pos(from_man_exp(total, -B), prec, round_nearest))
+            value = from_man_exp(total, -B)
+            return value if raw else mp.make_mpf(mpf_pos(value, prec, round_nearest))
         B += short + 8
     return None
 
