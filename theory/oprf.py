@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 
+from ._antithetic import exp_excess as _tail_exp, hyp0f1_excess
 from ._checks import check_dimension, guarded, square, to_mpf
 from ._context import caller_prec, check_time, mp
 from .conformities import check_v, coupling_conformity_v2_coefficient
@@ -169,56 +170,16 @@ def pnc_pair_term(d, v, A):
     return _pnc_pair_term(d, check_v(v), check_a(A))
 
 
-def _tail_exp(x):
-    r"""e^x - 1 - x without cancellation.
-
-    For |x| < 1/2: :math:`x^2\sum_{k\ge0}x^k/(k+2)!`, the sum (in [0.42, 0.61]) in fixed point at 16 bits
-    beyond the working precision: its term ratios are at most 1/6, each term is truncated by at most one
-    unit and the loop stops at the first term below one unit, so the sum is exact to a few units.  (Written
-    out: it runs at every quadrature node of the pnc routes.)"""
-    if abs(x) < mp.mpf(1) / 2:
-        return x * x * _fixed_sum(x, 6, None, 2)
-    with mp.workprec(mp.prec + 4):
-        return mp.expm1(x) - x
-
-
-def _fixed_sum(x, q2, m, first):
-    r""":math:`\sum_{k\ge0} c_kx^k` with :math:`c_0 = 1/` ``first`` and :math:`c_{k+1} = 2c_k/((q_2 + 2k)(m + k))`
-    (no second factor for ``m`` None), for |x| < 1/2 and term ratios below 1/6 (the tails of exp: q2 = 6,
-    ratio 1/(k+3); of 0F1: q2 = 2h + 4, m = 3), in fixed point at 16 bits beyond the working precision (each
-    term truncated by at most one unit; the loop stops at the first term below one unit); an mpf."""
-    from mpmath.libmp import from_man_exp, to_fixed
-
-    bits = mp.prec + 16
-    X = to_fixed(x._mpf_, bits)
-    neg = X < 0
-    X = -X if neg else X
-    total = term = (1 << bits) // first
-    k = 0
-    while term:
-        term = ((term * X) >> bits) * 2 // ((q2 + 2 * k) * (1 if m is None else m + k))
-        total += -term if neg and k % 2 == 0 else term
-        k += 1
-    return mp.make_mpf(from_man_exp(total, -bits))
-
-
 def _tail_0f1(h, z):
-    r"""0F1(; h; z) - 1 - z/h (z >= 0, h a half-integer) without cancellation: for z < 1/2,
-    :math:`\frac{z^2}{2h(h+1)}\sum_{k\ge0}z^k\,\frac{2h(h+1)}{(h)_{k+2}(k+2)!}`, the sum (in [1, 1.1]) in fixed
-    point as for :func:`_tail_exp` (term ratios :math:`z/((h+k+2)(k+3))` below 1/6)."""
-    if z < mp.mpf(1) / 2:
-        return z * z / (2 * h * (h + 1)) * _fixed_sum(z, int(2 * h) + 4, 3, 1)
-    from ._antithetic import hyp0f1
-
-    # 1 + z/h cancels against 0F1 by at most log2(0F1 / tail) < log2(8 h (h + 1)) + 2 bits at z >= 1/2
-    with mp.workprec(mp.prec + 8 + int(2 * h + 2).bit_length() * 2):
-        return hyp0f1(int(2 * h), z) - 1 - z / h
+    r"""0F1(; h; z) - 1 - z/h (z >= 0, h a half-integer) without cancellation, to the working precision:
+    :func:`theory._antithetic.hyp0f1_excess` (its one home; the series from its z^2 term)."""
+    return hyp0f1_excess(int(2 * h), z)
 
 
 def _tail_0f1_pair(h, z):
     r"""(:func:`_tail_0f1` at h, the same at h + 1) for z >= 0: for z < 1/2 from one fixed-point loop (the terms
     of the second sum are those of the first times :math:`q_2/(q_2 + 2k)`, :math:`q_2 = 2h + 4`: the ratio
-    of :math:`(h+2)_k` to :math:`(h+3)_k`), each term truncated by at most one unit as in :func:`_fixed_sum`;
+    of :math:`(h+2)_k` to :math:`(h+3)_k`), each term truncated by at most one unit as in :func:`theory._antithetic._fixed_sum`;
     else the two calls."""
     if not z < mp.mpf(1) / 2:
         return _tail_0f1(h, z), _tail_0f1(h + 1, z)

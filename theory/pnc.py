@@ -13,7 +13,7 @@ import mpmath
 
 from ._context import mp
 
-from ._antithetic import Cancellation, PairRule, expect, hyp0f1, hyp0f1_excess
+from ._antithetic import Cancellation, PairRule, exp_excess, expect, hyp0f1, hyp0f1_excess
 from ._checks import check_dimension, check_nonnegative, guarded, half_square
 from ._context import check_time
 from ._series import quad_checked
@@ -348,26 +348,6 @@ RFF_EXCESS_T_MAX = mp.mpf(1) / 2
 EXCESS_TRIES = 3
 
 
-def _exp_excess(u):
-    r""":math:`e^u - 1 - u` to a relative accuracy of the working precision (u real): its series from the
-    :math:`u^2/2` term for |u| < 1/2, else expm1(u) - u with 8 more bits (|e^u - 1 - u| >= 0.106 there,
-    against terms of at most |u| + 1: at most 4 bits lost)."""
-    if not u:
-        return mp.mpf(0)
-    prec = mp.prec
-    with mp.workprec(prec + 8):
-        if abs(u) >= 0.5:
-            return +(mp.expm1(u) - u)
-        term = u * u / 2
-        total, k = term, 2
-        tol = abs(term) * mp.mpf(2) ** -(prec + 6)
-        while abs(term) > tol:  # |u| < 1/2: a bit or more per term
-            k += 1
-            term = term * u / k
-            total += term
-    return +total
-
-
 def _excess_guard(d):
     r"""Guard bits of :func:`_pair_excess`: its difference :math:`\mathbb E[h] - (e^{\pm 2t} - 1 \mp 2t)` cancels
     by about log2(d/2) bits at small t (the v^4 coefficients :math:`\mathbb E[s^2]/(2a(a+1))` and 2 differ by
@@ -409,7 +389,7 @@ def _pair_excess(d, t, sign):
                 st = sign * t
                 e = _expect(d, lambda x, X: hyp0f1_excess(d, st * (x + X)), what,
                             peak=_prf_peak(a, vv) if sign > 0 else None).value
-                c = _exp_excess(2 * st)
+                c = exp_excess(2 * st)
             else:
                 e, c = _rff_pair(d, vv), mp.exp(-2 * t)
             r = e - c
