@@ -179,8 +179,8 @@ def _tail_0f1(h, z):
 def _tail_0f1_pair(h, z):
     r"""(:func:`_tail_0f1` at h, the same at h + 1) for z >= 0: for z < 1/2 from one fixed-point loop (the terms
     of the second sum are those of the first times :math:`q_2/(q_2 + 2k)`, :math:`q_2 = 2h + 4`: the ratio
-    of :math:`(h+2)_k` to :math:`(h+3)_k`), each term truncated by at most one unit as in :func:`theory._antithetic._fixed_sum`;
-    else the two calls."""
+    of :math:`(h+2)_k` to :math:`(h+3)_k`), each term truncated by at most one unit as in
+    :func:`theory._antithetic._fixed_sum`; else the two calls."""
     if not z < mp.mpf(1) / 2:
         return _tail_0f1(h, z), _tail_0f1(h + 1, z)
     from mpmath.libmp import from_man_exp, to_fixed
