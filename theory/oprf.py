@@ -444,7 +444,7 @@ def _pnc_optimal_a(d, vv, m, a0):
 
 def _pnc_float_a(d, vv, n_pnc, a0):
     r"""A start for the secant of :func:`_pnc_optimal_a`: the root of the derivative of the MSE in double precision
-    on the nodes of theory.pnc's rule (:func:`theory.pnc._float_rule`), by the secant method from the theorem's
+    on theory.pnc's float64 model of the pair's law (:func:`theory.pnc._float_rule`), by the secant method from the theorem's
     A* (``a0``), with the model's derivative of g there (a central difference), as (root, slope); None where
     it does not settle (then the secant starts at a0).  Only a starting point: the secant at the working
     precision checks every digit that is returned; its second point is a Newton step from the root with the
