@@ -345,7 +345,22 @@ def _parameters(coupling, d, vv, m, A=None):
     a0 = _optimal_a(square(vv) / d)
     if coupling != "pnc_orthogonal" or vv == 0:
         return {"A": a0}
+    _pnc_rule_at_the_excess_tier(d, vv, a0)
     return {"A": _pnc_optimal_a(d, vv, m, a0)}
+
+
+def _pnc_rule_at_the_excess_tier(d, vv, a):
+    """Set theory.pnc's rule for d to the precision the pair excess at the optimum will ask for
+    (:func:`_pair_excess` at A ~ ``a``, the theorem's A*: its small route's or its difference's extra bits) before
+    the search for the optimum, whose derivatives ask for fewer bits: their nodes are then those of the excess
+    (at 30 digits the derivatives' rule, a 32-bit tier lower, was built again for the excess: 30-45 % of the
+    call).  Only the rule's split points are computed here; its nodes are built by the quadratures that use
+    them.  At 15 digits both fall in one tier already."""
+    from .pnc import _pair_rule
+
+    small = _pnc_small_excess_applies(d, vv, a)
+    bits = 2 * max(0, int(mp.mag(d))) + 16 if small else _small_arg_bits(vv)
+    _pair_rule(d).ensure(f"OPRF pair term of pnc_orthogonal (d = {show_int(d)})", prec=mp.prec + bits)
 
 
 def _pnc_pair_covariance(d):
