@@ -34,3 +34,26 @@ def small_budget():
 def raises_budget(match):
     """``pytest.raises`` of the ConvergenceError of an exhausted ``small_budget``, its message matching ``match``."""
     return pytest.raises(theory.ConvergenceError, match=rf"(?s){match}.*work budget of {SMALL} units exhausted")
+
+
+def pnc_rule_builds(monkeypatch, call):
+    """(precision tiers, builds) of theory.pnc's pair rules during ``call()``, its memos emptied before and after:
+    every tier a rule was set to, and how many times a rule's split points were computed (a fresh rule, or a rule
+    raised to a higher tier: its nodes then built again)."""
+    import theory.pnc as pnc
+
+    built = []
+    ensure = pnc.PairRule.ensure
+
+    def counting(self, what, prec=None):
+        fresh, before = not self.pieces, self.prec
+        ensure(self, what, prec)
+        built.append((fresh or self.prec != before, self.prec))
+
+    pnc.clear_caches()
+    monkeypatch.setattr(pnc.PairRule, "ensure", counting)
+    try:
+        call()
+    finally:
+        pnc.clear_caches()
+    return {p for _, p in built}, sum(b for b, _ in built)

@@ -11,6 +11,7 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
+from _support import pnc_rule_builds
 from paper_checks._compare import agrees, point_pair, rel_diff, Z_CRIT
 from theory import _context, feature_kinds as fk
 from theory._context import mp as pmp
@@ -1011,3 +1012,22 @@ def test_tail_0f1_keeps_relative_accuracy_at_large_h():
             with mp.workprec(300):
                 assert abs(got / ref - 1) < mp.mpf(2) ** -50, (h, z)
                 assert abs(got * (1 + mp.mpf(2) ** -41) / ref - 1) > mp.mpf(2) ** -50
+
+
+@pytest.mark.parametrize("d,v", [(5, "3"), (1024, "1e-4")])
+def test_pnc_optimum_and_excess_share_one_rule(monkeypatch, d, v):
+    """At 30 digits the OPRF MSE under pnc_orthogonal (the optimal A's secant, then the pair excess at the optimum)
+    builds the pnc rule once, at the excess's precision tier (before: the secant's derivatives built it a 32-bit
+    tier lower and the excess built it again); power: without the preparation (_pnc_rule_at_the_excess_tier a
+    no-op) two tiers are built."""
+    from theory import oprf
+
+    def call():
+        with mp.workdps(30):
+            theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", x_norm=mp.mpf(v) / 2, y_norm=mp.mpf(v) / 2)
+
+    tiers, builds = pnc_rule_builds(monkeypatch, call)
+    assert len(tiers) == 1 and builds == 1, (tiers, builds)
+    monkeypatch.setattr(oprf, "_pnc_rule_at_the_excess_tier", lambda *args: None)
+    tiers, builds = pnc_rule_builds(monkeypatch, call)
+    assert len(tiers) == 2 and builds == 2, (tiers, builds)

@@ -16,6 +16,7 @@ from scipy import integrate, special, stats
 import montecarlo as mc
 import theory
 import theory.pnc as pnc
+from _support import pnc_rule_builds
 from montecarlo.audit import CLAIMABLE_COUPLINGS, audit
 from paper_checks._compare import Z_CRIT, assert_agree
 from theory import _context, registry
@@ -582,19 +583,17 @@ def test_excess_raises_its_guard_where_the_difference_cancels_more(monkeypatch, 
 def test_kernel_mse_takes_the_excess_hook_once(monkeypatch):
     """theory.kernel_mse under pnc_orthogonal forms each pair excess with one expectation over one rule at d =
     1024 and small z (before: the v^4 coefficient, then the conformity at 4 log2(1/v) more bits, then again
-    at 25 more bits for the cancelling sum Var + pairs; three rules)."""
-    built = []
-    rule = pnc.PairRule.ensure
+    at 25 more bits for the cancelling sum Var + pairs; three rules); power: theory.mse's difference route (the
+    excess hooks hidden) builds more than one."""
+    from theory import mse
 
-    def counting(self, what, prec=None):
-        fresh = not self.pieces
-        rule(self, what, prec)
-        built.append((fresh, self.prec))
+    def call():
+        with mp.workdps(15):
+            theory.kernel_mse(C, 1024, "1e-8", kind="rff")
+            theory.kernel_mse(C, 1024, "0.01", x_norm="0.005", y_norm="0.005")
 
-    pnc.clear_caches()
-    monkeypatch.setattr(pnc.PairRule, "ensure", counting)
-    with mp.workdps(15):
-        for kind, z in (("rff", "1e-8"), ("prf", "0.01")):
-            theory.kernel_mse(C, 1024, z, kind=kind, **({} if kind == "rff" else {"x_norm": "0.005", "y_norm": "0.005"}))
-    assert {p for _, p in built} == {128}, built
-    assert sum(fresh for fresh, _ in built) == 1
+    tiers, builds = pnc_rule_builds(monkeypatch, call)
+    assert tiers == {128} and builds == 1, (tiers, builds)
+    monkeypatch.setattr(mse, "has_hook", lambda coupling, name: False)
+    tiers, builds = pnc_rule_builds(monkeypatch, call)
+    assert builds > 1, (tiers, builds)
