@@ -915,8 +915,9 @@ def exp_excess(x):
     beyond the working precision: its term ratios are at most 1/6, each term is truncated by at most one
     unit and the loop stops at the first term below one unit, so the sum is exact to a few units.  (Written
     out: it runs at every quadrature node of the pnc routes; one home for theory.oprf and theory.pnc.)"""
-    if abs(x) < mp.mpf(1) / 2:
-        return x * x * _fixed_sum(x, 6, None, 2)
+    xt = x._mpf_
+    if not xt[1] or xt[2] + xt[3] <= -1:  # |x| < 1/2 (0 included): its exponent and bit count
+        return mp.make_mpf(mpf_mul(mpf_mul(xt, xt), _fixed_sum(x, 6, None, 2)._mpf_, mp.prec, round_nearest))
     with mp.workprec(mp.prec + 4):
         return mp.expm1(x) - x
 

@@ -232,10 +232,13 @@ def _pnc_excess_small(d, vv, a):
         t = (1 - 4 * a) * square(vv) / 2
         scale = mp.exp(d * mp.log1p(-4 * a))
 
+        four_a, inv_h, b2 = 4 * a, 1 / h, int(2 * h)
+
         def ftilde(s):
-            x, z = 4 * a * s, t * s
-            tz = _tail_0f1(h, z)
-            return scale * (_tail_exp(x) * (1 + z / h + tz) + (1 + x) * tz + x * z / h)
+            x, z = four_a * s, t * s
+            tz = hyp0f1_excess(b2, z)  # (_tail_0f1)
+            zh = z * inv_h
+            return scale * (_tail_exp(x) * (1 + zh + tz) + (1 + x) * tz + x * zh)
 
         e_pnc = _expect_over_lower_half(
             d, ftilde, f"OPRF pnc pair excess (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
