@@ -232,11 +232,11 @@ def _pnc_excess_small(d, vv, a):
         t = (1 - 4 * a) * square(vv) / 2
         scale = mp.exp(d * mp.log1p(-4 * a))
 
-        four_a, inv_h, b2 = 4 * a, 1 / h, int(2 * h)
+        four_a, inv_h = 4 * a, 1 / h
 
         def ftilde(s):
             x, z = four_a * s, t * s
-            tz = hyp0f1_excess(b2, z)  # (_tail_0f1)
+            tz = _tail_0f1(h, z)
             zh = z * inv_h
             return scale * (_tail_exp(x) * (1 + zh + tz) + (1 + x) * tz + x * zh)
 
