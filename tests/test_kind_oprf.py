@@ -1017,7 +1017,7 @@ def test_tail_0f1_keeps_relative_accuracy_at_large_h():
 @pytest.mark.parametrize("d,v", [(5, "3"), (1024, "1e-4")])
 def test_pnc_optimum_and_excess_share_one_rule(monkeypatch, d, v):
     """At 30 digits the OPRF MSE under pnc_orthogonal (the optimal A's secant, then the pair excess at the optimum)
-    builds the pnc rule once, at the excess's precision tier (before: the secant's derivatives built it a 32-bit
+    builds the pnc rule once, at the excess's precision tier (before: the secant's derivatives built it a
     tier lower and the excess built it again); power: without the preparation (_pnc_rule_at_the_excess_tier a
     no-op) two tiers are built."""
     from theory import oprf

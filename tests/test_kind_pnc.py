@@ -593,7 +593,7 @@ def test_kernel_mse_takes_the_excess_hook_once(monkeypatch):
             theory.kernel_mse(C, 1024, "0.01", x_norm="0.005", y_norm="0.005")
 
     tiers, builds = pnc_rule_builds(monkeypatch, call)
-    assert tiers == {128} and builds == 1, (tiers, builds)
+    assert len(tiers) == 1 and builds == 1, (tiers, builds)
     monkeypatch.setattr(mse, "has_hook", lambda coupling, name: False)
     tiers, builds = pnc_rule_builds(monkeypatch, call)
     assert builds > 1, (tiers, builds)

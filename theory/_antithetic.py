@@ -728,12 +728,13 @@ class Piece:
 
 
 def rule_precision(prec):
-    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 32 bits above
-    prec + 4, at least 128, so that the expectations of one call at nearby precisions share one set of nodes
-    (at 15 digits: the OPRF float model, secant and pair term at 77-97 bits, the PRF pair term at 109; their
-    rungs still follow each request's own precision).  Before: 64-bit steps from 192 bits, which made every
-    node of a 15-digit call cost 216 bits instead of 152."""
-    return max(128, 32 * ((prec + 4) // 32 + 1))
+    """The precision a rule is built at for a request at ``prec`` bits: the next multiple of 16 bits above
+    prec + 4, at least 96, so that the expectations of one call at nearby precisions share one set of nodes
+    (their rungs still follow each request's own precision; a call whose expectations ask for different
+    precisions sets the rule to the highest first: theory.oprf's optimum and pair excess).  Before: 32-bit steps
+    from 128 bits (a 15-digit pnc excess at 89-100 bits paid for 152-bit nodes, 136 now: 10 % of the full
+    benchmark grid's median at 15 digits), and before that 64-bit steps from 192 bits."""
+    return max(96, 16 * ((prec + 4) // 16 + 1))
 
 
 class PairRule:

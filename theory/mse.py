@@ -319,7 +319,7 @@ _MAX_RAISES = 8
 #: second evaluation: its terms are each within a few units (< 16) of the working precision p, so after a loss of
 #: 12 bits the sum is within 2^(16 - p) relative, 8 of the 24 guard bits still beyond the caller's precision.
 #: (8 before: the RFF sum under pnc_orthogonal at d = 1024 and small z loses 9, and its second evaluation at 25
-#: more bits built the pnc rule again at the next 32-bit tier: 2x the call.)
+#: more bits built the pnc rule again at the next precision tier: 2x the call.)
 _GUARD_LOSS = 12
 
 

@@ -356,7 +356,7 @@ def _pnc_rule_at_the_excess_tier(d, vv, a):
     """Set theory.pnc's rule for d to the precision the pair excess at the optimum will ask for
     (:func:`_pair_excess` at A ~ ``a``, the theorem's A*: its small route's or its difference's extra bits) before
     the search for the optimum, whose derivatives ask for fewer bits: their nodes are then those of the excess
-    (at 30 digits the derivatives' rule, a 32-bit tier lower, was built again for the excess: 30-45 % of the
+    (at 30 digits the derivatives' rule, a precision tier lower, was built again for the excess: 30-45 % of the
     call).  Only the rule's split points are computed here; its nodes are built by the quadratures that use
     them.  At 15 digits both fall in one tier already."""
     from .pnc import _pair_rule

@@ -406,7 +406,7 @@ def _pair_excess(d, t, sign):
 
     Before (``theory.mse``'s difference route): the conformity at :math:`p + 4\log_2(1/v) + 2\log_2 d + 24`
     bits, or at small v the moments of :func:`_pair_series` at about p + 100 bits after the v^4 coefficient
-    at p + 2 log2(d) + 16: two sets of nodes (a 32-bit precision tier each) where this takes one."""
+    at p + 2 log2(d) + 16: two sets of nodes (a precision tier each) where this takes one."""
     if not t:
         return mp.mpf(0)
     a = mp.mpf(d) / 2
