@@ -1031,3 +1031,38 @@ def test_pnc_optimum_and_excess_share_one_rule(monkeypatch, d, v):
     monkeypatch.setattr(oprf, "_pnc_rule_at_the_excess_tier", lambda *args: None)
     tiers, builds = pnc_rule_builds(monkeypatch, call)
     assert len(tiers) == 2 and builds == 2, (tiers, builds)
+
+
+@pytest.mark.parametrize("d,v", [(5, "1"), (5, "1e-4"), (2, "3")])
+def test_pnc_optimal_a_to_the_working_precision(d, v):
+    """The pnc optimum A at 30 digits agrees with the one at 45 digits to 1e-18 (the secant stops at a step of
+    2^(-p/2), p = 127 bits, with quadratic convergence behind it).  Before: the double-precision model's slope was
+    computed with its 0F1 parameter h overwritten by the difference step (one closure variable for both), 1e4-1e6
+    times too steep, so the secant's first Newton step was tiny and accepted the model's root: A was off by 2e-16
+    at d = 5, v = 1 (the MSE, stationary there, was still right to 30 digits)."""
+    from theory import oprf
+
+    got = {}
+    for dps in (30, 45):
+        with mp.workdps(dps):
+            with _context.entered() as bits:
+                pmp.prec = bits + 24
+                got[dps] = oprf._parameters("pnc_orthogonal", d, pmp.mpf(v), d)["A"]
+    with pmp.workprec(200):
+        assert abs(got[30] / got[45] - 1) < pmp.mpf("1e-18"), (got[30], got[45])
+
+
+@pytest.mark.parametrize("d", [2, 5, 64])
+def test_pnc_float_model_slope_is_the_linearised_one_at_small_v(d):
+    """The double-precision model's slope of the MSE's A-derivative at v = 1e-4 equals the linearisation
+    16d + 32nC (n the coupled pairs per feature, C the pair's covariance by the working-precision quadrature)
+    to 1 %; it was -6.7e5 (d = 2) and -1.1e7 (d = 5) with the overwritten 0F1 parameter."""
+    from theory import oprf
+
+    with _context.entered():
+        pmp.prec = 77
+        vv = pmp.mpf("1e-4")
+        n_pnc = oprf._weighted_pairs("pnc_orthogonal", d, d, lambda c: 1 if c == "pnc_orthogonal" else 0)
+        root, slope = oprf._pnc_float_a(d, vv, n_pnc, oprf._optimal_a(vv * vv / d))
+        expected = 16 * d + 32 * n_pnc * oprf._pnc_pair_covariance(d)
+        assert abs(slope / expected - 1) < 0.01, (slope, expected)
