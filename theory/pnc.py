@@ -390,10 +390,11 @@ def _excess_guard(d):
     return d.bit_length() + 12
 
 
-def _pair_excess(d, t, sign):
+def _pair_excess(d, vv, sign):
     r""":math:`\rho - e^{\pm 2t}` of one norm-coupled orthogonal pair (the PRF excess :math:`\rho - e^{v^2}` for
-    sign = +1, t = v^2/2; the RFF excess :math:`\rho^{RFF} - e^{-z^2}` for sign = -1, t = z^2/2), to a relative
-    accuracy of the working precision, without the bits a difference of order :math:`v^4` against 1 would take.
+    sign = +1, ``vv`` = v; the RFF excess :math:`\rho^{RFF} - e^{-z^2}` for sign = -1, ``vv`` = z; t = vv^2/2
+    exactly), to a relative accuracy of the working precision, without the bits a difference of order
+    :math:`v^4` against 1 would take.
 
     :math:`\mathbb E[s] = 2a = d` exactly (s = x_1 + x_2, a = d/2), so
     :math:`\rho - e^{\pm 2t} = \mathbb E[h(\pm ts)] - (e^{\pm 2t} - 1 \mp 2t)` with
@@ -407,10 +408,10 @@ def _pair_excess(d, t, sign):
     Before (``theory.mse``'s difference route): the conformity at :math:`p + 4\log_2(1/v) + 2\log_2 d + 24`
     bits, or at small v the moments of :func:`_pair_series` at about p + 100 bits after the v^4 coefficient
     at p + 2 log2(d) + 16: two sets of nodes (a precision tier each) where this takes one."""
+    t = half_square(vv)
     if not t:
         return mp.mpf(0)
     a = mp.mpf(d) / 2
-    vv = mp.sqrt(2 * t)
     name = "PRF" if sign > 0 else "RFF"
     what = f"PNC {name} pair excess (d = {show_int(d)}, {'v' if sign > 0 else 'z'} = {mp.nstr(vv, 6)})"
     route = sign > 0 or t <= RFF_EXCESS_T_MAX
@@ -437,11 +438,11 @@ def _pair_excess(d, t, sign):
 
 
 def _prf_pair_excess(d, vv):
-    return _pair_excess(d, half_square(vv), 1)
+    return _pair_excess(d, vv, 1)
 
 
 def _rff_pair_excess(d, zz):
-    return _pair_excess(d, half_square(zz), -1)
+    return _pair_excess(d, zz, -1)
 
 
 def _cancellation_bits(zz):
