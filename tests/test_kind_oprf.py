@@ -1039,7 +1039,7 @@ def test_pnc_optimal_a_to_the_working_precision(d, v):
     2^(-p/2), p = 127 bits, with quadratic convergence behind it).  Before: the double-precision model's slope was
     computed with its 0F1 parameter h overwritten by the difference step (one closure variable for both), 1e4-1e6
     times too steep, so the secant's first Newton step was tiny and accepted the model's root: A was off by 2e-16
-    at d = 5, v = 1 (the MSE, stationary there, was still right to 30 digits)."""
+    at d = 5, v = 1 (and the MSE up to 5e-27: test_pnc_oprf_mse_at_30_digits_against_45)."""
     from theory import oprf
 
     got = {}
@@ -1066,3 +1066,18 @@ def test_pnc_float_model_slope_is_the_linearised_one_at_small_v(d):
         root, slope = oprf._pnc_float_a(d, vv, n_pnc, oprf._optimal_a(vv * vv / d))
         expected = 16 * d + 32 * n_pnc * oprf._pnc_pair_covariance(d)
         assert abs(slope / expected - 1) < 0.01, (slope, expected)
+
+
+@pytest.mark.parametrize("d,v", [(64, "0.25"), (256, "0.25")])
+def test_pnc_oprf_mse_at_30_digits_against_45(d, v):
+    """The OPRF MSE under pnc_orthogonal with its optimal A at 30 digits agrees with the 45-digit value to 1e-30
+    (measured: 4e-32); with the model slope's overwritten 0F1 parameter (the secant stopping at the model's root)
+    it was 3.7e-29 (d = 64) and 5.0e-27 (d = 256) off: 26 correct digits of 30."""
+    def mse(dps):
+        with mp.workdps(dps):
+            vv = mp.mpf(v)
+            return theory.kernel_mse("pnc_orthogonal", d, vv, kind="oprf", x_norm=vv / 2, y_norm=vv / 2)
+
+    low, high = mse(30), mse(45)
+    with mp.workdps(60):
+        assert abs(low / high - 1) < mp.mpf("1e-30"), (low, high)
