@@ -453,3 +453,41 @@ def test_float_model_is_float64_and_agrees_with_the_quadrature(d):
     swapped = special.gammainccinv(d / 2, special.gammainc(d / 2, x1[::-1]))  # (a partner of another node)
     assert abs(float((W * (x1 + np.nan_to_num(swapped)) ** 2).sum()) / full - 1) > 1e-3
     pnc.clear_caches()
+
+def test_first_rung_from_the_span_saves_nodes(monkeypatch):
+    """The first checked rung of a piece grows with the square root of its span (SPAN_NODES = 1.6 nodes per
+    sqrt(bit), _start_rung): over three calls (prf d = 8 v = 1 at 15 digits, prf d = 3 v = 1 and rff d = 64
+    z = 0.25 at 30) it builds 638 nodes, against 754 without the span term (every piece climbing from the
+    precision's rung) and 734 with 4.0 (pieces started above the rung they need); the values are the same to
+    the working precision in all three (the start only chooses which rungs are compared).  A node count does
+    not depend on the load: deterministic."""
+    calls = (("prf", 8, "1", 15), ("prf", 3, "1", 30), ("rff", 64, "0.25", 30))
+    built = []
+    real = A.piece_nodes
+
+    def counted(*args):
+        built.append(args[4])
+        return real(*args)
+
+    monkeypatch.setattr(A, "piece_nodes", counted)
+
+    def run(span):
+        monkeypatch.setattr(A, "SPAN_NODES", span)
+        built.clear()
+        values = []
+        for kind, d, v, dps in calls:
+            pnc.clear_caches()
+            with mp.workdps(dps):
+                kw = {} if kind == "rff" else {"x_norm": mp.mpf(v) / 2, "y_norm": mp.mpf(v) / 2}
+                values.append(theory.kernel_mse(C, d, v, kind=kind, **kw))
+        pnc.clear_caches()
+        return sum(built), values
+
+    nodes, values = run(1.6)
+    assert nodes <= 650, nodes
+    for span in (0.0, 4.0):
+        more, others = run(span)
+        assert more > nodes + 60, (span, more, nodes)
+        for (_, _, _, dps), a, b in zip(calls, values, others):
+            with mp.workdps(dps):
+                assert abs(a / b - 1) < mp.mpf(10) ** (1 - dps)
