@@ -206,6 +206,12 @@ def _pnc_small_excess_applies(d, vv, a):
     return 8 * abs(a) * (d + 1) <= 1 and 2 * t * (d + 1) / d <= mp.mpf(1) / 2
 
 
+def _small_route_bits(d):
+    """Bits the small-(A, v) routes (:func:`_pnc_excess_small`, :func:`_pnc_excess_small_derivative`) add to the
+    working precision: their difference of two expectations loses about log2(d) (2 log2(d) + 16 allowed)."""
+    return 2 * max(0, int(mp.mag(d))) + 16
+
+
 def _pnc_excess_small(d, vv, a):
     r"""The pnc OPRF pair excess :math:`\mathbb E[b_ib_j] - e^{v^2}` at small A and v without the cancellation
     against :math:`e^{v^2}` (so without extra bits growing like log(1/v)).
@@ -228,7 +234,7 @@ def _pnc_excess_small(d, vv, a):
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
-    with mp.workprec(mp.prec + 2 * max(0, int(mp.mag(d))) + 16):
+    with mp.workprec(mp.prec + _small_route_bits(d)):
         t = (1 - 4 * a) * square(vv) / 2
         scale = mp.exp(d * mp.log1p(-4 * a))
 
@@ -285,7 +291,7 @@ def _pnc_excess_small_derivative(d, vv, a):
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
-    with mp.workprec(mp.prec + 2 * max(0, int(mp.mag(d))) + 16):
+    with mp.workprec(mp.prec + _small_route_bits(d)):
         v2 = square(vv)
         t = (1 - 4 * a) * v2 / 2
         scale = mp.exp(d * mp.log1p(-4 * a))
@@ -362,7 +368,7 @@ def _pnc_rule_at_the_excess_tier(d, vv, a):
     from .pnc import _pair_rule
 
     small = _pnc_small_excess_applies(d, vv, a)
-    bits = 2 * max(0, int(mp.mag(d))) + 16 if small else _small_arg_bits(vv)
+    bits = _small_route_bits(d) if small else _small_arg_bits(vv)
     _pair_rule(d).ensure(f"OPRF pair term of pnc_orthogonal (d = {show_int(d)})", prec=mp.prec + bits)
 
 
