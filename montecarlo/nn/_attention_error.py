@@ -357,10 +357,14 @@ class AttentionError:
 
     def at(self, n_features):
         """The same prediction for another number of features (the same rows): (relative, reliable)."""
-        m = check_int(n_features, "n_features", 1)
+        rel, reliable, _ = self._at(check_int(n_features, "n_features", 1))
+        return rel, reliable
+
+    def _at(self, m):
+        """(relative, reliable, the denominators' cv quantile) at m features: one :func:`_combine`."""
         per_row, cv, rel = _combine(self._v1, self._v2, self._dv1, self._dv2, m, self.coupling, self.d,
                                     self._scale_rows, self._norm_sq)
-        return rel, bool(cv <= COLLAPSE_CV and rel <= COLLAPSE_ERROR)
+        return rel, bool(cv <= COLLAPSE_CV and rel <= COLLAPSE_ERROR), cv
 
 
 def _pairs(coupling, d, m):
@@ -672,9 +676,9 @@ def _plan_choice(predictions, target, max_features):
     cands = []
     for kind, coupling, params, res in predictions:
         m = _smallest_m(res, target, max_features)
+        rel, ok = (None, None) if m is None else res.at(m)
         cands.append({"kind": kind, "coupling": coupling, "kind_params": params or {}, "n_features": m,
-                     "predicted": None if m is None else res.at(m)[0],
-                     "reliable": None if m is None else res.at(m)[1], "uniform_relative": res.uniform_relative})
+                     "predicted": rel, "reliable": ok, "uniform_relative": res.uniform_relative})
     ok = [c for c in cands if c["n_features"] is not None and c["reliable"]]
     uniform = cands[0]["uniform_relative"] if cands else None
     if not ok:
@@ -746,9 +750,7 @@ def accuracy_grid(lengths=(256, 1024, 4096), features=(64, 128, 256, 512), logit
                     res = attention_error(q, k, v, features[0], coupling, kind=kind, rows=n_rows, seed=data_seed)
                     t_pred = time.perf_counter() - t0
                     for m in features:
-                        rel, ok = res.at(m)
-                        _, cv, _ = _combine(res._v1, res._v2, res._dv1, res._dv2, m, coupling, d, res._scale_rows,
-                                            res._norm_sq)
+                        rel, ok, cv = res._at(m)
                         t1 = time.perf_counter()
                         meas, meas_se = measured_attention_error(q, k, v, m, coupling, kind=kind, seeds=seeds)
                         cell = {"L": L, "logit_std": std, "kind": kind, "coupling": coupling, "m": m,
@@ -802,12 +804,13 @@ def plan_grid(lengths=(256, 1024), logit_stds=(0.1, 0.25, 0.5, 1.0), targets=(0.
                                n_features=m, predicted=plan["predicted"], measured=meas[0], measured_se=meas[1],
                                measured_half=half[0], measured_half_se=half[1])
                 else:
-                    kind, coupling, params, res = min(preds, key=lambda c: c[3].at(max_features)[0])
+                    at_max = [(c, c[3].at(max_features)) for c in preds]
+                    (kind, coupling, params, _), (pred, ok) = min(at_max, key=lambda item: item[1][0])
                     meas = measured_attention_error(q, k, v, max_features, coupling, kind=kind,
                                                     kind_params=params, seeds=seeds)
                     rec.update(plan="none", kind=kind, coupling=coupling, kind_params=params or {},
-                               n_features=max_features, predicted=res.at(max_features)[0],
-                               reliable_at_max=res.at(max_features)[1], measured=meas[0], measured_se=meas[1])
+                               n_features=max_features, predicted=pred, reliable_at_max=ok, measured=meas[0],
+                               measured_se=meas[1])
                 records.append(rec)
                 if log is not None:
                     log(rec)
