@@ -337,10 +337,10 @@ def _pair_series(d, t, sign):
     (:func:`_pair_sum_moment`, all at one precision, so that they share the incomplete-gamma
     inversions at the nodes).  The k-th term is at most :math:`(2t)^k/k!` (:func:`_series_terms`),
     so the moments need :math:`p + \log_2(2t^2)` bits (the k = 2 term, the largest) plus guards to
-    give the sum to :math:`2^{-p}` absolutely.  At :math:`v = 10^{-300}` and p = 4100 bits (what
-    :func:`theory.mse` asks for the difference :math:`\rho - e^{v^2}`) that is about 160 bits and
-    the sum stops after the :math:`t^2` term; the quadrature route would invert the incomplete
-    gamma function at 4100 bits at every node.
+    give the sum to :math:`2^{-p}` absolutely.  At :math:`v = 10^{-300}` and p = 4100 bits (what the
+    difference :math:`\rho - e^{v^2}` needs; :mod:`theory.mse` takes :func:`_pair_excess` instead) that is
+    about 160 bits and the sum stops after the :math:`t^2` term; the quadrature route would invert the
+    incomplete gamma function at 4100 bits at every node.
     """
     K = _series_terms(t)
     prec = mp.prec
