@@ -122,6 +122,21 @@ def test_pnc_orthogonal_where_it_wins_and_loses(record):
             assert_agree(theory.conformity("pnc_orthogonal", d, v), pnc.pair_conformity_u(d, v), 22, record)
             assert_agree(theory.rff_conformity("pnc_orthogonal", d, v), pnc.pair_conformity_u(d, v, kind="rff"),
                          21, record)
+    # the excesses rho - e^{+-v^2} the MSE forms (registry hooks, one expectation of 0F1 - 1 - z/a each) against
+    # the u route's conformity at 4 log10(1/v) + 10 more digits minus the exponential
+    from theory import _context, registry
+
+    for kind, sign in (("prf", 1), ("rff", -1)):
+        with mp.workdps(15):
+            vv = mp.mpf("0.01")  # (one binary value for both routes)
+        with mp.workdps(20):
+            with _context.entered() as bits:
+                _context.mp.prec = bits + 24
+                got = _context.to_caller(registry.hook("pnc_orthogonal", f"{kind}_conformity_excess")(2, vv), bits)
+        with mp.workdps(38):
+            ref = pnc.pair_conformity_u(2, vv, kind=kind) - mp.exp(sign * vv * vv)
+        with mp.workdps(20):
+            assert_agree(got, ref, 18, record, f"pnc {kind} excess at v = 0.01")
     d, z = 8, 1.0
     x, y = _pair(d, 7, dist=z)
     est = mc.empirical_mse("pnc_orthogonal", x, y, d, 300_000, kind="rff", rng=8)
