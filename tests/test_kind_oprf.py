@@ -1081,3 +1081,22 @@ def test_pnc_oprf_mse_at_30_digits_against_45(d, v):
     low, high = mse(30), mse(45)
     with mp.workdps(60):
         assert abs(low / high - 1) < mp.mpf("1e-30"), (low, high)
+
+
+@pytest.mark.parametrize("d,v", [(5, "1"), (2, "3"), (8, "0.25"), (256, "1e-4")])
+def test_pnc_secant_from_the_float_model_takes_two_derivatives(monkeypatch, d, v):
+    """At 30 digits the secant for the pnc optimum starts at the float64 model's root with a Newton step on the
+    model's slope and stops after 2 derivative quadratures (the second verifies the first step); a model off by a
+    few per cent (its linear part's coefficient -16Ad/(1 + 4A) instead of /(1 - 4A)) or with a wrong slope takes
+    more (or, with the slope 1e4-1e6 too steep as before, stopped after one without converging)."""
+    from theory import oprf
+
+    calls = []
+    for name in ("_pnc_pair_term_derivative", "_pnc_excess_small_derivative"):
+        real = getattr(oprf, name)
+        monkeypatch.setattr(oprf, name, lambda *args, _real=real, **kw: calls.append(1) or _real(*args, **kw))
+    with mp.workdps(30):
+        with _context.entered() as bits:
+            pmp.prec = bits + 24
+            oprf._parameters("pnc_orthogonal", d, pmp.mpf(v), d)
+    assert len(calls) == 2, len(calls)
