@@ -340,6 +340,95 @@ def legendre(n):
     return [mp.make_mpf(x) for x in xs], [mp.make_mpf(w) for w in ws]
 
 
+def _tail_indices(n):
+    """The Legendre degrees whose coefficients :func:`spectral_error` reads for an n-point rule: the top pair
+    (n - 1, n - 2), the pair m/2 below and the pair m below, m = max(2, n // 4)."""
+    m = max(2, n // 4)
+    return m, tuple(sorted({n - 1, n - 2, n - 1 - m // 2, n - 2 - m // 2, n - 1 - m, n - 2 - m}))
+
+
+@functools.lru_cache(maxsize=64)
+def _legendre_values(n, prec):
+    r"""{k: (P_k(t_i) for the nodes t_i of :func:`legendre` (n) at ``prec`` bits, as fixed-point integers at
+    scale 2^(prec + 8))} for the degrees k of :func:`_tail_indices` (the three-term recurrence in fixed point at
+    prec + 8 + 2 log2(n) bits: stable on [-1, 1], a unit a step)."""
+    _, ks = _tail_indices(n)
+    B = prec + 8
+    W = B + 2 * n.bit_length()
+    one = 1 << W
+    xs, _ = _legendre_rule(n, _tier(prec))
+    out = {k: [] for k in ks}
+    for x in xs:
+        t = to_fixed(x, W)
+        p0, p1 = one, t
+        vals = {0: p0, 1: p1}
+        for k in range(2, n):
+            p0, p1 = p1, ((2 * k - 1) * ((t * p1) >> W) - (k - 1) * p0) // k
+            if k in out:
+                vals[k] = p1
+        for k in ks:
+            out[k].append(vals[k] >> (W - B))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+#: The spectral estimate of a Gauss-Legendre piece (:func:`spectral_error`) accepts a decay rate of the
+#: Legendre coefficients of at most this ratio per degree, from a top coefficient at most 2^-8 of the terms'
+#: absolute sum, and multiplies its extrapolation by this safety factor.
+SPECTRAL_MAX_RATE = 0.8
+SPECTRAL_SAFETY = 256
+
+
+def spectral_error(terms, n, s):
+    r"""The error of the n-point Gauss-Legendre sum of ``terms`` (:math:`T_i = hw_ig(t_i)` on a piece of half
+    width h, in the order of :func:`legendre`; ``s`` = :math:`\sum|T_i|`) from the Legendre coefficients of its
+    integrand g, as mpf; None where no decay is seen.
+
+    With :math:`g = \sum_kc_kP_k`, the n-point rule is exact for degrees < 2n, so its error is
+    :math:`h\sum_{k\ge2n}c_k(G_n(P_k) - \int P_k)`, at most :math:`2\sum_{k\ge2n}|C_k|`,
+    :math:`C_k = hc_k = \frac{2k+1}2\sum_iT_iP_k(t_i)` (the discrete coefficients, exact up to aliasing from
+    degrees > 2n - 1 - k).  For g analytic around the piece :math:`|C_k|` decays geometrically; read at the top
+    degrees (the level :math:`L_k = \max(|C_k|, |C_{k-1}|)`, against parity) with the rate r the slowest of
+    :math:`(L_{n-1}/L_{n-1-m})^{1/m}` and its two halves, the error is estimated as
+    :data:`SPECTRAL_SAFETY` :math:`L_{n-1}r^{n+1}/(1-r)`, if :math:`r \le` :data:`SPECTRAL_MAX_RATE` and
+    :math:`L_{n-1} \le 2^{-8}s`; a top level within 4 units of the terms' rounding (:math:`n2^{2-p}s`) is
+    resolved: that level.  Calibrated against the rules with 64 nodes on the finite pieces of the pair excess of
+    kernel_mse (prf at d = 2 .. 1024 and rff at d = 2; v = 1e-8 .. 6; 15 and 30 digits; rungs 8 .. 48): 1 226 of
+    1 548 rungs accepted, one whose true error exceeded the estimate, by 3.7 bits (2^-105 of the terms at 141
+    bits; the expectation's tolerance has 10 bits to spare); the two-rung comparison's estimate (before),
+    reconstructed from the same data, was exceeded on 9 rungs by up to 7 bits.  With a perfect first rung the
+    same pieces need 31 % fewer nodes when a rung need not be compared with the one below.  Tests: the
+    Gauss errors near a pole, of an entire function, at a kink and of a polynomial
+    (tests/test_theory_antithetic.py)."""
+    p = mp.prec
+    if not s:
+        return mp.mpf(0)
+    m, ks = _tail_indices(n)
+    table = _legendre_values(n, p)
+    B = p + 8
+    shift = -int(mp.mag(s))  # terms scaled to |T| <= ~1
+    fixed = [to_fixed(mpf_shift(t._mpf_, shift), B) for t in terms]
+    scale = float(mp.mpf(2) ** -shift / s)  # (s = scale^-1 2^-shift: levels relative to s)
+    level = {}
+    for k in ks:
+        c = abs(sum(a * b for a, b in zip(fixed, table[k]))) * (2 * k + 1) // 2
+        level[k] = c
+    def lv(k):
+        c = max(level[k], level[k - 1])
+        return math.log2(c) - 2 * B + math.log2(scale) if c else -math.inf
+    noise = math.log2(n) + 2 - p
+    top = lv(n - 1)
+    if top <= noise + 2:
+        return s * mp.mpf(2) ** (noise + 2)
+    lo, mid = lv(n - 1 - m), lv(n - 1 - m // 2)
+    if lo == -math.inf or mid == -math.inf or top > -8:
+        return None
+    rate = max((top - lo) / m, (mid - lo) / (m // 2), (top - mid) / (m - m // 2))  # log2 per degree
+    if not rate <= math.log2(SPECTRAL_MAX_RATE):
+        return None
+    est = math.log2(SPECTRAL_SAFETY) + top + rate * (n + 1) - math.log2(1 - 2.0 ** rate)
+    return s * mp.mpf(2) ** est
+
+
 @functools.lru_cache(maxsize=64)
 def _laguerre_rule(n, prec):
     r"""(nodes, weights) of the n-point Gauss-Laguerre rule (weight :math:`e^{-t}` on [0, inf)) at ``prec``
@@ -771,20 +860,20 @@ class PairRule:
 
 
 #: Nodes the first rung of a piece adds per square root of its span in bits (:func:`_start_rung`).
-SPAN_NODES = 1.6
+SPAN_NODES = 3.0
 
 
 def _start_rung(prec, span=0):
-    """Index in :data:`LADDER` of the first checked rung at ``prec`` bits for a piece whose mass falls by
-    2^``span`` from its upper to its lower end (0: unknown, a split or peak piece, or the tail): about 6 bits
-    per node, plus :data:`SPAN_NODES` sqrt(span), as measured on the pieces of :class:`PairRule` at
-    100-160 bits (a Gauss-Legendre rule for a density that falls like e^{-a y} over the piece needs more
-    nodes the more e-folds it spans: at 15 digits the 0.05 - 1e-6 and 1e-6 - 2^-54 quantile pieces ended at
-    32 nodes after the rungs 16 and 24, or 12, 16 and 24; starting them at 24 saves those rungs).  Over 120
-    calls of kernel_mse (prf, rff, oprf; d = 3, 8, 64, 1024; v = 1e-300 to 3; 15 and 30 digits) the nodes
-    built fell from 34 856 to 31 310 (the coefficients 2.2 and 2.6: 30 922 and 31 398, but 122 nodes for the
-    53-bit float model at d = 8 against 102); the values are checked as before (the start only saves rungs
-    below the one the error estimate accepts)."""
+    """Index in :data:`LADDER` of the first rung of a piece at ``prec`` bits whose mass falls by 2^``span`` from
+    its upper to its lower end (0: unknown, a split or peak piece, or the tail): about 6 bits per node, plus
+    :data:`SPAN_NODES` sqrt(span) (a Gauss-Legendre rule for a density that falls like e^{-a y} over the piece
+    needs more nodes the more e-folds it spans; and the spectral estimate of a finite piece
+    (:func:`spectral_error`) sees the fast late decay of such a piece's coefficients only from a rung above it).
+    Nodes built over the pnc benchmark grid (prf, oprf, rff; d = 2 .. 1024; 7 v from 1e-300 to 6; 15 and 30
+    digits): 63 230 with the two-rung comparison (coefficient 1.6), 54 596 with the spectral estimate at 1.6,
+    47 972 at 3.0 (2.2 .. 5 and per-bit 1/4.5 .. 1/10: 47 544 - 55 560, the ladder's steps make it bumpy); the
+    values are checked as before (the start only decides which rungs are built below the one the estimate
+    accepts)."""
     want = prec / 6 + SPAN_NODES * math.sqrt(span)
     for i in range(1, len(LADDER)):
         if LADDER[i] >= want:
@@ -817,14 +906,15 @@ def expect(rule, f, what, absolute=None, goal=None):
     to a relative error :math:`2^{10-p}` at p bits (``goal`` bits if given, computing at the working
     precision; or to ``absolute``); an :class:`Expectation`.
 
-    Each piece is integrated by the Gauss rules of two successive rungs n < n' of :data:`LADDER`.  With D their
-    difference and S the sum of the absolute values of the terms of the n'-rule, the n'-rule's error is
-    estimated as :math:`16S(D/S)^{n'/n}` where D < S/256 (the error of Gauss rules on an integrand analytic
-    around the piece decays geometrically in the node count, and D estimates the n-rule's error), as D
-    elsewhere (no decay seen yet), plus the rounding :math:`2^{4-p}S` (16 units of the last place per term: the
-    weight, the integrand and its argument's partner each to a few units).  The piece with the largest estimate
-    goes up one rung until the estimates sum to at most the tolerance; beyond the last rung a finite piece is
-    split in two.  ConvergenceError naming ``what`` after :data:`MAX_NODES` more nodes (or a tail piece beyond
+    Each finite piece is integrated by the Gauss-Legendre rule of one rung n of :data:`LADDER` and its error
+    estimated from the decay of its integrand's Legendre coefficients (:func:`spectral_error`; the sum of the
+    absolute values S where no decay is seen yet); the Gauss-Laguerre tail by two successive rungs n < n', its
+    error the difference D (its convergence is not geometric from n = 0: measured).  Each estimate gets the
+    rounding :math:`2^{4-p}S` (16 units of the last place per term: the weight, the integrand and its argument's
+    partner each to a few units).  The piece with the largest estimate goes up one rung until the estimates sum
+    to at most the tolerance; beyond the last rung a finite piece is split in two.  (Before: every piece by two
+    successive rungs, the n'-rule's error :math:`16S(D/S)^{n'/n}` where D < S/256: 1.3x the nodes over the pnc
+    benchmark grid.)  ConvergenceError naming ``what`` after :data:`MAX_NODES` more nodes (or a tail piece beyond
     the last rung)."""
     d = rule.d
     rule.ensure(what)
@@ -842,17 +932,18 @@ def expect(rule, f, what, absolute=None, goal=None):
             for W, x, X in piece.rule(d, n, what, rule.prec):
                 check_time(what, units=INTEGRAND_UNITS)
                 terms.append(W * f(x, X))
-            sums[key] = (mp.fsum(terms), mp.fsum(abs(t) for t in terms))
+            sums[key] = (mp.fsum(terms), mp.fsum(abs(t) for t in terms), terms)
         return sums[key]
 
     def evaluate(piece, k):
-        n0, n1 = LADDER[k - 1], LADDER[k]
-        v0 = piece_sum(piece, n0)[0]
-        v1, s = piece_sum(piece, n1)
-        diff = abs(v1 - v0)
-        if piece.hi is not None and s and diff <= s / 256:
-            err = 16 * s * (diff / s) ** (mp.mpf(n1) / n0)
-        else:  # no decay seen yet, or the Gauss-Laguerre tail (not geometric from n = 0: measured)
+        n1 = LADDER[k]
+        v1, s, terms = piece_sum(piece, n1)
+        if piece.hi is not None:  # a Gauss-Legendre piece: its own rung's spectral estimate
+            err = spectral_error(terms, n1, s)
+            if err is None:  # (no decay seen yet: the next rung)
+                err = s
+        else:  # the Gauss-Laguerre tail: the rung below (its convergence is not geometric from n = 0: measured)
+            diff = abs(v1 - piece_sum(piece, LADDER[k - 1])[0])
             err = diff
         return [piece, k, v1, err + eps * s, s]
 
@@ -883,7 +974,7 @@ def expect(rule, f, what, absolute=None, goal=None):
             rule.pieces[idx:idx + 1] = list(halves)
             starts = [_start_rung(goal - h.off, h.span) for h in halves]
             state[worst:worst + 1] = [evaluate(h, k) for h, k in zip(halves, starts)]
-            added += sum(LADDER[k] + LADDER[k - 1] for k in starts)
+            added += sum(LADDER[k] for k in starts)
         else:
             raise ConvergenceError(f"{what}: the tail piece of the quadrature (beyond the 2^-{p // 2} quantile) did "
                                    f"not converge with {LADDER[-1]} nodes at {p} bits")
