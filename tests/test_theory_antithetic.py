@@ -547,3 +547,19 @@ def test_spectral_error_entire_kink_and_polynomial():
         assert est is None and true > s * pmp.mpf(2) ** -12
         true, est, s = _spectral_case(lambda t: 1 + t ** 3, lambda: pmp.mpf(2), n)
         assert est is not None and true <= est <= s * pmp.mpf(2) ** (10 - 200)
+
+
+def test_spectral_error_declines_without_clear_decay_and_near_its_rounding():
+    """Where the coefficients decay by less than a factor 0.8 a degree (a pole at c = 1.01: 0.87) or are still
+    above 2^-8 of the terms (c = 1.05 at n <= 16) the estimate declines (None: the piece takes the next rung);
+    and a top level 40 bits above the terms' rounding (c = 1.2, n = 24 at 64 bits, true error 2^-43) is
+    extrapolated, not taken for rounding: the estimate stays above the true error (a threshold for 'resolved'
+    40 bits too generous returns the rounding level, 2^-55, and fails here)."""
+    for c, ns in (("1.01", (8, 16, 24, 32, 48)), ("1.05", (8, 12, 16))):
+        cc = pmp.mpf(c)
+        for n in ns:
+            true, est, s = _spectral_case(lambda t: 1 / (cc - t), lambda: pmp.log((cc + 1) / (cc - 1)), n)
+            assert est is None, (c, n)
+    cc = pmp.mpf("1.2")
+    true, est, s = _spectral_case(lambda t: 1 / (cc - t), lambda: pmp.log((cc + 1) / (cc - 1)), 24, prec=64)
+    assert true > s * pmp.mpf(2) ** -50 and est is not None and true <= est

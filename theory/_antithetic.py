@@ -391,12 +391,13 @@ def spectral_error(terms, n, s):
     :math:`(L_{n-1}/L_{n-1-m})^{1/m}` and its two halves, the error is estimated as
     :data:`SPECTRAL_SAFETY` :math:`L_{n-1}r^{n+1}/(1-r)`, if :math:`r \le` :data:`SPECTRAL_MAX_RATE` and
     :math:`L_{n-1} \le 2^{-8}s`; a top level within 4 units of the terms' rounding (:math:`n2^{2-p}s`) is
-    resolved: that level.  Calibrated against the rules with 64 nodes on the finite pieces of the pair excess of
-    kernel_mse (prf at d = 2 .. 1024 and rff at d = 2; v = 1e-8 .. 6; 15 and 30 digits; rungs 8 .. 48): 1 226 of
-    1 548 rungs accepted, one whose true error exceeded the estimate, by 3.7 bits (2^-105 of the terms at 141
-    bits; the expectation's tolerance has 10 bits to spare); the two-rung comparison's estimate (before),
-    reconstructed from the same data, was exceeded on 9 rungs by up to 7 bits.  With a perfect first rung the
-    same pieces need 31 % fewer nodes when a rung need not be compared with the one below.  Tests: the
+    resolved: that level.  Calibrated against the rules with 64 nodes on the finite pieces of the first
+    expectation of kernel_mse (the pair excess, or the OPRF optimum's derivative: prf, rff and oprf at
+    d = 2 .. 1024, v = 1e-8 .. 6, 15 and 30 digits; rungs 8 .. 48): 2 683 of 3 492 rungs accepted, one whose
+    true error exceeded the estimate beyond the terms' rounding, by 3.7 bits (2^-105 of the terms at 141 bits;
+    the expectation's tolerance has 10 bits to spare); the two-rung comparison's estimate (before),
+    reconstructed from the same data, was exceeded on 18 rungs by up to 7 bits.  With a perfect first rung the
+    same pieces need 31-32 % fewer nodes when a rung need not be compared with the one below.  Tests: the
     Gauss errors near a pole, of an entire function, at a kink and of a polynomial
     (tests/test_theory_antithetic.py)."""
     p = mp.prec
