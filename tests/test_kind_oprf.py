@@ -212,7 +212,8 @@ def test_pnc_pair_excess_two_routes(monkeypatch, d, v, a):
     term minus e^{v^2} (with 4 log2(1/v) extra bits) and the small-(A, v) route (the i.i.d.-norm law's
     expectation subtracted pointwise beyond the linear part, plus the orthogonal PRF excess): equal to 1e-18.
     Power: the second route with the 0F1 tail of h + 1 instead of h is off by more than 1e-15 (1e-11 at the
-    smallest v, where the variance dominates the MSE)."""
+    smallest v, where the variance dominates the MSE), in its mpf form and in its fixed-point form
+    (``_ftilde_fixed`` at d + 2; at d = 64 the call raises ConvergenceError instead)."""
     from theory import oprf
 
     def mse():
@@ -228,7 +229,15 @@ def test_pnc_pair_excess_two_routes(monkeypatch, d, v, a):
         monkeypatch.undo()
         real = oprf._tail_0f1
         monkeypatch.setattr(oprf, "_tail_0f1", lambda h, z: real(h + 1, z))
+        monkeypatch.setattr(oprf, "_ftilde_fixed", lambda *args: None)  # (the mpf form of the integrand)
         assert abs(mse() / quad - 1) > mp.mpf("1e-15")
+        monkeypatch.undo()
+        fixed = oprf._ftilde_fixed
+        monkeypatch.setattr(oprf, "_ftilde_fixed", lambda d, x, z: fixed(d + 2, x, z))
+        try:
+            assert abs(mse() / quad - 1) > mp.mpf("1e-15")
+        except theory.ConvergenceError:  # (or loud: at d = 64 its quadrature cannot meet the tolerance)
+            pass
 
 
 def test_pnc_pair_derivative_two_routes_and_secant_at_30_digits():
@@ -1100,3 +1109,50 @@ def test_pnc_secant_from_the_float_model_takes_two_derivatives(monkeypatch, d, v
             pmp.prec = bits + 24
             oprf._parameters("pnc_orthogonal", d, pmp.mpf(v), d)
     assert len(calls) == 2, len(calls)
+
+
+def test_small_route_integrand_in_fixed_point_against_its_mpf_route(monkeypatch):
+    """The pnc small-route integrand (theory.oprf._ftilde_fixed: (e^x-1-x)F + (1+x)(F-1-z/h) + xz/h in fixed point at
+    a common power-of-two scale) against the same expression in mpf arithmetic at 60 more bits, |x|, z from 2^-60
+    to 1/2, both signs of x, d = 2 .. 65536, 60-250 bits: within 2^-8 units of 2^-p of the largest of its three
+    terms (measured 1.3e-4; the scale carries 2 log2(d) bits for the terms mu^2 over d^2/2: without them the error
+    at d = 1024 was 114 units); None beyond |x|, z < 1/2 (the mpf route then).  Power: with the 0F1 tail's
+    quotient 2/(d(d+2)) off by one in d (a mutant of the formula) it misses by far."""
+    import random
+
+    from theory import oprf
+
+    rng = random.Random(3)
+    cases = []
+    for prec in (60, 100, 160, 250):
+        for _ in range(60):
+            d = rng.choice([2, 3, 5, 8, 64, 257, 1024, 65536])
+            x = (-1 if rng.random() < 0.8 else 1) * 2.0 ** rng.uniform(-60, -1.5) * rng.random()
+            z = 2.0 ** rng.uniform(-60, -1.5) * rng.random()
+            cases.append((prec, d, x, z))
+
+    def worst():
+        out = 0
+        with _context.entered():
+            for prec, d, x, z in cases:
+                pmp.prec = prec
+                xm, zm, h = pmp.mpf(x), pmp.mpf(z), pmp.mpf(d) / 2
+                with pmp.workprec(prec + 60):
+                    tz, zh = oprf._tail_0f1(h, zm), zm / h
+                    terms = (oprf._tail_exp(xm) * (1 + zh + tz), (1 + xm) * tz, xm * zh)
+                    ref, big = pmp.fsum(terms), max(abs(t) for t in terms)
+                out = max(out, abs(oprf._ftilde_fixed(d, xm, zm) - ref) / big * pmp.mpf(2) ** prec)
+        return out
+
+    assert worst() < pmp.mpf(2) ** -8
+    with _context.entered():
+        pmp.prec = 100
+        assert oprf._ftilde_fixed(8, pmp.mpf("0.6"), pmp.mpf("0.01")) is None
+        assert oprf._ftilde_fixed(8, pmp.mpf("-0.01"), pmp.mpf("0.75")) is None
+    real = oprf._ftilde_fixed
+
+    def mutant(d, x, z):
+        return real(d + 1, x, z)
+
+    monkeypatch.setattr(oprf, "_ftilde_fixed", mutant)
+    assert worst() > 1000

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import math
 
+from mpmath.libmp import from_man_exp, mpf_shift, to_fixed
+
 from ._antithetic import exp_excess as _tail_exp, hyp0f1_excess
 from ._checks import check_dimension, guarded, square, to_mpf
 from ._context import caller_prec, check_time, mp
@@ -183,7 +185,6 @@ def _tail_0f1_pair(h, z):
     :func:`theory._antithetic._fixed_sum`; else the two calls."""
     if not z < mp.mpf(1) / 2:
         return _tail_0f1(h, z), _tail_0f1(h + 1, z)
-    from mpmath.libmp import from_man_exp, to_fixed
 
     bits = mp.prec + 16
     Z = to_fixed(z._mpf_, bits)
@@ -242,6 +243,9 @@ def _pnc_excess_small(d, vv, a):
 
         def ftilde(s):
             x, z = four_a * s, t * s
+            fixed = _ftilde_fixed(d, x, z)
+            if fixed is not None:
+                return scale * fixed
             tz = _tail_0f1(h, z)
             zh = z * inv_h
             return scale * (_tail_exp(x) * (1 + zh + tz) + (1 + x) * tz + x * zh)
@@ -251,6 +255,53 @@ def _pnc_excess_small(d, vv, a):
         e_gamma = _gamma_series(d, h, a, t, square(vv), False)
         result = (e_pnc - scale * e_gamma) + _prf_excess("orthogonal", d, vv)
     return +result
+
+
+def _ftilde_fixed(d, x, z):
+    r""":math:`(e^x-1-x)F + (1+x)(F-1-z/h) + xz/h` (F = 0F1(;h;z), h = d/2; the integrand of
+    :func:`_pnc_excess_small` over its factor :math:`(1-4A)^d`) for mpf x and z >= 0 with |x|, z < 1/2, in fixed
+    point: None outside (the caller's mpf route).  With :math:`\mu = 2^e > |x|, z` (e <= -1) every term is
+    :math:`\mu^2` times a number of order 1: :math:`e^x - 1 - x = x^2\sum_{k\ge0}x^k/(k+2)!` and
+    :math:`F - 1 - z/h = \frac{z^2}{2h(h+1)}\sum_{j\ge0}u_j`, :math:`u_{j+1} = u_jz/((h+2+j)(3+j))`, both sums
+    in fixed point at W = p + 16 + 2 log2(d) bits (the second term is :math:`\mu^2` over about d^2/2; terms below
+    1/3 of the one before: each truncated toward zero by at most a unit, the loop ends at the first zero term),
+    the products and the quotients by d and d(d+2) each to a unit: the value to about 16 units of
+    :math:`2^{-W}\mu^2`, beyond the mpf route's rounding of each of its terms at p bits (the terms cancel where A
+    balances t: both routes then lose alike).  About 3x faster than the mpf route (its ten products and sums at
+    100-200 bits cost 2-3 us each)."""
+    xt, zt = x._mpf_, z._mpf_
+    ex = xt[2] + xt[3] if xt[1] else None
+    ez = zt[2] + zt[3] if zt[1] else None
+    if zt[0] or (ex is None and ez is None):
+        return None if zt[0] else mp.mpf(0)
+    e = max(v for v in (ex, ez) if v is not None)  # |x|, z < 2^e
+    if e > -1:
+        return None
+    W = mp.prec + 16 + 2 * d.bit_length()  # (the terms F - 1 - z/h and xz/h are mu^2 over d^2/2 and d/2)
+    X = to_fixed(mpf_shift(xt, -e), W) if ex is not None else 0  # x / mu at scale 2^W
+    Z = to_fixed(mpf_shift(zt, -e), W) if ez is not None else 0
+    one = 1 << W
+    xa, za = X >> -e, Z >> -e  # x and z themselves at scale 2^W (|x|, z < 1/2)
+    # sum_k x^k / (k + 2)!: |x| < 1/2, the signs alternate for x < 0 (magnitudes truncated toward zero)
+    xm, neg = abs(xa), xa < 0
+    se = term = one >> 1
+    k = 0
+    while term:
+        term = (term * xm >> W) // (k + 3)
+        se += -term if neg and not k % 2 else term
+        k += 1
+    # sum_j u_j, u_0 = 1, u_(j+1) = u_j z / ((h + 2 + j)(3 + j)) = 2 u_j z / ((d + 4 + 2j)(3 + j))
+    sz = term = one
+    j = 0
+    while term:
+        term = (term * za >> W) * 2 // ((d + 4 + 2 * j) * (3 + j))
+        sz += term
+        j += 1
+    te = ((X * X >> W) * se) >> W  # (e^x - 1 - x) / mu^2
+    tz = (((Z * Z >> W) * sz) >> W) * 2 // (d * (d + 2))  # (F - 1 - z/h) / mu^2
+    zh = 2 * za // d  # z / h
+    total = ((te * (one + zh + (tz >> (-2 * e)))) >> W) + (((one + xa) * tz) >> W) + ((X * Z * 2 // d) >> W)
+    return mp.make_mpf(from_man_exp(total, 2 * e - W))
 
 
 def _gamma_series(d, h, a, t, v2, derivative):
