@@ -229,11 +229,11 @@ def test_pnc_pair_excess_two_routes(monkeypatch, d, v, a):
         monkeypatch.undo()
         real = oprf._tail_0f1
         monkeypatch.setattr(oprf, "_tail_0f1", lambda h, z: real(h + 1, z))
-        monkeypatch.setattr(oprf, "_ftilde_fixed", lambda *args: None)  # (the mpf form of the integrand)
+        monkeypatch.setattr(oprf, "_ftilde_fixed", lambda *args, **kw: None)  # (the mpf form of the integrand)
         assert abs(mse() / quad - 1) > mp.mpf("1e-15")
         monkeypatch.undo()
         fixed = oprf._ftilde_fixed
-        monkeypatch.setattr(oprf, "_ftilde_fixed", lambda d, x, z: fixed(d + 2, x, z))
+        monkeypatch.setattr(oprf, "_ftilde_fixed", lambda d, x, z, **kw: fixed(d + 2, x, z, **kw))
         try:
             assert abs(mse() / quad - 1) > mp.mpf("1e-15")
         except theory.ConvergenceError:  # (or loud: at d = 64 its quadrature cannot meet the tolerance)
@@ -1112,10 +1112,11 @@ def test_pnc_secant_from_the_float_model_takes_two_derivatives(monkeypatch, d, v
 
 
 def test_small_route_integrand_in_fixed_point_against_its_mpf_route(monkeypatch):
-    """The pnc small-route integrand (theory.oprf._ftilde_fixed: (e^x-1-x)F + (1+x)(F-1-z/h) + xz/h in fixed point at
-    a common power-of-two scale) against the same expression in mpf arithmetic at 60 more bits, |x|, z from 2^-60
-    to 1/2, both signs of x, d = 2 .. 65536, 60-250 bits: within 2^-8 units of 2^-p of the largest of its three
-    terms (measured 1.3e-4; the scale carries 2 log2(d) bits for the terms mu^2 over d^2/2: without them the error
+    """The pnc small-route integrand and its A-derivative's parts (theory.oprf._ftilde_fixed: (e^x-1-x)F +
+    (1+x)(F-1-z/h) + xz/h, and P = 4((t_e + x)F + t_z + z/h), Q = t_e(1/h + f_1) + (1 + x)f_1 + x/h, in fixed point
+    at a common power-of-two scale) against the same expressions in mpf arithmetic at 60 more bits, |x|, z from
+    2^-60 to 1/2, both signs of x, d = 2 .. 65536, 60-250 bits: within 2^-8 units of 2^-p of the largest of their
+    terms (measured 1e-4; the scale carries 2 log2(d) bits for the terms mu^2 over d^2/2: without them the error
     at d = 1024 was 114 units); None beyond |x|, z < 1/2 (the mpf route then).  Power: with the 0F1 tail's
     quotient 2/(d(d+2)) off by one in d (a mutant of the formula) it misses by far."""
     import random
@@ -1137,22 +1138,28 @@ def test_small_route_integrand_in_fixed_point_against_its_mpf_route(monkeypatch)
             for prec, d, x, z in cases:
                 pmp.prec = prec
                 xm, zm, h = pmp.mpf(x), pmp.mpf(z), pmp.mpf(d) / 2
+                got = oprf._ftilde_fixed(d, xm, zm, derivative=True)
+                assert got[0] == oprf._ftilde_fixed(d, xm, zm)
                 with pmp.workprec(prec + 60):
-                    tz, zh = oprf._tail_0f1(h, zm), zm / h
-                    terms = (oprf._tail_exp(xm) * (1 + zh + tz), (1 + xm) * tz, xm * zh)
-                    ref, big = pmp.fsum(terms), max(abs(t) for t in terms)
-                out = max(out, abs(oprf._ftilde_fixed(d, xm, zm) - ref) / big * pmp.mpf(2) ** prec)
+                    tz, tz1 = oprf._tail_0f1_pair(h, zm)
+                    te, zh, x1 = oprf._tail_exp(xm), zm / h, 1 + xm
+                    big_f, f1 = 1 + zh + tz, (tz1 + zm / (h + 1)) / h
+                    for terms, value in (((te * big_f, x1 * tz, xm * zh), got[0]),
+                                         ((4 * (te + xm) * big_f, 4 * tz, 4 * zh), got[1]),
+                                         ((te * (1 / h + f1), x1 * f1, xm / h), got[2])):
+                        big = max(abs(t) for t in terms)
+                        out = max(out, abs(value - pmp.fsum(terms)) / big * pmp.mpf(2) ** prec)
         return out
 
     assert worst() < pmp.mpf(2) ** -8
     with _context.entered():
         pmp.prec = 100
         assert oprf._ftilde_fixed(8, pmp.mpf("0.6"), pmp.mpf("0.01")) is None
-        assert oprf._ftilde_fixed(8, pmp.mpf("-0.01"), pmp.mpf("0.75")) is None
+        assert oprf._ftilde_fixed(8, pmp.mpf("-0.01"), pmp.mpf("0.75"), derivative=True) is None
     real = oprf._ftilde_fixed
 
-    def mutant(d, x, z):
-        return real(d + 1, x, z)
+    def mutant(d, x, z, **kw):
+        return real(d + 1, x, z, **kw)
 
     monkeypatch.setattr(oprf, "_ftilde_fixed", mutant)
     assert worst() > 1000

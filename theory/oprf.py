@@ -257,31 +257,39 @@ def _pnc_excess_small(d, vv, a):
     return +result
 
 
-def _ftilde_fixed(d, x, z):
+def _ftilde_fixed(d, x, z, derivative=False):
     r""":math:`(e^x-1-x)F + (1+x)(F-1-z/h) + xz/h` (F = 0F1(;h;z), h = d/2; the integrand of
     :func:`_pnc_excess_small` over its factor :math:`(1-4A)^d`) for mpf x and z >= 0 with |x|, z < 1/2, in fixed
-    point: None outside (the caller's mpf route).  With :math:`\mu = 2^e > |x|, z` (e <= -1) every term is
-    :math:`\mu^2` times a number of order 1: :math:`e^x - 1 - x = x^2\sum_{k\ge0}x^k/(k+2)!` and
-    :math:`F - 1 - z/h = \frac{z^2}{2h(h+1)}\sum_{j\ge0}u_j`, :math:`u_{j+1} = u_jz/((h+2+j)(3+j))`, both sums
-    in fixed point at W = p + 16 + 2 log2(d) bits (the second term is :math:`\mu^2` over about d^2/2; terms below
-    1/3 of the one before: each truncated toward zero by at most a unit, the loop ends at the first zero term),
-    the products and the quotients by d and d(d+2) each to a unit: the value to about 16 units of
-    :math:`2^{-W}\mu^2`, beyond the mpf route's rounding of each of its terms at p bits (the terms cancel where A
-    balances t: both routes then lose alike).  About 3x faster than the mpf route (its ten products and sums at
-    100-200 bits cost 2-3 us each)."""
+    point: None outside (the caller's mpf route).  ``derivative``: also (P, Q), its derivative in A being
+    s (P + wQ) for x = 4As, z = ts, t' = w (:func:`_pnc_excess_small_derivative`):
+    :math:`P = 4((t_e + x)F + t_z + z/h)`, :math:`Q = t_e(1/h + f_1) + (1 + x)f_1 + x/h`,
+    :math:`f_1 = ({}_0F_1(;h+1;z) - 1)/h` (:math:`t_e = e^x - 1 - x`, :math:`t_z = F - 1 - z/h`).
+
+    With :math:`\mu = 2^e > |x|, z` (e <= -1) the value is :math:`\mu^2` and P, Q are :math:`\mu` times numbers
+    of order 1 (over powers of d): :math:`t_e = x^2\sum_{k\ge0}x^k/(k+2)!`,
+    :math:`t_z = \frac{z^2}{2h(h+1)}\sum_{j\ge0}u_j`, :math:`u_{j+1} = u_jz/((h+2+j)(3+j))` (at h + 1 the same with
+    h + 3 + j), each sum in fixed point at W = p + 16 + 2 log2(d) bits (the terms :math:`\mu^2` over about d^2/2
+    and d/2; each term below 1/3 of the one before, truncated toward zero by at most a unit, the loop ending at
+    the first zero term), the products and the quotients by powers of d each to a unit: every result to about 16
+    units of :math:`2^{-W}` times its scale, beyond the mpf route's rounding of each of its terms at p bits (the
+    terms cancel where A balances t: both routes then lose alike).  About 3x faster than the mpf route (its ten to
+    twenty products and sums at 100-200 bits cost 2-3 us each)."""
     xt, zt = x._mpf_, z._mpf_
     ex = xt[2] + xt[3] if xt[1] else None
     ez = zt[2] + zt[3] if zt[1] else None
-    if zt[0] or (ex is None and ez is None):
-        return None if zt[0] else mp.mpf(0)
-    e = max(v for v in (ex, ez) if v is not None)  # |x|, z < 2^e
+    if zt[0]:
+        return None
+    if ex is None and ez is None:
+        zero = mp.mpf(0)
+        return (zero, zero, zero) if derivative else zero
+    e = max(v for v in (ex, ez) if v is not None)  # |x|, z < mu = 2^e
     if e > -1:
         return None
-    W = mp.prec + 16 + 2 * d.bit_length()  # (the terms F - 1 - z/h and xz/h are mu^2 over d^2/2 and d/2)
+    W = mp.prec + 16 + 2 * d.bit_length()
     X = to_fixed(mpf_shift(xt, -e), W) if ex is not None else 0  # x / mu at scale 2^W
     Z = to_fixed(mpf_shift(zt, -e), W) if ez is not None else 0
-    one = 1 << W
-    xa, za = X >> -e, Z >> -e  # x and z themselves at scale 2^W (|x|, z < 1/2)
+    one, m = 1 << W, -e
+    xa, za = X >> m, Z >> m  # x and z themselves at scale 2^W (|x|, z < 1/2)
     # sum_k x^k / (k + 2)!: |x| < 1/2, the signs alternate for x < 0 (magnitudes truncated toward zero)
     xm, neg = abs(xa), xa < 0
     se = term = one >> 1
@@ -290,18 +298,30 @@ def _ftilde_fixed(d, x, z):
         term = (term * xm >> W) // (k + 3)
         se += -term if neg and not k % 2 else term
         k += 1
-    # sum_j u_j, u_0 = 1, u_(j+1) = u_j z / ((h + 2 + j)(3 + j)) = 2 u_j z / ((d + 4 + 2j)(3 + j))
-    sz = term = one
-    j = 0
-    while term:
-        term = (term * za >> W) * 2 // ((d + 4 + 2 * j) * (3 + j))
-        sz += term
-        j += 1
-    te = ((X * X >> W) * se) >> W  # (e^x - 1 - x) / mu^2
-    tz = (((Z * Z >> W) * sz) >> W) * 2 // (d * (d + 2))  # (F - 1 - z/h) / mu^2
+    sums = []
+    for q in ((4, 6) if derivative else (4,)):  # 0F1's tails at h (and h + 1): u_(j+1) = 2 u_j z / ((d + q + 2j)(3 + j))
+        total = term = one
+        j = 0
+        while term:
+            term = (term * za >> W) * 2 // ((d + q + 2 * j) * (3 + j))
+            total += term
+            j += 1
+        sums.append(total)
+    zz = Z * Z >> W  # (z / mu)^2
+    te = ((X * X >> W) * se) >> W  # t_e / mu^2
+    tz = (zz * sums[0] >> W) * 2 // (d * (d + 2))  # t_z / mu^2
     zh = 2 * za // d  # z / h
-    total = ((te * (one + zh + (tz >> (-2 * e)))) >> W) + (((one + xa) * tz) >> W) + ((X * Z * 2 // d) >> W)
-    return mp.make_mpf(from_man_exp(total, 2 * e - W))
+    big_f = one + zh + (tz >> (2 * m))  # F
+    value = ((te * big_f) >> W) + (((one + xa) * tz) >> W) + ((X * Z * 2 // d) >> W)
+    value = mp.make_mpf(from_man_exp(value, 2 * e - W))
+    if not derivative:
+        return value
+    te, tz = te >> m, tz >> m  # t_e / mu, t_z / mu
+    tz1 = ((zz * sums[1] >> W) * 2 // ((d + 2) * (d + 4))) >> m  # (0F1(;h+1;z) - 1 - z/(h+1)) / mu
+    f1 = (tz1 + 2 * Z // (d + 2)) * 2 // d  # f_1 / mu
+    p_ = 4 * ((((te + X) * big_f) >> W) + tz + 2 * Z // d)
+    q_ = ((te * (2 * one // d + (f1 >> m))) >> W) + (((one + xa) * f1) >> W) + 2 * X // d
+    return value, mp.make_mpf(from_man_exp(p_, e - W)), mp.make_mpf(from_man_exp(q_, e - W))
 
 
 def _gamma_series(d, h, a, t, v2, derivative):
@@ -353,6 +373,10 @@ def _pnc_excess_small_derivative(d, vv, a):
         def dftilde(s):
             # d/dA with dx = 4 s dA, dz = w s dA (x = 4As, z = ts), d(e^x - 1 - x)/dx = e^x - 1 = te + x
             x, z = four_a * s, t * s
+            fixed = _ftilde_fixed(d, x, z, derivative=True)
+            if fixed is not None:
+                inner, p_, q_ = fixed
+                return dscale * inner + scale * (s * (p_ + w * q_))
             tz, tz1 = _tail_0f1_pair(h, z)
             te = _tail_exp(x)
             zh = z * inv_h
