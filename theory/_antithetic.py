@@ -1022,10 +1022,16 @@ def exp_excess(x):
 def _fixed_sum(x, q2, m, first):
     r""":math:`\sum_{k\ge0} c_kx^k` with :math:`c_0 = 1/` ``first`` and :math:`c_{k+1} = 2c_k/((q_2 + 2k)(m + k))`
     (no second factor for ``m`` None), for |x| < 1/2 and term ratios below 1/6 (the tails of exp: q2 = 6,
-    ratio 1/(k+3); of 0F1: q2 = 2h + 4, m = 3), in fixed point at 16 bits beyond the working precision (each
-    term truncated by at most one unit; the loop stops at the first term below one unit); an mpf."""
+    ratio 1/(k+3); of 0F1: q2 = 2h + 4, m = 3), in fixed point at 16 bits beyond the working precision
+    (:func:`fixed_series`); an mpf."""
     bits = mp.prec + 16
-    X = to_fixed(x._mpf_, bits)
+    return mp.make_mpf(from_man_exp(fixed_series(to_fixed(x._mpf_, bits), bits, q2, m, first), -bits))
+
+
+def fixed_series(X, bits, q2, m, first):
+    r"""The sum of :func:`_fixed_sum` for x given as the fixed-point integer X (scale 2^``bits``), as one: each
+    term truncated toward zero by at most one unit (the signs alternate for x < 0), the loop stopping at the
+    first zero term (also theory.oprf's fixed-point integrands)."""
     neg = X < 0
     X = -X if neg else X
     total = term = (1 << bits) // first
@@ -1034,7 +1040,7 @@ def _fixed_sum(x, q2, m, first):
         term = ((term * X) >> bits) * 2 // ((q2 + 2 * k) * (1 if m is None else m + k))
         total += -term if neg and k % 2 == 0 else term
         k += 1
-    return mp.make_mpf(from_man_exp(total, -bits))
+    return total
 
 
 def hyp0f1_excess(b2, z):
