@@ -57,3 +57,26 @@ def pnc_rule_builds(monkeypatch, call):
     finally:
         pnc.clear_caches()
     return {p for _, p in built}, sum(b for b, _ in built)
+
+
+def pnc_nodes_built(monkeypatch, call):
+    """Node evaluations (the partner and the weight of each node of each rung of each piece) built by theory.pnc's
+    pair rules during ``call()``, its memos emptied before and after: a count of work, not of time."""
+    import theory._antithetic as anti
+    import theory.pnc as pnc
+
+    count = [0]
+    build = anti.piece_nodes
+
+    def counting(d, kind, lo, hi, n, what):
+        count[0] += n
+        return build(d, kind, lo, hi, n, what)
+
+    pnc.clear_caches()
+    monkeypatch.setattr(anti, "piece_nodes", counting)
+    try:
+        call()
+    finally:
+        pnc.clear_caches()
+        monkeypatch.setattr(anti, "piece_nodes", build)
+    return count[0]

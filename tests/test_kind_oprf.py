@@ -11,7 +11,7 @@ from mpmath import mp
 
 import montecarlo as mc
 import theory
-from _support import pnc_rule_builds
+from _support import pnc_nodes_built, pnc_rule_builds
 from paper_checks._compare import agrees, point_pair, rel_diff, Z_CRIT
 from theory import _context, feature_kinds as fk
 from theory._context import mp as pmp
@@ -1042,6 +1042,39 @@ def test_pnc_optimum_and_excess_share_one_rule(monkeypatch, d, v):
     assert len(tiers) == 2 and builds == 2, (tiers, builds)
 
 
+@pytest.mark.parametrize("d,v", [(8, "1"), (3, "0.25")])
+def test_pnc_optimum_builds_only_the_excess_rungs(monkeypatch, d, v):
+    """At 30 digits the optimum's derivative quadratures start each piece at the rung the pair excess will use
+    (theory.oprf._pnc_rule_at_the_excess_tier's bits as ``start``), so that the whole call builds no more nodes
+    than the excess at the optimum alone (148 at d = 8, v = 1: before, 210, a third of them in rungs only the
+    derivatives used); power: with ``start`` ignored (the derivatives' first rungs from their own, lower goal)
+    more are built."""
+    import theory.pnc as pnc
+    from theory import _antithetic, oprf
+
+    def call():
+        with mp.workdps(30):
+            theory.kernel_mse("pnc_orthogonal", d, v, kind="oprf", x_norm=mp.mpf(v) / 2, y_norm=mp.mpf(v) / 2)
+
+    with mp.workdps(30):
+        with _context.entered() as bits:
+            pmp.prec = bits + 24
+            vv = pmp.mpf(v)
+            a = oprf._parameters("pnc_orthogonal", d, vv, d)["A"]
+
+            def excess():
+                oprf._pnc_rule_at_the_excess_tier(d, vv, a)
+                oprf._pair_excess("pnc_orthogonal", d, vv, a)
+
+            alone = pnc_nodes_built(monkeypatch, excess)
+    full = pnc_nodes_built(monkeypatch, call)
+    assert full <= alone, (full, alone)
+    real = _antithetic.expect
+    monkeypatch.setattr(pnc, "expect", lambda *args, start=None, **kw: real(*args, **kw))
+    without = pnc_nodes_built(monkeypatch, call)
+    assert without > full, (full, without)
+
+
 @pytest.mark.parametrize("d,v", [(5, "1"), (5, "1e-4"), (2, "3")])
 def test_pnc_optimal_a_to_the_working_precision(d, v):
     """The pnc optimum A at 30 digits agrees with the one at 45 digits to 1e-18 (the secant stops at a step of
@@ -1113,26 +1146,32 @@ def test_pnc_secant_from_the_float_model_takes_two_derivatives(monkeypatch, d, v
 
 def test_small_route_integrand_in_fixed_point_against_its_mpf_route(monkeypatch):
     """The pnc small-route integrand and its A-derivative's parts (theory.oprf._ftilde_fixed: (e^x-1-x)F +
-    (1+x)(F-1-z/h) + xz/h, and P = 4((t_e + x)F + t_z + z/h), Q = t_e(1/h + f_1) + (1 + x)f_1 + x/h, in fixed point
-    at a common power-of-two scale) against the same expressions in mpf arithmetic at 60 more bits, |x|, z from
-    2^-60 to 1/2, both signs of x, d = 2 .. 65536, 60-250 bits: within 2^-8 units of 2^-p of the largest of their
-    terms (measured 1e-4; the scale carries 2 log2(d) bits for the terms mu^2 over d^2/2: without them the error
-    at d = 1024 was 114 units); None beyond |x|, z < 1/2 (the mpf route then).  Power: with the 0F1 tail's
-    quotient 2/(d(d+2)) off by one in d (a mutant of the formula) it misses by far."""
+    (1+x)(F-1-z/h) + xz/h, and P = 4((t_e + x)F + t_z + z/h), Q = t_e(1/h + f_1) + (1 + x)f_1 + x/h, in fixed point)
+    against the same expressions in mpf arithmetic at 60 more bits, d = 2 .. 65536, 60-250 bits, both signs of x:
+    |x|, z from 2^-60 to 1/2 (at a common power-of-two scale: the scale carries 2 log2(d) bits for the terms mu^2
+    over d^2/2; without them the error at d = 1024 was 114 units) and, one of them above 1/2, up to 64
+    (_ftilde_fixed_large: e^x - 1 - x and F - 1 - z/h as differences; without its 2 log2(d) bits the error at
+    d = 65536 was 1156 units): within 2^-8 units of 2^-p of the largest of their terms (measured 1e-4 and 2e-6);
+    None beyond 2^12 (the mpf route then).  Power: with the 0F1 parameter off by one in d (a mutant of the
+    formula) each set misses by far."""
     import random
 
     from theory import oprf
 
     rng = random.Random(3)
-    cases = []
+    small, large = [], []
     for prec in (60, 100, 160, 250):
         for _ in range(60):
             d = rng.choice([2, 3, 5, 8, 64, 257, 1024, 65536])
             x = (-1 if rng.random() < 0.8 else 1) * 2.0 ** rng.uniform(-60, -1.5) * rng.random()
             z = 2.0 ** rng.uniform(-60, -1.5) * rng.random()
-            cases.append((prec, d, x, z))
+            small.append((prec, d, x, z))
+            d = rng.choice([2, 3, 5, 8, 64, 257, 1024, 65536])
+            big, tiny = 2.0 ** rng.uniform(-1, 6), 2.0 ** rng.uniform(-60, 6) * rng.random()
+            x, z = (big, tiny) if rng.random() < 0.5 else (tiny, big)
+            large.append((prec, d, x * (-1 if rng.random() < 0.8 else 1), z))
 
-    def worst():
+    def worst(cases):
         out = 0
         with _context.entered():
             for prec, d, x, z in cases:
@@ -1151,15 +1190,63 @@ def test_small_route_integrand_in_fixed_point_against_its_mpf_route(monkeypatch)
                         out = max(out, abs(value - pmp.fsum(terms)) / big * pmp.mpf(2) ** prec)
         return out
 
-    assert worst() < pmp.mpf(2) ** -8
+    assert worst(small) < pmp.mpf(2) ** -8
+    assert worst(large) < pmp.mpf(2) ** -8
     with _context.entered():
         pmp.prec = 100
-        assert oprf._ftilde_fixed(8, pmp.mpf("0.6"), pmp.mpf("0.01")) is None
-        assert oprf._ftilde_fixed(8, pmp.mpf("-0.01"), pmp.mpf("0.75"), derivative=True) is None
+        assert oprf._ftilde_fixed(8, pmp.mpf(2) ** 13, pmp.mpf("0.01")) is None
+        assert oprf._ftilde_fixed(8, pmp.mpf("-0.01"), pmp.mpf(2) ** 12 * 3, derivative=True) is None
+        assert oprf._ftilde_fixed(8, pmp.mpf(-4000), pmp.mpf(4000), derivative=True) is not None
     real = oprf._ftilde_fixed
 
     def mutant(d, x, z, **kw):
         return real(d + 1, x, z, **kw)
 
     monkeypatch.setattr(oprf, "_ftilde_fixed", mutant)
-    assert worst() > 1000
+    assert worst(small) > 1000
+    assert worst(large) > 1000
+
+
+def test_large_route_integrands_in_fixed_point_against_mpmath(monkeypatch):
+    """The pnc pair term's integrand e^(c + 4As) 0F1(;h;ts) and its A-derivative e^(c + 4As)((4s - c0)F0 - c1 s F1)
+    (theory.oprf._pair_term_integrand: the exponent in fixed point, theory._antithetic.exp_affine; the 0F1 sums
+    and the bracket in fixed point) against mpmath's exp and hyp0f1 at 60 more bits from the same A, v, s: 160
+    points, d = 2 .. 1024, v = 2^-12 .. 3, s = 2^-20 d .. 16 d, 60-250 bits, within 32 units of 2^-p of the value
+    (of the bracket's larger term for the derivative) (measured 10.5: the roundings of t, ts and c at p bits;
+    the mpf expressions they replaced measured 99).  Power: with the 0F1 parameter h + 1/2 (a mutant of the
+    formula) both miss by far."""
+    import random
+
+    from theory import _antithetic, oprf
+
+    rng = random.Random(7)
+    cases = []
+    for prec in (60, 100, 160, 250):
+        for _ in range(40):
+            d = rng.choice([2, 3, 5, 8, 64, 257, 1024])
+            v = 2.0 ** rng.uniform(-12, 1.6)
+            a = -rng.uniform(0, 0.6) * v * v / d * (1 if rng.random() < 0.8 else -0.1)
+            cases.append((prec, d, v, a, d * 2.0 ** rng.uniform(-20, 4)))
+
+    def worst():
+        out = [0, 0]
+        with _context.entered():
+            for prec, d, v, a, s in cases:
+                pmp.prec = prec
+                vv, aa, ss = pmp.mpf(v), pmp.mpf(a), pmp.mpf(s)
+                got = [oprf._pair_term_integrand(d, vv, aa, derivative=k)(ss) for k in (False, True)]
+                with pmp.workprec(prec + 60):
+                    h, t = pmp.mpf(d) / 2, (1 - 4 * aa) * vv ** 2 / 2
+                    base = pmp.exp(d * pmp.log1p(-4 * aa) + 4 * aa * ss)
+                    f0, f1 = pmp.hyp0f1(h, t * ss), pmp.hyp0f1(h + 1, t * ss)
+                    terms = ((4 * ss - 4 * d / (1 - 4 * aa)) * f0, 2 * vv ** 2 / h * ss * f1)
+                    out[0] = max(out[0], abs(got[0] / (base * f0) - 1) * pmp.mpf(2) ** prec)
+                    out[1] = max(out[1], abs(got[1] - base * (terms[0] - terms[1])) / (
+                        base * max(abs(x) for x in terms)) * pmp.mpf(2) ** prec)
+        return out
+
+    assert max(worst()) < 32
+    real_pair, real_one = _antithetic.hyp0f1_pair_fixed, _antithetic._hyp0f1_positive
+    monkeypatch.setattr(oprf, "hyp0f1_pair_fixed", lambda b2, zt, extra=0: real_pair(b2 + 1, zt, extra))
+    monkeypatch.setattr(_antithetic, "_hyp0f1_positive", lambda b2, zt, k0, raw=False: real_one(b2 + 1, zt, k0, raw))
+    assert min(worst()) > 1000

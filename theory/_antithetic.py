@@ -906,10 +906,12 @@ class Expectation:
         self.value, self.error, self.magnitude = value, error, magnitude
 
 
-def expect(rule, f, what, absolute=None, goal=None):
+def expect(rule, f, what, absolute=None, goal=None, start=None):
     r""":math:`\mathbb E[f(x_1, x_2)]` over the antithetic pair by the pieces of ``rule`` (a :class:`PairRule`),
     to a relative error :math:`2^{10-p}` at p bits (``goal`` bits if given, computing at the working
-    precision; or to ``absolute``); an :class:`Expectation`.
+    precision; or to ``absolute``); an :class:`Expectation`.  ``start``: the bits each piece's first rung is
+    chosen for (default ``goal``; higher where a later expectation on the same rule will ask for more bits, so
+    that this one does not build lower rungs that one will not use: theory.oprf's optimum before its excess).
 
     Each finite piece is integrated by the Gauss-Legendre rule of one rung n of :data:`LADDER` and its error
     estimated from the decay of its integrand's Legendre coefficients (:func:`spectral_error`; the sum of the
@@ -952,7 +954,8 @@ def expect(rule, f, what, absolute=None, goal=None):
             err = diff
         return [piece, k, v1, err + eps * s, s]
 
-    state = [evaluate(piece, _start_rung(goal - piece.off, piece.span)) for piece in rule.pieces]
+    start = goal if start is None else max(goal, start)
+    state = [evaluate(piece, _start_rung(start - piece.off, piece.span)) for piece in rule.pieces]
     added = 0
     while True:
         total = mp.fsum(st[2] for st in state)
@@ -1162,10 +1165,20 @@ def _hyp0f1_negative(b2, wt, k0=0, raw=False):
 def hyp0f1_pair(b2, z):
     r"""(:math:`{}_0F_1(;b;z)`, :math:`{}_0F_1(;b+1;z)`) for z >= 0, b = ``b2``/2, from one fixed-point loop (the
     terms of the second are those of the first times b/(b+k)); as :func:`hyp0f1`, relative accuracy."""
-    zt = z._mpf_
+    total, total1, bits = hyp0f1_pair_fixed(b2, z._mpf_)
+    prec = mp.prec
+    return (mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest)),
+            mp.make_mpf(mpf_pos(from_man_exp(total1, -bits), prec, round_nearest)))
+
+
+def hyp0f1_pair_fixed(b2, zt, extra=0):
+    r"""The loop of :func:`hyp0f1_pair` for the mpf tuple ``zt`` (z >= 0): (F0, F1, bits), the two sums as
+    fixed-point integers at scale 2^bits, bits = p + ``extra`` + 16 + log2(z + p) (each term truncated by at most
+    one unit; the terms grow to about 2.9 sqrt(z) bits before they fall: the log2 covers their count); also
+    theory.oprf's fixed-point integrands."""
     if zt[0] and zt[1]:
         raise ValueError("hyp0f1_pair takes z >= 0")
-    prec = mp.prec
+    prec = mp.prec + extra
     bits = prec + 16 + (int(to_float(zt)) + prec).bit_length()
     Z = to_fixed(zt, bits)
     total = total1 = term = 1 << bits
@@ -1183,5 +1196,23 @@ def hyp0f1_pair(b2, z):
             # the terms grow to ~2.9 sqrt(z) bits, each step costs ~ their length in words: ~1 unit per 32 bits (bench_work)
             check_time("the 0F1 series of a pair integrand",
                        units=SERIES_UNITS * 2 * (1 + total.bit_length() // 256))
-    return (mp.make_mpf(mpf_pos(from_man_exp(total, -bits), prec, round_nearest)),
-            mp.make_mpf(mpf_pos(from_man_exp(total1, -bits), prec, round_nearest)))
+    return total, total1, bits
+
+
+def exp_affine(c, k):
+    r"""s -> :math:`e^{c + ks}` (mpf c, k; s >= 0 an mpf) as an exact mpf tuple, to a relative 2^-(p+13) at the
+    working precision p of the call: the exponent in fixed point at W = p + 16 bits (c and k to a unit, ks to
+    two, whatever its size: a relative error of the exponential of a few units of 2^-W), then
+    :func:`_exp_pair`.  (mpf's exp of c + ks rounded to p bits errs by 2^-p |c + ks| relative: 2^(10 - p) at
+    |c + ks| ~ 1000.)  The pnc integrands of theory.oprf."""
+    ct, kt, consts = c._mpf_, k._mpf_, {}
+
+    def value(s):
+        W = mp.prec + 16
+        if W not in consts:
+            consts[W] = to_fixed(ct, W), to_fixed(kt, W), ln2_fixed(W)
+        C, K, ln2 = consts[W]
+        m, n = _exp_pair(C + (K * to_fixed(s._mpf_, W) >> W), W, ln2)
+        return from_man_exp(m, n - W)
+
+    return value

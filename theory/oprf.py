@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import math
 
-from mpmath.libmp import from_man_exp, mpf_shift, to_fixed
+from mpmath.libmp import from_man_exp, mpf_mul, mpf_shift, round_nearest, to_fixed
+from mpmath.libmp.libelefun import ln2_fixed
 
-from ._antithetic import exp_excess as _tail_exp, fixed_series, hyp0f1_excess
+from ._antithetic import _exp_pair, exp_excess as _tail_exp, fixed_series, hyp0f1_excess, hyp0f1_pair_fixed
 from ._checks import check_dimension, guarded, square, to_mpf
 from ._context import caller_prec, check_time, mp
 from .conformities import check_v, coupling_conformity_v2_coefficient
@@ -130,35 +131,58 @@ def _optimal_a(s):
 
 def _pnc_pair_term(d, vv, a):
     r""":math:`(1-4A)^d\,\mathbb E[e^{4As}{}_0F_1(;\frac d2;\frac{(1-4A)v^2s}{2})]`, s = x_1 + x_2 over an antithetic
-    pair (x = w^2/2), by the quadrature of :mod:`theory.pnc`."""
-    from ._antithetic import hyp0f1
+    pair (x = w^2/2), by the quadrature of :mod:`theory.pnc` (the integrand :func:`_pair_term_integrand`)."""
     from .pnc import _expect_over_lower_half
 
-    h = mp.mpf(d) / 2
-    t = (1 - 4 * a) * square(vv) / 2
-    scale = d * mp.log1p(-4 * a)
     return _expect_over_lower_half(
-        d, lambda s: mp.exp(scale + 4 * a * s) * hyp0f1(d, t * s),
+        d, _pair_term_integrand(d, vv, a),
         f"OPRF pair term of pnc_orthogonal (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
 
 
-def _pnc_pair_term_derivative(d, vv, a, cancel=0):
-    r""":math:`\partial_A` of :func:`_pnc_pair_term` (the integrand differentiated under the integral)."""
-    from ._antithetic import hyp0f1_pair
+def _pair_term_integrand(d, vv, a, derivative=False):
+    r"""s -> :math:`e^{c + 4As}F_0` (c = d ln(1 - 4A), :math:`F_0 = {}_0F_1(;h;ts)`, h = d/2, t = (1-4A)v^2/2): the
+    integrand of :func:`_pnc_pair_term`; ``derivative``: its A-derivative
+    :math:`e^{c + 4As}((4s - c_0)F_0 - c_1sF_1)`, :math:`F_1 = {}_0F_1(;h+1;ts)` (:math:`{}_0F_1' = F_1/h`),
+    :math:`c_0 = 4d/(1-4A)`, :math:`c_1 = 2v^2/h` (:func:`_pnc_pair_term_derivative`).  The exponential by
+    :func:`theory._antithetic.exp_affine`, the 0F1 sums by their fixed-point loops and the derivative's bracket in
+    fixed point at their scale (absolute error a few units of :math:`2^{-p-16}F_0`, below the mpf expression's
+    rounding of s alone, :math:`2^{-p}dF_0`); one rounding: 15-25 us against 35-55 us for the mpf expressions."""
+    from ._antithetic import _hyp0f1_positive, exp_affine
+
+    t = (1 - 4 * a) * square(vv) / 2
+    base = exp_affine(d * mp.log1p(-4 * a), 4 * a)
+    tt = t._mpf_
+    if not derivative:
+        def value(s):
+            prec = mp.prec
+            z = mpf_mul(tt, s._mpf_, prec, round_nearest)
+            return mp.make_mpf(mpf_mul(base(s), _hyp0f1_positive(d, z, 0, raw=True), prec, round_nearest))
+
+        return value
+    c0, c1 = 4 * d / (1 - 4 * a), 4 * square(vv) / d
+    consts = {}
+
+    def slope(s):
+        st, prec = s._mpf_, mp.prec
+        f0, f1, bits = hyp0f1_pair_fixed(d, mpf_mul(tt, st, prec, round_nearest))
+        if bits not in consts:
+            consts[bits] = to_fixed(c0._mpf_, bits), to_fixed(c1._mpf_, bits)
+        k0, k1 = consts[bits]
+        S = to_fixed(st, bits)
+        bracket = ((S << 2) - k0) * f0 - (k1 * S >> bits) * f1  # scale 2^(2 bits)
+        return mp.make_mpf(mpf_mul(base(s), from_man_exp(bracket, -2 * bits), prec, round_nearest))
+
+    return slope
+
+
+def _pnc_pair_term_derivative(d, vv, a, cancel=0, start=None):
+    r""":math:`\partial_A` of :func:`_pnc_pair_term` (the integrand differentiated under the integral,
+    :func:`_pair_term_integrand`)."""
     from .pnc import _expect_over_lower_half
 
-    h = mp.mpf(d) / 2
-    v2 = square(vv)
-    t = (1 - 4 * a) * v2 / 2
-    scale = d * mp.log1p(-4 * a)
-
-    c0, c1 = 4 * d / (1 - 4 * a), 2 * v2 / h
-
-    def f(s):
-        f0, f1 = hyp0f1_pair(d, t * s)  # 0F1'(h; z) = 0F1(h + 1; z) / h
-        return mp.exp(scale + 4 * a * s) * ((4 * s - c0) * f0 - c1 * s * f1)
-
-    return _expect_over_lower_half(d, f, f"derivative of the OPRF pnc pair term (d = {show_int(d)})", cancel=cancel)
+    return _expect_over_lower_half(d, _pair_term_integrand(d, vv, a, derivative=True),
+                                   f"derivative of the OPRF pnc pair term (d = {show_int(d)})", cancel=cancel,
+                                   start=start)
 
 
 @guarded(grid=("d", "v"))
@@ -283,7 +307,7 @@ def _ftilde_fixed(d, x, z, derivative=False):
         return (zero, zero, zero) if derivative else zero
     e = max(v for v in (ex, ez) if v is not None)  # |x|, z < mu = 2^e
     if e > -1:
-        return None
+        return _ftilde_fixed_large(d, xt, zt, e, derivative)
     W = mp.prec + 16 + 2 * d.bit_length()
     X = to_fixed(mpf_shift(xt, -e), W) if ex is not None else 0  # x / mu at scale 2^W
     Z = to_fixed(mpf_shift(zt, -e), W) if ez is not None else 0
@@ -307,6 +331,37 @@ def _ftilde_fixed(d, x, z, derivative=False):
     p_ = 4 * ((((te + X) * big_f) >> W) + tz + 2 * Z // d)
     q_ = ((te * (2 * one // d + (f1 >> m))) >> W) + (((one + xa) * f1) >> W) + 2 * X // d
     return value, mp.make_mpf(from_man_exp(p_, e - W)), mp.make_mpf(from_man_exp(q_, e - W))
+
+
+#: |x| and z up to 2^this value take the fixed-point form (:func:`_ftilde_fixed_large`); beyond, the mpf route.
+FTILDE_MAX_LOG2 = 12
+
+
+def _ftilde_fixed_large(d, xt, zt, e, derivative):
+    r""":func:`_ftilde_fixed` where |x| or z >= 1/2 (mpf tuples ``xt``, ``zt``; 2^e > both): the same expressions
+    without the power-of-two scale, from :math:`F = {}_0F_1(;h;z)` and :math:`{}_0F_1(;h+1;z)` by
+    :func:`theory._antithetic.hyp0f1_pair_fixed` (at its W = p + 16 + log2(z + p) bits and 2 log2(d) more, as the
+    small branch) and :math:`e^x` by one fixed-point exponential:
+    :math:`t_e = e^x - 1 - x`, :math:`t_z = F - 1 - z/h` as differences (their absolute errors, a few units of
+    2^-W, are below 2^-p of the terms: here |x| >= 1/2 makes :math:`t_e \ge 0.1` or z >= 1/2 makes
+    :math:`t_z \ge z^2/(2h(h+1)) \ge 2^{-2\log_2 d - 1}`).  None beyond 2^:data:`FTILDE_MAX_LOG2`."""
+    if e > FTILDE_MAX_LOG2:
+        return None
+    F0, F1, W = hyp0f1_pair_fixed(d, zt, 2 * d.bit_length())
+    one = 1 << W
+    X, Z = to_fixed(xt, W), to_fixed(zt, W)
+    em, en = _exp_pair(X, W, ln2_fixed(W))
+    ex = em << en if en >= 0 else em >> -en  # e^x at scale 2^W
+    zh = 2 * Z // d  # z / h
+    te, tz = ex - one - X, F0 - one - zh
+    value = (te * F0 + (one + X) * tz + X * zh) >> W
+    value = mp.make_mpf(from_man_exp(value, -W))
+    if not derivative:
+        return value
+    f1 = 2 * (F1 - one) // d  # (0F1(;h+1;z) - 1) / h
+    p_ = 4 * ((((te + X) * F0) >> W) + tz + zh)
+    q_ = ((te * (2 * one // d + f1) + (one + X) * f1) >> W) + 2 * X // d
+    return value, mp.make_mpf(from_man_exp(p_, -W)), mp.make_mpf(from_man_exp(q_, -W))
 
 
 def _gamma_series(d, h, a, t, v2, derivative):
@@ -338,7 +393,7 @@ def _gamma_series(d, h, a, t, v2, derivative):
         n += 1
 
 
-def _pnc_excess_small_derivative(d, vv, a):
+def _pnc_excess_small_derivative(d, vv, a, start=None):
     r""":math:`\partial_A` of the pnc OPRF pair term at small A and v, without the cancellation of the
     integrand's near-zero mean: the theorem makes :math:`\partial_A\mathbb E_{\Gamma(d)}f = 0`, and the linear part
     of f has equal expectations under both laws, so
@@ -374,7 +429,8 @@ def _pnc_excess_small_derivative(d, vv, a):
 
         e_pnc = _expect_over_lower_half(
             d, dftilde,
-            f"derivative of the OPRF pnc pair term (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
+            f"derivative of the OPRF pnc pair term (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})",
+            start=start)
         e_gamma = dscale * _gamma_series(d, h, a, t, v2, False) + scale * _gamma_series(d, h, a, t, v2, True)
         result = e_pnc - e_gamma
     return +result
@@ -414,8 +470,8 @@ def _parameters(coupling, d, vv, m, A=None):
     a0 = _optimal_a(square(vv) / d)
     if coupling != "pnc_orthogonal" or vv == 0:
         return {"A": a0}
-    _pnc_rule_at_the_excess_tier(d, vv, a0)
-    return {"A": _pnc_optimal_a(d, vv, m, a0)}
+    excess_bits = _pnc_rule_at_the_excess_tier(d, vv, a0)
+    return {"A": _pnc_optimal_a(d, vv, m, a0, excess_bits)}
 
 
 def _pnc_rule_at_the_excess_tier(d, vv, a):
@@ -424,12 +480,15 @@ def _pnc_rule_at_the_excess_tier(d, vv, a):
     the search for the optimum, whose derivatives ask for fewer bits: their nodes are then those of the excess
     (at 30 digits the derivatives' rule, a precision tier lower, was built again for the excess: 30-45 % of the
     call).  Only the rule's split points are computed here; its nodes are built by the quadratures that use
-    them.  At 15 digits both fall in one tier already."""
+    them.  At 15 digits both fall in one tier already.  Returns the excess's precision: the derivatives' quadratures
+    start their pieces at the rungs the excess will (``start``), so that they build no rung it will not use (at
+    30 digits about a third of the nodes before)."""
     from .pnc import _pair_rule
 
     small = _pnc_small_excess_applies(d, vv, a)
-    bits = _small_route_bits(d) if small else _small_arg_bits(vv)
-    _pair_rule(d).ensure(f"OPRF pair term of pnc_orthogonal (d = {show_int(d)})", prec=mp.prec + bits)
+    bits = mp.prec + (_small_route_bits(d) if small else _small_arg_bits(vv))
+    _pair_rule(d).ensure(f"OPRF pair term of pnc_orthogonal (d = {show_int(d)})", prec=bits)
+    return bits
 
 
 def _pnc_pair_covariance(d):
@@ -457,9 +516,10 @@ def _pnc_small_v_a(d, vv, n_pnc):
     return -square(vv) / (2 * d) * (1 + y) / (1 + 2 * y)
 
 
-def _pnc_optimal_a(d, vv, m, a0):
+def _pnc_optimal_a(d, vv, m, a0, excess_bits=None):
     """Root of the derivative of the pnc OPRF MSE in A: the series of :func:`_pnc_small_v_a` where the MSE at
-    its A equals the minimum to the working precision, else the secant method from the theorem's A*."""
+    its A equals the minimum to the working precision, else the secant method from the theorem's A*
+    (``excess_bits``: the bits its quadratures choose their first rungs for, :func:`_pnc_rule_at_the_excess_tier`)."""
     n_pnc = _weighted_pairs("pnc_orthogonal", d, m, lambda c: 1 if c == "pnc_orthogonal" else 0)
     tol = mp.mpf(2) ** (-mp.prec // 2)
     if 4 * d * d * square(vv) ** 3 < mp.mpf(2) ** -(min(mp.prec, caller_prec()) + 8):
@@ -478,10 +538,10 @@ def _pnc_optimal_a(d, vv, m, a0):
         dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * (
             16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2)
         if extra > SMALL_ROUTE_BITS and _pnc_small_excess_applies(d, vv, a):
-            pair = _pnc_excess_small_derivative(d, vv, a)
+            pair = _pnc_excess_small_derivative(d, vv, a, excess_bits)
         else:
             with mp.workprec(mp.prec + extra):
-                pair = _pnc_pair_term_derivative(d, vv, a, cancel=extra)
+                pair = _pnc_pair_term_derivative(d, vv, a, cancel=extra, start=excess_bits)
         return dvar + n_pnc * pair
 
     start = _pnc_float_a(d, vv, n_pnc, a0)

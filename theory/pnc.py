@@ -134,7 +134,7 @@ def _check_reach(d):
             f"d <= {D_REACH} (see theory.pnc)")
 
 
-def _expect(d, g, what, peak=None, cancel=0):
+def _expect(d, g, what, peak=None, cancel=0, start=None):
     r""":math:`\mathbb E[g(x_1, x_2)]` over an antithetic pair (x = w^2/2), to the working precision: an
     :class:`theory._antithetic.Expectation`.
 
@@ -147,7 +147,8 @@ def _expect(d, g, what, peak=None, cancel=0):
     Where the terms cancel (the RFF integrands, whose values are far below their O(1) terms at large z), the
     sum is redone with the bits its rounding took (measured: the sum of the absolute values of the terms
     over the value), up to :data:`MAX_CANCELLATION_BITS` more.  ``cancel``: bits of cancellation the caller
-    has added to the working precision already (the value is then wanted to that many bits fewer)."""
+    has added to the working precision already (the value is then wanted to that many bits fewer).  ``start``:
+    the bits the pieces' first rungs are chosen for (:func:`theory._antithetic.expect`)."""
     _check_reach(d)
     rule = _pair_rule(d)
     if peak is not None:
@@ -159,7 +160,7 @@ def _expect(d, g, what, peak=None, cancel=0):
     while True:
         with mp.workprec(goal + cancel + extra):
             try:
-                return expect(rule, g, what, goal=goal)
+                return expect(rule, g, what, goal=goal, start=start)
             except Cancellation as exc:
                 lost = exc.lost
         need = lost + 8 - cancel
@@ -223,9 +224,9 @@ def _float_rule(d):
 MAX_CANCELLATION_BITS = 2048
 
 
-def _expect_over_lower_half(d, f, what, peak=None, cancel=0):
+def _expect_over_lower_half(d, f, what, peak=None, cancel=0, start=None):
     r""":math:`\mathbb E[f(x_1 + x_2)]` over an antithetic pair (:func:`_expect`)."""
-    return _expect(d, lambda x, X: f(x + X), what, peak, cancel).value
+    return _expect(d, lambda x, X: f(x + X), what, peak, cancel, start).value
 
 
 def _prf_peak(a, vv):
