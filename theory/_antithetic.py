@@ -1121,7 +1121,40 @@ def _hyp0f1_positive(b2, zt, k0, raw=False):
 #: Tries of the alternating series of :func:`_hyp0f1_negative` (each with the bits its a-posteriori bound
 #: asked for) before mpmath's hyp0f1 takes over (near a zero of the Bessel function the value is far below
 #: its terms).
-NEGATIVE_TRIES = 2
+NEGATIVE_TRIES = 3
+
+
+def _negative_cancellation(b2, w, k0):
+    r"""An a-priori estimate (float w > 0) of the bits the alternating series of :func:`_hyp0f1_negative` cancels:
+    log2 of its largest term over the term k0 (the index k* with k*(b + k* - 1) <= w, by log-gamma) minus log2 of
+    the sum's size: for k0 = 0 from :math:`{}_0F_1(;b;-w) = \Gamma(b)(x/2)^{1-b}J_{b-1}(x)`, x = 2 sqrt(w), with
+    Debye's :math:`J_\nu(x) \approx e^{\nu(\tanh\alpha - \alpha)}/\sqrt{2\pi\nu\tanh\alpha}`,
+    :math:`\cosh\alpha = \nu/x`, below the turning point x < nu = b - 1 (the value falls far below the terms at
+    large b) and the envelope :math:`\sqrt{2/(\pi x)}` beyond; for k0 = 2 (:func:`hyp0f1_excess`) the excess
+    :math:`{}_0F_1 - 1 + w/b` at least :math:`|w/b - 1|` (w >= 2b) or its leading term.  Only the start of the
+    bits: the a-posteriori bound checks the sum and raises them where a zero of J (or the estimate) falls short.
+    Before: :math:`\log_2\cosh 2\sqrt w` whatever b (at b = 512, w = 18 432: 392 bits for a loss of 100)."""
+    if not w > 1e-200:  # (the terms fall from the first: no cancellation; w may be 0.0 as a float)
+        return 2
+    b = b2 / 2
+    k = max(k0, int((-(b - 1) + math.sqrt((b - 1) ** 2 + 4 * w)) / 2))
+
+    def log_term(j):  # ln t_j, t_j = w^j / ((b)_j j!)
+        return j * math.log(w) + math.lgamma(b) - math.lgamma(b + j) - math.lgamma(j + 1)
+
+    top = log_term(k) - log_term(k0)
+    if k0 == 0:
+        nu, x = b - 1, 2 * math.sqrt(w)
+        if nu > 0 and x < nu:
+            alpha = math.acosh(nu / x)
+            th = max(math.tanh(alpha), 1e-3)
+            log_j = nu * (th - alpha) - 0.5 * math.log(2 * math.pi * nu * th)
+        else:
+            log_j = 0.5 * math.log(2 / (math.pi * x))
+        size = math.lgamma(b) + (1 - b) * math.log(x / 2) + min(log_j, 0.0)
+    else:
+        size = (math.log(abs(w / b - 1)) if w >= 2 * b else log_term(2)) - log_term(2)
+    return max(0, int((top - min(size, 0.0)) / math.log(2))) + 2
 
 
 def _hyp0f1_negative(b2, wt, k0=0, raw=False):
@@ -1144,7 +1177,7 @@ def _hyp0f1_negative(b2, wt, k0=0, raw=False):
     wf = to_float(wt)
     if not wf < 1e12:  # (the largest term alone beyond 2^(2.9e6) bits)
         return None
-    lost = int(2.886 * math.sqrt(wf)) + 1  # log2 of cosh(2 sqrt(w))
+    lost = _negative_cancellation(b2, wf, k0)
     n_est = int(2.8 * math.sqrt(wf) + prec / 4) + 8
     B = prec + 20 + lost + 2 * n_est.bit_length()
     for _ in range(NEGATIVE_TRIES):
