@@ -1250,3 +1250,39 @@ def test_large_route_integrands_in_fixed_point_against_mpmath(monkeypatch):
     monkeypatch.setattr(oprf, "hyp0f1_pair_fixed", lambda b2, zt, extra=0: real_pair(b2 + 1, zt, extra))
     monkeypatch.setattr(_antithetic, "_hyp0f1_positive", lambda b2, zt, k0, raw=False: real_one(b2 + 1, zt, k0, raw))
     assert min(worst()) > 1000
+
+
+@pytest.mark.parametrize("d", [8, 1024])
+def test_pnc_small_excess_measures_its_loss(monkeypatch, d):
+    """The small-(A, v) pnc pair excess (theory.oprf._pnc_excess_small) starts at log2(d) + 16 extra bits
+    (_small_excess_bits; its difference loses log2(d) .. log2(d) + 1, measured) and redoes itself with the loss +
+    16 where the loss exceeds its bits less 12: with 4 bits to start (a deliberately short start) it takes a second
+    try and returns the same value to the working precision; with that start and one try allowed it raises
+    ConvergenceError naming the cancellation (power: the check is live)."""
+    import theory.pnc as pnc
+    from theory import oprf
+    from theory.errors import ConvergenceError
+
+    calls = []
+    expect = pnc._expect_over_lower_half
+
+    def counted(*args, **kw):
+        calls.append(pmp.prec)
+        return expect(*args, **kw)
+
+    monkeypatch.setattr(pnc, "_expect_over_lower_half", counted)
+    with mp.workdps(30):
+        with _context.entered() as bits:
+            pmp.prec = bits + 24
+            vv = pmp.mpf("1e-4")
+            a = oprf._optimal_a(vv * vv / d)
+            good = oprf._pnc_excess_small(d, vv, a)
+            assert len(calls) == 1
+            monkeypatch.setattr(oprf, "_small_excess_bits", lambda d: 4)
+            calls.clear()
+            again = oprf._pnc_excess_small(d, vv, a)
+            assert len(calls) == 2 and calls[1] > calls[0], calls
+            assert abs(again / good - 1) < pmp.mpf(2) ** (8 - pmp.prec)
+            monkeypatch.setattr(oprf, "SMALL_EXCESS_TRIES", 1)
+            with pytest.raises(ConvergenceError, match="cancels"):
+                oprf._pnc_excess_small(d, vv, a)

@@ -232,9 +232,22 @@ def _pnc_small_excess_applies(d, vv, a):
 
 
 def _small_route_bits(d):
-    """Bits the small-(A, v) routes (:func:`_pnc_excess_small`, :func:`_pnc_excess_small_derivative`) add to the
-    working precision: their difference of two expectations loses about log2(d) (2 log2(d) + 16 allowed)."""
+    """Bits the small-(A, v) derivative (:func:`_pnc_excess_small_derivative`) adds to the working precision: its
+    difference of two expectations loses about log2(d) (2 log2(d) + 16 allowed)."""
     return 2 * max(0, int(mp.mag(d))) + 16
+
+
+def _small_excess_bits(d):
+    """Bits the small-(A, v) pair excess (:func:`_pnc_excess_small`) adds to the working precision first: its
+    difference loses log2(d) to log2(d) + 1 bits (measured over the benchmark grid, d = 2 .. 1024, v = 1e-300 ..
+    0.25, 30 digits), log2(d) + 16 allowed, the loss measured and the excess redone with more where it exceeds
+    them less 12 (:data:`SMALL_EXCESS_TRIES`).  Before: 2 log2(d) + 16 a priori, which put the pnc rule a
+    precision tier higher at d = 256 and 1024 (176 bits against 160 at 30 digits)."""
+    return max(0, int(mp.mag(d))) + 16
+
+
+#: Times :func:`_pnc_excess_small` raises its extra bits when its difference loses more than they allow.
+SMALL_EXCESS_TRIES = 3
 
 
 def _pnc_excess_small(d, vv, a):
@@ -254,31 +267,43 @@ def _pnc_excess_small(d, vv, a):
     :math:`\mathbb E_{\Gamma(d)}\tilde f = (1-4A)^d\sum_{n\ge2}(d)_n\sum_{j+k=n}\frac{(4A)^j}{j!}\frac{t^k}
     {(h)_kk!}` (the moments of Gamma(d) are rising factorials); the last term as for the theorem couplings.
     The difference of the two expectations loses about log2(d) bits (their relative gap is the pair's
-    covariance over d^2), which the working precision is raised by.  Used where
-    :func:`_pnc_small_excess_applies` (8|A|(d+1) <= 1, 2t(d+1)/d <= 1/2: both series shrink by half a term)."""
+    covariance over d^2): the working precision is raised by :func:`_small_excess_bits`, the loss measured
+    (the larger expectation's exponent less the difference's) and the excess redone with the loss + 16 bits
+    where it exceeds them less 12 (the quadrature's tolerance is 2^(10 - p) relative), at most
+    :data:`SMALL_EXCESS_TRIES` times.  Used where :func:`_pnc_small_excess_applies` (8|A|(d+1) <= 1,
+    2t(d+1)/d <= 1/2: both series shrink by half a term)."""
     from .pnc import _expect_over_lower_half
 
     h = mp.mpf(d) / 2
-    with mp.workprec(mp.prec + _small_route_bits(d)):
-        t = (1 - 4 * a) * square(vv) / 2
-        scale = mp.exp(d * mp.log1p(-4 * a))
+    what = f"OPRF pnc pair excess (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})"
+    extra = _small_excess_bits(d)
+    for _ in range(SMALL_EXCESS_TRIES):
+        with mp.workprec(mp.prec + extra):
+            t = (1 - 4 * a) * square(vv) / 2
+            scale = mp.exp(d * mp.log1p(-4 * a))
 
-        four_a, inv_h = 4 * a, 1 / h
+            four_a, inv_h = 4 * a, 1 / h
 
-        def ftilde(s):
-            x, z = four_a * s, t * s
-            fixed = _ftilde_fixed(d, x, z)
-            if fixed is not None:
-                return scale * fixed
-            tz = _tail_0f1(h, z)
-            zh = z * inv_h
-            return scale * (_tail_exp(x) * (1 + zh + tz) + (1 + x) * tz + x * zh)
+            def ftilde(s):
+                x, z = four_a * s, t * s
+                fixed = _ftilde_fixed(d, x, z)
+                if fixed is not None:
+                    return scale * fixed
+                tz = _tail_0f1(h, z)
+                zh = z * inv_h
+                return scale * (_tail_exp(x) * (1 + zh + tz) + (1 + x) * tz + x * zh)
 
-        e_pnc = _expect_over_lower_half(
-            d, ftilde, f"OPRF pnc pair excess (d = {show_int(d)}, v = {mp.nstr(vv, 6)}, A = {mp.nstr(a, 6)})")
-        e_gamma = _gamma_series(d, h, a, t, square(vv), False)
-        result = (e_pnc - scale * e_gamma) + _prf_excess("orthogonal", d, vv)
-    return +result
+            e_pnc = _expect_over_lower_half(d, ftilde, what)
+            e_gamma = scale * _gamma_series(d, h, a, t, square(vv), False)
+            diff = e_pnc - e_gamma
+            result = diff + _prf_excess("orthogonal", d, vv)
+        size = max(int(mp.mag(e)) if e else -mp.inf for e in (e_pnc, e_gamma))
+        lost = size - int(mp.mag(diff)) if diff else extra + 2 * mp.prec
+        if lost <= extra - 12:
+            return +result
+        extra = lost + 16
+    raise ConvergenceError(f"{what}: the difference of its two expectations cancels by {lost} bits beyond "
+                           f"{SMALL_EXCESS_TRIES} raises of the precision; lower the working precision")
 
 
 def _ftilde_fixed(d, x, z, derivative=False):
@@ -486,7 +511,7 @@ def _pnc_rule_at_the_excess_tier(d, vv, a):
     from .pnc import _pair_rule
 
     small = _pnc_small_excess_applies(d, vv, a)
-    bits = mp.prec + (_small_route_bits(d) if small else _small_arg_bits(vv))
+    bits = mp.prec + (_small_excess_bits(d) if small else _small_arg_bits(vv))
     _pair_rule(d).ensure(f"OPRF pair term of pnc_orthogonal (d = {show_int(d)})", prec=bits)
     return bits
 
@@ -494,10 +519,11 @@ def _pnc_rule_at_the_excess_tier(d, vv, a):
 def _pnc_pair_covariance(d):
     r""":math:`\mathrm{Cov}(x_1, x_2)` of the two halves :math:`x = w^2/2` of a norm-coupled antithetic pair
     (Gamma(d/2) marginals), from :math:`\mathbb E[(x_1 + x_2)^2] = d^2 + d + 2\,\mathrm{Cov}` by the quadrature
-    of :mod:`theory.pnc` (a few extra bits for the d^2 that cancels)."""
+    of :mod:`theory.pnc` (the d^2 that cancels costs log2(d) bits, Cov ~ -d/2: :func:`_small_excess_bits`, the
+    pair excess's, so that both use one rule; before 2 log2(d) + 8, a precision tier above it at d = 1024)."""
     from .pnc import _expect_over_lower_half
 
-    with mp.workprec(mp.prec + 2 * max(0, int(mp.mag(d))) + 8):
+    with mp.workprec(mp.prec + _small_excess_bits(d)):
         es2 = _expect_over_lower_half(d, lambda s: s * s, f"second moment of the pnc pair sum (d = {show_int(d)})")
         return (es2 - mp.mpf(d) * d - d) / 2
 
