@@ -759,8 +759,8 @@ def piece_nodes(d, kind, lo, hi, n, what):
         pts = [(MID + (HALF * to_fixed(t, bits) >> bits), mpf_mul(half, w, prec, round_nearest))
                for t, w in zip(ts, ws)]
     xs, pms, pes, weights, pfloats = [], [], [], [], []
+    check_time(what, units=NODE_UNITS * len(pts))  # (the rule's nodes, charged at once: 1.5 us a call)
     for y, j in pts:
-        check_time(what, units=NODE_UNITS)
         xm, xn = _exp_pair(-y, bits, ln2)
         x = xm << xn if xn >= 0 else xm >> -xn  # x, fixed
         fm, pn = _exp_pair(-((d * y) >> 1) - x - lg1, bits, ln2)  # x^a e^-x / Gamma(a + 1) = fm 2^(pn - bits)
@@ -951,10 +951,9 @@ def expect(rule, f, what, absolute=None, goal=None, start=None):
     def piece_sum(piece, n):
         key = (piece, n)  # (the piece itself: an id could be reused once a split piece is dropped)
         if key not in sums:
-            terms = []
-            for W, x, X in piece.rule(d, n, what, rule.prec):
-                check_time(what, units=INTEGRAND_UNITS)
-                terms.append(W * f(x, X))
+            nodes = piece.rule(d, n, what, rule.prec)
+            check_time(what, units=INTEGRAND_UNITS * len(nodes))  # (the piece's integrands, charged at once)
+            terms = [W * f(x, X) for W, x, X in nodes]
             sums[key] = (mp.fsum(terms), mp.fsum(abs(t) for t in terms), terms)
         return sums[key]
 
