@@ -986,19 +986,15 @@ def test_pnc_optimal_a_takes_at_most_three_derivative_quadratures(monkeypatch, d
     from theory import oprf
 
     calls = []
-    real = oprf._pnc_pair_term_derivative
-
-    def counted(*args, **kwargs):
-        calls.append(args[2])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(oprf, "_pnc_pair_term_derivative", counted)
+    for name in ("_pnc_pair_term_derivative", "_pnc_pair_term_derivatives"):
+        real = getattr(oprf, name)
+        monkeypatch.setattr(oprf, name, lambda *args, _real=real, **kw: calls.append(args[2]) or _real(*args, **kw))
     vv = mp.mpf(v)
     with mp.workdps(15):
         a = oprf._parameters("pnc_orthogonal", d, vv, d)["A"]
     assert 1 <= len(calls) <= 3
     calls.clear()
-    monkeypatch.setattr(oprf, "_pnc_float_a", lambda *args: None)
+    monkeypatch.setattr(oprf, "_pnc_float_a", lambda *args, **kw: None)
     with mp.workdps(15):
         a_star_start = oprf._parameters("pnc_orthogonal", d, vv, d)["A"]
     assert len(calls) > 3
@@ -1125,23 +1121,47 @@ def test_pnc_oprf_mse_at_30_digits_against_45(d, v):
         assert abs(low / high - 1) < mp.mpf("1e-30"), (low, high)
 
 
-@pytest.mark.parametrize("d,v", [(5, "1"), (2, "3"), (8, "0.25"), (256, "1e-4")])
-def test_pnc_secant_from_the_float_model_takes_two_derivatives(monkeypatch, d, v):
-    """At 30 digits the secant for the pnc optimum starts at the float64 model's root with a Newton step on the
-    model's slope and stops after 2 derivative quadratures (the second verifies the first step); a model off by a
-    few per cent (its linear part's coefficient -16Ad/(1 + 4A) instead of /(1 - 4A)) or with a wrong slope takes
-    more (or, with the slope 1e4-1e6 too steep as before, stopped after one without converging)."""
+@pytest.mark.parametrize("d,v,newton", [(5, "1", True), (2, "3", True), (8, "0.25", True), (256, "1e-4", False)])
+def test_pnc_secant_from_the_float_model_takes_two_derivatives(monkeypatch, d, v, newton):
+    """At 30 digits the search for the pnc optimum starts at the float64 model's root.  On the large route (v >=
+    about 1e-3) the first quadrature's 0F1 sums also give the second A-derivative (a memoised second pass), and the
+    Newton step with that exact slope is accepted by the model's curvature (NEWTON_SAFETY x |g''/2g'| step^2 within
+    the tolerance): one quadrature of g.  On the small route (and with the Newton step declined: the model's
+    curvature withheld, the power check) the model's-slope step is the secant's second point and the second
+    quadrature verifies it: two.  A model off by a few per cent (its linear part's coefficient -16Ad/(1 + 4A)
+    instead of /(1 - 4A)) or with a wrong slope takes more (or, with the slope 1e4-1e6 too steep as before,
+    stopped after one without converging)."""
     from theory import oprf
 
-    calls = []
-    for name in ("_pnc_pair_term_derivative", "_pnc_excess_small_derivative"):
-        real = getattr(oprf, name)
-        monkeypatch.setattr(oprf, name, lambda *args, _real=real, **kw: calls.append(1) or _real(*args, **kw))
-    with mp.workdps(30):
-        with _context.entered() as bits:
-            pmp.prec = bits + 24
-            oprf._parameters("pnc_orthogonal", d, pmp.mpf(v), d)
-    assert len(calls) == 2, len(calls)
+    def count(curvature=True):
+        calls, seconds = [], []
+        for name in ("_pnc_pair_term_derivative", "_pnc_excess_small_derivative", "_pnc_pair_term_derivatives"):
+            real = getattr(oprf, name)
+            monkeypatch.setattr(oprf, name, lambda *args, _real=real, **kw: calls.append(1) or _real(*args, **kw))
+        real_slopes = oprf._pair_term_slopes
+
+        def slopes(*args):
+            first, second = real_slopes(*args)
+            return first, lambda s: seconds.append(1) or second(s)
+
+        monkeypatch.setattr(oprf, "_pair_term_slopes", slopes)
+        real_model = oprf._pnc_float_a
+        if not curvature:
+            monkeypatch.setattr(oprf, "_pnc_float_a", lambda *args, **kw: (
+                lambda r: None if r is None else (r[0], r[1], None))(real_model(*args, **kw)))
+        with mp.workdps(30):
+            with _context.entered() as bits:
+                pmp.prec = bits + 24
+                a = oprf._parameters("pnc_orthogonal", d, pmp.mpf(v), d)["A"]
+        monkeypatch.undo()
+        return len(calls), bool(seconds), a
+
+    calls, second, a = count()
+    assert (calls, second) == ((1, True) if newton else (2, False)), (calls, second)
+    calls, second, b = count(curvature=False)
+    assert (calls, second) == (2, False), (calls, second)
+    with mp.workprec(200):
+        assert abs(a / b - 1) < mp.mpf(2) ** -60, (a, b)
 
 
 def test_small_route_integrand_in_fixed_point_against_its_mpf_route(monkeypatch):
@@ -1286,3 +1306,46 @@ def test_pnc_small_excess_measures_its_loss(monkeypatch, d):
             monkeypatch.setattr(oprf, "SMALL_EXCESS_TRIES", 1)
             with pytest.raises(ConvergenceError, match="cancels"):
                 oprf._pnc_excess_small(d, vv, a)
+
+
+def test_pair_term_second_derivative_against_mpmath(monkeypatch):
+    """The pair term's integrand's A-derivatives from one set of 0F1 sums (theory.oprf._pair_term_slopes, for the
+    Newton step of the pnc optimum): the first is bit for bit the quadrature's (_pair_term_integrand), the second
+    within 128 units of 2^-p of mpmath's numerical second derivative of e^(d ln(1-4A) + 4As) 0F1(;h;(1-4A)v^2 s/2)
+    at 80 more bits (90 points, d = 2 .. 1024, v = 2^-10 .. 3, 80-200 bits; measured 50: F2 from the contiguous
+    relation loses log2(h(h+1)/(ts)) bits).  Power: with the 0F1 parameter h + 1/2 (a mutant of the formula) it
+    misses by far."""
+    import random
+
+    from theory import oprf
+
+    rng = random.Random(11)
+    cases = []
+    for prec in (80, 130, 200):
+        for _ in range(30):
+            d = rng.choice([2, 3, 5, 8, 64, 257, 1024])
+            v = 2.0 ** rng.uniform(-10, 1.6)
+            cases.append((prec, d, v, -rng.uniform(0, 0.6) * v * v / d, d * 2.0 ** rng.uniform(-6, 3)))
+
+    def worst():
+        out = 0
+        with _context.entered():
+            for prec, d, v, a, s in cases:
+                pmp.prec = prec
+                vv, aa, ss = pmp.mpf(v), pmp.mpf(a), pmp.mpf(s)
+                first, second = oprf._pair_term_slopes(d, vv, aa)
+                g1, g2 = first(ss), second(ss)
+                assert g1 == oprf._pair_term_integrand(d, vv, aa, derivative=True)(ss)
+                with pmp.workprec(prec + 80):
+                    h = pmp.mpf(d) / 2
+
+                    def f(A):
+                        return pmp.exp(d * pmp.log1p(-4 * A) + 4 * A * ss) * pmp.hyp0f1(h, (1 - 4 * A) * vv ** 2 / 2 * ss)
+
+                    out = max(out, abs(g2 / pmp.diff(f, aa, 2) - 1) * pmp.mpf(2) ** prec)
+        return out
+
+    assert worst() < 128
+    real = oprf.hyp0f1_pair_fixed
+    monkeypatch.setattr(oprf, "hyp0f1_pair_fixed", lambda b2, zt, extra=0: real(b2 + 1, zt, extra))
+    assert worst() > 1000

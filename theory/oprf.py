@@ -27,6 +27,10 @@ __all__ = ["certified_mse", "check_a", "optimal_a", "pnc_pair_term", "second_mom
 #: Secant steps allowed when locating the optimal A of a norm-coupled coupling.
 MAX_SECANT = 60
 
+#: The Newton step of the pnc optimum (:func:`_pnc_optimal_a`) is accepted where this many times its error
+#: estimate (the double-precision model's curvature times the step squared) is within the tolerance.
+NEWTON_SAFETY = 256
+
 #: The secant's derivative takes the small-(A, v) route (:func:`_pnc_excess_small_derivative`, about 5x the work
 #: per node) only where the quadrature of the differentiated pair term would need more than this many extra bits
 #: (v below about 1e-3); elsewhere that quadrature, with its extra bits.
@@ -183,6 +187,72 @@ def _pnc_pair_term_derivative(d, vv, a, cancel=0, start=None):
     return _expect_over_lower_half(d, _pair_term_integrand(d, vv, a, derivative=True),
                                    f"derivative of the OPRF pnc pair term (d = {show_int(d)})", cancel=cancel,
                                    start=start)
+
+
+def _pnc_pair_term_derivatives(d, vv, a, cancel=0, start=None):
+    r"""(:math:`\partial_A` of :func:`_pnc_pair_term`, a function returning :math:`\partial_A^2`): the second
+    quadrature, over the same nodes, reads the first's 0F1 sums from its memo (:func:`_pair_term_slopes`) and runs
+    only if asked (the Newton step of :func:`_pnc_optimal_a`)."""
+    from .pnc import _expect_over_lower_half
+
+    first, second = _pair_term_slopes(d, vv, a)
+    what = f"derivatives of the OPRF pnc pair term (d = {show_int(d)})"
+    prec = mp.prec
+
+    def curvature():
+        with mp.workprec(prec):
+            return _expect_over_lower_half(d, second, what, cancel=cancel, start=start)
+
+    return _expect_over_lower_half(d, first, what, cancel=cancel, start=start), curvature
+
+
+def _pair_term_slopes(d, vv, a):
+    r"""(s -> :math:`\partial_Af`, s -> :math:`\partial_A^2f`) for the pair term's integrand
+    :math:`f = e^{c + 4As}F_0` (:func:`_pair_term_integrand`): with :math:`U = 4s - c_0`,
+    :math:`B = UF_0 - c_1sF_1` (:math:`\partial_Af = e^{c + 4As}B`) and
+    :math:`\partial_AF_0 = -c_1sF_1`, :math:`\partial_AF_1 = -c_1s\frac{h}{h+1}F_2`, :math:`\partial_Ac_0 = c_0^2/d`:
+    :math:`\partial_A^2f = e^{c + 4As}(UB - \frac{c_0^2}dF_0 - Uc_1sF_1 + c_1^2s^2\frac h{h+1}F_2)`,
+    :math:`F_2 = {}_0F_1(;h+2;ts) = (F_0 - F_1)h(h+1)/(ts)` (the contiguous relation; it loses
+    log2(h(h+1)/(ts)) bits, at most about 40 of the p + 16 where this route runs, v >= 1e-3: the second derivative
+    only sizes a Newton step).  In fixed point as :func:`_pair_term_integrand`; the second function reads the
+    first's sums from a memo keyed on s (the same nodes)."""
+    from ._antithetic import exp_affine
+
+    h = mp.mpf(d) / 2
+    t = (1 - 4 * a) * square(vv) / 2
+    base = exp_affine(d * mp.log1p(-4 * a), 4 * a)
+    tt = t._mpf_
+    c0, c1 = 4 * d / (1 - 4 * a), 4 * square(vv) / d
+    c00, c11 = c0 * c0 / d, c1 * c1 * h / (h + 1)
+    consts, memo = {}, {}
+
+    def sums(s):
+        st, prec = s._mpf_, mp.prec
+        key = (st, prec)
+        if key not in memo:
+            zt = mpf_mul(tt, st, prec, round_nearest)
+            f0, f1, bits = hyp0f1_pair_fixed(d, zt)
+            if bits not in consts:
+                consts[bits] = tuple(to_fixed(c._mpf_, bits) for c in (c0, c1, c00, c11))
+            S = to_fixed(st, bits)
+            k0, k1 = consts[bits][:2]
+            u, w = (S << 2) - k0, k1 * S >> bits  # 4s - c0, c1 s
+            memo[key] = (base(s), bits, S, zt, f0, f1, u, w, u * f0 - w * f1)  # (the last: B at 2^(2 bits))
+        return memo[key]
+
+    def first(s):
+        e, bits, _, _, _, _, _, _, bracket = sums(s)
+        return mp.make_mpf(mpf_mul(e, from_man_exp(bracket, -2 * bits), mp.prec, round_nearest))
+
+    def second(s):
+        e, bits, S, zt, f0, f1, u, w, bracket = sums(s)
+        k00, k11 = consts[bits][2:]
+        Z = to_fixed(zt, bits)
+        f2 = ((f0 - f1) * d * (d + 2) << bits) // (4 * Z) if Z else 1 << bits
+        curve = ((u * bracket) >> bits) - k00 * f0 - ((u * w) >> bits) * f1 + (((k11 * S >> bits) * S) >> bits) * f2
+        return mp.make_mpf(mpf_mul(e, from_man_exp(curve, -2 * bits), mp.prec, round_nearest))
+
+    return first, second
 
 
 @guarded(grid=("d", "v"))
@@ -559,18 +629,37 @@ def _pnc_optimal_a(d, vv, m, a0, excess_bits=None):
     # log2(d / v^2)
     extra = _small_arg_bits(vv) + max(0, int(mp.mag(d)))
 
+    def small_route(a):
+        return extra > SMALL_ROUTE_BITS and _pnc_small_excess_applies(d, vv, a)
+
     def g(a):
         check_time("OPRF optimal A (pnc_orthogonal)")
-        dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * (
-            16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2)
-        if extra > SMALL_ROUTE_BITS and _pnc_small_excess_applies(d, vv, a):
+        ratio = 16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2
+        dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * ratio
+        if small_route(a):
             pair = _pnc_excess_small_derivative(d, vv, a, excess_bits)
         else:
             with mp.workprec(mp.prec + extra):
                 pair = _pnc_pair_term_derivative(d, vv, a, cancel=extra, start=excess_bits)
         return dvar + n_pnc * pair
 
-    start = _pnc_float_a(d, vv, n_pnc, a0)
+    def g_and_slope(a):
+        """(g(a), a function returning g'(a)) on the large route, the pair term's second A-derivative from the
+        first's 0F1 sums: the variance's part of g is e^(v^2 + L) L' with L' = R (its bracket), so its derivative
+        is e^(v^2 + L)(R^2 + R'), R' = 16d(1 - 32A^2)/((1-4A)^2(1-8A)^2) + 128v^2/(1-8A)^3."""
+        check_time("OPRF optimal A (pnc_orthogonal)")
+        ratio = 16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2
+        var = mp.exp(square(vv) + _log_excess_moment(d, vv, a))
+        with mp.workprec(mp.prec + extra):
+            pair, pair2 = _pnc_pair_term_derivatives(d, vv, a, cancel=extra, start=excess_bits)
+
+        def slope():
+            dratio = 16 * d * (1 - 32 * a * a) / ((1 - 4 * a) * (1 - 8 * a)) ** 2 + 128 * square(vv) / (1 - 8 * a) ** 3
+            return var * (ratio * ratio + dratio) + n_pnc * pair2()
+
+        return var * ratio + n_pnc * pair, slope
+
+    start = _pnc_float_a(d, vv, n_pnc, a0, curvature=True)
     try:
         # the search stops at a relative step of tol = 2^(-prec/2): g carries 24 bits beyond that (near the root
         # dvar and the pair term cancel), or the steps wander at g's rounding level
@@ -579,8 +668,12 @@ def _pnc_optimal_a(d, vv, m, a0, excess_bits=None):
                 a, b = a0, a0 * (1 + mp.mpf(1) / 8) - mp.mpf(2) ** -20
                 ga = g(a)
             else:  # the model's root, and a Newton step from it with the model's slope: the secant's second point
-                a, slope = start
-                ga = g(a)
+                a, slope, curv = start
+                newton = curv is not None and not small_route(a)
+                if newton:
+                    ga, exact_slope = g_and_slope(a)
+                else:
+                    ga = g(a)
                 if not ga:
                     return a
                 b = a - ga / slope
@@ -588,6 +681,15 @@ def _pnc_optimal_a(d, vv, m, a0, excess_bits=None):
                     b = (a + mp.mpf(1) / 8) / 2
                 if abs(b - a) <= tol / 16 * (abs(b) + tol):  # (16: room for a model slope off by up to 16x)
                     return +b
+                if newton:  # the step with the exact slope (the first quadrature's sums, memoised)
+                    slope_a = exact_slope()
+                    if slope_a and abs(slope_a / slope - 1) < mp.mpf(1) / 4:
+                        b = a - ga / slope_a
+                        if b < mp.mpf(1) / 8 and (
+                                NEWTON_SAFETY * (mp.mpf(curv) + 1 / abs(a)) * (b - a) ** 2 <= tol * (abs(b) + tol)):
+                            # Newton's error |b - A*| ~ |g''/(2g')| (b - a)^2, the curvature from the model (at least
+                            # 1/|A|), NEWTON_SAFETY times: within the tolerance without another quadrature of g
+                            return +b
             for _ in range(MAX_SECANT):
                 gb = g(b)
                 if gb == ga:
@@ -612,14 +714,15 @@ def _pnc_optimal_a(d, vv, m, a0, excess_bits=None):
                            f"pass A= explicitly")
 
 
-def _pnc_float_a(d, vv, n_pnc, a0):
+def _pnc_float_a(d, vv, n_pnc, a0, curvature=False):
     r"""A start for the secant of :func:`_pnc_optimal_a`: the root of the derivative of the MSE in double precision
     on theory.pnc's float64 model of the pair's law (:func:`theory.pnc._float_rule`), by the secant method from the theorem's
     A* (``a0``), with the model's derivative of g there (a central difference), as (root, slope); None where
     it does not settle (then the secant starts at a0).  Only a starting point: the secant at the working
     precision checks every digit that is returned; its second point is a Newton step from the root with the
     model's slope, so that it takes 2-3 evaluations of the derivative's quadrature from it (4 from the root and
-    a point next to it, 8-11 from a0)."""
+    a point next to it, 8-11 from a0).  ``curvature``: also the model's :math:`|g''/(2g')|` at the root (a second
+    difference; None where not finite), for the bound on a Newton step's error (:func:`_pnc_optimal_a`)."""
     import numpy as np
     from scipy import special
 
@@ -673,7 +776,12 @@ def _pnc_float_a(d, vv, n_pnc, a0):
                 step = 2.0 ** -14 * abs(b)  # (not h: gf's 0F1 parameter, which it reads from this scope)
                 lo, hi = gf(b - step), gf(b + step)
                 slope = (hi - lo) / (2 * step) if lo is not None and hi is not None else math.nan
-                return (mp.mpf(b), mp.mpf(slope)) if math.isfinite(slope) and slope else None
+                if not (math.isfinite(slope) and slope):
+                    return None
+                if not curvature:
+                    return mp.mpf(b), mp.mpf(slope)
+                curv = abs((hi - 2 * gb + lo) / (step * step) / (2 * slope))
+                return mp.mpf(b), mp.mpf(slope), (curv if math.isfinite(curv) else None)
     return None
 
 
