@@ -147,36 +147,24 @@ def _pair_term_integrand(d, vv, a, derivative=False):
     r"""s -> :math:`e^{c + 4As}F_0` (c = d ln(1 - 4A), :math:`F_0 = {}_0F_1(;h;ts)`, h = d/2, t = (1-4A)v^2/2): the
     integrand of :func:`_pnc_pair_term`; ``derivative``: its A-derivative
     :math:`e^{c + 4As}((4s - c_0)F_0 - c_1sF_1)`, :math:`F_1 = {}_0F_1(;h+1;ts)` (:math:`{}_0F_1' = F_1/h`),
-    :math:`c_0 = 4d/(1-4A)`, :math:`c_1 = 2v^2/h` (:func:`_pnc_pair_term_derivative`).  The exponential by
-    :func:`theory._antithetic.exp_affine`, the 0F1 sums by their fixed-point loops and the derivative's bracket in
-    fixed point at their scale (absolute error a few units of :math:`2^{-p-16}F_0`, below the mpf expression's
-    rounding of s alone, :math:`2^{-p}dF_0`); one rounding: 15-25 us against 35-55 us for the mpf expressions."""
+    :math:`c_0 = 4d/(1-4A)`, :math:`c_1 = 2v^2/h` (:func:`_pnc_pair_term_derivative`; the first function of
+    :func:`_pair_term_slopes`).  The exponential by :func:`theory._antithetic.exp_affine`, the 0F1 sums by their
+    fixed-point loops and the derivative's bracket in fixed point at their scale (absolute error a few units of
+    :math:`2^{-p-16}F_0`, below the mpf expression's rounding of s alone, :math:`2^{-p}dF_0`); one rounding: 15-25
+    us against 35-55 us for the mpf expressions."""
     from ._antithetic import _hyp0f1_positive, exp_affine
 
-    t = (1 - 4 * a) * square(vv) / 2
+    if derivative:
+        return _pair_term_slopes(d, vv, a)[0]
+    tt = ((1 - 4 * a) * square(vv) / 2)._mpf_
     base = exp_affine(d * mp.log1p(-4 * a), 4 * a)
-    tt = t._mpf_
-    if not derivative:
-        def value(s):
-            prec = mp.prec
-            z = mpf_mul(tt, s._mpf_, prec, round_nearest)
-            return mp.make_mpf(mpf_mul(base(s), _hyp0f1_positive(d, z, 0, raw=True), prec, round_nearest))
 
-        return value
-    c0, c1 = 4 * d / (1 - 4 * a), 4 * square(vv) / d
-    consts = {}
+    def value(s):
+        prec = mp.prec
+        z = mpf_mul(tt, s._mpf_, prec, round_nearest)
+        return mp.make_mpf(mpf_mul(base(s), _hyp0f1_positive(d, z, 0, raw=True), prec, round_nearest))
 
-    def slope(s):
-        st, prec = s._mpf_, mp.prec
-        f0, f1, bits = hyp0f1_pair_fixed(d, mpf_mul(tt, st, prec, round_nearest))
-        if bits not in consts:
-            consts[bits] = to_fixed(c0._mpf_, bits), to_fixed(c1._mpf_, bits)
-        k0, k1 = consts[bits]
-        S = to_fixed(st, bits)
-        bracket = ((S << 2) - k0) * f0 - (k1 * S >> bits) * f1  # scale 2^(2 bits)
-        return mp.make_mpf(mpf_mul(base(s), from_man_exp(bracket, -2 * bits), prec, round_nearest))
-
-    return slope
+    return value
 
 
 def _pnc_pair_term_derivative(d, vv, a, cancel=0, start=None):
