@@ -1133,9 +1133,9 @@ def _negative_cancellation(b2, w, k0):
     :math:`{}_0F_1 - 1 + w/b` at least :math:`|w/b - 1|` (w >= 2b) or its leading term.  Only the start of the
     bits: the a-posteriori bound checks the sum and raises them where a zero of J (or the estimate) falls short.
     Before: :math:`\log_2\cosh 2\sqrt w` whatever b (at b = 512, w = 18 432: 392 bits for a loss of 100)."""
-    if not w > 1e-200:  # (the terms fall from the first: no cancellation; w may be 0.0 as a float)
-        return 2
     b = b2 / 2
+    if not w > 1e-200 or (k0 == 2 and w < b2):  # (the terms fall from the first and the excess is led by it)
+        return 2
     k = max(k0, int((-(b - 1) + math.sqrt((b - 1) ** 2 + 4 * w)) / 2))
 
     def log_term(j):  # ln t_j, t_j = w^j / ((b)_j j!)
