@@ -1311,8 +1311,8 @@ def test_pnc_small_excess_measures_its_loss(monkeypatch, d):
 def test_pair_term_second_derivative_against_mpmath(monkeypatch):
     """The pair term's integrand's A-derivatives from one set of 0F1 sums (theory.oprf._pair_term_slopes, for the
     Newton step of the pnc optimum; the first is _pair_term_integrand's, checked by
-    test_large_route_integrands_in_fixed_point_against_mpmath): the second within 128 units of 2^-p of mpmath's numerical second derivative of e^(d ln(1-4A) + 4As) 0F1(;h;(1-4A)v^2 s/2)
-    at 80 more bits (90 points, d = 2 .. 1024, v = 2^-10 .. 3, 80-200 bits; measured 50: F2 from the contiguous
+    test_large_route_integrands_in_fixed_point_against_mpmath): the second within 128 units of 2^-p of mpmath's
+    numerical second derivative of e^(d ln(1-4A) + 4As) 0F1(;h;(1-4A)v^2 s/2) at 80 more bits (90 points, d = 2 .. 1024, v = 2^-10 .. 3, 80-200 bits; measured 50: F2 from the contiguous
     relation loses log2(h(h+1)/(ts)) bits).  Power: with the 0F1 parameter h + 1/2 (a mutant of the formula) it
     misses by far."""
     import random
@@ -1338,7 +1338,8 @@ def test_pair_term_second_derivative_against_mpmath(monkeypatch):
                     h = pmp.mpf(d) / 2
 
                     def f(A):
-                        return pmp.exp(d * pmp.log1p(-4 * A) + 4 * A * ss) * pmp.hyp0f1(h, (1 - 4 * A) * vv ** 2 / 2 * ss)
+                        z = (1 - 4 * A) * vv ** 2 / 2 * ss
+                        return pmp.exp(d * pmp.log1p(-4 * A) + 4 * A * ss) * pmp.hyp0f1(h, z)
 
                     out = max(out, abs(g2 / pmp.diff(f, aa, 2) - 1) * pmp.mpf(2) ** prec)
         return out

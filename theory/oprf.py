@@ -673,8 +673,8 @@ def _pnc_optimal_a(d, vv, m, a0, excess_bits=None):
                     slope_a = exact_slope()
                     if slope_a and abs(slope_a / slope - 1) < mp.mpf(1) / 4:
                         b = a - ga / slope_a
-                        if b < mp.mpf(1) / 8 and (
-                                NEWTON_SAFETY * (mp.mpf(curv) + 1 / abs(a)) * (b - a) ** 2 <= tol * (abs(b) + tol)):
+                        bound = NEWTON_SAFETY * (mp.mpf(curv) + 1 / (abs(a) + tol)) * (b - a) ** 2
+                        if b < mp.mpf(1) / 8 and bound <= tol * (abs(b) + tol):
                             # Newton's error |b - A*| ~ |g''/(2g')| (b - a)^2, the curvature from the model (at least
                             # 1/|A|), NEWTON_SAFETY times: within the tolerance without another quadrature of g
                             return +b
