@@ -506,26 +506,17 @@ def test_first_rung_from_the_span_saves_nodes(monkeypatch):
     rung they need); the values are the same to the working precision in all (the start only chooses which
     rungs are built).  A node count does not depend on the load: deterministic."""
     calls = (("prf", 8, "1", 15), ("prf", 3, "1", 30), ("rff", 64, "0.25", 30))
-    built = []
-    real = A.piece_nodes
-
-    def counted(*args):
-        built.append(args[4])
-        return real(*args)
-
-    monkeypatch.setattr(A, "piece_nodes", counted)
 
     def run(span):
         monkeypatch.setattr(A, "SPAN_NODES", span)
-        built.clear()
-        values = []
+        values, total = [], 0
         for kind, d, v, dps in calls:
-            pnc.clear_caches()
-            with mp.workdps(dps):
-                kw = {} if kind == "rff" else {"x_norm": mp.mpf(v) / 2, "y_norm": mp.mpf(v) / 2}
-                values.append(theory.kernel_mse(C, d, v, kind=kind, **kw))
-        pnc.clear_caches()
-        return sum(built), values
+            def call():
+                with mp.workdps(dps):
+                    kw = {} if kind == "rff" else {"x_norm": mp.mpf(v) / 2, "y_norm": mp.mpf(v) / 2}
+                    values.append(theory.kernel_mse(C, d, v, kind=kind, **kw))
+            total += pnc_nodes_built(monkeypatch, call)
+        return total, values
 
     nodes, values = run(3.0)
     assert nodes <= 420, nodes

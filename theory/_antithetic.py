@@ -856,20 +856,19 @@ class PairRule:
             cuts = [(-mp.log(invert_lower(self.d, mp.log(us[0]), what)) if i == 0 else cut_y(self.d, mp.log(u)),
                      int(-mp.log(u, 2))) for i, u in enumerate(us)]
             self.y05 = cuts[QUANTILES.index("0.05")][0]  # (where a PRF peak starts to need its own pieces)
-            for y in self.extra:
-                y = mp.mpf(y)
-                if y > cuts[0][0]:
-                    cuts.append((y, max(off for c, off in cuts if c <= y)))
+            extra = [y for y in map(mp.mpf, self.extra) if y > cuts[0][0]]
+            cuts += [(y, max(off for c, off in cuts if c <= y)) for y in extra]
             cuts.sort(key=lambda c: c[0])
             # from the first extra cut (a PRF peak's y* - 4w or y*) on, the integrand, not the density, holds the
             # mass: those pieces are wanted to the full goal (off 0), each spanning at least PEAK_SPAN bits
-            peak = min((c for c, _ in cuts[1:] if any(c == mp.mpf(y) for y in self.extra)), default=None)
-            offs = [0 if peak is not None and c >= peak else off for c, off in cuts]
-            spans = [cuts[i + 1][1] - cuts[i][1] for i in range(len(cuts) - 1)]
-            spans = [max(PEAK_SPAN, s) if offs[i] == 0 and peak is not None and cuts[i][0] >= peak else s
-                     for i, s in enumerate(spans)]
-            self.pieces = [Piece(cuts[i][0], cuts[i + 1][0], offs[i], spans[i]) for i in range(len(cuts) - 1)]
-            self.pieces.append(Piece(cuts[-1][0], None, offs[-1]))
+            peak = min(extra, default=mp.inf)
+            pieces = [Piece(lo, hi, off, hi_off - off) for (lo, off), (hi, hi_off) in zip(cuts, cuts[1:])]
+            pieces.append(Piece(cuts[-1][0], None, cuts[-1][1]))
+            for piece in pieces:
+                if piece.lo >= peak:
+                    piece.off = 0
+                    piece.span = max(PEAK_SPAN, piece.span) if piece.hi is not None else 0
+            self.pieces = pieces
 
 
 #: Bits a piece of a peak rule (:class:`PairRule` with ``extra`` cuts: theory.pnc's PRF at large v) spans at

@@ -620,24 +620,27 @@ def _pnc_optimal_a(d, vv, m, a0, excess_bits=None):
     def small_route(a):
         return extra > SMALL_ROUTE_BITS and _pnc_small_excess_applies(d, vv, a)
 
-    def g(a):
+    def variance_part(a):
+        """(e^(v^2 + L), R): the variance's part of g is e^(v^2 + L) L' with L' = R, the bracket
+        16Ad/((1-4A)(1-8A)) + 8v^2/(1-8A)^2 (L = _log_excess_moment)."""
         check_time("OPRF optimal A (pnc_orthogonal)")
         ratio = 16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2
-        dvar = mp.exp(square(vv) + _log_excess_moment(d, vv, a)) * ratio
+        return mp.exp(square(vv) + _log_excess_moment(d, vv, a)), ratio
+
+    def g(a):
+        var, ratio = variance_part(a)
         if small_route(a):
             pair = _pnc_excess_small_derivative(d, vv, a, excess_bits)
         else:
             with mp.workprec(mp.prec + extra):
                 pair = _pnc_pair_term_derivative(d, vv, a, cancel=extra, start=excess_bits)
-        return dvar + n_pnc * pair
+        return var * ratio + n_pnc * pair
 
     def g_and_slope(a):
         """(g(a), a function returning g'(a)) on the large route, the pair term's second A-derivative from the
-        first's 0F1 sums: the variance's part of g is e^(v^2 + L) L' with L' = R (its bracket), so its derivative
-        is e^(v^2 + L)(R^2 + R'), R' = 16d(1 - 32A^2)/((1-4A)^2(1-8A)^2) + 128v^2/(1-8A)^3."""
-        check_time("OPRF optimal A (pnc_orthogonal)")
-        ratio = 16 * a * d / ((1 - 4 * a) * (1 - 8 * a)) + 8 * square(vv) / (1 - 8 * a) ** 2
-        var = mp.exp(square(vv) + _log_excess_moment(d, vv, a))
+        first's 0F1 sums; the variance's part's derivative is e^(v^2 + L)(R^2 + R'),
+        R' = 16d(1 - 32A^2)/((1-4A)^2(1-8A)^2) + 128v^2/(1-8A)^3."""
+        var, ratio = variance_part(a)
         with mp.workprec(mp.prec + extra):
             pair, pair2 = _pnc_pair_term_derivatives(d, vv, a, cancel=extra, start=excess_bits)
 
