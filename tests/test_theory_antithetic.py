@@ -637,3 +637,45 @@ def test_spectral_error_declines_without_clear_decay_and_near_its_rounding():
     cc = pmp.mpf("1.2")
     true, est, s = _spectral_case(lambda t: 1 / (cc - t), lambda: pmp.log((cc + 1) / (cc - 1)), 24, prec=64)
     assert true > s * pmp.mpf(2) ** -50 and est is not None and true <= est
+
+
+def test_every_partner_takes_the_fixed_point_step(monkeypatch):
+    """The partners of the pnc rules come from the fixed-point fourth-order step (_fixed_partner) at every node:
+    over prf, rff and oprf at d = 2, 3, 5, 8, 64, 256, 1024 (v = z = 1) at 15 and 30 digits the bracketed fall-back
+    (invert_upper, mpf steps, 5-20x slower) is never taken.  A fall-back still returns the right partner, so a
+    typo in Q_a's fixed-point routes (a term of the finite sum skipped, a bound) changes no value, only the
+    speed: this count is what sees it.  Power: with Q_a off by a relative 2^-12 (beyond the step's reach from
+    scipy's start, 2^-20, as with a skipped term of the finite sum) the nodes fall back."""
+    calls = []
+    real = A.invert_upper
+
+    def counted(*args, **kw):
+        calls.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(A, "invert_upper", counted)
+
+    def run(ds, kinds=("prf", "rff", "oprf")):
+        for dps in (15, 30):
+            for d in ds:
+                for kind in kinds:
+                    pnc.clear_caches()
+                    with mp.workdps(dps):
+                        kw = {} if kind == "rff" else {"x_norm": mp.mpf(1) / 2, "y_norm": mp.mpf(1) / 2}
+                        theory.kernel_mse(C, d, 1, kind=kind, **kw)
+        pnc.clear_caches()
+
+    run((2, 3, 5, 8, 64, 256, 1024))
+    assert not calls, sorted(set(calls))
+    upper = A._upper_fixed
+
+    def off(d, X, bits, ln2, lost):
+        out = upper(d, X, bits, ln2, lost)
+        if out is None:
+            return None
+        (qm, qe), hx = out
+        return (qm + (qm >> 12), qe), hx
+
+    monkeypatch.setattr(A, "_upper_fixed", off)
+    run((3, 8), kinds=("prf",))
+    assert len(calls) > 100, len(calls)
