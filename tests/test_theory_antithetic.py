@@ -679,3 +679,92 @@ def test_every_partner_takes_the_fixed_point_step(monkeypatch):
     monkeypatch.setattr(A, "_upper_fixed", off)
     run((3, 8), kinds=("prf",))
     assert len(calls) > 100, len(calls)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the node's series by local Taylor expansions (large d)
+
+
+@pytest.mark.parametrize("d", [32, 64, 256, 1024, 65536])
+@pytest.mark.parametrize("bits", [101, 184, 300])
+def test_local_expansion_of_the_series_against_mpmath_gammainc(d, bits):
+    r"""S(x) = sum x^k/(a+1)_k at 48 points of a piece by _lower_series_local (Taylor expansions of S about the
+    middle of the range, from its differential equation x S' = (x - a) S + a) against
+    :math:`P_a(x)\Gamma(a+1)x^{-a}e^x` by mpmath's gammainc at 40 more bits, within the LOCAL_MAX_UNITS units of
+    2^-bits relative its error bound allows, on the rule's pieces below the median (in units of
+    sqrt(a): 0 .. 1.7, 1.7 .. 4.8, 4.8 .. 10).  The piece at the median is always taken (no fall-back to the
+    series per node).  Power: the same check refutes the expansion for a - 1/2 and values off by 2^13 units
+    relative."""
+    a = mp.mpf(d) / 2
+    rel = A.LOCAL_MAX_UNITS * mp.mpf(2) ** -bits
+    taken = 0
+    for k0, k1 in ((0, 1.7), (1.7, 4.8), (4.8, 10)):
+        lo = max(float(a) - k1 * math.sqrt(float(a)), float(a) / 4)
+        hi = float(a) - 1 / 3 - k0 * math.sqrt(float(a))
+        xs = [int((lo + (hi - lo) * (1 + math.cos(math.pi * (i + 0.5) / 48)) / 2) * 2 ** 40) << (bits - 40)
+              for i in range(48)]
+        got = A._lower_series_local(d, xs, bits)
+        if k0 == 0:
+            assert got is not None, (d, bits)
+        if got is None:
+            continue
+        taken += 1
+        wrong_a = A._lower_series_local(d - 1, xs, bits)
+        with mp.workprec(bits + 40):
+            for i, X in enumerate(xs):
+                x = mp.mpf(X) / 2 ** bits
+                ref = mp.gammainc(a, 0, x, regularized=True) * mp.exp(mp.loggamma(a + 1) - a * mp.log(x) + x)
+                assert abs(mp.mpf(got[i]) / 2 ** bits / ref - 1) <= rel, (d, bits, float(x))
+                off = got[i] + (got[i] >> (bits - 13))  # 2^13 units relative
+                assert abs(mp.mpf(off) / 2 ** bits / ref - 1) > rel
+                if wrong_a is not None:
+                    assert abs(mp.mpf(wrong_a[i]) / 2 ** bits / ref - 1) > rel
+    assert taken >= 1
+
+
+def test_local_expansion_leaves_the_pnc_values_unchanged_and_is_taken(monkeypatch):
+    """The pnc MSEs at d = 64, 256, 1024 (prf, rff, oprf; v = z = 1; 15 and 30 digits) are bit-identical with the
+    node's series by local expansions (d >= LOCAL_MIN_D) and by the series at every node (the nodes are rounded
+    to the rule's precision, 24 bits below both); the expansions are taken on every finite piece at d = 1024.
+    Power: with the expansion's coefficients off by a relative 2^-40 (the constant a H of its first step
+    scaled) the values change."""
+    taken = []
+    real = A._lower_series_local
+
+    def counted(d, xs, bits, splits=A.LOCAL_SPLITS):
+        out = real(d, xs, bits, splits)
+        if splits == A.LOCAL_SPLITS:
+            taken.append((d, out is not None))
+        return out
+
+    monkeypatch.setattr(A, "_lower_series_local", counted)
+
+    def values():
+        out = []
+        for dps in (15, 30):
+            for d in (64, 256, 1024):
+                for kind in ("prf", "rff", "oprf"):
+                    pnc.clear_caches()
+                    with mp.workdps(dps):
+                        kw = {} if kind == "rff" else {"x_norm": mp.mpf(1) / 2, "y_norm": mp.mpf(1) / 2}
+                        out.append(theory.kernel_mse(C, d, 1, kind=kind, **kw))
+        pnc.clear_caches()
+        return out
+
+    local = values()
+    assert taken and all(ok for d, ok in taken if d == 1024), taken
+    monkeypatch.setattr(A, "LOCAL_MIN_D", 10 ** 9)
+    per_node = values()
+    assert local == per_node
+    monkeypatch.setattr(A, "LOCAL_MIN_D", 32)
+    coefficients = A._local_coefficients
+
+    def skewed(d, XC, H, bits):
+        out = coefficients(d, XC, H, bits)
+        if out is None:
+            return None
+        sig, err = out
+        return [sig[0], sig[1] + (sig[1] >> 40)] + sig[2:], err
+
+    monkeypatch.setattr(A, "_local_coefficients", skewed)
+    assert values() != local
