@@ -157,37 +157,39 @@ def _lower_series_local(d, xs, bits, splits=LOCAL_SPLITS):
                     return None
                 parts.update(zip(group, vals))
         return [parts[x] for x in xs]
-    coeffs, err = sig
-    out = []
-    for X in xs:
-        U = ((X - XC) << bits) // H
-        acc = coeffs[-1]
-        for s in reversed(coeffs[:-1]):
-            acc = s + ((acc * U) >> bits)
-        out.append(acc)
-    return out
+    return [_horner(sig[0], XC, H, X, bits) for X in xs]
 
 
-def _local_coefficients(d, XC, H, bits):
+def _local_coefficients(d, XC, H, bits, first=None, inhomogeneous=None):
     """(the scaled Taylor coefficients sigma_n of :func:`_lower_series_local` about XC with half width H, a bound
-    on the error of a value from them in units), or None where that bound exceeds :data:`LOCAL_MAX_UNITS`."""
+    on the error of a value from them in units), or None where that bound exceeds :data:`LOCAL_MAX_UNITS` units of
+    the smallest value on the range.
+
+    The equation :math:`xf' = (x - b)f + g(x)` with b = ``d``/2: the recurrence
+    :math:`\\sigma_{n+1} = ((x_c - b - n)H\\sigma_n + H^2\\sigma_{n-1} + g_n)/(x_c(n + 1))`; by default S
+    (b = a, :math:`g_0 = aH`, :math:`\\sigma_0` by the series); :func:`_upper_local` passes b = a - 1, its
+    ``first`` value (2 units at most off) and ``inhomogeneous`` {n: g_n at scale 2^(2 bits)} (the majorant of the
+    rest applies beyond the last of them)."""
     scale = 2.0 ** -bits
-    fxc, fh, fa = XC * scale, H * scale, d / 2
+    fxc, fh, fb = XC * scale, H * scale, d / 2
     H2 = (H * H) >> bits
-    prev, cur = 0, _lower_series_fixed(d, XC << 16, bits + 16, None) >> 16
+    if inhomogeneous is None:
+        first = _lower_series_fixed(d, XC << 16, bits + 16, None) >> 16
+        inhomogeneous = {0: (d * H) << (bits - 1)}  # a H
+    prev, cur = 0, first
+    last = max(inhomogeneous)
     coeffs = [cur]
     e_prev, e_cur = 0.0, 2.0
     errs = e_cur
     size = cur * scale
     n = 0
     while True:
-        num = ((XC - ((d + 2 * n) << (bits - 1))) * H >> bits) * cur + H2 * prev  # ((x_c - a - n) H) sig_n + H^2 sig_(n-1)
-        if not n:
-            num += (d * H) << (bits - 1)  # + a H
+        num = ((XC - ((d + 2 * n) << (bits - 1))) * H >> bits) * cur + H2 * prev  # ((x_c - b - n) H) sig_n + H^2 sig_(n-1)
+        num += inhomogeneous.get(n, 0)
         prev, cur = cur, num // (XC * (n + 1))
         # (the products' roundings, a unit of the factors times sigma_n, sigma_(n-1), and the division's unit)
         rounding = 1 + (abs(prev) + abs(cur)) * scale / (fxc * (n + 1)) + 1
-        e_prev, e_cur = e_cur, (abs(fxc - fa - n) * fh / (fxc * (n + 1)) * e_cur + fh * fh / (fxc * (n + 1)) * e_prev
+        e_prev, e_cur = e_cur, (abs(fxc - fb - n) * fh / (fxc * (n + 1)) * e_cur + fh * fh / (fxc * (n + 1)) * e_prev
                                 + rounding)
         coeffs.append(cur)
         errs += e_cur
@@ -195,21 +197,102 @@ def _local_coefficients(d, XC, H, bits):
         n += 1
         if errs > LOCAL_MAX_UNITS * max(1.0, coeffs[0] * scale) or n > LOCAL_MAX_TERMS:
             return None
-        c = max(1.0, (fa - fxc + n) / (n + 1)) * fh / fxc
-        e = fh * fh / (fxc * (n + 1))
-        rho = (c + math.sqrt(c * c + 4 * e)) / 2
-        if rho < 0.5 and max(abs(cur), abs(prev) * rho) * rho / (1 - rho) < 1:
-            break
+        if n > last:  # |c_m| <= c, e_m <= e for every m >= n (|x_c - b - m| <= |x_c - b| + m)
+            c = max(1.0, (abs(fb - fxc) + n) / (n + 1)) * fh / fxc
+            e = fh * fh / (fxc * (n + 1))
+            rho = (c + math.sqrt(c * c + 4 * e)) / 2
+            if rho < 0.5 and max(abs(cur), abs(prev) * rho) * rho / (1 - rho) < 1:
+                break
         if not n % 32:
-            check_time(f"the incomplete gamma expansion at a = d/2 = {show_int(d)}/2", units=SERIES_UNITS)
+            check_time(f"a Taylor expansion of the incomplete gamma function (b = {show_int(d)}/2)", units=SERIES_UNITS)
     # + Horner's roundings (a unit a step; the rounding of u moves the value by at most sum n |sigma_n| units);
     # + the truncated rest: one unit, and the errors of the two last coefficients carried by it
     slope = sum(k * abs(c) for k, c in enumerate(coeffs)) * scale
     err = errs + (n + 1) + slope + 1 + e_cur + e_prev
-    low = coeffs[0] * scale - (size - coeffs[0] * scale)  # S >= sigma_0 - sum_(n>=1) |sigma_n| on the range
+    low = coeffs[0] * scale - (size - coeffs[0] * scale)  # f >= sigma_0 - sum_(n>=1) |sigma_n| on the range
     if err > LOCAL_MAX_UNITS * max(1.0, low):
         return None
     return coeffs, err
+
+
+def _horner(coeffs, XC, H, X, bits):
+    """sum sigma_n u^n at u = (X - XC)/H (fixed point at scale 2^bits)."""
+    U = ((X - XC) << bits) // H
+    acc = coeffs[-1]
+    for s in reversed(coeffs[:-1]):
+        acc = s + ((acc * U) >> bits)
+    return acc
+
+
+#: The partners of a rule's pieces at d >= this value take :math:`Q_a` by :func:`_upper_local` (one Taylor
+#: expansion over the piece's partners) where its error bound allows; below, :func:`_upper_fixed` per step.
+UPPER_LOCAL_MIN_D = 128
+
+#: Bits beyond the nodes' that :func:`_upper_local` computes its expansion with (its error bound, up to
+#: :data:`LOCAL_MAX_UNITS` units there, is then at most 16 units of the nodes' 2^-bits: within the 64 units the
+#: partner's step allows for :math:`Q_a`).
+UPPER_LOCAL_GUARD = 8
+
+
+def _upper_local(d, lo, hi, bits, lost, splits=LOCAL_SPLITS):
+    """:func:`_upper_expansion` over [lo, hi], its halves where it fails (at most ``splits`` times; a part whose
+    expansion fails even so is left to :func:`_upper_fixed`: its function returns None there)."""
+    whole = _upper_expansion(d, lo, hi, bits, lost)
+    if whole is not None or splits <= 0:
+        return whole
+    mid = (lo + hi) >> 1
+    left, right = (_upper_local(d, a, b, bits, lost, splits - 1) for a, b in ((lo, mid), (mid, hi)))
+    if left is None and right is None:
+        return None
+
+    def upper(X):
+        part = left if X <= mid else right
+        return part(X) if part is not None else None
+
+    return upper
+
+
+def _upper_expansion(d, lo, hi, bits, lost):
+    r"""A function X -> (Q, hx) of :func:`_upper_fixed`'s form for fixed-point X in [lo, hi] (None outside), from
+    one Taylor expansion of :math:`T = Q_a/\gamma_a` (:math:`\gamma_a(X) = X^{a-1}e^{-X}/\Gamma(a)`) about the
+    middle of the range; None where its error bound fails (:func:`_local_coefficients`).
+
+    :math:`Q_a' = -\gamma_a` and :math:`X\gamma_a' = (a - 1 - X)\gamma_a` give :math:`XT' = (X - (a - 1))T - X`:
+    the equation of :func:`_local_coefficients` with b = a - 1 and :math:`g(X) = -X`, i.e.
+    :math:`g_0 = -X_cH`, :math:`g_1 = -H^2`; :math:`T(X_c) = X_c/hx` by :func:`_upper_fixed` at 24 more bits.
+    The expansion at :data:`UPPER_LOCAL_GUARD` more bits; per X: :math:`\gamma_a(X)` by one logarithm and one
+    exponential in fixed point (as :func:`_finite_upper_down`), Q = :math:`\gamma_aT`, hx = X/T (T >= 1 for
+    a >= 1: :math:`\Gamma(a, X) \ge X^{a-1}e^{-X}`)."""
+    wb = bits + UPPER_LOCAL_GUARD
+    XC = (lo + hi) >> 1
+    H = hi - XC
+    if H <= 0 or XC <= 0:
+        return None
+    ww = bits + 24
+    centre = _upper_fixed(d, XC << 24, ww, ln2_fixed(ww), lost)
+    if centre is None:
+        return None
+    first = ((XC << (24 + wb)) // centre[1])  # T = X / hx at scale 2^wb
+    sh = wb - bits
+    XCw, Hw = XC << sh, H << sh
+    got = _local_coefficients(d - 2, XCw, Hw, wb, first, {0: -(XCw * Hw), 1: -(Hw * Hw)})
+    if got is None:
+        return None
+    coeffs = got[0]
+    n = d // 2
+    wl = bits + n.bit_length() + 8
+    lg = to_fixed(_log_gammas(d, wl + 8)[0], wl)  # ln Gamma(a)
+    ln2 = ln2_fixed(wl)
+
+    def upper(X):
+        if not lo <= X <= hi:
+            return None
+        T = _horner(coeffs, XCw, Hw, X << sh, wb)
+        lx = to_fixed(mpf_log(from_man_exp(X, -bits), wl), wl)
+        em, en = _exp_pair((((d - 2) * lx) >> 1) - (X << (wl - bits)) - lg, wl, ln2)  # gamma_a(X) = em 2^(en - wl)
+        return ((em * T) >> (wl + sh), en), (X << (bits + sh)) // T
+
+    return upper
 
 
 def _finite_upper(n, x, bits):
@@ -791,7 +874,7 @@ def _finite_upper_down(n, X, bits):
     return ((em * total) >> (wl + wb - bits), en), (X << wb) // total
 
 
-def _fixed_partner(d, pm, pe, x0, bits, ln2, tol):
+def _fixed_partner(d, pm, pe, x0, bits, ln2, tol, upper=None):
     r"""The partner X of the node whose :math:`P_a(x) = p_m 2^{p_e - bits}` (a = d/2), as a fixed-point integer
     at scale 2^bits: the steps of :func:`_steps` (log form) in fixed-point integer arithmetic (about 5x faster
     than mpf arithmetic), the series reversion taken one order further (to :math:`\eta^4`, coefficients at the
@@ -808,7 +891,9 @@ def _fixed_partner(d, pm, pe, x0, bits, ln2, tol):
     scale = 2.0 ** -bits
     lost = max(0, bits - pe - pm.bit_length())  # log2(1/p), p = pm 2^(pe - bits)
     for _ in range(3):
-        qh = _upper_fixed(d, X, bits, ln2, lost)
+        qh = upper(X) if upper is not None else None  # (the piece's expansion, None outside its range)
+        if qh is None:
+            qh = _upper_fixed(d, X, bits, ln2, lost)
         if qh is None:
             return None
         (qm, qe), hx = qh
@@ -896,11 +981,18 @@ def piece_nodes(d, kind, lo, hi, n, what):
         xs.append(from_man_exp(xm, xn - bits))
     starts = _float_starts(d, pfloats)
     tol = 2.0 ** -(prec + 4)
+    upper = None
+    if kind == "y" and d >= UPPER_LOCAL_MIN_D and all(starts):
+        # one expansion of Q_a over the partners' range (scipy's starts, widened by 2^-12: the steps move them
+        # by about 2^-50); lost: log2 of 1 / the smallest Q the partners take
+        lo = int(math.ldexp(min(starts) * (1 - 2.0 ** -12), 60)) << (bits - 60)
+        hi = int(math.ldexp(max(starts) * (1 + 2.0 ** -12), 60)) << (bits - 60)
+        upper = _upper_local(d, lo, hi, bits, max(0, max(bits - pn - pm.bit_length() for pm, pn in zip(pms, pes))))
     out = []
     for x, pm, pn, W, x0 in zip(xs, pms, pes, weights, starts):
         X = None
         if x0 is not None:
-            X = _fixed_partner(d, pm, pn, x0, bits, ln2, tol)
+            X = _fixed_partner(d, pm, pn, x0, bits, ln2, tol, upper)
             X = None if X is None else from_man_exp(X, -bits)
         if X is None:  # (its steps charge their own work)
             X = invert_upper(d, mp.make_mpf(from_man_exp(pm, pn - bits)), x0, what)._mpf_
