@@ -186,9 +186,9 @@ def _local_coefficients(d, XC, H, bits, first=None, inhomogeneous=None):
     while True:
         num = ((XC - ((d + 2 * n) << (bits - 1))) * H >> bits) * cur + H2 * prev  # ((x_c - b - n) H) sig_n + H^2 sig_(n-1)
         num += inhomogeneous.get(n, 0)
-        prev, cur = cur, num // (XC * (n + 1))
         # (the products' roundings, a unit of the factors times sigma_n, sigma_(n-1), and the division's unit)
-        rounding = 1 + (abs(prev) + abs(cur)) * scale / (fxc * (n + 1)) + 1
+        rounding = 1 + (abs(cur) + abs(prev)) * scale / (fxc * (n + 1)) + 1
+        prev, cur = cur, num // (XC * (n + 1))
         e_prev, e_cur = e_cur, (abs(fxc - fb - n) * fh / (fxc * (n + 1)) * e_cur + fh * fh / (fxc * (n + 1)) * e_prev
                                 + rounding)
         coeffs.append(cur)
