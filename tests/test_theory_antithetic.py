@@ -654,18 +654,7 @@ def test_every_partner_takes_the_fixed_point_step(monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(A, "invert_upper", counted)
-
-    def run(ds, kinds=("prf", "rff", "oprf")):
-        for dps in (15, 30):
-            for d in ds:
-                for kind in kinds:
-                    pnc.clear_caches()
-                    with mp.workdps(dps):
-                        kw = {} if kind == "rff" else {"x_norm": mp.mpf(1) / 2, "y_norm": mp.mpf(1) / 2}
-                        theory.kernel_mse(C, d, 1, kind=kind, **kw)
-        pnc.clear_caches()
-
-    run((2, 3, 5, 8, 64, 256, 1024))
+    _cold_mses_at_one((2, 3, 5, 8, 64, 256, 1024))
     assert not calls, sorted(set(calls))
     upper = A._upper_fixed
 
@@ -677,8 +666,38 @@ def test_every_partner_takes_the_fixed_point_step(monkeypatch):
         return (qm + (qm >> 12), qe), hx
 
     monkeypatch.setattr(A, "_upper_fixed", off)
-    run((3, 8), kinds=("prf",))
+    _cold_mses_at_one((3, 8), kinds=("prf",))
     assert len(calls) > 100, len(calls)
+
+
+def _cold_mses_at_one(ds, kinds=("prf", "rff", "oprf")):
+    """The pnc MSEs of ``kinds`` at v = z = 1 (x and y of norm 1/2 for the positive kinds) for every d of ``ds`` at
+    15 and 30 digits, each from emptied memos (every rule built again), as a list."""
+    out = []
+    for dps in (15, 30):
+        for d in ds:
+            for kind in kinds:
+                pnc.clear_caches()
+                with mp.workdps(dps):
+                    kw = {} if kind == "rff" else {"x_norm": mp.mpf(1) / 2, "y_norm": mp.mpf(1) / 2}
+                    out.append(theory.kernel_mse(C, d, 1, kind=kind, **kw))
+    pnc.clear_caches()
+    return out
+
+
+def _record_outer_calls(monkeypatch, name, arity):
+    """Replace theory._antithetic's ``name`` by a wrapper that records (d, whether it returned a value) for each
+    call with ``arity`` arguments (the callers' calls; its own halvings pass one more, the splits left)."""
+    real, log = getattr(A, name), []
+
+    def recorded(*args):
+        out = real(*args)
+        if len(args) == arity:
+            log.append((args[0], out is not None))
+        return out
+
+    monkeypatch.setattr(A, name, recorded)
+    return log
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -729,38 +748,11 @@ def test_local_expansion_leaves_the_pnc_values_unchanged_and_is_taken(monkeypatc
     expansions are taken on every finite piece at d = 1024.  Power: with the expansions' first coefficient (the
     value at the centre) off by a relative 2^-40 the values change (or the quadrature, seeing the seams between
     expansions, raises ConvergenceError)."""
-    taken = []
-    real = A._lower_series_local
-
-    def counted(d, xs, bits, splits=A.LOCAL_SPLITS):
-        out = real(d, xs, bits, splits)
-        if splits == A.LOCAL_SPLITS:
-            taken.append((d, out is not None))
-        return out
-
-    monkeypatch.setattr(A, "_lower_series_local", counted)
-    uppers = []
-    real_upper = A._upper_local
-
-    def counted_upper(d, lo, hi, bits, lost, splits=A.LOCAL_SPLITS):
-        out = real_upper(d, lo, hi, bits, lost, splits)
-        if splits == A.LOCAL_SPLITS:
-            uppers.append((d, out is not None))
-        return out
-
-    monkeypatch.setattr(A, "_upper_local", counted_upper)
+    taken = _record_outer_calls(monkeypatch, "_lower_series_local", 3)
+    uppers = _record_outer_calls(monkeypatch, "_upper_local", 5)
 
     def values():
-        out = []
-        for dps in (15, 30):
-            for d in (64, 256, 1024):
-                for kind in ("prf", "rff", "oprf"):
-                    pnc.clear_caches()
-                    with mp.workdps(dps):
-                        kw = {} if kind == "rff" else {"x_norm": mp.mpf(1) / 2, "y_norm": mp.mpf(1) / 2}
-                        out.append(theory.kernel_mse(C, d, 1, kind=kind, **kw))
-        pnc.clear_caches()
-        return out
+        return _cold_mses_at_one((64, 256, 1024))
 
     local = values()
     assert taken and all(ok for d, ok in taken if d == 1024), taken

@@ -184,7 +184,8 @@ def _local_coefficients(d, XC, H, bits, first=None, inhomogeneous=None):
     size = cur * scale
     n = 0
     while True:
-        num = ((XC - ((d + 2 * n) << (bits - 1))) * H >> bits) * cur + H2 * prev  # ((x_c - b - n) H) sig_n + H^2 sig_(n-1)
+        # ((x_c - b - n) H) sig_n + H^2 sig_(n-1)
+        num = ((XC - ((d + 2 * n) << (bits - 1))) * H >> bits) * cur + H2 * prev
         num += inhomogeneous.get(n, 0)
         # (the products' roundings, a unit of the factors times sigma_n, sigma_(n-1), and the division's unit)
         rounding = 1 + (abs(cur) + abs(prev)) * scale / (fxc * (n + 1)) + 1
@@ -874,6 +875,11 @@ def _finite_upper_down(n, X, bits):
     return ((em * total) >> (wl + wb - bits), en), (X << wb) // total
 
 
+def _lost_bits(pm, pe, bits):
+    """log2(1/p) (at least 0) for p = pm 2^(pe - bits): the bits 1 - P_a loses at a partner whose Q_a is p."""
+    return max(0, bits - pe - pm.bit_length())
+
+
 def _fixed_partner(d, pm, pe, x0, bits, ln2, tol, upper=None):
     r"""The partner X of the node whose :math:`P_a(x) = p_m 2^{p_e - bits}` (a = d/2), as a fixed-point integer
     at scale 2^bits: the steps of :func:`_steps` (log form) in fixed-point integer arithmetic (about 5x faster
@@ -889,7 +895,7 @@ def _fixed_partner(d, pm, pe, x0, bits, ln2, tol, upper=None):
     fa1 = d / 2 - 1
     FA1 = (d - 2) << (bits - 1)
     scale = 2.0 ** -bits
-    lost = max(0, bits - pe - pm.bit_length())  # log2(1/p), p = pm 2^(pe - bits)
+    lost = _lost_bits(pm, pe, bits)
     for _ in range(3):
         qh = upper(X) if upper is not None else None  # (the piece's expansion, None outside its range)
         if qh is None:
@@ -985,9 +991,9 @@ def piece_nodes(d, kind, lo, hi, n, what):
     if kind == "y" and d >= UPPER_LOCAL_MIN_D and all(starts):
         # one expansion of Q_a over the partners' range (scipy's starts, widened by 2^-12: the steps move them
         # by about 2^-50); lost: log2 of 1 / the smallest Q the partners take
-        lo = int(math.ldexp(min(starts) * (1 - 2.0 ** -12), 60)) << (bits - 60)
-        hi = int(math.ldexp(max(starts) * (1 + 2.0 ** -12), 60)) << (bits - 60)
-        upper = _upper_local(d, lo, hi, bits, max(0, max(bits - pn - pm.bit_length() for pm, pn in zip(pms, pes))))
+        X_lo = int(math.ldexp(min(starts) * (1 - 2.0 ** -12), 60)) << (bits - 60)
+        X_hi = int(math.ldexp(max(starts) * (1 + 2.0 ** -12), 60)) << (bits - 60)
+        upper = _upper_local(d, X_lo, X_hi, bits, max(_lost_bits(pm, pn, bits) for pm, pn in zip(pms, pes)))
     out = []
     for x, pm, pn, W, x0 in zip(xs, pms, pes, weights, starts):
         X = None
